@@ -1,0 +1,257 @@
+package v1
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Labels and annotations shared by the controller, the wrapper and the
+// gridhosts plugin.
+const (
+	// LabelGridSelector names the grid that produced an object.
+	LabelGridSelector = "superedge.io/grid-selector"
+	// LabelGridUniqKey carries the grid's gridUniqKey on every produced object.
+	LabelGridUniqKey = "superedge.io/grid-uniq-key"
+	// AnnotationTopologyKeys is the ordered list of node label keys (JSON) by
+	// which the wrapper keeps a Service's endpoints inside the caller's nodeunit.
+	AnnotationTopologyKeys = "topologyKeys"
+	// AnnotationLocalEndpoint and AnnotationLocalPort on default/kubernetes
+	// point in-cluster clients on an edge node at the node-local apiserver.
+	AnnotationLocalEndpoint = "superedge.io/local-endpoint"
+	AnnotationLocalPort     = "superedge.io/local-port"
+)
+
+// Condition types and reasons reported in the grids' status.
+const (
+	// ConditionReady is True when every nodeunit's child is up to date and ready.
+	ConditionReady = "Ready"
+	// ConditionReconciled is False when the grid cannot be fully reconciled
+	// (empty gridUniqKey, nodeunit values that cannot name a child, API errors).
+	ConditionReconciled = "Reconciled"
+)
+
+// DeploymentGrid runs one Deployment per nodeunit, named {grid}-{value}.
+//
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=dg,categories=superedge
+// +kubebuilder:printcolumn:name="Grid-Key",type=string,JSONPath=`.spec.gridUniqKey`
+// +kubebuilder:printcolumn:name="NodeUnits",type=integer,JSONPath=`.status.nodeUnits`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodeUnits`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type DeploymentGrid struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   DeploymentGridSpec   `json:"spec"`
+	Status DeploymentGridStatus `json:"status,omitempty"`
+}
+
+// DeploymentGridSpec is the wanted state of a DeploymentGrid.
+type DeploymentGridSpec struct {
+	// GridUniqKey is the node label key whose distinct values are the nodeunits.
+	// +required
+	GridUniqKey string `json:"gridUniqKey"`
+	// Template is the spec of every per-nodeunit Deployment.
+	// +required
+	Template appsv1.DeploymentSpec `json:"template"`
+}
+
+// DeploymentGridStatus is the observed state of a DeploymentGrid.
+type DeploymentGridStatus struct {
+	// ObservedGeneration is the grid generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// States maps each nodeunit value to its Deployment's status.
+	// +optional
+	States map[string]DeploymentState `json:"states,omitempty"`
+	// NodeUnits is how many nodeunits have a Deployment.
+	// +optional
+	NodeUnits int32 `json:"nodeUnits,omitempty"`
+	// ReadyNodeUnits is how many of them have all their replicas ready.
+	// +optional
+	ReadyNodeUnits int32 `json:"readyNodeUnits,omitempty"`
+	// Conditions summarise the grid's state.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// DeploymentState mirrors one nodeunit's Deployment status. Its JSON fields
+// are those of apps/v1 DeploymentStatus, so the original SuperEdge status reads the same.
+type DeploymentState struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// +optional
+	UnavailableReplicas int32 `json:"unavailableReplicas,omitempty"`
+	// +optional
+	// +listType=atomic
+	Conditions []appsv1.DeploymentCondition `json:"conditions,omitempty"`
+}
+
+// DeploymentGridList is a list of DeploymentGrids.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+type DeploymentGridList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []DeploymentGrid `json:"items"`
+}
+
+// StatefulSetGrid runs one StatefulSet per nodeunit, named {grid}-{value}.
+//
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ssg,categories=superedge
+// +kubebuilder:printcolumn:name="Grid-Key",type=string,JSONPath=`.spec.gridUniqKey`
+// +kubebuilder:printcolumn:name="NodeUnits",type=integer,JSONPath=`.status.nodeUnits`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodeUnits`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type StatefulSetGrid struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   StatefulSetGridSpec   `json:"spec"`
+	Status StatefulSetGridStatus `json:"status,omitempty"`
+}
+
+// StatefulSetGridSpec is the wanted state of a StatefulSetGrid.
+type StatefulSetGridSpec struct {
+	// GridUniqKey is the node label key whose distinct values are the nodeunits.
+	// +required
+	GridUniqKey string `json:"gridUniqKey"`
+	// Template is the spec of every per-nodeunit StatefulSet.
+	// +required
+	Template appsv1.StatefulSetSpec `json:"template"`
+}
+
+// StatefulSetGridStatus is the observed state of a StatefulSetGrid.
+type StatefulSetGridStatus struct {
+	// ObservedGeneration is the grid generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// States maps each nodeunit value to its StatefulSet's status.
+	// +optional
+	States map[string]StatefulSetState `json:"states,omitempty"`
+	// NodeUnits is how many nodeunits have a StatefulSet.
+	// +optional
+	NodeUnits int32 `json:"nodeUnits,omitempty"`
+	// ReadyNodeUnits is how many of them have all their replicas ready.
+	// +optional
+	ReadyNodeUnits int32 `json:"readyNodeUnits,omitempty"`
+	// Conditions summarise the grid's state.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// StatefulSetState mirrors one nodeunit's StatefulSet status. Its JSON fields
+// are those of apps/v1 StatefulSetStatus.
+type StatefulSetState struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// +optional
+	CurrentReplicas int32 `json:"currentReplicas,omitempty"`
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// +optional
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	// +optional
+	UpdateRevision string `json:"updateRevision,omitempty"`
+	// +optional
+	// +listType=atomic
+	Conditions []appsv1.StatefulSetCondition `json:"conditions,omitempty"`
+}
+
+// StatefulSetGridList is a list of StatefulSetGrids.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+type StatefulSetGridList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []StatefulSetGrid `json:"items"`
+}
+
+// ServiceGrid produces one Service, named {grid}-svc, annotated with
+// topologyKeys so that traffic stays inside the caller's nodeunit.
+//
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sg,categories=superedge
+// +kubebuilder:printcolumn:name="Grid-Key",type=string,JSONPath=`.spec.gridUniqKey`
+// +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.status.serviceName`
+// +kubebuilder:printcolumn:name="Cluster-IP",type=string,JSONPath=`.status.clusterIP`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ServiceGrid struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ServiceGridSpec   `json:"spec"`
+	Status ServiceGridStatus `json:"status,omitempty"`
+}
+
+// ServiceGridSpec is the wanted state of a ServiceGrid.
+type ServiceGridSpec struct {
+	// GridUniqKey is the node label key whose values are the nodeunits.
+	// +required
+	GridUniqKey string `json:"gridUniqKey"`
+	// Template is the spec of the produced Service.
+	// +required
+	Template corev1.ServiceSpec `json:"template"`
+}
+
+// ServiceGridStatus is the observed state of a ServiceGrid.
+type ServiceGridStatus struct {
+	// ObservedGeneration is the grid generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ServiceName is the name of the produced Service.
+	// +optional
+	ServiceName string `json:"serviceName,omitempty"`
+	// ClusterIP is the produced Service's allocated cluster IP.
+	// +optional
+	ClusterIP string `json:"clusterIP,omitempty"`
+	// Conditions summarise the grid's state.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ServiceGridList is a list of ServiceGrids.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+type ServiceGridList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []ServiceGrid `json:"items"`
+}

@@ -1,0 +1,95 @@
+package crds
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"sort"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
+)
+
+// FieldManager owns the CRDs' fields when the controller applies them.
+const FieldManager = "application-grid-controller"
+
+// Manifest is one embedded CRD.
+type Manifest struct {
+	Name string
+	// JSON is the manifest as JSON, ready for a server-side apply patch.
+	JSON []byte
+	CRD  *apiextensionsv1.CustomResourceDefinition
+}
+
+// Manifests parses the embedded CRDs, sorted by name.
+func Manifests() ([]Manifest, error) {
+	files, err := fs.Glob(FS, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	out := make([]Manifest, 0, len(files))
+	for _, f := range files {
+		data, err := FS.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		js, err := yaml.YAMLToJSON(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(data, crd); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		out = append(out, Manifest{Name: crd.Name, JSON: js, CRD: crd})
+	}
+	return out, nil
+}
+
+// Apply creates or updates every embedded CRD with server-side apply.
+func Apply(ctx context.Context, client apiextensionsclient.Interface) error {
+	ms, err := Manifests()
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		_, err := client.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, m.Name, types.ApplyPatchType, m.JSON,
+			metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)})
+		if err != nil {
+			return fmt.Errorf("apply CRD %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
+
+// WaitEstablished waits until every embedded CRD reports Established=True.
+func WaitEstablished(ctx context.Context, client apiextensionsclient.Interface, timeout time.Duration) error {
+	ms, err := Manifests()
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, m.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil //nolint:nilerr // not there yet: keep polling until the timeout
+			}
+			for _, c := range crd.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not Established: %w", m.Name, err)
+		}
+	}
+	return nil
+}

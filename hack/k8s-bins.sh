@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Builds the real control-plane binaries the tests run (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kube-proxy, kubectl) from the Go
+# module proxy, into a cache outside the repository keyed on (Kubernetes
+# version, etcd version, Go version). A second run with the same key is a no-op.
+#
+# Prints the directory holding the binaries on its last line; with
+# --print-dir it only prints that directory and builds nothing.
+#
+#   K8S_VERSION   Kubernetes release (default: the one matching our client-go)
+#   ETCD_VERSION  etcd server release
+#   SERVICEGROUP_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/servicegroup)
+set -euo pipefail
+
+K8S_VERSION=${K8S_VERSION:-v1.37.1}
+ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
+GO_VERSION=$(go env GOVERSION)
+CACHE_ROOT=${SERVICEGROUP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/servicegroup}
+BIN_DIR="$CACHE_ROOT/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$GO_VERSION/bin"
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl)
+
+have_all() {
+	local b
+	for b in etcd "${K8S_CMDS[@]}"; do
+		[ -x "$BIN_DIR/$b" ] || return 1
+	done
+}
+
+if [ "${1:-}" = "--print-dir" ]; then
+	echo "$BIN_DIR"
+	exit 0
+fi
+
+if have_all; then
+	echo "$BIN_DIR"
+	exit 0
+fi
+
+mkdir -p "$BIN_DIR"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
+ldflags="-s -w"
+
+if [ ! -x "$BIN_DIR/etcd" ]; then
+	echo ">> building etcd $ETCD_VERSION" >&2
+	mkdir -p "$work/etcd"
+	cat >"$work/etcd/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+	(
+		cd "$work/etcd"
+		go mod init servicegroup.local/etcd >/dev/null 2>&1
+		go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2
+		go mod tidy >&2
+		go build -trimpath -ldflags "$ldflags" -o "$BIN_DIR/etcd.tmp" .
+	)
+	mv "$BIN_DIR/etcd.tmp" "$BIN_DIR/etcd"
+fi
+
+missing=()
+for b in "${K8S_CMDS[@]}"; do
+	[ -x "$BIN_DIR/$b" ] || missing+=("$b")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo ">> building ${missing[*]} $K8S_VERSION" >&2
+	mkdir -p "$work/k8s"
+	cd "$work/k8s"
+	go mod init servicegroup.local/k8s >/dev/null 2>&1
+	go mod download -json "k8s.io/kubernetes@$K8S_VERSION" >"$work/k8s.json"
+	k8s_mod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p' "$work/k8s.json")
+	staging=${K8S_VERSION/v1./v0.}
+	# k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
+	# with ./staging paths; a consumer must pin each to the published v0.X.Y.
+	{
+		echo "require k8s.io/kubernetes $K8S_VERSION"
+		echo "replace ("
+		sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$k8s_mod" |
+			grep -v '^k8s.io/sample-' |
+			while read -r m; do echo "	$m => $m $staging"; done
+		echo ")"
+	} >>go.mod
+	pkgs=()
+	for b in "${missing[@]}"; do
+		case $b in
+		kubectl) pkgs+=(k8s.io/kubernetes/cmd/kubectl) ;;
+		*) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
+		esac
+	done
+	cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+GO
+	for p in "${pkgs[@]}"; do echo "import _ \"$p\"" >>tools.go; done
+	go mod tidy -e >&2 || true
+	go build -tags tools -trimpath -ldflags "$ldflags" -o "$BIN_DIR/" "${pkgs[@]}"
+fi
+
+have_all
+echo "$BIN_DIR"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Regenerates every generated file: deepcopy, clientset, listers, informers and
+# apply configurations (k8s.io/code-generator), and the CRD manifests
+# (controller-gen). Generators are pinned in hack/tools/go.mod.
+set -euo pipefail
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MODULE=github.com/servicegroup/servicegroup
+BOILERPLATE="$REPO_ROOT/hack/boilerplate.go.txt"
+TOOLS_MOD="$REPO_ROOT/hack/tools/go.mod"
+
+CODEGEN_PKG=$(cd "$REPO_ROOT/hack/tools" && go list -m -f '{{.Dir}}' k8s.io/code-generator)
+# shellcheck source=/dev/null
+source "$CODEGEN_PKG/kube_codegen.sh"
+
+cd "$REPO_ROOT"
+
+kube::codegen::gen_helpers \
+	--boilerplate "$BOILERPLATE" \
+	"$REPO_ROOT/apis"
+
+kube::codegen::gen_client \
+	--with-watch \
+	--with-applyconfig \
+	--output-dir "$REPO_ROOT/client" \
+	--output-pkg "$MODULE/client" \
+	--boilerplate "$BOILERPLATE" \
+	"$REPO_ROOT/apis"
+
+
+# CRDs: full OpenAPI v3 schemas from the Go types. Embedded ObjectMeta in pod
+# templates gets its labels/annotations schema, or the apiserver would prune them.
+go tool -modfile="$TOOLS_MOD" controller-gen \
+	crd:generateEmbeddedObjectMeta=true,allowDangerousTypes=false \
+	paths="./apis/..." \
+	output:crd:artifacts:config="$REPO_ROOT/build/crds"

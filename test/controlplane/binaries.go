@@ -1,0 +1,52 @@
+package controlplane
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// Pinned versions: keep in step with hack/k8s-bins.sh and go.mod.
+const (
+	KubernetesVersion = "v1.37.1"
+	EtcdVersion       = "v3.7.0"
+)
+
+// Binaries the harness can run.
+const (
+	Etcd                  = "etcd"
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+	KubeProxy             = "kube-proxy"
+	Kubectl               = "kubectl"
+)
+
+// BinDir is where hack/k8s-bins.sh put the binaries: $KUBE_BIN_DIR when set,
+// else the script's default cache directory for the pinned versions.
+func BinDir() string {
+	if d := os.Getenv("KUBE_BIN_DIR"); d != "" {
+		return d
+	}
+	root := os.Getenv("SERVICEGROUP_CACHE")
+	if root == "" {
+		cache := os.Getenv("XDG_CACHE_HOME")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache")
+		}
+		root = filepath.Join(cache, "servicegroup")
+	}
+	return filepath.Join(root, fmt.Sprintf("k8s-%s-etcd-%s-%s", KubernetesVersion, EtcdVersion, runtime.Version()), "bin")
+}
+
+// Binary returns the path of one control-plane binary, or an error that says
+// how to build it.
+func Binary(name string) (string, error) {
+	path := filepath.Join(BinDir(), name)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%s not found in %s: run 'make k8s-bins' (or set KUBE_BIN_DIR)", name, BinDir())
+	}
+	return path, nil
+}

@@ -1,0 +1,422 @@
+// Package controlplane runs a real etcd, kube-apiserver and, on request,
+// kube-controller-manager and kube-scheduler on this machine for integration
+// tests, end-to-end tests and the demo. Binaries come from hack/k8s-bins.sh.
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options shape one control plane. The zero value is an etcd and
+// kube-apiserver on 127.0.0.1.
+type Options struct {
+	// BindAddress is where the apiserver listens (default 127.0.0.1). Tests
+	// that run components inside network namespaces pass their veth address.
+	BindAddress string
+	// ExtraSANs are added to the apiserver's serving certificate.
+	ExtraSANs []net.IP
+	// ServiceCIDR is --service-cluster-ip-range (default 10.96.0.0/16).
+	ServiceCIDR string
+	// ControllerManager also starts kube-controller-manager (EndpointSlices,
+	// garbage collection, Deployment/StatefulSet/ReplicaSet controllers).
+	ControllerManager bool
+	// Controllers is kube-controller-manager's --controllers
+	// (default "*,-nodelifecycle": there are no kubelets to keep nodes Ready).
+	Controllers string
+	// Scheduler also starts kube-scheduler.
+	Scheduler bool
+	// APIServerArgs are appended to kube-apiserver's flags.
+	APIServerArgs []string
+	// Dir holds certificates, data and logs (default: a new temp dir, removed on Stop).
+	Dir string
+	// StartTimeout bounds start-up of each component (default 60s).
+	StartTimeout time.Duration
+}
+
+// ControlPlane is a running control plane.
+type ControlPlane struct {
+	// Config is an admin (system:masters) client configuration.
+	Config *rest.Config
+	// Kubeconfig is the path of an admin kubeconfig file with embedded credentials.
+	Kubeconfig string
+	// URL is the apiserver's https URL.
+	URL string
+	// Dir holds certificates, etcd data and one log file per component.
+	Dir string
+
+	opts     Options
+	pki      *pki
+	files    map[string]string
+	ownDir   bool
+	apiPort  int
+	etcdURL  string
+	mu       sync.Mutex
+	procs    map[string]*process
+	stopOnce sync.Once
+}
+
+// Start runs etcd and kube-apiserver (and the optional components) and
+// returns once the apiserver answers /readyz. On error everything it started
+// is stopped again.
+func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
+	if opts.BindAddress == "" {
+		opts.BindAddress = "127.0.0.1"
+	}
+	if opts.ServiceCIDR == "" {
+		opts.ServiceCIDR = "10.96.0.0/16"
+	}
+	if opts.Controllers == "" {
+		opts.Controllers = "*,-nodelifecycle"
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	for _, b := range []string{Etcd, KubeAPIServer} {
+		if _, err := Binary(b); err != nil {
+			return nil, err
+		}
+	}
+
+	cp = &ControlPlane{opts: opts, procs: map[string]*process{}}
+	if opts.Dir == "" {
+		if cp.Dir, err = os.MkdirTemp("", "servicegroup-cp-"); err != nil {
+			return nil, err
+		}
+		cp.ownDir = true
+	} else {
+		cp.Dir = opts.Dir
+		if err := os.MkdirAll(cp.Dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			cp.Stop()
+			cp = nil
+		}
+	}()
+
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(opts.BindAddress)}
+	ips = append(ips, opts.ExtraSANs...)
+	if first := firstServiceIP(opts.ServiceCIDR); first != nil {
+		ips = append(ips, first)
+	}
+	if cp.pki, err = newPKI(ips); err != nil {
+		return nil, fmt.Errorf("make certificates: %w", err)
+	}
+	if cp.files, err = cp.pki.writeFiles(cp.Dir); err != nil {
+		return nil, err
+	}
+
+	if err := cp.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if cp.apiPort, err = freePort(opts.BindAddress); err != nil {
+		return nil, err
+	}
+	cp.URL = "https://" + net.JoinHostPort(opts.BindAddress, itoa(cp.apiPort))
+	cp.Config = &rest.Config{
+		Host: cp.URL,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   cp.pki.caCertPEM,
+			CertData: cp.pki.adminCertPEM,
+			KeyData:  cp.pki.adminKeyPEM,
+		},
+		QPS:   1000,
+		Burst: 2000,
+	}
+	if cp.Kubeconfig, err = cp.WriteKubeconfig("admin.kubeconfig", cp.URL, cp.pki.adminCertPEM, cp.pki.adminKeyPEM); err != nil {
+		return nil, err
+	}
+	if err := cp.StartAPIServer(ctx); err != nil {
+		return nil, err
+	}
+	if opts.ControllerManager {
+		if err := cp.startControllerManager(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Scheduler {
+		if err := cp.startScheduler(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return cp, nil
+}
+
+func firstServiceIP(cidr string) net.IP {
+	_, n, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return nil
+	}
+	ip := n.IP.To4()
+	if ip == nil {
+		return nil
+	}
+	out := make(net.IP, 4)
+	copy(out, ip)
+	out[3]++
+	return out
+}
+
+func (cp *ControlPlane) setProc(name string, p *process) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.procs[name] = p
+}
+
+func (cp *ControlPlane) proc(name string) *process {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.procs[name]
+}
+
+func (cp *ControlPlane) startEtcd(ctx context.Context) error {
+	bin, _ := Binary(Etcd)
+	clientPort, err := freePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	peerPort, err := freePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	cp.etcdURL = fmt.Sprintf("http://127.0.0.1:%d", clientPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	args := []string{
+		"--name=test",
+		"--data-dir=" + filepath.Join(cp.Dir, "etcd"),
+		"--listen-client-urls=" + cp.etcdURL,
+		"--advertise-client-urls=" + cp.etcdURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=test=" + peerURL,
+		"--unsafe-no-fsync",
+		"--quota-backend-bytes=4294967296",
+		"--log-level=warn",
+	}
+	p, err := startProcess(Etcd, bin, args, cp.Dir, []string{"ETCD_UNSUPPORTED_ARCH=" + runtime.GOARCH})
+	if err != nil {
+		return err
+	}
+	cp.setProc(Etcd, p)
+	wctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	return waitFor(wctx, p, "etcd health", func() error {
+		resp, err := client.Get(cp.etcdURL + "/health")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("etcd /health: %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+// StartAPIServer (re)starts kube-apiserver on its port and waits for /readyz.
+// Tests that restart the apiserver call StopAPIServer then StartAPIServer.
+func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
+	bin, _ := Binary(KubeAPIServer)
+	args := []string{
+		"--etcd-servers=" + cp.etcdURL,
+		"--bind-address=" + cp.opts.BindAddress,
+		"--advertise-address=" + cp.opts.BindAddress,
+		"--secure-port=" + itoa(cp.apiPort),
+		"--tls-cert-file=" + cp.files["serving.crt"],
+		"--tls-private-key-file=" + cp.files["serving.key"],
+		"--client-ca-file=" + cp.files["ca.crt"],
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + cp.files["sa.pub"],
+		"--service-account-signing-key-file=" + cp.files["sa.key"],
+		"--service-cluster-ip-range=" + cp.opts.ServiceCIDR,
+		"--authorization-mode=RBAC",
+		"--endpoint-reconciler-type=none",
+		"--enable-priority-and-fairness=false",
+		"--profiling=false",
+		"--allow-privileged=true",
+		"--disable-admission-plugins=ServiceAccount",
+		"--cert-dir=" + filepath.Join(cp.Dir, "apiserver-certs"),
+	}
+	args = append(args, cp.opts.APIServerArgs...)
+	p, err := startProcess(KubeAPIServer, bin, args, cp.Dir, nil)
+	if err != nil {
+		return err
+	}
+	cp.setProc(KubeAPIServer, p)
+	wctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
+	defer cancel()
+	client, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		return err
+	}
+	return waitFor(wctx, p, "kube-apiserver /readyz", func() error {
+		rctx, cancel := context.WithTimeout(wctx, 2*time.Second)
+		defer cancel()
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(string(body)) != "ok" {
+			return errNotReady
+		}
+		return nil
+	})
+}
+
+// StopAPIServer stops kube-apiserver, leaving etcd and the rest running.
+func (cp *ControlPlane) StopAPIServer() {
+	cp.proc(KubeAPIServer).stop(10 * time.Second)
+}
+
+func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
+	bin, err := Binary(KubeControllerManager)
+	if err != nil {
+		return err
+	}
+	port, err := freePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--kubeconfig=" + cp.Kubeconfig,
+		"--authentication-kubeconfig=" + cp.Kubeconfig,
+		"--authorization-kubeconfig=" + cp.Kubeconfig,
+		"--controllers=" + cp.opts.Controllers,
+		"--service-account-private-key-file=" + cp.files["sa.key"],
+		"--root-ca-file=" + cp.files["ca.crt"],
+		"--service-cluster-ip-range=" + cp.opts.ServiceCIDR,
+		"--use-service-account-credentials=false",
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + itoa(port),
+		"--profiling=false",
+		"--cert-dir=" + filepath.Join(cp.Dir, "kcm-certs"),
+		"--concurrent-gc-syncs=5",
+	}
+	p, err := startProcess(KubeControllerManager, bin, args, cp.Dir, nil)
+	if err != nil {
+		return err
+	}
+	cp.setProc(KubeControllerManager, p)
+	return cp.waitHealthz(ctx, p, port)
+}
+
+func (cp *ControlPlane) startScheduler(ctx context.Context) error {
+	bin, err := Binary(KubeScheduler)
+	if err != nil {
+		return err
+	}
+	port, err := freePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--kubeconfig=" + cp.Kubeconfig,
+		"--authentication-kubeconfig=" + cp.Kubeconfig,
+		"--authorization-kubeconfig=" + cp.Kubeconfig,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + itoa(port),
+		"--profiling=false",
+		"--cert-dir=" + filepath.Join(cp.Dir, "scheduler-certs"),
+	}
+	p, err := startProcess(KubeScheduler, bin, args, cp.Dir, nil)
+	if err != nil {
+		return err
+	}
+	cp.setProc(KubeScheduler, p)
+	return cp.waitHealthz(ctx, p, port)
+}
+
+func (cp *ControlPlane) waitHealthz(ctx context.Context, p *process, port int) error {
+	wctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
+	defer cancel()
+	client := &http.Client{
+		Timeout:   time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // self-signed, loopback only
+	}
+	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
+	return waitFor(wctx, p, p.name+" /healthz", func() error {
+		resp, err := client.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	})
+}
+
+// WriteKubeconfig writes a kubeconfig for server with the given client
+// certificate (PEM), trusting the control plane's CA, into the control
+// plane's directory.
+func (cp *ControlPlane) WriteKubeconfig(name, server string, certPEM, keyPEM []byte) (string, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cp.pki.caCertPEM}
+	cfg.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	cfg.CurrentContext = "test"
+	path := filepath.Join(cp.Dir, name)
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// AdminCertificate returns the admin client certificate and key (PEM).
+func (cp *ControlPlane) AdminCertificate() (certPEM, keyPEM []byte) {
+	return cp.pki.adminCertPEM, cp.pki.adminKeyPEM
+}
+
+// CACertificate returns the CA certificate (PEM) that signed every
+// certificate of this control plane.
+func (cp *ControlPlane) CACertificate() []byte { return cp.pki.caCertPEM }
+
+// CAFile is the path of the CA certificate.
+func (cp *ControlPlane) CAFile() string { return cp.files["ca.crt"] }
+
+// Logs returns the last n lines of each component's log, for failure reports.
+func (cp *ControlPlane) Logs(n int) string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	var b strings.Builder
+	for name, p := range cp.procs {
+		fmt.Fprintf(&b, "----- %s (%s) -----\n%s\n", name, p.logPath, p.logTail(n))
+	}
+	return b.String()
+}
+
+// Stop ends every process the control plane started, by process group, and
+// removes its directory if Start created it.
+func (cp *ControlPlane) Stop() {
+	cp.stopOnce.Do(func() {
+		for _, name := range []string{KubeScheduler, KubeControllerManager, KubeAPIServer, Etcd} {
+			if p := cp.proc(name); p != nil {
+				p.stop(10 * time.Second)
+			}
+		}
+		if cp.ownDir && os.Getenv("SERVICEGROUP_KEEP_CP") == "" {
+			os.RemoveAll(cp.Dir)
+		}
+	})
+}
