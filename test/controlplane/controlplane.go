@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -210,7 +209,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 		"--quota-backend-bytes=4294967296",
 		"--log-level=warn",
 	}
-	p, err := startProcess(Etcd, bin, args, cp.Dir, []string{"ETCD_UNSUPPORTED_ARCH=" + runtime.GOARCH})
+	p, err := startProcess(Etcd, bin, args, cp.Dir, nil)
 	if err != nil {
 		return err
 	}

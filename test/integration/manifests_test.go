@@ -1,0 +1,200 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
+)
+
+// kubectlRunner runs the cached kubectl against a control plane.
+type kubectlRunner struct {
+	t          *testing.T
+	bin        string
+	kubeconfig string
+}
+
+func newKubectl(t *testing.T, cp *controlplane.ControlPlane) *kubectlRunner {
+	t.Helper()
+	bin, err := controlplane.Binary(controlplane.Kubectl)
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	return &kubectlRunner{t: t, bin: bin, kubeconfig: cp.Kubeconfig}
+}
+
+// run runs kubectl and returns its combined output and error.
+func (k *kubectlRunner) run(stdin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(k.t.Context(), k.bin, append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// must runs kubectl and fails the test on error.
+func (k *kubectlRunner) must(args ...string) string {
+	k.t.Helper()
+	out, err := k.run("", args...)
+	if err != nil {
+		k.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func manifestDir(parts ...string) string {
+	return filepath.Join(append([]string{"..", "..", "build", "manifests"}, parts...)...)
+}
+
+// TestManifestsServerDryRun validates every kustomization under build/manifests
+// with a server-side dry-run against the real apiserver (schema, defaulting,
+// admission), then the kube-proxy patch against a kubeadm-style DaemonSet.
+func TestManifestsServerDryRun(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	k := newKubectl(t, cp)
+
+	// The namespace must exist for a dry run of the objects inside it.
+	k.must("create", "namespace", "edge-system")
+
+	for _, dir := range []string{"default", "coredns-shared"} {
+		out := k.must("apply", "--server-side", "--dry-run=server", "-k", manifestDir(dir))
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		rendered := k.must("kustomize", manifestDir(dir))
+		if want := strings.Count(rendered, "\nkind: ") + boolInt(strings.HasPrefix(rendered, "kind: ")); len(lines) != want {
+			t.Errorf("%s: %d objects dry-run applied, %d rendered:\n%s", dir, len(lines), want, out)
+		}
+		for _, l := range lines {
+			if !strings.HasSuffix(l, "(server dry run)") {
+				t.Errorf("%s: unexpected line %q", dir, l)
+			}
+		}
+	}
+
+	// kube-proxy as kubeadm installs it, then the patch that keeps it off edge nodes.
+	if out, err := k.run(kubeadmKubeProxy, "apply", "--server-side", "-f", "-"); err != nil {
+		t.Fatalf("kube-proxy DaemonSet: %v\n%s", err, out)
+	}
+	out := k.must("-n", "kube-system", "patch", "daemonset", "kube-proxy", "--dry-run=server", "-o", "yaml",
+		"--patch-file", manifestDir("kube-proxy", "kube-proxy-patch.yaml"))
+	for _, want := range []string{"key: superedge.io/edge-node", "operator: NotIn", "- enable", "image: registry.k8s.io/kube-proxy"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("patched kube-proxy lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestManifestsRBAC installs the manifests for real and checks, by
+// impersonating each ServiceAccount, that it may do what its component needs
+// and nothing it does not.
+func TestManifestsRBAC(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	k := newKubectl(t, cp)
+	k.must("create", "namespace", "edge-system")
+	k.must("apply", "--server-side", "-k", manifestDir("default"))
+	k.must("apply", "--server-side", "-k", manifestDir("coredns-shared"))
+
+	const (
+		controller = "system:serviceaccount:edge-system:application-grid-controller"
+		wrapper    = "system:serviceaccount:edge-system:application-grid-wrapper"
+		coredns    = "system:serviceaccount:edge-system:coredns-gridhosts"
+	)
+	cases := []struct {
+		as   string
+		args []string
+		want bool
+	}{
+		{controller, []string{"list", "deploymentgrids.superedge.io"}, true},
+		{controller, []string{"patch", "statefulsetgrids.superedge.io", "--subresource=status"}, true},
+		{controller, []string{"patch", "deployments.apps", "-n", "default"}, true},
+		{controller, []string{"delete", "statefulsets.apps", "-n", "default"}, true},
+		{controller, []string{"patch", "services", "-n", "default"}, true},
+		{controller, []string{"watch", "nodes"}, true},
+		{controller, []string{"create", "events", "-n", "default"}, true},
+		{controller, []string{"update", "leases.coordination.k8s.io/application-grid-controller", "-n", "edge-system"}, true},
+		{controller, []string{"patch", "customresourcedefinitions.apiextensions.k8s.io/deploymentgrids.superedge.io"}, true},
+		{controller, []string{"get", "secrets", "-n", "default"}, false},
+		{controller, []string{"list", "secrets", "-A"}, false},
+		{controller, []string{"patch", "nodes"}, false},
+		{controller, []string{"patch", "customresourcedefinitions.apiextensions.k8s.io/other.example.com"}, false},
+		{controller, []string{"delete", "customresourcedefinitions.apiextensions.k8s.io/deploymentgrids.superedge.io"}, false},
+		{controller, []string{"update", "leases.coordination.k8s.io/kube-scheduler", "-n", "kube-system"}, false},
+		{controller, []string{"create", "pods", "-n", "default"}, false},
+
+		{wrapper, []string{"watch", "endpointslices.discovery.k8s.io"}, true},
+		{wrapper, []string{"list", "services"}, true},
+		{wrapper, []string{"list", "endpoints"}, true},
+		{wrapper, []string{"get", "nodes/node0"}, true},
+		{wrapper, []string{"watch", "servicecidrs.networking.k8s.io"}, true},
+		{wrapper, []string{"create", "events.events.k8s.io", "-n", "default"}, true},
+		{wrapper, []string{"update", "services", "-n", "default"}, false},
+		{wrapper, []string{"get", "secrets", "-n", "default"}, false},
+		{wrapper, []string{"list", "pods"}, false},
+
+		{coredns, []string{"watch", "statefulsetgrids.superedge.io"}, true},
+		{coredns, []string{"list", "statefulsets.apps"}, true},
+		{coredns, []string{"list", "pods"}, true},
+		{coredns, []string{"list", "endpointslices.discovery.k8s.io"}, true},
+		{coredns, []string{"get", "nodes/node0"}, true},
+		{coredns, []string{"get", "secrets", "-n", "default"}, false},
+		{coredns, []string{"patch", "statefulsets.apps", "-n", "default"}, false},
+	}
+	for _, tc := range cases {
+		args := append([]string{"auth", "can-i", "--as", tc.as}, tc.args...)
+		out, err := k.run("", args...)
+		// kubectl warns on stderr about cluster-scoped resources; the answer is the last word.
+		words := strings.Fields(out)
+		got := len(words) > 0 && words[len(words)-1] == "yes"
+		if err != nil && got {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		if got != tc.want {
+			t.Errorf("%s may %v: got %q, want %v", tc.as, tc.args, strings.TrimSpace(out), tc.want)
+		}
+	}
+}
+
+// kubeadmKubeProxy is the shape of the kube-proxy DaemonSet kubeadm installs.
+const kubeadmKubeProxy = `apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: kube-proxy
+  namespace: kube-system
+  labels:
+    k8s-app: kube-proxy
+spec:
+  selector:
+    matchLabels:
+      k8s-app: kube-proxy
+  template:
+    metadata:
+      labels:
+        k8s-app: kube-proxy
+    spec:
+      hostNetwork: true
+      priorityClassName: system-node-critical
+      containers:
+      - name: kube-proxy
+        image: registry.k8s.io/kube-proxy:v1.37.1
+        command: [/usr/local/bin/kube-proxy, --config=/var/lib/kube-proxy/config.conf, --hostname-override=$(NODE_NAME)]
+        env:
+        - name: NODE_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: spec.nodeName
+        securityContext:
+          privileged: true
+`
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
