@@ -1,0 +1,125 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// netnsDir is where `ip netns` keeps its named namespaces.
+const netnsDir = "/run/netns"
+
+// NetNS is one named network namespace the harness created (`ip netns add`).
+// Sockets opened through it live in that namespace for their whole life.
+type NetNS struct {
+	Name string
+	fd   *os.File
+}
+
+func openNetNS(name string) (*NetNS, error) {
+	f, err := os.Open(filepath.Join(netnsDir, name))
+	if err != nil {
+		return nil, fmt.Errorf("open network namespace %s: %w", name, err)
+	}
+	return &NetNS{Name: name, fd: f}, nil
+}
+
+func (n *NetNS) close() {
+	if n != nil && n.fd != nil {
+		n.fd.Close()
+	}
+}
+
+// Do runs fn on an OS thread that has entered the namespace. The thread is
+// never handed back to the Go scheduler (the goroutine exits still locked, so
+// the runtime discards the thread): nothing else can ever run in the wrong
+// namespace by accident.
+func (n *NetNS) Do(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Setns(int(n.fd.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("enter network namespace %s: %w", n.Name, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// Listen opens a listener inside the namespace.
+func (n *NetNS) Listen(network, addr string) (net.Listener, error) {
+	var l net.Listener
+	err := n.Do(func() (err error) {
+		l, err = net.Listen(network, addr)
+		return err
+	})
+	return l, err
+}
+
+// ListenPacket opens a packet socket inside the namespace.
+func (n *NetNS) ListenPacket(network, addr string) (net.PacketConn, error) {
+	var c net.PacketConn
+	err := n.Do(func() (err error) {
+		c, err = net.ListenPacket(network, addr)
+		return err
+	})
+	return c, err
+}
+
+// DialContext connects from inside the namespace (usable as an
+// http.Transport's or net.Resolver's dial function).
+func (n *NetNS) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := n.Do(func() (err error) {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
+}
+
+// Command builds a command that runs inside the namespace through
+// `ip netns exec` (which execs the program in place: the PID is the program's).
+func (n *NetNS) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
+}
+
+// Run runs a command inside the namespace and returns its combined output.
+func (n *NetNS) Run(ctx context.Context, name string, args ...string) (string, error) {
+	out, err := n.Command(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: ip netns exec %s %s %s: %w", n.Name, n.Name, name, strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+// IP runs `ip -n NS ARGS...`.
+func (n *NetNS) IP(ctx context.Context, args ...string) error {
+	return ipCmd(ctx, append([]string{"-n", n.Name}, args...)...)
+}
+
+// ipCmd runs iproute2's `ip` and turns a failure into an error with its output.
+func ipCmd(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// ipOutput runs `ip` and returns its standard output.
+func ipOutput(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, "ip", args...).Output()
+	if err != nil {
+		return "", fmt.Errorf("ip %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
