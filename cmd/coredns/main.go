@@ -1,0 +1,47 @@
+// Command coredns is CoreDNS v1.15 with every in-tree plugin plus gridhosts,
+// which runs just before kubernetes so it sees cluster names first and falls
+// through to kubernetes for everything that is not a grid name.
+package main
+
+import (
+	"fmt"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/core/dnsserver"
+	_ "github.com/coredns/coredns/core/plugin" // every in-tree plugin
+	"github.com/coredns/coredns/coremain"
+
+	"github.com/servicegroup/servicegroup/internal/version"
+	_ "github.com/servicegroup/servicegroup/plugin/gridhosts"
+)
+
+// anchor is the directive gridhosts goes in front of.
+const anchor = "kubernetes"
+
+func init() {
+	directives, err := insertBefore(dnsserver.Directives, "gridhosts", anchor)
+	if err != nil {
+		panic(err) // a CoreDNS without "kubernetes" is a build mistake
+	}
+	dnsserver.Directives = directives
+	caddy.AppName = coremain.CoreName
+	caddy.AppVersion = coremain.CoreVersion + "+servicegroup." + version.Version
+}
+
+// insertBefore returns list with name inserted just before anchor.
+func insertBefore(list []string, name, anchor string) ([]string, error) {
+	for i, d := range list {
+		if d == name {
+			return nil, fmt.Errorf("directive %q already present", name)
+		}
+		if d == anchor {
+			out := make([]string, 0, len(list)+1)
+			out = append(out, list[:i]...)
+			out = append(out, name)
+			return append(out, list[i:]...), nil
+		}
+	}
+	return nil, fmt.Errorf("directive %q not found", anchor)
+}
+
+func main() { coremain.Run() }

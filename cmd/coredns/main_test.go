@@ -1,0 +1,31 @@
+package main
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/coredns/coredns/core/dnsserver"
+)
+
+func TestDirectiveOrder(t *testing.T) {
+	i := slices.Index(dnsserver.Directives, "gridhosts")
+	if i < 0 || i+1 >= len(dnsserver.Directives) || dnsserver.Directives[i+1] != "kubernetes" {
+		t.Fatalf("gridhosts not just before kubernetes: %v", dnsserver.Directives)
+	}
+	if n := len(slices.DeleteFunc(slices.Clone(dnsserver.Directives), func(s string) bool { return s != "gridhosts" })); n != 1 {
+		t.Fatalf("gridhosts listed %d times", n)
+	}
+}
+
+func TestInsertBefore(t *testing.T) {
+	got, err := insertBefore([]string{"a", "b", "c"}, "x", "b")
+	if err != nil || !slices.Equal(got, []string{"a", "x", "b", "c"}) {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	if _, err := insertBefore([]string{"a"}, "x", "b"); err == nil {
+		t.Fatal("missing anchor accepted")
+	}
+	if _, err := insertBefore([]string{"x", "b"}, "x", "b"); err == nil {
+		t.Fatal("duplicate accepted")
+	}
+}

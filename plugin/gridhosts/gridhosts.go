@@ -1,0 +1,280 @@
+// Package gridhosts is a CoreDNS plugin that answers the unified names of
+// SuperEdge StatefulSetGrids ({grid}-{ordinal}.{svc}.{ns}.svc.{zone}) and the
+// names of headless grid Services with the pods of the querying side's
+// nodeunit, straight from Kubernetes informers.
+package gridhosts
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/pkg/fall"
+	"github.com/coredns/coredns/request"
+	"github.com/miekg/dns"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const pluginName = "gridhosts"
+
+// defaultTTL matches the kubernetes plugin: pod addresses change.
+const defaultTTL = 5
+
+// GridHosts is the plugin handler.
+type GridHosts struct {
+	Next  plugin.Handler
+	Zones []string
+	Fall  fall.F
+	TTL   uint32
+
+	// Node is the node whose nodeunit answers are for; in clients mode,
+	// the view for clients that are neither a known pod nor a node.
+	Node string
+	// Clients selects per-client answers by the query's source address.
+	Clients bool
+
+	// ClientConfig reaches the apiserver; nil means in-cluster.
+	ClientConfig clientcmd.ClientConfig
+
+	index   *Index
+	synced  atomic.Bool
+	watcher *watcher
+}
+
+// New returns a GridHosts with defaults and an empty index.
+func New(zones []string) *GridHosts {
+	return &GridHosts{Zones: zones, TTL: defaultTTL, index: NewIndex()}
+}
+
+// Name implements plugin.Handler.
+func (g *GridHosts) Name() string { return pluginName }
+
+// ServeDNS implements plugin.Handler.
+func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	state := request.Request{W: w, Req: r}
+	qname := state.Name()
+	zone := plugin.Zones(g.Zones).Matches(qname)
+	if zone == "" {
+		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+	}
+	q := parseName(qname, zone)
+	if q.kind == nameNone {
+		return g.miss(ctx, w, r, state, zone)
+	}
+	if !g.synced.Load() {
+		// Like the kubernetes plugin before its first sync: a name of our
+		// shape must not be denied (and cached) before we have looked.
+		resultNotSynced.Inc()
+		return dns.RcodeServerFailure, nil
+	}
+
+	x := g.index
+	x.mu.RLock()
+	node, ok := g.queryNode(w)
+	if !ok {
+		x.mu.RUnlock()
+		resultUnknown.Inc()
+		return g.miss(ctx, w, r, state, zone)
+	}
+	origZone := state.QName()[len(qname)-len(zone):] // keep the query's case
+	answer, extra, exists := g.lookup(state, q, node, origZone)
+	x.mu.RUnlock()
+	if !exists {
+		return g.miss(ctx, w, r, state, zone)
+	}
+
+	m := new(dns.Msg)
+	m.SetReply(r)
+	m.Authoritative = true
+	if len(answer) == 0 {
+		resultNoData.Inc()
+		m.Ns = []dns.RR{g.soa(origZone)}
+	} else {
+		resultAnswer.Inc()
+		recordsServed.Add(float64(len(answer)))
+		m.Answer = answer
+		m.Extra = extra
+	}
+	w.WriteMsg(m)
+	return dns.RcodeSuccess, nil
+}
+
+// miss handles a name that is not ours: the next plugin with fallthrough,
+// else NXDOMAIN with our SOA.
+func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, state request.Request, zone string) (int, error) {
+	if g.Fall.Through(state.Name()) {
+		resultFallthrough.Inc()
+		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+	}
+	resultNXDomain.Inc()
+	m := new(dns.Msg)
+	m.SetRcode(r, dns.RcodeNameError)
+	m.Authoritative = true
+	m.Ns = []dns.RR{g.soa(state.QName()[len(state.QName())-len(zone):])}
+	w.WriteMsg(m)
+	return dns.RcodeSuccess, nil
+}
+
+// queryNode returns the node whose nodeunit this query is answered for, or
+// false for an unknown client without a fixed node. Callers hold the index
+// lock. A fixed node missing from the cluster answers nothing (nil node).
+func (g *GridHosts) queryNode(w dns.ResponseWriter) (*nodeObj, bool) {
+	x := g.index
+	if g.Clients {
+		if ip, ok := remoteIP(w); ok {
+			if name, ok := x.nodeForClient(ip); ok {
+				return x.nodes[name], true
+			}
+		}
+		if g.Node == "" {
+			return nil, false
+		}
+	}
+	return x.nodes[g.Node], true
+}
+
+func remoteIP(w dns.ResponseWriter) (netip.Addr, bool) {
+	switch a := w.RemoteAddr().(type) {
+	case *net.UDPAddr:
+		ip, ok := netip.AddrFromSlice(a.IP)
+		return ip.Unmap(), ok
+	case *net.TCPAddr:
+		ip, ok := netip.AddrFromSlice(a.IP)
+		return ip.Unmap(), ok
+	case nil:
+		return netip.Addr{}, false
+	default:
+		ap, err := netip.ParseAddrPort(a.String())
+		return ap.Addr().Unmap(), err == nil
+	}
+}
+
+// lookup builds the answer for q as seen from node. exists is false when
+// the name is not one gridhosts serves; an existing name with no records of
+// the asked type returns an empty answer (NODATA). Callers hold the lock.
+func (g *GridHosts) lookup(state request.Request, q queryName, node *nodeObj, zone string) (answer, extra []dns.RR, exists bool) {
+	x := g.index
+	qname := state.QName()
+	switch q.kind {
+	case nameMember:
+		p := x.member(q.namespace, q.grid, q.ordinal, q.service, node)
+		if p == nil {
+			return nil, nil, false
+		}
+		return g.addressRecords(qname, state.QType(), p.IPs), nil, true
+	case nameService:
+		sv, keys := x.gridService(q.namespace, q.service)
+		if sv == nil {
+			return nil, nil, false
+		}
+		eps, ports := x.localEndpoints(q.namespace, q.service, keys, node)
+		switch state.QType() {
+		case dns.TypeA, dns.TypeAAAA:
+			for _, e := range eps {
+				answer = append(answer, g.addressRecords(qname, state.QType(), e.IPs)...)
+			}
+		case dns.TypeSRV:
+			answer, extra = g.srvRecords(qname, q, zone, eps, ports)
+		}
+		return answer, extra, true
+	case nameSRV:
+		sv, keys := x.gridService(q.namespace, q.service)
+		if sv == nil {
+			return nil, nil, false
+		}
+		eps, ports := x.localEndpoints(q.namespace, q.service, keys, node)
+		var matched []slicePort
+		for _, p := range ports {
+			if strings.EqualFold(p.Name, q.port) && strings.EqualFold(p.Protocol, q.proto) {
+				matched = append(matched, p)
+			}
+		}
+		if len(matched) == 0 {
+			return nil, nil, false
+		}
+		if state.QType() == dns.TypeSRV {
+			answer, extra = g.srvRecords(qname, q, zone, eps, matched)
+		}
+		return answer, extra, true
+	}
+	return nil, nil, false
+}
+
+func (g *GridHosts) addressRecords(name string, qtype uint16, ips []netip.Addr) []dns.RR {
+	var out []dns.RR
+	for _, ip := range ips {
+		switch {
+		case qtype == dns.TypeA && ip.Is4():
+			out = append(out, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: g.TTL}, A: net.IP(ip.AsSlice())})
+		case qtype == dns.TypeAAAA && ip.Is6():
+			out = append(out, &dns.AAAA{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: g.TTL}, AAAA: net.IP(ip.AsSlice())})
+		}
+	}
+	return out
+}
+
+// srvRecords answers SRV with one record per endpoint and port. Targets are
+// the endpoint's hostname under the Service (a StatefulSet pod's own name,
+// which the kubernetes plugin resolves) or, without one, the dashed address
+// form the kubernetes plugin uses; their addresses go in the extra section.
+func (g *GridHosts) srvRecords(name string, q queryName, zone string, eps []*sliceEndpoint, ports []slicePort) (answer, extra []dns.RR) {
+	if len(eps) == 0 {
+		return nil, nil
+	}
+	weight := uint16(100 / len(eps))
+	if weight == 0 {
+		weight = 1
+	}
+	suffix := q.service + "." + q.namespace + ".svc." + zone
+	for _, e := range eps {
+		label := e.Hostname
+		if label == "" {
+			label = dashed(e.IPs[0])
+		}
+		target := label + "." + suffix
+		for _, p := range ports {
+			answer = append(answer, &dns.SRV{
+				Hdr:      dns.RR_Header{Name: name, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: g.TTL},
+				Priority: 0, Weight: weight, Port: p.Port, Target: target,
+			})
+		}
+		extra = append(extra, g.addressRecords(target, dns.TypeA, e.IPs)...)
+		extra = append(extra, g.addressRecords(target, dns.TypeAAAA, e.IPs)...)
+	}
+	return answer, extra
+}
+
+// dashed writes an address as one DNS label: 10.0.0.1 -> 10-0-0-1,
+// fd00::1 -> fd00--1.
+func dashed(ip netip.Addr) string {
+	s := ip.String()
+	if ip.Is4() {
+		return strings.ReplaceAll(s, ".", "-")
+	}
+	return strings.ReplaceAll(s, ":", "-")
+}
+
+// soa is the zone's SOA for negative answers.
+func (g *GridHosts) soa(zone string) dns.RR {
+	return &dns.SOA{
+		Hdr:     dns.RR_Header{Name: zone, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: g.TTL},
+		Ns:      dnsJoin("ns.dns", zone),
+		Mbox:    dnsJoin("hostmaster", zone),
+		Serial:  1,
+		Refresh: 7200,
+		Retry:   1800,
+		Expire:  86400,
+		Minttl:  g.TTL,
+	}
+}
+
+func dnsJoin(label, zone string) string {
+	if zone == "." {
+		return label + "."
+	}
+	return label + "." + zone
+}
+

@@ -1,0 +1,394 @@
+package gridhosts
+
+import (
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Kinds of the controllers the consistency checks expect.
+const (
+	kindStatefulSetGrid = "StatefulSetGrid"
+	kindStatefulSet     = "StatefulSet"
+)
+
+type nsName struct{ ns, name string }
+
+// unitKey finds the StatefulSet {grid}-{value} of one nodeunit.
+type unitKey struct{ ns, grid, value string }
+
+// memberKey finds pod {set}-{ordinal}.
+type memberKey struct{ ns, set, ordinal string }
+
+// clientRef maps a pod IP to the pod holding it and its node.
+type clientRef struct {
+	pod  nsName
+	node string
+}
+
+// Index holds what the informers delivered, keyed so that every lookup a
+// query needs is a map access. Each informer event updates only the entries
+// of its own object; nothing is recomputed as a whole.
+type Index struct {
+	mu sync.RWMutex
+
+	grids      map[nsName]*gridObj
+	sets       map[nsName]*setObj
+	setsByUnit map[unitKey]*setObj
+	pods       map[nsName]*podObj
+	members    map[memberKey]*podObj
+	services   map[nsName]*svcObj
+	nodes      map[string]*nodeObj
+	slices     map[nsName]*sliceObj
+	svcSlices  map[nsName]map[string]*sliceObj
+
+	// clients mode only: source IP -> node.
+	clientPods map[netip.Addr]clientRef
+	nodeIPs    map[netip.Addr]string
+
+	// observe, when set, is told how long each event took from the
+	// transform's receipt to being answerable.
+	observe func(time.Duration)
+}
+
+// NewIndex returns an empty index.
+func NewIndex() *Index {
+	return &Index{
+		grids:      map[nsName]*gridObj{},
+		sets:       map[nsName]*setObj{},
+		setsByUnit: map[unitKey]*setObj{},
+		pods:       map[nsName]*podObj{},
+		members:    map[memberKey]*podObj{},
+		services:   map[nsName]*svcObj{},
+		nodes:      map[string]*nodeObj{},
+		slices:     map[nsName]*sliceObj{},
+		svcSlices:  map[nsName]map[string]*sliceObj{},
+		clientPods: map[netip.Addr]clientRef{},
+		nodeIPs:    map[netip.Addr]string{},
+	}
+}
+
+// Upsert adds or replaces one object (an API object or its small form).
+func (x *Index) Upsert(obj any) {
+	t, err := toTiny(obj)
+	if err != nil {
+		return
+	}
+	x.mu.Lock()
+	switch o := t.(type) {
+	case *gridObj:
+		x.grids[nsName{o.Namespace, o.Name}] = o
+	case *setObj:
+		x.deleteSet(nsName{o.Namespace, o.Name})
+		x.addSet(o)
+	case *podObj:
+		x.deletePod(nsName{o.Namespace, o.Name})
+		x.addPod(o)
+	case *svcObj:
+		x.services[nsName{o.Namespace, o.Name}] = o
+	case *nodeObj:
+		x.deleteNode(o.Name)
+		x.addNode(o)
+	case *sliceObj:
+		x.deleteSlice(nsName{o.Namespace, o.Name})
+		x.addSlice(o)
+	default:
+		x.mu.Unlock()
+		return
+	}
+	x.mu.Unlock()
+	x.observed(t)
+}
+
+// Delete removes one object (an API object or its small form).
+func (x *Index) Delete(obj any) {
+	t, err := toTiny(obj)
+	if err != nil {
+		return
+	}
+	x.mu.Lock()
+	switch o := t.(type) {
+	case *gridObj:
+		delete(x.grids, nsName{o.Namespace, o.Name})
+	case *setObj:
+		x.deleteSet(nsName{o.Namespace, o.Name})
+	case *podObj:
+		x.deletePod(nsName{o.Namespace, o.Name})
+	case *svcObj:
+		delete(x.services, nsName{o.Namespace, o.Name})
+	case *nodeObj:
+		x.deleteNode(o.Name)
+	case *sliceObj:
+		x.deleteSlice(nsName{o.Namespace, o.Name})
+	default:
+		x.mu.Unlock()
+		return
+	}
+	x.mu.Unlock()
+	x.observed(t)
+}
+
+func (x *Index) observed(t any) {
+	if x.observe == nil {
+		return
+	}
+	if r, ok := t.(interface{ receivedAt() time.Time }); ok {
+		x.observe(time.Since(r.receivedAt()))
+	}
+}
+
+// unitOf returns the nodeunit value a StatefulSet name encodes for its grid
+// owner: the name is exactly {grid}-{value}. The prefix is cut by length,
+// never searched for, so a value that also occurs inside the grid name
+// cannot confuse it.
+func unitOf(s *setObj) (string, bool) {
+	if !s.HasOwner || s.Owner.Kind != kindStatefulSetGrid {
+		return "", false
+	}
+	p := s.Owner.Name
+	if len(s.Name) <= len(p)+1 || !strings.HasPrefix(s.Name, p) || s.Name[len(p)] != '-' {
+		return "", false
+	}
+	return s.Name[len(p)+1:], true
+}
+
+func (x *Index) addSet(s *setObj) {
+	x.sets[nsName{s.Namespace, s.Name}] = s
+	if v, ok := unitOf(s); ok {
+		x.setsByUnit[unitKey{s.Namespace, s.Owner.Name, v}] = s
+	}
+}
+
+func (x *Index) deleteSet(k nsName) {
+	s, ok := x.sets[k]
+	if !ok {
+		return
+	}
+	delete(x.sets, k)
+	if v, ok := unitOf(s); ok {
+		delete(x.setsByUnit, unitKey{s.Namespace, s.Owner.Name, v})
+	}
+}
+
+// ordinalOf returns the ordinal of a StatefulSet pod: its name is exactly
+// {set}-{ordinal}.
+func ordinalOf(p *podObj) (string, bool) {
+	if !p.HasOwner || p.Owner.Kind != kindStatefulSet {
+		return "", false
+	}
+	s := p.Owner.Name
+	if len(p.Name) <= len(s)+1 || !strings.HasPrefix(p.Name, s) || p.Name[len(s)] != '-' {
+		return "", false
+	}
+	ord := p.Name[len(s)+1:]
+	if !isOrdinal(ord) {
+		return "", false
+	}
+	return ord, true
+}
+
+func (x *Index) addPod(p *podObj) {
+	k := nsName{p.Namespace, p.Name}
+	x.pods[k] = p
+	if p.GridPod {
+		if ord, ok := ordinalOf(p); ok {
+			x.members[memberKey{p.Namespace, p.Owner.Name, ord}] = p
+		}
+	}
+	if p.NodeName != "" && !p.Finished {
+		for _, ip := range p.IPs {
+			x.clientPods[ip] = clientRef{pod: k, node: p.NodeName}
+		}
+	}
+}
+
+func (x *Index) deletePod(k nsName) {
+	p, ok := x.pods[k]
+	if !ok {
+		return
+	}
+	delete(x.pods, k)
+	if ord, ok := ordinalOf(p); ok && p.GridPod {
+		mk := memberKey{p.Namespace, p.Owner.Name, ord}
+		if x.members[mk] == p {
+			delete(x.members, mk)
+		}
+	}
+	for _, ip := range p.IPs {
+		if c, ok := x.clientPods[ip]; ok && c.pod == k {
+			delete(x.clientPods, ip)
+		}
+	}
+}
+
+func (x *Index) addNode(n *nodeObj) {
+	x.nodes[n.Name] = n
+	for _, ip := range n.InternalIPs {
+		x.nodeIPs[ip] = n.Name
+	}
+}
+
+func (x *Index) deleteNode(name string) {
+	n, ok := x.nodes[name]
+	if !ok {
+		return
+	}
+	delete(x.nodes, name)
+	for _, ip := range n.InternalIPs {
+		if x.nodeIPs[ip] == name {
+			delete(x.nodeIPs, ip)
+		}
+	}
+}
+
+func (x *Index) addSlice(s *sliceObj) {
+	x.slices[nsName{s.Namespace, s.Name}] = s
+	if s.Service == "" {
+		return
+	}
+	sk := nsName{s.Namespace, s.Service}
+	m := x.svcSlices[sk]
+	if m == nil {
+		m = map[string]*sliceObj{}
+		x.svcSlices[sk] = m
+	}
+	m[s.Name] = s
+}
+
+func (x *Index) deleteSlice(k nsName) {
+	s, ok := x.slices[k]
+	if !ok {
+		return
+	}
+	delete(x.slices, k)
+	sk := nsName{s.Namespace, s.Service}
+	if m := x.svcSlices[sk]; m != nil {
+		delete(m, s.Name)
+		if len(m) == 0 {
+			delete(x.svcSlices, sk)
+		}
+	}
+}
+
+// nodeForClient maps a client address to its node: a pod IP first, then a
+// node InternalIP. Callers hold x.mu.
+func (x *Index) nodeForClient(ip netip.Addr) (string, bool) {
+	ip = ip.Unmap()
+	if c, ok := x.clientPods[ip]; ok {
+		return c.node, true
+	}
+	n, ok := x.nodeIPs[ip]
+	return n, ok
+}
+
+// member returns the pod a unified name {grid}-{ordinal}.{svc}.{ns} stands
+// for on node, after every consistency check of the seeds' daemon: the
+// StatefulSet {grid}-{value} is controlled by this grid (kind and UID), has
+// both grid labels, serves through {svc}, which exists with the same grid
+// key, and selects nodes of this nodeunit; the pod is controlled by that
+// StatefulSet, not terminating, and has an address. Callers hold x.mu.
+func (x *Index) member(ns, grid, ordinal, svc string, node *nodeObj) *podObj {
+	g, ok := x.grids[nsName{ns, grid}]
+	if !ok || g.Key == "" || node == nil {
+		return nil
+	}
+	value, ok := node.Labels[g.Key]
+	if !ok || value == "" {
+		return nil
+	}
+	s, ok := x.setsByUnit[unitKey{ns, grid, value}]
+	if !ok || s.Owner.UID != g.UID || !s.HasGridLabels ||
+		s.GridSelector != grid || s.GridUniqKey != g.Key ||
+		s.ServiceName != svc || s.NodeSelector[g.Key] != value {
+		return nil
+	}
+	sv, ok := x.services[nsName{ns, svc}]
+	if !ok || !sv.HasGridUniqKey || sv.GridUniqKey != g.Key {
+		return nil
+	}
+	p, ok := x.members[memberKey{ns, s.Name, ordinal}]
+	if !ok || p.Owner.UID != s.UID || p.Terminating || p.Finished || len(p.IPs) == 0 {
+		return nil
+	}
+	return p
+}
+
+// gridService returns the headless grid Service ns/name and its topology
+// keys, or nil when the name is not one. Callers hold x.mu.
+func (x *Index) gridService(ns, name string) (*svcObj, []string) {
+	sv, ok := x.services[nsName{ns, name}]
+	if !ok || !sv.Headless {
+		return nil, nil
+	}
+	if sv.HasGridUniqKey && sv.GridUniqKey != "" {
+		return sv, []string{sv.GridUniqKey}
+	}
+	if sv.HasTopology {
+		if keys, err := parseTopologyKeys(sv.TopologyKeys); err == nil {
+			return sv, keys
+		}
+	}
+	return nil, nil
+}
+
+// localEndpoints returns the ready endpoints of Service ns/name in node's
+// nodeunit: the first topology key with at least one ready endpoint whose
+// node shares node's value of it wins; "*" takes every ready endpoint.
+// Callers hold x.mu.
+func (x *Index) localEndpoints(ns, name string, keys []string, node *nodeObj) ([]*sliceEndpoint, []slicePort) {
+	slices := x.svcSlices[nsName{ns, name}]
+	var ports []slicePort
+	seen := map[slicePort]bool{}
+	for _, s := range slices {
+		for _, p := range s.Ports {
+			if !seen[p] {
+				seen[p] = true
+				ports = append(ports, p)
+			}
+		}
+	}
+	for _, key := range keys {
+		var want string
+		if key != "*" {
+			if node == nil {
+				continue
+			}
+			v, ok := node.Labels[key]
+			if !ok {
+				continue
+			}
+			want = v
+		}
+		var out []*sliceEndpoint
+		for _, s := range slices {
+			for i := range s.Endpoints {
+				e := &s.Endpoints[i]
+				if !e.Ready || len(e.IPs) == 0 {
+					continue
+				}
+				if key != "*" {
+					en, ok := x.nodes[e.NodeName]
+					if !ok || e.NodeName == "" {
+						continue
+					}
+					if v, ok := en.Labels[key]; !ok || v != want {
+						continue
+					}
+				}
+				out = append(out, e)
+			}
+		}
+		if len(out) > 0 {
+			return out, ports
+		}
+	}
+	return nil, ports
+}
+
+// synced-independent counts, for tests and metrics.
+func (x *Index) counts() (grids, sets, pods, services, nodes, slices int) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.grids), len(x.sets), len(x.members), len(x.services), len(x.nodes), len(x.slices)
+}

@@ -1,0 +1,146 @@
+package gridhosts
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	gridinformers "github.com/servicegroup/servicegroup/client/informers/externalversions"
+)
+
+// Label selectors that keep the caches small: an edge node holds only grid
+// StatefulSets and pods, and only EndpointSlices of headless Services (the
+// EndpointSlice controller labels those service.kubernetes.io/headless).
+var (
+	gridObjectSelector    = superedgev1.LabelGridSelector
+	headlessSliceSelector = discoveryv1.LabelServiceName + "," + "service.kubernetes.io/headless"
+	// clients mode indexes every pod's IP; finished pods give theirs up.
+	runningPodSelector = "status.phase!=Succeeded,status.phase!=Failed"
+)
+
+// watcher runs the informers feeding one Index.
+type watcher struct {
+	kube    informers.SharedInformerFactory
+	pods    informers.SharedInformerFactory
+	sets    informers.SharedInformerFactory
+	slices  informers.SharedInformerFactory
+	grids   gridinformers.SharedInformerFactory
+	synced  []cache.InformerSynced
+	cancel  context.CancelFunc
+	stopped chan struct{}
+}
+
+func transform(obj any) (any, error) { return toTiny(obj) }
+
+// newWatcher builds (but does not start) the informers. In clients mode the
+// pod informer covers every running pod, for the source-IP index.
+func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
+	kcfg := rest.CopyConfig(cfg)
+	kcfg.ContentType = "application/vnd.kubernetes.protobuf"
+	kcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	kc, err := kubernetes.NewForConfig(kcfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	gc, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("superedge client: %w", err)
+	}
+	tr := informers.WithTransform(transform)
+	podOpts := func(o *metav1.ListOptions) { o.LabelSelector = gridObjectSelector }
+	if clients {
+		podOpts = func(o *metav1.ListOptions) { o.FieldSelector = runningPodSelector }
+	}
+	w := &watcher{
+		kube: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr),
+		pods: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(podOpts)),
+		sets: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = gridObjectSelector
+		})),
+		slices: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = headlessSliceSelector
+		})),
+		grids: gridinformers.NewSharedInformerFactoryWithOptions(gc, 0, gridinformers.WithTransform(transform)),
+	}
+	h := handlerFor(idx)
+	for _, inf := range []cache.SharedIndexInformer{
+		w.grids.Superedge().V1().StatefulSetGrids().Informer(),
+		w.sets.Apps().V1().StatefulSets().Informer(),
+		w.pods.Core().V1().Pods().Informer(),
+		w.kube.Core().V1().Services().Informer(),
+		w.kube.Core().V1().Nodes().Informer(),
+		w.slices.Discovery().V1().EndpointSlices().Informer(),
+	} {
+		reg, err := inf.AddEventHandler(h)
+		if err != nil {
+			return nil, err
+		}
+		w.synced = append(w.synced, reg.HasSynced)
+	}
+	return w, nil
+}
+
+// handlerFor applies every event to idx as it arrives.
+func handlerFor(idx *Index) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { idx.Upsert(obj) },
+		UpdateFunc: func(old, cur any) {
+			if o, ok := old.(metav1.Object); ok {
+				if c, ok := cur.(metav1.Object); ok && o.GetResourceVersion() == c.GetResourceVersion() {
+					return
+				}
+			}
+			idx.Upsert(cur)
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			idx.Delete(obj)
+		},
+	}
+}
+
+// start runs the informers until stop. onSynced is called once all have
+// synced.
+func (w *watcher) start(onSynced func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	w.stopped = make(chan struct{})
+	for _, f := range []interface{ Start(<-chan struct{}) }{w.kube, w.pods, w.sets, w.slices, w.grids} {
+		f.Start(ctx.Done())
+	}
+	go func() {
+		defer close(w.stopped)
+		if cache.WaitForNamedCacheSyncWithContext(ctx, w.synced...) {
+			onSynced()
+		}
+		<-ctx.Done()
+		for _, f := range []interface{ Shutdown() }{w.kube, w.pods, w.sets, w.slices, w.grids} {
+			f.Shutdown()
+		}
+	}()
+}
+
+// stop ends the informers and waits for their goroutines.
+func (w *watcher) stop() {
+	if w.cancel == nil {
+		return
+	}
+	w.cancel()
+	select {
+	case <-w.stopped:
+	case <-time.After(10 * time.Second):
+		klog.Background().WithName(pluginName).Info("Informers did not stop within 10s")
+	}
+}

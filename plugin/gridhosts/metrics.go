@@ -1,0 +1,42 @@
+package gridhosts
+
+import (
+	"github.com/coredns/coredns/plugin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+var (
+	requestCount = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "gridhosts",
+		Name:      "requests_total",
+		Help:      "Queries inside the gridhosts zones, by result.",
+	}, []string{"result"})
+
+	recordsServed = promauto.NewCounter(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "gridhosts",
+		Name:      "records_served_total",
+		Help:      "Resource records gridhosts put in answer sections.",
+	})
+
+	eventToAnswerable = promauto.NewHistogram(prometheus.HistogramOpts{
+		Namespace:                   plugin.Namespace,
+		Subsystem:                   "gridhosts",
+		Name:                        "event_to_answerable_seconds",
+		Help:                        "Time from an informer delivering an object to its change being answerable.",
+		Buckets:                     prometheus.ExponentialBuckets(1e-6, 4, 12),
+		NativeHistogramBucketFactor: plugin.NativeHistogramBucketFactor,
+	})
+)
+
+// Counters bound once: the query path does no label lookups.
+var (
+	resultAnswer      = requestCount.WithLabelValues("answer")
+	resultNoData      = requestCount.WithLabelValues("nodata")
+	resultNXDomain    = requestCount.WithLabelValues("nxdomain")
+	resultFallthrough = requestCount.WithLabelValues("fallthrough")
+	resultNotSynced   = requestCount.WithLabelValues("not_synced")
+	resultUnknown     = requestCount.WithLabelValues("unknown_client")
+)

@@ -1,0 +1,176 @@
+package gridhosts
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/pkg/dnsutil"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+)
+
+// startupTimeout bounds how long CoreDNS start-up waits for the first sync;
+// after it the server runs and gridhosts answers SERVFAIL until synced.
+const startupTimeout = 5 * time.Second
+
+// maxTTL keeps answers about moving pods from living too long in caches.
+const maxTTL = 3600
+
+func init() { plugin.Register(pluginName, setup) }
+
+func setup(c *caddy.Controller) error {
+	g, err := parse(c)
+	if err != nil {
+		return plugin.Error(pluginName, err)
+	}
+	cfg, err := g.restConfig()
+	if err != nil {
+		return plugin.Error(pluginName, err)
+	}
+	w, err := newWatcher(cfg, g.index, g.Clients)
+	if err != nil {
+		return plugin.Error(pluginName, err)
+	}
+	g.watcher = w
+	g.index.observe = func(d time.Duration) { eventToAnswerable.Observe(d.Seconds()) }
+
+	// Informers live from OnStartup to OnShutdown: a reload builds a new
+	// instance and shuts this one down.
+	c.OnStartup(g.start)
+	c.OnShutdown(g.stop)
+
+	dnsserver.GetConfig(c).AddPlugin(func(next plugin.Handler) plugin.Handler {
+		g.Next = next
+		return g
+	})
+	return nil
+}
+
+func (g *GridHosts) start() error {
+	logger := klog.Background().WithName(pluginName)
+	done := make(chan struct{})
+	g.watcher.start(func() {
+		g.synced.Store(true)
+		close(done)
+	})
+	select {
+	case <-done:
+		logger.V(2).Info("Informers synced")
+	case <-time.After(startupTimeout):
+		logger.Info("Informers not synced yet; answering SERVFAIL for grid names until they are", "waited", startupTimeout)
+	}
+	return nil
+}
+
+func (g *GridHosts) stop() error {
+	g.watcher.stop()
+	return nil
+}
+
+func (g *GridHosts) restConfig() (*rest.Config, error) {
+	if g.ClientConfig == nil {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no kubeconfig given and not in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := g.ClientConfig.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// parse reads one gridhosts block:
+//
+//	gridhosts [ZONES...] {
+//	    kubeconfig PATH [CONTEXT]
+//	    node NAME | clients
+//	    ttl SECONDS
+//	    fallthrough [ZONES...]
+//	}
+func parse(c *caddy.Controller) (*GridHosts, error) {
+	var g *GridHosts
+	for c.Next() {
+		if g != nil {
+			return nil, plugin.ErrOnce
+		}
+		g = New(plugin.OriginsFromArgsOrServerBlock(c.RemainingArgs(), c.ServerBlockKeys))
+		for _, z := range g.Zones {
+			if dnsutil.IsReverse(z) > 0 {
+				return nil, fmt.Errorf("reverse zone %q: gridhosts answers forward names only", z)
+			}
+		}
+		seen := map[string]bool{}
+		for c.NextBlock() {
+			prop := c.Val()
+			switch prop {
+			case "kubeconfig", "node", "clients", "ttl", "fallthrough":
+				if seen[prop] {
+					return nil, c.Errf("'%s' given twice", prop)
+				}
+				seen[prop] = true
+			}
+			switch prop {
+			case "kubeconfig":
+				args := c.RemainingArgs()
+				if len(args) != 1 && len(args) != 2 {
+					return nil, c.ArgErr()
+				}
+				overrides := &clientcmd.ConfigOverrides{}
+				if len(args) == 2 {
+					overrides.CurrentContext = args[1]
+				}
+				g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+					&clientcmd.ClientConfigLoadingRules{ExplicitPath: args[0]}, overrides)
+			case "node":
+				args := c.RemainingArgs()
+				if len(args) != 1 {
+					return nil, c.ArgErr()
+				}
+				if args[0] == "" {
+					return nil, c.Err("node: empty name (is the environment variable in {$...} set?)")
+				}
+				if errs := validation.IsDNS1123Subdomain(args[0]); len(errs) > 0 {
+					return nil, c.Errf("node: invalid name '%s': %s", args[0], errs[0])
+				}
+				g.Node = args[0]
+			case "clients":
+				if len(c.RemainingArgs()) != 0 {
+					return nil, c.ArgErr()
+				}
+				g.Clients = true
+			case "ttl":
+				args := c.RemainingArgs()
+				if len(args) != 1 {
+					return nil, c.ArgErr()
+				}
+				t, err := strconv.Atoi(args[0])
+				if err != nil || t < 0 || t > maxTTL {
+					return nil, c.Errf("ttl must be a number of seconds from 0 to %d, not '%s'", maxTTL, args[0])
+				}
+				g.TTL = uint32(min(t, math.MaxUint32))
+			case "fallthrough":
+				g.Fall.SetZonesFromArgs(c.RemainingArgs())
+			default:
+				return nil, c.Errf("unknown property '%s'", prop)
+			}
+		}
+	}
+	if g == nil {
+		return nil, errors.New("no gridhosts block")
+	}
+	if g.Node == "" && !g.Clients {
+		return nil, errors.New("one of 'node NAME' or 'clients' is required")
+	}
+	return g, nil
+}
