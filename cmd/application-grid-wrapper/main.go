@@ -1,0 +1,145 @@
+// Command application-grid-wrapper serves kube-proxy the Services, Endpoints,
+// EndpointSlices and Node of one edge node, filtered by topologyKeys, and
+// proxies everything else to the (lite-)apiserver. See wrapper/README.md.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/internal/version"
+	"github.com/servicegroup/servicegroup/wrapper"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "application-grid-wrapper:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fs := flag.NewFlagSet(os.Args[0], flag.ContinueOnError)
+	klog.InitFlags(fs)
+	var (
+		kubeconfig   = fs.String("kubeconfig", "", "kubeconfig of the upstream (lite-)apiserver; in-cluster config when empty")
+		nodeName     = fs.String("node-name", os.Getenv("NODE_NAME"), "name of the node this wrapper serves (default $NODE_NAME)")
+		bindAddress  = fs.String("bind-address", "127.0.0.1:51006", "address to serve on")
+		certFile     = fs.String("tls-cert-file", "", "serving certificate (PEM); plain HTTP when empty")
+		keyFile      = fs.String("tls-private-key-file", "", "serving certificate's private key (PEM)")
+		clientCA     = fs.String("client-ca-file", "", "CA bundle: when set, clients must present a certificate it signed")
+		metricsAddr  = fs.String("metrics-bind-address", "", "extra plain-HTTP address for /healthz, /readyz, /metrics (and /debug/pprof); none when empty")
+		debug        = fs.Bool("debug", false, "serve pprof under /debug/pprof/")
+		bookmarks    = fs.Duration("bookmark-interval", 30*time.Second, "interval between BOOKMARK events to watchers that allow them")
+		bufferSize   = fs.Int("watcher-buffer", 1000, "events a watcher may fall behind before it is cut off (it then resumes or relists)")
+		eventLog     = fs.Int("event-log-size", 10000, "events per resource a watch can resume from")
+		printVersion = fs.Bool("version", false, "print the version and exit")
+	)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	if *printVersion {
+		fmt.Println(version.Version)
+		return nil
+	}
+	if *nodeName == "" {
+		return errors.New("--node-name (or $NODE_NAME) is required: the wrapper serves one node's view")
+	}
+	if (*certFile == "") != (*keyFile == "") {
+		return errors.New("--tls-cert-file and --tls-private-key-file go together")
+	}
+	if *clientCA != "" && *certFile == "" {
+		return errors.New("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
+	}
+
+	var cfg *rest.Config
+	var err error
+	if *kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("upstream config: %w", err)
+	}
+	cfg.UserAgent = "application-grid-wrapper/" + version.Version
+
+	srv, err := wrapper.New(wrapper.Options{
+		NodeName: *nodeName, Upstream: cfg, Debug: *debug,
+		BookmarkInterval: *bookmarks, WatcherBuffer: *bufferSize, EventLogSize: *eventLog,
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := klog.FromContext(ctx)
+
+	ln, err := net.Listen("tcp", *bindAddress)
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	if *certFile != "" {
+		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			return err
+		}
+		tlsCfg.Certificates = []tls.Certificate{cert}
+		if *clientCA != "" {
+			pem, err := os.ReadFile(*clientCA)
+			if err != nil {
+				return err
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("%s holds no PEM certificate", *clientCA)
+			}
+			tlsCfg.ClientCAs, tlsCfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		}
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+
+	errCh := make(chan error, 3)
+	go func() { errCh <- srv.Run(ctx) }()
+	go func() { errCh <- httpSrv.Serve(ln) }()
+	if *metricsAddr != "" {
+		mln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return err
+		}
+		metricsSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+		go func() { errCh <- metricsSrv.Serve(mln) }()
+		defer metricsSrv.Close()
+	}
+	logger.Info("Serving", "address", ln.Addr().String(), "node", *nodeName, "upstream", cfg.Host, "version", version.Version)
+
+	select {
+	case <-ctx.Done():
+	case err = <-errCh:
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = httpSrv.Shutdown(shutdown)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

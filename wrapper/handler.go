@@ -1,0 +1,185 @@
+package wrapper
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// servedResource is a resource descriptor with its store.
+type servedResource struct {
+	*resource
+	store *Store
+}
+
+// route returns the served resource a request is for, or nil when it must be
+// proxied upstream. Nodes are served only for this node.
+func (s *Server) route(req *http.Request, info *request.RequestInfo) *servedResource {
+	if !info.IsResourceRequest || info.Subresource != "" {
+		return nil
+	}
+	switch info.Verb {
+	case "get", "list", "watch":
+	default:
+		return nil
+	}
+	r := s.resources[schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}]
+	if r == nil {
+		return nil
+	}
+	if r.name == ResourceNodes {
+		if info.Name != "" {
+			if info.Name != s.opts.NodeName {
+				return nil
+			}
+		} else {
+			sel, err := fields.ParseSelector(req.URL.Query().Get("fieldSelector"))
+			if err != nil {
+				return nil
+			}
+			if name, ok := sel.RequiresExactMatch("metadata.name"); !ok || name != s.opts.NodeName {
+				return nil
+			}
+		}
+	}
+	return r
+}
+
+// serveResource answers get, list and watch of a served resource with the
+// semantics of kube-apiserver's watch cache.
+func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *request.RequestInfo, r *servedResource) {
+	if !s.ready.Load() {
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, req, r, apierrors.NewTooManyRequests("the wrapper's caches are not synced yet", 1))
+		return
+	}
+	if info.Verb == "get" {
+		key := info.Name
+		if r.namespaced {
+			key = info.Namespace + "/" + info.Name
+		}
+		obj, ok := r.store.Get(key)
+		if !ok {
+			s.writeError(w, req, r, apierrors.NewNotFound(schema.GroupResource{Group: r.gv.Group, Resource: r.name}, info.Name))
+			return
+		}
+		responsewriters.WriteObjectNegotiated(s.codecs, negotiation.DefaultEndpointRestrictions, r.gv, w, req, http.StatusOK, obj, false)
+		return
+	}
+
+	var opts metainternalversion.ListOptions
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+		s.writeError(w, req, r, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	pred, err := s.predicate(info, r, &opts)
+	if err != nil {
+		s.writeError(w, req, r, err)
+		return
+	}
+	if opts.Watch || info.Verb == "watch" {
+		s.serveWatch(w, req, r, &opts, pred)
+		return
+	}
+	s.serveList(w, req, r, &opts, pred)
+}
+
+// predicate builds the selection of a request: namespace, name (watch of one
+// object), label and field selectors. Unsupported field labels are a 400, as
+// from the apiserver.
+func (s *Server) predicate(info *request.RequestInfo, r *servedResource, opts *metainternalversion.ListOptions) (Predicate, error) {
+	lsel, fsel := opts.LabelSelector, opts.FieldSelector
+	if lsel == nil {
+		lsel = labels.Everything()
+	}
+	if fsel == nil {
+		fsel = fields.Everything()
+	}
+	for _, req := range fsel.Requirements() {
+		if !r.supportsField(req.Field) {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
+		}
+	}
+	ns, name := info.Namespace, info.Name
+	if !r.namespaced {
+		ns = ""
+	}
+	if ns == "" && name == "" && lsel.Empty() && fsel.Empty() {
+		return nil, nil
+	}
+	return func(o Object) bool {
+		if ns != "" && o.GetNamespace() != ns {
+			return false
+		}
+		if name != "" && o.GetName() != name {
+			return false
+		}
+		return lsel.Matches(labels.Set(o.GetLabels())) && fsel.Matches(r.fields(o))
+	}, nil
+}
+
+func parseRV(rv string) (uint64, error) {
+	if rv == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", rv))
+	}
+	return v, nil
+}
+
+// tooLargeError is what the apiserver answers for a version it has not seen:
+// clients relist from scratch.
+func tooLargeError(rv, current uint64) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusGatewayTimeout,
+		Reason:  metav1.StatusReasonTimeout,
+		Message: fmt.Sprintf("Too large resource version: %d, current: %d", rv, current),
+		Details: &metav1.StatusDetails{
+			Causes:            []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}},
+			RetryAfterSeconds: 1,
+		},
+	}}
+}
+
+// serveList serves the whole selection (limit and continue are ignored, as by
+// the apiserver's watch cache) at the store's current version.
+func (s *Server) serveList(w http.ResponseWriter, req *http.Request, r *servedResource, opts *metainternalversion.ListOptions, pred Predicate) {
+	rv, err := parseRV(opts.ResourceVersion)
+	if err != nil {
+		s.writeError(w, req, r, err)
+		return
+	}
+	items, cur := r.store.List(pred)
+	switch {
+	case rv > cur:
+		s.writeError(w, req, r, tooLargeError(rv, cur))
+		return
+	case opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact && rv != cur:
+		s.writeError(w, req, r, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, cur)))
+		return
+	}
+	list := r.newList(items, strconv.FormatUint(cur, 10))
+	responsewriters.WriteObjectNegotiated(s.codecs, negotiation.DefaultEndpointRestrictions, r.gv, w, req, http.StatusOK, list, false)
+}
+
+func (s *Server) writeError(w http.ResponseWriter, req *http.Request, r *servedResource, err error) {
+	gv := metav1.SchemeGroupVersion
+	if r != nil {
+		gv = r.gv
+	}
+	responsewriters.ErrorNegotiated(err, s.codecs, gv, w, req)
+}

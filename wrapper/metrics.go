@@ -1,0 +1,44 @@
+package wrapper
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+const metricsNamespace = "application_grid_wrapper"
+
+// Registry holds the wrapper's metrics; /metrics serves it.
+var Registry = prometheus.NewRegistry()
+
+var (
+	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "requests_total",
+		Help: "HTTP requests by verb, resource (or \"proxy\") and status code.",
+	}, []string{"verb", "resource", "code"})
+	watchersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: metricsNamespace, Name: "watchers",
+		Help: "Open watches by resource.",
+	}, []string{"resource"})
+	watchersCutOff = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "watchers_cut_off_total",
+		Help: "Watchers closed because they fell behind their buffer (their events were dropped; the client resumes or relists).",
+	}, []string{"resource"})
+	eventsSent = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "watch_events_sent_total",
+		Help: "Watch events written to clients by resource and type.",
+	}, []string{"resource", "type"})
+	refilterSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metricsNamespace, Name: "refilter_duration_seconds",
+		Help:    "Time to recompute the served form of one Service with its Endpoints and EndpointSlices.",
+		Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
+	})
+	servedObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: metricsNamespace, Name: "served_objects",
+		Help: "Objects served by resource.",
+	}, []string{"resource"})
+)
+
+func init() {
+	Registry.MustRegister(requestsTotal, watchersGauge, watchersCutOff, eventsSent, refilterSeconds, servedObjects,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}

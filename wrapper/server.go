@@ -1,0 +1,274 @@
+package wrapper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// Options configure a wrapper Server.
+type Options struct {
+	// NodeName is the node this wrapper serves (required).
+	NodeName string
+	// Upstream is the (lite-)apiserver the wrapper reads from and proxies to.
+	Upstream *rest.Config
+	// BookmarkInterval between BOOKMARKs to watchers that allow them (default 30s).
+	BookmarkInterval time.Duration
+	// EventLogSize is how many events per resource a watch can resume from (default 10000).
+	EventLogSize int
+	// WatcherBuffer is how many events a watcher may fall behind before it is
+	// cut off (default 1000).
+	WatcherBuffer int
+	// Debug serves pprof under /debug/pprof/.
+	Debug bool
+	// StartVersion is the first resourceVersion (default: now in nanoseconds,
+	// so versions increase across restarts).
+	StartVersion uint64
+}
+
+// Server is the application-grid-wrapper: informer caches, filter, served
+// stores and the HTTP handler.
+type Server struct {
+	opts      Options
+	codecs    serializer.CodecFactory
+	client    kubernetes.Interface
+	resources map[schema.GroupVersionResource]*servedResource
+	stores    Stores
+	syncer    *Syncer
+	proxy     http.Handler
+	reqInfo   *request.RequestInfoFactory
+	ready     atomic.Bool
+	synced    []cache.InformerSynced
+	start     func(ctx context.Context)
+}
+
+// New builds a Server; Run starts it.
+func New(opts Options) (*Server, error) {
+	if opts.NodeName == "" {
+		return nil, errors.New("node name is required")
+	}
+	if opts.Upstream == nil {
+		return nil, errors.New("upstream config is required")
+	}
+	if opts.BookmarkInterval <= 0 {
+		opts.BookmarkInterval = 30 * time.Second
+	}
+	if opts.EventLogSize <= 0 {
+		opts.EventLogSize = 10000
+	}
+	if opts.WatcherBuffer <= 0 {
+		opts.WatcherBuffer = 1000
+	}
+	if opts.StartVersion == 0 {
+		opts.StartVersion = uint64(time.Now().UnixNano())
+	}
+	client, err := kubernetes.NewForConfig(opts.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	proxy, err := newProxy(opts.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		opts:      opts,
+		codecs:    serializer.NewCodecFactory(scheme.Scheme),
+		client:    client,
+		resources: map[schema.GroupVersionResource]*servedResource{},
+		proxy:     proxy,
+		reqInfo: &request.RequestInfoFactory{
+			APIPrefixes:          sets.NewString("api", "apis"),
+			GrouplessAPIPrefixes: sets.NewString("api"),
+		},
+	}
+	clock := NewClock(opts.StartVersion)
+	stores := map[string]*Store{}
+	for _, r := range servedResources {
+		st := NewStore(r.name, clock, r.newEmpty, opts.EventLogSize, opts.WatcherBuffer)
+		stores[r.name] = st
+		s.resources[r.gv.WithResource(r.name)] = &servedResource{resource: r, store: st}
+	}
+	s.stores = Stores{Services: stores[ResourceServices], Endpoints: stores[ResourceEndpoints], EndpointSlices: stores[ResourceEndpointSlices], Nodes: stores[ResourceNodes]}
+
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(slimNode))
+	selfFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.NodeName).String()
+		}))
+	svcInf := factory.Core().V1().Services().Informer()
+	epInf := factory.Core().V1().Endpoints().Informer()
+	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
+	nodeInf := nodeFactory.Core().V1().Nodes().Informer()
+	selfInf := selfFactory.Core().V1().Nodes().Informer()
+	if err := sliceInf.AddIndexers(sliceIndexers); err != nil {
+		return nil, err
+	}
+	if err := epInf.AddIndexers(endpointsIndexers); err != nil {
+		return nil, err
+	}
+	s.syncer = newSyncer(opts.NodeName, Caches{
+		Services: svcInf.GetIndexer(), Endpoints: epInf.GetIndexer(),
+		EndpointSlices: sliceInf.GetIndexer(), Nodes: nodeInf.GetIndexer(),
+	}, s.stores)
+	for _, h := range []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{svcInf, s.syncer.serviceHandler()}, {epInf, s.syncer.serviceHandler()},
+		{sliceInf, s.syncer.sliceHandler()}, {nodeInf, s.syncer.nodeHandler()},
+		{selfInf, s.syncer.selfNodeHandler()},
+	} {
+		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			return nil, err
+		}
+		s.synced = append(s.synced, h.inf.HasSynced)
+	}
+	s.start = func(ctx context.Context) {
+		factory.Start(ctx.Done())
+		nodeFactory.Start(ctx.Done())
+		selfFactory.Start(ctx.Done())
+	}
+	return s, nil
+}
+
+// Run starts the informers, waits for them to sync, serves, and returns when
+// ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	s.start(ctx)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.synced...) {
+		return fmt.Errorf("caches did not sync: %w", ctx.Err())
+	}
+	s.syncer.syncAll(ctx)
+	go s.syncer.Run(ctx)
+	s.ready.Store(true)
+	logger.Info("Caches synced, serving", "node", s.opts.NodeName,
+		"services", s.stores.Services.Len(), "endpointSlices", s.stores.EndpointSlices.Len())
+
+	ticker := time.NewTicker(s.opts.BookmarkInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.ready.Store(false)
+			return nil
+		case <-ticker.C:
+			for _, r := range s.resources {
+				r.store.Bookmark()
+				servedObjects.WithLabelValues(r.name).Set(float64(r.store.Len()))
+			}
+		}
+	}
+}
+
+// Ready reports whether the caches have synced.
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+// Handler returns the wrapper's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.ready.Load() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(Registry, promhttp.HandlerOpts{}))
+	if s.opts.Debug {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	mux.HandleFunc("/", s.serveAPI)
+	return withRequestLog(mux)
+}
+
+// serveAPI serves the wrapper's resources and proxies everything else.
+func (s *Server) serveAPI(w http.ResponseWriter, req *http.Request) {
+	info, err := s.reqInfo.NewRequestInfo(req)
+	if err == nil {
+		if r := s.route(req, info); r != nil {
+			setLabels(w, info.Verb, r.name)
+			s.serveResource(w, req, info, r)
+			return
+		}
+	}
+	setLabels(w, "proxy", "proxy")
+	s.proxy.ServeHTTP(w, req)
+}
+
+// statusRecorder remembers the status code for the request log and metrics;
+// Unwrap keeps http.ResponseController (flush, deadlines) working.
+type statusRecorder struct {
+	http.ResponseWriter
+	code           int
+	verb, resource string
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func setLabels(w http.ResponseWriter, verb, resource string) {
+	if r, ok := w.(*statusRecorder); ok {
+		r.verb, r.resource = verb, resource
+	}
+}
+
+// withRequestLog logs one line per request (verbosity 3) and counts it.
+func withRequestLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, verb: "other", resource: "other"}
+		next.ServeHTTP(rec, req)
+		if rec.code == 0 {
+			rec.code = http.StatusOK
+		}
+		requestsTotal.WithLabelValues(rec.verb, rec.resource, strconv.Itoa(rec.code)).Inc()
+		klog.FromContext(req.Context()).V(3).Info("HTTP", "verb", req.Method, "uri", req.RequestURI,
+			"status", rec.code, "latency", time.Since(start), "remote", req.RemoteAddr, "userAgent", req.UserAgent())
+	})
+}
