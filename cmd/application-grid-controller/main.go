@@ -1,0 +1,77 @@
+// Command application-grid-controller keeps DeploymentGrids, StatefulSetGrids
+// and ServiceGrids reconciled: one child per nodeunit (one Service per
+// ServiceGrid). See controller/README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/controller"
+	"github.com/servicegroup/servicegroup/internal/version"
+)
+
+func main() {
+	o := controller.DefaultOptions()
+	var kubeconfig, master string
+	var qps float64
+	var burst int
+	var showVersion bool
+	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+	klog.InitFlags(fs)
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig file (empty: in-cluster configuration).")
+	fs.StringVar(&master, "master", "", "Address of the apiserver (overrides the kubeconfig's server).")
+	fs.Float64Var(&qps, "kube-api-qps", 50, "Queries per second to the apiserver.")
+	fs.IntVar(&burst, "kube-api-burst", 100, "Burst of queries to the apiserver.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Concurrent reconciles per grid kind.")
+	fs.DurationVar(&o.Resync, "resync", o.Resync, "Informer resync period: how often every grid is re-checked.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader with a Lease before reconciling (run several replicas safely).")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-elect-namespace", o.LeaderElectionNamespace, "Namespace of the leader election Lease.")
+	fs.StringVar(&o.LeaderElectionName, "leader-elect-name", o.LeaderElectionName, "Name of the leader election Lease.")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "Lease duration.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader retries renewing before giving up.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "Interval between leader election attempts.")
+	fs.BoolVar(&o.ManageCRDs, "manage-crds", o.ManageCRDs, "Install/update the superedge.io CRDs at start and re-apply them when they drift (false: leave them to GitOps).")
+	fs.DurationVar(&o.CRDCheckInterval, "crd-check-interval", o.CRDCheckInterval, "How often to check the CRDs for drift.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving /metrics (\"0\" disables).")
+	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "Address serving /healthz and /readyz (\"0\" disables).")
+	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
+	_ = fs.Parse(os.Args[1:])
+	if showVersion {
+		fmt.Println(version.Version)
+		return
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := klog.FromContext(ctx)
+
+	cfg, err := clientcmd.BuildConfigFromFlags(master, kubeconfig)
+	if err != nil {
+		logger.Error(err, "Building the apiserver configuration")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	cfg.QPS, cfg.Burst = float32(qps), burst
+	cfg.UserAgent = "application-grid-controller/" + version.Version
+	o.Config = cfg
+
+	m, err := controller.NewManager(o)
+	if err != nil {
+		logger.Error(err, "Starting")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	logger.Info("Starting application-grid-controller", "version", version.Version,
+		"metrics", m.Addr("metrics"), "health", m.Addr("health"), "leaderElect", o.LeaderElect)
+	if err := m.Run(ctx); err != nil {
+		logger.Error(err, "Stopped")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	klog.Flush()
+}

@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"maps"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+)
+
+// gridLabels are the two labels every child carries.
+func gridLabels(grid, key string) map[string]string {
+	return map[string]string{
+		superedgev1.LabelGridSelector: grid,
+		superedgev1.LabelGridUniqKey:  key,
+	}
+}
+
+// ownerReference makes grid the child's controller, so that deleting the grid
+// garbage-collects the child.
+func ownerReference(grid object, kind string) *metav1apply.OwnerReferenceApplyConfiguration {
+	return metav1apply.OwnerReference().
+		WithAPIVersion(superedgev1.SchemeGroupVersion.String()).
+		WithKind(kind).
+		WithName(grid.GetName()).
+		WithUID(grid.GetUID()).
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
+
+// stampHash adds AnnotationAppliedHash, the digest of cfg without it.
+func stampHash[A any](cfg A, withAnnotations func(map[string]string) A) (A, error) {
+	h, err := hashOf(cfg)
+	if err != nil {
+		var zero A
+		return zero, err
+	}
+	return withAnnotations(map[string]string{AnnotationAppliedHash: h}), nil
+}
+
+// workloadUnits: one child per nodeunit value, named {grid}-{value}.
+func workloadUnits(grid string, values []string) []unit {
+	out := make([]unit, len(values))
+	for i, v := range values {
+		out[i] = unit{value: v, name: childName(grid, v)}
+	}
+	return out
+}
+
+// mergeStrings returns a new map with b's entries over a's.
+func mergeStrings(a, b map[string]string) map[string]string {
+	out := make(map[string]string, len(a)+len(b))
+	maps.Copy(out, a)
+	maps.Copy(out, b)
+	return out
+}
+
+// byIndex lists the cached children indexed under namespace/grid. The
+// returned objects belong to the cache: never modify them.
+func byIndex[C any](indexer cache.Indexer, namespace, grid string) ([]C, error) {
+	objs, err := indexer.ByIndex(gridIndex, namespace+"/"+grid)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]C, 0, len(objs))
+	for _, o := range objs {
+		if c, ok := o.(C); ok {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// wireIndexes adds the indexes a grid kind needs to its informers.
+func wireIndexes[G any](grids, children, nodes cache.SharedIndexInformer, kind string, key func(G) string) error {
+	if err := addIndexer(grids, gridUniqKeyIndex, func(obj any) ([]string, error) {
+		if g, ok := obj.(G); ok && key(g) != "" {
+			return []string{key(g)}, nil
+		}
+		return nil, nil
+	}); err != nil {
+		return err
+	}
+	if err := addIndexer(children, gridIndex, childGridIndexFunc(kind)); err != nil {
+		return err
+	}
+	if nodes != nil {
+		return addIndexer(nodes, nodeLabelKeyIndex, indexNodeLabelKeys)
+	}
+	return nil
+}
+
+// register subscribes the controller to its informers.
+func register[G, C object, A any](c *gridController[G, C, A], grids, children, nodes cache.SharedIndexInformer) error {
+	regs := []cache.ResourceEventHandlerRegistration{}
+	r, err := grids.AddEventHandler(c.gridHandlers())
+	if err != nil {
+		return err
+	}
+	regs = append(regs, r)
+	if r, err = children.AddEventHandler(c.childHandlers()); err != nil {
+		return err
+	}
+	regs = append(regs, r)
+	if nodes != nil {
+		if r, err = nodes.AddEventHandler(c.nodeHandlers(grids.GetIndexer())); err != nil {
+			return err
+		}
+		regs = append(regs, r)
+	}
+	for _, r := range regs {
+		c.synced = append(c.synced, r.HasSynced)
+	}
+	return nil
+}
+
+// statusEqual compares statuses semantically (times, quantities).
+func statusEqual(a, b any) bool { return apiequality.Semantic.DeepEqual(a, b) }

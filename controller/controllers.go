@@ -1,0 +1,66 @@
+// Package controller is the application-grid-controller: one workqueue
+// controller per grid kind (DeploymentGrid, StatefulSetGrid, ServiceGrid)
+// keeping each grid's children in line with its template and the cluster's
+// nodeunits, plus the process around them (CRDs, leader election, metrics).
+package controller
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	gridinformers "github.com/servicegroup/servicegroup/client/informers/externalversions"
+)
+
+// Deps are what the controllers are built from. Build the informer factories
+// with Transform / TransformGrids; start them after NewControllers.
+type Deps struct {
+	Kube          kubernetes.Interface
+	Grids         versioned.Interface
+	KubeInformers informers.SharedInformerFactory
+	GridInformers gridinformers.SharedInformerFactory
+	Recorder      record.EventRecorder
+	// MetricsProvider receives the workqueue metrics (default: QueueMetrics on Registry()).
+	MetricsProvider workqueue.MetricsProvider
+}
+
+// Controllers are the three grid controllers.
+type Controllers struct {
+	runners []func(ctx context.Context, workers int)
+}
+
+// NewControllers registers the three controllers on the informers in deps.
+func NewControllers(deps Deps) (*Controllers, error) {
+	if deps.MetricsProvider == nil {
+		Registry()
+		deps.MetricsProvider = QueueMetrics{}
+	}
+	dg, err := newDeploymentGridController(deps)
+	if err != nil {
+		return nil, err
+	}
+	ssg, err := newStatefulSetGridController(deps)
+	if err != nil {
+		return nil, err
+	}
+	sg, err := newServiceGridController(deps)
+	if err != nil {
+		return nil, err
+	}
+	return &Controllers{runners: []func(context.Context, int){dg.run, ssg.run, sg.run}}, nil
+}
+
+// Run runs every controller with workers workers each until ctx ends and
+// returns once they all stopped.
+func (c *Controllers) Run(ctx context.Context, workers int) {
+	var wg sync.WaitGroup
+	for _, run := range c.runners {
+		wg.Go(func() { run(ctx, workers) })
+	}
+	wg.Wait()
+}

@@ -1,0 +1,139 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+)
+
+// newDeploymentGridController keeps one Deployment per nodeunit for every DeploymentGrid.
+func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.DeploymentGrid, *appsv1.Deployment, *appsv1apply.DeploymentApplyConfiguration], error) {
+	grids := deps.GridInformers.Superedge().V1().DeploymentGrids()
+	children := deps.KubeInformers.Apps().V1().Deployments()
+	nodes := deps.KubeInformers.Core().V1().Nodes()
+	const kind = "DeploymentGrid"
+	if err := wireIndexes(grids.Informer(), children.Informer(), nodes.Informer(), kind,
+		func(g *superedgev1.DeploymentGrid) string { return g.Spec.GridUniqKey }); err != nil {
+		return nil, err
+	}
+	units := nodeUnits{indexer: nodes.Informer().GetIndexer()}
+	client := deps.Kube.AppsV1()
+	gridClient := deps.Grids.SuperedgeV1()
+
+	ops := kindOps[*superedgev1.DeploymentGrid, *appsv1.Deployment, *appsv1apply.DeploymentApplyConfiguration]{
+		kind:      kind,
+		childKind: "Deployment",
+		getGrid: func(ns, name string) (*superedgev1.DeploymentGrid, error) {
+			return grids.Lister().DeploymentGrids(ns).Get(name)
+		},
+		liveGrid: func(ctx context.Context, ns, name string) (*superedgev1.DeploymentGrid, error) {
+			return gridClient.DeploymentGrids(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		gridKey: func(g *superedgev1.DeploymentGrid) string { return g.Spec.GridUniqKey },
+		units: func(g *superedgev1.DeploymentGrid) []unit {
+			return workloadUnits(g.Name, units.values(g.Spec.GridUniqKey))
+		},
+		validName: validDeploymentName,
+		getChild:  func(ns, name string) (*appsv1.Deployment, error) { return children.Lister().Deployments(ns).Get(name) },
+		children: func(ns, grid string) ([]*appsv1.Deployment, error) {
+			return byIndex[*appsv1.Deployment](children.Informer().GetIndexer(), ns, grid)
+		},
+		desired: desiredDeployment,
+		extract: func(d *appsv1.Deployment) (*appsv1apply.DeploymentApplyConfiguration, error) {
+			return appsv1apply.ExtractDeployment(d, FieldManager)
+		},
+		apply: func(ctx context.Context, ns string, cfg *appsv1apply.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
+			return client.Deployments(ns).Apply(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+		},
+		patch: func(ctx context.Context, ns, name string, data []byte) (*appsv1.Deployment, error) {
+			return client.Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+		},
+		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+			return client.Deployments(ns).Delete(ctx, name, opts)
+		},
+		ready:      deploymentReady,
+		conditions: func(g *superedgev1.DeploymentGrid) []metav1.Condition { return g.Status.Conditions },
+		writeStatus: func(ctx context.Context, g *superedgev1.DeploymentGrid, kept []child[*appsv1.Deployment], conds []metav1.Condition) error {
+			st := superedgev1.DeploymentGridStatus{ObservedGeneration: g.Generation, Conditions: conds}
+			for _, ch := range kept {
+				if st.States == nil {
+					st.States = map[string]superedgev1.DeploymentState{}
+				}
+				s := ch.obj.Status
+				st.States[ch.value] = superedgev1.DeploymentState{
+					ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas, UpdatedReplicas: s.UpdatedReplicas,
+					ReadyReplicas: s.ReadyReplicas, AvailableReplicas: s.AvailableReplicas, UnavailableReplicas: s.UnavailableReplicas,
+					Conditions: deepCopyDeploymentConditions(s.Conditions),
+				}
+				st.NodeUnits++
+				if deploymentReady(ch.obj) {
+					st.ReadyNodeUnits++
+				}
+			}
+			if statusEqual(g.Status, st) {
+				return nil
+			}
+			ng := g.DeepCopy()
+			ng.Status = st
+			_, err := gridClient.DeploymentGrids(g.Namespace).UpdateStatus(ctx, ng, metav1.UpdateOptions{FieldManager: FieldManager})
+			return err
+		},
+	}
+	c := newGridController(ops, deps)
+	if err := register(c, grids.Informer(), children.Informer(), nodes.Informer()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// desiredDeployment is the Deployment a DeploymentGrid wants in one nodeunit.
+func desiredDeployment(g *superedgev1.DeploymentGrid, u unit) (*appsv1apply.DeploymentApplyConfiguration, error) {
+	spec := &appsv1apply.DeploymentSpecApplyConfiguration{}
+	if err := fromTemplate(g.Spec.Template, spec); err != nil {
+		return nil, fmt.Errorf("spec.template: %w", err)
+	}
+	if spec.Template == nil {
+		spec.Template = &corev1apply.PodTemplateSpecApplyConfiguration{}
+	}
+	labels := gridLabels(g.Name, g.Spec.GridUniqKey)
+	spec.Template.WithLabels(labels)
+	if spec.Template.Spec == nil {
+		spec.Template.Spec = &corev1apply.PodSpecApplyConfiguration{}
+	}
+	spec.Template.Spec.WithNodeSelector(map[string]string{g.Spec.GridUniqKey: u.value})
+	d := appsv1apply.Deployment(u.name, g.Namespace).
+		WithLabels(g.Labels).
+		WithLabels(labels).
+		WithOwnerReferences(ownerReference(g, "DeploymentGrid")).
+		WithSpec(spec)
+	return stampHash(d, d.WithAnnotations)
+}
+
+// deploymentReady: the Deployment controller has seen the current spec and
+// every wanted replica is updated and available.
+func deploymentReady(d *appsv1.Deployment) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	s := d.Status
+	return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.AvailableReplicas == want && s.Replicas == want
+}
+
+func deepCopyDeploymentConditions(in []appsv1.DeploymentCondition) []appsv1.DeploymentCondition {
+	if in == nil {
+		return nil
+	}
+	out := make([]appsv1.DeploymentCondition, len(in))
+	for i := range in {
+		in[i].DeepCopyInto(&out[i])
+	}
+	return out
+}

@@ -1,0 +1,307 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	gridscheme "github.com/servicegroup/servicegroup/client/clientset/versioned/scheme"
+	gridinformers "github.com/servicegroup/servicegroup/client/informers/externalversions"
+)
+
+// Options configure the controller process.
+type Options struct {
+	// Config reaches the apiserver (QPS and Burst as the caller set them).
+	Config *rest.Config
+	// Workers per grid kind.
+	Workers int
+	// Resync is the informers' resync period: how often every grid is re-checked.
+	Resync time.Duration
+
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	LeaderElectionName      string
+	// LeaderElectionIdentity defaults to hostname_uuid.
+	LeaderElectionIdentity string
+	LeaseDuration          time.Duration
+	RenewDeadline          time.Duration
+	RetryPeriod            time.Duration
+
+	// ManageCRDs applies the embedded CRDs at start and every CRDCheckInterval if they drifted.
+	ManageCRDs       bool
+	CRDCheckInterval time.Duration
+
+	// MetricsBindAddress serves /metrics, HealthBindAddress /healthz and
+	// /readyz; equal addresses share one listener; "0" turns one off.
+	MetricsBindAddress string
+	HealthBindAddress  string
+}
+
+// DefaultOptions are the defaults of the binary's flags.
+func DefaultOptions() Options {
+	return Options{
+		Workers:                 5,
+		Resync:                  10 * time.Minute,
+		LeaderElect:             true,
+		LeaderElectionNamespace: "kube-system",
+		LeaderElectionName:      "application-grid-controller",
+		LeaseDuration:           15 * time.Second,
+		RenewDeadline:           10 * time.Second,
+		RetryPeriod:             2 * time.Second,
+		ManageCRDs:              true,
+		CRDCheckInterval:        time.Minute,
+		MetricsBindAddress:      ":8080",
+		HealthBindAddress:       ":8081",
+	}
+}
+
+// Manager is one controller process: HTTP endpoints, leader election, and
+// (while leading) CRDs, informers and the three controllers.
+type Manager struct {
+	opts      Options
+	kube      kubernetes.Interface
+	grids     versioned.Interface
+	ext       apiextensionsclient.Interface
+	listeners map[string]net.Listener // "metrics", "health"
+	watchdog  *leaderelection.HealthzAdaptor
+	leading   atomic.Bool
+	synced    atomic.Bool
+}
+
+// NewManager builds clients and binds the HTTP listeners (so their
+// addresses are known before Run).
+func NewManager(opts Options) (*Manager, error) {
+	if opts.Config == nil {
+		return nil, errors.New("no apiserver configuration")
+	}
+	if opts.Workers < 1 {
+		return nil, fmt.Errorf("workers must be at least 1, got %d", opts.Workers)
+	}
+	m := &Manager{opts: opts, listeners: map[string]net.Listener{}, watchdog: leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)}
+	var err error
+	if m.kube, err = kubernetes.NewForConfig(opts.Config); err != nil {
+		return nil, err
+	}
+	if m.grids, err = versioned.NewForConfig(opts.Config); err != nil {
+		return nil, err
+	}
+	if m.ext, err = apiextensionsclient.NewForConfig(opts.Config); err != nil {
+		return nil, err
+	}
+	for name, addr := range map[string]string{"metrics": opts.MetricsBindAddress, "health": opts.HealthBindAddress} {
+		if addr == "" || addr == "0" {
+			continue
+		}
+		if name == "health" && addr == opts.MetricsBindAddress {
+			continue // shares the metrics listener
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			m.closeListeners()
+			return nil, fmt.Errorf("listen %s on %s: %w", name, addr, err)
+		}
+		m.listeners[name] = l
+	}
+	return m, nil
+}
+
+// Addr is where the "metrics" or "health" endpoints listen ("" if off).
+func (m *Manager) Addr(name string) string {
+	if name == "health" && m.opts.HealthBindAddress == m.opts.MetricsBindAddress {
+		name = "metrics"
+	}
+	if l, ok := m.listeners[name]; ok {
+		return l.Addr().String()
+	}
+	return ""
+}
+
+func (m *Manager) closeListeners() {
+	for _, l := range m.listeners {
+		_ = l.Close()
+	}
+}
+
+func (m *Manager) handler(name string) http.Handler {
+	mux := http.NewServeMux()
+	if name == "metrics" {
+		mux.Handle("/metrics", promhttp.HandlerFor(Registry(), promhttp.HandlerOpts{}))
+	}
+	if name == "health" || m.opts.HealthBindAddress == m.opts.MetricsBindAddress {
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+			if err := m.watchdog.Check(r); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			_, _ = w.Write([]byte("ok"))
+		})
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			switch {
+			case m.opts.LeaderElect && !m.leading.Load():
+				_, _ = w.Write([]byte("ok: standby, waiting for leadership"))
+			case m.synced.Load():
+				_, _ = w.Write([]byte("ok"))
+			default:
+				http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			}
+		})
+	}
+	return mux
+}
+
+// Run serves the endpoints and runs the controllers (under leader election
+// when enabled) until ctx ends. Losing the lease is an error: the process
+// should exit and start over as a candidate.
+func (m *Manager) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	var servers sync.WaitGroup
+	for name, l := range m.listeners {
+		srv := &http.Server{Handler: m.handler(name), ReadHeaderTimeout: 10 * time.Second}
+		servers.Go(func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error(err, "Serving", "endpoint", name)
+			}
+		})
+		defer func() {
+			shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdownCtx)
+		}()
+	}
+	defer servers.Wait()
+
+	if !m.opts.LeaderElect {
+		m.leading.Store(true)
+		return m.lead(ctx, nil)
+	}
+
+	id := m.opts.LeaderElectionIdentity
+	if id == "" {
+		host, _ := os.Hostname()
+		id = host + "_" + uuid.NewString()
+	}
+	broadcaster, recorder := m.newRecorder(ctx)
+	defer broadcaster.Shutdown()
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: m.opts.LeaderElectionNamespace, Name: m.opts.LeaderElectionName},
+		Client:     m.kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id, EventRecorder: recorder},
+	}
+	var leadErr error
+	started, done := make(chan struct{}), make(chan struct{})
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   m.opts.LeaseDuration,
+		RenewDeadline:   m.opts.RenewDeadline,
+		RetryPeriod:     m.opts.RetryPeriod,
+		ReleaseOnCancel: true,
+		WatchDog:        m.watchdog,
+		Name:            m.opts.LeaderElectionName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				close(started)
+				defer close(done)
+				logger.Info("Started leading", "identity", id)
+				m.leading.Store(true)
+				leadErr = m.lead(ctx, recorder)
+			},
+			OnStoppedLeading: func() { logger.Info("Stopped leading", "identity", id) },
+		},
+	})
+	if err != nil {
+		return err
+	}
+	le.Run(ctx)
+	select {
+	case <-started:
+		<-done // let the workers finish before returning
+	default:
+	}
+	if leadErr != nil {
+		return leadErr
+	}
+	if ctx.Err() == nil {
+		return errors.New("leader election lost")
+	}
+	return nil
+}
+
+func (m *Manager) newRecorder(ctx context.Context) (record.EventBroadcaster, record.EventRecorder) {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(gridscheme.AddToScheme(scheme))
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(4)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.kube.CoreV1().Events("")})
+	return broadcaster, broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "application-grid-controller"})
+}
+
+// lead does the leader's work: CRDs, informers, controllers.
+func (m *Manager) lead(ctx context.Context, recorder record.EventRecorder) error {
+	logger := klog.FromContext(ctx)
+	if recorder == nil {
+		broadcaster, r := m.newRecorder(ctx)
+		defer broadcaster.Shutdown()
+		recorder = r
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if m.opts.ManageCRDs {
+		if err := EnsureCRDs(ctx, m.ext); err != nil {
+			return fmt.Errorf("install CRDs: %w", err)
+		}
+		logger.Info("CRDs applied and Established")
+		wg.Go(func() { keepCRDs(ctx, m.ext, m.opts.CRDCheckInterval) })
+	}
+
+	kubeInformers := informers.NewSharedInformerFactoryWithOptions(m.kube, m.opts.Resync, informers.WithTransform(Transform))
+	gridInformers := gridinformers.NewSharedInformerFactoryWithOptions(m.grids, m.opts.Resync, gridinformers.WithTransform(TransformGrids))
+	ctrls, err := NewControllers(Deps{
+		Kube: m.kube, Grids: m.grids,
+		KubeInformers: kubeInformers, GridInformers: gridInformers,
+		Recorder: recorder,
+	})
+	if err != nil {
+		return err
+	}
+	kubeInformers.Start(ctx.Done())
+	gridInformers.Start(ctx.Done())
+	defer kubeInformers.Shutdown()
+	defer gridInformers.Shutdown()
+	wg.Go(func() {
+		ok := true
+		for _, synced := range kubeInformers.WaitForCacheSync(ctx.Done()) {
+			ok = ok && synced
+		}
+		for _, synced := range gridInformers.WaitForCacheSync(ctx.Done()) {
+			ok = ok && synced
+		}
+		m.synced.Store(ok)
+	})
+	ctrls.Run(ctx, m.opts.Workers)
+	return nil
+}

@@ -1,0 +1,124 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+)
+
+// newServiceGridController keeps one Service, {grid}-svc, for every ServiceGrid.
+// The Service does not depend on nodes: the wrapper filters its endpoints per
+// node by the topologyKeys annotation.
+func newServiceGridController(deps Deps) (*gridController[*superedgev1.ServiceGrid, *corev1.Service, *corev1apply.ServiceApplyConfiguration], error) {
+	grids := deps.GridInformers.Superedge().V1().ServiceGrids()
+	children := deps.KubeInformers.Core().V1().Services()
+	const kind = "ServiceGrid"
+	if err := wireIndexes(grids.Informer(), children.Informer(), nil, kind,
+		func(g *superedgev1.ServiceGrid) string { return g.Spec.GridUniqKey }); err != nil {
+		return nil, err
+	}
+	client := deps.Kube.CoreV1()
+	gridClient := deps.Grids.SuperedgeV1()
+
+	ops := kindOps[*superedgev1.ServiceGrid, *corev1.Service, *corev1apply.ServiceApplyConfiguration]{
+		kind:      kind,
+		childKind: "Service",
+		getGrid: func(ns, name string) (*superedgev1.ServiceGrid, error) {
+			return grids.Lister().ServiceGrids(ns).Get(name)
+		},
+		liveGrid: func(ctx context.Context, ns, name string) (*superedgev1.ServiceGrid, error) {
+			return gridClient.ServiceGrids(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		gridKey:   func(g *superedgev1.ServiceGrid) string { return g.Spec.GridUniqKey },
+		units:     func(g *superedgev1.ServiceGrid) []unit { return []unit{{name: serviceName(g.Name)}} },
+		validName: validServiceName,
+		getChild:  func(ns, name string) (*corev1.Service, error) { return children.Lister().Services(ns).Get(name) },
+		children: func(ns, grid string) ([]*corev1.Service, error) {
+			return byIndex[*corev1.Service](children.Informer().GetIndexer(), ns, grid)
+		},
+		desired: desiredService,
+		extract: func(s *corev1.Service) (*corev1apply.ServiceApplyConfiguration, error) {
+			return corev1apply.ExtractService(s, FieldManager)
+		},
+		apply: func(ctx context.Context, ns string, cfg *corev1apply.ServiceApplyConfiguration) (*corev1.Service, error) {
+			return client.Services(ns).Apply(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+		},
+		patch: func(ctx context.Context, ns, name string, data []byte) (*corev1.Service, error) {
+			return client.Services(ns).Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+		},
+		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+			return client.Services(ns).Delete(ctx, name, opts)
+		},
+		ready:      func(*corev1.Service) bool { return true },
+		conditions: func(g *superedgev1.ServiceGrid) []metav1.Condition { return g.Status.Conditions },
+		writeStatus: func(ctx context.Context, g *superedgev1.ServiceGrid, kept []child[*corev1.Service], conds []metav1.Condition) error {
+			st := superedgev1.ServiceGridStatus{ObservedGeneration: g.Generation, Conditions: conds}
+			for _, ch := range kept {
+				st.ServiceName = ch.obj.Name
+				st.ClusterIP = ch.obj.Spec.ClusterIP
+			}
+			if statusEqual(g.Status, st) {
+				return nil
+			}
+			ng := g.DeepCopy()
+			ng.Status = st
+			_, err := gridClient.ServiceGrids(g.Namespace).UpdateStatus(ctx, ng, metav1.UpdateOptions{FieldManager: FieldManager})
+			return err
+		},
+	}
+	c := newGridController(ops, deps)
+	if err := register(c, grids.Informer(), children.Informer(), nil); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// topologyKeys is the annotation value that keeps traffic in the nodeunit.
+func topologyKeys(key string) string {
+	data, _ := json.Marshal([]string{key})
+	return string(data)
+}
+
+// desiredService is the Service a ServiceGrid wants. clusterIP(s) and
+// nodePorts are set only when the template sets them, so the allocated
+// ones of an existing Service stay.
+func desiredService(g *superedgev1.ServiceGrid, u unit) (*corev1apply.ServiceApplyConfiguration, error) {
+	spec := &corev1apply.ServiceSpecApplyConfiguration{}
+	if err := fromTemplate(g.Spec.Template, spec); err != nil {
+		return nil, fmt.Errorf("spec.template: %w", err)
+	}
+	// A zero targetPort means "same as port": leave it to the apiserver's default.
+	for i := range spec.Ports {
+		if tp := spec.Ports[i].TargetPort; tp != nil && tp.IntValue() == 0 && tp.StrVal == "" {
+			spec.Ports[i].TargetPort = nil
+		}
+	}
+	s := corev1apply.Service(u.name, g.Namespace).
+		WithLabels(g.Labels).
+		WithLabels(gridLabels(g.Name, g.Spec.GridUniqKey)).
+		WithAnnotations(withoutLastApplied(g.Annotations)).
+		WithAnnotations(map[string]string{superedgev1.AnnotationTopologyKeys: topologyKeys(g.Spec.GridUniqKey)}).
+		WithOwnerReferences(ownerReference(g, "ServiceGrid")).
+		WithSpec(spec)
+	return stampHash(s, s.WithAnnotations)
+}
+
+// withoutLastApplied drops kubectl's copy of the grid itself, which has no
+// business on the Service.
+func withoutLastApplied(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		if k == corev1.LastAppliedConfigAnnotation {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}

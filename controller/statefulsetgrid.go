@@ -1,0 +1,140 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+)
+
+// newStatefulSetGridController keeps one StatefulSet per nodeunit for every StatefulSetGrid.
+func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.StatefulSetGrid, *appsv1.StatefulSet, *appsv1apply.StatefulSetApplyConfiguration], error) {
+	grids := deps.GridInformers.Superedge().V1().StatefulSetGrids()
+	children := deps.KubeInformers.Apps().V1().StatefulSets()
+	nodes := deps.KubeInformers.Core().V1().Nodes()
+	const kind = "StatefulSetGrid"
+	if err := wireIndexes(grids.Informer(), children.Informer(), nodes.Informer(), kind,
+		func(g *superedgev1.StatefulSetGrid) string { return g.Spec.GridUniqKey }); err != nil {
+		return nil, err
+	}
+	units := nodeUnits{indexer: nodes.Informer().GetIndexer()}
+	client := deps.Kube.AppsV1()
+	gridClient := deps.Grids.SuperedgeV1()
+
+	ops := kindOps[*superedgev1.StatefulSetGrid, *appsv1.StatefulSet, *appsv1apply.StatefulSetApplyConfiguration]{
+		kind:      kind,
+		childKind: "StatefulSet",
+		getGrid: func(ns, name string) (*superedgev1.StatefulSetGrid, error) {
+			return grids.Lister().StatefulSetGrids(ns).Get(name)
+		},
+		liveGrid: func(ctx context.Context, ns, name string) (*superedgev1.StatefulSetGrid, error) {
+			return gridClient.StatefulSetGrids(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		gridKey: func(g *superedgev1.StatefulSetGrid) string { return g.Spec.GridUniqKey },
+		units: func(g *superedgev1.StatefulSetGrid) []unit {
+			return workloadUnits(g.Name, units.values(g.Spec.GridUniqKey))
+		},
+		validName: validStatefulSetName,
+		getChild: func(ns, name string) (*appsv1.StatefulSet, error) {
+			return children.Lister().StatefulSets(ns).Get(name)
+		},
+		children: func(ns, grid string) ([]*appsv1.StatefulSet, error) {
+			return byIndex[*appsv1.StatefulSet](children.Informer().GetIndexer(), ns, grid)
+		},
+		desired: desiredStatefulSet,
+		extract: func(s *appsv1.StatefulSet) (*appsv1apply.StatefulSetApplyConfiguration, error) {
+			return appsv1apply.ExtractStatefulSet(s, FieldManager)
+		},
+		apply: func(ctx context.Context, ns string, cfg *appsv1apply.StatefulSetApplyConfiguration) (*appsv1.StatefulSet, error) {
+			return client.StatefulSets(ns).Apply(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+		},
+		patch: func(ctx context.Context, ns, name string, data []byte) (*appsv1.StatefulSet, error) {
+			return client.StatefulSets(ns).Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+		},
+		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+			return client.StatefulSets(ns).Delete(ctx, name, opts)
+		},
+		ready:      statefulSetReady,
+		conditions: func(g *superedgev1.StatefulSetGrid) []metav1.Condition { return g.Status.Conditions },
+		writeStatus: func(ctx context.Context, g *superedgev1.StatefulSetGrid, kept []child[*appsv1.StatefulSet], conds []metav1.Condition) error {
+			st := superedgev1.StatefulSetGridStatus{ObservedGeneration: g.Generation, Conditions: conds}
+			for _, ch := range kept {
+				if st.States == nil {
+					st.States = map[string]superedgev1.StatefulSetState{}
+				}
+				s := ch.obj.Status
+				var sc []appsv1.StatefulSetCondition
+				for i := range s.Conditions {
+					sc = append(sc, *s.Conditions[i].DeepCopy())
+				}
+				st.States[ch.value] = superedgev1.StatefulSetState{
+					ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas, ReadyReplicas: s.ReadyReplicas,
+					CurrentReplicas: s.CurrentReplicas, UpdatedReplicas: s.UpdatedReplicas, AvailableReplicas: s.AvailableReplicas,
+					CurrentRevision: s.CurrentRevision, UpdateRevision: s.UpdateRevision, Conditions: sc,
+				}
+				st.NodeUnits++
+				if statefulSetReady(ch.obj) {
+					st.ReadyNodeUnits++
+				}
+			}
+			if statusEqual(g.Status, st) {
+				return nil
+			}
+			ng := g.DeepCopy()
+			ng.Status = st
+			_, err := gridClient.StatefulSetGrids(g.Namespace).UpdateStatus(ctx, ng, metav1.UpdateOptions{FieldManager: FieldManager})
+			return err
+		},
+	}
+	c := newGridController(ops, deps)
+	if err := register(c, grids.Informer(), children.Informer(), nodes.Informer()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// desiredStatefulSet is the StatefulSet a StatefulSetGrid wants in one nodeunit.
+// spec.serviceName stays the template's: the gridhosts DNS plugin maps the
+// unified names onto each nodeunit's pods.
+func desiredStatefulSet(g *superedgev1.StatefulSetGrid, u unit) (*appsv1apply.StatefulSetApplyConfiguration, error) {
+	spec := &appsv1apply.StatefulSetSpecApplyConfiguration{}
+	if err := fromTemplate(g.Spec.Template, spec); err != nil {
+		return nil, fmt.Errorf("spec.template: %w", err)
+	}
+	if spec.Template == nil {
+		spec.Template = &corev1apply.PodTemplateSpecApplyConfiguration{}
+	}
+	labels := gridLabels(g.Name, g.Spec.GridUniqKey)
+	spec.Template.WithLabels(labels)
+	if spec.Template.Spec == nil {
+		spec.Template.Spec = &corev1apply.PodSpecApplyConfiguration{}
+	}
+	spec.Template.Spec.WithNodeSelector(map[string]string{g.Spec.GridUniqKey: u.value})
+	// Claim templates carry an empty status in their typed form: not ours to set.
+	for i := range spec.VolumeClaimTemplates {
+		spec.VolumeClaimTemplates[i].Status = nil
+	}
+	s := appsv1apply.StatefulSet(u.name, g.Namespace).
+		WithLabels(g.Labels).
+		WithLabels(labels).
+		WithOwnerReferences(ownerReference(g, "StatefulSetGrid")).
+		WithSpec(spec)
+	return stampHash(s, s.WithAnnotations)
+}
+
+// statefulSetReady: the StatefulSet controller has seen the current spec and
+// every wanted replica runs the update revision and is ready.
+func statefulSetReady(s *appsv1.StatefulSet) bool {
+	want := int32(1)
+	if s.Spec.Replicas != nil {
+		want = *s.Spec.Replicas
+	}
+	st := s.Status
+	return st.ObservedGeneration >= s.Generation && st.ReadyReplicas == want && st.UpdatedReplicas == want && st.Replicas == want
+}
