@@ -62,6 +62,23 @@ func TestFabric(t *testing.T) {
 		t.Fatalf("node address %s leaked into the root namespace:\n%s", n1.IP, addrs)
 	}
 
+	// Nodes reach the root namespace's fabric address (where the apiserver listens).
+	rl, err := net.Listen("tcp", net.JoinHostPort(f.RootIP.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	go func() {
+		if c, err := rl.Accept(); err == nil {
+			io.WriteString(c, "root")
+			c.Close()
+		}
+	}()
+	out, err := n0.NS.Run(ctx, "bash", "-c", "exec 3<>/dev/tcp/"+f.RootIP.String()+"/"+portString(rl.Addr())+"; head -c4 <&3")
+	if err != nil || out != "root" {
+		t.Fatalf("node0 -> root %s: %q, %v", rl.Addr(), out, err)
+	}
+
 	// No default route in a node namespace, and its routes stay in the fabric.
 	routes, err := n0.NS.Run(ctx, "ip", "-4", "route", "show")
 	if err != nil {
@@ -96,4 +113,9 @@ func TestFabric(t *testing.T) {
 	if err := exec.Command("ip", "link", "show", "dev", f.RootLink).Run(); err == nil {
 		t.Fatalf("root link %s left after Close", f.RootLink)
 	}
+}
+
+func portString(a net.Addr) string {
+	_, p, _ := net.SplitHostPort(a.String())
+	return p
 }

@@ -1,0 +1,227 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The project's programs, by package path relative to the repository root.
+const (
+	ControllerPkg = "./cmd/application-grid-controller"
+	WrapperPkg    = "./cmd/application-grid-wrapper"
+	CoreDNSPkg    = "./cmd/coredns"
+)
+
+// WrapperAddr is where each node's wrapper listens inside the node namespace
+// (the address the shipped kube-proxy config points at).
+const WrapperAddr = "127.0.0.1:51006"
+
+// Ports inside namespaces (each namespace has its own loopback).
+const (
+	coreDNSReadyAddr     = "127.0.0.1:8181"
+	coreDNSHealthAddr    = "127.0.0.1:8080"
+)
+
+// RepoRoot finds the repository root (the directory holding this module's
+// go.mod) from the working directory upwards.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(data), "module github.com/servicegroup/servicegroup\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("repository root (go.mod of github.com/servicegroup/servicegroup) not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Available reports whether this checkout has the package's main (the
+// components land independently; absent means "not yet", not "broken").
+func Available(pkg string) bool {
+	root, err := RepoRoot()
+	if err != nil {
+		return false
+	}
+	matches, _ := filepath.Glob(filepath.Join(root, pkg, "*.go"))
+	for _, m := range matches {
+		if data, err := os.ReadFile(m); err == nil && strings.Contains(string(data), "package main") {
+			return true
+		}
+	}
+	return false
+}
+
+// buildComponents compiles the selected programs into Dir/bin (go's build
+// cache makes repeated runs cheap). $SERVICEGROUP_E2E_BIN, when set, names a
+// directory of prebuilt binaries (make build's ./bin) used instead.
+func (c *Cluster) buildComponents(ctx context.Context) error {
+	want := map[string]string{}
+	if c.opts.Components.Controller {
+		want["application-grid-controller"] = ControllerPkg
+	}
+	if c.opts.Components.Wrapper {
+		want["application-grid-wrapper"] = WrapperPkg
+	}
+	if c.opts.Components.CoreDNS {
+		want["coredns"] = CoreDNSPkg
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	if pre := os.Getenv("SERVICEGROUP_E2E_BIN"); pre != "" {
+		for name := range want {
+			path := filepath.Join(pre, name)
+			if _, err := os.Stat(path); err != nil {
+				return fmt.Errorf("prebuilt %s: %w", name, err)
+			}
+			c.binaries[name] = path
+		}
+		return nil
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	binDir := filepath.Join(c.Dir, "bin")
+	args := []string{"build", "-o", binDir + string(filepath.Separator)}
+	for name, pkg := range want {
+		if !Available(pkg) {
+			return fmt.Errorf("%s (%s): %w", name, pkg, errComponentMissing)
+		}
+		args = append(args, pkg)
+		c.binaries[name] = filepath.Join(binDir, name)
+	}
+	bctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(bctx, "go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// startController runs application-grid-controller in the root namespace
+// against the apiserver.
+func (c *Cluster) startController(ctx context.Context) error {
+	bin := c.binaries["application-grid-controller"]
+	healthPort, err := freeLoopbackPort()
+	if err != nil {
+		return err
+	}
+	metricsPort, err := freeLoopbackPort()
+	if err != nil {
+		return err
+	}
+	health := fmt.Sprintf("127.0.0.1:%d", healthPort)
+	args := []string{
+		"--kubeconfig=" + c.CP.Kubeconfig,
+		"--leader-elect=false",
+		"--health-bind-address=" + health,
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
+		"--v=2",
+	}
+	c.controllerCmd = append([]string{bin}, args...)
+	p, err := startProcess("application-grid-controller", exec.Command(bin, args...), c.Dir)
+	if err != nil {
+		return err
+	}
+	c.track(p)
+	c.Controller = p
+	client := &http.Client{Timeout: 2 * time.Second}
+	return waitProcessReady(ctx, p, "application-grid-controller /readyz", 2*time.Minute, func() error {
+		return httpOK(client, "http://"+health+"/readyz")
+	})
+}
+
+// startWrapper runs application-grid-wrapper inside the node's namespace,
+// upstream the apiserver at its fabric address.
+func (c *Cluster) startWrapper(ctx context.Context, n *Node) (*Process, error) {
+	bin := c.binaries["application-grid-wrapper"]
+	args := []string{
+		"--kubeconfig=" + c.CP.Kubeconfig,
+		"--node-name=" + n.Name,
+		"--bind-address=" + WrapperAddr,
+		"--v=2",
+	}
+	p, err := startProcess("wrapper-"+n.Name, n.NS.Command(context.WithoutCancel(ctx), bin, args...), c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: n.NS.DialContext}}
+	if err := waitProcessReady(ctx, p, "wrapper /readyz on "+n.Name, 2*time.Minute, func() error {
+		return httpOK(client, "http://"+WrapperAddr+"/readyz")
+	}); err != nil {
+		p.Stop(5 * time.Second)
+		return nil, err
+	}
+	return p, nil
+}
+
+// Corefile returns the Corefile the harness runs: gridhosts (mode is
+// "node NAME" or "clients") in front of the kubernetes plugin, so grid names
+// get the nodeunit's answer and every other cluster name the usual one.
+func Corefile(listen, kubeconfig, mode string) string {
+	return fmt.Sprintf(`.:%[1]s {
+    bind %[2]s
+    errors
+    health %[5]s
+    ready %[4]s
+    gridhosts cluster.local {
+        kubeconfig %[3]s
+        %[6]s
+        ttl 5
+        fallthrough
+    }
+    kubernetes cluster.local {
+        kubeconfig %[3]s
+        ttl 5
+    }
+}
+`, portOf(listen), hostOf(listen), kubeconfig, coreDNSReadyAddr, coreDNSHealthAddr, mode)
+}
+
+// startCoreDNS runs our CoreDNS inside ns, answering on listen.
+func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, mode, listen string) (*DNSServer, error) {
+	bin := c.binaries["coredns"]
+	conf := filepath.Join(c.Dir, "Corefile-"+name)
+	if err := os.WriteFile(conf, []byte(Corefile(listen, c.CP.Kubeconfig, mode)), 0o644); err != nil {
+		return nil, err
+	}
+	p, err := startProcess("coredns-"+name, ns.Command(context.WithoutCancel(ctx), bin, "-conf", conf), c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	c.track(p)
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: ns.DialContext}}
+	if err := waitProcessReady(ctx, p, "CoreDNS /ready in "+ns.Name, 2*time.Minute, func() error {
+		return httpOK(client, "http://"+coreDNSReadyAddr+"/ready")
+	}); err != nil {
+		return nil, err
+	}
+	return &DNSServer{Process: p, Addr: listen, Mode: mode}, nil
+}
+
+func hostOf(hostport string) string {
+	h, _, _ := strings.Cut(hostport, ":")
+	return h
+}
+
+func portOf(hostport string) string {
+	_, p, _ := strings.Cut(hostport, ":")
+	return p
+}

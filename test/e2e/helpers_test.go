@@ -1,0 +1,182 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/servicegroup/servicegroup/test/e2e/harness"
+)
+
+// runTimeout bounds one whole cluster test (start, assertions, teardown).
+const runTimeout = 10 * time.Minute
+
+// startCluster builds a cluster for t and tears it down when t ends. The
+// returned context ends at the run's deadline.
+func startCluster(t *testing.T, opts harness.Options) (context.Context, *harness.Cluster) {
+	t.Helper()
+	tools := []harness.Tool{harness.ToolIPTables, harness.ToolConntrack}
+	if opts.ProxyMode == harness.ProxyModeNFTables {
+		tools = append(tools, harness.ToolNFT)
+	}
+	if opts.Components.CoreDNS {
+		tools = append(tools, harness.ToolDig)
+	}
+	requireHost(t, tools...)
+	requireComponents(t, opts.Components)
+
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	t.Cleanup(cancel)
+	c, err := harness.Start(ctx, opts)
+	if err != nil {
+		if os.Getenv("CI") == "" && strings.Contains(err.Error(), "make k8s-bins") {
+			t.Skipf("control-plane binaries missing: %v", err)
+		}
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cluster logs (dir %s):\n%s", c.Dir, c.Logs(30))
+		}
+		c.Stop()
+	})
+	return ctx, c
+}
+
+// requireComponents skips (CI unset) or fails (CI=true) when a selected
+// program is not in this checkout yet.
+func requireComponents(t *testing.T, comps harness.Components) {
+	t.Helper()
+	var missing []string
+	for _, c := range []struct {
+		on  bool
+		pkg string
+	}{{comps.Controller, harness.ControllerPkg}, {comps.Wrapper, harness.WrapperPkg}, {comps.CoreDNS, harness.CoreDNSPkg}} {
+		if c.on && !harness.Available(c.pkg) {
+			missing = append(missing, c.pkg)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	if os.Getenv("CI") == "" {
+		t.Skipf("not in this checkout yet: %s; CI=true makes this a failure", strings.Join(missing, ", "))
+	}
+	t.Fatalf("required under CI but missing: %s", strings.Join(missing, ", "))
+}
+
+// eventually polls check every 200ms until it returns nil or timeout passes.
+func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		if last = check(ctx); last == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not within %s: %v", what, timeout, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// echoDeployment is a plain Deployment of echo pods labelled app=NAME.
+func echoDeployment(name string, replicas int32, nodeSelector map[string]string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: nodeSelector,
+					Containers: []corev1.Container{{
+						Name: "echo", Image: "e2e/echo",
+						Ports: []corev1.ContainerPort{{ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// echoService selects app=NAME, port 80 -> 8080.
+func echoService(name string, annotations map[string]string, headless bool) *corev1.Service {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: annotations},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": name},
+			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	if headless {
+		svc.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	return svc
+}
+
+// readyPods lists Running+Ready pods matching selector: name -> node.
+func readyPods(ctx context.Context, c *harness.Cluster, selector string) (map[string]string, error) {
+	list, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				out[p.Name] = p.Spec.NodeName
+			}
+		}
+	}
+	return out, nil
+}
+
+// keys returns m's keys sorted.
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// reachAll polls from node until every pod in want has answered url, within
+// maxRequests requests; it fails on any answer from a pod not in want.
+func reachAll(ctx context.Context, n *harness.Node, url string, want map[string]string, maxRequests int) error {
+	seen := map[string]bool{}
+	for range maxRequests {
+		e, err := n.Get(ctx, url)
+		if err != nil {
+			return err
+		}
+		if _, ok := want[e.Pod]; !ok {
+			return fmt.Errorf("%s: %s answered by %s on %s, outside %v", n.Name, url, e.Pod, e.Node, keys(want))
+		}
+		seen[e.Pod] = true
+		if len(seen) == len(want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: %d requests to %s reached only %v of %v", n.Name, maxRequests, url, keys(seen), keys(want))
+}
