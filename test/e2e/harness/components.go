@@ -24,8 +24,8 @@ const WrapperAddr = "127.0.0.1:51006"
 
 // Ports inside namespaces (each namespace has its own loopback).
 const (
-	coreDNSReadyAddr     = "127.0.0.1:8181"
-	coreDNSHealthAddr    = "127.0.0.1:8080"
+	coreDNSReadyAddr  = "127.0.0.1:8181"
+	coreDNSHealthAddr = "127.0.0.1:8080"
 )
 
 // RepoRoot finds the repository root (the directory holding this module's
