@@ -1,0 +1,598 @@
+package wrapper_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientfeatures "k8s.io/client-go/features"
+	clientfeaturestesting "k8s.io/client-go/features/testing"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/test/controlplane"
+	"github.com/servicegroup/servicegroup/wrapper"
+)
+
+const (
+	protobuf = "application/vnd.kubernetes.protobuf"
+	gridKey  = "zone1"
+)
+
+var nodeUnits = map[string]string{"node0": "nodeunit1", "node1": "nodeunit2", "node2": "nodeunit2"}
+
+// runningWrapper is a wrapper served on a fixed loopback address so it can
+// be restarted in place.
+type runningWrapper struct {
+	srv    *wrapper.Server
+	addr   string
+	cancel context.CancelFunc
+	http   *http.Server
+	done   chan struct{}
+}
+
+func (w *runningWrapper) URL() string { return "http://" + w.addr }
+
+func (w *runningWrapper) Stop() {
+	w.cancel()
+	_ = w.http.Close()
+	<-w.done
+}
+
+func startWrapper(t testing.TB, cp *controlplane.ControlPlane, node, addr string, opts wrapper.Options) *runningWrapper {
+	t.Helper()
+	opts.NodeName, opts.Upstream = node, cp.Config
+	srv, err := wrapper.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var ln net.Listener
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		ln, err = net.Listen("tcp", addr)
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &runningWrapper{srv: srv, addr: ln.Addr().String(), cancel: cancel, done: make(chan struct{}),
+		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}}
+	go func() { _ = w.http.Serve(ln) }()
+	go func() {
+		defer close(w.done)
+		if err := srv.Run(ctx); err != nil {
+			t.Logf("wrapper %s: %v", node, err)
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-w.done:
+		default:
+			w.Stop()
+		}
+	})
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return srv.Ready(), nil
+	}); err != nil {
+		t.Fatalf("wrapper %s not ready", node)
+	}
+	return w
+}
+
+func clientFor(t testing.TB, url, contentType string) kubernetes.Interface {
+	cfg := &rest.Config{Host: url, QPS: -1}
+	if contentType != "" {
+		cfg.ContentType = contentType
+		cfg.AcceptContentTypes = contentType + ",application/json"
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// proxyInformers are unmodified client-go informers configured as kube-proxy
+// configures its own.
+type proxyInformers struct {
+	slices    cache.SharedIndexInformer
+	endpoints cache.SharedIndexInformer
+	services  cache.SharedIndexInformer
+	node      cache.SharedIndexInformer
+}
+
+func startInformers(t testing.TB, url, contentType, node string) *proxyInformers {
+	t.Helper()
+	c := clientFor(t, url, contentType)
+	sel := "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
+	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+	nf := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "metadata.name=" + node
+	}))
+	pi := &proxyInformers{
+		slices:    f.Discovery().V1().EndpointSlices().Informer(),
+		endpoints: f.Core().V1().Endpoints().Informer(),
+		services:  f.Core().V1().Services().Informer(),
+		node:      nf.Core().V1().Nodes().Informer(),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); f.Shutdown(); nf.Shutdown() })
+	f.Start(ctx.Done())
+	nf.Start(ctx.Done())
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	if !cache.WaitForCacheSync(sctx.Done(), pi.slices.HasSynced, pi.endpoints.HasSynced, pi.services.HasSynced, pi.node.HasSynced) {
+		t.Fatal("informers through the wrapper did not sync")
+	}
+	return pi
+}
+
+// sliceState maps slice name -> sorted "ip@node" of a namespace.
+func sliceState(objs []any, ns string) map[string][]string {
+	out := map[string][]string{}
+	for _, o := range objs {
+		s := o.(*discoveryv1.EndpointSlice)
+		if s.Namespace != ns {
+			continue
+		}
+		eps := []string{}
+		for _, e := range s.Endpoints {
+			node := ""
+			if e.NodeName != nil {
+				node = *e.NodeName
+			}
+			eps = append(eps, strings.Join(e.Addresses, ",")+"@"+node)
+		}
+		slices.Sort(eps)
+		out[s.Name] = eps
+	}
+	return out
+}
+
+func endpointsState(objs []any, ns string) map[string][]string {
+	out := map[string][]string{}
+	for _, o := range objs {
+		e := o.(*corev1.Endpoints)
+		if e.Namespace != ns {
+			continue
+		}
+		ips := []string{}
+		for _, ss := range e.Subsets {
+			for _, a := range ss.Addresses {
+				ips = append(ips, a.IP)
+			}
+			for _, a := range ss.NotReadyAddresses {
+				ips = append(ips, a.IP+"!")
+			}
+		}
+		slices.Sort(ips)
+		out[e.Name] = ips
+	}
+	return out
+}
+
+func equalState(a, b map[string][]string) bool {
+	return maps.EqualFunc(a, b, func(x, y []string) bool { return slices.Equal(x, y) })
+}
+
+// expectedSlices computes filter(apiserver state) for node from a direct list.
+func expectedSlices(ctx context.Context, t testing.TB, c kubernetes.Interface, ns, node string) (map[string][]string, error) {
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	nl := map[string]map[string]string{}
+	for _, n := range nodes.Items {
+		nl[n.Name] = n.Labels
+	}
+	topo := wrapper.Topology{Self: nl[node], Nodes: func(n string) (map[string]string, bool) { l, ok := nl[n]; return l, ok }}
+	svcs, err := c.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	sls, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	bySvc := map[string][]*discoveryv1.EndpointSlice{}
+	for i := range sls.Items {
+		s := &sls.Items[i]
+		bySvc[s.Labels[discoveryv1.LabelServiceName]] = append(bySvc[s.Labels[discoveryv1.LabelServiceName]], s)
+	}
+	var served []any
+	for name, group := range bySvc {
+		var keys []string
+		for _, svc := range svcs.Items {
+			if svc.Name == name {
+				if k, err := wrapper.ParseTopologyKeys(svc.Annotations[superedgev1.AnnotationTopologyKeys]); err == nil {
+					keys = k
+				}
+			}
+		}
+		if keys == nil {
+			for _, s := range group {
+				served = append(served, s)
+			}
+			continue
+		}
+		for _, s := range wrapper.FilterEndpointSlices(keys, topo, group) {
+			served = append(served, s)
+		}
+	}
+	return sliceState(served, ns), nil
+}
+
+func eventually(t testing.TB, what string, timeout time.Duration, cond func(context.Context) (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: did not converge within %s (last error: %v)", what, timeout, last)
+	}
+}
+
+func createNodes(t testing.TB, c kubernetes.Interface) {
+	for name, unit := range nodeUnits {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{gridKey: unit}}}
+		if _, err := c.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+func setNodeUnit(t testing.TB, c kubernetes.Interface, node, unit string) {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, gridKey, unit)
+	if _, err := c.CoreV1().Nodes().Patch(t.Context(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func endpoint(ip, node string) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{Addresses: []string{ip}, NodeName: &node}
+}
+
+func createService(t testing.TB, c kubernetes.Interface, ns, name, topologyKeys string) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	if topologyKeys != "" {
+		svc.Annotations = map[string]string{superedgev1.AnnotationTopologyKeys: topologyKeys}
+	}
+	if _, err := c.CoreV1().Services(ns).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createSlice(t testing.TB, c kubernetes.Interface, ns, svc, name string, eps ...discoveryv1.Endpoint) {
+	port, proto := int32(8080), corev1.ProtocolTCP
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: "wrapper-test"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   eps,
+		Ports:       []discoveryv1.EndpointPort{{Port: &port, Protocol: &proto}},
+	}
+	if _, err := c.DiscoveryV1().EndpointSlices(ns).Create(t.Context(), sl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createNamespace(t testing.TB, c kubernetes.Interface, ns string) {
+	if _, err := c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSeedScenario runs the seeds' layout (node0 in nodeunit1, node1 and
+// node2 in nodeunit2) with one wrapper per node and kube-proxy-configured
+// informers through each, in JSON and protobuf, with WatchListClient on and
+// off, then relabels a node, changes the annotation and edits endpoints.
+func TestSeedScenario(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	createNodes(t, admin)
+	wrappers := map[string]*runningWrapper{}
+	for node := range nodeUnits {
+		wrappers[node] = startWrapper(t, cp, node, "", wrapper.Options{})
+	}
+	for i, mode := range []struct {
+		contentType string
+		watchList   bool
+	}{{"", false}, {protobuf, false}, {"", true}, {protobuf, true}} {
+		t.Run(fmt.Sprintf("contentType=%q,watchList=%v", mode.contentType, mode.watchList), func(t *testing.T) {
+			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, mode.watchList)
+			for node, unit := range nodeUnits {
+				setNodeUnit(t, admin, node, unit)
+			}
+			ns := fmt.Sprintf("demo%d", i)
+			createNamespace(t, admin, ns)
+			createService(t, admin, ns, "svc", `["zone1"]`)
+			createService(t, admin, ns, "plain", "")
+			createSlice(t, admin, ns, "svc", "svc-a", endpoint("10.0.0.1", "node0"), endpoint("10.0.0.2", "node1"))
+			createSlice(t, admin, ns, "svc", "svc-b", endpoint("10.0.0.3", "node2"))
+			createSlice(t, admin, ns, "plain", "plain-a", endpoint("10.0.1.1", "node0"), endpoint("10.0.1.2", "node1"))
+
+			infs := map[string]*proxyInformers{}
+			for node, w := range wrappers {
+				infs[node] = startInformers(t, w.URL(), mode.contentType, node)
+			}
+			converge := func(step string) {
+				t.Helper()
+				for node, inf := range infs {
+					eventually(t, step+" on "+node, 10*time.Second, func(ctx context.Context) (bool, error) {
+						want, err := expectedSlices(ctx, t, admin, ns, node)
+						if err != nil {
+							return false, err
+						}
+						got := sliceState(inf.slices.GetStore().List(), ns)
+						if !equalState(got, want) {
+							return false, fmt.Errorf("served %v, want %v", got, want)
+						}
+						return true, nil
+					})
+				}
+			}
+			converge("initial")
+			// The seeds' closed loop, spelled out.
+			if got := sliceState(infs["node0"].slices.GetStore().List(), ns); !slices.Equal(got["svc-a"], []string{"10.0.0.1@node0"}) || len(got["svc-b"]) != 0 || len(got["plain-a"]) != 2 {
+				t.Fatalf("node0 served %v", got)
+			}
+			if got := sliceState(infs["node2"].slices.GetStore().List(), ns); !slices.Equal(got["svc-a"], []string{"10.0.0.2@node1"}) || !slices.Equal(got["svc-b"], []string{"10.0.0.3@node2"}) {
+				t.Fatalf("node2 served %v", got)
+			}
+			for node, inf := range infs {
+				if objs := inf.node.GetStore().List(); len(objs) != 1 || objs[0].(*corev1.Node).Name != node {
+					t.Fatalf("%s: node informer holds %v", node, objs)
+				}
+				if n := len(inf.services.GetStore().List()); n < 2 {
+					t.Fatalf("%s: %d services", node, n)
+				}
+			}
+
+			setNodeUnit(t, admin, "node2", "nodeunit1")
+			converge("relabel node2")
+			if _, err := admin.CoreV1().Services(ns).Patch(t.Context(), "svc", types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"topologyKeys":"[\"zone1\",\"*\"]"}}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			converge("annotation change")
+			if err := admin.DiscoveryV1().EndpointSlices(ns).Delete(t.Context(), "svc-a", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			converge("slice deleted")
+			createSlice(t, admin, ns, "svc", "svc-c", endpoint("10.0.0.4", "node1"))
+			converge("slice added")
+			if _, err := admin.CoreV1().Services(ns).Patch(t.Context(), "svc", types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"topologyKeys":"not json"}}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			converge("invalid annotation serves unfiltered")
+		})
+	}
+}
+
+// TestRandomizedChanges makes 2,000 random changes (endpoints, node labels,
+// annotations) and checks every node's wrapper ends with served state ==
+// filter(apiserver state).
+func TestRandomizedChanges(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	createNodes(t, admin)
+	ns := "random"
+	createNamespace(t, admin, ns)
+	infs := map[string]*proxyInformers{}
+	for node := range nodeUnits {
+		w := startWrapper(t, cp, node, "", wrapper.Options{})
+		infs[node] = startInformers(t, w.URL(), protobuf, node)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	nodes := []string{"node0", "node1", "node2", "nowhere"}
+	annotations := []string{`["zone1"]`, `["zone1","*"]`, `["region","zone1"]`, `bad`, ""}
+	const services = 8
+	for i := range services {
+		createService(t, admin, ns, fmt.Sprintf("s%d", i), annotations[i%len(annotations)])
+	}
+	slicesPresent := map[string]bool{}
+	changes := 0
+	ctx := t.Context()
+	for changes < 2000 {
+		var err error
+		switch r := rng.IntN(10); {
+		case r < 6: // create, replace or delete a slice
+			svc := fmt.Sprintf("s%d", rng.IntN(services))
+			name := fmt.Sprintf("%s-%d", svc, rng.IntN(3))
+			if slicesPresent[name] && rng.IntN(3) == 0 {
+				err = admin.DiscoveryV1().EndpointSlices(ns).Delete(ctx, name, metav1.DeleteOptions{})
+				delete(slicesPresent, name)
+				break
+			}
+			var eps []discoveryv1.Endpoint
+			for j := range rng.IntN(5) {
+				e := endpoint(fmt.Sprintf("10.1.%d.%d", rng.IntN(250), j), nodes[rng.IntN(len(nodes))])
+				ready := rng.IntN(4) != 0
+				e.Conditions.Ready = &ready
+				eps = append(eps, e)
+			}
+			if slicesPresent[name] {
+				var sl *discoveryv1.EndpointSlice
+				sl, err = admin.DiscoveryV1().EndpointSlices(ns).Get(ctx, name, metav1.GetOptions{})
+				if err == nil {
+					sl.Endpoints = eps
+					_, err = admin.DiscoveryV1().EndpointSlices(ns).Update(ctx, sl, metav1.UpdateOptions{})
+				}
+			} else {
+				createSlice(t, admin, ns, strings.SplitN(name, "-", 2)[0], name, eps...)
+				slicesPresent[name] = true
+			}
+		case r < 8:
+			node := nodes[rng.IntN(3)]
+			patch := fmt.Sprintf(`{"metadata":{"labels":{"zone1":"nodeunit%d","region":"r%d"}}}`, rng.IntN(3), rng.IntN(2))
+			_, err = admin.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		default:
+			svc := fmt.Sprintf("s%d", rng.IntN(services))
+			a := annotations[rng.IntN(len(annotations))]
+			patch := `{"metadata":{"annotations":{"topologyKeys":null}}}`
+			if a != "" {
+				patch = fmt.Sprintf(`{"metadata":{"annotations":{"topologyKeys":%q}}}`, a)
+			}
+			_, err = admin.CoreV1().Services(ns).Patch(ctx, svc, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		}
+		if err != nil {
+			t.Fatalf("change %d: %v", changes, err)
+		}
+		changes++
+	}
+	for node, inf := range infs {
+		eventually(t, "randomized state on "+node, 30*time.Second, func(ctx context.Context) (bool, error) {
+			want, err := expectedSlices(ctx, t, admin, ns, node)
+			if err != nil {
+				return false, err
+			}
+			got := sliceState(inf.slices.GetStore().List(), ns)
+			if !equalState(got, want) {
+				return false, fmt.Errorf("served %v, want %v", got, want)
+			}
+			return true, nil
+		})
+	}
+}
+
+// TestFanOutAndStalledWatcher: ten informers on one wrapper converge to the
+// same state while a raw watch that is never read is cut off.
+func TestFanOutAndStalledWatcher(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	createNodes(t, admin)
+	ns := "fanout"
+	createNamespace(t, admin, ns)
+	createService(t, admin, ns, "svc", `["zone1"]`)
+	w := startWrapper(t, cp, "node1", "", wrapper.Options{WatcherBuffer: 16})
+
+	// A watcher that never reads: its response body is left unread.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, w.URL()+"/apis/discovery.k8s.io/v1/endpointslices?watch=1", nil)
+	stalled, err := (&http.Client{Transport: &http.Transport{ReadBufferSize: 1, WriteBufferSize: 1}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Body.Close()
+
+	var infs []*proxyInformers
+	for i := range 10 {
+		ct := ""
+		if i%2 == 0 {
+			ct = protobuf
+		}
+		infs = append(infs, startInformers(t, w.URL(), ct, "node1"))
+	}
+	// Big slices fill the stalled connection's socket buffers quickly.
+	for i := range 300 {
+		var eps []discoveryv1.Endpoint
+		for j := range 50 {
+			eps = append(eps, endpoint(fmt.Sprintf("10.2.%d.%d", i%250, j), nodes3(j)))
+		}
+		createSlice(t, admin, ns, "svc", fmt.Sprintf("svc-%d", i), eps...)
+	}
+	eventually(t, "10 informers converge", 30*time.Second, func(ctx context.Context) (bool, error) {
+		want, err := expectedSlices(ctx, t, admin, ns, "node1")
+		if err != nil {
+			return false, err
+		}
+		for i, inf := range infs {
+			if got := sliceState(inf.slices.GetStore().List(), ns); !equalState(got, want) {
+				return false, fmt.Errorf("informer %d: %d slices, want %d", i, len(got), len(want))
+			}
+		}
+		return true, nil
+	})
+	// The stalled watch was cut off: reading it now ends (EOF or error)
+	// before all 300 events.
+	done := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(io.Discard, stalled.Body)
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		t.Logf("stalled watcher was cut off after %d bytes", n)
+	case <-time.After(20 * time.Second):
+		t.Fatal("stalled watcher was not cut off")
+	}
+}
+
+func nodes3(j int) string { return fmt.Sprintf("node%d", j%3) }
+
+// TestRestarts restarts the wrapper in place and the apiserver; informers
+// through the wrapper converge and see changes made meanwhile.
+func TestRestarts(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	createNodes(t, admin)
+	ns := "restart"
+	createNamespace(t, admin, ns)
+	createService(t, admin, ns, "svc", `["zone1"]`)
+	createSlice(t, admin, ns, "svc", "svc-a", endpoint("10.3.0.1", "node0"), endpoint("10.3.0.2", "node1"))
+	for _, watchList := range []bool{false, true} {
+		t.Run(fmt.Sprintf("watchList=%v", watchList), func(t *testing.T) {
+			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, watchList)
+			w := startWrapper(t, cp, "node0", "", wrapper.Options{})
+			inf := startInformers(t, w.URL(), protobuf, "node0")
+			converge := func(step string) {
+				t.Helper()
+				eventually(t, step, 30*time.Second, func(ctx context.Context) (bool, error) {
+					want, err := expectedSlices(ctx, t, admin, ns, "node0")
+					if err != nil {
+						return false, err
+					}
+					got := sliceState(inf.slices.GetStore().List(), ns)
+					if !equalState(got, want) {
+						return false, fmt.Errorf("served %v, want %v", got, want)
+					}
+					return true, nil
+				})
+			}
+			converge("initial")
+			addr := w.addr
+			w.Stop()
+			createSlice(t, admin, ns, "svc", fmt.Sprintf("svc-while-down-%v", watchList), endpoint("10.3.1.1", "node0"))
+			w = startWrapper(t, cp, "node0", addr, wrapper.Options{})
+			converge("after wrapper restart")
+
+			cp.StopAPIServer()
+			if err := cp.StartAPIServer(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			createSlice(t, admin, ns, "svc", fmt.Sprintf("svc-after-apiserver-%v", watchList), endpoint("10.3.2.1", "node0"))
+			setNodeUnit(t, admin, "node1", "nodeunit1")
+			converge("after apiserver restart")
+			setNodeUnit(t, admin, "node1", "nodeunit2")
+			converge("relabel back")
+			if objs := inf.node.GetStore().List(); len(objs) != 1 {
+				t.Fatalf("own node lost: %v", objs)
+			}
+		})
+	}
+}
