@@ -171,7 +171,7 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 		}
 		foreign := &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-central",
-				Labels: map[string]string{superedgev1.LabelGridSelector: grid, superedgev1.LabelGridUniqKey: key},
+				Labels:          map[string]string{superedgev1.LabelGridSelector: grid, superedgev1.LabelGridUniqKey: key},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID, Controller: ptr.To(true)}}},
 			Spec: appsv1.DeploymentSpec{
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "foreign"}},
