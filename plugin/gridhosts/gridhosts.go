@@ -277,4 +277,3 @@ func dnsJoin(label, zone string) string {
 	}
 	return label + "." + zone
 }
-

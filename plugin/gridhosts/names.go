@@ -59,6 +59,9 @@ func parseName(name, zone string) queryName {
 		if i < 0 {
 			break
 		}
+		if i == 0 {
+			return queryName{} // empty leading label
+		}
 		rel = rel[:i]
 	}
 	// l holds labels from the right: l[0] = "svc", l[1] = ns, l[2] = svc, ...

@@ -1,0 +1,349 @@
+package gridhosts
+
+import (
+	"context"
+	"testing"
+
+	"github.com/coredns/coredns/plugin/pkg/dnstest"
+	"github.com/coredns/coredns/plugin/pkg/fall"
+	"github.com/coredns/coredns/plugin/test"
+	"github.com/miekg/dns"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+const (
+	demoSvc  = "servicegrid-demo-svc"
+	demoName = "statefulsetgrid-demo-0.servicegrid-demo-svc.default.svc.cluster.local."
+	soaLine  = "cluster.local.	5	IN	SOA	ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 5"
+)
+
+// demoObjects is the seeds' example: StatefulSetGrid statefulsetgrid-demo
+// with key zone1 over three nodeunits, two pods each, plus a grid whose name
+// contains a nodeunit value, and a headless grid Service.
+func demoObjects() []any {
+	grid := newGrid("default", "statefulsetgrid-demo", "zone1", "ssg-uid")
+	objs := []any{
+		grid,
+		newService("default", demoSvc, "zone1", false),
+		newNode("node-1", map[string]string{"zone1": "nodeunit1"}, "10.0.0.1"),
+		newNode("node-2", map[string]string{"zone1": "nodeunit2"}, "10.0.0.2"),
+		newNode("node-3", map[string]string{"zone1": "nodeunit3"}, "10.0.0.3"),
+		newNode("node-4", nil, "10.0.0.4"),
+	}
+	ips := map[string][][]string{
+		"nodeunit1": {{"10.1.1.1"}, {"10.1.1.2"}},
+		"nodeunit2": {{"10.1.2.1", "fd00::2:1"}, {"10.1.2.2"}},
+		"nodeunit3": {{"10.1.3.1"}, {}},
+	}
+	for i, unit := range []string{"nodeunit1", "nodeunit2", "nodeunit3"} {
+		set := newSet(grid, unit, demoSvc, types.UID("set-uid-"+unit), 2)
+		objs = append(objs, set)
+		for ord, podIPs := range ips[unit] {
+			objs = append(objs, newPod(set, ord, []string{"node-1", "node-2", "node-3"}[i], podIPs...))
+		}
+	}
+	// The seeds' daemon cut "nodeunit1" at its first occurrence in the pod
+	// name: here that is inside the grid name.
+	tricky := newGrid("default", "nodeunit1-db", "zone1", "db-uid")
+	trickySet := newSet(tricky, "nodeunit1", "db", "db-set-uid", 1)
+	objs = append(objs, tricky, trickySet, newPod(trickySet, 0, "node-1", "10.9.0.1"), newService("default", "db", "zone1", false))
+	// A headless grid Service with endpoints in two nodeunits.
+	objs = append(objs,
+		newService("default", "hl", "zone1", true),
+		newSlice("default", "hl-abc", "hl", 8080,
+			testEndpoint{ip: "10.5.1.1", node: "node-1", hostname: "hl-a", ready: true},
+			testEndpoint{ip: "10.5.1.2", node: "node-1", ready: false},
+			testEndpoint{ip: "10.5.2.1", node: "node-2", hostname: "hl-b", ready: true},
+		),
+	)
+	return objs
+}
+
+func demoHandler(objs []any) *GridHosts {
+	g := New([]string{"cluster.local."})
+	for _, o := range objs {
+		g.index.Upsert(o)
+	}
+	g.synced.Store(true)
+	return g
+}
+
+func run(t *testing.T, g *GridHosts, remote string, cases []test.Case) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(dns.TypeToString[tc.Qtype]+" "+tc.Qname, func(t *testing.T) {
+			rec := dnstest.NewRecorder(&test.ResponseWriter{RemoteIP: remote})
+			if _, err := g.ServeDNS(context.Background(), rec, tc.Msg()); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Msg == nil {
+				t.Fatal("no message written")
+			}
+			if err := test.SortAndCheck(rec.Msg, tc); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func nxdomain(qname string, qtype uint16) test.Case {
+	return test.Case{Qname: qname, Qtype: qtype, Rcode: dns.RcodeNameError, Ns: []dns.RR{test.SOA(soaLine)}}
+}
+
+func TestServeNodeMode(t *testing.T) {
+	g := demoHandler(demoObjects())
+	g.Node = "node-1"
+	run(t, g, "", []test.Case{
+		{Qname: demoName, Qtype: dns.TypeA, Answer: []dns.RR{test.A(demoName + "	5	IN	A	10.1.1.1")}},
+		{Qname: "statefulsetgrid-demo-1.servicegrid-demo-svc.default.svc.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("statefulsetgrid-demo-1.servicegrid-demo-svc.default.svc.cluster.local.	5	IN	A	10.1.1.2")}},
+		{Qname: "StatefulSetGrid-Demo-0.servicegrid-demo-svc.default.svc.Cluster.Local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("StatefulSetGrid-Demo-0.servicegrid-demo-svc.default.svc.Cluster.Local.	5	IN	A	10.1.1.1")}},
+		// Existing name, other type: NODATA.
+		{Qname: demoName, Qtype: dns.TypeAAAA, Ns: []dns.RR{test.SOA(soaLine)}},
+		{Qname: demoName, Qtype: dns.TypeTXT, Ns: []dns.RR{test.SOA(soaLine)}},
+		// Not ours: NXDOMAIN with SOA (no fallthrough configured).
+		nxdomain("statefulsetgrid-demo-2.servicegrid-demo-svc.default.svc.cluster.local.", dns.TypeA),
+		nxdomain("statefulsetgrid-demo-0.other.default.svc.cluster.local.", dns.TypeA),
+		nxdomain("statefulsetgrid-demo-0.servicegrid-demo-svc.other.svc.cluster.local.", dns.TypeA),
+		nxdomain("statefulsetgrid-demo-00.servicegrid-demo-svc.default.svc.cluster.local.", dns.TypeA),
+		nxdomain("statefulsetgrid-demo-nodeunit1-0.servicegrid-demo-svc.default.svc.cluster.local.", dns.TypeA),
+		nxdomain("kubernetes.default.svc.cluster.local.", dns.TypeA),
+		nxdomain("cluster.local.", dns.TypeA),
+		// The grid name contains the nodeunit value.
+		{Qname: "nodeunit1-db-0.db.default.svc.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("nodeunit1-db-0.db.default.svc.cluster.local.	5	IN	A	10.9.0.1")}},
+		// Headless grid Service: only ready endpoints of this nodeunit.
+		{Qname: "hl.default.svc.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("hl.default.svc.cluster.local.	5	IN	A	10.5.1.1")}},
+		{Qname: "hl.default.svc.cluster.local.", Qtype: dns.TypeAAAA, Ns: []dns.RR{test.SOA(soaLine)}},
+		{Qname: "_http._tcp.hl.default.svc.cluster.local.", Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("_http._tcp.hl.default.svc.cluster.local.	5	IN	SRV	0 100 8080 hl-a.hl.default.svc.cluster.local.")},
+			Extra:  []dns.RR{test.A("hl-a.hl.default.svc.cluster.local.	5	IN	A	10.5.1.1")}},
+		{Qname: "hl.default.svc.cluster.local.", Qtype: dns.TypeSRV,
+			Answer: []dns.RR{test.SRV("hl.default.svc.cluster.local.	5	IN	SRV	0 100 8080 hl-a.hl.default.svc.cluster.local.")},
+			Extra:  []dns.RR{test.A("hl-a.hl.default.svc.cluster.local.	5	IN	A	10.5.1.1")}},
+		{Qname: "_http._tcp.hl.default.svc.cluster.local.", Qtype: dns.TypeA, Ns: []dns.RR{test.SOA(soaLine)}},
+		nxdomain("_grpc._tcp.hl.default.svc.cluster.local.", dns.TypeSRV),
+		// A grid Service that is not headless is the kubernetes plugin's.
+		nxdomain(demoSvc+".default.svc.cluster.local.", dns.TypeA),
+	})
+}
+
+func TestServeEachNodeunit(t *testing.T) {
+	objs := demoObjects()
+	for node, want := range map[string][]dns.RR{
+		"node-2": {test.A(demoName + "	5	IN	A	10.1.2.1")},
+		"node-3": {test.A(demoName + "	5	IN	A	10.1.3.1")},
+	} {
+		g := demoHandler(objs)
+		g.Node = node
+		run(t, g, "", []test.Case{{Qname: demoName, Qtype: dns.TypeA, Answer: want}})
+	}
+	g := demoHandler(objs)
+	g.Node = "node-2"
+	run(t, g, "", []test.Case{
+		{Qname: demoName, Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA(demoName + "	5	IN	AAAA	fd00::2:1")}},
+		{Qname: "hl.default.svc.cluster.local.", Qtype: dns.TypeA,
+			Answer: []dns.RR{test.A("hl.default.svc.cluster.local.	5	IN	A	10.5.2.1")}},
+	})
+	g = demoHandler(objs)
+	g.Node = "node-3"
+	run(t, g, "", []test.Case{
+		// Pod without an address is not served.
+		nxdomain("statefulsetgrid-demo-1.servicegrid-demo-svc.default.svc.cluster.local.", dns.TypeA),
+		// Headless Service with no ready endpoint in this nodeunit: NODATA.
+		{Qname: "hl.default.svc.cluster.local.", Qtype: dns.TypeA, Ns: []dns.RR{test.SOA(soaLine)}},
+	})
+	for _, node := range []string{"node-4", "no-such-node"} {
+		g = demoHandler(objs)
+		g.Node = node
+		run(t, g, "", []test.Case{nxdomain(demoName, dns.TypeA)})
+	}
+}
+
+func TestServeClientsMode(t *testing.T) {
+	g := demoHandler(demoObjects())
+	g.Clients = true
+	ans := func(ip string) test.Case {
+		return test.Case{Qname: demoName, Qtype: dns.TypeA, Answer: []dns.RR{test.A(demoName + "	5	IN	A	" + ip)}}
+	}
+	run(t, g, "10.1.2.2", []test.Case{ans("10.1.2.1")}) // a pod in nodeunit2
+	run(t, g, "10.1.3.1", []test.Case{ans("10.1.3.1")}) // a pod in nodeunit3
+	run(t, g, "10.0.0.1", []test.Case{ans("10.1.1.1")}) // node-1's InternalIP
+	run(t, g, "::ffff:10.0.0.2", []test.Case{ans("10.1.2.1")})
+	run(t, g, "192.0.2.9", []test.Case{nxdomain(demoName, dns.TypeA)}) // unknown client
+
+	g.Node = "node-3" // unknown clients get the fixed node's view
+	run(t, g, "192.0.2.9", []test.Case{ans("10.1.3.1")})
+	run(t, g, "10.0.0.1", []test.Case{ans("10.1.1.1")})
+}
+
+func TestServeFallthroughAndZones(t *testing.T) {
+	g := demoHandler(demoObjects())
+	g.Node = "node-1"
+	g.Next = test.NextHandler(dns.RcodeRefused, nil)
+	g.Fall = fall.Root
+
+	for _, q := range []string{
+		"kubernetes.default.svc.cluster.local.",
+		"statefulsetgrid-demo-7.servicegrid-demo-svc.default.svc.cluster.local.",
+		"example.org.",
+	} {
+		rec := dnstest.NewRecorder(&test.ResponseWriter{})
+		m := new(dns.Msg).SetQuestion(q, dns.TypeA)
+		code, err := g.ServeDNS(context.Background(), rec, m)
+		if err != nil || code != dns.RcodeRefused {
+			t.Errorf("%s: got rcode %d, %v; want the next plugin's REFUSED", q, code, err)
+		}
+	}
+	// Names of ours are still answered.
+	run(t, g, "", []test.Case{{Qname: demoName, Qtype: dns.TypeA, Answer: []dns.RR{test.A(demoName + "	5	IN	A	10.1.1.1")}}})
+
+	// Fallthrough limited to other zones: ours get NXDOMAIN.
+	g.Fall = fall.F{}
+	g.Fall.SetZonesFromArgs([]string{"example.org"})
+	run(t, g, "", []test.Case{nxdomain("statefulsetgrid-demo-7.servicegrid-demo-svc.default.svc.cluster.local.", dns.TypeA)})
+}
+
+func TestServeBeforeSync(t *testing.T) {
+	g := demoHandler(demoObjects())
+	g.Node = "node-1"
+	g.synced.Store(false)
+	rec := dnstest.NewRecorder(&test.ResponseWriter{})
+	code, _ := g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(demoName, dns.TypeA))
+	if code != dns.RcodeServerFailure {
+		t.Fatalf("rcode %d before sync, want SERVFAIL", code)
+	}
+	if g.Ready() {
+		t.Fatal("Ready before sync")
+	}
+}
+
+// TestConsistencyChecks breaks one link of the chain grid -> StatefulSet ->
+// Service -> pod at a time: the unified name must then not be served.
+func TestConsistencyChecks(t *testing.T) {
+	mutate := func(f func(objs []any)) []any {
+		objs := demoObjects()
+		f(objs)
+		return objs
+	}
+	set1 := func(objs []any) *appsv1.StatefulSet {
+		for _, o := range objs {
+			if s, ok := o.(*appsv1.StatefulSet); ok && s.Name == "statefulsetgrid-demo-nodeunit1" {
+				return s
+			}
+		}
+		panic("no set")
+	}
+	pod0 := func(objs []any) *corev1.Pod {
+		for _, o := range objs {
+			if p, ok := o.(*corev1.Pod); ok && p.Name == "statefulsetgrid-demo-nodeunit1-0" {
+				return p
+			}
+		}
+		panic("no pod")
+	}
+	svc := func(objs []any) *corev1.Service {
+		for _, o := range objs {
+			if s, ok := o.(*corev1.Service); ok && s.Name == demoSvc {
+				return s
+			}
+		}
+		panic("no svc")
+	}
+	for name, objs := range map[string][]any{
+		"owner UID":        mutate(func(o []any) { set1(o).OwnerReferences[0].UID = "other" }),
+		"owner kind":       mutate(func(o []any) { set1(o).OwnerReferences[0].Kind = "DeploymentGrid" }),
+		"not controller":   mutate(func(o []any) { set1(o).OwnerReferences[0].Controller = nil }),
+		"selector label":   mutate(func(o []any) { delete(set1(o).Labels, "superedge.io/grid-selector") }),
+		"selector value":   mutate(func(o []any) { set1(o).Labels["superedge.io/grid-selector"] = "x" }),
+		"uniq key label":   mutate(func(o []any) { set1(o).Labels["superedge.io/grid-uniq-key"] = "zone2" }),
+		"service name":     mutate(func(o []any) { set1(o).Spec.ServiceName = "db" }),
+		"node selector":    mutate(func(o []any) { set1(o).Spec.Template.Spec.NodeSelector["zone1"] = "nodeunit2" }),
+		"service label":    mutate(func(o []any) { delete(svc(o).Labels, "superedge.io/grid-uniq-key") }),
+		"service key":      mutate(func(o []any) { svc(o).Labels["superedge.io/grid-uniq-key"] = "zone9" }),
+		"pod owner":        mutate(func(o []any) { pod0(o).OwnerReferences[0].UID = "other" }),
+		"pod terminating":  mutate(func(o []any) { pod0(o).DeletionTimestamp = &metav1.Time{} }),
+		"pod without IP":   mutate(func(o []any) { setPodIPs(pod0(o)) }),
+		"pod failed":       mutate(func(o []any) { pod0(o).Status.Phase = corev1.PodFailed }),
+		"pod not a member": mutate(func(o []any) { pod0(o).OwnerReferences[0].Name = "statefulsetgrid-demo-nodeunit2" }),
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := demoHandler(objs)
+			g.Node = "node-1"
+			run(t, g, "", []test.Case{nxdomain(demoName, dns.TypeA)})
+		})
+	}
+}
+
+// TestIncrementalUpdates drives the index with the events the informers
+// would deliver and checks each is answerable at once.
+func TestIncrementalUpdates(t *testing.T) {
+	objs := demoObjects()
+	g := demoHandler(objs)
+	g.Node = "node-1"
+	a := func(ip string) []test.Case {
+		return []test.Case{{Qname: demoName, Qtype: dns.TypeA, Answer: []dns.RR{test.A(demoName + "	5	IN	A	" + ip)}}}
+	}
+	var pod *corev1.Pod
+	var set *appsv1.StatefulSet
+	var node *corev1.Node
+	var svc *corev1.Service
+	for _, o := range objs {
+		switch v := o.(type) {
+		case *corev1.Pod:
+			if v.Name == "statefulsetgrid-demo-nodeunit1-0" {
+				pod = v.DeepCopy()
+			}
+		case *appsv1.StatefulSet:
+			if v.Name == "statefulsetgrid-demo-nodeunit1" {
+				set = v.DeepCopy()
+			}
+		case *corev1.Node:
+			if v.Name == "node-1" {
+				node = v.DeepCopy()
+			}
+		case *corev1.Service:
+			if v.Name == demoSvc {
+				svc = v.DeepCopy()
+			}
+		}
+	}
+	run(t, g, "", a("10.1.1.1"))
+
+	setPodIPs(pod, "10.1.1.99")
+	g.index.Upsert(pod)
+	run(t, g, "", a("10.1.1.99"))
+
+	g.index.Delete(pod)
+	run(t, g, "", []test.Case{nxdomain(demoName, dns.TypeA)})
+	g.index.Upsert(pod)
+	run(t, g, "", a("10.1.1.99"))
+
+	g.index.Delete(set)
+	run(t, g, "", []test.Case{nxdomain(demoName, dns.TypeA)})
+	g.index.Upsert(set)
+	run(t, g, "", a("10.1.1.99"))
+
+	svc.Labels["superedge.io/grid-uniq-key"] = "other"
+	g.index.Upsert(svc)
+	run(t, g, "", []test.Case{nxdomain(demoName, dns.TypeA)})
+	svc.Labels["superedge.io/grid-uniq-key"] = "zone1"
+	g.index.Upsert(svc)
+	run(t, g, "", a("10.1.1.99"))
+
+	node.Labels["zone1"] = "nodeunit3"
+	g.index.Upsert(node)
+	run(t, g, "", a("10.1.3.1"))
+
+	g.index.Delete(newGrid("default", "statefulsetgrid-demo", "zone1", "ssg-uid"))
+	run(t, g, "", []test.Case{nxdomain(demoName, dns.TypeA)})
+
+	if grids, _, _, _, _, _ := g.index.counts(); grids != 1 {
+		t.Fatalf("%d grids left, want 1", grids)
+	}
+}

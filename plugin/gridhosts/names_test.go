@@ -1,0 +1,98 @@
+package gridhosts
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseName(t *testing.T) {
+	const z = "cluster.local."
+	tests := []struct {
+		name string
+		want queryName
+	}{
+		{"ssg-0.svc1.ns.svc.cluster.local.", queryName{kind: nameMember, grid: "ssg", ordinal: "0", service: "svc1", namespace: "ns"}},
+		{"a-b-12.s.n.svc.cluster.local.", queryName{kind: nameMember, grid: "a-b", ordinal: "12", service: "s", namespace: "n"}},
+		{"nodeunit1-db-3.db.default.svc.cluster.local.", queryName{kind: nameMember, grid: "nodeunit1-db", ordinal: "3", service: "db", namespace: "default"}},
+		{"hl.default.svc.cluster.local.", queryName{kind: nameService, service: "hl", namespace: "default"}},
+		{"_http._tcp.hl.default.svc.cluster.local.", queryName{kind: nameSRV, port: "http", proto: "tcp", service: "hl", namespace: "default"}},
+		{"ssg-01.s.n.svc.cluster.local.", queryName{}},
+		{"ssg-.s.n.svc.cluster.local.", queryName{}},
+		{"-0.s.n.svc.cluster.local.", queryName{}},
+		{"ssg.s.n.svc.cluster.local.", queryName{}},
+		{"ssg-1234567890.s.n.svc.cluster.local.", queryName{}},
+		{"ssg-0.s.n.pod.cluster.local.", queryName{}},
+		{"x.ssg-0.s.n.svc.cluster.local.", queryName{}},
+		{"http.tcp.hl.default.svc.cluster.local.", queryName{}},
+		{"_.tcp.hl.default.svc.cluster.local.", queryName{}},
+		{"n.svc.cluster.local.", queryName{}},
+		{"cluster.local.", queryName{}},
+		{"xcluster.local.", queryName{}},
+		{"a..n.svc.cluster.local.", queryName{}},
+	}
+	for _, tc := range tests {
+		if got := parseName(tc.name, z); got != tc.want {
+			t.Errorf("parseName(%q) = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+	if got := parseName("ssg-0.s.n.svc.", "."); got.kind != nameMember || got.grid != "ssg" {
+		t.Errorf("root zone: %+v", got)
+	}
+}
+
+func TestParseTopologyKeys(t *testing.T) {
+	for raw, ok := range map[string]bool{
+		`["zone1"]`:             true,
+		`["zone1","*"]`:         true,
+		`["a.io/zone","b","*"]`: true,
+		`[]`:                    false,
+		`["*","zone1"]`:         false,
+		`["a","a"]`:             false,
+		`["bad key"]`:           false,
+		`zone1`:                 false,
+		`[1]`:                   false,
+		`["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]`: false,
+	} {
+		if _, err := parseTopologyKeys(raw); (err == nil) != ok {
+			t.Errorf("parseTopologyKeys(%s): err %v, want ok=%v", raw, err, ok)
+		}
+	}
+}
+
+// FuzzParseName checks that whatever the query name, the parser never
+// panics and what it returns rebuilds the name it came from.
+func FuzzParseName(f *testing.F) {
+	for _, s := range []string{
+		"statefulsetgrid-demo-0.servicegrid-demo-svc.default.svc.cluster.local.",
+		"_http._tcp.hl.default.svc.cluster.local.", "hl.default.svc.cluster.local.",
+		"a-1-2.b.c.svc.cluster.local.", "cluster.local.", ".", "-0.a.b.svc.cluster.local.",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		const z = "cluster.local."
+		q := parseName(name, z)
+		var rebuilt string
+		switch q.kind {
+		case nameNone:
+			return
+		case nameMember:
+			if !isOrdinal(q.ordinal) || q.grid == "" {
+				t.Fatalf("%q: bad member %+v", name, q)
+			}
+			rebuilt = q.grid + "-" + q.ordinal + "." + q.service + "." + q.namespace + ".svc." + z
+		case nameService:
+			rebuilt = q.service + "." + q.namespace + ".svc." + z
+		case nameSRV:
+			rebuilt = "_" + q.port + "._" + q.proto + "." + q.service + "." + q.namespace + ".svc." + z
+		}
+		if rebuilt != name {
+			t.Fatalf("%q parsed to %+v, which rebuilds %q", name, q, rebuilt)
+		}
+		for _, l := range []string{q.service, q.namespace} {
+			if l == "" || strings.Contains(l, ".") {
+				t.Fatalf("%q: bad label %q in %+v", name, l, q)
+			}
+		}
+	})
+}

@@ -1,0 +1,101 @@
+package gridhosts
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin/pkg/fall"
+)
+
+func TestParse(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		input   string
+		wantErr string // substring; "" = valid
+		zones   []string
+		node    string
+		clients bool
+		ttl     uint32
+		fall    fall.F
+	}{
+		{input: "gridhosts {\nnode n1\n}", zones: []string{"cluster.local."}, node: "n1", ttl: 5},
+		{input: "gridhosts cluster.local example.org {\nclients\nttl 30\nfallthrough\n}", zones: []string{"cluster.local.", "example.org."}, clients: true, ttl: 30, fall: fall.Root},
+		{input: "gridhosts {\nclients\nnode n1\nkubeconfig " + kubeconfig + " ctx\nfallthrough in-addr.arpa\n}", zones: []string{"cluster.local."}, node: "n1", clients: true, ttl: 5, fall: fall.F{Zones: []string{"in-addr.arpa."}}},
+		{input: "gridhosts {\nnode n1\nttl 0\n}", zones: []string{"cluster.local."}, node: "n1", ttl: 0},
+
+		{input: "gridhosts", wantErr: "one of 'node NAME' or 'clients' is required"},
+		{input: "gridhosts {\nttl 5\n}", wantErr: "one of 'node NAME' or 'clients' is required"},
+		{input: "gridhosts {\nnode\n}", wantErr: "Wrong argument count"},
+		{input: "gridhosts {\nnode a b\n}", wantErr: "Wrong argument count"},
+		{input: "gridhosts {\nnode Not_A_Node\n}", wantErr: "node: invalid name 'Not_A_Node'"},
+		{input: "gridhosts {\nnode n1\nnode n2\n}", wantErr: "'node' given twice"},
+		{input: "gridhosts {\nclients x\n}", wantErr: "Wrong argument count"},
+		{input: "gridhosts {\nclients\nclients\n}", wantErr: "'clients' given twice"},
+		{input: "gridhosts {\nnode n1\nttl\n}", wantErr: "Wrong argument count"},
+		{input: "gridhosts {\nnode n1\nttl -1\n}", wantErr: "ttl must be a number of seconds from 0 to 3600, not '-1'"},
+		{input: "gridhosts {\nnode n1\nttl 3601\n}", wantErr: "ttl must be"},
+		{input: "gridhosts {\nnode n1\nttl 5s\n}", wantErr: "ttl must be"},
+		{input: "gridhosts {\nnode n1\nkubeconfig\n}", wantErr: "Wrong argument count"},
+		{input: "gridhosts {\nnode n1\nkubeconfig a b c\n}", wantErr: "Wrong argument count"},
+		{input: "gridhosts {\nnode n1\nkubeconfig a\nkubeconfig b\n}", wantErr: "'kubeconfig' given twice"},
+		{input: "gridhosts {\nnode n1\nfallthrough\nfallthrough\n}", wantErr: "'fallthrough' given twice"},
+		{input: "gridhosts {\nnode n1\nendpoint http://x\n}", wantErr: "unknown property 'endpoint'"},
+		{input: "gridhosts 10.in-addr.arpa {\nnode n1\n}", wantErr: "reverse zone"},
+		{input: "gridhosts {\nnode n1\n}\ngridhosts {\nnode n1\n}", wantErr: "this plugin can only be used once per Server Block"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.ReplaceAll(tc.input, "\n", ";"), func(t *testing.T) {
+			c := caddy.NewTestController("dns", tc.input)
+			c.ServerBlockKeys = []string{"cluster.local."}
+			g, err := parse(c)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(g.Zones, ",") != strings.Join(tc.zones, ",") || g.Node != tc.node || g.Clients != tc.clients || g.TTL != tc.ttl || !g.Fall.Equal(tc.fall) {
+				t.Fatalf("got zones %v node %q clients %v ttl %d fall %v", g.Zones, g.Node, g.Clients, g.TTL, g.Fall)
+			}
+		})
+	}
+}
+
+// TestSetupFailsOnBadKubeconfig: start-up must fail with a clear message,
+// not run without a cluster.
+func TestSetupFailsOnBadKubeconfig(t *testing.T) {
+	c := caddy.NewTestController("dns", "gridhosts {\nnode n1\nkubeconfig "+filepath.Join(t.TempDir(), "missing")+"\n}")
+	err := setup(c)
+	if err == nil || !strings.Contains(err.Error(), "plugin/gridhosts: kubeconfig") {
+		t.Fatalf("setup error %v", err)
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	c = caddy.NewTestController("dns", "gridhosts {\nnode n1\n}")
+	if err := setup(c); err == nil || !strings.Contains(err.Error(), "not in a cluster") {
+		t.Fatalf("setup without kubeconfig outside a cluster: %v", err)
+	}
+}
+
+// FuzzParse feeds arbitrary blocks to the Corefile parser: it may reject
+// them, never panic.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"gridhosts {\nnode n1\n}", "gridhosts a b {\nclients\nttl 9\nfallthrough x\n}", "gridhosts {\nkubeconfig a b\n}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, input string) {
+		c := caddy.NewTestController("dns", input)
+		g, err := parse(c)
+		if err == nil && g != nil && g.Node == "" && !g.Clients {
+			t.Fatalf("accepted a block with neither node nor clients: %q", input)
+		}
+	})
+}
