@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/test/controlplane"
+)
+
+// TestResyncOfUnchangedWorldWritesNothing counts every write request the
+// controller's client sends while informer resyncs re-reconcile converged
+// grids of all three kinds (the seeds' templates, whose env fieldRefs the
+// apiserver defaults inside atomic fields): there must be none.
+func TestResyncOfUnchangedWorldWritesNothing(t *testing.T) {
+	e := newEnv(t, controlplane.Options{})
+	ctx := t.Context()
+	e.node(t, "node0", map[string]string{"zone1": "nodeunit1"})
+	e.node(t, "node1", map[string]string{"zone1": "nodeunit2"})
+	_, wc, _ := e.startController(t, func(o *Options) { o.Resync = time.Second })
+
+	dg := readExample(t, "deploymentgrid.yaml").(*superedgev1.DeploymentGrid)
+	ssg := readExample(t, "statefulsetgrid.yaml").(*superedgev1.StatefulSetGrid)
+	sg := readExample(t, "servicegrid.yaml").(*superedgev1.ServiceGrid)
+	if _, err := e.grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, dg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx, ssg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.grids.SuperedgeV1().ServiceGrids("default").Create(ctx, sg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "all grids converged", func(ctx context.Context) error {
+		d, err := e.grids.SuperedgeV1().DeploymentGrids("default").Get(ctx, dg.Name, metav1.GetOptions{})
+		if err != nil || d.Status.NodeUnits != 2 || d.Status.ObservedGeneration != d.Generation {
+			return fmt.Errorf("deploymentgrid %+v %v", d.Status, err)
+		}
+		s, err := e.grids.SuperedgeV1().StatefulSetGrids("default").Get(ctx, ssg.Name, metav1.GetOptions{})
+		if err != nil || s.Status.NodeUnits != 2 || s.Status.ObservedGeneration != s.Generation {
+			return fmt.Errorf("statefulsetgrid %+v %v", s.Status, err)
+		}
+		g, err := e.grids.SuperedgeV1().ServiceGrids("default").Get(ctx, sg.Name, metav1.GetOptions{})
+		if err != nil || g.Status.ClusterIP == "" {
+			return fmt.Errorf("servicegrid %+v %v", g.Status, err)
+		}
+		return nil
+	})
+	// Wait until the writes caused by convergence itself are over.
+	quiet(t, wc, 2*time.Second, 30*time.Second)
+	wc.reset()
+
+	// Every resync re-reconciles each grid; let a few rounds pass.
+	start := map[string]float64{}
+	kinds := []string{"DeploymentGrid", "StatefulSetGrid", "ServiceGrid"}
+	for _, k := range kinds {
+		start[k] = reconciles(k)
+	}
+	eventually(t, 30*time.Second, "three resync rounds of every kind", func(context.Context) error {
+		for _, k := range kinds {
+			if n := reconciles(k) - start[k]; n < 3 {
+				return fmt.Errorf("%s: %v reconciles", k, n)
+			}
+		}
+		return nil
+	})
+	if w := wc.list(nil); len(w) != 0 {
+		t.Fatalf("an unchanged world was written to on resync: %d writes: %v", len(w), w)
+	}
+}
+
+// quiet waits until the counter has seen no new write for period.
+func quiet(t testing.TB, wc *writeCounter, period, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last, since := len(wc.list(nil)), time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if n := len(wc.list(nil)); n != last {
+			last, since = n, time.Now()
+			continue
+		}
+		if time.Since(since) >= period {
+			return
+		}
+	}
+	t.Fatalf("writes did not stop within %s: %v", timeout, wc.list(nil))
+}
+
+// reconciles reads the successful reconcile count of kind.
+func reconciles(kind string) float64 {
+	m := &dto.Metric{}
+	if err := reconcileTotal.WithLabelValues(kind, "success").Write(m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
+}
