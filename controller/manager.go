@@ -179,6 +179,7 @@ func (m *Manager) handler(name string) http.Handler {
 func (m *Manager) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	var servers sync.WaitGroup
+	defer servers.Wait() // runs last: after every server was shut down below
 	for name, l := range m.listeners {
 		srv := &http.Server{Handler: m.handler(name), ReadHeaderTimeout: 10 * time.Second}
 		servers.Go(func() {
@@ -192,7 +193,6 @@ func (m *Manager) Run(ctx context.Context) error {
 			_ = srv.Shutdown(shutdownCtx)
 		}()
 	}
-	defer servers.Wait()
 
 	if !m.opts.LeaderElect {
 		m.leading.Store(true)

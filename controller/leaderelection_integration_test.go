@@ -1,0 +1,121 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
+)
+
+// TestLeaderElection runs two controllers with leader election: only the
+// leader writes (CRDs, children, status, events); when it stops, the other
+// takes over and reconciles new changes.
+func TestLeaderElection(t *testing.T) {
+	e := newEnv(t, controlplane.Options{})
+	ctx := t.Context()
+	e.node(t, "a", map[string]string{"site": "one"})
+	leased := func(o *Options) {
+		o.LeaderElect = true
+		o.ManageCRDs = true
+		o.LeaderElectionNamespace = "default"
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	}
+	_, wc1, stop1 := e.startController(t, func(o *Options) { leased(o); o.LeaderElectionIdentity = "first" })
+	eventually(t, 20*time.Second, "first leads", func(ctx context.Context) error {
+		l, err := e.kube.CoordinationV1().Leases("default").Get(ctx, "application-grid-controller", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "first" {
+			return fmt.Errorf("holder %v", l.Spec.HolderIdentity)
+		}
+		return nil
+	})
+	_, wc2, _ := e.startController(t, func(o *Options) { leased(o); o.LeaderElectionIdentity = "second" })
+
+	if _, err := e.grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, simpleDeploymentGrid("default", "web", "site", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitDeployments(t, "default", "web", "web-one")
+	if w := wc1.list(notLease); len(w) == 0 {
+		t.Errorf("the leader wrote nothing")
+	}
+	if w := wc2.list(notLease); len(w) != 0 {
+		t.Errorf("the standby wrote: %v", w)
+	}
+
+	stop1()
+	e.node(t, "b", map[string]string{"site": "two"})
+	e.waitDeployments(t, "default", "web", "web-one", "web-two")
+	if w := wc2.list(notLease); len(w) == 0 {
+		t.Errorf("the new leader wrote nothing")
+	}
+}
+
+// TestMetricsAndHealth: /healthz, /readyz and /metrics with the workqueue
+// metrics of every named queue and the reconcile counters.
+func TestMetricsAndHealth(t *testing.T) {
+	e := newEnv(t, controlplane.Options{})
+	ctx := t.Context()
+	m, _, _ := e.startController(t, func(o *Options) {
+		o.MetricsBindAddress, o.HealthBindAddress = "127.0.0.1:0", "127.0.0.1:0"
+	})
+	if _, err := e.grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, simpleDeploymentGrid("default", "web", "site", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(ctx context.Context, addr, path string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	eventually(t, 20*time.Second, "healthz and readyz answer 200", func(ctx context.Context) error {
+		for _, p := range []string{"/healthz", "/readyz"} {
+			code, body, err := get(ctx, m.Addr("health"), p)
+			if err != nil {
+				return err
+			}
+			if code != http.StatusOK {
+				return fmt.Errorf("%s: %d %s", p, code, body)
+			}
+		}
+		return nil
+	})
+	eventually(t, 20*time.Second, "metrics exported", func(ctx context.Context) error {
+		code, body, err := get(ctx, m.Addr("metrics"), "/metrics")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("status %d", code)
+		}
+		for _, want := range []string{
+			`workqueue_adds_total{name="deploymentgrid"}`,
+			`workqueue_adds_total{name="statefulsetgrid"}`,
+			`workqueue_adds_total{name="servicegrid"}`,
+			`workqueue_depth{name="deploymentgrid"}`,
+			`workqueue_work_duration_seconds_count{name="deploymentgrid"}`,
+			`application_grid_controller_reconcile_total{kind="DeploymentGrid",result="success"}`,
+			`application_grid_controller_reconcile_duration_seconds_count{kind="DeploymentGrid"}`,
+		} {
+			if !strings.Contains(body, want) {
+				return fmt.Errorf("missing %s", want)
+			}
+		}
+		return nil
+	})
+}
