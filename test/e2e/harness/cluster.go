@@ -101,7 +101,7 @@ type DNSServer struct {
 }
 
 // Start builds the cluster. On error everything started so far is stopped.
-func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	logger := klog.FromContext(ctx)
 	if len(opts.Nodes) == 0 {
 		opts.Nodes = SeedNodes()
@@ -109,11 +109,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.ProxyMode == "" {
 		opts.ProxyMode = ProxyModeIPTables
 	}
-	c = &Cluster{opts: opts, ProxyMode: opts.ProxyMode, binaries: map[string]string{}}
+	// c, not the named result: "return nil, err" must not hide it from the cleanup.
+	c := &Cluster{opts: opts, ProxyMode: opts.ProxyMode, binaries: map[string]string{}}
 	defer func() {
 		if err != nil {
 			c.Stop()
-			c = nil
 		}
 	}()
 	if opts.Dir == "" {

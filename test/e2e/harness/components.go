@@ -108,7 +108,6 @@ func (c *Cluster) buildComponents(ctx context.Context) error {
 	defer cancel()
 	cmd := exec.CommandContext(bctx, "go", args...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}

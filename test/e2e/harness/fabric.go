@@ -79,7 +79,7 @@ type FabricNode struct {
 
 // NewFabric removes leftovers of crashed runs, then builds the network. On
 // error everything it made is removed again.
-func NewFabric(ctx context.Context, opts FabricOptions) (f *Fabric, err error) {
+func NewFabric(ctx context.Context, opts FabricOptions) (_ *Fabric, err error) {
 	logger := klog.FromContext(ctx)
 	if opts.ServiceCIDR == "" {
 		opts.ServiceCIDR = "10.96.0.0/16"
@@ -90,7 +90,7 @@ func NewFabric(ctx context.Context, opts FabricOptions) (f *Fabric, err error) {
 	CleanupLeftovers(ctx)
 
 	pid := os.Getpid()
-	f = &Fabric{
+	f := &Fabric{
 		Prefix:      fmt.Sprintf("%s%d", namePrefix, pid),
 		RootLink:    fmt.Sprintf(rootLinkFormat, pid),
 		ServiceCIDR: opts.ServiceCIDR,
@@ -98,7 +98,6 @@ func NewFabric(ctx context.Context, opts FabricOptions) (f *Fabric, err error) {
 	defer func() {
 		if err != nil {
 			f.Close()
-			f = nil
 		}
 	}()
 	if f.Subnet, err = freeSubnet(ctx, pid); err != nil {

@@ -33,9 +33,6 @@ func startProcess(name string, cmd *exec.Cmd, dir string) (*Process, error) {
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// The harness stops processes itself; context cancellation must not
-	// SIGKILL only the group leader.
-	cmd.Cancel = func() error { return nil }
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
