@@ -266,6 +266,7 @@ func TestConsistencyChecks(t *testing.T) {
 		"node selector":    mutate(func(o []any) { set1(o).Spec.Template.Spec.NodeSelector["zone1"] = "nodeunit2" }),
 		"service label":    mutate(func(o []any) { delete(svc(o).Labels, "superedge.io/grid-uniq-key") }),
 		"service key":      mutate(func(o []any) { svc(o).Labels["superedge.io/grid-uniq-key"] = "zone9" }),
+		"set terminating":  mutate(func(o []any) { set1(o).DeletionTimestamp = &metav1.Time{} }),
 		"pod owner":        mutate(func(o []any) { pod0(o).OwnerReferences[0].UID = "other" }),
 		"pod terminating":  mutate(func(o []any) { pod0(o).DeletionTimestamp = &metav1.Time{} }),
 		"pod without IP":   mutate(func(o []any) { setPodIPs(pod0(o)) }),

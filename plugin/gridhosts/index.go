@@ -287,7 +287,8 @@ func (x *Index) nodeForClient(ip netip.Addr) (string, bool) {
 // StatefulSet {grid}-{value} is controlled by this grid (kind and UID), has
 // both grid labels, serves through {svc}, which exists with the same grid
 // key, and selects nodes of this nodeunit; the pod is controlled by that
-// StatefulSet, not terminating, and has an address. Callers hold x.mu.
+// StatefulSet, not terminating, and has an address. A StatefulSet being
+// deleted is not served either. Callers hold x.mu.
 func (x *Index) member(ns, grid, ordinal, svc string, node *nodeObj) *podObj {
 	g, ok := x.grids[nsName{ns, grid}]
 	if !ok || g.Key == "" || node == nil {
@@ -298,7 +299,7 @@ func (x *Index) member(ns, grid, ordinal, svc string, node *nodeObj) *podObj {
 		return nil
 	}
 	s, ok := x.setsByUnit[unitKey{ns, grid, value}]
-	if !ok || s.Owner.UID != g.UID || !s.HasGridLabels ||
+	if !ok || s.Terminating || s.Owner.UID != g.UID || !s.HasGridLabels ||
 		s.GridSelector != grid || s.GridUniqKey != g.Key ||
 		s.ServiceName != svc || s.NodeSelector[g.Key] != value {
 		return nil

@@ -68,6 +68,7 @@ type setObj struct {
 	ServiceName   string
 	NodeSelector  map[string]string
 	HasGridLabels bool
+	Terminating   bool // being deleted: half-deleted sets are not served
 }
 
 func (o *setObj) DeepCopyObject() runtime.Object { c := *o; return &c }
@@ -153,6 +154,7 @@ func toTiny(obj any) (any, error) {
 		s.GridSelector, hasSel = o.Labels[superedgev1.LabelGridSelector]
 		s.GridUniqKey, hasKey = o.Labels[superedgev1.LabelGridUniqKey]
 		s.HasGridLabels = hasSel && hasKey
+		s.Terminating = o.DeletionTimestamp != nil
 		if ns := o.Spec.Template.Spec.NodeSelector; len(ns) > 0 {
 			s.NodeSelector = make(map[string]string, len(ns))
 			for k, v := range ns {

@@ -1,0 +1,489 @@
+package gridhosts
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/build/crds"
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/test/controlplane"
+)
+
+// The integration tests run the real CoreDNS binary of cmd/coredns against a
+// real kube-apiserver and query it over UDP and TCP on loopback.
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildPath string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// coreDNSBinary builds ./cmd/coredns once per test binary.
+func coreDNSBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "gridhosts-coredns-")
+		if buildErr != nil {
+			return
+		}
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		buildPath = filepath.Join(buildDir, "coredns")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildPath, "./cmd/coredns")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/coredns: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+// freePort returns a port free for both UDP and TCP on 127.0.0.1.
+func freePort(t testing.TB) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// coreDNS is one running CoreDNS process.
+type coreDNS struct {
+	cmd      *exec.Cmd
+	corefile string
+	log      *syncBuffer
+	done     chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startCoreDNS runs bin with corefile and waits until readyURL answers 200.
+func startCoreDNS(t testing.TB, bin, corefile, readyURL string) *coreDNS {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "Corefile")
+	if err := os.WriteFile(path, []byte(corefile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &coreDNS{corefile: path, log: &syncBuffer{}, done: make(chan struct{})}
+	c.cmd = exec.Command(bin, "-conf", path)
+	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() {
+		c.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+			c.cmd.Process.Kill()
+			<-c.done
+		}
+		if t.Failed() {
+			t.Logf("coredns log:\n%s", c.log.String())
+		}
+	})
+	poll(t, 60*time.Second, "coredns ready", func() error {
+		select {
+		case <-c.done:
+			return fmt.Errorf("coredns exited: %s", c.log.String())
+		default:
+		}
+		resp, err := http.Get(readyURL)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("ready: %d %s", resp.StatusCode, body)
+		}
+		return nil
+	})
+	return c
+}
+
+// poll calls f until it returns nil or the deadline passes.
+func poll(t testing.TB, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// query asks server over network ("udp"/"tcp") from source address src
+// ("" = any) and returns rcode and the answer's addresses, sorted.
+func query(network, src, server, name string, qtype uint16) (int, []string, error) {
+	c := &dns.Client{Net: network, Timeout: 2 * time.Second}
+	if src != "" {
+		ip := net.ParseIP(src)
+		if network == "tcp" {
+			c.Dialer = &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: 2 * time.Second}
+		} else {
+			c.Dialer = &net.Dialer{LocalAddr: &net.UDPAddr{IP: ip}, Timeout: 2 * time.Second}
+		}
+	}
+	m := new(dns.Msg).SetQuestion(name, qtype)
+	r, _, err := c.Exchange(m, server)
+	if err != nil {
+		return 0, nil, err
+	}
+	var out []string
+	for _, rr := range r.Answer {
+		switch v := rr.(type) {
+		case *dns.A:
+			out = append(out, v.A.String())
+		case *dns.AAAA:
+			out = append(out, v.AAAA.String())
+		case *dns.SRV:
+			out = append(out, fmt.Sprintf("%d %s", v.Port, v.Target))
+		}
+	}
+	slices.Sort(out)
+	return r.Rcode, out, nil
+}
+
+// expect polls until name answers want (nil = NXDOMAIN) over UDP and TCP.
+func expect(t testing.TB, src, server, name string, qtype uint16, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	poll(t, 30*time.Second, fmt.Sprintf("%s %s from %q at %s", dns.TypeToString[qtype], name, src, server), func() error {
+		for _, network := range []string{"udp", "tcp"} {
+			rcode, got, err := query(network, src, server, name, qtype)
+			if err != nil {
+				return err
+			}
+			if want == nil {
+				if rcode != dns.RcodeNameError {
+					return fmt.Errorf("%s: rcode %s %v, want NXDOMAIN", network, dns.RcodeToString[rcode], got)
+				}
+				continue
+			}
+			if rcode != dns.RcodeSuccess || !slices.Equal(got, want) {
+				return fmt.Errorf("%s: rcode %s %v, want %v", network, dns.RcodeToString[rcode], got, want)
+			}
+		}
+		return nil
+	})
+}
+
+type cluster struct {
+	kube  kubernetes.Interface
+	grids versioned.Interface
+	cp    *controlplane.ControlPlane
+}
+
+func startCluster(t *testing.T) *cluster {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	ctx := t.Context()
+	ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
+	if err := crds.Apply(ctx, ext); err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.WaitEstablished(ctx, ext, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{kube: kubernetes.NewForConfigOrDie(cp.Config), grids: versioned.NewForConfigOrDie(cp.Config), cp: cp}
+}
+
+// must(call())(t) fails t when call returned an error.
+func must[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// createPod creates pod and fills its status as a kubelet would.
+func (c *cluster) createPod(t testing.TB, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	status := pod.Status
+	pod = pod.DeepCopy()
+	pod.Status = corev1.PodStatus{}
+	pod.UID = ""
+	created := must(c.kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}))(t)
+	created.Status = status
+	return must(c.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}))(t)
+}
+
+func (c *cluster) setPodIPs(t testing.TB, ns, name string, ips ...string) {
+	t.Helper()
+	ctx := context.Background()
+	p := must(c.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}))(t)
+	setPodIPs(p, ips...)
+	must(c.kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}))(t)
+}
+
+// seedDemo creates the seeds' StatefulSetGrid example: three nodeunits of
+// zone1, one StatefulSet each owned by the grid, three pods each.
+func (c *cluster) seedDemo(t testing.TB) {
+	ctx := context.Background()
+	for i := 1; i <= 3; i++ {
+		must(c.kube.CoreV1().Nodes().Create(ctx, newNode(fmt.Sprintf("node-%d", i),
+			map[string]string{"zone1": fmt.Sprintf("nodeunit%d", i)}, fmt.Sprintf("127.0.0.1%d", i)), metav1.CreateOptions{}))(t)
+	}
+	grid := newGrid("default", "statefulsetgrid-demo", "zone1", "")
+	grid.Spec.Template.ServiceName = demoSvc
+	grid = must(c.grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx, grid, metav1.CreateOptions{}))(t)
+	must(c.kube.CoreV1().Services("default").Create(ctx, newService("default", demoSvc, "zone1", false), metav1.CreateOptions{}))(t)
+	for u := 1; u <= 3; u++ {
+		set := newSet(grid, fmt.Sprintf("nodeunit%d", u), demoSvc, "", 3)
+		set = must(c.kube.AppsV1().StatefulSets("default").Create(ctx, set, metav1.CreateOptions{}))(t)
+		for i := range 3 {
+			c.createPod(t, newPod(set, i, fmt.Sprintf("node-%d", u), fmt.Sprintf("10.0.%d.%d", u, i+1)))
+		}
+	}
+	// A plain pod on node-3 whose IP is a loopback address a test client
+	// can bind: clients mode maps it to node-3.
+	client := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "client"},
+		Spec:       corev1.PodSpec{NodeName: "node-3", Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/x"}}},
+	}
+	setPodIPs(client, "127.0.0.23")
+	c.createPod(t, client)
+}
+
+func demoNames(i int) string {
+	return fmt.Sprintf("statefulsetgrid-demo-%d.%s.default.svc.cluster.local.", i, demoSvc)
+}
+
+func TestCoreDNSAgainstAPIServer(t *testing.T) {
+	c := startCluster(t)
+	bin := coreDNSBinary(t)
+	c.seedDemo(t)
+	ctx := t.Context()
+
+	// One server block per node in node mode, and one in clients mode.
+	ports := map[string]int{}
+	var corefile strings.Builder
+	ready, metrics := freePort(t), freePort(t)
+	for _, view := range []string{"node-1", "node-2", "node-3", "clients"} {
+		ports[view] = freePort(t)
+		mode := "node " + view
+		if view == "clients" {
+			mode = "clients"
+		}
+		fmt.Fprintf(&corefile, "cluster.local:%d {\n  bind 127.0.0.1\n  gridhosts {\n    kubeconfig %s\n    %s\n    ttl 5\n  }\n", ports[view], c.cp.Kubeconfig, mode)
+		if view == "node-1" {
+			fmt.Fprintf(&corefile, "  ready 127.0.0.1:%d\n  prometheus 127.0.0.1:%d\n  reload 2s 1s\n", ready, metrics)
+		}
+		corefile.WriteString("}\n")
+	}
+	dnsd := startCoreDNS(t, bin, corefile.String(), fmt.Sprintf("http://127.0.0.1:%d/ready", ready))
+	server := func(view string) string { return fmt.Sprintf("127.0.0.1:%d", ports[view]) }
+
+	t.Run("each nodeunit gets its own pods", func(t *testing.T) {
+		for u := 1; u <= 3; u++ {
+			for i := range 3 {
+				expect(t, "", server(fmt.Sprintf("node-%d", u)), demoNames(i), dns.TypeA, fmt.Sprintf("10.0.%d.%d", u, i+1))
+			}
+		}
+		expect(t, "", server("node-1"), demoNames(3), dns.TypeA) // no such ordinal
+		rcode, got, err := query("udp", "", server("node-1"), demoNames(0), dns.TypeAAAA)
+		if err != nil || rcode != dns.RcodeSuccess || len(got) != 0 {
+			t.Fatalf("AAAA of a v4-only pod: %s %v %v, want NODATA", dns.RcodeToString[rcode], got, err)
+		}
+	})
+
+	t.Run("clients mode answers per source address", func(t *testing.T) {
+		expect(t, "127.0.0.11", server("clients"), demoNames(0), dns.TypeA, "10.0.1.1") // node-1 InternalIP
+		expect(t, "127.0.0.12", server("clients"), demoNames(1), dns.TypeA, "10.0.2.2") // node-2 InternalIP
+		expect(t, "127.0.0.23", server("clients"), demoNames(2), dns.TypeA, "10.0.3.3") // a pod on node-3
+		expect(t, "127.0.0.99", server("clients"), demoNames(0), dns.TypeA)             // unknown: NXDOMAIN
+	})
+
+	t.Run("pod IP change", func(t *testing.T) {
+		c.setPodIPs(t, "default", "statefulsetgrid-demo-nodeunit1-0", "10.0.1.100")
+		expect(t, "", server("node-1"), demoNames(0), dns.TypeA, "10.0.1.100")
+		expect(t, "127.0.0.11", server("clients"), demoNames(0), dns.TypeA, "10.0.1.100")
+		expect(t, "", server("node-2"), demoNames(0), dns.TypeA, "10.0.2.1")
+	})
+
+	t.Run("pod delete", func(t *testing.T) {
+		if err := c.kube.CoreV1().Pods("default").Delete(ctx, "statefulsetgrid-demo-nodeunit1-2", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, "", server("node-1"), demoNames(2), dns.TypeA)
+		expect(t, "", server("node-2"), demoNames(2), dns.TypeA, "10.0.2.3")
+	})
+
+	t.Run("service relabel", func(t *testing.T) {
+		svc := must(c.kube.CoreV1().Services("default").Get(ctx, demoSvc, metav1.GetOptions{}))(t)
+		svc.Labels[superedgev1.LabelGridUniqKey] = "zone9"
+		svc = must(c.kube.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}))(t)
+		expect(t, "", server("node-2"), demoNames(1), dns.TypeA)
+		svc.Labels[superedgev1.LabelGridUniqKey] = "zone1"
+		must(c.kube.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}))(t)
+		expect(t, "", server("node-2"), demoNames(1), dns.TypeA, "10.0.2.2")
+	})
+
+	t.Run("node relabel", func(t *testing.T) {
+		node := must(c.kube.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{}))(t)
+		node.Labels["zone1"] = "nodeunit2"
+		node = must(c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}))(t)
+		expect(t, "", server("node-1"), demoNames(0), dns.TypeA, "10.0.2.1")
+		expect(t, "127.0.0.11", server("clients"), demoNames(0), dns.TypeA, "10.0.2.1")
+		node.Labels["zone1"] = "nodeunit1"
+		must(c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}))(t)
+		expect(t, "", server("node-1"), demoNames(0), dns.TypeA, "10.0.1.100")
+	})
+
+	t.Run("statefulset delete", func(t *testing.T) {
+		if err := c.kube.AppsV1().StatefulSets("default").Delete(ctx, "statefulsetgrid-demo-nodeunit3", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)}); err != nil {
+			t.Fatal(err)
+		}
+		// Without a garbage collector the orphaning delete leaves it
+		// half-deleted (deletionTimestamp + orphan finalizer): not served.
+		expect(t, "", server("node-3"), demoNames(0), dns.TypeA)
+		expect(t, "", server("node-1"), demoNames(0), dns.TypeA, "10.0.1.100")
+		// Deleted for good; its pods remain but are no longer served.
+		if err := c.kube.AppsV1().StatefulSets("default").Delete(ctx, "statefulsetgrid-demo-nodeunit2", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, "", server("node-2"), demoNames(1), dns.TypeA)
+		expect(t, "", server("node-1"), demoNames(0), dns.TypeA, "10.0.1.100")
+	})
+
+	t.Run("headless grid service", func(t *testing.T) {
+		must(c.kube.CoreV1().Services("default").Create(ctx, newService("default", "hl", "zone1", true), metav1.CreateOptions{}))(t)
+		must(c.kube.DiscoveryV1().EndpointSlices("default").Create(ctx, newSlice("default", "hl-1", "hl", 8080,
+			testEndpoint{ip: "10.5.1.1", node: "node-1", hostname: "hl-a", ready: true},
+			testEndpoint{ip: "10.5.1.2", node: "node-1", ready: false},
+			testEndpoint{ip: "10.5.2.1", node: "node-2", ready: true},
+		), metav1.CreateOptions{}))(t)
+		expect(t, "", server("node-1"), "hl.default.svc.cluster.local.", dns.TypeA, "10.5.1.1")
+		expect(t, "", server("node-2"), "hl.default.svc.cluster.local.", dns.TypeA, "10.5.2.1")
+		expect(t, "", server("node-3"), "hl.default.svc.cluster.local.", dns.TypeA, []string{}...) // NODATA
+		expect(t, "", server("node-1"), "_http._tcp.hl.default.svc.cluster.local.", dns.TypeSRV, "8080 hl-a.hl.default.svc.cluster.local.")
+		expect(t, "", server("node-2"), "_http._tcp.hl.default.svc.cluster.local.", dns.TypeSRV, "8080 10-5-2-1.hl.default.svc.cluster.local.")
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{
+			`coredns_gridhosts_requests_total{result="answer"}`,
+			`coredns_gridhosts_requests_total{result="nxdomain"}`,
+			"coredns_gridhosts_records_served_total",
+			"coredns_gridhosts_event_to_answerable_seconds_count",
+		} {
+			if !bytes.Contains(body, []byte(want)) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+	})
+
+	t.Run("reload keeps serving", func(t *testing.T) {
+		// Change the TTL of every block; keep querying while CoreDNS reloads.
+		data := must(os.ReadFile(dnsd.corefile))(t)
+		if err := os.WriteFile(dnsd.corefile, bytes.ReplaceAll(data, []byte("ttl 5"), []byte("ttl 7")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		failures, ok := 0, 0
+		for {
+			m := new(dns.Msg).SetQuestion(demoNames(0), dns.TypeA)
+			r, err := dns.Exchange(m, server("node-1"))
+			switch {
+			case err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1:
+				failures++
+			case r.Answer[0].Header().Ttl == 7:
+				ok++
+			}
+			if ok >= 20 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("reload not seen within 30s (%d failures)", failures)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// A reload swaps servers; a query in flight at that moment may be
+		// lost, but the new instance must answer right away.
+		if failures > 2 {
+			t.Fatalf("%d failed queries across a reload", failures)
+		}
+		expect(t, "127.0.0.11", server("clients"), demoNames(1), dns.TypeA, "10.0.1.2")
+	})
+}
+
