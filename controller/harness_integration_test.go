@@ -38,20 +38,25 @@ type env struct {
 func newEnv(t testing.TB, opts controlplane.Options) *env {
 	t.Helper()
 	cp := controlplane.StartForTest(t, opts)
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.QPS, cfg.Burst = 500, 1000
-	e := &env{
-		cp:    cp,
-		kube:  kubernetes.NewForConfigOrDie(cfg),
-		grids: versioned.NewForConfigOrDie(cfg),
-		ext:   apiextensionsclient.NewForConfigOrDie(cfg),
-	}
+	e := newEnvClients(cp)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := EnsureCRDs(ctx, e.ext); err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// newEnvClients builds admin clients; no CRDs installed.
+func newEnvClients(cp *controlplane.ControlPlane) *env {
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = 500, 1000
+	return &env{
+		cp:    cp,
+		kube:  kubernetes.NewForConfigOrDie(cfg),
+		grids: versioned.NewForConfigOrDie(cfg),
+		ext:   apiextensionsclient.NewForConfigOrDie(cfg),
+	}
 }
 
 // writeCounter counts the write requests (POST, PUT, PATCH, DELETE) a client makes.
