@@ -14,9 +14,13 @@ func ProxyEndpoints(mode, rules, namespace, name string) []string {
 	svc := namespace + "/" + name
 	set := map[string]bool{}
 	if mode == ProxyModeNFTables {
-		// chain service-HASH-ns/name/tcp/PORTNAME { ... vmap { 0 : goto endpoint-HASH-ns/name/tcp/PORTNAME__IP/PORT, ... } }
-		chainStart := regexp.MustCompile(`^\s*chain service-[0-9a-z]+-` + regexp.QuoteMeta(svc) + `/tcp/\S* \{`)
-		endpoint := regexp.MustCompile(`endpoint-[0-9a-z]+-` + regexp.QuoteMeta(svc) + `/tcp/[^_\s]*__([0-9a-f.:]+)/\d+`)
+		// chain service-HASH-ns/name/tcp/PORTNAME { ... } holds either
+		//   numgen random mod N vmap { 0 : goto endpoint-HASH-ns/name/tcp/PORTNAME__IP/PORT, ... }
+		// or, when no endpoint chain is needed (kube-proxy 1.37),
+		//   dnat ip to numgen random mod N map { 0 : IP . PORT, ... }
+		chainStart := regexp.MustCompile(`^\s*chain service-[0-9A-Za-z]+-` + regexp.QuoteMeta(svc) + `/tcp/\S* \{`)
+		endpoint := regexp.MustCompile(`endpoint-[0-9A-Za-z]+-` + regexp.QuoteMeta(svc) + `/tcp/[^_\s]*__([0-9a-f.:]+)/\d+`)
+		direct := regexp.MustCompile(`\d+ : ([0-9.]+) \. \d+`)
 		in := false
 		for _, line := range strings.Split(rules, "\n") {
 			switch {
@@ -25,8 +29,10 @@ func ProxyEndpoints(mode, rules, namespace, name string) []string {
 			case in && strings.TrimSpace(line) == "}":
 				in = false
 			case in:
-				for _, m := range endpoint.FindAllStringSubmatch(line, -1) {
-					set[m[1]] = true
+				for _, re := range []*regexp.Regexp{endpoint, direct} {
+					for _, m := range re.FindAllStringSubmatch(line, -1) {
+						set[m[1]] = true
+					}
 				}
 			}
 		}
