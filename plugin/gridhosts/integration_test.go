@@ -121,7 +121,7 @@ func (s *syncBuffer) String() string {
 }
 
 // startCoreDNS runs bin with corefile and waits until readyURL answers 200.
-func startCoreDNS(t testing.TB, bin, corefile, readyURL string) *coreDNS {
+func startCoreDNS(t testing.TB, bin, corefile, readyURL string, env ...string) *coreDNS {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "Corefile")
@@ -131,6 +131,7 @@ func startCoreDNS(t testing.TB, bin, corefile, readyURL string) *coreDNS {
 	c := &coreDNS{corefile: path, log: &syncBuffer{}, done: make(chan struct{})}
 	c.cmd = exec.Command(bin, "-conf", path)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
+	c.cmd.Env = append(os.Environ(), env...)
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -485,5 +486,48 @@ func TestCoreDNSAgainstAPIServer(t *testing.T) {
 		}
 		expect(t, "127.0.0.11", server("clients"), demoNames(1), dns.TypeA, "10.0.1.2")
 	})
+
+	t.Run("shipped corefiles work beside kubernetes", func(t *testing.T) {
+		for _, file := range []string{"Corefile.node", "Corefile.clients"} {
+			runShipped(t, c, bin, file)
+		}
+	})
 }
 
+// runShipped runs one of corefile/ with only addresses and credentials
+// changed, and checks gridhosts answers grid names while kubernetes still
+// answers the rest.
+func runShipped(t *testing.T, c *cluster, bin, file string) {
+	_, self, _, _ := runtime.Caller(0)
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(self), "..", "..", "corefile", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, health, ready, prom := freePort(t), freePort(t), freePort(t), freePort(t)
+	text := string(data)
+	for _, r := range [][2]string{
+		{".:53 {", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
+		{"health {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
+		{"    ready\n", fmt.Sprintf("    ready 127.0.0.1:%d\n", ready)},
+		{"prometheus :9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
+		{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + c.cp.Kubeconfig},
+		{"kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig " + c.cp.Kubeconfig},
+		{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
+	} {
+		if !strings.Contains(text, r[0]) {
+			t.Fatalf("%s: no %q to adapt", file, r[0])
+		}
+		text = strings.Replace(text, r[0], r[1], 1)
+	}
+	startCoreDNS(t, bin, text, fmt.Sprintf("http://127.0.0.1:%d/ready", ready), "NODE_NAME=node-1")
+	server := fmt.Sprintf("127.0.0.1:%d", port)
+	expect(t, "", server, demoNames(0), dns.TypeA, "10.0.1.100")
+	expect(t, "", server, "kubernetes.default.svc.cluster.local.", dns.TypeA, "10.96.0.1")
+	expect(t, "", server, "nothing.default.svc.cluster.local.", dns.TypeA)
+	if strings.Contains(file, "clients") {
+		// node-3's StatefulSet is half-deleted by now: its client gets
+		// nothing, while a client the server cannot place gets node-1's view.
+		expect(t, "127.0.0.23", server, demoNames(0), dns.TypeA)
+		expect(t, "127.0.0.99", server, demoNames(0), dns.TypeA, "10.0.1.100")
+	}
+}
