@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/test/controlplane"
+)
+
+// The test binary doubles as the command when asked to.
+func TestMain(m *testing.M) {
+	if os.Getenv("RUN_APPLICATION_GRID_CONTROLLER") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestBinary runs the command against a real apiserver with its default
+// leader election and CRD management: it installs the CRDs, becomes ready,
+// reconciles a grid, and exits cleanly on SIGTERM.
+func TestBinary(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	addr := freeAddr(t)
+	cmd := exec.Command(os.Args[0], "--kubeconfig", cp.Kubeconfig, "--leader-elect-namespace", "default",
+		"--metrics-bind-address", addr, "--health-bind-address", addr, "-v", "2")
+	cmd.Env = append(os.Environ(), "RUN_APPLICATION_GRID_CONTROLLER=1")
+	out, err := os.CreateTemp(t.TempDir(), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			log, _ := os.ReadFile(out.Name())
+			t.Logf("controller log:\n%s", log)
+		}
+	})
+
+	poll := func(what string, f func(ctx context.Context) error) {
+		t.Helper()
+		var last error
+		if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			last = f(ctx)
+			return last == nil, nil
+		}); err != nil {
+			t.Fatalf("%s: %v", what, last)
+		}
+	}
+	poll("/readyz", func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
+
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	grids := versioned.NewForConfigOrDie(cp.Config)
+	ctx := t.Context()
+	if _, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"zone1": "u1"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll("grid created once the CRDs exist", func(ctx context.Context) error {
+		_, err := grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, &superedgev1.DeploymentGrid{
+			ObjectMeta: metav1.ObjectMeta{Name: "demo"},
+			Spec: superedgev1.DeploymentGridSpec{GridUniqKey: "zone1", Template: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "demo"}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "demo"}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+				},
+			}},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	poll("demo-u1 created", func(ctx context.Context) error {
+		_, err := kube.AppsV1().Deployments("default").Get(ctx, "demo-u1", metav1.GetOptions{})
+		return err
+	})
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit within 30s of SIGTERM")
+	}
+}
