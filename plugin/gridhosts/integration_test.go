@@ -246,7 +246,7 @@ type cluster struct {
 	cp    *controlplane.ControlPlane
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t testing.TB) *cluster {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	ctx := t.Context()
 	ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
