@@ -17,10 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coredns/coredns/plugin/pkg/dnstest"
+	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -529,5 +532,82 @@ func runShipped(t *testing.T, c *cluster, bin, file string) {
 		// nothing, while a client the server cannot place gets node-1's view.
 		expect(t, "127.0.0.23", server, demoNames(0), dns.TypeA)
 		expect(t, "127.0.0.99", server, demoNames(0), dns.TypeA, "10.0.1.100")
+	}
+}
+
+// TestInProcessInformers runs the plugin's own informers in this process
+// (so the race detector sees them) against the real apiserver: queries run
+// while pod addresses change, and stop ends every informer goroutine.
+func TestInProcessInformers(t *testing.T) {
+	c := startCluster(t)
+	c.seedDemo(t)
+	g := New([]string{"cluster.local."})
+	g.Clients = true
+	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
+	cfg := must(g.restConfig())(t)
+	g.watcher = must(newWatcher(cfg, g.index, g.Clients))(t)
+	if err := g.start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			g.stop()
+		}
+	})
+	poll(t, 30*time.Second, "ready", func() error {
+		if !g.Ready() {
+			return fmt.Errorf("not synced")
+		}
+		return nil
+	})
+
+	ask := func(remote string) []string {
+		rec := dnstest.NewRecorder(&test.ResponseWriter{RemoteIP: remote})
+		g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(demoNames(0), dns.TypeA))
+		var out []string
+		if rec.Msg != nil {
+			for _, rr := range rec.Msg.Answer {
+				out = append(out, rr.(*dns.A).A.String())
+			}
+		}
+		return out
+	}
+	if got := ask("127.0.0.12"); !slices.Equal(got, []string{"10.0.2.1"}) {
+		t.Fatalf("node-2 client got %v", got)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for _, remote := range []string{"127.0.0.11", "127.0.0.12", "127.0.0.23", "127.0.0.99"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				ask(remote)
+			}
+		}()
+	}
+	var last string
+	for i := range 20 {
+		last = fmt.Sprintf("10.0.1.%d", 200+i)
+		c.setPodIPs(t, "default", "statefulsetgrid-demo-nodeunit1-0", last)
+	}
+	poll(t, 30*time.Second, "last address", func() error {
+		if got := ask("127.0.0.11"); !slices.Equal(got, []string{last}) {
+			return fmt.Errorf("got %v, want %s", got, last)
+		}
+		return nil
+	})
+	cancel()
+	wg.Wait()
+
+	g.stop()
+	stopped = true
+	select {
+	case <-g.watcher.stopped:
+	default:
+		t.Fatal("informer goroutine still running after stop")
 	}
 }
