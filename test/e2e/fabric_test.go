@@ -107,12 +107,7 @@ func TestFabric(t *testing.T) {
 	f.Close()
 	closed = true
 	srv.Close()
-	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), f.Prefix+"-") {
-		t.Fatalf("namespaces left after Close:\n%s", out)
-	}
-	if err := exec.Command("ip", "link", "show", "dev", f.RootLink).Run(); err == nil {
-		t.Fatalf("root link %s left after Close", f.RootLink)
-	}
+	assertTornDown(t, f)
 }
 
 func portString(a net.Addr) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -50,6 +51,7 @@ func startCluster(t *testing.T, opts harness.Options) (context.Context, *harness
 			t.Logf("cluster logs (dir %s):\n%s", c.Dir, c.Logs(30))
 		}
 		c.Stop()
+		assertTornDown(t, c.Fabric)
 	})
 	return ctx, c
 }
@@ -179,4 +181,16 @@ func reachAll(ctx context.Context, n *harness.Node, url string, want map[string]
 		}
 	}
 	return fmt.Errorf("%s: %d requests to %s reached only %v of %v", n.Name, maxRequests, url, keys(seen), keys(want))
+}
+
+// assertTornDown checks that nothing of the fabric is left: no namespace with
+// its prefix, no root-side link.
+func assertTornDown(t *testing.T, f *harness.Fabric) {
+	t.Helper()
+	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), f.Prefix+"-") {
+		t.Errorf("network namespaces left after Stop:\n%s", out)
+	}
+	if err := exec.Command("ip", "link", "show", "dev", f.RootLink).Run(); err == nil {
+		t.Errorf("root link %s left after Stop", f.RootLink)
+	}
 }

@@ -82,6 +82,13 @@ func (c *Cluster) buildComponents(ctx context.Context) error {
 		return nil
 	}
 	if pre := os.Getenv("SERVICEGROUP_E2E_BIN"); pre != "" {
+		if !filepath.IsAbs(pre) { // relative to the repository (tests run in their package's directory)
+			root, err := RepoRoot()
+			if err != nil {
+				return err
+			}
+			pre = filepath.Join(root, pre)
+		}
 		for name := range want {
 			path := filepath.Join(pre, name)
 			if _, err := os.Stat(path); err != nil {
