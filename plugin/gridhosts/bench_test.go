@@ -209,7 +209,8 @@ func BenchmarkQPS(b *testing.B) {
 	for _, srv := range []string{s.gridhosts, s.hosts} {
 		expect(b, "", srv, s.names[7], dns.TypeA, "10.1.0.8")
 	}
-	qps := map[string][]float64{}
+	// Last (largest b.N) result per setup and round.
+	qps := map[string]map[int]float64{"gridhosts": {}, "hosts": {}}
 	// Interleave: machine noise drifts; compare within rounds.
 	for round := range 2 {
 		for _, setup := range []struct{ name, server string }{{"gridhosts", s.gridhosts}, {"hosts", s.hosts}} {
@@ -218,14 +219,14 @@ func BenchmarkQPS(b *testing.B) {
 				lat := load(b, setup.server, s.names, max(b.N, 1000), 32)
 				el := time.Since(start)
 				q := float64(len(lat)) / el.Seconds()
-				qps[setup.name] = append(qps[setup.name], q)
+				qps[setup.name][round] = q
 				b.ReportMetric(q, "qps")
 				b.ReportMetric(float64(percentile(lat, 0.5).Microseconds()), "p50-us")
 				b.ReportMetric(float64(percentile(lat, 0.99).Microseconds()), "p99-us")
 			})
 		}
 	}
-	mean := func(v []float64) float64 {
+	mean := func(v map[int]float64) float64 {
 		var s float64
 		for _, x := range v {
 			s += x
