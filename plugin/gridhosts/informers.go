@@ -114,7 +114,7 @@ func handlerFor(idx *Index) cache.ResourceEventHandler {
 // start runs the informers until stop. onSynced is called once all have
 // synced.
 func (w *watcher) start(onSynced func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithName(pluginName)))
 	w.cancel = cancel
 	w.stopped = make(chan struct{})
 	for _, f := range []interface{ Start(<-chan struct{}) }{w.kube, w.pods, w.sets, w.slices, w.grids} {

@@ -147,7 +147,7 @@ func startCoreDNS(t testing.TB, bin, corefile, readyURL string, env ...string) *
 			c.cmd.Process.Kill()
 			<-c.done
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("GRIDHOSTS_TEST_LOG") != "" {
 			t.Logf("coredns log:\n%s", c.log.String())
 		}
 	})
