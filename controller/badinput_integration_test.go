@@ -89,14 +89,7 @@ func TestBadInput(t *testing.T) {
 	})
 
 	t.Run("invalid input never deletes existing children", func(t *testing.T) {
-		g, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Get(ctx, "mixed", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.Spec.GridUniqKey = ""
-		if _, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Update(ctx, g, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		e.updateDeploymentGrid(t, ns, "mixed", func(g *superedgev1.DeploymentGrid) { g.Spec.GridUniqKey = "" })
 		expectWarning(t, "mixed", ReasonEmptyGridUniqKey, dgConds("mixed"), "gridUniqKey")
 		e.waitDeployments(t, ns, "mixed", "mixed-good", "mixed-a-rather-long-unit")
 	})

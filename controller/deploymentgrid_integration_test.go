@@ -54,15 +54,10 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 	})
 
 	t.Run("template change updates every child", func(t *testing.T) {
-		cur, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Get(ctx, grid, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cur.Spec.Template.Template.Spec.Containers[0].Image = "registry.example/echo:2"
-		cur.Spec.Template.Replicas = ptr.To[int32](3)
-		if _, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		e.updateDeploymentGrid(t, ns, grid, func(g *superedgev1.DeploymentGrid) {
+			g.Spec.Template.Template.Spec.Containers[0].Image = "registry.example/echo:2"
+			g.Spec.Template.Replicas = ptr.To[int32](3)
+		})
 		eventually(t, 20*time.Second, "every child runs echo:2 with 3 replicas", func(ctx context.Context) error {
 			for _, v := range []string{"east", "west", "north"} {
 				d, err := e.kube.AppsV1().Deployments(ns).Get(ctx, "web-"+v, metav1.GetOptions{})

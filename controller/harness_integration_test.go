@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
@@ -283,3 +284,37 @@ func configMap(ns, name string) *corev1.ConfigMap {
 }
 
 func contains2(s, sub string) bool { return strings.Contains(s, sub) }
+
+// updateDeploymentGrid changes a grid with retries on conflict (the
+// controller writes its status concurrently).
+func (e *env) updateDeploymentGrid(t testing.TB, ns, name string, change func(*superedgev1.DeploymentGrid)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		g, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(g)
+		_, err = e.grids.SuperedgeV1().DeploymentGrids(ns).Update(t.Context(), g, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) updateServiceGrid(t testing.TB, ns, name string, change func(*superedgev1.ServiceGrid)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		g, err := e.grids.SuperedgeV1().ServiceGrids(ns).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(g)
+		_, err = e.grids.SuperedgeV1().ServiceGrids(ns).Update(t.Context(), g, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

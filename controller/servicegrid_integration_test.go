@@ -53,14 +53,9 @@ func TestServiceGridKeepsAllocations(t *testing.T) {
 		t.Fatalf("nothing allocated: %+v", first.Spec)
 	}
 
-	g, err := e.grids.SuperedgeV1().ServiceGrids("default").Get(ctx, "api", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Spec.Template.Ports = append(g.Spec.Template.Ports, corev1.ServicePort{Name: "metrics", Port: 9090})
-	if _, err := e.grids.SuperedgeV1().ServiceGrids("default").Update(ctx, g, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.updateServiceGrid(t, "default", "api", func(g *superedgev1.ServiceGrid) {
+		g.Spec.Template.Ports = append(g.Spec.Template.Ports, corev1.ServicePort{Name: "metrics", Port: 9090})
+	})
 	eventually(t, 20*time.Second, "second port added, allocations kept", func(ctx context.Context) error {
 		s, err := e.kube.CoreV1().Services("default").Get(ctx, "api-svc", metav1.GetOptions{})
 		if err != nil {
