@@ -61,9 +61,13 @@ fuzz:
 		done; \
 	done
 
-## demo: not yet (end-to-end issue)
-demo:
-	@echo "make demo: not yet: the end-to-end cluster lands with the e2e work. 'make test' works today."
+## e2e: the end-to-end tests alone (root: network namespaces, real kube-proxy)
+e2e: k8s-bins
+	$(GO) test -race -count=1 -timeout 30m -v ./test/e2e/...
+
+## demo: the seeds' demo on a real cluster on this machine, up until Ctrl-C (root)
+demo: k8s-bins
+	$(GO) run ./test/e2e/demo $(DEMO_FLAGS)
 
 ## images: container images (needs a Docker engine)
 images:
