@@ -95,13 +95,23 @@ func (n *FabricNode) Resolver(dnsAddr string) *net.Resolver {
 // Dig runs `dig +short @server name type` inside the node and returns the
 // answer lines sorted (the command the seeds' demo runs).
 func (n *FabricNode) Dig(ctx context.Context, server, name, qtype string) ([]string, error) {
+	return n.DigFrom(ctx, "", server, name, qtype)
+}
+
+// DigFrom is Dig with the query sent from source (a pod IP on this node),
+// as a pod's own query would be; empty source lets the kernel choose.
+func (n *FabricNode) DigFrom(ctx context.Context, source, server, name, qtype string) ([]string, error) {
 	host, port, err := net.SplitHostPort(server)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := n.NS.Run(ctx, "dig", "+short", "+time=2", "+tries=1", "-p", port, "@"+host, name, qtype)
+	args := []string{"+short", "+time=2", "+tries=1", "-p", port}
+	if source != "" {
+		args = append(args, "-b", source)
+	}
+	out, err := n.NS.Run(ctx, "dig", append(args, "@"+host, name, qtype)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", err, out)
 	}
