@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,7 +185,7 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 				return err
 			}
 			for _, ev := range evs {
-				if contains2(ev.Message, "web-central") {
+				if strings.Contains(ev.Message, "web-central") {
 					return nil
 				}
 			}

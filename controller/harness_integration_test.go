@@ -283,8 +283,6 @@ func configMap(ns, name string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 }
 
-func contains2(s, sub string) bool { return strings.Contains(s, sub) }
-
 // updateDeploymentGrid changes a grid with retries on conflict (the
 // controller writes its status concurrently).
 func (e *env) updateDeploymentGrid(t testing.TB, ns, name string, change func(*superedgev1.DeploymentGrid)) {

@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -53,10 +52,6 @@ func TransformGrids(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
-}
-
-func metav1ObjectMeta(name, namespace string, uid types.UID, rv string, labels map[string]string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: name, Namespace: namespace, UID: uid, ResourceVersion: rv, Labels: labels}
 }
 
 // childGridIndexFunc indexes children of gridKind by the grids that control

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -71,7 +72,9 @@ func changedLabelKeys(old, cur map[string]string) []string {
 // stripNode keeps only what nodeunits need: name and labels.
 func stripNode(node *corev1.Node) *corev1.Node {
 	return &corev1.Node{
-		TypeMeta:   node.TypeMeta,
-		ObjectMeta: metav1ObjectMeta(node.Name, node.Namespace, node.UID, node.ResourceVersion, node.Labels),
+		TypeMeta: node.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, Labels: node.Labels,
+		},
 	}
 }
