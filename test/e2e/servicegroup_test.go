@@ -237,6 +237,17 @@ func assertUnifiedNames(ctx context.Context, t *testing.T, c *harness.Cluster, n
 				return digEquals(ctx, n, dns.Addr, name, want)
 			})
 		}
+		// The shared CoreDNS also knows a pod's query by its pod IP.
+		if from := slices.IndexFunc(pods, func(p harness.PodInfo) bool { return p.Node == n.Name && p.IP != "" }); from >= 0 {
+			src := pods[from].IP
+			eventually(ctx, t, 30*time.Second, fmt.Sprintf("%s: dig -b %s (pod %s) @%s %s", n.Name, src, pods[from].Name, c.SharedDNS.Addr, name), func(ctx context.Context) error {
+				got, err := n.DigFrom(ctx, src, c.SharedDNS.Addr, name, "A")
+				if err == nil && !slices.Equal(got, want) {
+					err = fmt.Errorf("answer %v, want %v", got, want)
+				}
+				return err
+			})
+		}
 		url := "http://" + net.JoinHostPort(name, "8080") + "/"
 		e, err := n.GetVia(ctx, n.DNS.Addr, url)
 		if err != nil {
