@@ -92,6 +92,13 @@ func TestBadInput(t *testing.T) {
 		e.updateDeploymentGrid(t, ns, "mixed", func(g *superedgev1.DeploymentGrid) { g.Spec.GridUniqKey = "" })
 		expectWarning(t, "mixed", ReasonEmptyGridUniqKey, dgConds("mixed"), "gridUniqKey")
 		e.waitDeployments(t, ns, "mixed", "mixed-good", "mixed-a-rather-long-unit")
+		g, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Get(ctx, "mixed", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := g.Status.States["good"]; !ok || g.Status.NodeUnits != 2 {
+			t.Errorf("status must still list the existing children: %+v", g.Status)
+		}
 	})
 
 	t.Run("StatefulSet name over 52 characters is skipped", func(t *testing.T) {

@@ -75,6 +75,8 @@ func BenchmarkConverge(b *testing.B) {
 		b.ReportMetric(float64(len(children)), "child-writes")
 		b.ReportMetric(float64(len(children))/float64(grids*units), "child-writes/child")
 		b.ReportMetric(float64(len(all))/float64(grids*units), "writes/child")
+		b.ReportMetric(float64(len(wc.list(func(s string) bool { return strings.HasSuffix(s, "/status") }))), "status-writes")
+		b.ReportMetric(float64(len(wc.list(func(s string) bool { return strings.Contains(s, "/events") }))), "event-writes")
 	}
 
 	// Forced resync: a fresh controller (cold caches, every grid

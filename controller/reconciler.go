@@ -251,14 +251,20 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 	ctx = klog.NewContext(ctx, logger)
 
 	gridKey := c.ops.gridKey(grid)
-	if reason, err := validGrid(grid.GetName(), gridKey); err != nil {
-		// Bad spec: touch no child, only report.
-		return c.finish(ctx, grid, nil, []problem{{reason, err.Error()}})
-	}
-
 	candidates, err := c.ops.children(grid.GetNamespace(), grid.GetName())
 	if err != nil {
 		return err
+	}
+	if reason, err := validGrid(grid.GetName(), gridKey); err != nil {
+		// Bad spec: touch no child, only report (the status still lists them).
+		var kept []child[C]
+		for _, ch := range candidates {
+			if metav1.IsControlledBy(ch, grid) {
+				value := strings.TrimPrefix(ch.GetName(), grid.GetName()+"-")
+				kept = append(kept, child[C]{unit{value: value, name: ch.GetName()}, ch})
+			}
+		}
+		return c.finish(ctx, grid, kept, []problem{{reason, err.Error()}})
 	}
 	var errs []error
 	var problems []problem
