@@ -333,23 +333,30 @@ func TestCoreDNSAgainstAPIServer(t *testing.T) {
 	c.seedDemo(t)
 	ctx := t.Context()
 
-	// One server block per node in node mode, and one in clients mode.
+	// One CoreDNS per node in node mode (as the edge DaemonSet runs it),
+	// and one in clients mode serving every nodeunit.
 	ports := map[string]int{}
-	var corefile strings.Builder
-	ready, metrics := freePort(t), freePort(t)
+	var dnsd *coreDNS
+	metrics := 0
 	for _, view := range []string{"node-1", "node-2", "node-3", "clients"} {
 		ports[view] = freePort(t)
+		ready := freePort(t)
 		mode := "node " + view
 		if view == "clients" {
 			mode = "clients"
 		}
-		fmt.Fprintf(&corefile, "cluster.local:%d {\n  bind 127.0.0.1\n  gridhosts {\n    kubeconfig %s\n    %s\n    ttl 5\n  }\n", ports[view], c.cp.Kubeconfig, mode)
+		corefile := fmt.Sprintf("cluster.local:%d {\n  bind 127.0.0.1\n  ready 127.0.0.1:%d\n  gridhosts {\n    kubeconfig %s\n    %s\n    ttl 5\n  }\n",
+			ports[view], ready, c.cp.Kubeconfig, mode)
 		if view == "node-1" {
-			fmt.Fprintf(&corefile, "  ready 127.0.0.1:%d\n  prometheus 127.0.0.1:%d\n  reload 2s 1s\n", ready, metrics)
+			metrics = freePort(t)
+			corefile += fmt.Sprintf("  prometheus 127.0.0.1:%d\n  reload 2s 1s\n", metrics)
 		}
-		corefile.WriteString("}\n")
+		corefile += "}\n"
+		p := startCoreDNS(t, bin, corefile, fmt.Sprintf("http://127.0.0.1:%d/ready", ready))
+		if view == "node-1" {
+			dnsd = p
+		}
 	}
-	dnsd := startCoreDNS(t, bin, corefile.String(), fmt.Sprintf("http://127.0.0.1:%d/ready", ready))
 	server := func(view string) string { return fmt.Sprintf("127.0.0.1:%d", ports[view]) }
 
 	t.Run("each nodeunit gets its own pods", func(t *testing.T) {
