@@ -160,6 +160,45 @@ func TestManifestsRBAC(t *testing.T) {
 	}
 }
 
+// TestManifestCorefilesMatch keeps the Corefiles in the manifests in step with
+// the ready Corefiles in corefile/ (kustomize cannot read outside its root).
+func TestManifestCorefilesMatch(t *testing.T) {
+	read := func(parts ...string) []string {
+		data, err := os.ReadFile(filepath.Join(append([]string{"..", ".."}, parts...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for _, l := range strings.Split(string(data), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+				lines = append(lines, l)
+			}
+		}
+		return lines
+	}
+	dropNode := func(lines []string) []string {
+		var out []string
+		for _, l := range lines {
+			if strings.TrimSpace(l) != "node {$NODE_NAME}" {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		manifest, ready []string
+	}{
+		{read("build", "manifests", "coredns-node", "Corefile"), read("corefile", "Corefile.node")},
+		{read("build", "manifests", "coredns-shared", "Corefile"), dropNode(read("corefile", "Corefile.clients"))},
+	}
+	for i, tc := range cases {
+		if strings.Join(tc.manifest, "\n") != strings.Join(tc.ready, "\n") {
+			t.Errorf("case %d: manifest Corefile differs from corefile/:\n%s\n---\n%s", i,
+				strings.Join(tc.manifest, "\n"), strings.Join(tc.ready, "\n"))
+		}
+	}
+}
+
 // kubeadmKubeProxy is the shape of the kube-proxy DaemonSet kubeadm installs.
 const kubeadmKubeProxy = `apiVersion: apps/v1
 kind: DaemonSet

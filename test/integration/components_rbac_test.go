@@ -1,0 +1,307 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/client/clientset/versioned/scheme"
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/test/controlplane"
+)
+
+// buildOnce builds each command once per test binary.
+var (
+	buildMu    sync.Mutex
+	buildCache = map[string]string{}
+	buildDir   string
+)
+
+// buildCommand builds ./cmd/NAME of this repository and returns the binary's path.
+func buildCommand(t *testing.T, name string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := buildCache[name]; ok {
+		return p
+	}
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "servicegroup-integration-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buildDir = d
+	}
+	out := filepath.Join(buildDir, name)
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", out, "./cmd/"+name)
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, b)
+	}
+	buildCache[name] = out
+	return out
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// component is one of our binaries running under a test.
+type component struct {
+	name string
+	cmd  *exec.Cmd
+	log  *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startComponent(t *testing.T, name, bin string, args ...string) *component {
+	t.Helper()
+	c := &component{name: name, log: &lockedBuffer{}}
+	c.cmd = exec.Command(bin, args...)
+	c.cmd.Stdout = c.log
+	c.cmd.Stderr = c.log
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("----- %s log -----\n%s", name, tail(c.log.String(), 60))
+		}
+	})
+	return c
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// assertNoForbidden fails if a component logged an authorization failure.
+func (c *component) assertNoForbidden(t *testing.T) {
+	t.Helper()
+	if log := c.log.String(); strings.Contains(log, "forbidden") || strings.Contains(log, "Forbidden") {
+		t.Errorf("%s was refused by RBAC:\n%s", c.name, tail(log, 40))
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitHTTP200(t *testing.T, url string, timeout time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("%s never answered 200: %v", url, err)
+	}
+}
+
+// TestComponentsRunWithTheirServiceAccounts installs build/manifests for real
+// (with no CRDs: the controller must install them itself), then runs each of
+// our binaries with a token of its own ServiceAccount and nothing else, and
+// checks it does its whole job without a single RBAC refusal.
+func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	k := newKubectl(t, cp)
+	k.must("create", "namespace", "edge-system")
+	for _, dir := range []string{"namespace", "controller", "wrapper", "coredns-node"} {
+		k.must("apply", "--server-side", "-k", manifestDir(dir))
+	}
+	ctx := t.Context()
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	for name, unit := range map[string]string{"node0": "nodeunit1", "node1": "nodeunit2", "node2": "nodeunit2"} {
+		_, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name: name, Labels: map[string]string{"zone1": unit}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	saKubeconfig := func(name string) string {
+		path, _, err := cp.ServiceAccountKubeconfig(ctx, "edge-system", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	t.Run("controller", func(t *testing.T) {
+		health := freeAddr(t)
+		c := startComponent(t, "application-grid-controller", buildCommand(t, "application-grid-controller"),
+			"--kubeconfig="+saKubeconfig("application-grid-controller"),
+			"--leader-elect=true", "--leader-elect-namespace=edge-system",
+			"--manage-crds=true", "--metrics-bind-address=0", "--health-bind-address="+health)
+		waitHTTP200(t, "http://"+health+"/readyz", 60*time.Second)
+
+		grids := versioned.NewForConfigOrDie(cp.Config)
+		decode := scheme.Codecs.UniversalDeserializer().Decode
+		for _, f := range []string{"deploymentgrid.yaml", "statefulsetgrid.yaml", "servicegrid.yaml"} {
+			obj, _, err := decode(readExample(t, f), nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch o := obj.(type) {
+			case *superedgev1.DeploymentGrid:
+				_, err = grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, o, metav1.CreateOptions{})
+			case *superedgev1.StatefulSetGrid:
+				_, err = grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx, o, metav1.CreateOptions{})
+			case *superedgev1.ServiceGrid:
+				_, err = grids.SuperedgeV1().ServiceGrids("default").Create(ctx, o, metav1.CreateOptions{})
+			}
+			if err != nil {
+				t.Fatalf("create %s: %v", f, err)
+			}
+		}
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			for _, n := range []string{"deploymentgrid-demo-nodeunit1", "deploymentgrid-demo-nodeunit2"} {
+				if _, err := admin.AppsV1().Deployments("default").Get(ctx, n, metav1.GetOptions{}); err != nil {
+					return false, nil
+				}
+			}
+			for _, n := range []string{"statefulsetgrid-demo-nodeunit1", "statefulsetgrid-demo-nodeunit2"} {
+				if _, err := admin.AppsV1().StatefulSets("default").Get(ctx, n, metav1.GetOptions{}); err != nil {
+					return false, nil
+				}
+			}
+			if _, err := admin.CoreV1().Services("default").Get(ctx, "servicegrid-demo-svc", metav1.GetOptions{}); err != nil {
+				return false, nil
+			}
+			dg, err := grids.SuperedgeV1().DeploymentGrids("default").Get(ctx, "deploymentgrid-demo", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			return dg.Status.ObservedGeneration == dg.Generation && dg.Status.NodeUnits == 2, nil
+		})
+		if err != nil {
+			t.Fatalf("controller did not converge with its own ServiceAccount: %v", err)
+		}
+		lease, err := admin.CoordinationV1().Leases("edge-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
+		if err != nil || lease.Spec.HolderIdentity == nil {
+			t.Fatalf("leader election Lease: %v %+v", err, lease)
+		}
+		c.assertNoForbidden(t)
+	})
+
+	t.Run("wrapper", func(t *testing.T) {
+		addr := freeAddr(t)
+		c := startComponent(t, "application-grid-wrapper", buildCommand(t, "application-grid-wrapper"),
+			"--kubeconfig="+saKubeconfig("application-grid-wrapper"), "--node-name=node0", "--bind-address="+addr)
+		waitHTTP200(t, "http://"+addr+"/readyz", 60*time.Second)
+		// kube-proxy's view through the wrapper: served resources, its Node,
+		// and what the wrapper forwards upstream with its own identity.
+		viaWrapper := kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://" + addr})
+		if _, err := viaWrapper.CoreV1().Services("").List(ctx, metav1.ListOptions{}); err != nil {
+			t.Errorf("list services: %v", err)
+		}
+		if _, err := viaWrapper.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{}); err != nil {
+			t.Errorf("list endpointslices: %v", err)
+		}
+		if _, err := viaWrapper.CoreV1().Nodes().Get(ctx, "node0", metav1.GetOptions{}); err != nil {
+			t.Errorf("get own node: %v", err)
+		}
+		if _, err := viaWrapper.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{}); err != nil {
+			t.Errorf("list servicecidrs (proxied): %v", err)
+		}
+		ev := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: "kube-proxy-", Namespace: "default"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "node0"},
+			Reason:         "Starting", Message: "through the wrapper", Type: corev1.EventTypeNormal,
+			Source: corev1.EventSource{Component: "kube-proxy", Host: "node0"},
+		}
+		if _, err := viaWrapper.CoreV1().Events("default").Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+			t.Errorf("post event (proxied): %v", err)
+		}
+		c.assertNoForbidden(t)
+	})
+
+	t.Run("coredns", func(t *testing.T) {
+		kubeconfig := saKubeconfig("coredns-gridhosts")
+		dns, ready := freeAddr(t), freeAddr(t)
+		_, dnsPort, _ := net.SplitHostPort(dns)
+		corefile := filepath.Join(t.TempDir(), "Corefile")
+		body := fmt.Sprintf(`.:%s {
+    bind 127.0.0.1
+    ready %s
+    gridhosts cluster.local {
+        kubeconfig %s
+        node node0
+        fallthrough
+    }
+    kubernetes cluster.local {
+        kubeconfig %s
+    }
+}
+`, dnsPort, ready, kubeconfig, kubeconfig)
+		if err := os.WriteFile(corefile, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c := startComponent(t, "coredns", buildCommand(t, "coredns"), "-conf", corefile)
+		// ready answers 200 only once gridhosts' and kubernetes' informers synced,
+		// which needs list and watch on everything they read.
+		waitHTTP200(t, "http://"+ready+"/ready", 90*time.Second)
+		c.assertNoForbidden(t)
+	})
+}
