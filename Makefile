@@ -69,9 +69,17 @@ e2e: k8s-bins
 demo: k8s-bins
 	$(GO) run ./test/e2e/demo $(DEMO_FLAGS)
 
-## images: container images (needs a Docker engine)
+## images: the three container images (needs a Docker engine)
+REGISTRY ?= servicegroup
 images:
-	@if ! docker info >/dev/null 2>&1; then echo "make images: no Docker engine on this machine; the Dockerfiles are in build/"; exit 1; fi
+	@if ! docker info >/dev/null 2>&1; then \
+		echo "make images: no Docker engine reachable on this machine (docker info failed)."; \
+		echo "The Dockerfiles are build/{controller,wrapper,coredns}/Dockerfile; 'make build' builds the same static binaries."; \
+		exit 1; \
+	fi
+	docker build -f build/controller/Dockerfile --build-arg VERSION=$(VERSION) -t $(REGISTRY)/application-grid-controller:$(VERSION) .
+	docker build -f build/wrapper/Dockerfile --build-arg VERSION=$(VERSION) -t $(REGISTRY)/application-grid-wrapper:$(VERSION) .
+	docker build -f build/coredns/Dockerfile --build-arg VERSION=$(VERSION) -t $(REGISTRY)/coredns-gridhosts:$(VERSION) .
 
 clean:
 	rm -rf $(BIN)
