@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -172,4 +173,29 @@ func equalJSON(t *testing.T, a, b any) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
+}
+
+func TestDesiredStatefulSetDropsClaimStatus(t *testing.T) {
+	g := &superedgev1.StatefulSetGrid{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
+		Spec: superedgev1.StatefulSetGridSpec{GridUniqKey: "zone", Template: appsv1.StatefulSetSpec{
+			ServiceName: "db-svc",
+			Template:    corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec:       corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}},
+			}},
+		}},
+	}
+	s, err := desiredStatefulSet(g, unit{value: "u1", name: "db-u1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(s)
+	if strings.Contains(string(data), `"status"`) || strings.Contains(string(data), "creationTimestamp") {
+		t.Errorf("claims fields it must not: %s", data)
+	}
+	if *s.Spec.ServiceName != "db-svc" || s.Spec.Template.Spec.NodeSelector["zone"] != "u1" {
+		t.Errorf("spec %s", data)
+	}
 }

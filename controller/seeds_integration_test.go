@@ -25,7 +25,7 @@ func TestSeedsExample(t *testing.T) {
 	e.node(t, "node0", map[string]string{"zone1": "nodeunit1"})
 	e.node(t, "node1", map[string]string{"zone1": "nodeunit2"})
 	e.node(t, "node2", map[string]string{"zone1": "nodeunit2"})
-	e.startController(t, nil)
+	_, wc, _ := e.startController(t, func(o *Options) { o.Resync = time.Second })
 
 	dg := readExample(t, "deploymentgrid.yaml").(*superedgev1.DeploymentGrid)
 	ssg := readExample(t, "statefulsetgrid.yaml").(*superedgev1.StatefulSetGrid)
@@ -100,6 +100,21 @@ func TestSeedsExample(t *testing.T) {
 			return fmt.Errorf("Ready condition %+v", c)
 		}
 		return nil
+	})
+
+	t.Run("no writes on resync with real workload controllers", func(t *testing.T) {
+		quiet(t, wc, 2*time.Second, 30*time.Second)
+		wc.reset()
+		before := reconciles("DeploymentGrid")
+		eventually(t, 30*time.Second, "two resync rounds", func(context.Context) error {
+			if n := reconciles("DeploymentGrid") - before; n < 2 {
+				return fmt.Errorf("%v reconciles", n)
+			}
+			return nil
+		})
+		if w := wc.list(nil); len(w) != 0 {
+			t.Errorf("writes on resync: %v", w)
+		}
 	})
 
 	t.Run("relabelling a node moves the workload", func(t *testing.T) {
