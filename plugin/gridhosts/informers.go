@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -23,7 +24,7 @@ import (
 // EndpointSlice controller labels those service.kubernetes.io/headless).
 var (
 	gridObjectSelector    = superedgev1.LabelGridSelector
-	headlessSliceSelector = discoveryv1.LabelServiceName + "," + "service.kubernetes.io/headless"
+	headlessSliceSelector = discoveryv1.LabelServiceName + "," + corev1.IsHeadlessService
 	// clients mode indexes every pod's IP; finished pods give theirs up.
 	runningPodSelector = "status.phase!=Succeeded,status.phase!=Failed"
 )

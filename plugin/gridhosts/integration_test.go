@@ -618,3 +618,78 @@ func TestInProcessInformers(t *testing.T) {
 		t.Fatal("informer goroutine still running after stop")
 	}
 }
+
+// TestHeadlessWithEndpointSliceController lets kube-controller-manager
+// build the EndpointSlices of a headless grid Service from real pods: the
+// slices it writes must reach the plugin's (label-filtered) informer.
+func TestHeadlessWithEndpointSliceController(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true})
+	ctx := t.Context()
+	ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
+	if err := crds.Apply(ctx, ext); err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.WaitEstablished(ctx, ext, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{kube: kubernetes.NewForConfigOrDie(cp.Config), grids: versioned.NewForConfigOrDie(cp.Config), cp: cp}
+	for i := 1; i <= 2; i++ {
+		must(c.kube.CoreV1().Nodes().Create(ctx, newNode(fmt.Sprintf("node-%d", i),
+			map[string]string{"zone1": fmt.Sprintf("nodeunit%d", i)}, ""), metav1.CreateOptions{}))(t)
+	}
+	svc := newService("default", "hl", "zone1", true)
+	svc.Spec.Selector = map[string]string{"app": "hl"}
+	svc.Spec.Ports[0].TargetPort.IntVal = 8080
+	must(c.kube.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}))(t)
+	for i := 1; i <= 2; i++ {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("hl-%d", i), Labels: map[string]string{"app": "hl"}},
+			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%d", i), Hostname: fmt.Sprintf("hl-%d", i), Subdomain: "hl",
+				Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/x"}}},
+		}
+		setPodIPs(p, fmt.Sprintf("10.7.%d.1", i))
+		c.createPod(t, p)
+	}
+
+	g := New([]string{"cluster.local."})
+	g.Node = "node-1"
+	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
+	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false))(t)
+	if err := g.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.stop() })
+
+	ask := func(name string, qtype uint16) []string {
+		rec := dnstest.NewRecorder(&test.ResponseWriter{})
+		g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(name, qtype))
+		var out []string
+		if rec.Msg != nil {
+			for _, rr := range rec.Msg.Answer {
+				switch v := rr.(type) {
+				case *dns.A:
+					out = append(out, v.A.String())
+				case *dns.SRV:
+					out = append(out, fmt.Sprintf("%d %s", v.Port, v.Target))
+				}
+			}
+		}
+		return out
+	}
+	for name, want := range map[string][]string{
+		"hl.default.svc.cluster.local.":            {"10.7.1.1"},
+		"_http._tcp.hl.default.svc.cluster.local.": {"8080 hl-1.hl.default.svc.cluster.local."},
+	} {
+		qtype := dns.TypeA
+		if strings.HasPrefix(name, "_") {
+			qtype = dns.TypeSRV
+		}
+		poll(t, 30*time.Second, name, func() error {
+			if got := ask(name, qtype); !slices.Equal(got, want) {
+				return fmt.Errorf("got %v, want %v", got, want)
+			}
+			return nil
+		})
+	}
+}
