@@ -213,6 +213,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	var leadErr error
 	started, done := make(chan struct{}), make(chan struct{})
+	// A leader whose work failed must not keep renewing the lease idly.
+	leCtx, stopElection := context.WithCancel(ctx)
+	defer stopElection()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   m.opts.LeaseDuration,
@@ -225,6 +228,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			OnStartedLeading: func(ctx context.Context) {
 				close(started)
 				defer close(done)
+				defer stopElection()
 				logger.Info("Started leading", "identity", id)
 				m.leading.Store(true)
 				leadErr = m.lead(ctx, recorder)
@@ -235,7 +239,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	le.Run(ctx)
+	le.Run(leCtx)
 	select {
 	case <-started:
 		<-done // let the workers finish before returning
