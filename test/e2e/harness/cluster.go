@@ -98,6 +98,8 @@ type DNSServer struct {
 	Addr string
 	// Mode is "node NAME" or "clients".
 	Mode string
+	// Corefile says where its Corefile came from ("corefile/Corefile.node", "harness").
+	Corefile string
 }
 
 // Start builds the cluster. On error everything started so far is stopped.
@@ -187,7 +189,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}
 	if opts.Components.CoreDNS {
-		if c.SharedDNS, err = c.startCoreDNS(ctx, c.Fabric.Hub, "hub", "clients", net.JoinHostPort(c.Fabric.GatewayIP.String(), "53")); err != nil {
+		if c.SharedDNS, err = c.startCoreDNS(ctx, c.Fabric.Hub, "hub", CorefileClients, c.Nodes[0].Name, net.JoinHostPort(c.Fabric.GatewayIP.String(), "53")); err != nil {
 			return nil, err
 		}
 	}
@@ -218,7 +220,7 @@ func (c *Cluster) startNodeComponents(ctx context.Context, n *Node) error {
 	}
 	c.track(n.KubeProxy)
 	if c.opts.Components.CoreDNS {
-		if n.DNS, err = c.startCoreDNS(ctx, n.NS, n.Name, "node "+n.Name, net.JoinHostPort(n.IP.String(), "53")); err != nil {
+		if n.DNS, err = c.startCoreDNS(ctx, n.NS, n.Name, CorefileNode, n.Name, net.JoinHostPort(n.IP.String(), "53")); err != nil {
 			return err
 		}
 	}

@@ -24,8 +24,9 @@ const WrapperAddr = "127.0.0.1:51006"
 
 // Ports inside namespaces (each namespace has its own loopback).
 const (
-	coreDNSReadyAddr  = "127.0.0.1:8181"
-	coreDNSHealthAddr = "127.0.0.1:8080"
+	coreDNSReadyAddr   = "127.0.0.1:8181"
+	coreDNSHealthAddr  = "127.0.0.1:8080"
+	coreDNSMetricsAddr = "127.0.0.1:9153"
 )
 
 // RepoRoot finds the repository root (the directory holding this module's
@@ -201,14 +202,34 @@ func Corefile(listen, kubeconfig, mode string) string {
 `, portOf(listen), hostOf(listen), kubeconfig, coreDNSReadyAddr, coreDNSHealthAddr, mode)
 }
 
-// startCoreDNS runs our CoreDNS inside ns, answering on listen.
-func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, mode, listen string) (*DNSServer, error) {
+// startCoreDNS runs our CoreDNS inside ns, answering on listen, with the
+// shipped Corefile (corefile/NAME adapted by adaptCorefile) when the checkout
+// has one, else the harness's own. nodeName fills {$NODE_NAME}.
+func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, shipped, nodeName, listen string) (*DNSServer, error) {
 	bin := c.binaries["coredns"]
-	conf := filepath.Join(c.Dir, "Corefile-"+name)
-	if err := os.WriteFile(conf, []byte(Corefile(listen, c.CP.Kubeconfig, mode)), 0o644); err != nil {
+	mode := "node " + nodeName
+	if shipped == CorefileClients {
+		mode = "clients"
+	}
+	corefile := Corefile(listen, c.CP.Kubeconfig, mode)
+	source := "harness"
+	text, err := readShippedCorefile(shipped)
+	if err != nil {
 		return nil, err
 	}
-	p, err := startProcess("coredns-"+name, ns.Command(context.WithoutCancel(ctx), bin, "-conf", conf), c.Dir)
+	if text != "" {
+		if corefile, err = adaptCorefile(text, hostOf(listen), c.CP.Kubeconfig); err != nil {
+			return nil, fmt.Errorf("corefile/%s: %w", shipped, err)
+		}
+		source = "corefile/" + shipped
+	}
+	conf := filepath.Join(c.Dir, "Corefile-"+name)
+	if err := os.WriteFile(conf, []byte(corefile), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := ns.Command(context.WithoutCancel(ctx), bin, "-conf", conf)
+	cmd.Env = append(os.Environ(), "NODE_NAME="+nodeName)
+	p, err := startProcess("coredns-"+name, cmd, c.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +240,7 @@ func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, mode, liste
 	}); err != nil {
 		return nil, err
 	}
-	return &DNSServer{Process: p, Addr: listen, Mode: mode}, nil
+	return &DNSServer{Process: p, Addr: listen, Mode: mode, Corefile: source}, nil
 }
 
 func hostOf(hostport string) string {

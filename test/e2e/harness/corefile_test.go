@@ -1,0 +1,63 @@
+package harness
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestAdaptCorefile(t *testing.T) {
+	shipped := `# comment
+.:53 {
+    errors
+    health {
+        lameduck 5s
+    }
+    ready
+    prometheus :9153
+    gridhosts cluster.local {
+        node {$NODE_NAME}
+        fallthrough
+    }
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        pods insecure
+    }
+    forward . /etc/resolv.conf {
+        max_concurrent 1000
+    }
+    forward . 8.8.8.8
+    cache 30
+}
+`
+	got, err := adaptCorefile(shipped, "10.250.1.10", "/k/admin.kubeconfig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `# comment
+.:53 {
+    bind 10.250.1.10
+    errors
+    health 127.0.0.1:8080 {
+        lameduck 5s
+    }
+    ready 127.0.0.1:8181
+    prometheus 127.0.0.1:9153
+    gridhosts cluster.local {
+        kubeconfig /k/admin.kubeconfig
+        node {$NODE_NAME}
+        fallthrough
+    }
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig /k/admin.kubeconfig
+        pods insecure
+    }
+    cache 30
+}
+`
+	if got != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+
+	if _, err := adaptCorefile(".:53 {\n    hosts\n}\n", "10.0.0.1", "k"); err == nil || !strings.Contains(err.Error(), "gridhosts block false") {
+		t.Fatalf("a Corefile without gridhosts must be refused, got %v", err)
+	}
+}
