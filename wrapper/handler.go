@@ -74,7 +74,7 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *r
 			s.writeError(w, req, r, apierrors.NewNotFound(schema.GroupResource{Group: r.gv.Group, Resource: r.name}, info.Name))
 			return
 		}
-		responsewriters.WriteObjectNegotiated(s.codecs, negotiation.DefaultEndpointRestrictions, r.gv, w, req, http.StatusOK, obj, false)
+		responsewriters.WriteObjectNegotiated(s.codecs, negotiation.DefaultEndpointRestrictions, r.gv, w, req, http.StatusOK, shallowCopy(obj), false)
 		return
 	}
 

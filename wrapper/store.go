@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -356,4 +357,13 @@ func (s *Store) Watchers() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.watchers)
+}
+
+// shallowCopy lets an encoder set the TypeMeta of a served object, which is
+// shared between watchers, without writing to the shared object.
+func shallowCopy(o runtime.Object) runtime.Object {
+	v := reflect.ValueOf(o).Elem()
+	c := reflect.New(v.Type())
+	c.Elem().Set(v)
+	return c.Interface().(runtime.Object)
 }

@@ -122,7 +122,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 	var buf bytes.Buffer
 	send := func(typ watch.EventType, obj runtime.Object) error {
 		buf.Reset()
-		if err := embedded.Encode(obj, &buf); err != nil {
+		if err := embedded.Encode(shallowCopy(obj), &buf); err != nil {
 			return err
 		}
 		if err := enc.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: buf.Bytes()}}); err != nil {
