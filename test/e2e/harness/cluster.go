@@ -70,15 +70,14 @@ type Cluster struct {
 	Dir        string
 	ProxyMode  string
 
-	opts          Options
-	ownDir        bool
-	binaries      map[string]string
-	stopKubelet   context.CancelFunc
-	kubeletDone   chan struct{}
-	mu            sync.Mutex
-	procs         []*Process
-	stopOnce      sync.Once
-	controllerCmd []string
+	opts        Options
+	ownDir      bool
+	binaries    map[string]string
+	stopKubelet context.CancelFunc
+	kubeletDone chan struct{}
+	mu          sync.Mutex
+	procs       []*Process
+	stopOnce    sync.Once
 }
 
 // Node is one node: its namespace, labels and processes.

@@ -142,7 +142,6 @@ func (c *Cluster) startController(ctx context.Context) error {
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		"--v=2",
 	}
-	c.controllerCmd = append([]string{bin}, args...)
 	p, err := startProcess("application-grid-controller", exec.Command(bin, args...), c.Dir)
 	if err != nil {
 		return err
