@@ -143,6 +143,7 @@ func testServiceGroup(t *testing.T, mode string) {
 
 	t.Run("relabelled node follows its new nodeunit", func(t *testing.T) {
 		node2 := c.Node("node2")
+		relabelled := time.Now()
 		if err := c.SetNodeLabel(ctx, node2.Name, harness.GridKey, "nodeunit1"); err != nil {
 			t.Fatal(err)
 		}
@@ -154,6 +155,7 @@ func testServiceGroup(t *testing.T, mode string) {
 		// so node2 reaches node0's pods (and its own), never node1's.
 		want := podsInUnit(pods, units, "nodeunit1")
 		assertClosedLoop(ctx, t, node2, url, want)
+		t.Logf("node2's ClusterIP traffic followed the relabel within %s (observed, not asserted)", time.Since(relabelled).Round(100*time.Millisecond))
 		assertProxyRules(ctx, t, c, node2, gridService, want)
 		if mine := podsInUnit(pods, units, "nodeunit2"); len(mine) > 0 {
 			assertClosedLoop(ctx, t, c.Node("node1"), url, mine)
