@@ -83,7 +83,7 @@ func TestProtocol(t *testing.T) {
 		{"/api/v1/namespaces/default/services/missing", "", http.StatusNotFound, "NotFound"},
 		{"/api/v1/nodes/node0", "", http.StatusOK, `"node0"`},
 		{"/api/v1/nodes?fieldSelector=metadata.name%3Dnode0", "", http.StatusOK, `"node0"`},
-		{"/api/v1/nodes", "", http.StatusOK, `"node2"`},      // not ours: proxied
+		{"/api/v1/nodes", "", http.StatusOK, `"node2"`},       // not ours: proxied
 		{"/api/v1/nodes/node1", "", http.StatusOK, `"node1"`}, // proxied
 		{"/version", "", http.StatusOK, "gitVersion"},
 		{"/apis/networking.k8s.io/v1/servicecidrs", "", http.StatusOK, "ServiceCIDRList"},
