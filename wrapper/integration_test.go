@@ -261,6 +261,11 @@ func createNodes(t testing.TB, c kubernetes.Interface) {
 		if _, err := c.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
+		// kube-proxy waits for its node's IPs.
+		status := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":"10.8.0.%c"}]}}`, name[len(name)-1])
+		if _, err := c.CoreV1().Nodes().PatchStatus(t.Context(), name, []byte(status)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -1,0 +1,167 @@
+package wrapper_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
+	"github.com/servicegroup/servicegroup/wrapper"
+)
+
+// listenInNetns opens a TCP listener inside network namespace ns from a
+// locked thread, so the in-process wrapper serves inside the namespace while
+// it talks to the apiserver on the host's loopback.
+func listenInNetns(ns, addr string) (net.Listener, error) {
+	type result struct {
+		ln  net.Listener
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open(filepath.Join("/var/run/netns", ns))
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		ln, err := net.Listen("tcp", addr)
+		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		} // else the thread stays locked and dies with this goroutine
+		ch <- result{ln, err}
+	}()
+	r := <-ch
+	return r.ln, r.err
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return string(out)
+}
+
+// TestKubeProxyThroughWrapper runs the real kube-proxy (iptables mode) in a
+// throwaway network namespace against a wrapper for node0 and checks the
+// rules it writes hold only node0's nodeunit's endpoints, then follow a
+// relabel.
+func TestKubeProxyThroughWrapper(t *testing.T) {
+	proxyBin, err := controlplane.Binary(controlplane.KubeProxy)
+	if err != nil {
+		t.Skip(err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	for _, tool := range []string{"ip", "iptables-save"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	createNodes(t, admin)
+	createNamespace(t, admin, "kp")
+	createService(t, admin, "kp", "svc", `["zone1"]`)
+	createSlice(t, admin, "kp", "svc", "svc-a", endpoint("10.9.0.1", "node0"), endpoint("10.9.0.2", "node1"))
+
+	ns := fmt.Sprintf("sgwrap-%d", os.Getpid())
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	run(t, "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+
+	srv, err := wrapper.New(wrapper.Options{NodeName: "node0", Upstream: cp.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := listenInNetns(ns, "127.0.0.1:51006")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	go func() { _ = srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); _ = hs.Close() })
+
+	kubeconfig := filepath.Join(t.TempDir(), "kube-proxy.kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: wrapper, cluster: {server: "http://127.0.0.1:51006"}}]
+users: [{name: kube-proxy, user: {}}]
+contexts: [{name: wrapper, context: {cluster: wrapper, user: kube-proxy}}]
+current-context: wrapper
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "kube-proxy.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp := exec.Command("ip", "netns", "exec", ns, proxyBin, "--kubeconfig", kubeconfig,
+		"--proxy-mode=iptables", "--hostname-override=node0",
+		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256",
+		"--conntrack-max-per-core=0", "--conntrack-min=0",
+		"--conntrack-tcp-timeout-established=0s", "--conntrack-tcp-timeout-close-wait=0s", "-v=2")
+	kp.Stdout, kp.Stderr = logFile, logFile
+	if err := kp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kp.Process.Kill()
+		_ = kp.Wait()
+		if t.Failed() {
+			out, _ := os.ReadFile(logFile.Name())
+			t.Logf("kube-proxy log:\n%s", out)
+		}
+	})
+
+	rules := func(want, notWant string) {
+		t.Helper()
+		eventually(t, "iptables rules with "+want, 30*time.Second, func(ctx context.Context) (bool, error) {
+			out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "iptables-save", "-t", "nat").CombinedOutput()
+			if err != nil {
+				return false, err
+			}
+			s := string(out)
+			if !strings.Contains(s, want) || (notWant != "" && strings.Contains(s, notWant)) {
+				return false, fmt.Errorf("nat table: %d bytes, want %q, not %q", len(s), want, notWant)
+			}
+			return true, nil
+		})
+	}
+	rules("--to-destination 10.9.0.1:8080", "10.9.0.2:8080")
+	setNodeUnit(t, admin, "node1", "nodeunit1")
+	rules("--to-destination 10.9.0.2:8080", "")
+	if kp.ProcessState != nil {
+		t.Fatal("kube-proxy exited")
+	}
+}
