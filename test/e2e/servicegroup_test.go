@@ -96,8 +96,10 @@ func testServiceGroup(t *testing.T, mode string) {
 	t.Run("ClusterIP stays in the nodeunit", func(t *testing.T) {
 		for _, n := range c.Nodes {
 			want := podsInUnit(pods, units, units[n.Name])
-			assertClosedLoop(ctx, t, n, url, want)
+			// Rules first: once kube-proxy balances over exactly the nodeunit's
+			// pods, every later answer must come from them.
 			assertProxyRules(ctx, t, c, n, gridService, want)
+			assertClosedLoop(ctx, t, n, url, want)
 		}
 	})
 
@@ -154,10 +156,11 @@ func testServiceGroup(t *testing.T, mode string) {
 		// Pods stay where they run; node2 and its pods now count as nodeunit1,
 		// so node2 reaches node0's pods (and its own), never node1's.
 		want := podsInUnit(pods, units, "nodeunit1")
-		assertClosedLoop(ctx, t, node2, url, want)
-		t.Logf("node2's ClusterIP traffic followed the relabel within %s (observed, not asserted)", time.Since(relabelled).Round(100*time.Millisecond))
 		assertProxyRules(ctx, t, c, node2, gridService, want)
+		t.Logf("node2's kube-proxy followed the relabel within %s (observed, not asserted)", time.Since(relabelled).Round(100*time.Millisecond))
+		assertClosedLoop(ctx, t, node2, url, want)
 		if mine := podsInUnit(pods, units, "nodeunit2"); len(mine) > 0 {
+			assertProxyRules(ctx, t, c, c.Node("node1"), gridService, mine)
 			assertClosedLoop(ctx, t, c.Node("node1"), url, mine)
 		}
 		assertUnifiedNames(ctx, t, c, node2, "nodeunit1", pods)
