@@ -184,8 +184,18 @@ func (s *Server) Run(ctx context.Context) error {
 // Ready reports whether the caches have synced.
 func (s *Server) Ready() bool { return s.ready.Load() }
 
-// Handler returns the wrapper's HTTP handler.
+// Handler returns the wrapper's HTTP handler: the API plus OpsHandler's paths.
 func (s *Server) Handler() http.Handler {
+	mux := s.opsMux()
+	mux.HandleFunc("/", s.serveAPI)
+	return withRequestLog(mux)
+}
+
+// OpsHandler serves only /healthz, /livez, /readyz, /metrics and (with Debug)
+// /debug/pprof/, for a separate plain-HTTP address.
+func (s *Server) OpsHandler() http.Handler { return withRequestLog(s.opsMux()) }
+
+func (s *Server) opsMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
@@ -204,8 +214,7 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	mux.HandleFunc("/", s.serveAPI)
-	return withRequestLog(mux)
+	return mux
 }
 
 // serveAPI serves the wrapper's resources and proxies everything else.

@@ -26,14 +26,17 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "application-grid-wrapper:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	fs := flag.NewFlagSet(os.Args[0], flag.ContinueOnError)
+// run serves until ctx ends; args are the command line with the program name.
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	klog.InitFlags(fs)
 	var (
 		kubeconfig   = fs.String("kubeconfig", "", "kubeconfig of the upstream (lite-)apiserver; in-cluster config when empty")
@@ -49,7 +52,7 @@ func run() error {
 		eventLog     = fs.Int("event-log-size", 10000, "events per resource a watch can resume from")
 		printVersion = fs.Bool("version", false, "print the version and exit")
 	)
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	if *printVersion {
@@ -86,8 +89,6 @@ func run() error {
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	logger := klog.FromContext(ctx)
 
 	ln, err := net.Listen("tcp", *bindAddress)
@@ -125,7 +126,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		metricsSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+		metricsSrv := &http.Server{Handler: srv.OpsHandler(), ReadHeaderTimeout: 30 * time.Second}
 		go func() { errCh <- metricsSrv.Serve(mln) }()
 		defer metricsSrv.Close()
 	}

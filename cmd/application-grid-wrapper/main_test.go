@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
+)
+
+func TestNodeNameRequired(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent"})
+	if err == nil || !strings.Contains(err.Error(), "--node-name") {
+		t.Fatalf("got %v, want an error naming --node-name", err)
+	}
+}
+
+// TestServesTLSWithClientCertificates runs the command against a real
+// apiserver with TLS and a client CA: clients without a certificate signed by
+// it are refused, clients with one are served.
+func TestServesTLSWithClientCertificates(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	dir := t.TempDir()
+	certPEM, keyPEM, err := cp.IssueServingCertificate([]net.IP{net.ParseIP("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCert, clientKey, err := cp.IssueClientCertificate("kube-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"application-grid-wrapper", "--kubeconfig", cp.Kubeconfig, "--node-name", "node0",
+			"--bind-address", addr, "--tls-cert-file", write("tls.crt", certPEM), "--tls-private-key-file", write("tls.key", keyPEM),
+			"--client-ca-file", cp.CAFile()})
+	}()
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(cp.CACertificate())
+	pair, err := tls.X509KeyPair(clientCert, clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
+	without := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		resp, err := withCert.Get("https://" + addr + "/api/v1/namespaces/default/services/kubernetes")
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"kubernetes"`), nil
+	}); err != nil {
+		t.Fatal("wrapper did not serve a client with a certificate")
+	}
+	if resp, err := without.Get("https://" + addr + "/readyz"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("client without certificate got %d", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("wrapper did not stop")
+	}
+}
