@@ -2,6 +2,7 @@ package wrapper_test
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
@@ -21,6 +23,10 @@ import (
 // takes to reach a protobuf watch on the apiserver directly and one through
 // the wrapper, and reports p50/p99 of both and of the difference.
 func BenchmarkWatchLatency(b *testing.B) {
+	// Informer logs on stderr would split the benchmark's result line.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+	b.Cleanup(func() { klog.LogToStderr(true) })
 	cp := controlplane.StartForTest(b, controlplane.Options{})
 	admin := kubernetes.NewForConfigOrDie(cp.Config)
 	createNodes(b, admin)
