@@ -98,7 +98,7 @@ func run(ctx context.Context, args []string) error {
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	if *certFile != "" {
-		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
 		if err != nil {
 			return err
@@ -115,12 +115,19 @@ func run(ctx context.Context, args []string) error {
 			}
 			tlsCfg.ClientCAs, tlsCfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 		}
-		ln = tls.NewListener(ln, tlsCfg)
+		httpSrv.TLSConfig = tlsCfg
 	}
 
 	errCh := make(chan error, 3)
 	go func() { errCh <- srv.Run(ctx) }()
-	go func() { errCh <- httpSrv.Serve(ln) }()
+	go func() {
+		if httpSrv.TLSConfig != nil {
+			// ServeTLS (not a tls.Listener) also sets up HTTP/2, which client-go prefers.
+			errCh <- httpSrv.ServeTLS(ln, "", "")
+			return
+		}
+		errCh <- httpSrv.Serve(ln)
+	}()
 	if *metricsAddr != "" {
 		mln, err := net.Listen("tcp", *metricsAddr)
 		if err != nil {

@@ -68,7 +68,7 @@ func TestServesTLSWithClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	withCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
+	withCert := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
 	without := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		resp, err := withCert.Get("https://" + addr + "/api/v1/namespaces/default/services/kubernetes")
@@ -77,6 +77,9 @@ func TestServesTLSWithClientCertificates(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
+		if resp.ProtoMajor != 2 {
+			t.Errorf("served over %s, want HTTP/2 as client-go negotiates", resp.Proto)
+		}
 		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"kubernetes"`), nil
 	}); err != nil {
 		t.Fatal("wrapper did not serve a client with a certificate")
