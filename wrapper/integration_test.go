@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	clientfeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/client-go/informers"
@@ -586,6 +587,18 @@ func TestRestarts(t *testing.T) {
 			w = startWrapper(t, cp, "node0", addr, wrapper.Options{})
 			converge("after wrapper restart")
 
+			// kube-proxy 1.34+ exits on a DELETED of its own Node: watch it across the apiserver restart.
+			nodeClient := clientFor(t, w.URL(), protobuf)
+			nodes, err := nodeClient.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=node0"})
+			if err != nil || len(nodes.Items) != 1 {
+				t.Fatalf("own node list: %v %v", nodes, err)
+			}
+			nodeWatch, err := nodeClient.CoreV1().Nodes().Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=node0", ResourceVersion: nodes.ResourceVersion})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nodeWatch.Stop()
+
 			cp.StopAPIServer()
 			if err := cp.StartAPIServer(t.Context()); err != nil {
 				t.Fatal(err)
@@ -597,6 +610,17 @@ func TestRestarts(t *testing.T) {
 			converge("relabel back")
 			if objs := inf.node.GetStore().List(); len(objs) != 1 {
 				t.Fatalf("own node lost: %v", objs)
+			}
+			for {
+				select {
+				case ev := <-nodeWatch.ResultChan():
+					if ev.Type == watch.Deleted || ev.Type == watch.Error {
+						t.Fatalf("own node watch got %s across the apiserver restart", ev.Type)
+					}
+					continue
+				default:
+				}
+				break
 			}
 		})
 	}
