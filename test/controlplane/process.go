@@ -16,6 +16,11 @@ import (
 
 // process is one control-plane binary the harness started. It runs in its
 // own process group so that stopping it never touches anything else.
+//
+// Pdeathsig fires when the OS *thread* that started the process exits, not
+// the Go process: code in the same process that locks a thread and lets it
+// exit (e.g. after setns) would kill these children. Keep such threads alive
+// or restore and unlock them.
 type process struct {
 	name    string
 	cmd     *exec.Cmd
