@@ -48,9 +48,11 @@ k8s-bins:
 test: k8s-bins
 	$(GO) test $(TEST_FLAGS) ./...
 
-## bench: benchmarks against the real binaries
+## bench: benchmarks against the real binaries, each reporting against its
+## baseline from the same run (-v prints the ratio lines). Heavy ones take one
+## iteration under the default benchtime.
 bench: k8s-bins
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
+	$(GO) test -run '^$$' -bench . -v -timeout 60m ./...
 
 ## fuzz: each fuzz target for FUZZTIME
 FUZZTIME ?= 30s
@@ -62,8 +64,8 @@ fuzz:
 	done
 
 ## e2e: the end-to-end tests alone (root: network namespaces, real kube-proxy)
-e2e: k8s-bins
-	$(GO) test -race -count=1 -timeout 30m -v ./test/e2e/...
+e2e: k8s-bins build
+	SERVICEGROUP_E2E_BIN=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/...
 
 ## demo: the seeds' demo on a real cluster on this machine, up until Ctrl-C (root)
 demo: k8s-bins
