@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/coredns/coredns/core/dnsserver"
@@ -27,5 +30,27 @@ func TestInsertBefore(t *testing.T) {
 	}
 	if _, err := insertBefore([]string{"x", "b"}, "x", "b"); err == nil {
 		t.Fatal("duplicate accepted")
+	}
+}
+
+// TestBuiltBinaryListsGridhosts builds this command and checks the binary's
+// own plugin list, as an operator would with `coredns -plugins`.
+func TestBuiltBinaryListsGridhosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds CoreDNS")
+	}
+	bin := filepath.Join(t.TempDir(), "coredns")
+	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.CommandContext(t.Context(), bin, "-plugins").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugins := strings.Fields(string(out))
+	for _, want := range []string{"gridhosts", "kubernetes", "hosts", "cache", "ready"} {
+		if !slices.Contains(plugins, want) {
+			t.Errorf("coredns -plugins lacks %q:\n%s", want, out)
+		}
 	}
 }
