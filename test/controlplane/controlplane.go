@@ -65,7 +65,7 @@ type ControlPlane struct {
 	apiPort  int
 	etcdURL  string
 	mu       sync.Mutex
-	procs    map[string]*process
+	procs    map[string]*Process
 	stopOnce sync.Once
 }
 
@@ -91,7 +91,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		}
 	}
 
-	cp = &ControlPlane{opts: opts, procs: map[string]*process{}}
+	cp = &ControlPlane{opts: opts, procs: map[string]*Process{}}
 	if opts.Dir == "" {
 		if cp.Dir, err = os.MkdirTemp("", "servicegroup-cp-"); err != nil {
 			return nil, err
@@ -173,13 +173,13 @@ func firstServiceIP(cidr string) net.IP {
 	return out
 }
 
-func (cp *ControlPlane) setProc(name string, p *process) {
+func (cp *ControlPlane) setProc(name string, p *Process) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	cp.procs[name] = p
 }
 
-func (cp *ControlPlane) proc(name string) *process {
+func (cp *ControlPlane) proc(name string) *Process {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	return cp.procs[name]
@@ -282,7 +282,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 
 // StopAPIServer stops kube-apiserver, leaving etcd and the rest running.
 func (cp *ControlPlane) StopAPIServer() {
-	cp.proc(KubeAPIServer).stop(10 * time.Second)
+	cp.proc(KubeAPIServer).Stop(10 * time.Second)
 }
 
 func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
@@ -345,7 +345,7 @@ func (cp *ControlPlane) startScheduler(ctx context.Context) error {
 	return cp.waitHealthz(ctx, p, port)
 }
 
-func (cp *ControlPlane) waitHealthz(ctx context.Context, p *process, port int) error {
+func (cp *ControlPlane) waitHealthz(ctx context.Context, p *Process, port int) error {
 	wctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
 	defer cancel()
 	client := &http.Client{
@@ -353,7 +353,7 @@ func (cp *ControlPlane) waitHealthz(ctx context.Context, p *process, port int) e
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // self-signed, loopback only
 	}
 	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
-	return waitFor(wctx, p, p.name+" /healthz", func() error {
+	return waitFor(wctx, p, p.Name+" /healthz", func() error {
 		resp, err := client.Get(url)
 		if err != nil {
 			return err
@@ -400,7 +400,7 @@ func (cp *ControlPlane) Logs(n int) string {
 	defer cp.mu.Unlock()
 	var b strings.Builder
 	for name, p := range cp.procs {
-		fmt.Fprintf(&b, "----- %s (%s) -----\n%s\n", name, p.logPath, p.logTail(n))
+		fmt.Fprintf(&b, "----- %s (%s) -----\n%s\n", name, p.LogPath, p.LogTail(n))
 	}
 	return b.String()
 }
@@ -411,7 +411,7 @@ func (cp *ControlPlane) Stop() {
 	cp.stopOnce.Do(func() {
 		for _, name := range []string{KubeScheduler, KubeControllerManager, KubeAPIServer, Etcd} {
 			if p := cp.proc(name); p != nil {
-				p.stop(10 * time.Second)
+				p.Stop(10 * time.Second)
 			}
 		}
 		if cp.ownDir && os.Getenv("SERVICEGROUP_KEEP_CP") == "" {

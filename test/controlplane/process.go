@@ -10,62 +10,82 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
-// process is one control-plane binary the harness started. It runs in its
-// own process group so that stopping it never touches anything else.
+// Process is a program a harness started: one of the control-plane
+// binaries here, or a component a test runs (kube-proxy, wrapper, CoreDNS).
+// It runs in its own process group, so stopping it never touches anything
+// else, and dies with the harness (Pdeathsig) even if the test binary is killed.
 //
 // Pdeathsig fires when the OS *thread* that started the process exits, not
 // the Go process: code in the same process that locks a thread and lets it
 // exit (e.g. after setns) would kill these children. Keep such threads alive
 // or restore and unlock them.
-type process struct {
-	name    string
+type Process struct {
+	Name    string
+	LogPath string
 	cmd     *exec.Cmd
-	logPath string
 	done    chan struct{}
+	mu      sync.Mutex
 	err     error
 }
 
-func startProcess(name, bin string, args []string, logDir string, extraEnv []string) (*process, error) {
-	logPath := filepath.Join(logDir, name+".log")
+// StartProcess starts cmd with its output appended to dir/NAME.log.
+func StartProcess(name string, cmd *exec.Cmd, dir string) (*Process, error) {
+	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.Env = append(os.Environ(), extraEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
-		p.err = cmd.Wait()
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
 		logFile.Close()
 		close(p.done)
 	}()
 	return p, nil
 }
 
-// exited reports whether the process has ended.
-func (p *process) exited() bool {
+func startProcess(name, bin string, args []string, logDir string, extraEnv []string) (*Process, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), extraEnv...)
+	return StartProcess(name, cmd, logDir)
+}
+
+// PID is the process's id (also its process group's id).
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) {
 	select {
 	case <-p.done:
-		return true
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return true, p.err
 	default:
-		return false
+		return false, nil
 	}
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after the grace period.
-func (p *process) stop(grace time.Duration) {
-	if p == nil || p.exited() {
+// Stop sends SIGTERM to the process group, then SIGKILL after grace.
+func (p *Process) Stop(grace time.Duration) {
+	if p == nil {
+		return
+	}
+	if done, _ := p.Exited(); done {
 		return
 	}
 	pgid := p.cmd.Process.Pid
@@ -79,13 +99,18 @@ func (p *process) stop(grace time.Duration) {
 	<-p.done
 }
 
-// logTail returns the last n lines of the process's log.
-func (p *process) logTail(n int) string {
-	data, err := os.ReadFile(p.logPath)
+// Log returns the process's whole output so far.
+func (p *Process) Log() string {
+	data, err := os.ReadFile(p.LogPath)
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return string(data)
+}
+
+// LogTail returns the last n lines of the process's output.
+func (p *Process) LogTail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.Log(), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
@@ -103,7 +128,7 @@ func freePort(host string) (int, error) {
 }
 
 // waitFor polls check until it returns nil, the process exits, or ctx ends.
-func waitFor(ctx context.Context, p *process, what string, check func() error) error {
+func waitFor(ctx context.Context, p *Process, what string, check func() error) error {
 	var last error
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -111,14 +136,16 @@ func waitFor(ctx context.Context, p *process, what string, check func() error) e
 		if last = check(); last == nil {
 			return nil
 		}
-		if p != nil && p.exited() {
-			return fmt.Errorf("%s exited before %s: %v\n%s", p.name, what, p.err, p.logTail(30))
+		if p != nil {
+			if done, err := p.Exited(); done {
+				return fmt.Errorf("%s exited before %s: %v\n%s", p.Name, what, err, p.LogTail(30))
+			}
 		}
 		select {
 		case <-ctx.Done():
 			tail := ""
 			if p != nil {
-				tail = "\n" + p.logTail(30)
+				tail = "\n" + p.LogTail(30)
 			}
 			return fmt.Errorf("timed out waiting for %s: %w (last error: %v)%s", what, ctx.Err(), last, tail)
 		case <-tick.C:

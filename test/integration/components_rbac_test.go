@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,68 +68,29 @@ func TestMain(m *testing.M) {
 
 // component is one of our binaries running under a test.
 type component struct {
-	name string
-	cmd  *exec.Cmd
-	log  *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	*controlplane.Process
 }
 
 func startComponent(t *testing.T, name, bin string, args ...string) *component {
 	t.Helper()
-	c := &component{name: name, log: &lockedBuffer{}}
-	c.cmd = exec.Command(bin, args...)
-	c.cmd.Stdout = c.log
-	c.cmd.Stderr = c.log
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
+	p, err := controlplane.StartProcess(name, exec.Command(bin, args...), t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		p.Stop(10 * time.Second)
 		if t.Failed() {
-			t.Logf("----- %s log -----\n%s", name, tail(c.log.String(), 60))
+			t.Logf("----- %s log -----\n%s", name, p.LogTail(60))
 		}
 	})
-	return c
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return &component{p}
 }
 
 // assertNoForbidden fails if a component logged an authorization failure.
 func (c *component) assertNoForbidden(t *testing.T) {
 	t.Helper()
-	if log := c.log.String(); strings.Contains(log, "forbidden") || strings.Contains(log, "Forbidden") {
-		t.Errorf("%s was refused by RBAC:\n%s", c.name, tail(log, 40))
+	if log := c.Log(); strings.Contains(log, "forbidden") || strings.Contains(log, "Forbidden") {
+		t.Errorf("%s was refused by RBAC:\n%s", c.Name, c.LogTail(40))
 	}
 }
 
