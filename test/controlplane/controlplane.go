@@ -286,40 +286,25 @@ func (cp *ControlPlane) StopAPIServer() {
 }
 
 func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
-	bin, err := Binary(KubeControllerManager)
-	if err != nil {
-		return err
-	}
-	port, err := freePort("127.0.0.1")
-	if err != nil {
-		return err
-	}
-	args := []string{
-		"--kubeconfig=" + cp.Kubeconfig,
-		"--authentication-kubeconfig=" + cp.Kubeconfig,
-		"--authorization-kubeconfig=" + cp.Kubeconfig,
-		"--controllers=" + cp.opts.Controllers,
-		"--service-account-private-key-file=" + cp.files["sa.key"],
-		"--root-ca-file=" + cp.files["ca.crt"],
-		"--service-cluster-ip-range=" + cp.opts.ServiceCIDR,
+	return cp.startKubeComponent(ctx, KubeControllerManager, "kcm-certs",
+		"--controllers="+cp.opts.Controllers,
+		"--service-account-private-key-file="+cp.files["sa.key"],
+		"--root-ca-file="+cp.files["ca.crt"],
+		"--service-cluster-ip-range="+cp.opts.ServiceCIDR,
 		"--use-service-account-credentials=false",
-		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + itoa(port),
-		"--profiling=false",
-		"--cert-dir=" + filepath.Join(cp.Dir, "kcm-certs"),
 		"--concurrent-gc-syncs=5",
-	}
-	p, err := startProcess(KubeControllerManager, bin, args, cp.Dir, nil)
-	if err != nil {
-		return err
-	}
-	cp.setProc(KubeControllerManager, p)
-	return cp.waitHealthz(ctx, p, port)
+	)
 }
 
 func (cp *ControlPlane) startScheduler(ctx context.Context) error {
-	bin, err := Binary(KubeScheduler)
+	return cp.startKubeComponent(ctx, KubeScheduler, "scheduler-certs")
+}
+
+// startKubeComponent runs kube-controller-manager or kube-scheduler with the
+// admin kubeconfig, no leader election, and its secure port on loopback, and
+// waits for its /healthz.
+func (cp *ControlPlane) startKubeComponent(ctx context.Context, name, certDir string, extraArgs ...string) error {
+	bin, err := Binary(name)
 	if err != nil {
 		return err
 	}
@@ -327,7 +312,7 @@ func (cp *ControlPlane) startScheduler(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := []string{
+	args := append([]string{
 		"--kubeconfig=" + cp.Kubeconfig,
 		"--authentication-kubeconfig=" + cp.Kubeconfig,
 		"--authorization-kubeconfig=" + cp.Kubeconfig,
@@ -335,13 +320,13 @@ func (cp *ControlPlane) startScheduler(ctx context.Context) error {
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + itoa(port),
 		"--profiling=false",
-		"--cert-dir=" + filepath.Join(cp.Dir, "scheduler-certs"),
-	}
-	p, err := startProcess(KubeScheduler, bin, args, cp.Dir, nil)
+		"--cert-dir=" + filepath.Join(cp.Dir, certDir),
+	}, extraArgs...)
+	p, err := startProcess(name, bin, args, cp.Dir, nil)
 	if err != nil {
 		return err
 	}
-	cp.setProc(KubeScheduler, p)
+	cp.setProc(name, p)
 	return cp.waitHealthz(ctx, p, port)
 }
 
