@@ -68,6 +68,14 @@ func Apply(ctx context.Context, client apiextensionsclient.Interface) error {
 	return nil
 }
 
+// Install applies every embedded CRD and waits until each is Established.
+func Install(ctx context.Context, client apiextensionsclient.Interface, timeout time.Duration) error {
+	if err := Apply(ctx, client); err != nil {
+		return err
+	}
+	return WaitEstablished(ctx, client, timeout)
+}
+
 // WaitEstablished waits until every embedded CRD reports Established=True.
 func WaitEstablished(ctx context.Context, client apiextensionsclient.Interface, timeout time.Duration) error {
 	ms, err := Manifests()

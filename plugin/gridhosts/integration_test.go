@@ -250,13 +250,13 @@ type cluster struct {
 }
 
 func startCluster(t testing.TB) *cluster {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	ctx := t.Context()
-	ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
-	if err := crds.Apply(ctx, ext); err != nil {
-		t.Fatal(err)
-	}
-	if err := crds.WaitEstablished(ctx, ext, 30*time.Second); err != nil {
+	return startClusterWith(t, controlplane.Options{})
+}
+
+// startClusterWith starts a control plane with opts and installs the CRDs.
+func startClusterWith(t testing.TB, opts controlplane.Options) *cluster {
+	cp := controlplane.StartForTest(t, opts)
+	if err := crds.Install(t.Context(), apiextensionsclient.NewForConfigOrDie(cp.Config), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return &cluster{kube: kubernetes.NewForConfigOrDie(cp.Config), grids: versioned.NewForConfigOrDie(cp.Config), cp: cp}
@@ -623,16 +623,8 @@ func TestInProcessInformers(t *testing.T) {
 // build the EndpointSlices of a headless grid Service from real pods: the
 // slices it writes must reach the plugin's (label-filtered) informer.
 func TestHeadlessWithEndpointSliceController(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true})
+	c := startClusterWith(t, controlplane.Options{ControllerManager: true})
 	ctx := t.Context()
-	ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
-	if err := crds.Apply(ctx, ext); err != nil {
-		t.Fatal(err)
-	}
-	if err := crds.WaitEstablished(ctx, ext, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	c := &cluster{kube: kubernetes.NewForConfigOrDie(cp.Config), grids: versioned.NewForConfigOrDie(cp.Config), cp: cp}
 	for i := 1; i <= 2; i++ {
 		must(c.kube.CoreV1().Nodes().Create(ctx, newNode(fmt.Sprintf("node-%d", i),
 			map[string]string{"zone1": fmt.Sprintf("nodeunit%d", i)}, ""), metav1.CreateOptions{}))(t)
@@ -654,7 +646,7 @@ func TestHeadlessWithEndpointSliceController(t *testing.T) {
 	g := New([]string{"cluster.local."})
 	g.Node = "node-1"
 	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
 	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false))(t)
 	if err := g.start(); err != nil {
 		t.Fatal(err)

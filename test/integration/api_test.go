@@ -24,11 +24,7 @@ import (
 func installCRDs(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
 	ctx := t.Context()
-	ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
-	if err := crds.Apply(ctx, ext); err != nil {
-		t.Fatal(err)
-	}
-	if err := crds.WaitEstablished(ctx, ext, 30*time.Second); err != nil {
+	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cp.Config), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }
