@@ -232,6 +232,29 @@ func readExample(t testing.TB, name string) any {
 	return obj
 }
 
+// createExamples creates the seeds' three grids from examples/ in "default"
+// and returns them as created.
+func (e *env) createExamples(t testing.TB) (*superedgev1.DeploymentGrid, *superedgev1.StatefulSetGrid, *superedgev1.ServiceGrid) {
+	t.Helper()
+	ctx := t.Context()
+	dg, err := e.grids.SuperedgeV1().DeploymentGrids("default").Create(ctx,
+		readExample(t, "deploymentgrid.yaml").(*superedgev1.DeploymentGrid), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ssg, err := e.grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx,
+		readExample(t, "statefulsetgrid.yaml").(*superedgev1.StatefulSetGrid), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg, err := e.grids.SuperedgeV1().ServiceGrids("default").Create(ctx,
+		readExample(t, "servicegrid.yaml").(*superedgev1.ServiceGrid), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dg, ssg, sg
+}
+
 // simpleDeploymentGrid is a grid with a one-container template.
 func simpleDeploymentGrid(ns, name, key string, replicas *int32) *superedgev1.DeploymentGrid {
 	return &superedgev1.DeploymentGrid{

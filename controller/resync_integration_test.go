@@ -9,7 +9,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -19,23 +18,11 @@ import (
 // apiserver defaults inside atomic fields): there must be none.
 func TestResyncOfUnchangedWorldWritesNothing(t *testing.T) {
 	e := newEnv(t, controlplane.Options{})
-	ctx := t.Context()
 	e.node(t, "node0", map[string]string{"zone1": "nodeunit1"})
 	e.node(t, "node1", map[string]string{"zone1": "nodeunit2"})
 	_, wc, _ := e.startController(t, func(o *Options) { o.Resync = time.Second })
 
-	dg := readExample(t, "deploymentgrid.yaml").(*superedgev1.DeploymentGrid)
-	ssg := readExample(t, "statefulsetgrid.yaml").(*superedgev1.StatefulSetGrid)
-	sg := readExample(t, "servicegrid.yaml").(*superedgev1.ServiceGrid)
-	if _, err := e.grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, dg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx, ssg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.grids.SuperedgeV1().ServiceGrids("default").Create(ctx, sg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	dg, ssg, sg := e.createExamples(t)
 	eventually(t, 30*time.Second, "all grids converged", func(ctx context.Context) error {
 		d, err := e.grids.SuperedgeV1().DeploymentGrids("default").Get(ctx, dg.Name, metav1.GetOptions{})
 		if err != nil || d.Status.NodeUnits != 2 || d.Status.ObservedGeneration != d.Generation {

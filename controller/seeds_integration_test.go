@@ -27,18 +27,7 @@ func TestSeedsExample(t *testing.T) {
 	e.node(t, "node2", map[string]string{"zone1": "nodeunit2"})
 	_, wc, _ := e.startController(t, func(o *Options) { o.Resync = time.Second })
 
-	dg := readExample(t, "deploymentgrid.yaml").(*superedgev1.DeploymentGrid)
-	ssg := readExample(t, "statefulsetgrid.yaml").(*superedgev1.StatefulSetGrid)
-	sg := readExample(t, "servicegrid.yaml").(*superedgev1.ServiceGrid)
-	if _, err := e.grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, dg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx, ssg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.grids.SuperedgeV1().ServiceGrids("default").Create(ctx, sg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.createExamples(t)
 
 	e.waitDeployments(t, "default", "deploymentgrid-demo", "deploymentgrid-demo-nodeunit1", "deploymentgrid-demo-nodeunit2")
 	eventually(t, 20*time.Second, "StatefulSets and Service", func(ctx context.Context) error {

@@ -23,19 +23,41 @@ import (
 
 func installCRDs(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
-	ctx := t.Context()
-	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cp.Config), 30*time.Second); err != nil {
+	if err := crds.Install(t.Context(), apiextensionsclient.NewForConfigOrDie(cp.Config), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func readExample(t *testing.T, name string) []byte {
+// createExamples creates the seeds' three grids from examples/ through the
+// generated clientset, with the given field validation ("" for the default).
+func createExamples(t *testing.T, client versioned.Interface, fieldValidation string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
-	if err != nil {
-		t.Fatal(err)
+	ctx := t.Context()
+	opts := metav1.CreateOptions{FieldValidation: fieldValidation}
+	decode := scheme.Codecs.UniversalDeserializer().Decode
+	for _, f := range []string{"deploymentgrid.yaml", "statefulsetgrid.yaml", "servicegrid.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "examples", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := decode(data, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		switch o := obj.(type) {
+		case *superedgev1.DeploymentGrid:
+			_, err = client.SuperedgeV1().DeploymentGrids(o.Namespace).Create(ctx, o, opts)
+		case *superedgev1.StatefulSetGrid:
+			_, err = client.SuperedgeV1().StatefulSetGrids(o.Namespace).Create(ctx, o, opts)
+		case *superedgev1.ServiceGrid:
+			_, err = client.SuperedgeV1().ServiceGrids(o.Namespace).Create(ctx, o, opts)
+		default:
+			t.Fatalf("%s decoded to %T", f, obj)
+		}
+		if err != nil {
+			t.Fatalf("create %s: %v", f, err)
+		}
 	}
-	return data
 }
 
 // TestAPIRoundTrip applies the generated CRDs to a real apiserver, creates the
@@ -47,26 +69,7 @@ func TestAPIRoundTrip(t *testing.T) {
 	ctx := t.Context()
 	client := versioned.NewForConfigOrDie(cp.Config)
 
-	decode := scheme.Codecs.UniversalDeserializer().Decode
-	for _, f := range []string{"deploymentgrid.yaml", "statefulsetgrid.yaml", "servicegrid.yaml"} {
-		obj, _, err := decode(readExample(t, f), nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		switch o := obj.(type) {
-		case *superedgev1.DeploymentGrid:
-			_, err = client.SuperedgeV1().DeploymentGrids(o.Namespace).Create(ctx, o, metav1.CreateOptions{FieldValidation: "Strict"})
-		case *superedgev1.StatefulSetGrid:
-			_, err = client.SuperedgeV1().StatefulSetGrids(o.Namespace).Create(ctx, o, metav1.CreateOptions{FieldValidation: "Strict"})
-		case *superedgev1.ServiceGrid:
-			_, err = client.SuperedgeV1().ServiceGrids(o.Namespace).Create(ctx, o, metav1.CreateOptions{FieldValidation: "Strict"})
-		default:
-			t.Fatalf("%s decoded to %T", f, obj)
-		}
-		if err != nil {
-			t.Fatalf("create %s: %v", f, err)
-		}
-	}
+	createExamples(t, client, "Strict")
 
 	factory := gridinformers.NewSharedInformerFactory(client, 0)
 	dgs := factory.Superedge().V1().DeploymentGrids()

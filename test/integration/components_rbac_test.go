@@ -19,9 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
-	"github.com/servicegroup/servicegroup/client/clientset/versioned/scheme"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -156,24 +154,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 		waitHTTP200(t, "http://"+health+"/readyz", 60*time.Second)
 
 		grids := versioned.NewForConfigOrDie(cp.Config)
-		decode := scheme.Codecs.UniversalDeserializer().Decode
-		for _, f := range []string{"deploymentgrid.yaml", "statefulsetgrid.yaml", "servicegrid.yaml"} {
-			obj, _, err := decode(readExample(t, f), nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			switch o := obj.(type) {
-			case *superedgev1.DeploymentGrid:
-				_, err = grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, o, metav1.CreateOptions{})
-			case *superedgev1.StatefulSetGrid:
-				_, err = grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx, o, metav1.CreateOptions{})
-			case *superedgev1.ServiceGrid:
-				_, err = grids.SuperedgeV1().ServiceGrids("default").Create(ctx, o, metav1.CreateOptions{})
-			}
-			if err != nil {
-				t.Fatalf("create %s: %v", f, err)
-			}
-		}
+		createExamples(t, grids, "")
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 			for _, n := range []string{"deploymentgrid-demo-nodeunit1", "deploymentgrid-demo-nodeunit2"} {
 				if _, err := admin.AppsV1().Deployments("default").Get(ctx, n, metav1.GetOptions{}); err != nil {
