@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,22 +30,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestBinary runs the command against a real apiserver with its default
 // leader election and CRD management: it installs the CRDs, becomes ready,
 // reconciles a grid, and exits cleanly on SIGTERM.
 func TestBinary(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
-	addr := freeAddr(t)
+	addr := controlplane.FreeAddress(t)
 	cmd := exec.Command(os.Args[0], "--kubeconfig", cp.Kubeconfig, "--leader-elect-namespace", "default",
 		"--metrics-bind-address", addr, "--health-bind-address", addr, "-v", "2")
 	cmd.Env = append(os.Environ(), "RUN_APPLICATION_GRID_CONTROLLER=1")

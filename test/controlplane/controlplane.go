@@ -125,7 +125,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	if err := cp.startEtcd(ctx); err != nil {
 		return nil, err
 	}
-	if cp.apiPort, err = freePort(opts.BindAddress); err != nil {
+	if cp.apiPort, err = FreePort(opts.BindAddress); err != nil {
 		return nil, err
 	}
 	cp.URL = "https://" + net.JoinHostPort(opts.BindAddress, itoa(cp.apiPort))
@@ -187,11 +187,11 @@ func (cp *ControlPlane) proc(name string) *Process {
 
 func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 	bin, _ := Binary(Etcd)
-	clientPort, err := freePort("127.0.0.1")
+	clientPort, err := FreePort("127.0.0.1")
 	if err != nil {
 		return err
 	}
-	peerPort, err := freePort("127.0.0.1")
+	peerPort, err := FreePort("127.0.0.1")
 	if err != nil {
 		return err
 	}
@@ -308,7 +308,7 @@ func (cp *ControlPlane) startKubeComponent(ctx context.Context, name, certDir st
 	if err != nil {
 		return err
 	}
-	port, err := freePort("127.0.0.1")
+	port, err := FreePort("127.0.0.1")
 	if err != nil {
 		return err
 	}

@@ -117,8 +117,8 @@ func (p *Process) LogTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// freePort asks the kernel for an unused TCP port on host.
-func freePort(host string) (int, error) {
+// FreePort asks the kernel for an unused TCP port on host.
+func FreePort(host string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err

@@ -35,6 +35,16 @@ func StartForTest(t testing.TB, opts Options) *ControlPlane {
 	return cp
 }
 
+// FreeAddress returns host:port of an unused TCP port on 127.0.0.1.
+func FreeAddress(t testing.TB) string {
+	t.Helper()
+	port, err := FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", itoa(port))
+}
+
 // IssueClientCertificate signs a client certificate for user (CN) in groups
 // (O) with the control plane's CA.
 func (cp *ControlPlane) IssueClientCertificate(user string, groups ...string) (certPEM, keyPEM []byte, err error) {

@@ -92,16 +92,6 @@ func (c *component) assertNoForbidden(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func waitHTTP200(t *testing.T, url string, timeout time.Duration) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -146,7 +136,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	}
 
 	t.Run("controller", func(t *testing.T) {
-		health := freeAddr(t)
+		health := controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-controller", buildCommand(t, "application-grid-controller"),
 			"--kubeconfig="+saKubeconfig("application-grid-controller"),
 			"--leader-elect=true", "--leader-elect-namespace=edge-system",
@@ -186,7 +176,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	})
 
 	t.Run("wrapper", func(t *testing.T) {
-		addr := freeAddr(t)
+		addr := controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-wrapper", buildCommand(t, "application-grid-wrapper"),
 			"--kubeconfig="+saKubeconfig("application-grid-wrapper"), "--node-name=node0", "--bind-address="+addr)
 		waitHTTP200(t, "http://"+addr+"/readyz", 60*time.Second)
@@ -219,7 +209,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 
 	t.Run("coredns", func(t *testing.T) {
 		kubeconfig := saKubeconfig("coredns-gridhosts")
-		dns, ready := freeAddr(t), freeAddr(t)
+		dns, ready := controlplane.FreeAddress(t), controlplane.FreeAddress(t)
 		_, dnsPort, _ := net.SplitHostPort(dns)
 		corefile := filepath.Join(t.TempDir(), "Corefile")
 		body := fmt.Sprintf(`.:%s {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
 // The project's programs, by package path relative to the repository root.
@@ -126,11 +128,11 @@ func (c *Cluster) buildComponents(ctx context.Context) error {
 // against the apiserver.
 func (c *Cluster) startController(ctx context.Context) error {
 	bin := c.binaries["application-grid-controller"]
-	healthPort, err := freeLoopbackPort()
+	healthPort, err := controlplane.FreePort("127.0.0.1")
 	if err != nil {
 		return err
 	}
-	metricsPort, err := freeLoopbackPort()
+	metricsPort, err := controlplane.FreePort("127.0.0.1")
 	if err != nil {
 		return err
 	}

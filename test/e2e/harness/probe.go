@@ -135,13 +135,3 @@ func (n *FabricNode) ProxyRules(ctx context.Context, mode string) (string, error
 	}
 	return n.NS.Run(ctx, "iptables-save")
 }
-
-// freeLoopbackPort asks the kernel for an unused TCP port on 127.0.0.1.
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
