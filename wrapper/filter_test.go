@@ -8,6 +8,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/servicegroup/servicegroup/topology"
 )
 
 // The seeds' layout: node0 alone in nodeunit1, node1 and node2 in nodeunit2.
@@ -17,8 +19,8 @@ var seedNodes = map[string]map[string]string{
 	"node2": {"zone1": "nodeunit2", "region": "r2"},
 }
 
-func topoFor(self string) Topology {
-	return Topology{Self: seedNodes[self], Nodes: func(n string) (map[string]string, bool) {
+func topoFor(self string) topology.Nodes {
+	return topology.Nodes{Self: seedNodes[self], Labels: func(n string) (map[string]string, bool) {
 		l, ok := seedNodes[n]
 		return l, ok
 	}}
@@ -151,7 +153,7 @@ func FuzzFilterEndpointSlices(f *testing.F) {
 	f.Add([]byte{}, byte(2), `["region","zone1"]`)
 	names := []string{"node0", "node1", "node2", "", "gone"}
 	f.Fuzz(func(t *testing.T, layout []byte, self byte, annotation string) {
-		keys, err := ParseTopologyKeys(annotation)
+		keys, err := topology.ParseKeys(annotation)
 		if err != nil {
 			return
 		}

@@ -30,6 +30,7 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/test/controlplane"
+	"github.com/servicegroup/servicegroup/topology"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -206,7 +207,7 @@ func expectedSlices(ctx context.Context, t testing.TB, c kubernetes.Interface, n
 	for _, n := range nodes.Items {
 		nl[n.Name] = n.Labels
 	}
-	topo := wrapper.Topology{Self: nl[node], Nodes: func(n string) (map[string]string, bool) { l, ok := nl[n]; return l, ok }}
+	topo := topology.Nodes{Self: nl[node], Labels: func(n string) (map[string]string, bool) { l, ok := nl[n]; return l, ok }}
 	svcs, err := c.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -225,7 +226,7 @@ func expectedSlices(ctx context.Context, t testing.TB, c kubernetes.Interface, n
 		var keys []string
 		for _, svc := range svcs.Items {
 			if svc.Name == name {
-				if k, err := wrapper.ParseTopologyKeys(svc.Annotations[superedgev1.AnnotationTopologyKeys]); err == nil {
+				if k, err := topology.ParseKeys(svc.Annotations[superedgev1.AnnotationTopologyKeys]); err == nil {
 					keys = k
 				}
 			}

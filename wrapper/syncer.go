@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/topology"
 )
 
 const (
@@ -247,8 +248,8 @@ func (s *Syncer) affectedByNode(name string, old, cur map[string]string, appeare
 	return out
 }
 
-// topology is the current view of node labels.
-func (s *Syncer) topology() Topology {
+// nodes is the current view of node labels.
+func (s *Syncer) nodes() topology.Nodes {
 	labels := func(name string) (map[string]string, bool) {
 		o, ok, err := s.caches.Nodes.GetByKey(name)
 		if err != nil || !ok {
@@ -260,7 +261,7 @@ func (s *Syncer) topology() Topology {
 	if !ok {
 		self = nil
 	}
-	return Topology{Self: self, Nodes: labels}
+	return topology.Nodes{Self: self, Labels: labels}
 }
 
 // Run processes the queue until ctx ends.
@@ -327,7 +328,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 		svc := o.(*corev1.Service)
 		s.stores.Services.Set(key, svc.DeepCopy())
 		if v, ok := svc.Annotations[superedgev1.AnnotationTopologyKeys]; ok {
-			parsed, err := ParseTopologyKeys(v)
+			parsed, err := topology.ParseKeys(v)
 			if err != nil {
 				if s.logged[key] != v {
 					s.logged[key] = v
@@ -363,7 +364,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 		local = s.localEndpoint(logger, epObj, upstream)
 	}
 
-	topo := s.topology()
+	topo := s.nodes()
 	var served []*discoveryv1.EndpointSlice
 	switch {
 	case local != nil:

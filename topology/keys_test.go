@@ -1,11 +1,11 @@
-package wrapper
+package topology
 
 import (
 	"slices"
 	"testing"
 )
 
-func TestParseTopologyKeys(t *testing.T) {
+func TestParseKeys(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want []string
@@ -24,19 +24,19 @@ func TestParseTopologyKeys(t *testing.T) {
 		{`[1]`, nil, false},
 		{`["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]`, nil, false},
 	} {
-		got, err := ParseTopologyKeys(tc.in)
+		got, err := ParseKeys(tc.in)
 		if (err == nil) != tc.ok || !slices.Equal(got, tc.want) {
-			t.Errorf("ParseTopologyKeys(%s) = %q, %v; want %q ok=%v", tc.in, got, err, tc.want, tc.ok)
+			t.Errorf("ParseKeys(%s) = %q, %v; want %q ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
 }
 
-func FuzzParseTopologyKeys(f *testing.F) {
+func FuzzParseKeys(f *testing.F) {
 	for _, s := range []string{`["zone1"]`, `["a","*"]`, `[]`, `["*","a"]`, `null`, `["a","a"]`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		keys, err := ParseTopologyKeys(in)
+		keys, err := ParseKeys(in)
 		if err != nil {
 			return
 		}

@@ -1,4 +1,4 @@
-package wrapper
+package topology
 
 import (
 	"encoding/json"
@@ -15,9 +15,9 @@ const AnyKey = "*"
 // MaxTopologyKeys bounds the annotation, as upstream's topologyKeys field did.
 const MaxTopologyKeys = 16
 
-// ParseTopologyKeys parses the value of the topologyKeys annotation: a JSON
+// ParseKeys parses the value of the topologyKeys annotation: a JSON
 // list of node label keys tried in order, optionally ending with "*".
-func ParseTopologyKeys(value string) ([]string, error) {
+func ParseKeys(value string) ([]string, error) {
 	var keys []string
 	if err := json.Unmarshal([]byte(value), &keys); err != nil {
 		return nil, fmt.Errorf("topologyKeys %q is not a JSON list of strings: %w", value, err)
