@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns generate verify lint test unit integration \
-	e2e demo bench fuzz k8s-bins images clean
+	e2e demo bench fuzz host-deps k8s-bins images clean
 
 all: build
 
@@ -40,12 +40,16 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+## host-deps: install the Debian packages in hack/host-packages.txt (root), or name the missing ones
+host-deps:
+	@hack/host-deps.sh
+
 ## k8s-bins: build (or reuse the cached) etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubectl
 k8s-bins:
 	hack/k8s-bins.sh
 
 ## test: unit, integration (real apiserver) and end-to-end tests, with -race
-test: k8s-bins
+test: host-deps k8s-bins
 	$(GO) test $(TEST_FLAGS) ./...
 
 ## bench: benchmarks against the real binaries, each reporting against its
@@ -64,12 +68,15 @@ fuzz:
 	done
 
 ## e2e: the end-to-end tests alone (root: network namespaces, real kube-proxy)
-e2e: k8s-bins build
+e2e: host-deps k8s-bins build
 	SERVICEGROUP_E2E_BIN=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/...
 
 ## demo: the seeds' demo on a real cluster on this machine, up until Ctrl-C (root)
-demo: k8s-bins
-	$(GO) run ./test/e2e/demo $(DEMO_FLAGS)
+demo: host-deps k8s-bins
+	@echo ">> compiling the demo (the first time this takes a few minutes)"
+	$(GO) build -o $(BIN)/demo ./test/e2e/demo
+	@echo ">> running the demo"
+	$(BIN)/demo $(DEMO_FLAGS)
 
 ## images: the three container images (needs a Docker engine)
 REGISTRY ?= servicegroup

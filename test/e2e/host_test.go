@@ -16,7 +16,7 @@ func requireHost(t *testing.T, tools ...harness.Tool) {
 	if err := harness.CheckHost(context.Background()); err != nil {
 		problem = err.Error()
 	} else if missing := harness.MissingTools(tools...); len(missing) > 0 {
-		problem = "needs " + missing[0].Command + " (install the Debian package " + missing[0].Package + ")"
+		problem = "needs " + missing[0].Command + " (Debian package " + missing[0].Package() + "; hack/host-deps.sh installs it)"
 	}
 	if problem == "" {
 		return

@@ -109,16 +109,17 @@ func prepareMachine(ctx context.Context, install bool) error {
 	if missing := harness.MissingTools(harness.AllTools...); len(missing) > 0 {
 		var pkgs []string
 		for _, t := range missing {
-			pkgs = append(pkgs, t.Package)
+			pkgs = append(pkgs, t.Package())
 		}
 		if !install {
 			return fmt.Errorf("missing Debian packages: %s", strings.Join(pkgs, " "))
 		}
-		say("Installing Debian packages: %s", strings.Join(pkgs, " "))
-		if err := runCmd(ctx, nil, "apt-get", "update", "-qq"); err != nil {
+		root, err := harness.RepoRoot()
+		if err != nil {
 			return err
 		}
-		if err := runCmd(ctx, []string{"DEBIAN_FRONTEND=noninteractive"}, "apt-get", append([]string{"install", "-y", "-qq", "--no-install-recommends"}, pkgs...)...); err != nil {
+		say("Installing Debian packages: %s", strings.Join(pkgs, " "))
+		if err := runCmd(ctx, nil, filepath.Join(root, "hack", "host-deps.sh")); err != nil {
 			return err
 		}
 	}

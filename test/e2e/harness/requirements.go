@@ -6,28 +6,58 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 )
 
-// Tool is a program the end-to-end cluster needs and the Debian package that
-// provides it.
+// Tool is a program the end-to-end cluster needs. Which Debian package
+// provides it is listed once, in hack/host-packages.txt, which
+// hack/host-deps.sh installs for `make test`, `make demo` and CI.
 type Tool struct {
 	Command string
-	Package string
 }
 
-// Tools the harness runs. The demo installs missing packages; tests only
-// name them.
+// Package is the Debian package that provides t, from hack/host-packages.txt.
+func (t Tool) Package() string {
+	if pkg, ok := hostPackages()[t.Command]; ok {
+		return pkg
+	}
+	return "(not in hack/host-packages.txt)"
+}
+
+// Tools the harness runs.
 var (
-	ToolIP        = Tool{"ip", "iproute2"}
-	ToolIPTables  = Tool{"iptables", "iptables"}
-	ToolNFT       = Tool{"nft", "nftables"}
-	ToolConntrack = Tool{"conntrack", "conntrack"}
-	ToolDig       = Tool{"dig", "dnsutils"}
+	ToolIP        = Tool{"ip"}
+	ToolIPTables  = Tool{"iptables"}
+	ToolNFT       = Tool{"nft"}
+	ToolConntrack = Tool{"conntrack"}
+	ToolDig       = Tool{"dig"}
 )
 
 // AllTools is every tool used by the full run (iptables and nftables modes).
 var AllTools = []Tool{ToolIP, ToolIPTables, ToolNFT, ToolConntrack, ToolDig}
+
+// hostPackages reads hack/host-packages.txt: command -> Debian package.
+var hostPackages = sync.OnceValue(func() map[string]string {
+	out := map[string]string{}
+	root, err := RepoRoot()
+	if err != nil {
+		return out
+	}
+	data, err := os.ReadFile(filepath.Join(root, "hack", "host-packages.txt"))
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && !strings.HasPrefix(f[0], "#") {
+			out[f[0]] = f[1]
+		}
+	}
+	return out
+})
 
 // MissingTools lists the tools not found in PATH.
 func MissingTools(tools ...Tool) []Tool {
@@ -47,7 +77,7 @@ func CheckHost(ctx context.Context) error {
 		return errors.New("needs root (network namespaces, veths, kube-proxy's iptables)")
 	}
 	if m := MissingTools(ToolIP); len(m) > 0 {
-		return fmt.Errorf("needs %q (Debian package %s)", m[0].Command, m[0].Package)
+		return fmt.Errorf("needs %q (Debian package %s; hack/host-deps.sh installs it)", m[0].Command, m[0].Package())
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
