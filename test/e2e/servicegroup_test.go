@@ -36,7 +36,7 @@ metadata:
   name: servicegrid-headless
   namespace: default
 spec:
-  gridUniqKey: zone1
+  gridUniqKey: %s
   template:
     clusterIP: None
     selector:
@@ -51,21 +51,28 @@ spec:
 // Service; kube-controller-manager and kube-scheduler make and bind the Pods;
 // each node's kube-proxy reads through that node's wrapper; each node runs
 // our CoreDNS with gridhosts, and one more serves every node per client.
+// The iptables run applies the seeds' grids as they are (gridUniqKey zone1);
+// the nftables run keys the same grids on the prefixed label
+// topology.kubernetes.io/zone.
 func TestServiceGroup(t *testing.T) {
-	for _, mode := range []string{harness.ProxyModeIPTables, harness.ProxyModeNFTables} {
-		t.Run(mode, func(t *testing.T) { testServiceGroup(t, mode) })
+	for _, run := range []struct{ mode, key string }{
+		{harness.ProxyModeIPTables, harness.GridKey},
+		{harness.ProxyModeNFTables, harness.ZoneKey},
+	} {
+		t.Run(run.mode, func(t *testing.T) { testServiceGroup(t, run.mode, run.key) })
 	}
 }
 
-func testServiceGroup(t *testing.T, mode string) {
+func testServiceGroup(t *testing.T, mode, gridKey string) {
 	ctx, c := startCluster(t, harness.Options{ProxyMode: mode, Components: allComponents})
 	if err := c.WaitGridCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ApplyExamples(ctx, harness.SeedExamples...); err != nil {
+	if err := c.ApplyExamplesWithKey(ctx, gridKey, harness.SeedExamples...); err != nil {
 		t.Fatal(err)
 	}
-	units, err := c.Nodeunits(ctx, harness.GridKey)
+	t.Logf("grids keyed on node label %q", gridKey)
+	units, err := c.Nodeunits(ctx, gridKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +117,7 @@ func testServiceGroup(t *testing.T, mode string) {
 	})
 
 	t.Run("headless grid Service resolves to the nodeunit's pods", func(t *testing.T) {
-		if err := c.CreateGrid(ctx, []byte(headlessServiceGrid)); err != nil {
+		if err := c.CreateGrid(ctx, fmt.Appendf(nil, headlessServiceGrid, gridKey)); err != nil {
 			t.Fatal(err)
 		}
 		for _, n := range c.Nodes {
@@ -146,10 +153,10 @@ func testServiceGroup(t *testing.T, mode string) {
 	t.Run("relabelled node follows its new nodeunit", func(t *testing.T) {
 		node2 := c.Node("node2")
 		relabelled := time.Now()
-		if err := c.SetNodeLabel(ctx, node2.Name, harness.GridKey, "nodeunit1"); err != nil {
+		if err := c.SetNodeLabel(ctx, node2.Name, gridKey, "nodeunit1"); err != nil {
 			t.Fatal(err)
 		}
-		units, err := c.Nodeunits(ctx, harness.GridKey)
+		units, err := c.Nodeunits(ctx, gridKey)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -31,6 +32,12 @@ func (c *Cluster) WaitGridCRDs(ctx context.Context) error {
 // ApplyExamples creates the named files of the repository's examples/
 // directory, unchanged.
 func (c *Cluster) ApplyExamples(ctx context.Context, names ...string) error {
+	return c.ApplyExamplesWithKey(ctx, GridKey, names...)
+}
+
+// ApplyExamplesWithKey creates the named examples with their gridUniqKey
+// (GridKey in the files) replaced by key; nothing else changes.
+func (c *Cluster) ApplyExamplesWithKey(ctx context.Context, key string, names ...string) error {
 	root, err := RepoRoot()
 	if err != nil {
 		return err
@@ -40,6 +47,11 @@ func (c *Cluster) ApplyExamples(ctx context.Context, names ...string) error {
 		if err != nil {
 			return err
 		}
+		line := []byte("gridUniqKey: " + GridKey + "\n")
+		if !bytes.Contains(data, line) {
+			return fmt.Errorf("examples/%s: no line %q to re-key", name, line)
+		}
+		data = bytes.ReplaceAll(data, line, []byte("gridUniqKey: "+key+"\n"))
 		if err := c.CreateGrid(ctx, data); err != nil {
 			return fmt.Errorf("examples/%s: %w", name, err)
 		}

@@ -22,13 +22,19 @@ type NodeSpec struct {
 // GridKey is the node label the seeds' grids use (gridUniqKey: zone1).
 const GridKey = "zone1"
 
+// ZoneKey is the well-known label most real clusters carry: a prefixed key,
+// which cannot be a label value itself. Runs with it prove that the
+// controller, the wrapper and gridhosts agree on prefixed grid keys.
+const ZoneKey = corev1.LabelTopologyZone
+
 // SeedNodes are the seeds' demo nodes: node0 in nodeunit1, node1 and node2
-// in nodeunit2.
+// in nodeunit2, by both GridKey and ZoneKey.
 func SeedNodes() []NodeSpec {
+	unit := func(v string) map[string]string { return map[string]string{GridKey: v, ZoneKey: v} }
 	return []NodeSpec{
-		{Name: "node0", Labels: map[string]string{GridKey: "nodeunit1"}},
-		{Name: "node1", Labels: map[string]string{GridKey: "nodeunit2"}},
-		{Name: "node2", Labels: map[string]string{GridKey: "nodeunit2"}},
+		{Name: "node0", Labels: unit("nodeunit1")},
+		{Name: "node1", Labels: unit("nodeunit2")},
+		{Name: "node2", Labels: unit("nodeunit2")},
 	}
 }
 
