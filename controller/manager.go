@@ -290,7 +290,8 @@ func (m *Manager) lead(ctx context.Context, recorder record.EventRecorder) error
 		if !ok || ns == "" || name == "" {
 			return fmt.Errorf("SuperEdge lock %q: want namespace/name", m.opts.SuperEdgeLock)
 		}
-		w := &predecessorWatch{kube: m.kube, namespace: ns, name: name, clock: clock.RealClock{}, seen: map[string]observedRecord{}}
+		ownLease := m.opts.LeaderElect && ns == m.opts.LeaderElectionNamespace && name == m.opts.LeaderElectionName
+		w := &predecessorWatch{kube: m.kube, namespace: ns, name: name, clock: clock.RealClock{}, seen: map[string]observedRecord{}, checkLease: !ownLease}
 		if err := w.wait(ctx, m.opts.RetryPeriod, recorder); err != nil {
 			return nil //nolint:nilerr // ctx ended while waiting: a normal stop
 		}

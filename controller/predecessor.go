@@ -22,8 +22,8 @@ import (
 // ResourceName = its user agent, ResourceNamespace = kube-system), by default
 // as an Endpoints object (--leader-elect-resource-lock=endpoints), or as a
 // ConfigMap, annotated with the leader record. A Lease lock of that name is
-// the very Lease this controller elects its leader with, so the two never
-// lead together; the annotation-based locks are checked here.
+// checked too, unless it is the very Lease this controller elects its leader
+// with (then the two never lead together anyway).
 const superEdgeLeaderAnnotation = resourcelock.LeaderElectionRecordAnnotationKey
 
 // predecessorWatch tells whether SuperEdge's controller still leads.
@@ -31,6 +31,9 @@ type predecessorWatch struct {
 	kube            kubernetes.Interface
 	namespace, name string
 	clock           clock.PassiveClock
+	// checkLease also checks a Lease of that name: off when it is the Lease
+	// this controller itself elects with (then the election excludes SuperEdge).
+	checkLease bool
 	// seen is, per lock kind, the last record read and when it last changed
 	// as measured here (a stale renewTime from a stopped leader stays put).
 	seen map[string]observedRecord
@@ -71,11 +74,31 @@ func (p *predecessorWatch) live(ctx context.Context) (runtime.Object, string, er
 			return o, o, err
 		}},
 	}
+	if p.checkLease {
+		locks = append(locks, lockObj{"Lease", func() (runtime.Object, metav1.Object, error) {
+			o, err := p.kube.CoordinationV1().Leases(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
+			if err != nil {
+				return o, o, err
+			}
+			// Present the Lease's spec as the record the other kinds carry.
+			rec := resourcelock.LeaseSpecToLeaderElectionRecord(&o.Spec)
+			data, _ := json.Marshal(rec)
+			o = o.DeepCopy()
+			o.Annotations = map[string]string{superEdgeLeaderAnnotation: string(data)}
+			return o, o, nil
+		}})
+	}
 	now := p.clock.Now()
 	for _, l := range locks {
 		obj, m, err := l.get()
 		if apierrors.IsNotFound(err) {
 			delete(p.seen, l.kind)
+			continue
+		}
+		if apierrors.IsForbidden(err) {
+			// Without RBAC for the lock (see build/manifests/controller/rbac.yaml)
+			// the check cannot be made; say so, do not wait forever.
+			klog.FromContext(ctx).Info("Cannot check SuperEdge's leader lock", "kind", l.kind, "lock", p.namespace+"/"+p.name, "err", err)
 			continue
 		}
 		if err != nil {
