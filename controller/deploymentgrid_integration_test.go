@@ -156,6 +156,9 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonNameConflict {
 				return fmt.Errorf("condition %+v", c)
 			}
+			if c := meta.FindStatusCondition(g.Status.Conditions, superedgev1.ConditionConflict); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "web-") {
+				return fmt.Errorf("Conflict condition %+v", c)
+			}
 			return nil
 		})
 	})
