@@ -8,6 +8,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -170,14 +171,16 @@ func (g *GridHosts) lookup(state request.Request, q queryName, node *nodeObj, zo
 		if sv == nil {
 			return nil, nil, false
 		}
-		eps, ports := x.localEndpoints(q.namespace, q.service, keys, node)
+		eps, _ := x.localEndpoints(q.namespace, q.service, keys, node)
 		switch state.QType() {
 		case dns.TypeA, dns.TypeAAAA:
+			var ips []netip.Addr
 			for _, e := range eps {
-				answer = append(answer, g.addressRecords(qname, state.QType(), e.IPs)...)
+				ips = append(ips, e.IPs...)
 			}
+			answer = g.addressRecords(qname, state.QType(), uniqueAddrs(ips))
 		case dns.TypeSRV:
-			answer, extra = g.srvRecords(qname, q, zone, eps, ports)
+			answer, extra = g.srvRecords(qname, q, zone, eps, nil)
 		}
 		return answer, extra, true
 	case nameSRV:
@@ -186,21 +189,30 @@ func (g *GridHosts) lookup(state request.Request, q queryName, node *nodeObj, zo
 			return nil, nil, false
 		}
 		eps, ports := x.localEndpoints(q.namespace, q.service, keys, node)
-		var matched []slicePort
-		for _, p := range ports {
-			if strings.EqualFold(p.Name, q.port) && strings.EqualFold(p.Protocol, q.proto) {
-				matched = append(matched, p)
-			}
+		want := func(p slicePort) bool {
+			return strings.EqualFold(p.Name, q.port) && strings.EqualFold(p.Protocol, q.proto)
 		}
-		if len(matched) == 0 {
+		if !slices.ContainsFunc(ports, want) {
 			return nil, nil, false
 		}
 		if state.QType() == dns.TypeSRV {
-			answer, extra = g.srvRecords(qname, q, zone, eps, matched)
+			answer, extra = g.srvRecords(qname, q, zone, eps, want)
 		}
 		return answer, extra, true
 	}
 	return nil, nil, false
+}
+
+// uniqueAddrs drops repeated addresses (an endpoint listed in two slices)
+// keeping the first occurrence's order.
+func uniqueAddrs(ips []netip.Addr) []netip.Addr {
+	out := ips[:0:0]
+	for _, ip := range ips {
+		if !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
 }
 
 func (g *GridHosts) addressRecords(name string, qtype uint16, ips []netip.Addr) []dns.RR {
@@ -216,33 +228,58 @@ func (g *GridHosts) addressRecords(name string, qtype uint16, ips []netip.Addr) 
 	return out
 }
 
-// srvRecords answers SRV with one record per endpoint and port. Targets are
-// the endpoint's hostname under the Service (a StatefulSet pod's own name,
-// which the kubernetes plugin resolves) or, without one, the dashed address
-// form the kubernetes plugin uses; their addresses go in the extra section.
-func (g *GridHosts) srvRecords(name string, q queryName, zone string, eps []*sliceEndpoint, ports []slicePort) (answer, extra []dns.RR) {
-	if len(eps) == 0 {
-		return nil, nil
-	}
-	weight := uint16(100 / len(eps))
-	if weight == 0 {
-		weight = 1
+// srvRecords answers SRV with one record per endpoint and port of that
+// endpoint's own EndpointSlice (only the ports want accepts, nil = all).
+// Targets are the endpoint's hostname under the Service (a StatefulSet
+// pod's own name, which the kubernetes plugin resolves) or, without one, the
+// dashed address form the kubernetes plugin uses; their addresses go in the
+// extra section. A target and port seen twice (an endpoint in two slices)
+// is answered once.
+func (g *GridHosts) srvRecords(name string, q queryName, zone string, eps []localEndpoint, want func(slicePort) bool) (answer, extra []dns.RR) {
+	type srvKey struct {
+		target string
+		port   uint16
 	}
 	suffix := q.service + "." + q.namespace + ".svc." + zone
+	var recs []srvKey
+	seen := map[srvKey]bool{}
+	targets := map[string][]netip.Addr{}
+	var order []string
 	for _, e := range eps {
 		label := e.Hostname
 		if label == "" {
 			label = dashed(e.IPs[0])
 		}
 		target := label + "." + suffix
-		for _, p := range ports {
-			answer = append(answer, &dns.SRV{
-				Hdr:      dns.RR_Header{Name: name, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: g.TTL},
-				Priority: 0, Weight: weight, Port: p.Port, Target: target,
-			})
+		for _, p := range e.ports {
+			if want != nil && !want(p) {
+				continue
+			}
+			k := srvKey{target, p.Port}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			recs = append(recs, k)
+			if _, ok := targets[target]; !ok {
+				order = append(order, target)
+			}
+			targets[target] = uniqueAddrs(append(targets[target], e.IPs...))
 		}
-		extra = append(extra, g.addressRecords(target, dns.TypeA, e.IPs)...)
-		extra = append(extra, g.addressRecords(target, dns.TypeAAAA, e.IPs)...)
+	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	weight := uint16(max(1, 100/len(order)))
+	for _, r := range recs {
+		answer = append(answer, &dns.SRV{
+			Hdr:      dns.RR_Header{Name: name, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: g.TTL},
+			Priority: 0, Weight: weight, Port: r.port, Target: r.target,
+		})
+	}
+	for _, t := range order {
+		extra = append(extra, g.addressRecords(t, dns.TypeA, targets[t])...)
+		extra = append(extra, g.addressRecords(t, dns.TypeAAAA, targets[t])...)
 	}
 	return answer, extra
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,10 +21,14 @@ import (
 )
 
 // Label selectors that keep the caches small: an edge node holds only grid
-// StatefulSets and pods, and only EndpointSlices of headless Services (the
-// EndpointSlice controller labels those service.kubernetes.io/headless).
+// StatefulSets, StatefulSet pods (the StatefulSet controller labels every pod
+// it makes with its own name; which of them belong to a grid is decided in
+// the index through their controller, since SuperEdge puts no grid label on
+// pods), and only EndpointSlices of headless Services (the EndpointSlice
+// controller labels those service.kubernetes.io/headless).
 var (
 	gridObjectSelector    = superedgev1.LabelGridSelector
+	statefulPodSelector   = appsv1.StatefulSetPodNameLabel
 	headlessSliceSelector = discoveryv1.LabelServiceName + "," + corev1.IsHeadlessService
 	// clients mode indexes every pod's IP; finished pods give theirs up.
 	runningPodSelector = "status.phase!=Succeeded,status.phase!=Failed"
@@ -58,7 +63,7 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 		return nil, fmt.Errorf("superedge client: %w", err)
 	}
 	tr := informers.WithTransform(transform)
-	podOpts := func(o *metav1.ListOptions) { o.LabelSelector = gridObjectSelector }
+	podOpts := func(o *metav1.ListOptions) { o.LabelSelector = statefulPodSelector }
 	if clients {
 		podOpts = func(o *metav1.ListOptions) { o.FieldSelector = runningPodSelector }
 	}
