@@ -14,8 +14,10 @@ import (
 
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/fall"
+	"github.com/coredns/coredns/plugin/pkg/nonwriter"
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -43,6 +45,9 @@ type GridHosts struct {
 	index   *Index
 	synced  atomic.Bool
 	watcher *watcher
+	// Before synced: whether grids and Services are already known, so a
+	// name can be ruled out as a grid name. Nil means not known.
+	gridsKnown, servicesKnown func() bool
 }
 
 // New returns a GridHosts with defaults and an empty index.
@@ -63,13 +68,10 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 	}
 	q := parseName(qname, zone)
 	if q.kind == nameNone {
-		return g.miss(ctx, w, r, state, zone)
+		return g.miss(ctx, w, r, state, zone, false)
 	}
 	if !g.synced.Load() {
-		// Like the kubernetes plugin before its first sync: a name of our
-		// shape must not be denied (and cached) before we have looked.
-		resultNotSynced.Inc()
-		return dns.RcodeServerFailure, nil
+		return g.beforeSync(ctx, w, r, state, q, zone)
 	}
 
 	x := g.index
@@ -77,14 +79,13 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 	node, ok := g.queryNode(w)
 	if !ok {
 		x.mu.RUnlock()
-		resultUnknown.Inc()
-		return g.miss(ctx, w, r, state, zone)
+		return g.miss(ctx, w, r, state, zone, true)
 	}
 	origZone := state.QName()[len(qname)-len(zone):] // keep the query's case
 	answer, extra, exists := g.lookup(state, q, node, origZone)
 	x.mu.RUnlock()
 	if !exists {
-		return g.miss(ctx, w, r, state, zone)
+		return g.miss(ctx, w, r, state, zone, false)
 	}
 
 	m := new(dns.Msg)
@@ -104,19 +105,80 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 }
 
 // miss handles a name that is not ours: the next plugin with fallthrough,
-// else NXDOMAIN with our SOA.
-func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, state request.Request, zone string) (int, error) {
+// else NXDOMAIN with our SOA. Each query is counted once: as
+// unknown_client when that is why it missed.
+func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, state request.Request, zone string, unknownClient bool) (int, error) {
+	count := func(c prometheus.Counter) {
+		if unknownClient {
+			c = resultUnknown
+		}
+		c.Inc()
+	}
 	if g.Fall.Through(state.Name()) {
-		resultFallthrough.Inc()
+		count(resultFallthrough)
 		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 	}
-	resultNXDomain.Inc()
+	count(resultNXDomain)
 	m := new(dns.Msg)
 	m.SetRcode(r, dns.RcodeNameError)
 	m.Authoritative = true
 	m.Ns = []dns.RR{g.soa(state.QName()[len(state.QName())-len(zone):])}
 	w.WriteMsg(m)
 	return dns.RcodeSuccess, nil
+}
+
+// beforeSync answers a name of a grid shape while gridhosts cannot serve
+// grid names yet (informers not synced: apiserver slow or unreachable, a
+// resource forbidden). Every such name goes to the next plugin, as without
+// gridhosts. Its answer is passed on as it is, except a negative answer to
+// a unified-name shape that gridhosts cannot yet rule out (its Service
+// known not to be a grid Service, or its grid known not to exist): the
+// kubernetes plugin never knows unified names, clients would cache its
+// NXDOMAIN, so that becomes SERVFAIL. Headless Service names need no such
+// guard: a Service the next plugin denies has no endpoints anywhere.
+func (g *GridHosts) beforeSync(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, state request.Request, q queryName, zone string) (int, error) {
+	if q.kind != nameMember || g.notGridName(q) {
+		return g.miss(ctx, w, r, state, zone, false)
+	}
+	if !g.Fall.Through(state.Name()) || g.Next == nil {
+		resultNotSynced.Inc()
+		return dns.RcodeServerFailure, nil
+	}
+	nw := nonwriter.New(w)
+	code, err := plugin.NextOrFailure(g.Name(), g.Next, ctx, nw, r)
+	if nw.Msg != nil && nw.Msg.Rcode == dns.RcodeSuccess && len(nw.Msg.Answer) > 0 {
+		resultFallthrough.Inc()
+		w.WriteMsg(nw.Msg)
+		return code, err
+	}
+	resultNotSynced.Inc()
+	if nw.Msg == nil && !plugin.ClientWrite(code) {
+		return code, err // the next plugin failed without writing: the server answers its rcode
+	}
+	return dns.RcodeServerFailure, nil
+}
+
+// notGridName reports whether the unified-name shape q is known not to be
+// a grid name from what has synced so far.
+func (g *GridHosts) notGridName(q queryName) bool {
+	x := g.index
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if g.servicesKnown != nil && g.servicesKnown() {
+		sv := x.services[nsName{q.namespace, q.service}]
+		if sv == nil {
+			return true
+		}
+		if _, ok := sv.GridKey.key(); !ok {
+			return true
+		}
+	}
+	if g.gridsKnown != nil && g.gridsKnown() {
+		if _, ok := x.grids[nsName{q.namespace, q.grid}]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // queryNode returns the node whose nodeunit this query is answered for, or
