@@ -35,9 +35,13 @@ type Options struct {
 	BookmarkInterval time.Duration
 	// EventLogSize is how many events per resource a watch can resume from (default 10000).
 	EventLogSize int
-	// WatcherBuffer is how many events a watcher may fall behind before it is
-	// cut off (default 1000).
-	WatcherBuffer int
+	// WatchMaxLag is how many events a live watcher may fall behind before
+	// it gets 410 Expired and relists (default 100000). Only a burst larger
+	// than this outruns a watcher that reads at full speed.
+	WatchMaxLag int
+	// WatchWriteTimeout is how long a watch may wait for its client to take
+	// a batch of events before it is cut off (default 30s).
+	WatchWriteTimeout time.Duration
 	// Debug serves pprof under /debug/pprof/.
 	Debug bool
 	// StartVersion is the first resourceVersion (default: now in nanoseconds,
@@ -75,8 +79,11 @@ func New(opts Options) (*Server, error) {
 	if opts.EventLogSize <= 0 {
 		opts.EventLogSize = 10000
 	}
-	if opts.WatcherBuffer <= 0 {
-		opts.WatcherBuffer = 1000
+	if opts.WatchMaxLag <= 0 {
+		opts.WatchMaxLag = 100000
+	}
+	if opts.WatchWriteTimeout <= 0 {
+		opts.WatchWriteTimeout = 30 * time.Second
 	}
 	if opts.StartVersion == 0 {
 		opts.StartVersion = uint64(time.Now().UnixNano())
@@ -103,7 +110,7 @@ func New(opts Options) (*Server, error) {
 	clock := NewClock(opts.StartVersion)
 	stores := map[string]*Store{}
 	for _, r := range servedResources {
-		st := NewStore(r.name, clock, r.newEmpty, opts.EventLogSize, opts.WatcherBuffer)
+		st := NewStore(r.name, clock, r.newEmpty, opts.EventLogSize, opts.WatchMaxLag)
 		stores[r.name] = st
 		s.resources[r.gv.WithResource(r.name)] = &servedResource{resource: r, store: st}
 	}
