@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -224,15 +225,24 @@ func (s *Server) opsMux() *http.ServeMux {
 	return mux
 }
 
-// serveAPI serves the wrapper's resources and proxies everything else.
+// serveAPI serves the wrapper's resources, forwards the few other requests
+// kube-proxy makes and refuses the rest.
 func (s *Server) serveAPI(w http.ResponseWriter, req *http.Request) {
 	info, err := s.reqInfo.NewRequestInfo(req)
-	if err == nil {
-		if r := s.route(req, info); r != nil {
-			setLabels(w, info.Verb, r.name)
-			s.serveResource(w, req, info, r)
-			return
-		}
+	if err != nil {
+		s.writeError(w, req, nil, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	if r := s.route(req, info); r != nil {
+		setLabels(w, info.Verb, r.name)
+		s.serveResource(w, req, info, r)
+		return
+	}
+	if err := forwardDenied(req, info); err != nil {
+		setLabels(w, "denied", "denied")
+		klog.FromContext(req.Context()).V(2).Info("Refused", "method", req.Method, "uri", req.RequestURI, "remote", req.RemoteAddr)
+		s.writeError(w, req, nil, err)
+		return
 	}
 	setLabels(w, "proxy", "proxy")
 	s.proxy.ServeHTTP(w, req)

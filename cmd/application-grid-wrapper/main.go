@@ -69,6 +69,9 @@ func run(ctx context.Context, args []string) error {
 	if *clientCA != "" && *certFile == "" {
 		return errors.New("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
 	}
+	if *clientCA == "" && !isLoopback(*bindAddress) {
+		return fmt.Errorf("--bind-address %s is not a loopback address: it needs --client-ca-file (and TLS), or anyone who reaches it acts with the wrapper's credentials", *bindAddress)
+	}
 
 	var cfg *rest.Config
 	var err error
@@ -151,4 +154,17 @@ func run(ctx context.Context, args []string) error {
 		err = nil
 	}
 	return err
+}
+
+// isLoopback reports whether addr (host:port) listens on loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
