@@ -77,7 +77,7 @@ func TestDesiredDeployment(t *testing.T) {
 		}},
 	}
 	before := g.DeepCopy()
-	d, err := desiredDeployment(g, unit{value: "east", name: "web-east"})
+	d, err := desiredDeployment(g, unit{value: "east", name: "web-east", template: superedgev1.DefaultTemplateName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,14 @@ func TestDesiredDeployment(t *testing.T) {
 	if ns := d.Spec.Template.Spec.NodeSelector; ns["zone"] != "east" || ns["os"] != "linux" {
 		t.Errorf("nodeSelector %v", ns)
 	}
-	if l := d.Spec.Template.Labels; l[superedgev1.LabelGridSelector] != "web" || l["app"] != "web" {
-		t.Errorf("pod labels %v", l)
+	if l := d.Spec.Template.Labels; len(l) != 1 || l["app"] != "web" {
+		t.Errorf("pod labels must be the template's only (as SuperEdge builds them): %v", l)
+	}
+	if a := d.Spec.Template.Annotations; len(a) != 0 {
+		t.Errorf("pod annotations must be the template's: %v", a)
+	}
+	if a := d.Annotations; a[superedgev1.AnnotationGridUniqKey] != "zone" {
+		t.Errorf("annotations %v", a)
 	}
 	if l := d.Labels; l["team"] != "edge" || l[superedgev1.LabelGridUniqKey] != "zone" {
 		t.Errorf("labels %v", l)

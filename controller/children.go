@@ -4,18 +4,32 @@ import (
 	"maps"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
 
-// gridLabels are the two labels every child carries.
+// gridLabels are the two labels every child carries: for unprefixed keys
+// exactly SuperEdge's, for prefixed ones the shared label-value encoding.
 func gridLabels(grid, key string) map[string]string {
 	return map[string]string{
 		superedgev1.LabelGridSelector: grid,
-		superedgev1.LabelGridUniqKey:  key,
+		superedgev1.LabelGridUniqKey:  superedgev1.GridUniqKeyLabelValue(key),
 	}
+}
+
+// gridAnnotations carry the key verbatim (a label value cannot hold a prefixed key).
+func gridAnnotations(key string) map[string]string {
+	return map[string]string{superedgev1.AnnotationGridUniqKey: key}
+}
+
+// carriesGridKey: obj's grid-key label or annotation names key, as written
+// by this controller or by SuperEdge's.
+func carriesGridKey(obj metav1.Object, key string) bool {
+	k, ok := superedgev1.GridUniqKeyOf(obj.GetLabels(), obj.GetAnnotations())
+	return ok && (k == key || k == superedgev1.GridUniqKeyLabelValue(key))
 }
 
 // ownerReference makes grid the child's controller, so that deleting the grid
@@ -40,11 +54,12 @@ func stampHash[A any](cfg A, withAnnotations func(map[string]string) A) (A, erro
 	return withAnnotations(map[string]string{AnnotationAppliedHash: h}), nil
 }
 
-// workloadUnits: one child per nodeunit value, named {grid}-{value}.
-func workloadUnits(grid string, values []string) []unit {
+// workloadUnits: one child per nodeunit value, named {grid}-{value}, built
+// from the template SuperEdge's rule picks for the value.
+func workloadUnits(grid string, values []string, templates map[string]string, defaultName string) []unit {
 	out := make([]unit, len(values))
 	for i, v := range values {
-		out[i] = unit{value: v, name: childName(grid, v)}
+		out[i] = unit{value: v, name: childName(grid, v), template: templateName(templates, defaultName, v)}
 	}
 	return out
 }

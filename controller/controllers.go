@@ -7,11 +7,13 @@ package controller
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	gridinformers "github.com/servicegroup/servicegroup/client/informers/externalversions"
@@ -27,6 +29,11 @@ type Deps struct {
 	Recorder      record.EventRecorder
 	// MetricsProvider receives the workqueue metrics (default: QueueMetrics on Registry()).
 	MetricsProvider workqueue.MetricsProvider
+	// DeletionGracePeriod is how long a nodeunit must have had no nodes
+	// before its child is deleted (0: at once).
+	DeletionGracePeriod time.Duration
+	// Clock measures the grace period (default: the real clock).
+	Clock clock.Clock
 }
 
 // Controllers are the three grid controllers.

@@ -62,7 +62,8 @@ func BenchmarkConverge(b *testing.B) {
 		wall := time.Since(start)
 		quietB(b, wc)
 		all := wc.list(nil)
-		children := wc.list(func(s string) bool { return strings.Contains(s, "/deployments/") })
+		// Creates are POSTs to the collection, applies PATCHes of one Deployment.
+		children := wc.list(func(s string) bool { return strings.HasSuffix(s, "/deployments") || strings.Contains(s, "/deployments/") })
 		deps, err := e.kube.AppsV1().Deployments(ns).List(b.Context(), metav1.ListOptions{})
 		if err != nil {
 			b.Fatal(err)

@@ -38,7 +38,7 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 		},
 		gridKey: func(g *superedgev1.DeploymentGrid) string { return g.Spec.GridUniqKey },
 		units: func(g *superedgev1.DeploymentGrid) []unit {
-			return workloadUnits(g.Name, units.values(g.Spec.GridUniqKey))
+			return workloadUnits(g.Name, units.values(g.Spec.GridUniqKey), g.Spec.Templates, g.Spec.DefaultTemplateName)
 		},
 		validName: validDeploymentName,
 		getChild:  func(ns, name string) (*appsv1.Deployment, error) { return children.Lister().Deployments(ns).Get(name) },
@@ -52,9 +52,20 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 		apply: func(ctx context.Context, ns string, cfg *appsv1apply.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
 			return client.Deployments(ns).Apply(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 		},
-		patch: func(ctx context.Context, ns, name string, data []byte) (*appsv1.Deployment, error) {
-			return client.Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+		patch: func(ctx context.Context, ns, name string, pt types.PatchType, data []byte) (*appsv1.Deployment, error) {
+			return client.Deployments(ns).Patch(ctx, name, pt, data, metav1.PatchOptions{FieldManager: FieldManager})
 		},
+		getLive: func(ctx context.Context, ns, name string) (*appsv1.Deployment, error) {
+			return client.Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		create: func(ctx context.Context, ns string, cfg *appsv1apply.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
+			obj := &appsv1.Deployment{}
+			if err := fromTemplate(cfg, obj); err != nil {
+				return nil, err
+			}
+			return client.Deployments(ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+		},
+		setUID: func(cfg *appsv1apply.DeploymentApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
 		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 			return client.Deployments(ns).Delete(ctx, name, opts)
 		},
@@ -76,7 +87,9 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 				if deploymentReady(ch.obj) {
 					st.ReadyNodeUnits++
 				}
+				st.Units = append(st.Units, unitStatus(ch, deploymentReady(ch.obj)))
 			}
+			sortUnits(st.Units)
 			if statusEqual(g.Status, st) {
 				return nil
 			}
@@ -95,22 +108,27 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 
 // desiredDeployment is the Deployment a DeploymentGrid wants in one nodeunit.
 func desiredDeployment(g *superedgev1.DeploymentGrid, u unit) (*appsv1apply.DeploymentApplyConfiguration, error) {
-	spec := &appsv1apply.DeploymentSpecApplyConfiguration{}
-	if err := fromTemplate(g.Spec.Template, spec); err != nil {
-		return nil, fmt.Errorf("spec.template: %w", err)
+	tmpl, err := pickTemplate(g.Spec.Template, g.Spec.TemplatePool, u.template)
+	if err != nil {
+		return nil, err
 	}
+	spec := &appsv1apply.DeploymentSpecApplyConfiguration{}
+	if err := fromTemplate(tmpl, spec); err != nil {
+		return nil, fmt.Errorf("template %q: %w", u.template, err)
+	}
+	// The pod template stays the user's (plus the nodeSelector), exactly
+	// as SuperEdge builds it: switching controllers restarts no pod.
 	if spec.Template == nil {
 		spec.Template = &corev1apply.PodTemplateSpecApplyConfiguration{}
 	}
-	labels := gridLabels(g.Name, g.Spec.GridUniqKey)
-	spec.Template.WithLabels(labels)
 	if spec.Template.Spec == nil {
 		spec.Template.Spec = &corev1apply.PodSpecApplyConfiguration{}
 	}
 	spec.Template.Spec.WithNodeSelector(map[string]string{g.Spec.GridUniqKey: u.value})
 	d := appsv1apply.Deployment(u.name, g.Namespace).
 		WithLabels(g.Labels).
-		WithLabels(labels).
+		WithLabels(gridLabels(g.Name, g.Spec.GridUniqKey)).
+		WithAnnotations(gridAnnotations(g.Spec.GridUniqKey)).
 		WithOwnerReferences(ownerReference(g, "DeploymentGrid")).
 		WithSpec(spec)
 	return stampHash(d, d.WithAnnotations)

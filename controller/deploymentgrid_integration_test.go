@@ -156,6 +156,9 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonNameConflict {
 				return fmt.Errorf("condition %+v", c)
 			}
+			if c := meta.FindStatusCondition(g.Status.Conditions, superedgev1.ConditionConflict); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "web-") {
+				return fmt.Errorf("Conflict condition %+v", c)
+			}
 			return nil
 		})
 	})
@@ -240,7 +243,8 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 // checkChild asserts the labels, owner and nodeSelector of a workload child.
 func checkChild(t *testing.T, d *appsv1.Deployment, owner types.UID, key, value string) {
 	t.Helper()
-	if d.Labels[superedgev1.LabelGridSelector] != "web" || d.Labels[superedgev1.LabelGridUniqKey] != key || d.Labels["team"] != "edge" {
+	if d.Labels[superedgev1.LabelGridSelector] != "web" || d.Labels[superedgev1.LabelGridUniqKey] != superedgev1.GridUniqKeyLabelValue(key) ||
+		d.Labels["team"] != "edge" || d.Annotations[superedgev1.AnnotationGridUniqKey] != key {
 		t.Errorf("labels %v", d.Labels)
 	}
 	ref := metav1.GetControllerOf(d)
@@ -251,9 +255,8 @@ func checkChild(t *testing.T, d *appsv1.Deployment, owner types.UID, key, value 
 	if ns[key] != value || ns["kubernetes.io/os"] != "linux" {
 		t.Errorf("nodeSelector %v", ns)
 	}
-	pl := d.Spec.Template.Labels
-	if pl[superedgev1.LabelGridSelector] != "web" || pl[superedgev1.LabelGridUniqKey] != key || pl["app"] != "web" {
-		t.Errorf("pod template labels %v", pl)
+	if pl := d.Spec.Template.Labels; len(pl) != 1 || pl["app"] != "web" {
+		t.Errorf("pod template labels must be the template's only: %v", pl)
 	}
 	if d.Spec.Selector == nil || len(d.Spec.Selector.MatchLabels) != 1 || d.Spec.Selector.MatchLabels["app"] != "web" {
 		t.Errorf("selector must stay the template's: %v", d.Spec.Selector)

@@ -12,8 +12,22 @@ const (
 	ReasonInvalidGridName = "InvalidGridName"
 	// ReasonInvalidChildName: a nodeunit value cannot form a valid child name; that nodeunit is skipped.
 	ReasonInvalidChildName = "InvalidChildName"
-	// ReasonNameConflict: an object with the child's name exists and is not ours to take.
+	// ReasonNameConflict: an object with the child's name exists and belongs
+	// neither to the grid nor to its SuperEdge predecessor; it is never modified.
 	ReasonNameConflict = "NameConflict"
+	// ReasonNoConflict: no child name is taken by someone else's object.
+	ReasonNoConflict = "NoConflict"
+	// ReasonUnknownTemplate: a nodeunit's template is not in spec.templatePool;
+	// that nodeunit keeps its current child.
+	ReasonUnknownTemplate = "UnknownTemplate"
+	// ReasonDeletionPending: a nodeunit has no nodes left; its child is
+	// deleted when the grace period ends unless nodes come back.
+	ReasonDeletionPending = "DeletionPending"
+	// ReasonDeletionCancelled: the nodeunit came back within the grace period.
+	ReasonDeletionCancelled = "DeletionCancelled"
+	// ReasonPredecessorActive: SuperEdge's application-grid-controller still
+	// holds its leader lock; this controller waits.
+	ReasonPredecessorActive = "PredecessorActive"
 	// ReasonApplyFailed: the apiserver refused a child.
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonAdopted: an orphan with the grid's labels became a child.

@@ -121,6 +121,7 @@ func (e *env) startController(t testing.TB, mutate func(*Options)) (*Manager, *w
 	o.Config = wc.config(e.cp.Config)
 	o.Workers = 2
 	o.LeaderElect = false
+	o.DeletionGracePeriod = 0
 	o.ManageCRDs = false
 	o.MetricsBindAddress, o.HealthBindAddress = "0", "0"
 	if mutate != nil {

@@ -36,10 +36,31 @@ func Transform(obj any) (any, error) {
 		return obj, nil
 	}
 	var ours []metav1.ManagedFieldsEntry
-	for _, e := range mf {
-		if e.Manager == FieldManager {
-			ours = append(ours, e)
+	var update *metav1.ManagedFieldsEntry
+	hasApply := false
+	for i, e := range mf {
+		if e.Manager != FieldManager {
+			continue
 		}
+		ours = append(ours, e)
+		if e.Subresource == "" {
+			switch e.Operation {
+			case metav1.ManagedFieldsOperationApply:
+				hasApply = true
+			case metav1.ManagedFieldsOperationUpdate:
+				update = &mf[i]
+			}
+		}
+	}
+	// A child made with Create (ours, or SuperEdge's) has only an Update
+	// entry. Its fields are what the controller set, so the cached copy
+	// also shows them as an Apply entry: the "already up to date" check
+	// then needs no write for it. The real entry is migrated before the
+	// next apply (adoption.go).
+	if !hasApply && update != nil {
+		synth := *update
+		synth.Operation = metav1.ManagedFieldsOperationApply
+		ours = append(ours, synth)
 	}
 	m.SetManagedFields(ours)
 	return obj, nil

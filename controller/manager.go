@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	gridscheme "github.com/servicegroup/servicegroup/client/clientset/versioned/scheme"
@@ -55,6 +57,15 @@ type Options struct {
 	ManageCRDs       bool
 	CRDCheckInterval time.Duration
 
+	// DeletionGracePeriod: a nodeunit's child is deleted only after the
+	// nodeunit has had no nodes this long (0: at once).
+	DeletionGracePeriod time.Duration
+
+	// SuperEdgeLock is "namespace/name" of SuperEdge's controller's leader
+	// lock (Endpoints or ConfigMap); while a live leader holds it, this
+	// controller does nothing. "" skips the check.
+	SuperEdgeLock string
+
 	// MetricsBindAddress serves /metrics, HealthBindAddress /healthz and
 	// /readyz; equal addresses share one listener; "0" turns one off.
 	MetricsBindAddress string
@@ -74,6 +85,8 @@ func DefaultOptions() Options {
 		RetryPeriod:             2 * time.Second,
 		ManageCRDs:              true,
 		CRDCheckInterval:        time.Minute,
+		DeletionGracePeriod:     DefaultDeletionGracePeriod,
+		SuperEdgeLock:           "kube-system/application-grid-controller",
 		MetricsBindAddress:      ":8080",
 		HealthBindAddress:       ":8081",
 	}
@@ -272,6 +285,17 @@ func (m *Manager) lead(ctx context.Context, recorder record.EventRecorder) error
 		defer broadcaster.Shutdown()
 		recorder = r
 	}
+	if m.opts.SuperEdgeLock != "" {
+		ns, name, ok := strings.Cut(m.opts.SuperEdgeLock, "/")
+		if !ok || ns == "" || name == "" {
+			return fmt.Errorf("SuperEdge lock %q: want namespace/name", m.opts.SuperEdgeLock)
+		}
+		ownLease := m.opts.LeaderElect && ns == m.opts.LeaderElectionNamespace && name == m.opts.LeaderElectionName
+		w := &predecessorWatch{kube: m.kube, namespace: ns, name: name, clock: clock.RealClock{}, seen: map[string]observedRecord{}, checkLease: !ownLease}
+		if err := w.wait(ctx, m.opts.RetryPeriod, recorder); err != nil {
+			return nil //nolint:nilerr // ctx ended while waiting: a normal stop
+		}
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if m.opts.ManageCRDs {
@@ -287,7 +311,7 @@ func (m *Manager) lead(ctx context.Context, recorder record.EventRecorder) error
 	ctrls, err := NewControllers(Deps{
 		Kube: m.kube, Grids: m.grids,
 		KubeInformers: kubeInformers, GridInformers: gridInformers,
-		Recorder: recorder,
+		Recorder: recorder, DeletionGracePeriod: m.opts.DeletionGracePeriod,
 	})
 	if err != nil {
 		return err

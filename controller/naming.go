@@ -52,18 +52,16 @@ func validServiceName(name string) error {
 	return nil
 }
 
-// validGrid reports why a grid's name or gridUniqKey cannot be used: both
-// end up as label values on every child, and the key as a nodeSelector key.
+// validGrid reports why a grid's name or gridUniqKey cannot be used: the
+// name ends up as a label value on every child, the key as a nodeSelector
+// key (any label key, prefixed ones included: the grid-uniq-key label gets
+// the shared encoding, the annotation the key itself).
 func validGrid(name, key string) (reason string, err error) {
 	if key == "" {
 		return ReasonEmptyGridUniqKey, fmt.Errorf("spec.gridUniqKey is empty: it must name the node label whose values are the nodeunits")
 	}
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
 		return ReasonInvalidGridUniqKey, fmt.Errorf("spec.gridUniqKey %q is not a valid label key: %s", key, strings.Join(errs, "; "))
-	}
-	if errs := validation.IsValidLabelValue(key); len(errs) > 0 {
-		return ReasonInvalidGridUniqKey, fmt.Errorf("spec.gridUniqKey %q cannot be the value of label %s: %s",
-			key, superedgev1.LabelGridUniqKey, strings.Join(errs, "; "))
 	}
 	if errs := validation.IsValidLabelValue(name); len(errs) > 0 {
 		return ReasonInvalidGridName, fmt.Errorf("grid name %q cannot be the value of label %s: %s",

@@ -47,7 +47,9 @@ func TestValidGrid(t *testing.T) {
 		{"web", "zone1", ""},
 		{"web", "", ReasonEmptyGridUniqKey},
 		{"web", "bad key", ReasonInvalidGridUniqKey},
-		{"web", "topology.kubernetes.io/zone", ReasonInvalidGridUniqKey}, // "/" is no label value
+		{"web", "topology.kubernetes.io/zone", ""}, // prefixed keys are grid keys too
+		{"web", "example.com/" + strings.Repeat("k", 63), ""},
+		{"web", "/zone", ReasonInvalidGridUniqKey},
 		{strings.Repeat("w", 64), "zone1", ReasonInvalidGridName},
 	} {
 		reason, err := validGrid(c.name, c.key)

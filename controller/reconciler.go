@@ -10,9 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -29,16 +29,20 @@ type object interface {
 	runtime.Object
 }
 
-// unit is one child a grid wants: the nodeunit value and the child's name.
+// unit is one child a grid wants: the nodeunit value, the child's name and
+// the name of the template it is built from (workload grids only).
 type unit struct {
-	value string
-	name  string
+	value    string
+	name     string
+	template string
 }
 
-// child is a grid's child for one unit.
+// child is a grid's child for one unit, and what the controller is
+// waiting to do with it (status only).
 type child[C object] struct {
 	unit
-	obj C
+	obj     C
+	pending string
 }
 
 // kindOps is everything that differs between the grid kinds: how to read the
@@ -61,8 +65,14 @@ type kindOps[G, C object, A any] struct {
 	desired  func(G, unit) (A, error)
 	extract  func(C) (A, error)
 	apply    func(ctx context.Context, namespace string, cfg A) (C, error)
-	patch    func(ctx context.Context, namespace, name string, data []byte) (C, error)
-	remove   func(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+	patch    func(ctx context.Context, namespace, name string, pt types.PatchType, data []byte) (C, error)
+	// getLive reads a child from the apiserver (full managedFields).
+	getLive func(ctx context.Context, namespace, name string) (C, error)
+	// create makes a new child; it fails if the name is taken.
+	create func(ctx context.Context, namespace string, cfg A) (C, error)
+	// setUID makes an apply fail unless the object is the one we read.
+	setUID func(cfg A, uid types.UID)
+	remove func(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 
 	// ready reports whether a child is up to date and ready.
 	ready func(C) bool
@@ -79,6 +89,7 @@ type gridController[G, C object, A any] struct {
 	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	recorder record.EventRecorder
 	synced   []cache.InformerSynced
+	grace    *deletionGrace
 }
 
 func newGridController[G, C object, A any](ops kindOps[G, C, A], deps Deps) *gridController[G, C, A] {
@@ -91,96 +102,7 @@ func newGridController[G, C object, A any](ops kindOps[G, C, A], deps Deps) *gri
 				MetricsProvider: deps.MetricsProvider,
 			}),
 		recorder: deps.Recorder,
-	}
-}
-
-// enqueue adds the grid named by key "namespace/name".
-func (c *gridController[G, C, A]) enqueueKey(key string) {
-	name, err := cache.ParseObjectName(key)
-	if err != nil {
-		return
-	}
-	c.queue.Add(name)
-}
-
-func (c *gridController[G, C, A]) enqueueGrid(obj any) {
-	if m, ok := objectOf(obj); ok {
-		c.queue.Add(cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()})
-	}
-}
-
-// gridHandlers enqueue a grid on every notification, resyncs included: a
-// resync is the periodic re-check of the whole grid.
-func (c *gridController[G, C, A]) gridHandlers() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueGrid,
-		UpdateFunc: func(_, obj any) { c.enqueueGrid(obj) },
-		DeleteFunc: c.enqueueGrid,
-	}
-}
-
-// childHandlers enqueue the grids a child belongs to (its controller and the
-// grid its label names) when the child really changed.
-func (c *gridController[G, C, A]) childHandlers() cache.ResourceEventHandler {
-	enqueue := func(obj any) {
-		if m, ok := objectOf(obj); ok {
-			for _, k := range gridKeysOf(m, c.ops.kind) {
-				c.enqueueKey(k)
-			}
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue,
-		UpdateFunc: func(old, cur any) {
-			o, ok1 := objectOf(old)
-			n, ok2 := objectOf(cur)
-			if ok1 && ok2 && o.GetResourceVersion() == n.GetResourceVersion() {
-				return
-			}
-			enqueue(old)
-			enqueue(cur)
-		},
-		DeleteFunc: enqueue,
-	}
-}
-
-// nodeHandlers enqueue the grids whose gridUniqKey is among a node's changed
-// labels; status heartbeats never reach here (the transform drops status,
-// and equal label sets enqueue nothing).
-func (c *gridController[G, C, A]) nodeHandlers(grids cache.Indexer) cache.ResourceEventHandler {
-	enqueueFor := func(keys []string) {
-		for _, k := range keys {
-			objs, err := grids.ByIndex(gridUniqKeyIndex, k)
-			if err != nil {
-				continue
-			}
-			for _, o := range objs {
-				c.enqueueGrid(o)
-			}
-		}
-	}
-	labelKeys := func(obj any) []string {
-		m, ok := objectOf(obj)
-		if !ok {
-			return nil
-		}
-		keys := make([]string, 0, len(m.GetLabels()))
-		for k := range m.GetLabels() {
-			keys = append(keys, k)
-		}
-		return keys
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { enqueueFor(labelKeys(obj)) },
-		UpdateFunc: func(old, cur any) {
-			o, ok1 := objectOf(old)
-			n, ok2 := objectOf(cur)
-			if !ok1 || !ok2 {
-				return
-			}
-			enqueueFor(changedLabelKeys(o.GetLabels(), n.GetLabels()))
-		},
-		DeleteFunc: func(obj any) { enqueueFor(labelKeys(obj)) },
+		grace:    newDeletionGrace(deps.DeletionGracePeriod, deps.Clock),
 	}
 }
 
@@ -239,6 +161,7 @@ type problem struct {
 func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName) error {
 	grid, err := c.ops.getGrid(key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
+		c.grace.forgetGrid(key)
 		return nil // deleted: the garbage collector removes its children
 	}
 	if err != nil {
@@ -260,8 +183,7 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 		var kept []child[C]
 		for _, ch := range candidates {
 			if metav1.IsControlledBy(ch, grid) {
-				value := strings.TrimPrefix(ch.GetName(), grid.GetName()+"-")
-				kept = append(kept, child[C]{unit{value: value, name: ch.GetName()}, ch})
+				kept = append(kept, child[C]{unit: unit{value: c.valueOf(grid, ch.GetName()), name: ch.GetName()}, obj: ch})
 			}
 		}
 		return c.finish(ctx, grid, kept, []problem{{reason, err.Error()}})
@@ -292,7 +214,7 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 			problems = append(problems, problem{ReasonInvalidChildName,
 				fmt.Sprintf("nodeunit %q skipped: %s name %q %v", u.value, c.ops.childKind, u.name, err)})
 			if isOurs {
-				kept = append(kept, child[C]{u, live}) // never delete what exists
+				kept = append(kept, child[C]{unit: u, obj: live}) // never delete what exists
 			}
 			continue
 		}
@@ -305,8 +227,7 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 				errs = append(errs, err)
 				continue
 			case !c.adoptable(grid, gridKey, other):
-				problems = append(problems, problem{ReasonNameConflict,
-					fmt.Sprintf("nodeunit %q skipped: %s %q exists and is not this grid's to take", u.value, c.ops.childKind, u.name)})
+				problems = append(problems, conflict(c.ops.childKind, u))
 				continue
 			default:
 				if err := c.recheck(ctx, grid); err != nil {
@@ -317,87 +238,78 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 			}
 		}
 		obj, err := c.ensure(ctx, grid, u, live, isOurs || adopt)
-		if err != nil {
+		var unknown unknownTemplateError
+		switch {
+		case errors.As(err, &unknown):
+			// A spec mistake: report it and keep the current child; retrying cannot help.
+			problems = append(problems, problem{ReasonUnknownTemplate,
+				fmt.Sprintf("nodeunit %q keeps its current %s: %v", u.value, c.ops.childKind, err)})
+			if isOurs {
+				kept = append(kept, child[C]{unit: u, obj: live})
+			}
+			continue
+		case apierrors.IsAlreadyExists(err):
+			// Someone created the name between our cache read and our create:
+			// theirs, untouched; the retry sees it in the cache.
+			problems = append(problems, conflict(c.ops.childKind, u))
+			errs = append(errs, err)
+			continue
+		case err != nil:
 			problems = append(problems, problem{ReasonApplyFailed, fmt.Sprintf("nodeunit %q: %s %q: %v", u.value, c.ops.childKind, u.name, err)})
 			errs = append(errs, err)
 			if isOurs {
-				kept = append(kept, child[C]{u, live})
+				kept = append(kept, child[C]{unit: u, obj: live})
 			}
 			continue
 		}
 		if adopt {
 			c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonAdopted, "Adopted %s %s", c.ops.childKind, u.name)
 		}
-		kept = append(kept, child[C]{u, obj})
+		kept = append(kept, child[C]{unit: u, obj: obj})
 	}
 
-	// Children of nodeunits that no longer exist go; only ours, only those.
-	for name, ch := range controlled {
-		if wanted[name] {
-			continue
-		}
-		uid := ch.GetUID()
-		err := c.ops.remove(ctx, ch.GetNamespace(), name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete %s %s: %w", c.ops.childKind, name, err))
-			continue
-		}
-		logger.V(2).Info("Deleted child of a vanished nodeunit", "child", klog.KObj(ch))
-		c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonDeleted, "Deleted %s %s: its nodeunit is gone", c.ops.childKind, name)
+	pending, err := c.removeVanished(ctx, grid, controlled, wanted)
+	if err != nil {
+		errs = append(errs, err)
 	}
+	kept = append(kept, pending...)
 
 	errs = append(errs, c.finish(ctx, grid, kept, problems))
 	return errors.Join(errs...)
 }
 
-// adoptable: an orphan carrying both grid labels of this grid.
-func (c *gridController[G, C, A]) adoptable(grid G, gridKey string, obj C) bool {
-	if metav1.GetControllerOfNoCopy(obj) != nil || obj.GetDeletionTimestamp() != nil {
-		return false
-	}
-	l := obj.GetLabels()
-	return l[superedgev1.LabelGridSelector] == grid.GetName() && l[superedgev1.LabelGridUniqKey] == gridKey
+// valueOf is the nodeunit value in a child's name {grid}-{value}.
+func (c *gridController[G, C, A]) valueOf(grid G, name string) string {
+	return strings.TrimPrefix(name, grid.GetName()+"-")
 }
 
-// recheck confirms with a live read that the grid still exists and is not
-// being deleted before adopting anything (the cache may be stale).
-func (c *gridController[G, C, A]) recheck(ctx context.Context, grid G) error {
-	fresh, err := c.ops.liveGrid(ctx, grid.GetNamespace(), grid.GetName())
-	if err != nil {
-		return err
-	}
-	if fresh.GetUID() != grid.GetUID() {
-		return fmt.Errorf("%s %s/%s was recreated (uid %s, cached %s)", c.ops.kind, grid.GetNamespace(), grid.GetName(), fresh.GetUID(), grid.GetUID())
-	}
-	if fresh.GetDeletionTimestamp() != nil {
-		return fmt.Errorf("%s %s/%s is being deleted", c.ops.kind, grid.GetNamespace(), grid.GetName())
-	}
-	return nil
+// conflict reports a name taken by an object that is not the grid's.
+func conflict(kind string, u unit) problem {
+	return problem{ReasonNameConflict, fmt.Sprintf("nodeunit %q skipped: %s %q exists and belongs neither to this grid nor to its SuperEdge predecessor; it is left untouched", u.value, kind, u.name)}
 }
 
-// release drops our controller reference from a child we no longer select.
-func (c *gridController[G, C, A]) release(ctx context.Context, grid G, ch C) error {
-	_, err := c.ops.patch(ctx, ch.GetNamespace(), ch.GetName(), releasePatch(grid, ch))
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("release %s %s: %w", c.ops.childKind, ch.GetName(), err)
-	}
-	klog.FromContext(ctx).V(2).Info("Released child whose labels no longer match", "child", klog.KObj(ch))
-	c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonReleased, "Released %s %s: its %s label no longer names this grid",
-		c.ops.childKind, ch.GetName(), superedgev1.LabelGridSelector)
-	return nil
-}
-
-// ensure applies the wanted child unless live already matches it.
+// ensure makes the child match the grid unless it already does: a missing
+// child is created (a create fails instead of taking over an object someone
+// made meanwhile), an existing one gets its field ownership migrated once
+// and is applied with its UID (the apply fails if the name now holds a
+// different object).
 func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, live C, hasLive bool) (C, error) {
 	var zero C
 	cfg, err := c.ops.desired(grid, u)
 	if err != nil {
 		return zero, err
 	}
-	if hasLive && metav1.IsControlledBy(live, grid) {
+	logger := klog.FromContext(ctx)
+	if !hasLive {
+		obj, err := c.ops.create(ctx, grid.GetNamespace(), cfg)
+		if err != nil {
+			return zero, err
+		}
+		countChildWrite(c.ops.kind)
+		logger.V(2).Info("Created child", "child", klog.KObj(obj), "nodeunit", u.value)
+		return obj, nil
+	}
+	if metav1.IsControlledBy(live, grid) {
 		want, err := toJSONMap(cfg)
 		if err != nil {
 			return zero, err
@@ -408,60 +320,17 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 			}
 		}
 	}
+	if ownedByUpdate(live) {
+		if err := c.migrateOwnership(ctx, live); err != nil {
+			return zero, err
+		}
+	}
+	c.ops.setUID(cfg, live.GetUID())
 	obj, err := c.ops.apply(ctx, grid.GetNamespace(), cfg)
 	if err != nil {
 		return zero, err
 	}
 	countChildWrite(c.ops.kind)
-	klog.FromContext(ctx).V(2).Info("Applied child", "child", klog.KObj(obj), "nodeunit", u.value)
+	logger.V(2).Info("Applied child", "child", klog.KObj(obj), "nodeunit", u.value)
 	return obj, nil
-}
-
-// finish sets the conditions, emits Warning Events when the reconciled state
-// changes (not on every resync), and writes the status if it changed.
-func (c *gridController[G, C, A]) finish(ctx context.Context, grid G, kept []child[C], problems []problem) error {
-	old := c.ops.conditions(grid)
-	conds := make([]metav1.Condition, len(old))
-	copy(conds, old)
-	gen := grid.GetGeneration()
-
-	reconciled := metav1.Condition{Type: superedgev1.ConditionReconciled, Status: metav1.ConditionTrue, Reason: ReasonReconciled,
-		Message: fmt.Sprintf("every %s is in place", c.ops.childKind), ObservedGeneration: gen}
-	if len(problems) > 0 {
-		msgs := make([]string, len(problems))
-		for i, p := range problems {
-			msgs[i] = p.message
-		}
-		reconciled.Status, reconciled.Reason, reconciled.Message = metav1.ConditionFalse, problems[0].reason, strings.Join(msgs, "; ")
-	}
-	ready := 0
-	for _, ch := range kept {
-		if c.ops.ready(ch.obj) {
-			ready++
-		}
-	}
-	readyCond := metav1.Condition{Type: superedgev1.ConditionReady, ObservedGeneration: gen}
-	switch {
-	case len(kept) == 0:
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, ReasonNoNodeUnits, fmt.Sprintf("no %s exists", c.ops.childKind)
-	case ready == len(kept) && len(problems) == 0:
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionTrue, ReasonReady, fmt.Sprintf("%d/%d ready", ready, len(kept))
-	default:
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, ReasonNotReady, fmt.Sprintf("%d/%d ready", ready, len(kept))
-	}
-
-	prev := meta.FindStatusCondition(old, superedgev1.ConditionReconciled)
-	changed := prev == nil || prev.Status != reconciled.Status || prev.Reason != reconciled.Reason || prev.Message != reconciled.Message
-	meta.SetStatusCondition(&conds, reconciled)
-	meta.SetStatusCondition(&conds, readyCond)
-	if changed && len(problems) > 0 {
-		for _, p := range problems {
-			klog.FromContext(ctx).Info("Grid not fully reconciled", "reason", p.reason, "message", p.message)
-			c.recorder.Event(grid, corev1.EventTypeWarning, p.reason, p.message)
-		}
-	}
-	if err := c.ops.writeStatus(ctx, grid, kept, conds); err != nil {
-		return fmt.Errorf("update status: %w", err)
-	}
-	return nil
 }

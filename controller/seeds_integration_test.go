@@ -39,7 +39,7 @@ func TestSeedsExample(t *testing.T) {
 			if s.Spec.ServiceName != "servicegrid-demo-svc" || s.Spec.Template.Spec.NodeSelector["zone1"] != v || *s.Spec.Replicas != 3 {
 				return fmt.Errorf("%s: serviceName %q nodeSelector %v", s.Name, s.Spec.ServiceName, s.Spec.Template.Spec.NodeSelector)
 			}
-			if s.Spec.Template.Labels[superedgev1.LabelGridSelector] != "statefulsetgrid-demo" {
+			if len(s.Spec.Template.Labels) != 1 || s.Spec.Template.Labels["appGrid"] != "echo" {
 				return fmt.Errorf("%s: pod template labels %v", s.Name, s.Spec.Template.Labels)
 			}
 		}

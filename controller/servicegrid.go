@@ -50,9 +50,20 @@ func newServiceGridController(deps Deps) (*gridController[*superedgev1.ServiceGr
 		apply: func(ctx context.Context, ns string, cfg *corev1apply.ServiceApplyConfiguration) (*corev1.Service, error) {
 			return client.Services(ns).Apply(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 		},
-		patch: func(ctx context.Context, ns, name string, data []byte) (*corev1.Service, error) {
-			return client.Services(ns).Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+		patch: func(ctx context.Context, ns, name string, pt types.PatchType, data []byte) (*corev1.Service, error) {
+			return client.Services(ns).Patch(ctx, name, pt, data, metav1.PatchOptions{FieldManager: FieldManager})
 		},
+		getLive: func(ctx context.Context, ns, name string) (*corev1.Service, error) {
+			return client.Services(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		create: func(ctx context.Context, ns string, cfg *corev1apply.ServiceApplyConfiguration) (*corev1.Service, error) {
+			obj := &corev1.Service{}
+			if err := fromTemplate(cfg, obj); err != nil {
+				return nil, err
+			}
+			return client.Services(ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+		},
+		setUID: func(cfg *corev1apply.ServiceApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
 		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 			return client.Services(ns).Delete(ctx, name, opts)
 		},
@@ -105,6 +116,7 @@ func desiredService(g *superedgev1.ServiceGrid, u unit) (*corev1apply.ServiceApp
 		WithLabels(gridLabels(g.Name, g.Spec.GridUniqKey)).
 		WithAnnotations(withoutLastApplied(g.Annotations)).
 		WithAnnotations(map[string]string{superedgev1.AnnotationTopologyKeys: topologyKeys(g.Spec.GridUniqKey)}).
+		WithAnnotations(gridAnnotations(g.Spec.GridUniqKey)).
 		WithOwnerReferences(ownerReference(g, "ServiceGrid")).
 		WithSpec(spec)
 	return stampHash(s, s.WithAnnotations)

@@ -38,7 +38,7 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 		},
 		gridKey: func(g *superedgev1.StatefulSetGrid) string { return g.Spec.GridUniqKey },
 		units: func(g *superedgev1.StatefulSetGrid) []unit {
-			return workloadUnits(g.Name, units.values(g.Spec.GridUniqKey))
+			return workloadUnits(g.Name, units.values(g.Spec.GridUniqKey), g.Spec.Templates, g.Spec.DefaultTemplateName)
 		},
 		validName: validStatefulSetName,
 		getChild: func(ns, name string) (*appsv1.StatefulSet, error) {
@@ -54,9 +54,20 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 		apply: func(ctx context.Context, ns string, cfg *appsv1apply.StatefulSetApplyConfiguration) (*appsv1.StatefulSet, error) {
 			return client.StatefulSets(ns).Apply(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 		},
-		patch: func(ctx context.Context, ns, name string, data []byte) (*appsv1.StatefulSet, error) {
-			return client.StatefulSets(ns).Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+		patch: func(ctx context.Context, ns, name string, pt types.PatchType, data []byte) (*appsv1.StatefulSet, error) {
+			return client.StatefulSets(ns).Patch(ctx, name, pt, data, metav1.PatchOptions{FieldManager: FieldManager})
 		},
+		getLive: func(ctx context.Context, ns, name string) (*appsv1.StatefulSet, error) {
+			return client.StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		create: func(ctx context.Context, ns string, cfg *appsv1apply.StatefulSetApplyConfiguration) (*appsv1.StatefulSet, error) {
+			obj := &appsv1.StatefulSet{}
+			if err := fromTemplate(cfg, obj); err != nil {
+				return nil, err
+			}
+			return client.StatefulSets(ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+		},
+		setUID: func(cfg *appsv1apply.StatefulSetApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
 		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 			return client.StatefulSets(ns).Delete(ctx, name, opts)
 		},
@@ -82,7 +93,9 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 				if statefulSetReady(ch.obj) {
 					st.ReadyNodeUnits++
 				}
+				st.Units = append(st.Units, unitStatus(ch, statefulSetReady(ch.obj)))
 			}
+			sortUnits(st.Units)
 			if statusEqual(g.Status, st) {
 				return nil
 			}
@@ -103,15 +116,19 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 // spec.serviceName stays the template's: the gridhosts DNS plugin maps the
 // unified names onto each nodeunit's pods.
 func desiredStatefulSet(g *superedgev1.StatefulSetGrid, u unit) (*appsv1apply.StatefulSetApplyConfiguration, error) {
-	spec := &appsv1apply.StatefulSetSpecApplyConfiguration{}
-	if err := fromTemplate(g.Spec.Template, spec); err != nil {
-		return nil, fmt.Errorf("spec.template: %w", err)
+	tmpl, err := pickTemplate(g.Spec.Template, g.Spec.TemplatePool, u.template)
+	if err != nil {
+		return nil, err
 	}
+	spec := &appsv1apply.StatefulSetSpecApplyConfiguration{}
+	if err := fromTemplate(tmpl, spec); err != nil {
+		return nil, fmt.Errorf("template %q: %w", u.template, err)
+	}
+	// The pod template stays the user's (plus the nodeSelector), exactly
+	// as SuperEdge builds it: switching controllers restarts no pod.
 	if spec.Template == nil {
 		spec.Template = &corev1apply.PodTemplateSpecApplyConfiguration{}
 	}
-	labels := gridLabels(g.Name, g.Spec.GridUniqKey)
-	spec.Template.WithLabels(labels)
 	if spec.Template.Spec == nil {
 		spec.Template.Spec = &corev1apply.PodSpecApplyConfiguration{}
 	}
@@ -122,7 +139,8 @@ func desiredStatefulSet(g *superedgev1.StatefulSetGrid, u unit) (*appsv1apply.St
 	}
 	s := appsv1apply.StatefulSet(u.name, g.Namespace).
 		WithLabels(g.Labels).
-		WithLabels(labels).
+		WithLabels(gridLabels(g.Name, g.Spec.GridUniqKey)).
+		WithAnnotations(gridAnnotations(g.Spec.GridUniqKey)).
 		WithOwnerReferences(ownerReference(g, "StatefulSetGrid")).
 		WithSpec(spec)
 	return stampHash(s, s.WithAnnotations)

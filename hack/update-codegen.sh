@@ -34,3 +34,7 @@ go tool -modfile="$TOOLS_MOD" controller-gen \
 	crd:generateEmbeddedObjectMeta=true,allowDangerousTypes=false \
 	paths="./apis/..." \
 	output:crd:artifacts:config="$REPO_ROOT/build/crds"
+
+# Embedded metadata also accepts creationTimestamp (null in most manifests
+# kubectl or SuperEdge's docs produce); strict validation would reject it.
+(cd "$REPO_ROOT/hack/tools" && go run ./crd-creationtimestamp "$REPO_ROOT"/build/crds/superedge.io_*.yaml)

@@ -2,14 +2,18 @@ package wrapper_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,7 +129,16 @@ type proxyInformers struct {
 
 func startInformers(t testing.TB, url, contentType, node string) *proxyInformers {
 	t.Helper()
-	c := clientFor(t, url, contentType)
+	return startInformersFor(t, clientFor(t, url, contentType), node)
+}
+
+func startInformersWith(t testing.TB, cfg *rest.Config, node string) *proxyInformers {
+	t.Helper()
+	return startInformersFor(t, kubernetes.NewForConfigOrDie(cfg), node)
+}
+
+func startInformersFor(t testing.TB, c kubernetes.Interface, node string) *proxyInformers {
+	t.Helper()
 	sel := "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
 	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
 	nf := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -488,24 +501,102 @@ func TestRandomizedChanges(t *testing.T) {
 	}
 }
 
-// TestFanOutAndStalledWatcher: ten informers on one wrapper converge to the
-// same state while a raw watch that is never read is cut off.
+// tinyReceiveBufferConfig is a client whose sockets have a fixed, tiny
+// receive buffer (no autotuning): once it stops reading, the server's writes
+// block as soon as its own send buffer is full.
+func tinyReceiveBufferConfig(url string) *rest.Config {
+	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	return &rest.Config{Host: url, QPS: -1, Dial: d.DialContext}
+}
+
+// maxSendBuffer is the most a TCP send buffer grows to on this machine.
+func maxSendBuffer(t testing.TB) int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	n, err := strconv.Atoi(f[len(f)-1])
+	if err != nil {
+		t.Fatalf("tcp_wmem %q: %v", b, err)
+	}
+	return n
+}
+
+// metricValue sums the wrapper's metric name over series carrying labels.
+func metricValue(t testing.TB, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := wrapper.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// TestFanOutAndStalledWatcher drives a burst of 20,000 events (relabelling
+// the wrapper's own node re-filters 1,000 EndpointSlices, 20 times) past ten
+// informers, a raw watch that reads at full speed, and a watch whose client
+// stops reading. The burst is sized from this machine's largest TCP send
+// buffer, so the stalled client cannot absorb it whatever the kernel's
+// buffers. The fast readers see every event and are never cut off; the
+// stalled one is cut off by the write timeout and then relists.
 func TestFanOutAndStalledWatcher(t *testing.T) {
+	const (
+		slicesN  = 1000
+		relabels = 20
+		burst    = slicesN * relabels
+	)
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := kubernetes.NewForConfigOrDie(cp.Config)
 	createNodes(t, admin)
 	ns := "fanout"
 	createNamespace(t, admin, ns)
 	createService(t, admin, ns, "svc", `["zone1"]`)
-	w := startWrapper(t, cp, "node1", "", wrapper.Options{WatcherBuffer: 16})
-
-	// A watcher that never reads: its response body is left unread.
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, w.URL()+"/apis/discovery.k8s.io/v1/endpointslices?watch=1", nil)
-	stalled, err := (&http.Client{Transport: &http.Transport{ReadBufferSize: 1, WriteBufferSize: 1}}).Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// The stalled client holds at most its tiny receive buffer plus the
+	// server's send buffer; the burst must be well beyond both. A served
+	// endpoint costs >= 60 bytes of JSON and two thirds of them are served.
+	need := 2*maxSendBuffer(t) + 1<<20
+	epsPerSlice := max(6, need/burst/40+1)
+	for i := range slicesN {
+		var eps []discoveryv1.Endpoint
+		for j := range epsPerSlice {
+			eps = append(eps, endpoint(fmt.Sprintf("10.%d.%d.%d", 2+i/250, i%250, j), nodes3(j)))
+		}
+		createSlice(t, admin, ns, "svc", fmt.Sprintf("svc-%d", i), eps...)
 	}
-	defer stalled.Body.Close()
+	w := startWrapper(t, cp, "node1", "", wrapper.Options{WatchWriteTimeout: 5 * time.Second})
 
 	var infs []*proxyInformers
 	for i := range 10 {
@@ -515,39 +606,112 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 		}
 		infs = append(infs, startInformers(t, w.URL(), ct, "node1"))
 	}
-	// Big slices fill the stalled connection's socket buffers quickly.
-	for i := range 300 {
-		var eps []discoveryv1.Endpoint
-		for j := range 50 {
-			eps = append(eps, endpoint(fmt.Sprintf("10.2.%d.%d", i%250, j), nodes3(j)))
-		}
-		createSlice(t, admin, ns, "svc", fmt.Sprintf("svc-%d", i), eps...)
-	}
-	eventually(t, "10 informers converge", 30*time.Second, func(ctx context.Context) (bool, error) {
-		want, err := expectedSlices(ctx, t, admin, ns, "node1")
-		if err != nil {
-			return false, err
-		}
-		for i, inf := range infs {
-			if got := sliceState(inf.slices.GetStore().List(), ns); !equalState(got, want) {
-				return false, fmt.Errorf("informer %d: %d slices, want %d", i, len(got), len(want))
+	converge := func(what string) {
+		t.Helper()
+		eventually(t, what, 60*time.Second, func(ctx context.Context) (bool, error) {
+			want, err := expectedSlices(ctx, t, admin, ns, "node1")
+			if err != nil {
+				return false, err
 			}
-		}
-		return true, nil
-	})
-	// The stalled watch was cut off: reading it now ends (EOF or error)
-	// before all 300 events.
-	done := make(chan int64, 1)
-	go func() {
-		n, _ := io.Copy(io.Discard, stalled.Body)
-		done <- n
-	}()
-	select {
-	case n := <-done:
-		t.Logf("stalled watcher was cut off after %d bytes", n)
-	case <-time.After(20 * time.Second):
-		t.Fatal("stalled watcher was not cut off")
+			for i, inf := range infs {
+				if got := sliceState(inf.slices.GetStore().List(), ns); !equalState(got, want) {
+					return false, fmt.Errorf("informer %d: %d slices, want %d", i, len(got), len(want))
+				}
+			}
+			return true, nil
+		})
 	}
+	converge("10 informers converge")
+
+	jsonClient := clientFor(t, w.URL(), "")
+	list, err := jsonClient.DiscoveryV1().EndpointSlices(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(list.Items) != slicesN {
+		t.Fatalf("list through the wrapper: %d slices, %v", len(list.Items), err)
+	}
+	// The fast reader counts MODIFIED events and their JSON bytes.
+	fast, err := jsonClient.DiscoveryV1().EndpointSlices(ns).Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Stop()
+	var fastEvents, fastBytes atomic.Int64
+	fastEnded := make(chan string, 1)
+	go func() {
+		for ev := range fast.ResultChan() {
+			if ev.Type != watch.Modified {
+				fastEnded <- fmt.Sprintf("unexpected %s event: %v", ev.Type, ev.Object)
+				return
+			}
+			b, _ := json.Marshal(ev.Object)
+			fastBytes.Add(int64(len(b)))
+			fastEvents.Add(1)
+		}
+		fastEnded <- "the stream ended"
+	}()
+	// The stalled watcher never reads its result channel, so client-go stops
+	// reading the body after one event.
+	stalledCfg := tinyReceiveBufferConfig(w.URL())
+	stalled, err := kubernetes.NewForConfigOrDie(stalledCfg).DiscoveryV1().EndpointSlices(ns).Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Stop()
+
+	cutStalled := map[string]string{"resource": "endpointslices", "reason": "stalled"}
+	cutBehind := map[string]string{"resource": "endpointslices", "reason": "behind"}
+	requests := func(verb string) float64 {
+		return metricValue(t, "application_grid_wrapper_requests_total", map[string]string{"verb": verb, "resource": "endpointslices"})
+	}
+	stalledBefore, behindBefore := metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled), metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutBehind)
+	listsBefore, watchesBefore := requests("list"), requests("watch")
+
+	units := []string{"nodeunit1", "nodeunit2"}
+	for k := range relabels {
+		setNodeUnit(t, admin, "node1", units[k%2])
+		eventually(t, fmt.Sprintf("relabel %d reaches the fast reader", k), 60*time.Second, func(context.Context) (bool, error) {
+			select {
+			case why := <-fastEnded:
+				t.Fatalf("fast reader after %d events: %s", fastEvents.Load(), why)
+			default:
+			}
+			return fastEvents.Load() >= int64(slicesN*(k+1)), nil
+		})
+	}
+	converge("10 informers converge after the burst")
+	if n := fastEvents.Load(); n != burst {
+		t.Fatalf("fast reader saw %d events, want %d", n, burst)
+	}
+	if b := fastBytes.Load(); b < int64(need) {
+		t.Fatalf("the burst was %d bytes, less than the %d the stalled client's buffers could hold: the test proves nothing", b, need)
+	}
+	eventually(t, "the stalled watcher is cut off", 60*time.Second, func(context.Context) (bool, error) {
+		return metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled) == stalledBefore+1, nil
+	})
+	if d := metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutBehind) - behindBefore; d != 0 {
+		t.Fatalf("%v watchers fell behind the event log", d)
+	}
+	// Only the stalled watch ended: no informer's watch was cut off or relisted.
+	if lists, watches := requests("list")-listsBefore, requests("watch")-watchesBefore; lists != 0 || watches != 1 {
+		t.Fatalf("during the burst: %v lists and %v ended watches, want 0 and 1 (the stalled one)", lists, watches)
+	}
+	select {
+	case why := <-fastEnded:
+		t.Fatalf("fast reader: %s", why)
+	default:
+	}
+	// The stalled client reads what its buffers held, then the stream ends.
+	got := 0
+	for range stalled.ResultChan() {
+		got++
+	}
+	if got >= burst {
+		t.Fatalf("stalled watcher received all %d events", got)
+	}
+	t.Logf("stalled watcher received %d of %d events before it was cut off (burst %d bytes of JSON)", got, burst, fastBytes.Load())
+	// It relists (its resume point fell out of the event log) and converges.
+	relisted := startInformersWith(t, stalledCfg, "node1")
+	infs = append(infs, relisted)
+	converge("the cut-off client relists and converges")
 }
 
 func nodes3(j int) string { return fmt.Sprintf("node%d", j%3) }

@@ -126,6 +126,7 @@ current-context: wrapper
 	if err != nil {
 		t.Fatal(err)
 	}
+	deniedBefore := metricValue(t, "application_grid_wrapper_requests_total", map[string]string{"verb": "denied"})
 	kp := exec.Command("ip", "netns", "exec", ns, proxyBin, "--kubeconfig", kubeconfig,
 		"--proxy-mode=iptables", "--hostname-override=node0",
 		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256",
@@ -163,5 +164,9 @@ current-context: wrapper
 	rules("--to-destination 10.9.0.2:8080", "")
 	if kp.ProcessState != nil {
 		t.Fatal("kube-proxy exited")
+	}
+	// The wrapper forwards everything kube-proxy asks for.
+	if d := metricValue(t, "application_grid_wrapper_requests_total", map[string]string{"verb": "denied"}) - deniedBefore; d != 0 {
+		t.Fatalf("the wrapper refused %v of kube-proxy's requests", d)
 	}
 }

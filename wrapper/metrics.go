@@ -10,6 +10,12 @@ const metricsNamespace = "application_grid_wrapper"
 // Registry holds the wrapper's metrics; /metrics serves it.
 var Registry = prometheus.NewRegistry()
 
+// Reasons for watchers_cut_off_total.
+const (
+	cutOffStalled = "stalled"
+	cutOffBehind  = "behind"
+)
+
 var (
 	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Name: "requests_total",
@@ -21,8 +27,8 @@ var (
 	}, []string{"resource"})
 	watchersCutOff = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Name: "watchers_cut_off_total",
-		Help: "Watchers closed because they fell behind their buffer (their events were dropped; the client resumes or relists).",
-	}, []string{"resource"})
+		Help: "Watchers cut off by reason: \"stalled\" (a write did not complete within the write timeout) or \"behind\" (fell behind the event log; sent 410 Expired). The client resumes or relists.",
+	}, []string{"resource", "reason"})
 	eventsSent = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Name: "watch_events_sent_total",
 		Help: "Watch events written to clients by resource and type.",

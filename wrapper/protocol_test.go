@@ -35,7 +35,7 @@ func get(t *testing.T, url, accept string) (*http.Response, string) {
 
 // TestProtocol checks the apiserver semantics that client-go does not show
 // directly: status codes, watch-list bookmarks, 410 for versions of another
-// process, proxying, and the default/kubernetes rewrite.
+// process, forwarding, and the default/kubernetes rewrite.
 func TestProtocol(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := kubernetes.NewForConfigOrDie(cp.Config)
@@ -83,8 +83,8 @@ func TestProtocol(t *testing.T) {
 		{"/api/v1/namespaces/default/services/missing", "", http.StatusNotFound, "NotFound"},
 		{"/api/v1/nodes/node0", "", http.StatusOK, `"node0"`},
 		{"/api/v1/nodes?fieldSelector=metadata.name%3Dnode0", "", http.StatusOK, `"node0"`},
-		{"/api/v1/nodes", "", http.StatusOK, `"node2"`},       // not ours: proxied
-		{"/api/v1/nodes/node1", "", http.StatusOK, `"node1"`}, // proxied
+		{"/api/v1/nodes", "", http.StatusForbidden, "Forbidden"},       // not ours: refused
+		{"/api/v1/nodes/node1", "", http.StatusForbidden, "Forbidden"}, // refused
 		{"/version", "", http.StatusOK, "gitVersion"},
 		{"/apis/networking.k8s.io/v1/servicecidrs", "", http.StatusOK, "ServiceCIDRList"},
 		{"/readyz", "", http.StatusOK, "ok"},

@@ -9,9 +9,10 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// newProxy forwards every request the wrapper does not serve to the upstream
-// apiserver with the wrapper's own credentials, streaming responses as they
-// come (FlushInterval -1) so watches and logs pass through unchanged.
+// newProxy forwards the requests forwardDenied lets through to the upstream
+// apiserver with the wrapper's own credentials and no client identity,
+// streaming responses as they come (FlushInterval -1) so watches pass
+// through unchanged.
 func newProxy(cfg *rest.Config) (http.Handler, error) {
 	target, _, err := rest.DefaultServerUrlFor(cfg)
 	if err != nil {
@@ -24,8 +25,7 @@ func newProxy(cfg *rest.Config) (http.Handler, error) {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
-			// Upstream authenticates the wrapper, not its clients.
-			pr.Out.Header.Del("Authorization")
+			stripIdentity(pr.Out.Header)
 		},
 		Transport:     transport,
 		FlushInterval: -1,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -35,9 +36,13 @@ type Options struct {
 	BookmarkInterval time.Duration
 	// EventLogSize is how many events per resource a watch can resume from (default 10000).
 	EventLogSize int
-	// WatcherBuffer is how many events a watcher may fall behind before it is
-	// cut off (default 1000).
-	WatcherBuffer int
+	// WatchMaxLag is how many events a live watcher may fall behind before
+	// it gets 410 Expired and relists (default 100000). Only a burst larger
+	// than this outruns a watcher that reads at full speed.
+	WatchMaxLag int
+	// WatchWriteTimeout is how long a watch may wait for its client to take
+	// a batch of events before it is cut off (default 30s).
+	WatchWriteTimeout time.Duration
 	// Debug serves pprof under /debug/pprof/.
 	Debug bool
 	// StartVersion is the first resourceVersion (default: now in nanoseconds,
@@ -75,8 +80,11 @@ func New(opts Options) (*Server, error) {
 	if opts.EventLogSize <= 0 {
 		opts.EventLogSize = 10000
 	}
-	if opts.WatcherBuffer <= 0 {
-		opts.WatcherBuffer = 1000
+	if opts.WatchMaxLag <= 0 {
+		opts.WatchMaxLag = 100000
+	}
+	if opts.WatchWriteTimeout <= 0 {
+		opts.WatchWriteTimeout = 30 * time.Second
 	}
 	if opts.StartVersion == 0 {
 		opts.StartVersion = uint64(time.Now().UnixNano())
@@ -103,7 +111,7 @@ func New(opts Options) (*Server, error) {
 	clock := NewClock(opts.StartVersion)
 	stores := map[string]*Store{}
 	for _, r := range servedResources {
-		st := NewStore(r.name, clock, r.newEmpty, opts.EventLogSize, opts.WatcherBuffer)
+		st := NewStore(r.name, clock, r.newEmpty, opts.EventLogSize, opts.WatchMaxLag)
 		stores[r.name] = st
 		s.resources[r.gv.WithResource(r.name)] = &servedResource{resource: r, store: st}
 	}
@@ -217,15 +225,24 @@ func (s *Server) opsMux() *http.ServeMux {
 	return mux
 }
 
-// serveAPI serves the wrapper's resources and proxies everything else.
+// serveAPI serves the wrapper's resources, forwards the few other requests
+// kube-proxy makes and refuses the rest.
 func (s *Server) serveAPI(w http.ResponseWriter, req *http.Request) {
 	info, err := s.reqInfo.NewRequestInfo(req)
-	if err == nil {
-		if r := s.route(req, info); r != nil {
-			setLabels(w, info.Verb, r.name)
-			s.serveResource(w, req, info, r)
-			return
-		}
+	if err != nil {
+		s.writeError(w, req, nil, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	if r := s.route(req, info); r != nil {
+		setLabels(w, info.Verb, r.name)
+		s.serveResource(w, req, info, r)
+		return
+	}
+	if err := forwardDenied(req, info); err != nil {
+		setLabels(w, "denied", "denied")
+		klog.FromContext(req.Context()).V(2).Info("Refused", "method", req.Method, "uri", req.RequestURI, "remote", req.RemoteAddr)
+		s.writeError(w, req, nil, err)
+		return
 	}
 	setLabels(w, "proxy", "proxy")
 	s.proxy.ServeHTTP(w, req)

@@ -1,6 +1,7 @@
 package wrapper
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"slices"
@@ -64,49 +65,51 @@ func (e *rvError) Error() string {
 	return fmt.Sprintf("too large resource version: %d, current: %d", e.rv, e.bound)
 }
 
-// Store holds the served form of every object of one resource and a bounded
-// log of recent events, and fans events out to watchers.
+// Store holds the served form of every object of one resource and a log of
+// recent events that watchers read by cursor. The log keeps the last
+// logSize events for resuming watches, and beyond that every event a live
+// watcher has not read yet, up to maxLag events: a watcher reading at full
+// speed is never cut off by a burst, and one that stops reading is ended by
+// its write deadline (serveWatch), which releases what it pinned.
 type Store struct {
 	resource string
 	clock    *Clock
 	newEmpty func() Object
+	logSize  int
+	maxLag   int
 
 	mu       sync.RWMutex
 	objects  map[string]Object
-	ring     []Event // circular, len(ring) == capacity
-	head, n  int
-	floor    uint64 // every event with RV > floor is in the ring
+	log      []Event // ascending RV; log[0] is the oldest event kept
+	floor    uint64  // every event with RV > floor is in the log
 	watchers map[*Watcher]struct{}
-	bufSize  int
+	notify   chan struct{} // closed (and replaced) on every new event or bookmark
 }
 
-// NewStore creates a store whose event log holds ringSize events and whose
-// watchers may fall bufSize events behind before they are cut off.
-func NewStore(resource string, clock *Clock, newEmpty func() Object, ringSize, bufSize int) *Store {
+// NewStore creates a store that keeps logSize events for resuming watches
+// and lets a live watcher fall at most maxLag events behind.
+func NewStore(resource string, clock *Clock, newEmpty func() Object, logSize, maxLag int) *Store {
 	return &Store{
 		resource: resource,
 		clock:    clock,
 		newEmpty: newEmpty,
+		logSize:  logSize,
+		maxLag:   max(maxLag, logSize),
 		objects:  map[string]Object{},
-		ring:     make([]Event, ringSize),
 		floor:    clock.Current(),
 		watchers: map[*Watcher]struct{}{},
-		bufSize:  bufSize,
+		notify:   make(chan struct{}),
 	}
 }
 
-// Watcher receives the events of one watch request.
+// Watcher is one watch request's position in the store's event log.
 type Watcher struct {
-	ch        chan Event
+	cursor    atomic.Uint64 // RV of the last event handed out
 	pred      Predicate
 	bookmarks bool
-	onCutoff  func()
+	bookmark  atomic.Bool // a bookmark is due
 	stopped   bool
 }
-
-// Events delivers events in order; it is closed when the watcher is stopped
-// or cut off for falling behind.
-func (w *Watcher) Events() <-chan Event { return w.ch }
 
 func setRV(o Object, rv uint64) { o.SetResourceVersion(strconv.FormatUint(rv, 10)) }
 
@@ -150,27 +153,34 @@ func (s *Store) Delete(key string) bool {
 }
 
 func (s *Store) recordLocked(ev Event) {
-	if len(s.ring) > 0 {
-		if s.n == len(s.ring) {
-			s.floor = s.ring[s.head].RV
-			s.ring[s.head] = Event{}
-			s.head = (s.head + 1) % len(s.ring)
-			s.n--
-		}
-		s.ring[(s.head+s.n)%len(s.ring)] = ev
-		s.n++
-	} else {
-		s.floor = ev.RV
-	}
+	s.log = append(s.log, ev)
+	s.trimLocked()
+	close(s.notify)
+	s.notify = make(chan struct{})
+}
+
+// trimLocked drops the oldest events that neither the resume window nor a
+// live watcher needs, and any beyond maxLag: a watcher still behind them
+// gets 410 Expired on its next read.
+func (s *Store) trimLocked() {
+	oldestNeeded := s.clock.Current()
 	for w := range s.watchers {
-		if out, ok := translate(ev, w.pred); ok {
-			select {
-			case w.ch <- out:
-			default:
-				s.cutoffLocked(w)
-			}
-		}
+		oldestNeeded = min(oldestNeeded, w.cursor.Load())
 	}
+	drop := 0
+	for drop < len(s.log) {
+		n := len(s.log) - drop
+		if n <= s.logSize || (n <= s.maxLag && s.log[drop].RV > oldestNeeded) {
+			break
+		}
+		drop++
+	}
+	if drop == 0 {
+		return
+	}
+	s.floor = s.log[drop-1].RV
+	clear(s.log[:drop]) // release the objects; append reallocates past the dead prefix
+	s.log = s.log[drop:]
 }
 
 // translate turns a store event into what a watcher with pred sees: an object
@@ -196,17 +206,6 @@ func translate(ev Event, pred Predicate) (Event, bool) {
 		}
 	}
 	return Event{}, false
-}
-
-func (s *Store) cutoffLocked(w *Watcher) {
-	delete(s.watchers, w)
-	w.stopped = true
-	close(w.ch)
-	watchersGauge.WithLabelValues(s.resource).Dec()
-	watchersCutOff.WithLabelValues(s.resource).Inc()
-	if w.onCutoff != nil {
-		go w.onCutoff()
-	}
 }
 
 // List returns the served objects selected by pred, ordered by key, and the
@@ -269,12 +268,10 @@ type WatchOptions struct {
 	InitialEventsEnd bool
 	Bookmarks        bool
 	Pred             Predicate
-	// OnCutoff runs (in its own goroutine) when the watcher is cut off.
-	OnCutoff func()
 }
 
-// Watch registers a watcher. initial holds the events to send before the
-// watcher's channel (state, replay, watch-list bookmark).
+// Watch registers a watcher. initial holds the events to send first (state,
+// replay, watch-list bookmark); Next returns the rest.
 func (s *Store) Watch(opts WatchOptions) (initial []Event, w *Watcher, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -301,8 +298,7 @@ func (s *Store) Watch(opts WatchOptions) (initial []Event, w *Watcher, err error
 		if opts.RV > cur {
 			return nil, nil, &rvError{rv: opts.RV, bound: cur}
 		}
-		for i := 0; i < s.n; i++ {
-			ev := s.ring[(s.head+i)%len(s.ring)]
+		for _, ev := range s.log {
 			if ev.RV <= opts.RV {
 				continue
 			}
@@ -311,10 +307,49 @@ func (s *Store) Watch(opts WatchOptions) (initial []Event, w *Watcher, err error
 			}
 		}
 	}
-	w = &Watcher{ch: make(chan Event, s.bufSize), pred: opts.Pred, bookmarks: opts.Bookmarks, onCutoff: opts.OnCutoff}
+	w = &Watcher{pred: opts.Pred, bookmarks: opts.Bookmarks}
+	w.cursor.Store(cur)
 	s.watchers[w] = struct{}{}
 	watchersGauge.WithLabelValues(s.resource).Inc()
 	return initial, w, nil
+}
+
+// Next appends to buf up to limit events after w's cursor (as w sees them,
+// with a BOOKMARK last when one is due) and advances the cursor. With none
+// pending it returns the channel that is closed when there may be more. A
+// watcher that fell off the log gets a too-old rvError: the client relists.
+func (s *Store) Next(w *Watcher, buf []Event, limit int) ([]Event, <-chan struct{}, error) {
+	s.mu.RLock()
+	cursor := w.cursor.Load()
+	if cursor < s.floor {
+		s.mu.RUnlock()
+		return buf, nil, &rvError{rv: cursor, bound: s.floor, tooOld: true}
+	}
+	i, _ := slices.BinarySearchFunc(s.log, cursor+1, func(ev Event, rv uint64) int { return cmp.Compare(ev.RV, rv) })
+	raw := s.log[i:min(len(s.log), i+limit)]
+	pending := make([]Event, len(raw))
+	copy(pending, raw)
+	notify := s.notify
+	if len(pending) > 0 {
+		w.cursor.Store(pending[len(pending)-1].RV)
+	}
+	cur := s.clock.Current()
+	s.mu.RUnlock()
+
+	for _, ev := range pending {
+		if out, ok := translate(ev, w.pred); ok {
+			buf = append(buf, out)
+		}
+	}
+	if len(pending) < limit && w.bookmarks && w.bookmark.Swap(false) {
+		bm := s.newEmpty()
+		setRV(bm, cur)
+		buf = append(buf, Event{Type: watch.Bookmark, Object: bm, RV: cur})
+	}
+	if len(pending) > 0 || len(buf) > 0 {
+		return buf, nil, nil
+	}
+	return buf, notify, nil
 }
 
 // StopWatch unregisters w; it is safe to call more than once.
@@ -326,30 +361,25 @@ func (s *Store) StopWatch(w *Watcher) {
 	}
 	w.stopped = true
 	delete(s.watchers, w)
-	close(w.ch)
 	watchersGauge.WithLabelValues(s.resource).Dec()
+	s.trimLocked()
 }
 
-// Bookmark sends a BOOKMARK at the current version to every watcher that
-// asked for bookmarks and has room for it; a bookmark is never worth a cutoff.
+// Bookmark makes a BOOKMARK at the then current version due for every
+// watcher that asked for bookmarks.
 func (s *Store) Bookmark() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.watchers) == 0 {
 		return
 	}
-	cur := s.clock.Current()
-	bm := s.newEmpty()
-	setRV(bm, cur)
 	for w := range s.watchers {
-		if !w.bookmarks {
-			continue
-		}
-		select {
-		case w.ch <- Event{Type: watch.Bookmark, Object: bm, RV: cur}:
-		default:
+		if w.bookmarks {
+			w.bookmark.Store(true)
 		}
 	}
+	close(s.notify)
+	s.notify = make(chan struct{})
 }
 
 // Watchers returns the number of registered watchers.

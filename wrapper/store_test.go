@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,8 +14,18 @@ func svcObj(name string, lbl string) *corev1.Service {
 	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{"l": lbl}}}
 }
 
-func newTestStore(ring, buf int) *Store {
-	return NewStore("services", NewClock(1000), func() Object { return &corev1.Service{} }, ring, buf)
+func newTestStore(logSize, maxLag int) *Store {
+	return NewStore("services", NewClock(1000), func() Object { return &corev1.Service{} }, logSize, maxLag)
+}
+
+// next reads everything pending for w.
+func next(t *testing.T, s *Store, w *Watcher) []Event {
+	t.Helper()
+	evs, _, err := s.Next(w, nil, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }
 
 func TestStoreEventsOnlyOnChange(t *testing.T) {
@@ -25,24 +36,23 @@ func TestStoreEventsOnlyOnChange(t *testing.T) {
 	}
 	var got []watch.EventType
 	var rvs []string
-	for range 3 {
-		ev := <-w.Events()
+	for _, ev := range next(t, s, w) {
 		got = append(got, ev.Type)
 		rvs = append(rvs, ev.Object.GetResourceVersion())
 	}
-	if got[0] != watch.Added || got[1] != watch.Modified || got[2] != watch.Deleted || rvs[0] != "1001" || rvs[2] != "1003" {
+	if len(got) != 3 || got[0] != watch.Added || got[1] != watch.Modified || got[2] != watch.Deleted || rvs[0] != "1001" || rvs[2] != "1003" {
 		t.Fatalf("events %v at %v", got, rvs)
 	}
-	if len(w.Events()) != 0 {
-		t.Fatal("unchanged Set emitted an event")
+	if evs, wait, _ := s.Next(w, nil, 10); len(evs) != 0 || wait == nil {
+		t.Fatalf("nothing pending, yet Next returned %v", evs)
 	}
 }
 
 func TestStoreResumeAndTooOld(t *testing.T) {
-	s := newTestStore(3, 10)
+	s := newTestStore(3, 3)
 	for _, l := range []string{"1", "2", "3", "4", "5"} {
 		s.Set("ns/a", svcObj("a", l))
-	} // RVs 1001..1005, ring keeps 1003..1005
+	} // RVs 1001..1005, the log keeps 1003..1005
 	initial, w, err := s.Watch(WatchOptions{Mode: FromVersion, RV: 1003})
 	if err != nil || len(initial) != 2 || initial[0].RV != 1004 {
 		t.Fatalf("resume from 1003: %v %v", initial, err)
@@ -73,30 +83,60 @@ func TestStoreSelectorTransitionsAndWatchList(t *testing.T) {
 	}
 	s.Set("ns/a", svcObj("a", "out"))
 	s.Set("ns/b", svcObj("b", "in"))
-	if ev := <-w.Events(); ev.Type != watch.Deleted || ev.Object.GetName() != "a" || ev.Object.GetResourceVersion() != "1003" {
+	evs := next(t, s, w)
+	if len(evs) != 2 {
+		t.Fatalf("%d events", len(evs))
+	}
+	if ev := evs[0]; ev.Type != watch.Deleted || ev.Object.GetName() != "a" || ev.Object.GetResourceVersion() != "1003" {
 		t.Fatalf("leaving selection: %v %s", ev.Type, ev.Object.GetResourceVersion())
 	}
-	if ev := <-w.Events(); ev.Type != watch.Added || ev.Object.GetName() != "b" {
+	if ev := evs[1]; ev.Type != watch.Added || ev.Object.GetName() != "b" {
 		t.Fatalf("entering selection: %v", ev.Type)
 	}
 }
 
-func TestStoreCutsOffSlowWatcher(t *testing.T) {
-	s := newTestStore(100, 2)
-	cut := make(chan struct{})
-	_, slow, _ := s.Watch(WatchOptions{Mode: FromNow, OnCutoff: func() { close(cut) }})
-	_, fast, _ := s.Watch(WatchOptions{Mode: FromNow})
-	for i := range 5 {
-		s.Set("ns/a", svcObj("a", string(rune('a'+i))))
-		<-fast.Events()
+// A live watcher pins the events it has not read, beyond the resume window,
+// so a burst never outruns it; only beyond maxLag does it get Expired.
+func TestStoreLogKeepsWhatWatchersNeed(t *testing.T) {
+	s := newTestStore(2, 100)
+	_, reader, _ := s.Watch(WatchOptions{Mode: FromNow})
+	_, laggard, _ := s.Watch(WatchOptions{Mode: FromNow})
+	for i := range 50 {
+		s.Set("ns/a", svcObj("a", strconv.Itoa(i)))
 	}
-	<-cut
-	n := 0
-	for range slow.Events() {
-		n++
+	if got := len(next(t, s, reader)); got != 50 {
+		t.Fatalf("reader got %d of 50 burst events", got)
 	}
-	if n != 2 || s.Watchers() != 1 {
-		t.Fatalf("slow watcher got %d buffered events; %d watchers left", n, s.Watchers())
+	for i := range 60 {
+		s.Set("ns/a", svcObj("a", "x"+strconv.Itoa(i)))
+		next(t, s, reader)
 	}
-	s.StopWatch(slow) // after cutoff: no double close
+	// 110 events: the laggard fell more than maxLag behind.
+	var rvErr *rvError
+	if _, _, err := s.Next(laggard, nil, 10); !errors.As(err, &rvErr) || !rvErr.tooOld {
+		t.Fatalf("laggard 110 events behind: %v", err)
+	}
+	s.StopWatch(laggard)
+	s.Set("ns/a", svcObj("a", "last"))
+	if len(s.log) != 2 {
+		t.Fatalf("with every watcher caught up the log keeps %d events, want the resume window of 2", len(s.log))
+	}
+}
+
+func TestStoreBookmarkAndWakeUp(t *testing.T) {
+	s := newTestStore(10, 10)
+	_, w, _ := s.Watch(WatchOptions{Mode: FromNow, Bookmarks: true})
+	_, wait, _ := s.Next(w, nil, 10)
+	s.Bookmark()
+	<-wait
+	evs := next(t, s, w)
+	if len(evs) != 1 || evs[0].Type != watch.Bookmark || evs[0].RV != 1000 {
+		t.Fatalf("bookmark: %+v", evs)
+	}
+	_, wait, _ = s.Next(w, nil, 10)
+	s.Set("ns/a", svcObj("a", "x"))
+	<-wait
+	if evs := next(t, s, w); len(evs) != 1 || evs[0].Type != watch.Added {
+		t.Fatalf("after wake-up: %+v", evs)
+	}
 }

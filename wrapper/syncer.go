@@ -2,7 +2,6 @@ package wrapper
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -58,7 +57,8 @@ type Syncer struct {
 	topologyServices sets.Set[string]
 	servedSlices     map[string]sets.Set[string] // service key -> slice keys served for it
 	sliceOwner       map[string]string           // slice key -> service key
-	logged           map[string]string           // service key -> last bad annotation logged
+	badAnnotation    logOnce                     // service key -> invalid topologyKeys logged
+	badLocalEndpoint logOnce                     // default/kubernetes -> invalid local endpoint logged
 }
 
 func newSyncer(self string, caches Caches, stores Stores) *Syncer {
@@ -71,7 +71,8 @@ func newSyncer(self string, caches Caches, stores Stores) *Syncer {
 		topologyServices: sets.New[string](),
 		servedSlices:     map[string]sets.Set[string]{},
 		sliceOwner:       map[string]string{},
-		logged:           map[string]string{},
+		badAnnotation:    logOnce{},
+		badLocalEndpoint: logOnce{},
 	}
 }
 
@@ -324,14 +325,15 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	}
 
 	var keys []string
+	invalid := false
 	if o, exists, _ := s.caches.Services.GetByKey(key); exists {
 		svc := o.(*corev1.Service)
 		s.stores.Services.Set(key, svc.DeepCopy())
 		if v, ok := svc.Annotations[superedgev1.AnnotationTopologyKeys]; ok {
 			parsed, err := topology.ParseKeys(v)
 			if err != nil {
-				if s.logged[key] != v {
-					s.logged[key] = v
+				invalid = true
+				if s.badAnnotation.first(key, v) {
 					logger.Error(err, "Serving Service unfiltered", "service", klog.KObj(svc))
 				}
 			} else {
@@ -341,11 +343,13 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	} else {
 		s.stores.Services.Delete(key)
 	}
+	if !invalid {
+		s.badAnnotation.clear(key)
+	}
 	if keys != nil {
 		s.topologyServices.Insert(key)
 	} else {
 		s.topologyServices.Delete(key)
-		delete(s.logged, key)
 	}
 
 	var epObj *corev1.Endpoints
@@ -442,16 +446,15 @@ func (s *Syncer) localEndpoint(logger klog.Logger, ep *corev1.Endpoints, sls []*
 			continue
 		}
 		if err != nil {
-			msg := fmt.Sprint(err)
-			if s.logged[kubernetesKey+"\x00local"] != msg {
-				s.logged[kubernetesKey+"\x00local"] = msg
+			if s.badLocalEndpoint.first(kubernetesKey, err.Error()) {
 				logger.Error(err, "Serving default/kubernetes unchanged")
 			}
 			return nil
 		}
-		delete(s.logged, kubernetesKey+"\x00local")
+		s.badLocalEndpoint.clear(kubernetesKey)
 		return &le
 	}
+	s.badLocalEndpoint.clear(kubernetesKey)
 	return nil
 }
 

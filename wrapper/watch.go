@@ -2,10 +2,12 @@ package wrapper
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -22,6 +24,10 @@ import (
 // minWatchTimeout is the apiserver's default --min-request-timeout: watches
 // without timeoutSeconds last between one and two times it.
 const minWatchTimeout = 30 * time.Minute
+
+// watchBatch is how many events a watch takes from the log and writes under
+// one write deadline.
+const watchBatch = 256
 
 // watchOptions maps the request's options to where the watch starts, as the
 // apiserver does (watch-list needs resourceVersionMatch=NotOlderThan and
@@ -82,40 +88,63 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		mediaType += ";stream=watch"
 	}
 
+	// timeoutSeconds=0 means the server default, as in the apiserver.
 	timeout := time.Duration(float64(minWatchTimeout) * (1 + rand.Float64()))
-	if opts.TimeoutSeconds != nil {
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
 		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
 	}
-
-	// A watcher that falls behind is cut off by the store; its write may be
-	// blocked on a client that stopped reading, so expire the write deadline.
-	rc := http.NewResponseController(w)
-	var doneMu sync.Mutex
-	done := false
 	wo.Pred = pred
-	wo.OnCutoff = func() {
-		doneMu.Lock()
-		defer doneMu.Unlock()
-		if !done {
-			_ = rc.SetWriteDeadline(time.Now())
-		}
-	}
-	defer func() {
-		doneMu.Lock()
-		done = true
-		doneMu.Unlock()
-	}()
-
 	initial, watcher, err := r.store.Watch(wo)
 	var rvErr *rvError
 	if errors.As(err, &rvErr) && !rvErr.tooOld {
 		s.writeError(w, req, r, tooLargeError(rvErr.rv, rvErr.bound))
 		return
 	}
+	if watcher != nil {
+		defer r.store.StopWatch(watcher)
+	}
+
+	// Every batch of writes gets a deadline, so a client that stops reading
+	// is cut off after WatchWriteTimeout whatever the socket buffers hold;
+	// the end of the watch (timeout, client gone) expires the deadline so
+	// that even a blocked write returns.
+	ctx, cancel := context.WithTimeout(req.Context(), timeout)
+	defer cancel()
+	rc := http.NewResponseController(w)
+	var deadlineMu sync.Mutex
+	finished := false
+	var armed time.Time
+	arm := func() error {
+		deadlineMu.Lock()
+		defer deadlineMu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		armed = time.Now().Add(s.opts.WatchWriteTimeout)
+		return rc.SetWriteDeadline(armed)
+	}
+	stopExpiring := context.AfterFunc(ctx, func() {
+		deadlineMu.Lock()
+		defer deadlineMu.Unlock()
+		if !finished {
+			_ = rc.SetWriteDeadline(time.Now())
+		}
+	})
+	defer func() {
+		stopExpiring()
+		deadlineMu.Lock()
+		defer deadlineMu.Unlock()
+		finished = true
+		// A keep-alive connection must not carry this watch's deadline on.
+		_ = rc.SetWriteDeadline(time.Time{})
+	}()
 
 	w.Header().Set("Content-Type", mediaType)
 	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
+	if err := arm(); err != nil {
+		return
+	}
 	_ = rc.Flush()
 
 	enc := streaming.NewEncoder(framer.NewFrameWriter(w), encoder)
@@ -131,47 +160,76 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		eventsSent.WithLabelValues(r.name, string(typ)).Inc()
 		return nil
 	}
-
-	if rvErr != nil {
-		// As the apiserver's watch cache: an ERROR event, the client relists.
-		status := apierrors.NewResourceExpired(rvErr.Error()).Status()
-		_ = send(watch.Error, &status)
-		_ = rc.Flush()
-		return
-	}
-	defer r.store.StopWatch(watcher)
-
-	for _, ev := range initial {
-		if err := send(ev.Type, ev.Object); err != nil {
-			logger.V(4).Info("Watch ended", "resource", r.name, "err", err)
-			return
-		}
-	}
-	_ = rc.Flush()
-
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	events := watcher.Events()
-	for {
-		select {
-		case <-req.Context().Done():
-			return
-		case <-timer.C:
-			return
-		case ev, ok := <-events:
-			if !ok {
-				logger.V(2).Info("Watcher closed: it fell behind or was stopped", "resource", r.name)
-				return
+	// sendAll writes events in batches, each under a fresh deadline, and
+	// flushes after each batch.
+	sendAll := func(events []Event) error {
+		for len(events) > 0 {
+			batch := events[:min(len(events), watchBatch)]
+			events = events[len(batch):]
+			if err := arm(); err != nil {
+				return err
 			}
-			if err := send(ev.Type, ev.Object); err != nil {
-				logger.V(4).Info("Watch ended", "resource", r.name, "err", err)
-				return
-			}
-			if len(events) == 0 {
-				if err := rc.Flush(); err != nil {
-					return
+			for _, ev := range batch {
+				if err := send(ev.Type, ev.Object); err != nil {
+					return err
 				}
 			}
+			if err := rc.Flush(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ended := func(err error) {
+		// net/http cancels the request on a failed write, so tell a stalled
+		// client from an ended watch by the deadline that expired.
+		deadlineMu.Lock()
+		stalled := errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(armed)
+		deadlineMu.Unlock()
+		if stalled {
+			watchersCutOff.WithLabelValues(r.name, cutOffStalled).Inc()
+			logger.V(2).Info("Watcher cut off: it stopped reading", "resource", r.name, "writeTimeout", s.opts.WatchWriteTimeout)
+			return
+		}
+		logger.V(4).Info("Watch ended", "resource", r.name, "err", err)
+	}
+	expired := func(rvErr *rvError) {
+		// As the apiserver's watch cache: an ERROR event, the client relists.
+		status := apierrors.NewResourceExpired(rvErr.Error()).Status()
+		if err := arm(); err == nil && send(watch.Error, &status) == nil {
+			_ = rc.Flush()
+		}
+	}
+
+	if rvErr != nil {
+		expired(rvErr)
+		return
+	}
+	if err := sendAll(initial); err != nil {
+		ended(err)
+		return
+	}
+	var events []Event
+	for {
+		var wait <-chan struct{}
+		events, wait, err = r.store.Next(watcher, events[:0], watchBatch)
+		if errors.As(err, &rvErr) {
+			watchersCutOff.WithLabelValues(r.name, cutOffBehind).Inc()
+			logger.V(2).Info("Watcher cut off: it fell behind the event log", "resource", r.name)
+			expired(rvErr)
+			return
+		}
+		if len(events) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-wait:
+			}
+			continue
+		}
+		if err := sendAll(events); err != nil {
+			ended(err)
+			return
 		}
 	}
 }

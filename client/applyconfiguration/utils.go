@@ -40,6 +40,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &superedgev1.DeploymentGridStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DeploymentState"):
 		return &superedgev1.DeploymentStateApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("NodeUnitStatus"):
+		return &superedgev1.NodeUnitStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServiceGrid"):
 		return &superedgev1.ServiceGridApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServiceGridSpec"):

@@ -40,6 +40,8 @@ func main() {
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "Interval between leader election attempts.")
 	fs.BoolVar(&o.ManageCRDs, "manage-crds", o.ManageCRDs, "Install/update the superedge.io CRDs at start and re-apply them when they drift (false: leave them to GitOps).")
 	fs.DurationVar(&o.CRDCheckInterval, "crd-check-interval", o.CRDCheckInterval, "How often to check the CRDs for drift.")
+	fs.DurationVar(&o.DeletionGracePeriod, "nodeunit-deletion-grace-period", o.DeletionGracePeriod, "Delete a nodeunit's workload only after the nodeunit has had no nodes this long (0: at once); deleting the grid deletes its children at once.")
+	fs.StringVar(&o.SuperEdgeLock, "superedge-lock", o.SuperEdgeLock, "namespace/name of SuperEdge's application-grid-controller leader lock (Endpoints or ConfigMap): do nothing while a live SuperEdge controller holds it (\"\" skips the check).")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving /metrics (\"0\" disables).")
 	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "Address serving /healthz and /readyz (\"0\" disables).")
 	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")

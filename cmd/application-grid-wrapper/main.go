@@ -48,7 +48,8 @@ func run(ctx context.Context, args []string) error {
 		metricsAddr  = fs.String("metrics-bind-address", "", "extra plain-HTTP address for /healthz, /readyz, /metrics (and /debug/pprof); none when empty")
 		debug        = fs.Bool("debug", false, "serve pprof under /debug/pprof/")
 		bookmarks    = fs.Duration("bookmark-interval", 30*time.Second, "interval between BOOKMARK events to watchers that allow them")
-		bufferSize   = fs.Int("watcher-buffer", 1000, "events a watcher may fall behind before it is cut off (it then resumes or relists)")
+		writeTimeout = fs.Duration("watch-write-timeout", 30*time.Second, "a watch whose client takes no batch of events for this long is cut off (it then resumes or relists)")
+		maxLag       = fs.Int("watch-max-lag", 100000, "events a watcher may fall behind before it gets 410 Expired and relists")
 		eventLog     = fs.Int("event-log-size", 10000, "events per resource a watch can resume from")
 		printVersion = fs.Bool("version", false, "print the version and exit")
 	)
@@ -68,6 +69,9 @@ func run(ctx context.Context, args []string) error {
 	if *clientCA != "" && *certFile == "" {
 		return errors.New("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
 	}
+	if *clientCA == "" && !isLoopback(*bindAddress) {
+		return fmt.Errorf("--bind-address %s is not a loopback address: it needs --client-ca-file (and TLS), or anyone who reaches it acts with the wrapper's credentials", *bindAddress)
+	}
 
 	var cfg *rest.Config
 	var err error
@@ -83,7 +87,7 @@ func run(ctx context.Context, args []string) error {
 
 	srv, err := wrapper.New(wrapper.Options{
 		NodeName: *nodeName, Upstream: cfg, Debug: *debug,
-		BookmarkInterval: *bookmarks, WatcherBuffer: *bufferSize, EventLogSize: *eventLog,
+		BookmarkInterval: *bookmarks, WatchWriteTimeout: *writeTimeout, WatchMaxLag: *maxLag, EventLogSize: *eventLog,
 	})
 	if err != nil {
 		return err
@@ -150,4 +154,17 @@ func run(ctx context.Context, args []string) error {
 		err = nil
 	}
 	return err
+}
+
+// isLoopback reports whether addr (host:port) listens on loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -26,6 +26,23 @@ func TestNodeNameRequired(t *testing.T) {
 	}
 }
 
+// A non-loopback address without client-certificate verification would hand
+// the wrapper's credentials to anyone who reaches it.
+func TestRefusesNonLoopbackWithoutClientCA(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:51006", ":51006", "[::]:51006", "192.0.2.1:51006", "example.com:51006"} {
+		err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--bind-address", addr})
+		if err == nil || !strings.Contains(err.Error(), "--client-ca-file") {
+			t.Errorf("--bind-address %s: got %v, want a refusal naming --client-ca-file", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:51006", "[::1]:51006", "localhost:51006"} {
+		err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--bind-address", addr})
+		if err == nil || strings.Contains(err.Error(), "--client-ca-file") {
+			t.Errorf("--bind-address %s: got %v, want only the missing kubeconfig to fail", addr, err)
+		}
+	}
+}
+
 // TestServesTLSWithClientCertificates runs the command against a real
 // apiserver with TLS and a client CA: clients without a certificate signed by
 // it are refused, clients with one are served.

@@ -42,9 +42,12 @@ func gridLabels(grid *superedgev1.StatefulSetGrid) map[string]string {
 	}
 }
 
-// newSet is the StatefulSet {grid}-{value} the controller would create.
+// newSet is the StatefulSet {grid}-{value} as SuperEdge's controller builds
+// it: the grid labels on the StatefulSet only, the user's template (here
+// app={grid}) untouched but for the nodeSelector.
 func newSet(grid *superedgev1.StatefulSetGrid, value, svc string, uid types.UID, replicas int32) *appsv1.StatefulSet {
 	labels := gridLabels(grid)
+	podLabels := map[string]string{"app": grid.Name}
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: grid.Namespace, Name: grid.Name + "-" + value, UID: uid, Labels: labels,
@@ -56,9 +59,9 @@ func newSet(grid *superedgev1.StatefulSetGrid, value, svc string, uid types.UID,
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:    ptr.To(replicas),
 			ServiceName: svc,
-			Selector:    &metav1.LabelSelector{MatchLabels: labels},
+			Selector:    &metav1.LabelSelector{MatchLabels: podLabels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
 					NodeSelector: map[string]string{grid.Spec.GridUniqKey: value},
 					Containers:   []corev1.Container{{Name: "c", Image: "registry.invalid/echo"}},
@@ -68,13 +71,19 @@ func newSet(grid *superedgev1.StatefulSetGrid, value, svc string, uid types.UID,
 	}
 }
 
-// newPod is pod {set}-{ordinal} on node with ips (status already filled).
+// newPod is pod {set}-{ordinal} on node with ips (status already filled),
+// labelled as the StatefulSet controller labels its pods.
 func newPod(set *appsv1.StatefulSet, ordinal int, node string, ips ...string) *corev1.Pod {
+	name := fmt.Sprintf("%s-%d", set.Name, ordinal)
+	labels := map[string]string{appsv1.StatefulSetPodNameLabel: name}
+	for k, v := range set.Spec.Template.Labels {
+		labels[k] = v
+	}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: set.Namespace, Name: fmt.Sprintf("%s-%d", set.Name, ordinal),
-			UID:    types.UID(fmt.Sprintf("pod-%s-%d", set.Name, ordinal)),
-			Labels: set.Spec.Template.Labels,
+			Namespace: set.Namespace, Name: name,
+			UID:    types.UID("pod-" + name),
+			Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: kindStatefulSet, Name: set.Name, UID: set.UID, Controller: ptr.To(true),
 			}},

@@ -8,13 +8,16 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/fall"
+	"github.com/coredns/coredns/plugin/pkg/nonwriter"
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -42,6 +45,9 @@ type GridHosts struct {
 	index   *Index
 	synced  atomic.Bool
 	watcher *watcher
+	// Before synced: whether grids and Services are already known, so a
+	// name can be ruled out as a grid name. Nil means not known.
+	gridsKnown, servicesKnown func() bool
 }
 
 // New returns a GridHosts with defaults and an empty index.
@@ -62,13 +68,10 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 	}
 	q := parseName(qname, zone)
 	if q.kind == nameNone {
-		return g.miss(ctx, w, r, state, zone)
+		return g.miss(ctx, w, r, state, zone, false)
 	}
 	if !g.synced.Load() {
-		// Like the kubernetes plugin before its first sync: a name of our
-		// shape must not be denied (and cached) before we have looked.
-		resultNotSynced.Inc()
-		return dns.RcodeServerFailure, nil
+		return g.beforeSync(ctx, w, r, state, q, zone)
 	}
 
 	x := g.index
@@ -76,14 +79,13 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 	node, ok := g.queryNode(w)
 	if !ok {
 		x.mu.RUnlock()
-		resultUnknown.Inc()
-		return g.miss(ctx, w, r, state, zone)
+		return g.miss(ctx, w, r, state, zone, true)
 	}
 	origZone := state.QName()[len(qname)-len(zone):] // keep the query's case
 	answer, extra, exists := g.lookup(state, q, node, origZone)
 	x.mu.RUnlock()
 	if !exists {
-		return g.miss(ctx, w, r, state, zone)
+		return g.miss(ctx, w, r, state, zone, false)
 	}
 
 	m := new(dns.Msg)
@@ -103,19 +105,80 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 }
 
 // miss handles a name that is not ours: the next plugin with fallthrough,
-// else NXDOMAIN with our SOA.
-func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, state request.Request, zone string) (int, error) {
+// else NXDOMAIN with our SOA. Each query is counted once: as
+// unknown_client when that is why it missed.
+func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, state request.Request, zone string, unknownClient bool) (int, error) {
+	count := func(c prometheus.Counter) {
+		if unknownClient {
+			c = resultUnknown
+		}
+		c.Inc()
+	}
 	if g.Fall.Through(state.Name()) {
-		resultFallthrough.Inc()
+		count(resultFallthrough)
 		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 	}
-	resultNXDomain.Inc()
+	count(resultNXDomain)
 	m := new(dns.Msg)
 	m.SetRcode(r, dns.RcodeNameError)
 	m.Authoritative = true
 	m.Ns = []dns.RR{g.soa(state.QName()[len(state.QName())-len(zone):])}
 	w.WriteMsg(m)
 	return dns.RcodeSuccess, nil
+}
+
+// beforeSync answers a name of a grid shape while gridhosts cannot serve
+// grid names yet (informers not synced: apiserver slow or unreachable, a
+// resource forbidden). Every such name goes to the next plugin, as without
+// gridhosts. Its answer is passed on as it is, except a negative answer to
+// a unified-name shape that gridhosts cannot yet rule out (its Service
+// known not to be a grid Service, or its grid known not to exist): the
+// kubernetes plugin never knows unified names, clients would cache its
+// NXDOMAIN, so that becomes SERVFAIL. Headless Service names need no such
+// guard: a Service the next plugin denies has no endpoints anywhere.
+func (g *GridHosts) beforeSync(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, state request.Request, q queryName, zone string) (int, error) {
+	if q.kind != nameMember || g.notGridName(q) {
+		return g.miss(ctx, w, r, state, zone, false)
+	}
+	if !g.Fall.Through(state.Name()) || g.Next == nil {
+		resultNotSynced.Inc()
+		return dns.RcodeServerFailure, nil
+	}
+	nw := nonwriter.New(w)
+	code, err := plugin.NextOrFailure(g.Name(), g.Next, ctx, nw, r)
+	if nw.Msg != nil && nw.Msg.Rcode == dns.RcodeSuccess && len(nw.Msg.Answer) > 0 {
+		resultFallthrough.Inc()
+		w.WriteMsg(nw.Msg)
+		return code, err
+	}
+	resultNotSynced.Inc()
+	if nw.Msg == nil && !plugin.ClientWrite(code) {
+		return code, err // the next plugin failed without writing: the server answers its rcode
+	}
+	return dns.RcodeServerFailure, nil
+}
+
+// notGridName reports whether the unified-name shape q is known not to be
+// a grid name from what has synced so far.
+func (g *GridHosts) notGridName(q queryName) bool {
+	x := g.index
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if g.servicesKnown != nil && g.servicesKnown() {
+		sv := x.services[nsName{q.namespace, q.service}]
+		if sv == nil {
+			return true
+		}
+		if _, ok := sv.GridKey.key(); !ok {
+			return true
+		}
+	}
+	if g.gridsKnown != nil && g.gridsKnown() {
+		if _, ok := x.grids[nsName{q.namespace, q.grid}]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // queryNode returns the node whose nodeunit this query is answered for, or
@@ -170,14 +233,16 @@ func (g *GridHosts) lookup(state request.Request, q queryName, node *nodeObj, zo
 		if sv == nil {
 			return nil, nil, false
 		}
-		eps, ports := x.localEndpoints(q.namespace, q.service, keys, node)
+		eps, _ := x.localEndpoints(q.namespace, q.service, keys, node)
 		switch state.QType() {
 		case dns.TypeA, dns.TypeAAAA:
+			var ips []netip.Addr
 			for _, e := range eps {
-				answer = append(answer, g.addressRecords(qname, state.QType(), e.IPs)...)
+				ips = append(ips, e.IPs...)
 			}
+			answer = g.addressRecords(qname, state.QType(), uniqueAddrs(ips))
 		case dns.TypeSRV:
-			answer, extra = g.srvRecords(qname, q, zone, eps, ports)
+			answer, extra = g.srvRecords(qname, q, zone, eps, nil)
 		}
 		return answer, extra, true
 	case nameSRV:
@@ -186,21 +251,30 @@ func (g *GridHosts) lookup(state request.Request, q queryName, node *nodeObj, zo
 			return nil, nil, false
 		}
 		eps, ports := x.localEndpoints(q.namespace, q.service, keys, node)
-		var matched []slicePort
-		for _, p := range ports {
-			if strings.EqualFold(p.Name, q.port) && strings.EqualFold(p.Protocol, q.proto) {
-				matched = append(matched, p)
-			}
+		want := func(p slicePort) bool {
+			return strings.EqualFold(p.Name, q.port) && strings.EqualFold(p.Protocol, q.proto)
 		}
-		if len(matched) == 0 {
+		if !slices.ContainsFunc(ports, want) {
 			return nil, nil, false
 		}
 		if state.QType() == dns.TypeSRV {
-			answer, extra = g.srvRecords(qname, q, zone, eps, matched)
+			answer, extra = g.srvRecords(qname, q, zone, eps, want)
 		}
 		return answer, extra, true
 	}
 	return nil, nil, false
+}
+
+// uniqueAddrs drops repeated addresses (an endpoint listed in two slices)
+// keeping the first occurrence's order.
+func uniqueAddrs(ips []netip.Addr) []netip.Addr {
+	out := ips[:0:0]
+	for _, ip := range ips {
+		if !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
 }
 
 func (g *GridHosts) addressRecords(name string, qtype uint16, ips []netip.Addr) []dns.RR {
@@ -216,33 +290,58 @@ func (g *GridHosts) addressRecords(name string, qtype uint16, ips []netip.Addr) 
 	return out
 }
 
-// srvRecords answers SRV with one record per endpoint and port. Targets are
-// the endpoint's hostname under the Service (a StatefulSet pod's own name,
-// which the kubernetes plugin resolves) or, without one, the dashed address
-// form the kubernetes plugin uses; their addresses go in the extra section.
-func (g *GridHosts) srvRecords(name string, q queryName, zone string, eps []*sliceEndpoint, ports []slicePort) (answer, extra []dns.RR) {
-	if len(eps) == 0 {
-		return nil, nil
-	}
-	weight := uint16(100 / len(eps))
-	if weight == 0 {
-		weight = 1
+// srvRecords answers SRV with one record per endpoint and port of that
+// endpoint's own EndpointSlice (only the ports want accepts, nil = all).
+// Targets are the endpoint's hostname under the Service (a StatefulSet
+// pod's own name, which the kubernetes plugin resolves) or, without one, the
+// dashed address form the kubernetes plugin uses; their addresses go in the
+// extra section. A target and port seen twice (an endpoint in two slices)
+// is answered once.
+func (g *GridHosts) srvRecords(name string, q queryName, zone string, eps []localEndpoint, want func(slicePort) bool) (answer, extra []dns.RR) {
+	type srvKey struct {
+		target string
+		port   uint16
 	}
 	suffix := q.service + "." + q.namespace + ".svc." + zone
+	var recs []srvKey
+	seen := map[srvKey]bool{}
+	targets := map[string][]netip.Addr{}
+	var order []string
 	for _, e := range eps {
 		label := e.Hostname
 		if label == "" {
 			label = dashed(e.IPs[0])
 		}
 		target := label + "." + suffix
-		for _, p := range ports {
-			answer = append(answer, &dns.SRV{
-				Hdr:      dns.RR_Header{Name: name, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: g.TTL},
-				Priority: 0, Weight: weight, Port: p.Port, Target: target,
-			})
+		for _, p := range e.ports {
+			if want != nil && !want(p) {
+				continue
+			}
+			k := srvKey{target, p.Port}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			recs = append(recs, k)
+			if _, ok := targets[target]; !ok {
+				order = append(order, target)
+			}
+			targets[target] = uniqueAddrs(append(targets[target], e.IPs...))
 		}
-		extra = append(extra, g.addressRecords(target, dns.TypeA, e.IPs)...)
-		extra = append(extra, g.addressRecords(target, dns.TypeAAAA, e.IPs)...)
+	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	weight := uint16(max(1, 100/len(order)))
+	for _, r := range recs {
+		answer = append(answer, &dns.SRV{
+			Hdr:      dns.RR_Header{Name: name, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: g.TTL},
+			Priority: 0, Weight: weight, Port: r.port, Target: r.target,
+		})
+	}
+	for _, t := range order {
+		extra = append(extra, g.addressRecords(t, dns.TypeA, targets[t])...)
+		extra = append(extra, g.addressRecords(t, dns.TypeAAAA, targets[t])...)
 	}
 	return answer, extra
 }

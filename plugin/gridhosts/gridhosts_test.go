@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/pkg/fall"
 	"github.com/coredns/coredns/plugin/test"
@@ -209,17 +210,79 @@ func TestServeFallthroughAndZones(t *testing.T) {
 	run(t, g, "", []test.Case{nxdomain("statefulsetgrid-demo-7.servicegrid-demo-svc.default.svc.cluster.local.", dns.TypeA)})
 }
 
+// answerNext is a next plugin that answers every query with rcode and, for
+// NOERROR, one A record.
+func answerNext(rcode int) plugin.Handler {
+	return plugin.HandlerFunc(func(_ context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		m := new(dns.Msg)
+		m.SetRcode(r, rcode)
+		if rcode == dns.RcodeSuccess {
+			m.Answer = []dns.RR{test.A(r.Question[0].Name + "	5	IN	A	192.0.2.1")}
+		}
+		w.WriteMsg(m)
+		return dns.RcodeSuccess, nil
+	})
+}
+
+// TestServeBeforeSync: until gridhosts can serve grid names, names it can
+// rule out go to the next plugin untouched; unified-name shapes get the
+// next plugin's positive answers only, never a negative one.
 func TestServeBeforeSync(t *testing.T) {
-	g := demoHandler(demoObjects())
-	g.Node = "node-1"
-	g.synced.Store(false)
-	rec := dnstest.NewRecorder(&test.ResponseWriter{})
-	code, _ := g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(demoName, dns.TypeA))
-	if code != dns.RcodeServerFailure {
-		t.Fatalf("rcode %d before sync, want SERVFAIL", code)
+	ask := func(g *GridHosts, name string) (int, *dns.Msg) {
+		rec := dnstest.NewRecorder(&test.ResponseWriter{})
+		code, err := g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(name, dns.TypeA))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plugin.ClientWrite(code) {
+			return rec.Msg.Rcode, rec.Msg
+		}
+		return code, nil
+	}
+	notSynced := func(next plugin.Handler, grids, services bool) *GridHosts {
+		g := demoHandler(demoObjects())
+		g.Node = "node-1"
+		g.synced.Store(false)
+		g.Next = next
+		g.Fall = fall.Root
+		g.gridsKnown = func() bool { return grids }
+		g.servicesKnown = func() bool { return services }
+		return g
+	}
+
+	g := notSynced(nil, false, false)
+	g.Fall = fall.F{}
+	if code, _ := ask(g, demoName); code != dns.RcodeServerFailure {
+		t.Errorf("no fallthrough: rcode %d, want SERVFAIL", code)
 	}
 	if g.Ready() {
-		t.Fatal("Ready before sync")
+		t.Error("Ready before sync")
+	}
+
+	for _, tc := range []struct {
+		name        string
+		qname       string
+		next        int
+		grids, svcs bool
+		want        int
+	}{
+		{"positive answer passes", demoName, dns.RcodeSuccess, false, false, dns.RcodeSuccess},
+		{"negative answer withheld", demoName, dns.RcodeNameError, false, false, dns.RcodeServerFailure},
+		{"grid known, service unknown", demoName, dns.RcodeNameError, true, false, dns.RcodeServerFailure},
+		{"grid known absent", "nogrid-0." + demoSvc + ".default.svc.cluster.local.", dns.RcodeNameError, true, false, dns.RcodeNameError},
+		{"service known, not a grid service", "web-0.other.default.svc.cluster.local.", dns.RcodeNameError, false, true, dns.RcodeNameError},
+		{"service known, a grid service", "web-0." + demoSvc + ".default.svc.cluster.local.", dns.RcodeNameError, false, true, dns.RcodeServerFailure},
+		{"service name", "kubernetes.default.svc.cluster.local.", dns.RcodeNameError, false, false, dns.RcodeNameError},
+		{"headless grid service", "hl.default.svc.cluster.local.", dns.RcodeNameError, false, true, dns.RcodeNameError},
+		{"headless grid service, positive", "hl.default.svc.cluster.local.", dns.RcodeSuccess, false, true, dns.RcodeSuccess},
+		{"SRV name", "_http._tcp.hl.default.svc.cluster.local.", dns.RcodeNameError, false, false, dns.RcodeNameError},
+		{"not a grid shape", "cluster.local.", dns.RcodeNameError, false, false, dns.RcodeNameError},
+		{"pod name", "10-0-0-1.default.pod.cluster.local.", dns.RcodeNameError, false, false, dns.RcodeNameError},
+	} {
+		g := notSynced(answerNext(tc.next), tc.grids, tc.svcs)
+		if code, _ := ask(g, tc.qname); code != tc.want {
+			t.Errorf("%s: %s rcode %s, want %s", tc.name, tc.qname, dns.RcodeToString[code], dns.RcodeToString[tc.want])
+		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/servicegroup/servicegroup/topology"
 )
 
 // Kinds of the controllers the consistency checks expect.
@@ -20,12 +22,6 @@ type unitKey struct{ ns, grid, value string }
 
 // memberKey finds pod {set}-{ordinal}.
 type memberKey struct{ ns, set, ordinal string }
-
-// clientRef maps a pod IP to the pod holding it and its node.
-type clientRef struct {
-	pod  nsName
-	node string
-}
 
 // Index holds what the informers delivered, keyed so that every lookup a
 // query needs is a map access. Each informer event updates only the entries
@@ -44,7 +40,7 @@ type Index struct {
 	svcSlices  map[nsName]map[string]*sliceObj
 
 	// clients mode only: source IP -> node.
-	clientPods map[netip.Addr]clientRef
+	clientPods clientAddrs
 	nodeIPs    map[netip.Addr]string
 
 	// observe, when set, is told how long each event took from the
@@ -64,7 +60,7 @@ func NewIndex() *Index {
 		nodes:      map[string]*nodeObj{},
 		slices:     map[nsName]*sliceObj{},
 		svcSlices:  map[nsName]map[string]*sliceObj{},
-		clientPods: map[netip.Addr]clientRef{},
+		clientPods: newClientAddrs(),
 		nodeIPs:    map[netip.Addr]string{},
 	}
 }
@@ -191,14 +187,14 @@ func ordinalOf(p *podObj) (string, bool) {
 func (x *Index) addPod(p *podObj) {
 	k := nsName{p.Namespace, p.Name}
 	x.pods[k] = p
-	if p.GridPod {
-		if ord, ok := ordinalOf(p); ok {
-			x.members[memberKey{p.Namespace, p.Owner.Name, ord}] = p
-		}
+	// Every StatefulSet pod is indexed by its controller's name; member()
+	// then checks that controller is a consistent child of a grid.
+	if ord, ok := ordinalOf(p); ok {
+		x.members[memberKey{p.Namespace, p.Owner.Name, ord}] = p
 	}
 	if p.NodeName != "" && !p.Finished {
 		for _, ip := range p.IPs {
-			x.clientPods[ip] = clientRef{pod: k, node: p.NodeName}
+			x.clientPods.add(ip, clientRef{pod: k, node: p.NodeName, created: p.Created, terminating: p.Terminating})
 		}
 	}
 }
@@ -209,16 +205,14 @@ func (x *Index) deletePod(k nsName) {
 		return
 	}
 	delete(x.pods, k)
-	if ord, ok := ordinalOf(p); ok && p.GridPod {
+	if ord, ok := ordinalOf(p); ok {
 		mk := memberKey{p.Namespace, p.Owner.Name, ord}
 		if x.members[mk] == p {
 			delete(x.members, mk)
 		}
 	}
 	for _, ip := range p.IPs {
-		if c, ok := x.clientPods[ip]; ok && c.pod == k {
-			delete(x.clientPods, ip)
-		}
+		x.clientPods.remove(ip, k)
 	}
 }
 
@@ -275,7 +269,7 @@ func (x *Index) deleteSlice(k nsName) {
 // node InternalIP. Callers hold x.mu.
 func (x *Index) nodeForClient(ip netip.Addr) (string, bool) {
 	ip = ip.Unmap()
-	if c, ok := x.clientPods[ip]; ok {
+	if c, ok := x.clientPods.holder(ip); ok {
 		return c.node, true
 	}
 	n, ok := x.nodeIPs[ip]
@@ -299,13 +293,13 @@ func (x *Index) member(ns, grid, ordinal, svc string, node *nodeObj) *podObj {
 		return nil
 	}
 	s, ok := x.setsByUnit[unitKey{ns, grid, value}]
-	if !ok || s.Terminating || s.Owner.UID != g.UID || !s.HasGridLabels ||
-		s.GridSelector != grid || s.GridUniqKey != g.Key ||
+	if !ok || s.Terminating || s.Owner.UID != g.UID ||
+		!s.HasGridSelector || s.GridSelector != grid || !s.GridKey.is(g.Key) ||
 		s.ServiceName != svc || s.NodeSelector[g.Key] != value {
 		return nil
 	}
 	sv, ok := x.services[nsName{ns, svc}]
-	if !ok || !sv.HasGridUniqKey || sv.GridUniqKey != g.Key {
+	if !ok || !sv.GridKey.is(g.Key) {
 		return nil
 	}
 	p, ok := x.members[memberKey{ns, s.Name, ordinal}]
@@ -316,75 +310,85 @@ func (x *Index) member(ns, grid, ordinal, svc string, node *nodeObj) *podObj {
 }
 
 // gridService returns the headless grid Service ns/name and its topology
-// keys, or nil when the name is not one. Callers hold x.mu.
+// keys (parsed when the Service changed), or nil when the name is not one.
+// Callers hold x.mu.
 func (x *Index) gridService(ns, name string) (*svcObj, []string) {
 	sv, ok := x.services[nsName{ns, name}]
-	if !ok || !sv.Headless {
+	if !ok || !sv.Headless || len(sv.Keys) == 0 {
 		return nil, nil
 	}
-	if sv.HasGridUniqKey && sv.GridUniqKey != "" {
-		return sv, []string{sv.GridUniqKey}
-	}
-	if sv.HasTopology {
-		if keys, err := parseTopologyKeys(sv.TopologyKeys); err == nil {
-			return sv, keys
-		}
-	}
-	return nil, nil
+	return sv, sv.Keys
+}
+
+// localEndpoint is one ready endpoint with the ports of its own slice.
+type localEndpoint struct {
+	*sliceEndpoint
+	ports []slicePort
 }
 
 // localEndpoints returns the ready endpoints of Service ns/name in node's
-// nodeunit: the first topology key with at least one ready endpoint whose
-// node shares node's value of it wins; "*" takes every ready endpoint.
-// Callers hold x.mu.
-func (x *Index) localEndpoints(ns, name string, keys []string, node *nodeObj) ([]*sliceEndpoint, []slicePort) {
+// nodeunit, decided by package topology: the first key matched by at least
+// one ready endpoint's node wins. Each endpoint keeps its own slice's ports;
+// the ports of every slice are returned too, so a port name that exists
+// without a local endpoint is NODATA rather than NXDOMAIN. Callers hold x.mu.
+func (x *Index) localEndpoints(ns, name string, keys []string, node *nodeObj) ([]localEndpoint, []slicePort) {
 	slices := x.svcSlices[nsName{ns, name}]
 	var ports []slicePort
-	seen := map[slicePort]bool{}
 	for _, s := range slices {
 		for _, p := range s.Ports {
-			if !seen[p] {
-				seen[p] = true
+			if !containsPort(ports, p) {
 				ports = append(ports, p)
 			}
 		}
 	}
-	for _, key := range keys {
-		var want string
-		if key != "*" {
-			if node == nil {
-				continue
-			}
-			v, ok := node.Labels[key]
-			if !ok {
-				continue
-			}
-			want = v
-		}
-		var out []*sliceEndpoint
-		for _, s := range slices {
-			for i := range s.Endpoints {
-				e := &s.Endpoints[i]
-				if !e.Ready || len(e.IPs) == 0 {
-					continue
-				}
-				if key != "*" {
-					en, ok := x.nodes[e.NodeName]
-					if !ok || e.NodeName == "" {
-						continue
-					}
-					if v, ok := en.Labels[key]; !ok || v != want {
-						continue
-					}
-				}
-				out = append(out, e)
-			}
-		}
-		if len(out) > 0 {
-			return out, ports
+	view := topology.Nodes{Labels: x.nodeLabels}
+	if node != nil {
+		view.Self = node.Labels
+		if view.Self == nil {
+			view.Self = map[string]string{}
 		}
 	}
-	return nil, ports
+	ready := func(yield func(string) bool) {
+		for _, s := range slices {
+			for i := range s.Endpoints {
+				if e := &s.Endpoints[i]; e.Ready && len(e.IPs) > 0 && !yield(e.NodeName) {
+					return
+				}
+			}
+		}
+	}
+	key, ok := view.Choose(keys, ready)
+	if !ok {
+		return nil, ports
+	}
+	var out []localEndpoint
+	for _, s := range slices {
+		for i := range s.Endpoints {
+			e := &s.Endpoints[i]
+			if e.Ready && len(e.IPs) > 0 && view.Matches(key, e.NodeName) {
+				out = append(out, localEndpoint{e, s.Ports})
+			}
+		}
+	}
+	return out, ports
+}
+
+func containsPort(ps []slicePort, p slicePort) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeLabels is the topology view's lookup. Callers hold x.mu.
+func (x *Index) nodeLabels(name string) (map[string]string, bool) {
+	n, ok := x.nodes[name]
+	if !ok {
+		return nil, false
+	}
+	return n.Labels, true
 }
 
 // synced-independent counts, for tests and metrics.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,10 +21,14 @@ import (
 )
 
 // Label selectors that keep the caches small: an edge node holds only grid
-// StatefulSets and pods, and only EndpointSlices of headless Services (the
-// EndpointSlice controller labels those service.kubernetes.io/headless).
+// StatefulSets, StatefulSet pods (the StatefulSet controller labels every pod
+// it makes with its own name; which of them belong to a grid is decided in
+// the index through their controller, since SuperEdge puts no grid label on
+// pods), and only EndpointSlices of headless Services (the EndpointSlice
+// controller labels those service.kubernetes.io/headless).
 var (
 	gridObjectSelector    = superedgev1.LabelGridSelector
+	statefulPodSelector   = appsv1.StatefulSetPodNameLabel
 	headlessSliceSelector = discoveryv1.LabelServiceName + "," + corev1.IsHeadlessService
 	// clients mode indexes every pod's IP; finished pods give theirs up.
 	runningPodSelector = "status.phase!=Succeeded,status.phase!=Failed"
@@ -36,9 +41,13 @@ type watcher struct {
 	sets    informers.SharedInformerFactory
 	slices  informers.SharedInformerFactory
 	grids   gridinformers.SharedInformerFactory
-	synced  []cache.InformerSynced
-	cancel  context.CancelFunc
-	stopped chan struct{}
+	sources sources
+	// gridSource and serviceSource tell, before everything has synced,
+	// whether a name can already be known not to be a grid name.
+	gridSource    *source
+	serviceSource *source
+	cancel        context.CancelFunc
+	stopped       chan struct{}
 }
 
 func transform(obj any) (any, error) { return toTiny(obj) }
@@ -58,7 +67,7 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 		return nil, fmt.Errorf("superedge client: %w", err)
 	}
 	tr := informers.WithTransform(transform)
-	podOpts := func(o *metav1.ListOptions) { o.LabelSelector = gridObjectSelector }
+	podOpts := func(o *metav1.ListOptions) { o.LabelSelector = statefulPodSelector }
 	if clients {
 		podOpts = func(o *metav1.ListOptions) { o.FieldSelector = runningPodSelector }
 	}
@@ -74,19 +83,31 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 		grids: gridinformers.NewSharedInformerFactoryWithOptions(gc, 0, gridinformers.WithTransform(transform)),
 	}
 	h := handlerFor(idx)
-	for _, inf := range []cache.SharedIndexInformer{
-		w.grids.Superedge().V1().StatefulSetGrids().Informer(),
-		w.sets.Apps().V1().StatefulSets().Informer(),
-		w.pods.Core().V1().Pods().Informer(),
-		w.kube.Core().V1().Services().Informer(),
-		w.kube.Core().V1().Nodes().Informer(),
-		w.slices.Discovery().V1().EndpointSlices().Informer(),
+	for _, in := range []struct {
+		resource string
+		inf      cache.SharedIndexInformer
+		optional bool
+		keep     **source
+	}{
+		{"statefulsetgrids.superedge.io", w.grids.Superedge().V1().StatefulSetGrids().Informer(), true, &w.gridSource},
+		{"statefulsets.apps", w.sets.Apps().V1().StatefulSets().Informer(), false, nil},
+		{"pods", w.pods.Core().V1().Pods().Informer(), false, nil},
+		{"services", w.kube.Core().V1().Services().Informer(), false, &w.serviceSource},
+		{"nodes", w.kube.Core().V1().Nodes().Informer(), false, nil},
+		{"endpointslices.discovery.k8s.io", w.slices.Discovery().V1().EndpointSlices().Informer(), false, nil},
 	} {
-		reg, err := inf.AddEventHandler(h)
+		reg, err := in.inf.AddEventHandler(h)
 		if err != nil {
 			return nil, err
 		}
-		w.synced = append(w.synced, reg.HasSynced)
+		src := &source{resource: in.resource, synced: reg.HasSynced, optional: in.optional}
+		if err := in.inf.SetWatchErrorHandlerWithContext(src.onError); err != nil {
+			return nil, err
+		}
+		w.sources = append(w.sources, src)
+		if in.keep != nil {
+			*in.keep = src
+		}
 	}
 	return w, nil
 }
@@ -112,9 +133,10 @@ func handlerFor(idx *Index) cache.ResourceEventHandler {
 	}
 }
 
-// start runs the informers until stop. onSynced is called once all have
-// synced.
-func (w *watcher) start(onSynced func()) {
+// start runs the informers until stop, without waiting for them: start-up
+// must not add to the kubernetes plugin's own wait. onKnown is called once
+// every source is known (synced, or the CRD absent).
+func (w *watcher) start(onKnown func()) {
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithName(pluginName)))
 	w.cancel = cancel
 	w.stopped = make(chan struct{})
@@ -123,8 +145,8 @@ func (w *watcher) start(onSynced func()) {
 	}
 	go func() {
 		defer close(w.stopped)
-		if cache.WaitForNamedCacheSyncWithContext(ctx, w.synced...) {
-			onSynced()
+		if w.sources.waitKnown(ctx) {
+			onKnown()
 		}
 		<-ctx.Done()
 		for _, f := range []interface{ Shutdown() }{w.kube, w.pods, w.sets, w.slices, w.grids} {

@@ -1,11 +1,8 @@
 package gridhosts
 
 import (
-	"encoding/json"
-	"fmt"
+	"strconv"
 	"strings"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // nameKind says which shape a query name has inside a zone.
@@ -90,48 +87,13 @@ func parseName(name, zone string) queryName {
 	return q
 }
 
-// isOrdinal accepts the ordinals a StatefulSet gives its pods: decimal, no
-// leading zeros, below 10^9.
+// isOrdinal accepts the ordinals a StatefulSet can give its pods: decimal,
+// no leading zeros, at most spec.ordinals.start + spec.replicas - 1, both
+// int32, so below 2^32.
 func isOrdinal(s string) bool {
-	if s == "" || len(s) > 9 || (len(s) > 1 && s[0] == '0') {
+	if s == "" || len(s) > 10 || (len(s) > 1 && s[0] == '0') {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// maxTopologyKeys is the limit upstream Service topology had.
-const maxTopologyKeys = 16
-
-// parseTopologyKeys reads a topologyKeys annotation: a JSON list of label
-// keys, "*" allowed only last, no duplicates, at most 16.
-func parseTopologyKeys(raw string) ([]string, error) {
-	var keys []string
-	if err := json.Unmarshal([]byte(raw), &keys); err != nil {
-		return nil, fmt.Errorf("topologyKeys %q: not a JSON list of strings: %w", raw, err)
-	}
-	if len(keys) == 0 || len(keys) > maxTopologyKeys {
-		return nil, fmt.Errorf("topologyKeys %q: want 1 to %d keys", raw, maxTopologyKeys)
-	}
-	seen := map[string]bool{}
-	for i, k := range keys {
-		if seen[k] {
-			return nil, fmt.Errorf("topologyKeys %q: duplicate key %q", raw, k)
-		}
-		seen[k] = true
-		if k == "*" {
-			if i != len(keys)-1 {
-				return nil, fmt.Errorf("topologyKeys %q: \"*\" must be last", raw)
-			}
-			continue
-		}
-		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			return nil, fmt.Errorf("topologyKeys %q: key %q: %s", raw, k, strings.Join(errs, "; "))
-		}
-	}
-	return keys, nil
+	_, err := strconv.ParseUint(s, 10, 32)
+	return err == nil
 }

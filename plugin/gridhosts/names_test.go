@@ -20,7 +20,10 @@ func TestParseName(t *testing.T) {
 		{"ssg-.s.n.svc.cluster.local.", queryName{}},
 		{"-0.s.n.svc.cluster.local.", queryName{}},
 		{"ssg.s.n.svc.cluster.local.", queryName{}},
-		{"ssg-1234567890.s.n.svc.cluster.local.", queryName{}},
+		// Ordinals go up to spec.ordinals.start + replicas - 1 (both int32).
+		{"ssg-4294967295.s.n.svc.cluster.local.", queryName{kind: nameMember, grid: "ssg", ordinal: "4294967295", service: "s", namespace: "n"}},
+		{"ssg-4294967296.s.n.svc.cluster.local.", queryName{}},
+		{"ssg-12345678901.s.n.svc.cluster.local.", queryName{}},
 		{"ssg-0.s.n.pod.cluster.local.", queryName{}},
 		{"x.ssg-0.s.n.svc.cluster.local.", queryName{}},
 		{"http.tcp.hl.default.svc.cluster.local.", queryName{}},
@@ -37,25 +40,6 @@ func TestParseName(t *testing.T) {
 	}
 	if got := parseName("ssg-0.s.n.svc.", "."); got.kind != nameMember || got.grid != "ssg" {
 		t.Errorf("root zone: %+v", got)
-	}
-}
-
-func TestParseTopologyKeys(t *testing.T) {
-	for raw, ok := range map[string]bool{
-		`["zone1"]`:             true,
-		`["zone1","*"]`:         true,
-		`["a.io/zone","b","*"]`: true,
-		`[]`:                    false,
-		`["*","zone1"]`:         false,
-		`["a","a"]`:             false,
-		`["bad key"]`:           false,
-		`zone1`:                 false,
-		`[1]`:                   false,
-		`["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]`: false,
-	} {
-		if _, err := parseTopologyKeys(raw); (err == nil) != ok {
-			t.Errorf("parseTopologyKeys(%s): err %v, want ok=%v", raw, err, ok)
-		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/topology"
 )
 
 // The informers store these small objects instead of the API types: an edge
@@ -58,27 +59,70 @@ type gridObj struct {
 
 func (o *gridObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 
+// gridKeyRef is how an object names its grid key: the label
+// superedge.io/grid-uniq-key (SuperEdge's objects: the key itself) and, on
+// objects servicegroup made, the annotation of the same name (the key
+// verbatim, for prefixed keys the label cannot hold).
+type gridKeyRef struct {
+	Label         string
+	HasLabel      bool
+	Annotation    string
+	HasAnnotation bool
+}
+
+func gridKeyRefOf(labels, annotations map[string]string) gridKeyRef {
+	r := gridKeyRef{}
+	r.Label, r.HasLabel = labels[superedgev1.LabelGridUniqKey]
+	r.Annotation, r.HasAnnotation = annotations[superedgev1.AnnotationGridUniqKey]
+	r.HasAnnotation = r.HasAnnotation && r.Annotation != ""
+	return r
+}
+
+// is reports whether the object belongs to grid key key. The annotation,
+// when present, decides (it is the key verbatim; the label of a prefixed key
+// is a lossy encoding); without it the label must be exactly the label value
+// servicegroup and SuperEdge write for key.
+func (r gridKeyRef) is(key string) bool {
+	if key == "" {
+		return false
+	}
+	if r.HasAnnotation {
+		return r.Annotation == key
+	}
+	return r.HasLabel && r.Label == superedgev1.GridUniqKeyLabelValue(key)
+}
+
+// key is the grid key the object names (annotation first, else label).
+func (r gridKeyRef) key() (string, bool) {
+	if r.HasAnnotation {
+		return r.Annotation, true
+	}
+	return r.Label, r.HasLabel && r.Label != ""
+}
+
 // setObj is a StatefulSet: what the consistency checks look at.
 type setObj struct {
 	tiny
-	Owner         controllerRef
-	HasOwner      bool
-	GridSelector  string // label superedge.io/grid-selector
-	GridUniqKey   string // label superedge.io/grid-uniq-key
-	ServiceName   string
-	NodeSelector  map[string]string
-	HasGridLabels bool
-	Terminating   bool // being deleted: half-deleted sets are not served
+	Owner           controllerRef
+	HasOwner        bool
+	GridSelector    string // label superedge.io/grid-selector
+	HasGridSelector bool
+	GridKey         gridKeyRef
+	ServiceName     string
+	NodeSelector    map[string]string
+	Terminating     bool // being deleted: half-deleted sets are not served
 }
 
 func (o *setObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 
-// podObj is a Pod: where it runs, its addresses and its controller.
+// podObj is a Pod: where it runs, its addresses and its controller. Grid
+// pods are found through their controller (the StatefulSet), never through
+// labels on the pod: SuperEdge leaves the user's pod template untouched.
 type podObj struct {
 	tiny
 	Owner       controllerRef
 	HasOwner    bool
-	GridPod     bool // carries superedge.io/grid-selector
+	Created     time.Time // newest holder of a reused address wins
 	NodeName    string
 	IPs         []netip.Addr
 	Terminating bool
@@ -88,13 +132,16 @@ type podObj struct {
 func (o *podObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 
 // svcObj is a Service: headless or not, and whether it is a grid service.
+// Its topology keys are parsed here, once per Service change.
 type svcObj struct {
 	tiny
-	GridUniqKey    string
-	HasGridUniqKey bool
-	TopologyKeys   string // raw annotation
-	HasTopology    bool
-	Headless       bool
+	GridKey  gridKeyRef
+	Headless bool
+	// Keys are the topology keys of a grid Service: the topologyKeys
+	// annotation when valid, else its grid key; nil for other Services.
+	Keys []string
+	// BadTopology is the parse error of an invalid topologyKeys annotation.
+	BadTopology error
 }
 
 func (o *svcObj) DeepCopyObject() runtime.Object { c := *o; return &c }
@@ -131,6 +178,25 @@ type sliceEndpoint struct {
 
 func (o *sliceObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 
+// serviceKeys decides which topology keys a grid Service's headless name
+// follows: its topologyKeys annotation (the rule kube-proxy behind the
+// wrapper follows too) when valid, else its grid key. An invalid annotation
+// falls back to the grid key and is reported.
+func serviceKeys(gk gridKeyRef, annotations map[string]string) ([]string, error) {
+	var bad error
+	if raw, ok := annotations[superedgev1.AnnotationTopologyKeys]; ok {
+		keys, err := topology.ParseKeys(raw)
+		if err == nil {
+			return keys, nil
+		}
+		bad = err
+	}
+	if k, ok := gk.key(); ok {
+		return []string{k}, bad
+	}
+	return nil, bad
+}
+
 func parseIPs(in []string) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range in {
@@ -150,10 +216,8 @@ func toTiny(obj any) (any, error) {
 	case *appsv1.StatefulSet:
 		s := &setObj{tiny: newTiny(&o.ObjectMeta), ServiceName: o.Spec.ServiceName}
 		s.Owner, s.HasOwner = controllerOf(&o.ObjectMeta)
-		var hasSel, hasKey bool
-		s.GridSelector, hasSel = o.Labels[superedgev1.LabelGridSelector]
-		s.GridUniqKey, hasKey = o.Labels[superedgev1.LabelGridUniqKey]
-		s.HasGridLabels = hasSel && hasKey
+		s.GridSelector, s.HasGridSelector = o.Labels[superedgev1.LabelGridSelector]
+		s.GridKey = gridKeyRefOf(o.Labels, o.Annotations)
 		s.Terminating = o.DeletionTimestamp != nil
 		if ns := o.Spec.Template.Spec.NodeSelector; len(ns) > 0 {
 			s.NodeSelector = make(map[string]string, len(ns))
@@ -163,9 +227,8 @@ func toTiny(obj any) (any, error) {
 		}
 		return s, nil
 	case *corev1.Pod:
-		p := &podObj{tiny: newTiny(&o.ObjectMeta), NodeName: o.Spec.NodeName}
+		p := &podObj{tiny: newTiny(&o.ObjectMeta), NodeName: o.Spec.NodeName, Created: o.CreationTimestamp.Time}
 		p.Owner, p.HasOwner = controllerOf(&o.ObjectMeta)
-		_, p.GridPod = o.Labels[superedgev1.LabelGridSelector]
 		p.Terminating = o.DeletionTimestamp != nil
 		p.Finished = o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed
 		ips := make([]string, 0, len(o.Status.PodIPs)+1)
@@ -179,8 +242,8 @@ func toTiny(obj any) (any, error) {
 		return p, nil
 	case *corev1.Service:
 		s := &svcObj{tiny: newTiny(&o.ObjectMeta), Headless: o.Spec.ClusterIP == corev1.ClusterIPNone}
-		s.GridUniqKey, s.HasGridUniqKey = o.Labels[superedgev1.LabelGridUniqKey]
-		s.TopologyKeys, s.HasTopology = o.Annotations[superedgev1.AnnotationTopologyKeys]
+		s.GridKey = gridKeyRefOf(o.Labels, o.Annotations)
+		s.Keys, s.BadTopology = serviceKeys(s.GridKey, o.Annotations)
 		return s, nil
 	case *corev1.Node:
 		n := &nodeObj{tiny: newTiny(&o.ObjectMeta)}

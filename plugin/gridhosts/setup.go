@@ -17,10 +17,6 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// startupTimeout bounds how long CoreDNS start-up waits for the first sync;
-// after it the server runs and gridhosts answers SERVFAIL until synced.
-const startupTimeout = 5 * time.Second
-
 // maxTTL keeps answers about moving pods from living too long in caches.
 const maxTTL = 3600
 
@@ -54,19 +50,18 @@ func setup(c *caddy.Controller) error {
 	return nil
 }
 
+// start runs the informers and returns at once: CoreDNS runs the start-up
+// hooks one after the other before it serves, so waiting here would add to
+// the kubernetes plugin's own start-up wait. Until every source is known,
+// Ready is false and ServeDNS hands every name it cannot decide to the next
+// plugin (see beforeSync).
 func (g *GridHosts) start() error {
 	logger := klog.Background().WithName(pluginName)
-	done := make(chan struct{})
+	g.gridsKnown, g.servicesKnown = g.watcher.gridSource.known, g.watcher.serviceSource.known
 	g.watcher.start(func() {
 		g.synced.Store(true)
-		close(done)
+		logger.Info("Serving grid names: informers synced")
 	})
-	select {
-	case <-done:
-		logger.V(2).Info("Informers synced")
-	case <-time.After(startupTimeout):
-		logger.Info("Informers not synced yet; answering SERVFAIL for grid names until they are", "waited", startupTimeout)
-	}
 	return nil
 }
 

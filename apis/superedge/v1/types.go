@@ -29,7 +29,31 @@ const (
 	// ConditionReconciled is False when the grid cannot be fully reconciled
 	// (empty gridUniqKey, nodeunit values that cannot name a child, API errors).
 	ConditionReconciled = "Reconciled"
+	// ConditionConflict is True while an object with a child's name exists
+	// that belongs neither to the grid nor to its SuperEdge predecessor; the
+	// controller never modifies it.
+	ConditionConflict = "Conflict"
+	// DefaultTemplateName names spec.template in Templates and DefaultTemplateName.
+	DefaultTemplateName = "default"
 )
+
+// NodeUnitStatus is one nodeunit's line in a workload grid's status.
+type NodeUnitStatus struct {
+	// Name is the nodeunit: a value of the gridUniqKey node label.
+	Name string `json:"name"`
+	// Child is the name of the nodeunit's workload.
+	// +optional
+	Child string `json:"child,omitempty"`
+	// Template is the name of the template the child is built from ("default": spec.template).
+	// +optional
+	Template string `json:"template,omitempty"`
+	// Ready is true when the child is up to date and all its replicas are ready.
+	Ready bool `json:"ready"`
+	// Pending describes an action the controller is waiting to take, such as
+	// deleting the child of a nodeunit that has no nodes left.
+	// +optional
+	Pending string `json:"pending,omitempty"`
+}
 
 // DeploymentGrid runs one Deployment per nodeunit, named {grid}-{value}.
 //
@@ -55,9 +79,29 @@ type DeploymentGridSpec struct {
 	// GridUniqKey is the node label key whose distinct values are the nodeunits.
 	// +required
 	GridUniqKey string `json:"gridUniqKey"`
-	// Template is the spec of every per-nodeunit Deployment.
+	// Template is the spec of every per-nodeunit Deployment whose nodeunit uses
+	// the template named "default" (see DefaultTemplateName).
 	// +required
 	Template appsv1.DeploymentSpec `json:"template"`
+	// TemplatePool holds further named Deployment specs (SuperEdge's
+	// per-nodeunit canary templates).
+	// +optional
+	TemplatePool map[string]appsv1.DeploymentSpec `json:"templatePool,omitempty"`
+	// Templates maps a nodeunit value to the name of its template in
+	// TemplatePool; nodeunits not listed use DefaultTemplateName.
+	// +optional
+	Templates map[string]string `json:"templates,omitempty"`
+	// DefaultTemplateName is the template of nodeunits not listed in
+	// Templates: "default" (or empty) means Template, any other name an
+	// entry of TemplatePool.
+	// +optional
+	DefaultTemplateName string `json:"defaultTemplateName,omitempty"`
+	// AutoDeleteUnusedTemplate is accepted for SuperEdge compatibility.
+	// SuperEdge deleted unused TemplatePool entries from the spec; this
+	// controller never writes the spec: unused entries are ignored and
+	// listed in the TemplatesUnused condition.
+	// +optional
+	AutoDeleteUnusedTemplate bool `json:"autoDeleteUnusedTemplate,omitempty"`
 }
 
 // DeploymentGridStatus is the observed state of a DeploymentGrid.
@@ -74,6 +118,12 @@ type DeploymentGridStatus struct {
 	// ReadyNodeUnits is how many of them have all their replicas ready.
 	// +optional
 	ReadyNodeUnits int32 `json:"readyNodeUnits,omitempty"`
+	// Units lists every nodeunit with a child or a pending action: its
+	// template, readiness and what the controller is waiting to do.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Units []NodeUnitStatus `json:"units,omitempty"`
 	// Conditions summarise the grid's state.
 	// +optional
 	// +listType=map
@@ -136,9 +186,29 @@ type StatefulSetGridSpec struct {
 	// GridUniqKey is the node label key whose distinct values are the nodeunits.
 	// +required
 	GridUniqKey string `json:"gridUniqKey"`
-	// Template is the spec of every per-nodeunit StatefulSet.
+	// Template is the spec of every per-nodeunit StatefulSet whose nodeunit uses
+	// the template named "default" (see DefaultTemplateName).
 	// +required
 	Template appsv1.StatefulSetSpec `json:"template"`
+	// TemplatePool holds further named StatefulSet specs (SuperEdge's
+	// per-nodeunit canary templates).
+	// +optional
+	TemplatePool map[string]appsv1.StatefulSetSpec `json:"templatePool,omitempty"`
+	// Templates maps a nodeunit value to the name of its template in
+	// TemplatePool; nodeunits not listed use DefaultTemplateName.
+	// +optional
+	Templates map[string]string `json:"templates,omitempty"`
+	// DefaultTemplateName is the template of nodeunits not listed in
+	// Templates: "default" (or empty) means Template, any other name an
+	// entry of TemplatePool.
+	// +optional
+	DefaultTemplateName string `json:"defaultTemplateName,omitempty"`
+	// AutoDeleteUnusedTemplate is accepted for SuperEdge compatibility.
+	// SuperEdge deleted unused TemplatePool entries from the spec; this
+	// controller never writes the spec: unused entries are ignored and
+	// listed in the TemplatesUnused condition.
+	// +optional
+	AutoDeleteUnusedTemplate bool `json:"autoDeleteUnusedTemplate,omitempty"`
 }
 
 // StatefulSetGridStatus is the observed state of a StatefulSetGrid.
@@ -155,6 +225,12 @@ type StatefulSetGridStatus struct {
 	// ReadyNodeUnits is how many of them have all their replicas ready.
 	// +optional
 	ReadyNodeUnits int32 `json:"readyNodeUnits,omitempty"`
+	// Units lists every nodeunit with a child or a pending action: its
+	// template, readiness and what the controller is waiting to do.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Units []NodeUnitStatus `json:"units,omitempty"`
 	// Conditions summarise the grid's state.
 	// +optional
 	// +listType=map

@@ -29,8 +29,24 @@ import (
 type StatefulSetGridSpecApplyConfiguration struct {
 	// GridUniqKey is the node label key whose distinct values are the nodeunits.
 	GridUniqKey *string `json:"gridUniqKey,omitempty"`
-	// Template is the spec of every per-nodeunit StatefulSet.
+	// Template is the spec of every per-nodeunit StatefulSet whose nodeunit uses
+	// the template named "default" (see DefaultTemplateName).
 	Template *appsv1.StatefulSetSpec `json:"template,omitempty"`
+	// TemplatePool holds further named StatefulSet specs (SuperEdge's
+	// per-nodeunit canary templates).
+	TemplatePool map[string]appsv1.StatefulSetSpec `json:"templatePool,omitempty"`
+	// Templates maps a nodeunit value to the name of its template in
+	// TemplatePool; nodeunits not listed use DefaultTemplateName.
+	Templates map[string]string `json:"templates,omitempty"`
+	// DefaultTemplateName is the template of nodeunits not listed in
+	// Templates: "default" (or empty) means Template, any other name an
+	// entry of TemplatePool.
+	DefaultTemplateName *string `json:"defaultTemplateName,omitempty"`
+	// AutoDeleteUnusedTemplate is accepted for SuperEdge compatibility.
+	// SuperEdge deleted unused TemplatePool entries from the spec; this
+	// controller never writes the spec: unused entries are ignored and
+	// listed in the TemplatesUnused condition.
+	AutoDeleteUnusedTemplate *bool `json:"autoDeleteUnusedTemplate,omitempty"`
 }
 
 // StatefulSetGridSpecApplyConfiguration constructs a declarative configuration of the StatefulSetGridSpec type for use with
@@ -52,5 +68,49 @@ func (b *StatefulSetGridSpecApplyConfiguration) WithGridUniqKey(value string) *S
 // If called multiple times, the Template field is set to the value of the last call.
 func (b *StatefulSetGridSpecApplyConfiguration) WithTemplate(value appsv1.StatefulSetSpec) *StatefulSetGridSpecApplyConfiguration {
 	b.Template = &value
+	return b
+}
+
+// WithTemplatePool puts the entries into the TemplatePool field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the TemplatePool field,
+// overwriting an existing map entries in TemplatePool field with the same key.
+func (b *StatefulSetGridSpecApplyConfiguration) WithTemplatePool(entries map[string]appsv1.StatefulSetSpec) *StatefulSetGridSpecApplyConfiguration {
+	if b.TemplatePool == nil && len(entries) > 0 {
+		b.TemplatePool = make(map[string]appsv1.StatefulSetSpec, len(entries))
+	}
+	for k, v := range entries {
+		b.TemplatePool[k] = v
+	}
+	return b
+}
+
+// WithTemplates puts the entries into the Templates field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the Templates field,
+// overwriting an existing map entries in Templates field with the same key.
+func (b *StatefulSetGridSpecApplyConfiguration) WithTemplates(entries map[string]string) *StatefulSetGridSpecApplyConfiguration {
+	if b.Templates == nil && len(entries) > 0 {
+		b.Templates = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.Templates[k] = v
+	}
+	return b
+}
+
+// WithDefaultTemplateName sets the DefaultTemplateName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DefaultTemplateName field is set to the value of the last call.
+func (b *StatefulSetGridSpecApplyConfiguration) WithDefaultTemplateName(value string) *StatefulSetGridSpecApplyConfiguration {
+	b.DefaultTemplateName = &value
+	return b
+}
+
+// WithAutoDeleteUnusedTemplate sets the AutoDeleteUnusedTemplate field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AutoDeleteUnusedTemplate field is set to the value of the last call.
+func (b *StatefulSetGridSpecApplyConfiguration) WithAutoDeleteUnusedTemplate(value bool) *StatefulSetGridSpecApplyConfiguration {
+	b.AutoDeleteUnusedTemplate = &value
 	return b
 }

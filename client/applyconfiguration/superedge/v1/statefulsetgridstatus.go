@@ -35,6 +35,9 @@ type StatefulSetGridStatusApplyConfiguration struct {
 	NodeUnits *int32 `json:"nodeUnits,omitempty"`
 	// ReadyNodeUnits is how many of them have all their replicas ready.
 	ReadyNodeUnits *int32 `json:"readyNodeUnits,omitempty"`
+	// Units lists every nodeunit with a child or a pending action: its
+	// template, readiness and what the controller is waiting to do.
+	Units []NodeUnitStatusApplyConfiguration `json:"units,omitempty"`
 	// Conditions summarise the grid's state.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -80,6 +83,19 @@ func (b *StatefulSetGridStatusApplyConfiguration) WithNodeUnits(value int32) *St
 // If called multiple times, the ReadyNodeUnits field is set to the value of the last call.
 func (b *StatefulSetGridStatusApplyConfiguration) WithReadyNodeUnits(value int32) *StatefulSetGridStatusApplyConfiguration {
 	b.ReadyNodeUnits = &value
+	return b
+}
+
+// WithUnits adds the given value to the Units field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Units field.
+func (b *StatefulSetGridStatusApplyConfiguration) WithUnits(values ...*NodeUnitStatusApplyConfiguration) *StatefulSetGridStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithUnits")
+		}
+		b.Units = append(b.Units, *values[i])
+	}
 	return b
 }
 

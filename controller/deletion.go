@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// DefaultDeletionGracePeriod is how long a nodeunit must have had no nodes
+// before its child is deleted: long enough to survive a bad relabelling run
+// or a typo'd gridUniqKey being fixed.
+const DefaultDeletionGracePeriod = 5 * time.Minute
+
+// deletionGrace remembers since when each child's nodeunit has had no nodes.
+// It lives in memory: after a restart the grace period starts over, which
+// only ever delays a deletion.
+type deletionGrace struct {
+	period time.Duration
+	clock  clock.Clock
+
+	mu    sync.Mutex
+	since map[types.UID]goneSince
+}
+
+type goneSince struct {
+	grid cache.ObjectName
+	at   time.Time
+}
+
+func newDeletionGrace(period time.Duration, clk clock.Clock) *deletionGrace {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &deletionGrace{period: period, clock: clk, since: map[types.UID]goneSince{}}
+}
+
+// mark records that the child's nodeunit has no nodes (if not yet recorded)
+// and returns when the child may be deleted; first is true on the first mark.
+func (g *deletionGrace) mark(grid cache.ObjectName, uid types.UID) (deadline time.Time, first bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.since[uid]
+	if !ok {
+		s = goneSince{grid: grid, at: g.clock.Now()}
+		g.since[uid] = s
+	}
+	return s.at.Add(g.period), !ok
+}
+
+// clear forgets a child; it reports whether a deletion was pending.
+func (g *deletionGrace) clear(uid types.UID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.since[uid]
+	delete(g.since, uid)
+	return ok
+}
+
+// forgetGrid drops every record of a deleted grid.
+func (g *deletionGrace) forgetGrid(grid cache.ObjectName) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for uid, s := range g.since {
+		if s.grid == grid {
+			delete(g.since, uid)
+		}
+	}
+}
+
+// removeVanished deletes the children of nodeunits that have had no nodes
+// for the grace period; younger ones are returned with their pending
+// deletion (for the status) and the grid is re-queued for their deadline.
+// Only controlled children are ever deleted, with a UID precondition.
+func (c *gridController[G, C, A]) removeVanished(ctx context.Context, grid G, controlled map[string]C, wanted map[string]bool) ([]child[C], error) {
+	key := cache.ObjectName{Namespace: grid.GetNamespace(), Name: grid.GetName()}
+	var pending []child[C]
+	var errs []error
+	for name, ch := range controlled {
+		value := c.valueOf(grid, name)
+		if wanted[name] {
+			if c.grace.clear(ch.GetUID()) {
+				c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonDeletionCancelled,
+					"Nodeunit %q has nodes again: %s %s stays", value, c.ops.childKind, name)
+			}
+			continue
+		}
+		deadline, first := c.grace.mark(key, ch.GetUID())
+		if now := c.grace.clock.Now(); now.Before(deadline) {
+			at := deadline.UTC().Format(time.RFC3339)
+			if first {
+				c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonDeletionPending,
+					"Nodeunit %q has no nodes: %s %s will be deleted at %s unless nodes come back", value, c.ops.childKind, name, at)
+			}
+			c.queue.AddAfter(key, deadline.Sub(now))
+			pending = append(pending, child[C]{unit: unit{value: value, name: name}, obj: ch,
+				pending: fmt.Sprintf("delete at %s: nodeunit has no nodes", at)})
+			continue
+		}
+		uid := ch.GetUID()
+		err := c.ops.remove(ctx, ch.GetNamespace(), name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete %s %s: %w", c.ops.childKind, name, err))
+			continue
+		}
+		c.grace.clear(uid)
+		klog.FromContext(ctx).V(2).Info("Deleted child of a vanished nodeunit", "child", klog.KObj(ch))
+		c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonDeleted, "Deleted %s %s: its nodeunit has had no nodes for %s", c.ops.childKind, name, c.grace.period)
+	}
+	return pending, errors.Join(errs...)
+}

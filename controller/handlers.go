@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"k8s.io/client-go/tools/cache"
+)
+
+// enqueue adds the grid named by key "namespace/name".
+func (c *gridController[G, C, A]) enqueueKey(key string) {
+	name, err := cache.ParseObjectName(key)
+	if err != nil {
+		return
+	}
+	c.queue.Add(name)
+}
+
+func (c *gridController[G, C, A]) enqueueGrid(obj any) {
+	if m, ok := objectOf(obj); ok {
+		c.queue.Add(cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()})
+	}
+}
+
+// gridHandlers enqueue a grid on every notification, resyncs included: a
+// resync is the periodic re-check of the whole grid.
+func (c *gridController[G, C, A]) gridHandlers() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueGrid,
+		UpdateFunc: func(_, obj any) { c.enqueueGrid(obj) },
+		DeleteFunc: c.enqueueGrid,
+	}
+}
+
+// childHandlers enqueue the grids a child belongs to (its controller and the
+// grid its label names) when the child really changed.
+func (c *gridController[G, C, A]) childHandlers() cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if m, ok := objectOf(obj); ok {
+			for _, k := range gridKeysOf(m, c.ops.kind) {
+				c.enqueueKey(k)
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := objectOf(old)
+			n, ok2 := objectOf(cur)
+			if ok1 && ok2 && o.GetResourceVersion() == n.GetResourceVersion() {
+				return
+			}
+			enqueue(old)
+			enqueue(cur)
+		},
+		DeleteFunc: enqueue,
+	}
+}
+
+// nodeHandlers enqueue the grids whose gridUniqKey is among a node's changed
+// labels; status heartbeats never reach here (the transform drops status,
+// and equal label sets enqueue nothing).
+func (c *gridController[G, C, A]) nodeHandlers(grids cache.Indexer) cache.ResourceEventHandler {
+	enqueueFor := func(keys []string) {
+		for _, k := range keys {
+			objs, err := grids.ByIndex(gridUniqKeyIndex, k)
+			if err != nil {
+				continue
+			}
+			for _, o := range objs {
+				c.enqueueGrid(o)
+			}
+		}
+	}
+	labelKeys := func(obj any) []string {
+		m, ok := objectOf(obj)
+		if !ok {
+			return nil
+		}
+		keys := make([]string, 0, len(m.GetLabels()))
+		for k := range m.GetLabels() {
+			keys = append(keys, k)
+		}
+		return keys
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { enqueueFor(labelKeys(obj)) },
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := objectOf(old)
+			n, ok2 := objectOf(cur)
+			if !ok1 || !ok2 {
+				return
+			}
+			enqueueFor(changedLabelKeys(o.GetLabels(), n.GetLabels()))
+		},
+		DeleteFunc: func(obj any) { enqueueFor(labelKeys(obj)) },
+	}
+}

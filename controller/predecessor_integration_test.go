@@ -1,0 +1,79 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
+)
+
+// TestWaitsForSuperEdgeLeader: while SuperEdge's controller renews its leader
+// lock (an Endpoints kube-system/application-grid-controller, its default
+// lock kind), this controller only says so (Warning Event on the lock, log)
+// and creates nothing; once the renewals stop and the lease runs out it takes over.
+func TestWaitsForSuperEdgeLeader(t *testing.T) {
+	e := newEnv(t, controlplane.Options{})
+	ctx := t.Context()
+	se := e.superEdgeClient()
+	record := func() map[string]string {
+		now := metav1.Now()
+		data, _ := json.Marshal(resourcelock.LeaderElectionRecord{
+			HolderIdentity: "master-0_5f0e2f4c", LeaseDurationSeconds: 3, AcquireTime: now, RenewTime: now,
+		})
+		return map[string]string{superEdgeLeaderAnnotation: string(data)}
+	}
+	lock := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "application-grid-controller", Annotations: record()}} //nolint:staticcheck // SuperEdge's lock kind
+	if _, err := se.CoreV1().Endpoints("kube-system").Create(ctx, lock, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	renewing, stopRenewing := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		for renewing.Err() == nil {
+			ep, err := se.CoreV1().Endpoints("kube-system").Get(renewing, lock.Name, metav1.GetOptions{})
+			if err == nil {
+				ep.Annotations = record()
+				_, _ = se.CoreV1().Endpoints("kube-system").Update(renewing, ep, metav1.UpdateOptions{})
+			}
+			select {
+			case <-renewing.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { stopRenewing(); <-renewed }()
+
+	e.node(t, "n1", map[string]string{"zone": "a"})
+	if _, err := e.grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, simpleDeploymentGrid("default", "web", "zone", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.startController(t, func(o *Options) { o.RetryPeriod = 200 * time.Millisecond })
+
+	eventually(t, 20*time.Second, "Warning PredecessorActive on SuperEdge's lock", func(ctx context.Context) error {
+		evs, err := e.warningEvents(ctx, "kube-system", lock.Name, ReasonPredecessorActive)
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 || evs[0].Type != corev1.EventTypeWarning {
+			return fmt.Errorf("events %v", evs)
+		}
+		return nil
+	})
+	// The Event is recorded before the controller starts anything, and the
+	// lock is still renewed: nothing may have been created.
+	if names, err := e.deploymentNames(ctx, "default", "web"); err != nil || len(names) != 0 {
+		t.Fatalf("created %v (%v) while SuperEdge's controller leads", names, err)
+	}
+
+	stopRenewing()
+	<-renewed
+	e.waitDeployments(t, "default", "web", "web-a")
+}

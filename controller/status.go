@@ -1,0 +1,87 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+)
+
+// finish sets the conditions, emits Warning Events when the reconciled state
+// changes (not on every resync), and writes the status if it changed.
+func (c *gridController[G, C, A]) finish(ctx context.Context, grid G, kept []child[C], problems []problem) error {
+	old := c.ops.conditions(grid)
+	conds := make([]metav1.Condition, len(old))
+	copy(conds, old)
+	gen := grid.GetGeneration()
+
+	reconciled := metav1.Condition{Type: superedgev1.ConditionReconciled, Status: metav1.ConditionTrue, Reason: ReasonReconciled,
+		Message: fmt.Sprintf("every %s is in place", c.ops.childKind), ObservedGeneration: gen}
+	if len(problems) > 0 {
+		msgs := make([]string, len(problems))
+		for i, p := range problems {
+			msgs[i] = p.message
+		}
+		reconciled.Status, reconciled.Reason, reconciled.Message = metav1.ConditionFalse, problems[0].reason, strings.Join(msgs, "; ")
+	}
+	ready := 0
+	for _, ch := range kept {
+		if c.ops.ready(ch.obj) {
+			ready++
+		}
+	}
+	readyCond := metav1.Condition{Type: superedgev1.ConditionReady, ObservedGeneration: gen}
+	switch {
+	case len(kept) == 0:
+		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, ReasonNoNodeUnits, fmt.Sprintf("no %s exists", c.ops.childKind)
+	case ready == len(kept) && len(problems) == 0:
+		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionTrue, ReasonReady, fmt.Sprintf("%d/%d ready", ready, len(kept))
+	default:
+		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, ReasonNotReady, fmt.Sprintf("%d/%d ready", ready, len(kept))
+	}
+
+	conflictCond := metav1.Condition{Type: superedgev1.ConditionConflict, Status: metav1.ConditionFalse, Reason: ReasonNoConflict,
+		Message: "no child name is taken by someone else's object", ObservedGeneration: gen}
+	var conflicts []string
+	for _, p := range problems {
+		if p.reason == ReasonNameConflict {
+			conflicts = append(conflicts, p.message)
+		}
+	}
+	if len(conflicts) > 0 {
+		conflictCond.Status, conflictCond.Reason, conflictCond.Message = metav1.ConditionTrue, ReasonNameConflict, strings.Join(conflicts, "; ")
+	}
+	meta.SetStatusCondition(&conds, conflictCond)
+
+	prev := meta.FindStatusCondition(old, superedgev1.ConditionReconciled)
+	changed := prev == nil || prev.Status != reconciled.Status || prev.Reason != reconciled.Reason || prev.Message != reconciled.Message
+	meta.SetStatusCondition(&conds, reconciled)
+	meta.SetStatusCondition(&conds, readyCond)
+	if changed && len(problems) > 0 {
+		for _, p := range problems {
+			klog.FromContext(ctx).Info("Grid not fully reconciled", "reason", p.reason, "message", p.message)
+			c.recorder.Event(grid, corev1.EventTypeWarning, p.reason, p.message)
+		}
+	}
+	if err := c.ops.writeStatus(ctx, grid, kept, conds); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	return nil
+}
+
+// unitStatus is a child's line in the grid's status.
+func unitStatus[C object](ch child[C], ready bool) superedgev1.NodeUnitStatus {
+	return superedgev1.NodeUnitStatus{Name: ch.value, Child: ch.name, Template: ch.template, Ready: ready, Pending: ch.pending}
+}
+
+// sortUnits orders the status lines by nodeunit, so equal states compare equal.
+func sortUnits(units []superedgev1.NodeUnitStatus) {
+	slices.SortFunc(units, func(a, b superedgev1.NodeUnitStatus) int { return strings.Compare(a.Name, b.Name) })
+}

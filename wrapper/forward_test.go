@@ -1,0 +1,136 @@
+package wrapper_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
+	"github.com/servicegroup/servicegroup/wrapper"
+)
+
+// apiserverRequests sums the apiserver's own apiserver_request_total over the
+// series whose labels include every one given: what reached it.
+func apiserverRequests(t *testing.T, admin kubernetes.Interface, labels map[string]string) float64 {
+	t.Helper()
+	raw, err := admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+lines:
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		for k, v := range labels {
+			if !strings.Contains(line, k+`="`+v+`"`) {
+				continue lines
+			}
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// TestForwardOnlyWhatKubeProxyNeeds: requests kube-proxy never makes, and any
+// request asking to impersonate, are refused with a 403 Status and never
+// reach the apiserver; what kube-proxy needs is forwarded without the
+// client's identity headers.
+func TestForwardOnlyWhatKubeProxyNeeds(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	createNodes(t, admin)
+	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
+
+	do := func(method, path, body string, header http.Header) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), method, w.URL()+path, strings.NewReader(body))
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	event := `{"apiVersion":"v1","kind":"Event","metadata":{"name":"e%s","namespace":"default"},"involvedObject":{"kind":"Node","name":"node0"},"reason":"Test","message":"m","type":"Normal"}`
+	impersonate := http.Header{"Impersonate-User": {"admin"}, "Impersonate-Group": {"system:masters"}}
+
+	for _, tc := range []struct {
+		name, method, path, body string
+		header                   http.Header
+		upstream                 map[string]string // the apiserver's metric labels of this request
+	}{
+		{"secrets", "GET", "/api/v1/secrets", "", nil, map[string]string{"resource": "secrets"}},
+		{"delete a Service", "DELETE", "/api/v1/namespaces/default/services/kubernetes", "", nil, map[string]string{"resource": "services", "verb": "DELETE"}},
+		{"another node", "GET", "/api/v1/nodes/node1", "", nil, map[string]string{"resource": "nodes", "verb": "GET"}},
+		{"all nodes", "GET", "/api/v1/nodes", "", nil, map[string]string{"resource": "nodes", "verb": "LIST"}},
+		{"node status", "PATCH", "/api/v1/nodes/node0/status", `{}`, nil, map[string]string{"resource": "nodes", "subresource": "status"}},
+		{"pods", "POST", "/api/v1/namespaces/default/pods", `{}`, nil, map[string]string{"resource": "pods"}},
+		{"impersonating event", "POST", "/api/v1/namespaces/default/events", strings.Replace(event, "%s", "1", 1), impersonate, map[string]string{"resource": "events", "verb": "POST"}},
+		{"impersonating ServiceCIDR list", "GET", "/apis/networking.k8s.io/v1/servicecidrs", "", impersonate, map[string]string{"resource": "servicecidrs"}},
+		// apiserver_request_total has no path label: this one checks only the answer.
+		{"non-resource path", "GET", "/logs/", "", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := 0.0
+			if tc.upstream != nil {
+				before = apiserverRequests(t, admin, tc.upstream)
+			}
+			code, body := do(tc.method, tc.path, tc.body, tc.header)
+			var status metav1.Status
+			if err := json.Unmarshal([]byte(body), &status); err != nil || code != http.StatusForbidden ||
+				status.Kind != "Status" || status.Reason != metav1.StatusReasonForbidden || status.Code != http.StatusForbidden {
+				t.Fatalf("%s %s: %d %.300s; want 403 with a Forbidden Status", tc.method, tc.path, code, body)
+			}
+			if tc.upstream == nil {
+				return
+			}
+			if after := apiserverRequests(t, admin, tc.upstream); after != before {
+				t.Fatalf("%s %s reached the apiserver (%v -> %v requests)", tc.method, tc.path, before, after)
+			}
+		})
+	}
+
+	// Forwarded: what kube-proxy needs. The client's own credentials are
+	// dropped (a bogus token would otherwise be a 401 upstream).
+	bogus := http.Header{"Authorization": {"Bearer not-a-token"}, "X-Remote-User": {"admin"}}
+	eventsPosted := map[string]string{"resource": "events", "verb": "POST"}
+	before := apiserverRequests(t, admin, eventsPosted)
+	for _, tc := range []struct {
+		method, path, body string
+		code               int
+	}{
+		{"POST", "/api/v1/namespaces/default/events", strings.Replace(event, "%s", "2", 1), http.StatusCreated},
+		{"POST", "/apis/events.k8s.io/v1/namespaces/default/events", `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"e3","namespace":"default"},"eventTime":"2026-01-01T00:00:00.000000Z","reportingController":"kube-proxy","reportingInstance":"kube-proxy-node0","action":"Test","reason":"Test","type":"Normal","regarding":{"kind":"Node","name":"node0"}}`, http.StatusCreated},
+		{"GET", "/apis/networking.k8s.io/v1/servicecidrs", "", http.StatusOK},
+		{"GET", "/version", "", http.StatusOK},
+		{"GET", "/apis/discovery.k8s.io/v1", "", http.StatusOK},
+	} {
+		if code, body := do(tc.method, tc.path, tc.body, bogus); code != tc.code {
+			t.Errorf("%s %s: %d %.300s; want %d", tc.method, tc.path, code, body, tc.code)
+		}
+	}
+	// The counter the refusals were checked against does see forwarded requests.
+	if after := apiserverRequests(t, admin, eventsPosted); after != before+2 {
+		t.Fatalf("the apiserver counted %v event POSTs, want 2", after-before)
+	}
+}

@@ -1,0 +1,148 @@
+package wrapper
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+)
+
+// readyServer is a Server whose stores the test fills directly: no upstream.
+func readyServer(t *testing.T, opts Options) *Server {
+	t.Helper()
+	opts.NodeName, opts.Upstream = "node0", &rest.Config{Host: "http://127.0.0.1:1"}
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ready.Store(true)
+	return s
+}
+
+// tinyReceiveBufferClient never lets the kernel absorb more than a few KiB
+// for it: once it stops reading, the server's writes block as soon as its
+// own send buffer is full.
+func tinyReceiveBufferClient() *http.Client {
+	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+// burstBeyondBuffers writes Services whose JSON certainly exceeds the
+// server's largest TCP send buffer plus an HTTP/2 stream window, and
+// returns how many it wrote.
+func burstBeyondBuffers(t *testing.T, st *Store) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	wmem, err := strconv.Atoi(f[len(f)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 64 << 10
+	n := (2*wmem+16<<20)/size + 1
+	for i := range n {
+		st.Set("ns/big", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "big",
+			Annotations: map[string]string{"fill": strings.Repeat(strconv.Itoa(i%10), size)}}})
+	}
+	return n
+}
+
+// A watch ends at timeoutSeconds, and when its client goes away, even while
+// its write is blocked on a client that does not read (the write timeout is
+// an hour here), over HTTP/1.1 and HTTP/2.
+func TestWatchEndsWhileWriteBlocked(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		http2  bool
+		cancel bool // end by client cancellation instead of timeoutSeconds
+	}{
+		{"http1.1 timeoutSeconds", false, false},
+		{"http2 timeoutSeconds", true, false},
+		{"http2 client cancels", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := readyServer(t, Options{WatchWriteTimeout: time.Hour})
+			ts := httptest.NewUnstartedServer(s.Handler())
+			client := tinyReceiveBufferClient()
+			if tc.http2 {
+				ts.EnableHTTP2 = true
+				ts.StartTLS()
+				client = ts.Client()
+			} else {
+				ts.Start()
+			}
+			defer ts.Close()
+			url := ts.URL + "/api/v1/services?watch=1"
+			if !tc.cancel {
+				url += "&timeoutSeconds=5"
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if tc.http2 != (resp.ProtoMajor == 2) {
+				t.Fatalf("served over %s", resp.Proto)
+			}
+			st := s.stores.Services
+			n := burstBeyondBuffers(t, st)
+			if st.Watchers() != 1 {
+				t.Fatal("the watch ended before the burst: the test proves nothing")
+			}
+			if tc.cancel {
+				cancel()
+			}
+			if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				return st.Watchers() == 0, nil
+			}); err != nil {
+				t.Fatal("the watch did not end while its write was blocked")
+			}
+			if tc.cancel {
+				return
+			}
+			// The client gets only part of the burst; the aborted write breaks
+			// the stream off (client-go then resumes or relists).
+			lines, err := countLines(resp.Body)
+			if lines >= n || err == nil {
+				t.Fatalf("client read %d of %d events, stream ended with %v", lines, n, err)
+			}
+		})
+	}
+}
+
+func countLines(r io.Reader) (int, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+	}
+	return n, sc.Err()
+}
