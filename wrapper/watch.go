@@ -220,6 +220,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 			return
 		}
 		if len(events) == 0 {
+			if wait == nil {
+				continue // events were read, none selected by this watch
+			}
 			select {
 			case <-ctx.Done():
 				return

@@ -146,3 +146,56 @@ func countLines(r io.Reader) (int, error) {
 	}
 	return n, sc.Err()
 }
+
+// A watch with a selector keeps streaming after events it does not select:
+// kube-proxy watches EndpointSlices without headless ones, and once such a
+// slice changed, the stream used to wait forever on a nil channel.
+func TestWatchSelectorSkipsUnselectedEvents(t *testing.T) {
+	s := readyServer(t, Options{})
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL+"/api/v1/services?watch=1&labelSelector=pick%3Dyes", nil)
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	st := s.stores.Services
+	svc := func(name, pick string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{"pick": pick}}}
+	}
+	st.Set("ns/skipped", svc("skipped", "no"))
+	skippedRV := st.clock.Current()
+	// Only once the watch has read past the unselected event does the next
+	// one test anything.
+	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		st.mu.RLock()
+		defer st.mu.RUnlock()
+		for w := range st.watchers {
+			if w.cursor.Load() >= skippedRV {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatal("the watch never read the unselected event")
+	}
+	st.Set("ns/wanted", svc("wanted", "yes"))
+	got := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		if sc.Scan() {
+			got <- sc.Text()
+		}
+		close(got)
+	}()
+	select {
+	case line := <-got:
+		if !strings.Contains(line, `"name":"wanted"`) || strings.Contains(line, `"name":"skipped"`) {
+			t.Fatalf("first event %s, want ADDED of ns/wanted only", line)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the selected event never arrived after an unselected one")
+	}
+}
