@@ -3,6 +3,7 @@ package gridhosts
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,6 +34,10 @@ var (
 	// clients mode indexes every pod's IP; finished pods give theirs up.
 	runningPodSelector = "status.phase!=Succeeded,status.phase!=Failed"
 )
+
+// startupBound is the kubernetes plugin's default start-up wait: if grid
+// names cannot be served by then, the log says why.
+const startupBound = 5 * time.Second
 
 // watcher runs the informers feeding one Index.
 type watcher struct {
@@ -100,7 +105,7 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 		if err != nil {
 			return nil, err
 		}
-		src := &source{resource: in.resource, synced: reg.HasSynced, optional: in.optional}
+		src := &source{resource: in.resource, synced: reg.HasSynced, optional: in.optional, announced: &atomic.Bool{}}
 		if err := in.inf.SetWatchErrorHandlerWithContext(src.onError); err != nil {
 			return nil, err
 		}
@@ -145,7 +150,7 @@ func (w *watcher) start(onKnown func()) {
 	}
 	go func() {
 		defer close(w.stopped)
-		if w.sources.waitKnown(ctx) {
+		if w.sources.waitKnown(ctx, startupBound) {
 			onKnown()
 		}
 		<-ctx.Done()
