@@ -46,6 +46,9 @@ type Index struct {
 	// observe, when set, is told how long each event took from the
 	// transform's receipt to being answerable.
 	observe func(time.Duration)
+	// observeWrite, when set, is told how long a watched change took from
+	// the apiserver's write to being answerable.
+	observeWrite func(time.Duration)
 }
 
 // NewIndex returns an empty index.
@@ -123,6 +126,17 @@ func (x *Index) Delete(obj any) {
 	}
 	x.mu.Unlock()
 	x.observed(t)
+}
+
+// observedWrite records the write-to-answerable latency of a change that
+// came from a watch (not an initial list, whose writes are old).
+func (x *Index) observedWrite(obj any) {
+	if x.observeWrite == nil {
+		return
+	}
+	if w, ok := obj.(interface{ writtenAt() time.Time }); ok && !w.writtenAt().IsZero() {
+		x.observeWrite(time.Since(w.writtenAt()))
+	}
 }
 
 func (x *Index) observed(t any) {

@@ -100,6 +100,20 @@ func errorReason(err error) string {
 // sources is every informer of one watcher.
 type sources []*source
 
+// failing reports whether some source that is not known has reported an
+// error.
+func (ss sources) failing() bool {
+	for _, s := range ss {
+		s.mu.Lock()
+		failed := s.err != nil
+		s.mu.Unlock()
+		if failed && !s.known() {
+			return true
+		}
+	}
+	return false
+}
+
 // known reports whether every source is known.
 func (ss sources) known() bool {
 	for _, s := range ss {
