@@ -2,6 +2,7 @@ package gridhosts
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -82,8 +83,7 @@ func (x *Index) Upsert(obj any) {
 		x.deleteSet(nsName{o.Namespace, o.Name})
 		x.addSet(o)
 	case *podObj:
-		x.deletePod(nsName{o.Namespace, o.Name})
-		x.addPod(o)
+		x.replacePod(o)
 	case *svcObj:
 		x.services[nsName{o.Namespace, o.Name}] = o
 	case *nodeObj:
@@ -211,6 +211,28 @@ func (x *Index) addPod(p *podObj) {
 			x.clientPods.add(ip, clientRef{pod: k, node: p.NodeName, created: p.Created, terminating: p.Terminating})
 		}
 	}
+}
+
+// replacePod indexes p in place of its former version. Addresses both
+// versions claim keep their claim (an update is not a new claim to a
+// reused address); the others are released.
+func (x *Index) replacePod(p *podObj) {
+	k := nsName{p.Namespace, p.Name}
+	if old, ok := x.pods[k]; ok {
+		if ord, ok := ordinalOf(old); ok {
+			mk := memberKey{old.Namespace, old.Owner.Name, ord}
+			if x.members[mk] == old {
+				delete(x.members, mk)
+			}
+		}
+		claims := p.NodeName != "" && !p.Finished
+		for _, ip := range old.IPs {
+			if !claims || !slices.Contains(p.IPs, ip) {
+				x.clientPods.remove(ip, k)
+			}
+		}
+	}
+	x.addPod(p)
 }
 
 func (x *Index) deletePod(k nsName) {
