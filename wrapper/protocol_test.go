@@ -2,6 +2,7 @@ package wrapper_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -90,7 +92,7 @@ func TestProtocol(t *testing.T) {
 		{"/readyz", "", http.StatusOK, "ok"},
 		{"/metrics", "", http.StatusOK, "application_grid_wrapper_requests_total"},
 		{"/api/v1/services?watch=1&resourceVersion=1", "", http.StatusOK, `"code":410`},
-		{"/api/v1/services?watch=1&sendInitialEvents=true", "", http.StatusBadRequest, "NotOlderThan"},
+		{"/api/v1/services?watch=1&sendInitialEvents=true", "", http.StatusUnprocessableEntity, "NotOlderThan"}, // as the apiserver
 	} {
 		resp, body := get(t, u+tc.path, tc.accept)
 		if resp.StatusCode != tc.code || !strings.Contains(body, tc.contains) {
@@ -143,3 +145,55 @@ type recorder struct {
 func (r *recorder) Header() http.Header         { return r.header }
 func (r *recorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *recorder) WriteHeader(c int)           { r.code = c }
+
+// TestMalformedOptionsAnsweredAsByTheAPIServer sends each malformed list or
+// watch request to the wrapper and to the apiserver: same status code and
+// reason.
+func TestMalformedOptionsAnsweredAsByTheAPIServer(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	createNodes(t, admin)
+	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
+	for _, query := range []string{
+		"watch=1&sendInitialEvents=true&timeoutSeconds=1",
+		"watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+		"sendInitialEvents=true",
+		"sendInitialEvents=false",
+		"resourceVersionMatch=NotOlderThan",
+		"resourceVersionMatch=Exact&resourceVersion=0",
+		"resourceVersionMatch=Bogus&resourceVersion=5",
+		"watch=1&resourceVersionMatch=Exact&resourceVersion=5&timeoutSeconds=1",
+		"watch=1&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+		"watch=1&timeoutSeconds=abc",
+		"limit=abc",
+		"labelSelector=a%20in",
+		"fieldSelector=spec.bogus%3D1",
+		"fieldSelector=%3D%3D",
+	} {
+		path := "/api/v1/services?" + query
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		var upstream int
+		res := admin.CoreV1().RESTClient().Get().RequestURI(path).Do(ctx).StatusCode(&upstream)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.URL()+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("?%s: %v", query, err)
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if err != nil {
+			t.Fatalf("?%s: %v", query, err)
+		}
+		body := string(raw)
+		var wantReason metav1.StatusReason
+		if err := res.Error(); err != nil {
+			wantReason = apierrors.ReasonForError(err)
+		}
+		var status metav1.Status
+		_ = json.Unmarshal([]byte(body), &status)
+		if resp.StatusCode != upstream || status.Reason != wantReason {
+			t.Errorf("?%s: wrapper %d %s, apiserver %d %s (%.200s)", query, resp.StatusCode, status.Reason, upstream, wantReason, body)
+		}
+	}
+}
