@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +197,36 @@ func TestMalformedOptionsAnsweredAsByTheAPIServer(t *testing.T) {
 			t.Errorf("?%s: wrapper %d %s, apiserver %d %s (%.200s)", query, resp.StatusCode, status.Reason, upstream, wantReason, body)
 		}
 	}
+}
+
+// The wrapper serves nothing until its own Node is known: without its
+// labels every topology Service would be served with no endpoints.
+func TestReadyWaitsForOwnNode(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	srv, err := wrapper.New(wrapper.Options{NodeName: "late", Upstream: cp.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	eventually(t, "caches synced, waiting for the Node", 30*time.Second, func(context.Context) (bool, error) {
+		resp, body := get(t, ts.URL+"/readyz", "")
+		return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(body, "waiting for Node late"), nil
+	})
+	if resp, _ := get(t, ts.URL+"/api/v1/services", ""); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("without its Node: services answered %d, want 429", resp.StatusCode)
+	}
+	if _, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "late", Labels: map[string]string{gridKey: "nodeunit1"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ready once the Node exists", 30*time.Second, func(context.Context) (bool, error) {
+		resp, _ := get(t, ts.URL+"/api/v1/services", "")
+		return resp.StatusCode == http.StatusOK && srv.Ready(), nil
+	})
 }
