@@ -15,7 +15,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
@@ -41,7 +40,7 @@ func get(t *testing.T, url, accept string) (*http.Response, string) {
 // process, forwarding, and the default/kubernetes rewrite.
 func TestProtocol(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	admin := adminClient(cp)
 	createNodes(t, admin)
 	ctx := t.Context()
 
@@ -152,7 +151,7 @@ func (r *recorder) WriteHeader(c int)           { r.code = c }
 // reason.
 func TestMalformedOptionsAnsweredAsByTheAPIServer(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	admin := adminClient(cp)
 	createNodes(t, admin)
 	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
 	for _, query := range []string{
@@ -203,7 +202,7 @@ func TestMalformedOptionsAnsweredAsByTheAPIServer(t *testing.T) {
 // labels every topology Service would be served with no endpoints.
 func TestReadyWaitsForOwnNode(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	admin := adminClient(cp)
 	srv, err := wrapper.New(wrapper.Options{NodeName: "late", Upstream: cp.Config})
 	if err != nil {
 		t.Fatal(err)
