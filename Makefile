@@ -71,17 +71,15 @@ e2e: k8s-bins build
 demo: k8s-bins
 	$(GO) run ./test/e2e/demo $(DEMO_FLAGS)
 
-## images: the three container images (needs a Docker engine)
-REGISTRY ?= servicegroup
+## images: the three images as multi-arch OCI layouts in $(BIN)/images, no Docker
+## engine needed (build/README-images.md); REGISTRY=host/prefix also pushes them
+REGISTRY          ?=
+PLATFORMS         ?= linux/amd64,linux/arm64,linux/arm/v7
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 images:
-	@if ! docker info >/dev/null 2>&1; then \
-		echo "make images: no Docker engine reachable on this machine (docker info failed)."; \
-		echo "The Dockerfiles are build/{controller,wrapper,coredns}/Dockerfile; 'make build' builds the same static binaries."; \
-		exit 1; \
-	fi
-	docker build -f build/controller/Dockerfile --build-arg VERSION=$(VERSION) -t $(REGISTRY)/application-grid-controller:$(VERSION) .
-	docker build -f build/wrapper/Dockerfile --build-arg VERSION=$(VERSION) -t $(REGISTRY)/application-grid-wrapper:$(VERSION) .
-	docker build -f build/coredns/Dockerfile --build-arg VERSION=$(VERSION) -t $(REGISTRY)/coredns-gridhosts:$(VERSION) .
+	$(GO) run ./cmd/image-build --out $(BIN)/images --version $(VERSION) \
+		--revision "$(shell git rev-parse HEAD 2>/dev/null)" --source-date-epoch $(SOURCE_DATE_EPOCH) \
+		--platforms $(PLATFORMS) $(if $(REGISTRY),--registry $(REGISTRY))
 
 clean:
 	rm -rf $(BIN)
