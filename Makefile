@@ -9,13 +9,13 @@ GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 TEST_FLAGS ?= -race -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
-.PHONY: all build controller wrapper coredns generate verify lint test unit integration \
+.PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
 	e2e demo bench fuzz k8s-bins images clean
 
 all: build
 
-## build: the three binaries into ./bin
-build: controller wrapper coredns
+## build: the three binaries and the kubectl grid plugin into ./bin
+build: controller wrapper coredns kubectl-grid
 
 controller:
 	$(GOBUILD) -o $(BIN)/application-grid-controller ./cmd/application-grid-controller
@@ -25,6 +25,9 @@ wrapper:
 
 coredns:
 	$(GOBUILD) -o $(BIN)/coredns ./cmd/coredns
+
+kubectl-grid:
+	$(GOBUILD) -o $(BIN)/kubectl-grid ./cmd/kubectl-grid
 
 ## generate: deepcopy, clientset, listers, informers, apply configurations, CRDs
 generate:
