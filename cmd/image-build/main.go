@@ -16,7 +16,6 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/partial"
 
 	"github.com/servicegroup/servicegroup/internal/imagebuild"
 )
@@ -122,7 +121,7 @@ func sourceDate(epoch string) (time.Time, error) {
 	return time.Unix(s, 0).UTC(), nil
 }
 
-// sizes lists each platform's compressed size, e.g. "linux/amd64 21.3MB".
+// sizes lists each platform's compressed layers' size, e.g. "linux/amd64 21.3MB".
 func sizes(idx v1.ImageIndex) string {
 	m, err := idx.IndexManifest()
 	if err != nil {
@@ -145,9 +144,6 @@ func sizes(idx v1.ImageIndex) string {
 				return err.Error()
 			}
 			total += n
-		}
-		if n, err := partial.Descriptor(img); err == nil {
-			total += n.Size
 		}
 		parts = append(parts, fmt.Sprintf("%s %.1fMB", d.Platform.String(), float64(total)/1e6))
 	}

@@ -14,6 +14,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
+// binaryMode is the mode of the entrypoint in the image.
+const binaryMode fs.FileMode = 0o755
+
 // Spec describes one image: a main package whose binary is the entrypoint.
 type Spec struct {
 	Name        string   // repository name, e.g. application-grid-controller
@@ -128,6 +131,3 @@ func annotations(spec Spec, o Options) map[string]string {
 	}
 	return a
 }
-
-// binaryMode is the mode of the entrypoint in the image.
-const binaryMode fs.FileMode = 0o755
