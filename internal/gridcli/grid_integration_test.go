@@ -1,4 +1,4 @@
-package main
+package gridcli
 
 import (
 	"bytes"
@@ -102,7 +102,7 @@ func childMeta(name string, grid metav1.Object, kind string) metav1.ObjectMeta {
 // run executes kubectl grid with args against the cluster and returns stdout.
 func (c *cluster) run(args ...string) (string, error) {
 	var out, errOut bytes.Buffer
-	cmd := newRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd := NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	cmd.SetArgs(append([]string{"--kubeconfig", c.kubeconfig, "-n", "default"}, args...))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

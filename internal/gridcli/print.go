@@ -1,4 +1,4 @@
-package main
+package gridcli
 
 import (
 	"encoding/json"
