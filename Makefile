@@ -9,13 +9,13 @@ GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 TEST_FLAGS ?= -race -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
-.PHONY: all build controller wrapper coredns generate verify lint test unit integration \
+.PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
 	e2e demo bench fuzz host-deps k8s-bins images clean
 
 all: build
 
-## build: the three binaries into ./bin
-build: controller wrapper coredns
+## build: the three binaries and the kubectl grid plugin into ./bin
+build: controller wrapper coredns kubectl-grid
 
 controller:
 	$(GOBUILD) -o $(BIN)/application-grid-controller ./cmd/application-grid-controller
@@ -25,6 +25,9 @@ wrapper:
 
 coredns:
 	$(GOBUILD) -o $(BIN)/coredns ./cmd/coredns
+
+kubectl-grid:
+	$(GOBUILD) -o $(BIN)/kubectl-grid ./cmd/kubectl-grid
 
 ## generate: deepcopy, clientset, listers, informers, apply configurations, CRDs
 generate:
@@ -78,17 +81,15 @@ demo: host-deps k8s-bins
 	@echo ">> running the demo"
 	$(BIN)/demo $(DEMO_FLAGS)
 
-## images: the three container images (needs a Docker engine)
-REGISTRY ?= servicegroup
+## images: the three images as multi-arch OCI layouts in $(BIN)/images, no Docker
+## engine needed (build/README-images.md); REGISTRY=host/prefix also pushes them
+REGISTRY          ?=
+PLATFORMS         ?= linux/amd64,linux/arm64,linux/arm/v7
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 images:
-	@if ! docker info >/dev/null 2>&1; then \
-		echo "make images: no Docker engine reachable on this machine (docker info failed)."; \
-		echo "The Dockerfiles are build/{controller,wrapper,coredns}/Dockerfile; 'make build' builds the same static binaries."; \
-		exit 1; \
-	fi
-	docker build -f build/controller/Dockerfile --build-arg VERSION=$(VERSION) -t $(REGISTRY)/application-grid-controller:$(VERSION) .
-	docker build -f build/wrapper/Dockerfile --build-arg VERSION=$(VERSION) -t $(REGISTRY)/application-grid-wrapper:$(VERSION) .
-	docker build -f build/coredns/Dockerfile --build-arg VERSION=$(VERSION) -t $(REGISTRY)/coredns-gridhosts:$(VERSION) .
+	$(GO) run ./cmd/image-build --out $(BIN)/images --version $(VERSION) \
+		--revision "$(shell git rev-parse HEAD 2>/dev/null)" --source-date-epoch $(SOURCE_DATE_EPOCH) \
+		--platforms $(PLATFORMS) $(if $(REGISTRY),--registry $(REGISTRY))
 
 clean:
 	rm -rf $(BIN)

@@ -63,7 +63,9 @@ func BenchmarkConverge(b *testing.B) {
 		quietB(b, wc)
 		all := wc.list(nil)
 		// Creates are POSTs to the collection, applies PATCHes of one Deployment.
-		children := wc.list(func(s string) bool { return strings.HasSuffix(s, "/deployments") || strings.Contains(s, "/deployments/") })
+		children := wc.list(func(s string) bool {
+			return strings.HasSuffix(s, "/deployments") || strings.Contains(s, "/deployments/")
+		})
 		deps, err := e.kube.AppsV1().Deployments(ns).List(b.Context(), metav1.ListOptions{})
 		if err != nil {
 			b.Fatal(err)

@@ -65,7 +65,8 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 			}
 			return client.Deployments(ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
 		},
-		setUID: func(cfg *appsv1apply.DeploymentApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
+		setUID:      func(cfg *appsv1apply.DeploymentApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
+		recreatable: true,
 		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 			return client.Deployments(ns).Delete(ctx, name, opts)
 		},

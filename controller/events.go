@@ -20,6 +20,12 @@ const (
 	// ReasonUnknownTemplate: a nodeunit's template is not in spec.templatePool;
 	// that nodeunit keeps its current child.
 	ReasonUnknownTemplate = "UnknownTemplate"
+	// ReasonImmutableField: the wanted child changes fields that cannot
+	// change in place and cannot be re-created safely; the message names the way out.
+	ReasonImmutableField = "ImmutableField"
+	// ReasonRecreating: a child was deleted (pods kept) to be created anew
+	// with fields that cannot change in place.
+	ReasonRecreating = "Recreating"
 	// ReasonDeletionPending: a nodeunit has no nodes left; its child is
 	// deleted when the grace period ends unless nodes come back.
 	ReasonDeletionPending = "DeletionPending"

@@ -74,6 +74,10 @@ type kindOps[G, C object, A any] struct {
 	setUID func(cfg A, uid types.UID)
 	remove func(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 
+	// recreatable: a child whose update hits immutable fields may be deleted
+	// (orphaning its pods) and created anew (workloads: pods are re-adopted).
+	recreatable bool
+
 	// ready reports whether a child is up to date and ready.
 	ready func(C) bool
 	// conditions reads the grid's current conditions.
@@ -218,6 +222,13 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 			}
 			continue
 		}
+		if isOurs && live.GetDeletionTimestamp() != nil {
+			// Being deleted (re-created for an immutable field, or by someone):
+			// created anew once it is gone.
+			kept = append(kept, child[C]{unit: u, obj: live, pending: "re-create once the old object is gone"})
+			c.queue.AddAfter(key, time.Second)
+			continue
+		}
 		adopt := false
 		if !isOurs {
 			other, err := c.ops.getChild(grid.GetNamespace(), u.name)
@@ -239,7 +250,22 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 		}
 		obj, err := c.ensure(ctx, grid, u, live, isOurs || adopt)
 		var unknown unknownTemplateError
+		var immutable immutableChange
 		switch {
+		case errors.Is(err, errRecreating):
+			kept = append(kept, child[C]{unit: u, obj: live, pending: "re-create once the old object is gone"})
+			c.queue.AddAfter(key, time.Second)
+			continue
+		case errors.As(err, &immutable):
+			// Retrying cannot help: say which field and the way out.
+			way := fmt.Sprintf("delete %s %s to have it re-created", c.ops.childKind, u.name)
+			if immutable.selector {
+				way += " (its pods are replaced: a new selector cannot adopt them)"
+			}
+			problems = append(problems, problem{ReasonImmutableField,
+				fmt.Sprintf("nodeunit %q: %s %q: %v; %s", u.value, c.ops.childKind, u.name, err, way)})
+			kept = append(kept, child[C]{unit: u, obj: live})
+			continue
 		case errors.As(err, &unknown):
 			// A spec mistake: report it and keep the current child; retrying cannot help.
 			problems = append(problems, problem{ReasonUnknownTemplate,
@@ -327,10 +353,37 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 	}
 	c.ops.setUID(cfg, live.GetUID())
 	obj, err := c.ops.apply(ctx, grid.GetNamespace(), cfg)
+	if ic, ok := asImmutableChange(err); ok && c.ops.recreatable && !ic.selector && metav1.IsControlledBy(live, grid) {
+		return zero, c.recreate(ctx, grid, live, ic)
+	}
 	if err != nil {
+		if ic, ok := asImmutableChange(err); ok {
+			return zero, ic
+		}
 		return zero, err
 	}
 	countChildWrite(c.ops.kind)
 	logger.V(2).Info("Applied child", "child", klog.KObj(obj), "nodeunit", u.value)
 	return obj, nil
+}
+
+// errRecreating: the child was deleted (orphaning its pods) to be created
+// anew with a field that cannot change in place.
+var errRecreating = errors.New("re-creating")
+
+// recreate deletes a child whose wanted spec changes immutable fields,
+// orphaning its pods; the next sync creates it anew and the workload
+// controller adopts the pods (same selector), so none restarts unless the
+// pod template changed too.
+func (c *gridController[G, C, A]) recreate(ctx context.Context, grid G, live C, ic immutableChange) error {
+	uid := live.GetUID()
+	orphan := metav1.DeletePropagationOrphan
+	err := c.ops.remove(ctx, live.GetNamespace(), live.GetName(), metav1.DeleteOptions{PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s %s to re-create it: %w", c.ops.childKind, live.GetName(), err)
+	}
+	klog.FromContext(ctx).Info("Re-creating child for fields that cannot change in place", "child", klog.KObj(live), "fields", ic.fields)
+	c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonRecreating, "Re-creating %s %s: %v; its pods are kept and adopted by the new one",
+		c.ops.childKind, live.GetName(), ic)
+	return errRecreating
 }

@@ -67,7 +67,8 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 			}
 			return client.StatefulSets(ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
 		},
-		setUID: func(cfg *appsv1apply.StatefulSetApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
+		setUID:      func(cfg *appsv1apply.StatefulSetApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
+		recreatable: true,
 		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 			return client.StatefulSets(ns).Delete(ctx, name, opts)
 		},

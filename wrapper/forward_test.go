@@ -50,7 +50,7 @@ lines:
 // client's identity headers.
 func TestForwardOnlyWhatKubeProxyNeeds(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	admin := adminClient(cp)
 	createNodes(t, admin)
 	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
 

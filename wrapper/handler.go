@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -83,12 +84,20 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *r
 		s.writeError(w, req, r, apierrors.NewBadRequest(err.Error()))
 		return
 	}
+	if info.Verb == "watch" {
+		opts.Watch = true
+	}
+	// The apiserver's own checks and answer (422 Invalid ListOptions).
+	if errs := metainternalversionvalidation.ValidateListOptions(&opts, true); len(errs) > 0 {
+		s.writeError(w, req, r, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs))
+		return
+	}
 	pred, err := s.predicate(info, r, &opts)
 	if err != nil {
 		s.writeError(w, req, r, err)
 		return
 	}
-	if opts.Watch || info.Verb == "watch" {
+	if opts.Watch {
 		s.serveWatch(w, req, r, &opts, pred)
 		return
 	}

@@ -34,7 +34,6 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/test/controlplane"
-	"github.com/servicegroup/servicegroup/topology"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -184,85 +183,14 @@ func sliceState(objs []any, ns string) map[string][]string {
 	return out
 }
 
-func endpointsState(objs []any, ns string) map[string][]string {
-	out := map[string][]string{}
-	for _, o := range objs {
-		e := o.(*corev1.Endpoints)
-		if e.Namespace != ns {
-			continue
-		}
-		ips := []string{}
-		for _, ss := range e.Subsets {
-			for _, a := range ss.Addresses {
-				ips = append(ips, a.IP)
-			}
-			for _, a := range ss.NotReadyAddresses {
-				ips = append(ips, a.IP+"!")
-			}
-		}
-		slices.Sort(ips)
-		out[e.Name] = ips
-	}
-	return out
-}
-
-func equalState(a, b map[string][]string) bool {
-	return maps.EqualFunc(a, b, func(x, y []string) bool { return slices.Equal(x, y) })
-}
-
-// expectedSlices computes filter(apiserver state) for node from a direct list.
-func expectedSlices(ctx context.Context, t testing.TB, c kubernetes.Interface, ns, node string) (map[string][]string, error) {
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	nl := map[string]map[string]string{}
-	for _, n := range nodes.Items {
-		nl[n.Name] = n.Labels
-	}
-	topo := topology.Nodes{Self: nl[node], Labels: func(n string) (map[string]string, bool) { l, ok := nl[n]; return l, ok }}
-	svcs, err := c.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	sls, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	bySvc := map[string][]*discoveryv1.EndpointSlice{}
-	for i := range sls.Items {
-		s := &sls.Items[i]
-		bySvc[s.Labels[discoveryv1.LabelServiceName]] = append(bySvc[s.Labels[discoveryv1.LabelServiceName]], s)
-	}
-	var served []any
-	for name, group := range bySvc {
-		var keys []string
-		for _, svc := range svcs.Items {
-			if svc.Name == name {
-				if k, err := topology.ParseKeys(svc.Annotations[superedgev1.AnnotationTopologyKeys]); err == nil {
-					keys = k
-				}
-			}
-		}
-		if keys == nil {
-			for _, s := range group {
-				served = append(served, s)
-			}
-			continue
-		}
-		for _, s := range wrapper.FilterEndpointSlices(keys, topo, group) {
-			served = append(served, s)
-		}
-	}
-	return sliceState(served, ns), nil
-}
-
 func eventually(t testing.TB, what string, timeout time.Duration, cond func(context.Context) (bool, error)) {
 	t.Helper()
 	var last error
 	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
-		last = err
+		if err != nil && ctx.Err() == nil { // keep the reason, not the final timeout
+			last = err
+		}
 		return ok, nil
 	})
 	if err != nil {
@@ -321,6 +249,26 @@ func createSlice(t testing.TB, c kubernetes.Interface, ns, svc, name string, eps
 	}
 }
 
+// createEndpoints creates v1 Endpoints: ready and notReady map IP -> node
+// ("nowhere" is a node that does not exist).
+func createEndpoints(t testing.TB, c kubernetes.Interface, ns, name string, ready, notReady map[string]string) {
+	addrs := func(m map[string]string) (out []corev1.EndpointAddress) {
+		for _, ip := range slices.Sorted(maps.Keys(m)) {
+			node := m[ip]
+			out = append(out, corev1.EndpointAddress{IP: ip, NodeName: &node})
+		}
+		return out
+	}
+	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if len(ready)+len(notReady) > 0 {
+		ep.Subsets = []corev1.EndpointSubset{{Addresses: addrs(ready), NotReadyAddresses: addrs(notReady),
+			Ports: []corev1.EndpointPort{{Port: 8080, Protocol: corev1.ProtocolTCP}}}}
+	}
+	if _, err := c.CoreV1().Endpoints(ns).Create(t.Context(), ep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func createNamespace(t testing.TB, c kubernetes.Interface, ns string) {
 	if _, err := c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -333,7 +281,7 @@ func createNamespace(t testing.TB, c kubernetes.Interface, ns string) {
 // off, then relabels a node, changes the annotation and edits endpoints.
 func TestSeedScenario(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	admin := adminClient(cp)
 	createNodes(t, admin)
 	wrappers := map[string]*runningWrapper{}
 	for node := range nodeUnits {
@@ -355,6 +303,8 @@ func TestSeedScenario(t *testing.T) {
 			createSlice(t, admin, ns, "svc", "svc-a", endpoint("10.0.0.1", "node0"), endpoint("10.0.0.2", "node1"))
 			createSlice(t, admin, ns, "svc", "svc-b", endpoint("10.0.0.3", "node2"))
 			createSlice(t, admin, ns, "plain", "plain-a", endpoint("10.0.1.1", "node0"), endpoint("10.0.1.2", "node1"))
+			createEndpoints(t, admin, ns, "svc", map[string]string{"10.0.0.1": "node0", "10.0.0.2": "node1", "10.0.0.3": "node2"}, map[string]string{"10.0.0.9": "node0"})
+			createEndpoints(t, admin, ns, "plain", map[string]string{"10.0.1.1": "node0", "10.0.1.2": "node1"}, nil)
 
 			infs := map[string]*proxyInformers{}
 			for node, w := range wrappers {
@@ -364,15 +314,7 @@ func TestSeedScenario(t *testing.T) {
 				t.Helper()
 				for node, inf := range infs {
 					eventually(t, step+" on "+node, 10*time.Second, func(ctx context.Context) (bool, error) {
-						want, err := expectedSlices(ctx, t, admin, ns, node)
-						if err != nil {
-							return false, err
-						}
-						got := sliceState(inf.slices.GetStore().List(), ns)
-						if !equalState(got, want) {
-							return false, fmt.Errorf("served %v, want %v", got, want)
-						}
-						return true, nil
+						return checkServed(ctx, admin, inf, ns, node)
 					})
 				}
 			}
@@ -420,7 +362,7 @@ func TestSeedScenario(t *testing.T) {
 // filter(apiserver state).
 func TestRandomizedChanges(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	admin := adminClient(cp)
 	createNodes(t, admin)
 	ns := "random"
 	createNamespace(t, admin, ns)
@@ -453,8 +395,11 @@ func TestRandomizedChanges(t *testing.T) {
 			var eps []discoveryv1.Endpoint
 			for j := range rng.IntN(5) {
 				e := endpoint(fmt.Sprintf("10.1.%d.%d", rng.IntN(250), j), nodes[rng.IntN(len(nodes))])
-				ready := rng.IntN(4) != 0
-				e.Conditions.Ready = &ready
+				ready, serving, terminating := rng.IntN(4) != 0, rng.IntN(2) == 0, rng.IntN(4) == 0
+				e.Conditions = discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving, Terminating: &terminating}
+				if rng.IntN(2) == 0 {
+					e.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z"}}}
+				}
 				eps = append(eps, e)
 			}
 			if slicesPresent[name] {
@@ -467,6 +412,20 @@ func TestRandomizedChanges(t *testing.T) {
 			} else {
 				createSlice(t, admin, ns, strings.SplitN(name, "-", 2)[0], name, eps...)
 				slicesPresent[name] = true
+			}
+		case r < 7: // create, replace or delete the Service's v1 Endpoints
+			svc := fmt.Sprintf("s%d", rng.IntN(services))
+			ready, notReady := map[string]string{}, map[string]string{}
+			for j := range rng.IntN(5) {
+				m := ready
+				if rng.IntN(3) == 0 {
+					m = notReady
+				}
+				m[fmt.Sprintf("10.2.%d.%d", rng.IntN(250), j)] = nodes[rng.IntN(len(nodes))]
+			}
+			_ = admin.CoreV1().Endpoints(ns).Delete(ctx, svc, metav1.DeleteOptions{})
+			if rng.IntN(4) != 0 {
+				createEndpoints(t, admin, ns, svc, ready, notReady)
 			}
 		case r < 8:
 			node := nodes[rng.IntN(3)]
@@ -488,15 +447,7 @@ func TestRandomizedChanges(t *testing.T) {
 	}
 	for node, inf := range infs {
 		eventually(t, "randomized state on "+node, 30*time.Second, func(ctx context.Context) (bool, error) {
-			want, err := expectedSlices(ctx, t, admin, ns, node)
-			if err != nil {
-				return false, err
-			}
-			got := sliceState(inf.slices.GetStore().List(), ns)
-			if !equalState(got, want) {
-				return false, fmt.Errorf("served %v, want %v", got, want)
-			}
-			return true, nil
+			return checkServed(ctx, admin, inf, ns, node)
 		})
 	}
 }
@@ -579,7 +530,7 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 		burst    = slicesN * relabels
 	)
 	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	admin := adminClient(cp)
 	createNodes(t, admin)
 	ns := "fanout"
 	createNamespace(t, admin, ns)
@@ -609,13 +560,14 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	converge := func(what string) {
 		t.Helper()
 		eventually(t, what, 60*time.Second, func(ctx context.Context) (bool, error) {
-			want, err := expectedSlices(ctx, t, admin, ns, "node1")
+			cl, err := readCluster(ctx, admin, ns)
 			if err != nil {
 				return false, err
 			}
+			want := cl.wantSlices("node1")
 			for i, inf := range infs {
-				if got := sliceState(inf.slices.GetStore().List(), ns); !equalState(got, want) {
-					return false, fmt.Errorf("informer %d: %d slices, want %d", i, len(got), len(want))
+				if err := diffServed(inf.slices.GetStore(), ns, want); err != nil {
+					return false, fmt.Errorf("informer %d: %w", i, err)
 				}
 			}
 			return true, nil
@@ -720,7 +672,7 @@ func nodes3(j int) string { return fmt.Sprintf("node%d", j%3) }
 // through the wrapper converge and see changes made meanwhile.
 func TestRestarts(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	admin := adminClient(cp)
 	createNodes(t, admin)
 	ns := "restart"
 	createNamespace(t, admin, ns)
@@ -734,15 +686,7 @@ func TestRestarts(t *testing.T) {
 			converge := func(step string) {
 				t.Helper()
 				eventually(t, step, 30*time.Second, func(ctx context.Context) (bool, error) {
-					want, err := expectedSlices(ctx, t, admin, ns, "node0")
-					if err != nil {
-						return false, err
-					}
-					got := sliceState(inf.slices.GetStore().List(), ns)
-					if !equalState(got, want) {
-						return false, fmt.Errorf("served %v, want %v", got, want)
-					}
-					return true, nil
+					return checkServed(ctx, admin, inf, ns, "node0")
 				})
 			}
 			converge("initial")

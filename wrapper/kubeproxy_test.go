@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
@@ -87,7 +86,7 @@ func TestKubeProxyThroughWrapper(t *testing.T) {
 		}
 	}
 	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	admin := adminClient(cp)
 	createNodes(t, admin)
 	createNamespace(t, admin, "kp")
 	createService(t, admin, "kp", "svc", `["zone1"]`)

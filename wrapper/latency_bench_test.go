@@ -28,7 +28,7 @@ func BenchmarkWatchLatency(b *testing.B) {
 	klog.SetOutput(io.Discard)
 	b.Cleanup(func() { klog.LogToStderr(true) })
 	cp := controlplane.StartForTest(b, controlplane.Options{})
-	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	admin := adminClient(cp)
 	createNodes(b, admin)
 	createNamespace(b, admin, "latency")
 	createService(b, admin, "latency", "svc", `["zone1"]`)

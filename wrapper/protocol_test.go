@@ -2,17 +2,19 @@ package wrapper_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
@@ -38,7 +40,7 @@ func get(t *testing.T, url, accept string) (*http.Response, string) {
 // process, forwarding, and the default/kubernetes rewrite.
 func TestProtocol(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	admin := adminClient(cp)
 	createNodes(t, admin)
 	ctx := t.Context()
 
@@ -90,7 +92,7 @@ func TestProtocol(t *testing.T) {
 		{"/readyz", "", http.StatusOK, "ok"},
 		{"/metrics", "", http.StatusOK, "application_grid_wrapper_requests_total"},
 		{"/api/v1/services?watch=1&resourceVersion=1", "", http.StatusOK, `"code":410`},
-		{"/api/v1/services?watch=1&sendInitialEvents=true", "", http.StatusBadRequest, "NotOlderThan"},
+		{"/api/v1/services?watch=1&sendInitialEvents=true", "", http.StatusUnprocessableEntity, "NotOlderThan"}, // as the apiserver
 	} {
 		resp, body := get(t, u+tc.path, tc.accept)
 		if resp.StatusCode != tc.code || !strings.Contains(body, tc.contains) {
@@ -143,3 +145,87 @@ type recorder struct {
 func (r *recorder) Header() http.Header         { return r.header }
 func (r *recorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *recorder) WriteHeader(c int)           { r.code = c }
+
+// TestMalformedOptionsAnsweredAsByTheAPIServer sends each malformed list or
+// watch request to the wrapper and to the apiserver: same status code and
+// reason.
+func TestMalformedOptionsAnsweredAsByTheAPIServer(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := adminClient(cp)
+	createNodes(t, admin)
+	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
+	for _, query := range []string{
+		"watch=1&sendInitialEvents=true&timeoutSeconds=1",
+		"watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+		"sendInitialEvents=true",
+		"sendInitialEvents=false",
+		"resourceVersionMatch=NotOlderThan",
+		"resourceVersionMatch=Exact&resourceVersion=0",
+		"resourceVersionMatch=Bogus&resourceVersion=5",
+		"watch=1&resourceVersionMatch=Exact&resourceVersion=5&timeoutSeconds=1",
+		"watch=1&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+		"watch=1&timeoutSeconds=abc",
+		"limit=abc",
+		"labelSelector=a%20in",
+		"fieldSelector=spec.bogus%3D1",
+		"fieldSelector=%3D%3D",
+	} {
+		path := "/api/v1/services?" + query
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		var upstream int
+		res := admin.CoreV1().RESTClient().Get().RequestURI(path).Do(ctx).StatusCode(&upstream)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.URL()+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("?%s: %v", query, err)
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if err != nil {
+			t.Fatalf("?%s: %v", query, err)
+		}
+		body := string(raw)
+		var wantReason metav1.StatusReason
+		if err := res.Error(); err != nil {
+			wantReason = apierrors.ReasonForError(err)
+		}
+		var status metav1.Status
+		_ = json.Unmarshal([]byte(body), &status)
+		if resp.StatusCode != upstream || status.Reason != wantReason {
+			t.Errorf("?%s: wrapper %d %s, apiserver %d %s (%.200s)", query, resp.StatusCode, status.Reason, upstream, wantReason, body)
+		}
+	}
+}
+
+// The wrapper serves nothing until its own Node is known: without its
+// labels every topology Service would be served with no endpoints.
+func TestReadyWaitsForOwnNode(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := adminClient(cp)
+	srv, err := wrapper.New(wrapper.Options{NodeName: "late", Upstream: cp.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	eventually(t, "caches synced, waiting for the Node", 30*time.Second, func(context.Context) (bool, error) {
+		resp, body := get(t, ts.URL+"/readyz", "")
+		return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(body, "waiting for Node late"), nil
+	})
+	if resp, _ := get(t, ts.URL+"/api/v1/services", ""); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("without its Node: services answered %d, want 429", resp.StatusCode)
+	}
+	if _, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "late", Labels: map[string]string{gridKey: "nodeunit1"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ready once the Node exists", 30*time.Second, func(context.Context) (bool, error) {
+		resp, _ := get(t, ts.URL+"/api/v1/services", "")
+		return resp.StatusCode == http.StatusOK && srv.Ready(), nil
+	})
+}

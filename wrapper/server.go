@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -62,6 +63,7 @@ type Server struct {
 	proxy     http.Handler
 	reqInfo   *request.RequestInfoFactory
 	ready     atomic.Bool
+	waiting   atomic.Value // string: what /readyz reports until ready
 	synced    []cache.InformerSynced
 	start     func(ctx context.Context)
 }
@@ -167,6 +169,16 @@ func (s *Server) Run(ctx context.Context) error {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.synced...) {
 		return fmt.Errorf("caches did not sync: %w", ctx.Err())
 	}
+	// Without its own Node's labels the wrapper would serve every topology
+	// Service with no endpoints: wait for it.
+	s.waiting.Store("waiting for Node " + s.opts.NodeName)
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		_, labelled, _ := s.syncer.caches.Nodes.GetByKey(s.opts.NodeName)
+		_, served := s.stores.Nodes.Get(s.opts.NodeName)
+		return labelled && served, nil
+	}); err != nil {
+		return fmt.Errorf("node %s did not appear: %w", s.opts.NodeName, ctx.Err())
+	}
 	s.syncer.syncAll(ctx)
 	go s.syncer.Run(ctx)
 	s.ready.Store(true)
@@ -209,7 +221,11 @@ func (s *Server) opsMux() *http.ServeMux {
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.ready.Load() {
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			why, _ := s.waiting.Load().(string)
+			if why == "" {
+				why = "caches not synced"
+			}
+			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok"))

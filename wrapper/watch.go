@@ -29,9 +29,8 @@ const minWatchTimeout = 30 * time.Minute
 // one write deadline.
 const watchBatch = 256
 
-// watchOptions maps the request's options to where the watch starts, as the
-// apiserver does (watch-list needs resourceVersionMatch=NotOlderThan and
-// bookmarks).
+// watchOptions maps the request's options (already checked by
+// ValidateListOptions) to where the watch starts, as the apiserver does.
 func watchOptions(opts *metainternalversion.ListOptions) (WatchOptions, error) {
 	rv, err := parseRV(opts.ResourceVersion)
 	if err != nil {
@@ -40,12 +39,6 @@ func watchOptions(opts *metainternalversion.ListOptions) (WatchOptions, error) {
 	wo := WatchOptions{RV: rv, Bookmarks: opts.AllowWatchBookmarks}
 	switch {
 	case opts.SendInitialEvents != nil && *opts.SendInitialEvents:
-		if opts.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
-			return wo, apierrors.NewBadRequest("sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan")
-		}
-		if !opts.AllowWatchBookmarks {
-			return wo, apierrors.NewBadRequest("sendInitialEvents requires setting allowWatchBookmarks to true")
-		}
 		wo.Mode, wo.InitialEventsEnd = FromState, true
 	case opts.SendInitialEvents != nil:
 		if opts.ResourceVersion == "" || opts.ResourceVersion == "0" {

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
@@ -48,6 +51,11 @@ func TestRefusesNonLoopbackWithoutClientCA(t *testing.T) {
 // it are refused, clients with one are served.
 func TestServesTLSWithClientCertificates(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
+	// The wrapper is ready once its own Node exists.
+	if _, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Nodes().Create(t.Context(),
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node0"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	certPEM, keyPEM, err := cp.IssueServingCertificate([]net.IP{net.ParseIP("127.0.0.1")})
 	if err != nil {

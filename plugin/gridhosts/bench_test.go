@@ -63,6 +63,11 @@ func pinSelfAwayFromCPU0(b *testing.B) {
 }
 
 func startBench(b *testing.B, hostsReload string) *benchServer {
+	return startBenchWith(b, hostsReload, benchPods)
+}
+
+// startBenchWith serves pods unified names per view.
+func startBenchWith(b *testing.B, hostsReload string, pods int) *benchServer {
 	b.Helper()
 	c := startCluster(b)
 	bin := coreDNSBinary(b)
@@ -78,8 +83,8 @@ func startBench(b *testing.B, hostsReload string) *benchServer {
 	var hostsText strings.Builder
 	for u := 1; u <= 2; u++ {
 		set := must(c.kube.AppsV1().StatefulSets("default").Create(ctx,
-			newSet(grid, fmt.Sprintf("nodeunit%d", u), demoSvc, "", benchPods), metav1.CreateOptions{}))(b)
-		for i := range benchPods {
+			newSet(grid, fmt.Sprintf("nodeunit%d", u), demoSvc, "", int32(pods)), metav1.CreateOptions{}))(b)
+		for i := range pods {
 			ip := fmt.Sprintf("10.%d.%d.%d", u, i/250, i%250+1)
 			c.createPod(b, newPod(set, i, fmt.Sprintf("node-%d", u), ip))
 			if u == 1 {

@@ -146,7 +146,7 @@ func (g *GridHosts) beforeSync(ctx context.Context, w dns.ResponseWriter, r *dns
 	}
 	nw := nonwriter.New(w)
 	code, err := plugin.NextOrFailure(g.Name(), g.Next, ctx, nw, r)
-	if nw.Msg != nil && nw.Msg.Rcode == dns.RcodeSuccess && len(nw.Msg.Answer) > 0 {
+	if nw.Msg != nil && !negative(nw.Msg) {
 		resultFallthrough.Inc()
 		w.WriteMsg(nw.Msg)
 		return code, err
@@ -156,6 +156,12 @@ func (g *GridHosts) beforeSync(ctx context.Context, w dns.ResponseWriter, r *dns
 		return code, err // the next plugin failed without writing: the server answers its rcode
 	}
 	return dns.RcodeServerFailure, nil
+}
+
+// negative reports whether m is an answer resolvers cache as a denial
+// (RFC 2308): NXDOMAIN, or NOERROR without answers (NODATA).
+func negative(m *dns.Msg) bool {
+	return m.Rcode == dns.RcodeNameError || (m.Rcode == dns.RcodeSuccess && len(m.Answer) == 0)
 }
 
 // notGridName reports whether the unified-name shape q is known not to be

@@ -2,6 +2,7 @@ package gridhosts
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,9 @@ type Index struct {
 	// observe, when set, is told how long each event took from the
 	// transform's receipt to being answerable.
 	observe func(time.Duration)
+	// observeWrite, when set, is told how long a watched change took from
+	// the apiserver's write to being answerable.
+	observeWrite func(time.Duration)
 }
 
 // NewIndex returns an empty index.
@@ -79,8 +83,7 @@ func (x *Index) Upsert(obj any) {
 		x.deleteSet(nsName{o.Namespace, o.Name})
 		x.addSet(o)
 	case *podObj:
-		x.deletePod(nsName{o.Namespace, o.Name})
-		x.addPod(o)
+		x.replacePod(o)
 	case *svcObj:
 		x.services[nsName{o.Namespace, o.Name}] = o
 	case *nodeObj:
@@ -123,6 +126,17 @@ func (x *Index) Delete(obj any) {
 	}
 	x.mu.Unlock()
 	x.observed(t)
+}
+
+// observedWrite records the write-to-answerable latency of a change that
+// came from a watch (not an initial list, whose writes are old).
+func (x *Index) observedWrite(obj any) {
+	if x.observeWrite == nil {
+		return
+	}
+	if w, ok := obj.(interface{ writtenAt() time.Time }); ok && !w.writtenAt().IsZero() {
+		x.observeWrite(time.Since(w.writtenAt()))
+	}
 }
 
 func (x *Index) observed(t any) {
@@ -197,6 +211,28 @@ func (x *Index) addPod(p *podObj) {
 			x.clientPods.add(ip, clientRef{pod: k, node: p.NodeName, created: p.Created, terminating: p.Terminating})
 		}
 	}
+}
+
+// replacePod indexes p in place of its former version. Addresses both
+// versions claim keep their claim (an update is not a new claim to a
+// reused address); the others are released.
+func (x *Index) replacePod(p *podObj) {
+	k := nsName{p.Namespace, p.Name}
+	if old, ok := x.pods[k]; ok {
+		if ord, ok := ordinalOf(old); ok {
+			mk := memberKey{old.Namespace, old.Owner.Name, ord}
+			if x.members[mk] == old {
+				delete(x.members, mk)
+			}
+		}
+		claims := p.NodeName != "" && !p.Finished
+		for _, ip := range old.IPs {
+			if !claims || !slices.Contains(p.IPs, ip) {
+				x.clientPods.remove(ip, k)
+			}
+		}
+	}
+	x.addPod(p)
 }
 
 func (x *Index) deletePod(k nsName) {

@@ -26,6 +26,13 @@ func TestClientAddressReuse(t *testing.T) {
 	ip := netip.MustParseAddr("10.9.9.9")
 	x.Upsert(plainPod("old", "node-1", "10.9.9.9"))
 	x.Upsert(plainPod("new", "node-2", "10.9.9.9"))
+	// A late update of the old pod is no new claim to the address.
+	late := plainPod("old", "node-1", "10.9.9.9")
+	late.ResourceVersion = "7"
+	x.Upsert(late)
+	if n, ok := x.nodeForClient(ip); !ok || n != "node-2" {
+		t.Fatalf("after the old pod's late update: %q %v, want node-2", n, ok)
+	}
 	x.Delete(plainPod("old", "node-1", "10.9.9.9"))
 	if n, ok := x.nodeForClient(ip); !ok || n != "node-2" {
 		t.Fatalf("got %q %v, want node-2", n, ok)

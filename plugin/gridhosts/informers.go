@@ -3,6 +3,7 @@ package gridhosts
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -34,8 +35,13 @@ var (
 	runningPodSelector = "status.phase!=Succeeded,status.phase!=Failed"
 )
 
+// startupBound is the kubernetes plugin's default start-up wait: if grid
+// names cannot be served by then, the log says why.
+const startupBound = 5 * time.Second
+
 // watcher runs the informers feeding one Index.
 type watcher struct {
+	client  kubernetes.Interface
 	kube    informers.SharedInformerFactory
 	pods    informers.SharedInformerFactory
 	sets    informers.SharedInformerFactory
@@ -72,8 +78,9 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 		podOpts = func(o *metav1.ListOptions) { o.FieldSelector = runningPodSelector }
 	}
 	w := &watcher{
-		kube: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr),
-		pods: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(podOpts)),
+		client: kc,
+		kube:   informers.NewSharedInformerFactoryWithOptions(kc, 0, tr),
+		pods:   informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(podOpts)),
 		sets: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = gridObjectSelector
 		})),
@@ -100,7 +107,7 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 		if err != nil {
 			return nil, err
 		}
-		src := &source{resource: in.resource, synced: reg.HasSynced, optional: in.optional}
+		src := &source{resource: in.resource, synced: reg.HasSynced, optional: in.optional, announced: &atomic.Bool{}}
 		if err := in.inf.SetWatchErrorHandlerWithContext(src.onError); err != nil {
 			return nil, err
 		}
@@ -114,8 +121,13 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 
 // handlerFor applies every event to idx as it arrives.
 func handlerFor(idx *Index) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { idx.Upsert(obj) },
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			idx.Upsert(obj)
+			if !isInInitialList {
+				idx.observedWrite(obj)
+			}
+		},
 		UpdateFunc: func(old, cur any) {
 			if o, ok := old.(metav1.Object); ok {
 				if c, ok := cur.(metav1.Object); ok && o.GetResourceVersion() == c.GetResourceVersion() {
@@ -123,6 +135,7 @@ func handlerFor(idx *Index) cache.ResourceEventHandler {
 				}
 			}
 			idx.Upsert(cur)
+			idx.observedWrite(cur)
 		},
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -145,7 +158,7 @@ func (w *watcher) start(onKnown func()) {
 	}
 	go func() {
 		defer close(w.stopped)
-		if w.sources.waitKnown(ctx) {
+		if w.sources.waitKnown(ctx, startupBound) {
 			onKnown()
 		}
 		<-ctx.Done()
@@ -153,6 +166,36 @@ func (w *watcher) start(onKnown func()) {
 			f.Shutdown()
 		}
 	}()
+}
+
+// waitStartup holds CoreDNS start-up (and every reload) until the
+// informers are known, so a reloaded instance answers grid names at once,
+// but only while that can succeed soon: it returns as soon as a source
+// reports an error or the apiserver does not answer a short probe
+// (refused connections never reach the error handlers), so an unreachable
+// apiserver costs well under the kubernetes plugin's own wait.
+func (w *watcher) waitStartup(bound time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	unreachable := make(chan struct{})
+	go func() {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		defer pcancel()
+		if _, err := w.client.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(pctx); err != nil && ctx.Err() == nil {
+			close(unreachable)
+		}
+	}()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !w.sources.known() && !w.sources.failing() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-unreachable:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // stop ends the informers and waits for their goroutines.

@@ -29,6 +29,17 @@ var (
 		Buckets:                     prometheus.ExponentialBuckets(1e-6, 4, 12),
 		NativeHistogramBucketFactor: plugin.NativeHistogramBucketFactor,
 	})
+
+	// The apiserver records writes in managedFields with one-second grain,
+	// so this is an upper bound, late by up to a second.
+	writeToAnswerable = promauto.NewHistogram(prometheus.HistogramOpts{
+		Namespace:                   plugin.Namespace,
+		Subsystem:                   "gridhosts",
+		Name:                        "write_to_answerable_seconds",
+		Help:                        "Time from the apiserver's write of a watched change (managedFields time, one-second grain) to the change being answerable.",
+		Buckets:                     []float64{1, 2, 3, 5, 10, 30, 60, 300},
+		NativeHistogramBucketFactor: plugin.NativeHistogramBucketFactor,
+	})
 )
 
 // Counters bound once: the query path does no label lookups.

@@ -26,16 +26,24 @@ type tiny struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
 	received time.Time
+	written  time.Time // the apiserver's latest write (managedFields), one-second grain
 }
 
 func newTiny(m *metav1.ObjectMeta) tiny {
-	return tiny{
+	t := tiny{
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion},
 		received:   time.Now(),
 	}
+	for _, f := range m.ManagedFields {
+		if f.Time != nil && f.Time.After(t.written) {
+			t.written = f.Time.Time
+		}
+	}
+	return t
 }
 
 func (t *tiny) receivedAt() time.Time { return t.received }
+func (t *tiny) writtenAt() time.Time  { return t.written }
 
 // controllerRef is the part of a controller ownerReference the checks need.
 type controllerRef struct {

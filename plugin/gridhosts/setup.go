@@ -37,6 +37,7 @@ func setup(c *caddy.Controller) error {
 	}
 	g.watcher = w
 	g.index.observe = func(d time.Duration) { eventToAnswerable.Observe(d.Seconds()) }
+	g.index.observeWrite = func(d time.Duration) { writeToAnswerable.Observe(d.Seconds()) }
 
 	// Informers live from OnStartup to OnShutdown: a reload builds a new
 	// instance and shuts this one down.
@@ -50,11 +51,12 @@ func setup(c *caddy.Controller) error {
 	return nil
 }
 
-// start runs the informers and returns at once: CoreDNS runs the start-up
-// hooks one after the other before it serves, so waiting here would add to
-// the kubernetes plugin's own start-up wait. Until every source is known,
-// Ready is false and ServeDNS hands every name it cannot decide to the next
-// plugin (see beforeSync).
+// start runs the informers. CoreDNS runs the start-up hooks one after the
+// other before it serves, so start waits for the first sync only while it
+// can come soon (see waitStartup): an unreachable or refusing apiserver
+// must not add to the kubernetes plugin's own start-up wait. Until every
+// source is known, Ready is false and ServeDNS hands every name it cannot
+// decide to the next plugin (see beforeSync).
 func (g *GridHosts) start() error {
 	logger := klog.Background().WithName(pluginName)
 	g.gridsKnown, g.servicesKnown = g.watcher.gridSource.known, g.watcher.serviceSource.known
@@ -62,6 +64,10 @@ func (g *GridHosts) start() error {
 		g.synced.Store(true)
 		logger.Info("Serving grid names: informers synced")
 	})
+	g.watcher.waitStartup(startupBound)
+	if g.watcher.sources.known() {
+		g.synced.Store(true) // don't leave the first queries to the poll's next tick
+	}
 	return nil
 }
 

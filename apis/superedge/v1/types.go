@@ -65,6 +65,7 @@ type NodeUnitStatus struct {
 // +kubebuilder:printcolumn:name="Grid-Key",type=string,JSONPath=`.spec.gridUniqKey`
 // +kubebuilder:printcolumn:name="NodeUnits",type=integer,JSONPath=`.status.nodeUnits`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodeUnits`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Reconciled")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DeploymentGrid struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -172,6 +173,7 @@ type DeploymentGridList struct {
 // +kubebuilder:printcolumn:name="Grid-Key",type=string,JSONPath=`.spec.gridUniqKey`
 // +kubebuilder:printcolumn:name="NodeUnits",type=integer,JSONPath=`.status.nodeUnits`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodeUnits`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Reconciled")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type StatefulSetGrid struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -284,6 +286,7 @@ type StatefulSetGridList struct {
 // +kubebuilder:printcolumn:name="Grid-Key",type=string,JSONPath=`.spec.gridUniqKey`
 // +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.status.serviceName`
 // +kubebuilder:printcolumn:name="Cluster-IP",type=string,JSONPath=`.status.clusterIP`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Reconciled")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ServiceGrid struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -1,0 +1,246 @@
+package explain
+
+import (
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/servicegroup/servicegroup/topology"
+)
+
+// StatusReport is every nodeunit of one grid with its child.
+type StatusReport struct {
+	Kind        string       `json:"kind"`
+	Grid        string       `json:"grid"` // namespace/name
+	GridUniqKey string       `json:"gridUniqKey"`
+	Generation  int64        `json:"generation"`
+	Observed    int64        `json:"observedGeneration"`
+	NodeUnits   []UnitReport `json:"nodeUnits"`
+	Conditions  []string     `json:"conditions,omitempty"` // "Type=Status (Reason): Message"
+	// Pending are actions that concern the grid as a whole.
+	Pending []string `json:"pending,omitempty"`
+}
+
+// UnitReport is one nodeunit (or one child left without a nodeunit).
+type UnitReport struct {
+	NodeUnit string   `json:"nodeUnit"`
+	Nodes    int      `json:"nodes"`
+	Child    string   `json:"child,omitempty"`
+	Template string   `json:"template,omitempty"`
+	Ready    string   `json:"ready"` // "ready/desired"
+	Pending  []string `json:"pending,omitempty"`
+}
+
+// Child is the part of a Deployment or StatefulSet the report needs.
+type Child struct {
+	Name               string
+	UID                types.UID
+	Controller         types.UID // UID of its controller ("" when none)
+	NodeUnit           string    // value of the grid key in its nodeSelector
+	Desired            int32
+	Ready, Updated     int32
+	Generation         int64
+	ObservedGeneration int64
+}
+
+// DeploymentChild and StatefulSetChild reduce a workload to a Child for key.
+func DeploymentChild(d *appsv1.Deployment, key string) Child {
+	return Child{
+		Name: d.Name, UID: d.UID, Controller: controllerUID(d.OwnerReferences),
+		NodeUnit: d.Spec.Template.Spec.NodeSelector[key], Desired: replicas(d.Spec.Replicas),
+		Ready: d.Status.ReadyReplicas, Updated: d.Status.UpdatedReplicas,
+		Generation: d.Generation, ObservedGeneration: d.Status.ObservedGeneration,
+	}
+}
+
+func StatefulSetChild(s *appsv1.StatefulSet, key string) Child {
+	return Child{
+		Name: s.Name, UID: s.UID, Controller: controllerUID(s.OwnerReferences),
+		NodeUnit: s.Spec.Template.Spec.NodeSelector[key], Desired: replicas(s.Spec.Replicas),
+		Ready: s.Status.ReadyReplicas, Updated: s.Status.UpdatedReplicas,
+		Generation: s.Generation, ObservedGeneration: s.Status.ObservedGeneration,
+	}
+}
+
+// WorkloadStatus reports a DeploymentGrid or StatefulSetGrid. The grid is
+// read unstructured so fields newer than this binary (templatePool,
+// templates, defaultTemplateName, new status fields) are used when present
+// and never break it.
+func WorkloadStatus(grid *unstructured.Unstructured, nodes []corev1.Node, children []Child) StatusReport {
+	r := gridHeader(grid)
+	byUnit := map[string]Child{}
+	for _, c := range children {
+		if c.Controller == grid.GetUID() {
+			byUnit[c.NodeUnit] = c
+		}
+	}
+	units := nodeUnits(r.GridUniqKey, nodes)
+	for _, v := range sortedKeys(units) {
+		u := UnitReport{NodeUnit: v, Nodes: units[v], Template: templateOf(grid, v), Ready: "0/0"}
+		want := grid.GetName() + "-" + v
+		c, ok := byUnit[v]
+		switch {
+		case !ok:
+			u.Pending = append(u.Pending, "create "+want)
+		default:
+			u.Child = c.Name
+			u.Ready = fmt.Sprintf("%d/%d", c.Ready, c.Desired)
+			u.Pending = append(u.Pending, rollout(c)...)
+		}
+		r.NodeUnits = append(r.NodeUnits, u)
+	}
+	for _, v := range sortedKeys(byUnit) {
+		if _, ok := units[v]; ok {
+			continue
+		}
+		c := byUnit[v]
+		r.NodeUnits = append(r.NodeUnits, UnitReport{
+			NodeUnit: v, Child: c.Name, Ready: fmt.Sprintf("%d/%d", c.Ready, c.Desired),
+			Pending: []string{"delete " + c.Name + " (no node has " + r.GridUniqKey + "=" + v + ")"},
+		})
+	}
+	for _, c := range children {
+		if c.Controller != grid.GetUID() {
+			r.Pending = append(r.Pending, "adopt or release "+c.Name+" (grid labels, other controller)")
+		}
+	}
+	return r
+}
+
+// ServiceGridStatus reports a ServiceGrid: its one Service, and per nodeunit
+// how many of the Service's endpoints are ready there.
+func ServiceGridStatus(grid *unstructured.Unstructured, nodes []corev1.Node, svc *corev1.Service, slices []*discoveryv1.EndpointSlice) StatusReport {
+	r := gridHeader(grid)
+	want := grid.GetName() + "-svc"
+	if svc == nil {
+		r.Pending = append(r.Pending, "create Service "+want)
+	} else {
+		wantKeys := fmt.Sprintf("[%q]", r.GridUniqKey)
+		if keys, err := topology.ParseKeys(svc.Annotations[TopologyKeysAnnotation]); err != nil || len(keys) != 1 || keys[0] != r.GridUniqKey {
+			r.Pending = append(r.Pending, fmt.Sprintf("update %s: annotation %s=%q, want %s", want, TopologyKeysAnnotation, svc.Annotations[TopologyKeysAnnotation], wantKeys))
+		}
+	}
+	units := nodeUnits(r.GridUniqKey, nodes)
+	unitOf := map[string]string{}
+	for _, n := range nodes {
+		if v, ok := n.Labels[r.GridUniqKey]; ok && v != "" {
+			unitOf[n.Name] = v
+		}
+	}
+	ready, total := map[string]int{}, map[string]int{}
+	for _, s := range slices {
+		for _, ep := range s.Endpoints {
+			v := unitOf[deref(ep.NodeName)]
+			total[v]++
+			if boolOr(ep.Conditions.Ready, true) {
+				ready[v]++
+			}
+		}
+	}
+	for _, v := range sortedKeys(units) {
+		u := UnitReport{NodeUnit: v, Nodes: units[v], Ready: fmt.Sprintf("%d/%d", ready[v], total[v])}
+		if svc != nil {
+			u.Child = svc.Name
+		}
+		if total[v] == 0 {
+			u.Pending = append(u.Pending, "no endpoints in this nodeunit: its nodes reach none")
+		}
+		r.NodeUnits = append(r.NodeUnits, u)
+	}
+	return r
+}
+
+func gridHeader(grid *unstructured.Unstructured) StatusReport {
+	key, _, _ := unstructured.NestedString(grid.Object, "spec", "gridUniqKey")
+	observed, _, _ := unstructured.NestedInt64(grid.Object, "status", "observedGeneration")
+	r := StatusReport{
+		Kind: grid.GetKind(), Grid: grid.GetNamespace() + "/" + grid.GetName(), GridUniqKey: key,
+		Generation: grid.GetGeneration(), Observed: observed, NodeUnits: []UnitReport{},
+	}
+	if observed < grid.GetGeneration() {
+		r.Pending = append(r.Pending, fmt.Sprintf("controller has not observed generation %d yet (observed %d)", grid.GetGeneration(), observed))
+	}
+	conds, _, _ := unstructured.NestedSlice(grid.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		r.Conditions = append(r.Conditions, fmt.Sprintf("%v=%v (%v): %v", m["type"], m["status"], m["reason"], m["message"]))
+	}
+	return r
+}
+
+// templateOf is the template a nodeunit gets: spec.templates[value], else
+// spec.defaultTemplateName, else "default" (spec.template), as SuperEdge reads them.
+func templateOf(grid *unstructured.Unstructured, value string) string {
+	if t, ok, _ := unstructured.NestedString(grid.Object, "spec", "templates", value); ok && t != "" {
+		return t
+	}
+	if t, ok, _ := unstructured.NestedString(grid.Object, "spec", "defaultTemplateName"); ok && t != "" {
+		return t
+	}
+	return "default"
+}
+
+func rollout(c Child) []string {
+	var out []string
+	if c.ObservedGeneration < c.Generation {
+		out = append(out, fmt.Sprintf("%s: generation %d not yet observed by its controller", c.Name, c.Generation))
+	}
+	if c.Updated < c.Desired {
+		out = append(out, fmt.Sprintf("rollout %d/%d updated", c.Updated, c.Desired))
+	}
+	if c.Ready < c.Desired {
+		out = append(out, fmt.Sprintf("wait for %d more ready", c.Desired-c.Ready))
+	}
+	return out
+}
+
+// nodeUnits counts the nodes of each distinct non-empty value of key.
+func nodeUnits(key string, nodes []corev1.Node) map[string]int {
+	out := map[string]int{}
+	for _, n := range nodes {
+		if v, ok := n.Labels[key]; ok && v != "" {
+			out[v]++
+		}
+	}
+	return out
+}
+
+func controllerUID(refs []metav1.OwnerReference) types.UID {
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller {
+			return r.UID
+		}
+	}
+	return ""
+}
+
+func replicas(p *int32) int32 {
+	if p == nil {
+		return 1
+	}
+	return *p
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// GridKeyOf returns a grid's spec.gridUniqKey.
+func GridKeyOf(grid *unstructured.Unstructured) string {
+	key, _, _ := unstructured.NestedString(grid.Object, "spec", "gridUniqKey")
+	return key
+}

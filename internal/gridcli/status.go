@@ -1,0 +1,97 @@
+package gridcli
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/explain"
+)
+
+// gridKinds maps what a user types to the grid resource.
+var gridKinds = map[string]string{
+	"dg": "deploymentgrids", "deploymentgrid": "deploymentgrids", "deploymentgrids": "deploymentgrids",
+	"ssg": "statefulsetgrids", "statefulsetgrid": "statefulsetgrids", "statefulsetgrids": "statefulsetgrids",
+	"sg": "servicegrids", "servicegrid": "servicegrids", "servicegrids": "servicegrids",
+}
+
+func newStatusCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:     "status (dg|ssg|sg)/NAME",
+		Short:   "List every nodeunit of a grid with its child, template, readiness and pending actions",
+		Example: "  kubectl grid status dg/deploymentgrid-demo\n  kubectl grid status sg/servicegrid-demo -o json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, name, _ := strings.Cut(args[0], "/")
+			resource, ok := gridKinds[strings.ToLower(kind)]
+			if !ok || name == "" {
+				return errUsage("want dg/NAME, ssg/NAME or sg/NAME, got %q", args[0])
+			}
+			return o.status(cmd, resource, name)
+		},
+	}
+}
+
+func (o *options) status(cmd *cobra.Command, resource, name string) error {
+	ctx := cmd.Context()
+	c, err := o.clients()
+	if err != nil {
+		return err
+	}
+	gvr := schema.GroupVersionResource{Group: superedgev1.GroupName, Version: "v1", Resource: resource}
+	grid, err := c.dynamic.Resource(gvr).Namespace(c.namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	nodes, err := c.nodes(ctx)
+	if err != nil {
+		return err
+	}
+	key := explain.GridKeyOf(grid)
+	children := metav1.ListOptions{LabelSelector: superedgev1.LabelGridSelector + "=" + name}
+	var r explain.StatusReport
+	switch resource {
+	case "deploymentgrids":
+		l, err := c.kube.AppsV1().Deployments(c.namespace).List(ctx, children)
+		if err != nil {
+			return err
+		}
+		var cs []explain.Child
+		for i := range l.Items {
+			cs = append(cs, explain.DeploymentChild(&l.Items[i], key))
+		}
+		r = explain.WorkloadStatus(grid, nodes, cs)
+	case "statefulsetgrids":
+		l, err := c.kube.AppsV1().StatefulSets(c.namespace).List(ctx, children)
+		if err != nil {
+			return err
+		}
+		var cs []explain.Child
+		for i := range l.Items {
+			cs = append(cs, explain.StatefulSetChild(&l.Items[i], key))
+		}
+		r = explain.WorkloadStatus(grid, nodes, cs)
+	default:
+		svcName := name + "-svc"
+		svc, err := orNil(c.kube.CoreV1().Services(c.namespace).Get(ctx, svcName, metav1.GetOptions{}))
+		if err != nil {
+			return err
+		}
+		var slices []*discoveryv1.EndpointSlice
+		if svc != nil {
+			l, err := c.kube.DiscoveryV1().EndpointSlices(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svcName})
+			if err != nil {
+				return err
+			}
+			for i := range l.Items {
+				slices = append(slices, &l.Items[i])
+			}
+		}
+		r = explain.ServiceGridStatus(grid, nodes, svc, slices)
+	}
+	return o.print(r, func(w *table) { printStatusReport(w, r) })
+}

@@ -1,0 +1,97 @@
+package gridhosts
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// dnsperfNames is how many unified names the dnsperf benchmark serves.
+const dnsperfNames = 1000
+
+// dnsperfPairs is how many interleaved gridhosts/hosts runs it compares.
+const dnsperfPairs = 5
+
+var dnsperfQPS = regexp.MustCompile(`Queries per second:\s+([0-9.]+)`)
+var dnsperfAllNoError = regexp.MustCompile(`Response codes:\s+NOERROR [0-9]+ \(100\.00%\)\n`)
+var dnsperfLatency = regexp.MustCompile(`Average Latency \(s\):\s+([0-9.]+)`)
+
+// BenchmarkDNSPerf drives the built CoreDNS (pinned to CPU 0) with dnsperf
+// (pinned to CPU 1) on 1k unified names: gridhosts from informers against
+// the hosts plugin serving the same names from a file, in the same binary
+// and Corefile shape, runs interleaved; it reports the median ratio of the
+// pairs and its spread. Needs `dnsperf` (Debian package dnsperf).
+func BenchmarkDNSPerf(b *testing.B) {
+	perf, err := exec.LookPath("dnsperf")
+	if err != nil {
+		b.Skip("dnsperf not installed (apt-get install dnsperf)")
+	}
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		b.Skip("taskset not installed")
+	}
+	s := startBenchWith(b, "0", dnsperfNames)
+	for _, srv := range []string{s.gridhosts, s.hosts} {
+		expect(b, "", srv, s.names[7], dns.TypeA, "10.1.0.8")
+	}
+	var data strings.Builder
+	for _, n := range s.names {
+		fmt.Fprintf(&data, "%s A\n", n)
+	}
+	dataFile := filepath.Join(b.TempDir(), "queries")
+	if err := os.WriteFile(dataFile, []byte(data.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	run := func(server string, seconds int) (qps, latency float64) {
+		host, port, _ := strings.Cut(server, ":")
+		out, err := exec.Command(taskset, "-c", "1", perf, "-s", host, "-p", port, "-d", dataFile,
+			"-c", "2", "-q", "100", "-l", strconv.Itoa(seconds)).CombinedOutput()
+		if err != nil {
+			b.Fatalf("dnsperf: %v\n%s", err, out)
+		}
+		q, l := dnsperfQPS.FindSubmatch(out), dnsperfLatency.FindSubmatch(out)
+		if q == nil || l == nil {
+			b.Fatalf("dnsperf output not understood:\n%s", out)
+		}
+		if !dnsperfAllNoError.Match(out) {
+			b.Fatalf("not every answer was NOERROR:\n%s", out)
+		}
+		qps, _ = strconv.ParseFloat(string(q[1]), 64)
+		latency, _ = strconv.ParseFloat(string(l[1]), 64)
+		return qps, latency
+	}
+	run(s.gridhosts, 2) // warm up both
+	run(s.hosts, 2)
+	var ratios []float64
+	for i := range dnsperfPairs {
+		// Alternate which goes first, so drift does not favour one.
+		order := []string{s.gridhosts, s.hosts}
+		if i%2 == 1 {
+			order = []string{s.hosts, s.gridhosts}
+		}
+		got := map[string][2]float64{}
+		for _, srv := range order {
+			q, l := run(srv, 10)
+			got[srv] = [2]float64{q, l}
+		}
+		g, h := got[s.gridhosts], got[s.hosts]
+		ratios = append(ratios, g[0]/h[0])
+		b.Logf("pair %d: gridhosts %.0f qps (avg %.3f ms), hosts %.0f qps (avg %.3f ms), ratio %.3f",
+			i, g[0], g[1]*1000, h[0], h[1]*1000, g[0]/h[0])
+	}
+	slices.Sort(ratios)
+	median := ratios[len(ratios)/2]
+	b.ReportMetric(median, "median-ratio")
+	b.ReportMetric(ratios[0], "min-ratio")
+	b.ReportMetric(ratios[len(ratios)-1], "max-ratio")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("gridhosts/hosts QPS over %d interleaved pairs: median %.3f, min %.3f, max %.3f", len(ratios), median, ratios[0], ratios[len(ratios)-1])
+}
