@@ -58,7 +58,8 @@ test: host-deps k8s-bins
 ## bench: benchmarks against the real binaries, each reporting against its
 ## baseline from the same run (-v prints the ratio lines). Heavy ones take one
 ## iteration under the default benchtime.
-bench: k8s-bins
+bench: host-deps k8s-bins
+	@hack/host-deps.sh hack/bench-packages.txt
 	$(GO) test -run '^$$' -bench . -v -timeout 60m ./...
 
 ## fuzz: each fuzz target for FUZZTIME

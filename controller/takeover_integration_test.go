@@ -13,6 +13,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -120,6 +121,29 @@ func TestTakeoverFromSuperEdge(t *testing.T) {
 		}
 	}
 
+	// SuperEdge's Service: created without an owner, then adopted by a patch
+	// (its ServiceControllerRefManager), both as SuperEdge's manager.
+	sg := &superedgev1.ServiceGrid{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
+	sg.Spec.GridUniqKey = key
+	sg.Spec.Template = corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}
+	sg, err = e.grids.SuperedgeV1().ServiceGrids(ns).Create(ctx, sg, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := se.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-svc", Labels: superEdgeLabels(sg, key),
+			Annotations: map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1"]`}},
+		Spec: *sg.Spec.Template.DeepCopy(),
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adopt := fmt.Appendf(nil, `{"metadata":{"ownerReferences":[%s],"uid":%q}}`,
+		mustJSON(metav1.NewControllerRef(sg, superedgev1.SchemeGroupVersion.WithKind("ServiceGrid"))), svc.UID)
+	if svc, err = se.CoreV1().Services(ns).Patch(ctx, svc.Name, types.StrategicMergePatchType, adopt, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// kube-controller-manager runs them: ReplicaSets, revisions, pods.
 	var before world
 	eventually(t, time.Minute, "SuperEdge's children running under kube-controller-manager", func(ctx context.Context) error {
@@ -181,6 +205,17 @@ func TestTakeoverFromSuperEdge(t *testing.T) {
 			t.Errorf("%s: pod template changed:\n%+v\n->\n%+v", name, tmpl, after.templates[name])
 		}
 	}
+
+	eventually(t, 30*time.Second, "Service taken over", func(ctx context.Context) error {
+		got, err := e.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.UID != svc.UID || got.Spec.ClusterIP != svc.Spec.ClusterIP || !slices.Equal(got.Spec.ClusterIPs, svc.Spec.ClusterIPs) {
+			return fmt.Errorf("service replaced or re-addressed: %s %v -> %s %v", svc.UID, svc.Spec.ClusterIPs, got.UID, got.Spec.ClusterIPs)
+		}
+		return takenOver(got, key)
+	})
 
 	t.Run("a field removed from the grid leaves the child", func(t *testing.T) {
 		e.updateDeploymentGrid(t, ns, "web", func(g *superedgev1.DeploymentGrid) {

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Installs the Debian packages listed in hack/host-packages.txt that are
-# missing (as root, with apt-get), or names them in one line when it cannot.
-# Used by `make test`, `make demo` and .ci/run. Without them the end-to-end
-# tests skip, or fail under CI=true.
+# Installs the Debian packages listed in hack/host-packages.txt (or in the
+# lists given as arguments, e.g. hack/bench-packages.txt) that are missing
+# (as root, with apt-get), or names them in one line when it cannot. Used by
+# `make test`, `make demo`, `make bench` and .ci/run. Without them the
+# end-to-end tests skip, or fail under CI=true.
 set -euo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")/.."
+[ $# -gt 0 ] || set -- hack/host-packages.txt
 
 missing=()
-while read -r cmd pkg _; do
-	case "$cmd" in ''|'#'*) continue ;; esac
-	command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
-done <host-packages.txt
+for list in "$@"; do
+	while read -r cmd pkg _; do
+		case "$cmd" in ''|'#'*) continue ;; esac
+		command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+	done <"$list"
+done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -330,12 +330,12 @@ func (x *Index) member(ns, grid, ordinal, svc string, node *nodeObj) *podObj {
 	}
 	s, ok := x.setsByUnit[unitKey{ns, grid, value}]
 	if !ok || s.Terminating || s.Owner.UID != g.UID ||
-		!s.HasGridSelector || s.GridSelector != grid || !s.GridKey.is(g.Key) ||
+		!s.HasGridSelector || s.GridSelector != grid || !s.GridKey.isOf(g) ||
 		s.ServiceName != svc || s.NodeSelector[g.Key] != value {
 		return nil
 	}
 	sv, ok := x.services[nsName{ns, svc}]
-	if !ok || !sv.GridKey.is(g.Key) {
+	if !ok || !sv.GridKey.isOf(g) {
 		return nil
 	}
 	p, ok := x.members[memberKey{ns, s.Name, ordinal}]

@@ -63,6 +63,9 @@ func controllerOf(m *metav1.ObjectMeta) (controllerRef, bool) {
 type gridObj struct {
 	tiny
 	Key string
+	// KeyLabel is the grid-uniq-key label value its children carry for
+	// Key, encoded once here rather than on every query.
+	KeyLabel string
 }
 
 func (o *gridObj) DeepCopyObject() runtime.Object { c := *o; return &c }
@@ -91,13 +94,22 @@ func gridKeyRefOf(labels, annotations map[string]string) gridKeyRef {
 // is a lossy encoding); without it the label must be exactly the label value
 // servicegroup and SuperEdge write for key.
 func (r gridKeyRef) is(key string) bool {
+	return r.matches(key, superedgev1.GridUniqKeyLabelValue(key))
+}
+
+// isOf is is for grid g, with its label value encoded in advance: the
+// query path does no encoding.
+func (r gridKeyRef) isOf(g *gridObj) bool { return r.matches(g.Key, g.KeyLabel) }
+
+// matches is is with label = superedgev1.GridUniqKeyLabelValue(key).
+func (r gridKeyRef) matches(key, label string) bool {
 	if key == "" {
 		return false
 	}
 	if r.HasAnnotation {
 		return r.Annotation == key
 	}
-	return r.HasLabel && r.Label == superedgev1.GridUniqKeyLabelValue(key)
+	return r.HasLabel && r.Label == label
 }
 
 // key is the grid key the object names (annotation first, else label).
@@ -220,7 +232,8 @@ func parseIPs(in []string) []netip.Addr {
 func toTiny(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *superedgev1.StatefulSetGrid:
-		return &gridObj{tiny: newTiny(&o.ObjectMeta), Key: o.Spec.GridUniqKey}, nil
+		return &gridObj{tiny: newTiny(&o.ObjectMeta), Key: o.Spec.GridUniqKey,
+			KeyLabel: superedgev1.GridUniqKeyLabelValue(o.Spec.GridUniqKey)}, nil
 	case *appsv1.StatefulSet:
 		s := &setObj{tiny: newTiny(&o.ObjectMeta), ServiceName: o.Spec.ServiceName}
 		s.Owner, s.HasOwner = controllerOf(&o.ObjectMeta)
