@@ -3,7 +3,6 @@ package gridhosts
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -159,7 +158,7 @@ func parse(c *caddy.Controller) (*GridHosts, error) {
 				if err != nil || t < 0 || t > maxTTL {
 					return nil, c.Errf("ttl must be a number of seconds from 0 to %d, not '%s'", maxTTL, args[0])
 				}
-				g.TTL = uint32(min(t, math.MaxUint32))
+				g.TTL = uint32(t) // 0..maxTTL, checked above
 			case "fallthrough":
 				g.Fall.SetZonesFromArgs(c.RemainingArgs())
 			default:
