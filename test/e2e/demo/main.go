@@ -24,8 +24,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/internal/gridcli"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
@@ -93,6 +95,7 @@ func run(ctx context.Context, mode string, requests int, once, install bool) err
 	printPods(pods, units)
 	printClusterIP(startCtx, c, units, clusterIP, requests)
 	printUnifiedNames(startCtx, c, units, pods)
+	printGridExplain(startCtx, c, "node0")
 	printTryIt(c, clusterIP)
 
 	if once {
@@ -212,6 +215,22 @@ func printClusterIP(ctx context.Context, c *harness.Cluster, units map[string]st
 	fmt.Println("Every answer comes from a pod in the caller's own nodeunit: kube-proxy on each node")
 	fmt.Println("reads EndpointSlices through that node's application-grid-wrapper, which keeps only")
 	fmt.Println("endpoints on nodes with the same zone1 value (annotation topologyKeys: [\"zone1\"]).")
+}
+
+// printGridExplain runs `kubectl grid` in-process for one node: why its
+// kube-proxy gets the endpoints it gets, and which pod a unified name means.
+func printGridExplain(ctx context.Context, c *harness.Cluster, node string) {
+	for _, args := range [][]string{
+		{"explain", "svc/" + gridService, "--node", node},
+		{"explain", "dns", fmt.Sprintf("%s-0.%s.default.svc.cluster.local", statefulGrid, gridService), "--node", node},
+	} {
+		fmt.Printf("\n$ kubectl grid %s\n", strings.Join(args, " "))
+		cmd := gridcli.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+		cmd.SetArgs(append([]string{"--kubeconfig", c.CP.Kubeconfig, "-n", "default"}, args...))
+		if err := cmd.ExecuteContext(ctx); err != nil {
+			fmt.Printf("kubectl grid: %v\n", err)
+		}
+	}
 }
 
 func waitReachable(ctx context.Context, n *harness.Node, url string) {
