@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -52,6 +53,17 @@ type runningWrapper struct {
 	cancel context.CancelFunc
 	http   *http.Server
 	done   chan struct{}
+	// started counts the requests clients began: a relist or re-watch is one.
+	started atomic.Int64
+	mu      sync.Mutex
+	uris    []string
+}
+
+// requestsSince returns the requests begun after the first n.
+func (w *runningWrapper) requestsSince(n int64) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.uris[n:])
 }
 
 func (w *runningWrapper) URL() string { return "http://" + w.addr }
@@ -80,8 +92,15 @@ func startWrapper(t testing.TB, cp *controlplane.ControlPlane, node, addr string
 		t.Fatalf("listen %s: %v", addr, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &runningWrapper{srv: srv, addr: ln.Addr().String(), cancel: cancel, done: make(chan struct{}),
-		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}}
+	w := &runningWrapper{srv: srv, addr: ln.Addr().String(), cancel: cancel, done: make(chan struct{})}
+	handler := srv.Handler()
+	w.http = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		w.mu.Lock()
+		w.uris = append(w.uris, req.Method+" "+req.RequestURI)
+		w.started.Add(1)
+		w.mu.Unlock()
+		handler.ServeHTTP(rw, req)
+	})}
 	go func() { _ = w.http.Serve(ln) }()
 	go func() {
 		defer close(w.done)
@@ -708,6 +727,19 @@ func TestRestarts(t *testing.T) {
 			}
 			defer nodeWatch.Stop()
 
+			// Informers behind the wrapper neither relist nor re-watch across an
+			// apiserver restart. First every informer is watching the restarted
+			// wrapper again (client-go backs off after the wrapper restart),
+			// and the node is watched twice (informer and nodeWatch).
+			eventually(t, "informers watch the restarted wrapper", 60*time.Second, func(context.Context) (bool, error) {
+				for r, n := range map[string]float64{"services": 1, "endpoints": 1, "endpointslices": 1, "nodes": 2} {
+					if got := metricValue(t, "application_grid_wrapper_watchers", map[string]string{"resource": r}); got != n {
+						return false, fmt.Errorf("%v watchers of %s, want %v", got, r, n)
+					}
+				}
+				return true, nil
+			})
+			before := w.started.Load()
 			cp.StopAPIServer()
 			if err := cp.StartAPIServer(t.Context()); err != nil {
 				t.Fatal(err)
@@ -719,6 +751,9 @@ func TestRestarts(t *testing.T) {
 			converge("relabel back")
 			if objs := inf.node.GetStore().List(); len(objs) != 1 {
 				t.Fatalf("own node lost: %v", objs)
+			}
+			if after := w.started.Load(); after != before {
+				t.Fatalf("requests to the wrapper during the apiserver restart: informers behind it relisted or re-watched: %q", w.requestsSince(before))
 			}
 			for {
 				select {
