@@ -121,8 +121,12 @@ func (cl *cluster) winner(self string, keys []string, usableNodes []*string) str
 	return ""
 }
 
+// bare drops what the wrapper serves as its own: resourceVersion, and a
+// generation kept while the served form does not change; and managedFields,
+// which it drops.
 func bare[T metav1.Object](o T) T {
 	o.SetResourceVersion("")
+	o.SetGeneration(0)
 	o.SetManagedFields(nil)
 	return o
 }

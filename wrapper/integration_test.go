@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -52,6 +53,26 @@ type runningWrapper struct {
 	cancel context.CancelFunc
 	http   *http.Server
 	done   chan struct{}
+	// started counts the requests clients began: a relist or re-watch is one.
+	started atomic.Int64
+	mu      sync.Mutex
+	uris    []string
+	// watching counts this instance's open watches by resource.
+	watching map[string]int
+}
+
+// openWatches returns this instance's open watches of resource.
+func (w *runningWrapper) openWatches(resource string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.watching[resource]
+}
+
+// requestsSince returns the requests begun after the first n.
+func (w *runningWrapper) requestsSince(n int64) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.uris[n:])
 }
 
 func (w *runningWrapper) URL() string { return "http://" + w.addr }
@@ -80,8 +101,26 @@ func startWrapper(t testing.TB, cp *controlplane.ControlPlane, node, addr string
 		t.Fatalf("listen %s: %v", addr, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &runningWrapper{srv: srv, addr: ln.Addr().String(), cancel: cancel, done: make(chan struct{}),
-		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}}
+	w := &runningWrapper{srv: srv, addr: ln.Addr().String(), cancel: cancel, done: make(chan struct{}), watching: map[string]int{}}
+	handler := srv.Handler()
+	w.http = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		q := req.URL.Query()
+		resource := ""
+		if q.Get("watch") == "true" || q.Get("watch") == "1" {
+			resource = req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
+		}
+		w.mu.Lock()
+		w.uris = append(w.uris, req.Method+" "+req.RequestURI)
+		w.started.Add(1)
+		w.watching[resource]++
+		w.mu.Unlock()
+		defer func() {
+			w.mu.Lock()
+			w.watching[resource]--
+			w.mu.Unlock()
+		}()
+		handler.ServeHTTP(rw, req)
+	})}
 	go func() { _ = w.http.Serve(ln) }()
 	go func() {
 		defer close(w.done)
@@ -637,8 +676,16 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 		t.Fatalf("the burst was %d bytes, less than the %d the stalled client's buffers could hold: the test proves nothing", b, need)
 	}
 	eventually(t, "the stalled watcher is cut off", 60*time.Second, func(context.Context) (bool, error) {
-		return metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled) == stalledBefore+1, nil
+		if metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled) >= stalledBefore+1 {
+			return true, nil
+		}
+		return false, fmt.Errorf("cut off: %v stalled, %v behind; %d open watches of endpointslices",
+			metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled)-stalledBefore,
+			metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutBehind)-behindBefore, w.openWatches("endpointslices"))
 	})
+	if d := metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled) - stalledBefore; d != 1 {
+		t.Fatalf("%v watchers were cut off for not reading, want 1 (the stalled one); open watches of endpointslices: %d", d, w.openWatches("endpointslices"))
+	}
 	if d := metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutBehind) - behindBefore; d != 0 {
 		t.Fatalf("%v watchers fell behind the event log", d)
 	}
@@ -708,6 +755,19 @@ func TestRestarts(t *testing.T) {
 			}
 			defer nodeWatch.Stop()
 
+			// Informers behind the wrapper neither relist nor re-watch across an
+			// apiserver restart. First every informer is watching the restarted
+			// wrapper again (client-go backs off after the wrapper restart),
+			// and the node is watched twice (informer and nodeWatch).
+			eventually(t, "informers watch the restarted wrapper", 60*time.Second, func(context.Context) (bool, error) {
+				for r, n := range map[string]int{"services": 1, "endpoints": 1, "endpointslices": 1, "nodes": 2} {
+					if got := w.openWatches(r); got != n {
+						return false, fmt.Errorf("%v watches of %s, want %v", got, r, n)
+					}
+				}
+				return true, nil
+			})
+			before := w.started.Load()
 			cp.StopAPIServer()
 			if err := cp.StartAPIServer(t.Context()); err != nil {
 				t.Fatal(err)
@@ -719,6 +779,9 @@ func TestRestarts(t *testing.T) {
 			converge("relabel back")
 			if objs := inf.node.GetStore().List(); len(objs) != 1 {
 				t.Fatalf("own node lost: %v", objs)
+			}
+			if after := w.started.Load(); after != before {
+				t.Fatalf("requests to the wrapper during the apiserver restart: informers behind it relisted or re-watched: %q", w.requestsSince(before))
 			}
 			for {
 				select {

@@ -120,10 +120,16 @@ func (s *Store) Set(key string, obj Object) bool {
 	defer s.mu.Unlock()
 	old, exists := s.objects[key]
 	if exists {
+		// Upstream bumps an EndpointSlice's generation for any endpoint
+		// change, also one filtered away: a served form that differs only in
+		// generation is unchanged, and kube-proxy gets no event for it.
 		obj.SetResourceVersion(old.GetResourceVersion())
+		gen := obj.GetGeneration()
+		obj.SetGeneration(old.GetGeneration())
 		if apiequality.Semantic.DeepEqual(old, obj) {
 			return false
 		}
+		obj.SetGeneration(gen)
 	}
 	rv := s.clock.Next()
 	setRV(obj, rv)

@@ -140,3 +140,23 @@ func TestStoreBookmarkAndWakeUp(t *testing.T) {
 		t.Fatalf("after wake-up: %+v", evs)
 	}
 }
+
+func TestStoreIgnoresGenerationOnlyChange(t *testing.T) {
+	s := newTestStore(10, 10)
+	a := svcObj("a", "x")
+	a.Generation = 1
+	s.Set("ns/a", a)
+	b := svcObj("a", "x")
+	b.Generation = 2
+	if s.Set("ns/a", b) {
+		t.Fatal("a change of generation alone made an event")
+	}
+	c := svcObj("a", "y")
+	c.Generation = 3
+	if !s.Set("ns/a", c) {
+		t.Fatal("a real change made no event")
+	}
+	if o, _ := s.Get("ns/a"); o.GetGeneration() != 3 {
+		t.Fatalf("served generation %d after a real change, want 3", o.GetGeneration())
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -175,9 +174,11 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 	}
 	ended := func(err error) {
 		// net/http cancels the request on a failed write, so tell a stalled
-		// client from an ended watch by the deadline that expired.
+		// client from an ended watch by the deadline: a write that failed
+		// after its own deadline was blocked that long (an ended watch
+		// expires the deadline at once, before it).
 		deadlineMu.Lock()
-		stalled := errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(armed)
+		stalled := err != nil && !time.Now().Before(armed)
 		deadlineMu.Unlock()
 		if stalled {
 			watchersCutOff.WithLabelValues(r.name, cutOffStalled).Inc()

@@ -1,0 +1,124 @@
+package wrapper
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+)
+
+// sliceGroup is the unit a slice is re-filtered with: its Service, or the
+// slice alone when it has no service label.
+func sliceGroup(s *discoveryv1.EndpointSlice) syncKey {
+	if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
+		return syncKey{namespace: s.Namespace, name: name}
+	}
+	return syncKey{namespace: s.Namespace, name: s.Name, orphanSlice: true}
+}
+
+// unwrap returns the object of a delete notification whose final state the
+// informer missed.
+func unwrap(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}
+
+// serviceHandler re-filters the Service of a changed Service or Endpoints.
+func (s *Syncer) serviceHandler() cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if o, err := meta.Accessor(unwrap(obj)); err == nil {
+			s.queue.Add(syncKey{namespace: o.GetNamespace(), name: o.GetName()})
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}
+}
+
+func (s *Syncer) sliceHandler() cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if sl, ok := unwrap(obj).(*discoveryv1.EndpointSlice); ok {
+			s.queue.Add(sliceGroup(sl))
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(old, obj any) {
+			enqueue(old)
+			enqueue(obj)
+		},
+		DeleteFunc: enqueue,
+	}
+}
+
+func (s *Syncer) nodeHandler() cache.ResourceEventHandler {
+	labelsOf := func(obj any) (string, map[string]string) {
+		if n, ok := unwrap(obj).(*corev1.Node); ok {
+			return n.Name, n.Labels
+		}
+		return "", nil
+	}
+	changed := func(name string, old, cur map[string]string, existedBefore, existsNow bool) {
+		for _, k := range s.affectedByNode(name, old, cur, existedBefore != existsNow) {
+			s.queue.Add(k)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			name, l := labelsOf(obj)
+			changed(name, nil, l, false, true)
+		},
+		UpdateFunc: func(old, obj any) {
+			name, ol := labelsOf(old)
+			_, nl := labelsOf(obj)
+			changed(name, ol, nl, true, true)
+		},
+		DeleteFunc: func(obj any) {
+			name, l := labelsOf(obj)
+			changed(name, l, nil, true, false)
+		},
+	}
+}
+
+// affectedByNode returns the topology Services whose served endpoints may
+// change when node name changes labels (or appears, or disappears): all of
+// them for this node, else those with an endpoint on that node.
+func (s *Syncer) affectedByNode(name string, old, cur map[string]string, appeared bool) []syncKey {
+	if !appeared && maps.Equal(old, cur) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := sets.New[string]()
+	if name == s.self {
+		keys = s.topologyServices.Clone()
+	} else {
+		if objs, err := s.caches.EndpointSlices.ByIndex(indexByNode, name); err == nil {
+			for _, o := range objs {
+				if k := sliceGroup(o.(*discoveryv1.EndpointSlice)); !k.orphanSlice && s.topologyServices.Has(k.String()) {
+					keys.Insert(k.String())
+				}
+			}
+		}
+		if keysOnNode, err := s.caches.Endpoints.IndexKeys(indexByNode, name); err == nil {
+			for _, k := range keysOnNode {
+				if s.topologyServices.Has(k) {
+					keys.Insert(k)
+				}
+			}
+		}
+	}
+	out := make([]syncKey, 0, len(keys))
+	for k := range keys {
+		ns, n, _ := cache.SplitMetaNamespaceKey(k)
+		out = append(out, syncKey{namespace: ns, name: n})
+	}
+	return out
+}

@@ -1,0 +1,187 @@
+package wrapper
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/topology"
+)
+
+// syncAll re-filters everything in the caches (start-up).
+func (s *Syncer) syncAll(ctx context.Context) {
+	keys := sets.New[syncKey]()
+	for _, o := range s.caches.Services.List() {
+		keys.Insert(syncKey{namespace: o.(*corev1.Service).Namespace, name: o.(*corev1.Service).Name})
+	}
+	for _, o := range s.caches.Endpoints.List() {
+		keys.Insert(syncKey{namespace: o.(*corev1.Endpoints).Namespace, name: o.(*corev1.Endpoints).Name})
+	}
+	for _, o := range s.caches.EndpointSlices.List() {
+		keys.Insert(sliceGroup(o.(*discoveryv1.EndpointSlice)))
+	}
+	for k := range keys {
+		s.sync(ctx, k)
+	}
+}
+
+// sync recomputes the served form of one Service, its Endpoints and its
+// EndpointSlices from the caches and updates the stores; the stores emit
+// events only for objects whose served form changed.
+func (s *Syncer) sync(ctx context.Context, k syncKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := time.Now()
+	defer func() { refilterSeconds.Observe(time.Since(start).Seconds()) }()
+	logger := klog.FromContext(ctx)
+	key := k.String()
+
+	if k.orphanSlice {
+		o, exists, _ := s.caches.EndpointSlices.GetByKey(key)
+		if exists && sliceGroup(o.(*discoveryv1.EndpointSlice)).orphanSlice {
+			s.stores.EndpointSlices.Set(key, o.(*discoveryv1.EndpointSlice).DeepCopy())
+		} else if _, owned := s.sliceOwner[key]; !owned {
+			s.stores.EndpointSlices.Delete(key)
+		}
+		return
+	}
+
+	var keys []string
+	invalid := false
+	if o, exists, _ := s.caches.Services.GetByKey(key); exists {
+		svc := o.(*corev1.Service)
+		s.stores.Services.Set(key, svc.DeepCopy())
+		if v, ok := svc.Annotations[superedgev1.AnnotationTopologyKeys]; ok {
+			parsed, err := topology.ParseKeys(v)
+			if err != nil {
+				invalid = true
+				if s.badAnnotation.first(key, v) {
+					logger.Error(err, "Serving Service unfiltered", "service", klog.KObj(svc))
+				}
+			} else {
+				keys = parsed
+			}
+		}
+	} else {
+		s.stores.Services.Delete(key)
+	}
+	if !invalid {
+		s.badAnnotation.clear(key)
+	}
+	if keys != nil {
+		s.topologyServices.Insert(key)
+	} else {
+		s.topologyServices.Delete(key)
+	}
+
+	var epObj *corev1.Endpoints
+	if o, exists, _ := s.caches.Endpoints.GetByKey(key); exists {
+		epObj = o.(*corev1.Endpoints)
+	}
+	objs, _ := s.caches.EndpointSlices.ByIndex(indexByService, key)
+	upstream := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		upstream = append(upstream, o.(*discoveryv1.EndpointSlice))
+	}
+	slices.SortFunc(upstream, func(a, b *discoveryv1.EndpointSlice) int { return compareStrings(a.Name, b.Name) })
+
+	var local *LocalEndpoint
+	if key == kubernetesKey {
+		local = s.localEndpoint(logger, epObj, upstream)
+	}
+
+	topo := s.nodes()
+	var served []*discoveryv1.EndpointSlice
+	switch {
+	case local != nil:
+		for _, sl := range upstream {
+			served = append(served, local.RewriteSlice(sl))
+		}
+	case keys != nil:
+		served = FilterEndpointSlices(keys, topo, upstream)
+	default:
+		for _, sl := range upstream {
+			served = append(served, sl.DeepCopy())
+		}
+	}
+	now := sets.New[string]()
+	for _, sl := range served {
+		sk := sl.Namespace + "/" + sl.Name
+		now.Insert(sk)
+		s.sliceOwner[sk] = key
+		s.stores.EndpointSlices.Set(sk, sl)
+	}
+	for sk := range s.servedSlices[key] {
+		if !now.Has(sk) && s.sliceOwner[sk] == key {
+			delete(s.sliceOwner, sk)
+			if o, exists, _ := s.caches.EndpointSlices.GetByKey(sk); !exists || sliceGroup(o.(*discoveryv1.EndpointSlice)) != k {
+				// It moved to another group or an orphan: that sync serves it.
+				if !exists {
+					s.stores.EndpointSlices.Delete(sk)
+				} else {
+					s.queue.Add(sliceGroup(o.(*discoveryv1.EndpointSlice)))
+				}
+			}
+		}
+	}
+	if now.Len() > 0 {
+		s.servedSlices[key] = now
+	} else {
+		delete(s.servedSlices, key)
+	}
+
+	switch {
+	case epObj == nil:
+		s.stores.Endpoints.Delete(key)
+	case local != nil:
+		s.stores.Endpoints.Set(key, local.RewriteEndpoints(epObj))
+	case keys != nil:
+		s.stores.Endpoints.Set(key, FilterEndpoints(keys, topo, epObj))
+	default:
+		s.stores.Endpoints.Set(key, epObj.DeepCopy())
+	}
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// localEndpoint reads the local-endpoint annotations of default/kubernetes
+// from its Endpoints or any of its slices; a bad value is logged once.
+func (s *Syncer) localEndpoint(logger klog.Logger, ep *corev1.Endpoints, sls []*discoveryv1.EndpointSlice) *LocalEndpoint {
+	sources := make([]map[string]string, 0, 1+len(sls))
+	if ep != nil {
+		sources = append(sources, ep.Annotations)
+	}
+	for _, sl := range sls {
+		sources = append(sources, sl.Annotations)
+	}
+	for _, a := range sources {
+		le, found, err := ParseLocalEndpoint(a)
+		if !found {
+			continue
+		}
+		if err != nil {
+			if s.badLocalEndpoint.first(kubernetesKey, err.Error()) {
+				logger.Error(err, "Serving default/kubernetes unchanged")
+			}
+			return nil
+		}
+		s.badLocalEndpoint.clear(kubernetesKey)
+		return &le
+	}
+	s.badLocalEndpoint.clear(kubernetesKey)
+	return nil
+}

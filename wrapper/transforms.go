@@ -1,0 +1,75 @@
+package wrapper
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Indexers the syncer needs on the upstream caches.
+var (
+	sliceIndexers = cache.Indexers{
+		indexByService: func(obj any) ([]string, error) {
+			s := obj.(*discoveryv1.EndpointSlice)
+			if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
+				return []string{s.Namespace + "/" + name}, nil
+			}
+			return nil, nil
+		},
+		indexByNode: func(obj any) ([]string, error) {
+			s := obj.(*discoveryv1.EndpointSlice)
+			nodes := sets.New[string]()
+			for _, ep := range s.Endpoints {
+				if ep.NodeName != nil {
+					nodes.Insert(*ep.NodeName)
+				}
+			}
+			return sets.List(nodes), nil
+		},
+	}
+	endpointsIndexers = cache.Indexers{
+		indexByNode: func(obj any) ([]string, error) {
+			e := obj.(*corev1.Endpoints)
+			nodes := sets.New[string]()
+			for _, ss := range e.Subsets {
+				for _, list := range [][]corev1.EndpointAddress{ss.Addresses, ss.NotReadyAddresses} {
+					for _, a := range list {
+						if a.NodeName != nil {
+							nodes.Insert(*a.NodeName)
+						}
+					}
+				}
+			}
+			return sets.List(nodes), nil
+		},
+	}
+)
+
+// dropManagedFields keeps cached objects small.
+func dropManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// slimNode keeps only what topology needs from every node of the cluster.
+func slimNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{
+		ObjectMeta: metaForSlim(n),
+		Status:     corev1.NodeStatus{Addresses: n.Status.Addresses},
+	}, nil
+}
+
+// metaForSlim keeps name, UID, resourceVersion and labels.
+func metaForSlim(n *corev1.Node) (m metav1.ObjectMeta) {
+	m.Name, m.UID, m.ResourceVersion, m.Labels = n.Name, n.UID, n.ResourceVersion, n.Labels
+	return m
+}
