@@ -61,17 +61,18 @@ func (g *GridHosts) Name() string { return pluginName }
 // ServeDNS implements plugin.Handler.
 func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
 	state := request.Request{W: w, Req: r}
-	qname := state.Name()
+	n := askedName(state)
+	qname := n.lower
 	zone := plugin.Zones(g.Zones).Matches(qname)
 	if zone == "" {
 		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 	}
 	q := parseName(qname, zone)
 	if q.kind == nameNone {
-		return g.miss(ctx, w, r, state, zone, false)
+		return g.miss(ctx, w, r, n, zone, false)
 	}
 	if !g.synced.Load() {
-		return g.beforeSync(ctx, w, r, state, q, zone)
+		return g.beforeSync(ctx, w, r, n, q, zone)
 	}
 
 	x := g.index
@@ -79,13 +80,13 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 	node, ok := g.queryNode(w)
 	if !ok {
 		x.mu.RUnlock()
-		return g.miss(ctx, w, r, state, zone, true)
+		return g.miss(ctx, w, r, n, zone, true)
 	}
-	origZone := state.QName()[len(qname)-len(zone):] // keep the query's case
-	answer, extra, exists := g.lookup(state, q, node, origZone)
+	origZone := n.orig[len(qname)-len(zone):] // keep the query's case
+	answer, extra, exists := g.lookup(state, n.orig, q, node, origZone)
 	x.mu.RUnlock()
 	if !exists {
-		return g.miss(ctx, w, r, state, zone, false)
+		return g.miss(ctx, w, r, n, zone, false)
 	}
 
 	m := new(dns.Msg)
@@ -104,17 +105,30 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 	return dns.RcodeSuccess, nil
 }
 
+// asked is the query name, converted to presentation format once per query
+// (dns.Name.String is the largest cost of an answer; request.Request's
+// QName and Name each convert again).
+type asked struct {
+	orig  string // as the client wrote it: answers keep its case
+	lower string // what state.Name() returns
+}
+
+func askedName(state request.Request) asked {
+	orig := state.QName()
+	return asked{orig: orig, lower: strings.ToLower(orig)}
+}
+
 // miss handles a name that is not ours: the next plugin with fallthrough,
 // else NXDOMAIN with our SOA. Each query is counted once: as
 // unknown_client when that is why it missed.
-func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, state request.Request, zone string, unknownClient bool) (int, error) {
+func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, n asked, zone string, unknownClient bool) (int, error) {
 	count := func(c prometheus.Counter) {
 		if unknownClient {
 			c = resultUnknown
 		}
 		c.Inc()
 	}
-	if g.Fall.Through(state.Name()) {
+	if g.Fall.Through(n.lower) {
 		count(resultFallthrough)
 		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 	}
@@ -122,7 +136,7 @@ func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 	m := new(dns.Msg)
 	m.SetRcode(r, dns.RcodeNameError)
 	m.Authoritative = true
-	m.Ns = []dns.RR{g.soa(state.QName()[len(state.QName())-len(zone):])}
+	m.Ns = []dns.RR{g.soa(n.orig[len(n.orig)-len(zone):])}
 	w.WriteMsg(m)
 	return dns.RcodeSuccess, nil
 }
@@ -136,11 +150,11 @@ func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 // kubernetes plugin never knows unified names, clients would cache its
 // NXDOMAIN, so that becomes SERVFAIL. Headless Service names need no such
 // guard: a Service the next plugin denies has no endpoints anywhere.
-func (g *GridHosts) beforeSync(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, state request.Request, q queryName, zone string) (int, error) {
+func (g *GridHosts) beforeSync(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, n asked, q queryName, zone string) (int, error) {
 	if q.kind != nameMember || g.notGridName(q) {
-		return g.miss(ctx, w, r, state, zone, false)
+		return g.miss(ctx, w, r, n, zone, false)
 	}
-	if !g.Fall.Through(state.Name()) || g.Next == nil {
+	if !g.Fall.Through(n.lower) || g.Next == nil {
 		resultNotSynced.Inc()
 		return dns.RcodeServerFailure, nil
 	}
@@ -221,12 +235,11 @@ func remoteIP(w dns.ResponseWriter) (netip.Addr, bool) {
 	}
 }
 
-// lookup builds the answer for q as seen from node. exists is false when
+// lookup builds the answer for q (asked as qname) as seen from node. exists is false when
 // the name is not one gridhosts serves; an existing name with no records of
 // the asked type returns an empty answer (NODATA). Callers hold the lock.
-func (g *GridHosts) lookup(state request.Request, q queryName, node *nodeObj, zone string) (answer, extra []dns.RR, exists bool) {
+func (g *GridHosts) lookup(state request.Request, qname string, q queryName, node *nodeObj, zone string) (answer, extra []dns.RR, exists bool) {
 	x := g.index
-	qname := state.QName()
 	switch q.kind {
 	case nameMember:
 		p := x.member(q.namespace, q.grid, q.ordinal, q.service, node)

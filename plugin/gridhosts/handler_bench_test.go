@@ -42,7 +42,7 @@ func handlerPair(tb testing.TB, n int) (grid, hosts plugin.Handler, names []stri
 	}
 	g.synced.Store(true)
 
-	c := caddy.NewTestController("dns", "hosts /dev/null cluster.local {\n    ttl 5\n"+inline.String()+"  }")
+	c := caddy.NewTestController("dns", "hosts /dev/null cluster.local {\n    ttl 5\n    reload 0\n"+inline.String()+"  }")
 	setup, err := caddy.DirectiveAction("dns", "hosts")
 	if err != nil {
 		tb.Fatal(err)

@@ -1,0 +1,159 @@
+package gridhosts
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/miekg/dns"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// memoryPods are the grid pod counts BenchmarkMemory compares at.
+var memoryPods = []int{1000, 10000}
+
+// BenchmarkMemory reports the resident memory (VmRSS) of the built CoreDNS
+// serving the unified names of 1k and 10k grid pods with gridhosts (from
+// informers) against a second CoreDNS serving the same names with the hosts
+// plugin from a file, same Corefile shape, each after every name was
+// answered once. It reports the ratio per size; the goal is <= 1.3.
+func BenchmarkMemory(b *testing.B) {
+	c := startCluster(b)
+	bin := coreDNSBinary(b)
+	ctx := context.Background()
+	must(c.kube.CoreV1().Nodes().Create(ctx, newNode("node-1", map[string]string{"zone1": "nodeunit1"}, ""), metav1.CreateOptions{}))(b)
+	grid := must(c.grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx,
+		newGrid("default", "statefulsetgrid-demo", "zone1", ""), metav1.CreateOptions{}))(b)
+	must(c.kube.CoreV1().Services("default").Create(ctx, newService("default", demoSvc, "zone1", false), metav1.CreateOptions{}))(b)
+	last := memoryPods[len(memoryPods)-1]
+	set := must(c.kube.AppsV1().StatefulSets("default").Create(ctx,
+		newSet(grid, "nodeunit1", demoSvc, "", int32(last)), metav1.CreateOptions{}))(b)
+
+	var names []string
+	var hostsText strings.Builder
+	created := 0
+	for _, n := range memoryPods {
+		createPodsConcurrently(b, c, set, created, n)
+		for i := created; i < n; i++ {
+			ip := memoryPodIP(i)
+			name := fmt.Sprintf("statefulsetgrid-demo-%d.%s.default.svc.cluster.local.", i, demoSvc)
+			names = append(names, name)
+			fmt.Fprintf(&hostsText, "%s %s\n", ip, name)
+		}
+		created = n
+
+		dir := b.TempDir()
+		hostsFile := filepath.Join(dir, "hosts")
+		if err := os.WriteFile(hostsFile, []byte(hostsText.String()), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		gp, gready, hp, hready := freePort(b), freePort(b), freePort(b), freePort(b)
+		gridDNS := startCoreDNS(b, bin, fmt.Sprintf(`cluster.local:%d {
+  bind 127.0.0.1
+  ready 127.0.0.1:%d
+  gridhosts {
+    kubeconfig %s
+    node node-1
+  }
+}
+`, gp, gready, c.cp.Kubeconfig), fmt.Sprintf("http://127.0.0.1:%d/ready", gready))
+		hostsDNS := startCoreDNS(b, bin, fmt.Sprintf(`cluster.local:%d {
+  bind 127.0.0.1
+  ready 127.0.0.1:%d
+  hosts %s {
+    ttl 5
+    reload 0
+  }
+}
+`, hp, hready, hostsFile), fmt.Sprintf("http://127.0.0.1:%d/ready", hready))
+		gs, hs := fmt.Sprintf("127.0.0.1:%d", gp), fmt.Sprintf("127.0.0.1:%d", hp)
+		for _, srv := range []string{gs, hs} {
+			expect(b, "", srv, names[n-1], dns.TypeA, memoryPodIP(n-1))
+			load(b, srv, names, len(names), 4) // every name answered once
+		}
+		g, h := vmRSS(b, gridDNS.cmd.Process.Pid), vmRSS(b, hostsDNS.cmd.Process.Pid)
+		ratio := float64(g) / float64(h)
+		b.ReportMetric(ratio, fmt.Sprintf("rss-ratio-%dpods", n))
+		b.ReportMetric(float64(g)/1024, fmt.Sprintf("gridhosts-MiB-%dpods", n))
+		b.ReportMetric(float64(h)/1024, fmt.Sprintf("hosts-MiB-%dpods", n))
+		b.Logf("%d grid pods: gridhosts RSS %.1f MiB, hosts %.1f MiB, ratio %.2f", n, float64(g)/1024, float64(h)/1024, ratio)
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// memoryPodIP is the address of pod i.
+func memoryPodIP(i int) string {
+	return fmt.Sprintf("10.%d.%d.%d", 1+i/62500, i/250%250, i%250+1)
+}
+
+// createPodsConcurrently creates the pods [from, to) of StatefulSet set on
+// node-1 with status filled as createPod does, eight at a time.
+func createPodsConcurrently(b *testing.B, c *cluster, set *appsv1.StatefulSet, from, to int) {
+	b.Helper()
+	ctx := context.Background()
+	next := make(chan int)
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				p := newPod(set, i, "node-1", memoryPodIP(i))
+				status := p.Status
+				p.Status, p.UID = corev1.PodStatus{}, ""
+				created, err := c.kube.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+				if err == nil {
+					created.Status = status
+					_, err = c.kube.CoreV1().Pods("default").UpdateStatus(ctx, created, metav1.UpdateOptions{})
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := from; i < to; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+}
+
+// vmRSS returns the resident set size of process pid in KiB.
+func vmRSS(b *testing.B, pid int) int {
+	b.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb
+		}
+	}
+	b.Fatalf("no VmRSS for pid %d", pid)
+	return 0
+}
