@@ -1,20 +1,28 @@
 package integration
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
-// kubectlRunner runs the cached kubectl against a control plane.
+// kubectlRunner runs the cached kubectl against a control plane, with a
+// discovery cache of its own: kubectl's default cache is keyed by host:port,
+// which a later control plane on the same port would inherit.
 type kubectlRunner struct {
 	t          *testing.T
 	bin        string
 	kubeconfig string
+	cacheDir   string
 }
 
 func newKubectl(t *testing.T, cp *controlplane.ControlPlane) *kubectlRunner {
@@ -26,12 +34,12 @@ func newKubectl(t *testing.T, cp *controlplane.ControlPlane) *kubectlRunner {
 		}
 		t.Fatal(err)
 	}
-	return &kubectlRunner{t: t, bin: bin, kubeconfig: cp.Kubeconfig}
+	return &kubectlRunner{t: t, bin: bin, kubeconfig: cp.Kubeconfig, cacheDir: t.TempDir()}
 }
 
 // run runs kubectl and returns its combined output and error.
 func (k *kubectlRunner) run(stdin string, args ...string) (string, error) {
-	cmd := exec.CommandContext(k.t.Context(), k.bin, append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
+	cmd := exec.CommandContext(k.t.Context(), k.bin, append([]string{"--kubeconfig", k.kubeconfig, "--cache-dir", k.cacheDir}, args...)...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
@@ -99,6 +107,10 @@ func TestManifestsRBAC(t *testing.T) {
 	k.must("create", "namespace", "edge-system")
 	k.must("apply", "--server-side", "-k", manifestDir("default"))
 	k.must("apply", "--server-side", "-k", manifestDir("coredns-shared"))
+	// can-i maps each resource through discovery: wait until the grid CRDs
+	// just applied are served, then start kubectl with an empty cache.
+	waitServed(t, cp, "superedge.io/v1", "deploymentgrids", "statefulsetgrids", "servicegrids")
+	k.cacheDir = t.TempDir()
 
 	const (
 		controller = "system:serviceaccount:edge-system:application-grid-controller"
@@ -236,4 +248,35 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// waitServed waits until discovery of groupVersion lists every resource.
+func waitServed(t *testing.T, cp *controlplane.ControlPlane, groupVersion string, resources ...string) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		list, err := dc.ServerResourcesForGroupVersion(groupVersion)
+		if err != nil {
+			missing = resources
+			return false, nil
+		}
+		served := map[string]bool{}
+		for _, r := range list.APIResources {
+			served[r.Name] = true
+		}
+		missing = nil
+		for _, r := range resources {
+			if !served[r] {
+				missing = append(missing, r)
+			}
+		}
+		return len(missing) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("discovery of %s does not serve %v: %v", groupVersion, missing, err)
+	}
 }
