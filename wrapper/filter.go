@@ -7,9 +7,9 @@ import (
 	"github.com/servicegroup/servicegroup/topology"
 )
 
-// sliceEndpointUsable: ready or serving, with unset ready counting as ready.
-func sliceEndpointUsable(ep *discoveryv1.Endpoint) bool {
-	c := ep.Conditions
+// EndpointUsable is the wrapper's rule for an endpoint that can decide a
+// topology key: ready or serving, with unset ready counting as ready.
+func EndpointUsable(c discoveryv1.EndpointConditions) bool {
 	return c.Ready == nil || *c.Ready || (c.Serving != nil && *c.Serving)
 }
 
@@ -21,7 +21,7 @@ func FilterEndpointSlices(keys []string, t topology.Nodes, slices []*discoveryv1
 	usable := func(yield func(string) bool) {
 		for _, s := range slices {
 			for i := range s.Endpoints {
-				if sliceEndpointUsable(&s.Endpoints[i]) && !yield(deref(s.Endpoints[i].NodeName)) {
+				if EndpointUsable(s.Endpoints[i].Conditions) && !yield(deref(s.Endpoints[i].NodeName)) {
 					return
 				}
 			}

@@ -104,17 +104,11 @@ func Service(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, self stri
 	return r
 }
 
-// usable is the wrapper's rule for counting (ready or serving; ready unset
-// counts as ready); only the counts shown use it, never the decision.
-func usable(c discoveryv1.EndpointConditions) bool {
-	return c.Ready == nil || *c.Ready || (c.Serving != nil && *c.Serving)
-}
-
 func countUsableMatching(view topology.Nodes, key string, ss []*discoveryv1.EndpointSlice) int {
 	n := 0
 	for _, s := range ss {
 		for _, ep := range s.Endpoints {
-			if usable(ep.Conditions) && view.Matches(key, deref(ep.NodeName)) {
+			if wrapper.EndpointUsable(ep.Conditions) && view.Matches(key, deref(ep.NodeName)) {
 				n++
 			}
 		}
