@@ -154,9 +154,17 @@ func (e *env) startController(t testing.TB, mutate func(*Options)) (*Manager, *w
 	return m, wc, stop
 }
 
-// eventually polls check until it passes or the timeout ends.
+// convergeFloor is the least any eventually waits. The bound only ends a
+// failing test, so it is set for the slowest machine the suite runs on: with
+// -race on 2 cores next to other builds (load above 20), a grid's children and
+// freshly installed CRDs took more than 30s to appear, though well under a
+// second on an idle machine.
+const convergeFloor = 2 * time.Minute
+
+// eventually polls check until it passes or max(timeout, convergeFloor) ends.
 func eventually(t testing.TB, timeout time.Duration, what string, check func(ctx context.Context) error) {
 	t.Helper()
+	timeout = max(timeout, convergeFloor)
 	var last error
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		last = check(ctx)
