@@ -11,7 +11,7 @@ k8s_module() {
 	local dir=$1 version=$2 json k8s_mod staging
 	mkdir -p "$dir"
 	(
-		cd "$dir"
+		cd "$dir" || exit
 		go mod init servicegroup.local/k8s >/dev/null 2>&1
 		if ! json=$(go mod download -json "k8s.io/kubernetes@$version"); then
 			echo "$json" >&2 # its "Error" says why (e.g. not in sum.golang.org)
@@ -38,7 +38,7 @@ k8s_build() {
 	local dir=$1 out=$2 ldflags=$3 p
 	shift 3
 	(
-		cd "$dir"
+		cd "$dir" || exit
 		# A tools file makes `go mod tidy` resolve every package's imports.
 		printf '//go:build tools\n\npackage tools\n' >tools.go
 		for p in "$@"; do echo "import _ \"$p\"" >>tools.go; done

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -97,7 +98,8 @@ func BuiltVersion(binary string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, dep := range info.Deps {
+	// The module of the main package (cmd/kube-proxy) is k8s.io/kubernetes.
+	for _, dep := range append([]*debug.Module{&info.Main}, info.Deps...) {
 		if dep.Path == "k8s.io/kubernetes" {
 			return dep.Version, nil
 		}
