@@ -197,7 +197,9 @@ func assertThroughWrapper(ctx context.Context, t *testing.T, n *harness.Node) {
 
 	var errs []string
 	for _, e := range harness.KlogErrors(n.KubeProxy.Log()) {
-		if !slices.ContainsFunc(harmlessKubeProxyErrors, func(h string) bool { return strings.Contains(e, h) }) {
+		if !slices.ContainsFunc(harmlessKubeProxyErrors, func(all []string) bool {
+			return !slices.ContainsFunc(all, func(s string) bool { return !strings.Contains(e, s) })
+		}) {
 			errs = append(errs, e)
 		}
 	}
@@ -206,15 +208,16 @@ func assertThroughWrapper(ctx context.Context, t *testing.T, n *harness.Node) {
 	}
 }
 
-// harmlessKubeProxyErrors are error lines kube-proxy logs in this harness
-// about its flags and netfilter, never about an answer from the API it reads.
-var harmlessKubeProxyErrors = []string{
+// harmlessKubeProxyErrors are error entries kube-proxy logs in this harness
+// about its flags and netfilter, never about an answer from the API it reads:
+// an entry is harmless when it contains every string of one of these.
+var harmlessKubeProxyErrors = [][]string{
 	// Advice about the harness's flags: no --nodeport-addresses.
-	`"Kube-proxy configuration may be incomplete or incorrect" err="nodePortAddresses is unset`,
+	{`"Kube-proxy configuration may be incomplete or incorrect" err="nodePortAddresses is unset`},
 	// nftables mode's first sync in a fresh namespace looks for its own
-	// table before creating it (the message differs by release).
-	`"Failed to list existing nftables objects" err=<`,
-	`"Failed to list existing sets" err="receiveAckAware: netlink receive: no such file or directory"`,
+	// table before creating it (worded differently by release).
+	{`"Failed to list existing nftables objects"`, "Error: No such file or directory", " kube-proxy\n"},
+	{`"Failed to list existing sets" err="receiveAckAware: netlink receive: no such file or directory"`},
 }
 
 func buildInfo(m harness.Metrics) string {

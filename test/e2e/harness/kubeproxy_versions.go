@@ -240,13 +240,22 @@ next:
 	return out
 }
 
-// KlogErrors returns the lines of a klog text log at error level or worse
-// (E or F header).
+// KlogErrors returns the entries of a klog text log at error level or worse
+// (E or F header), each with its continuation lines (a multi-line value such
+// as err=<...> follows its header on lines that carry no header).
 func KlogErrors(log string) []string {
 	var out []string
+	in := false
 	for _, line := range strings.Split(log, "\n") {
-		if len(line) > 5 && (line[0] == 'E' || line[0] == 'F') && isDigits(line[1:5]) {
+		header := len(line) > 5 && strings.ContainsRune("IWEF", rune(line[0])) && isDigits(line[1:5])
+		switch {
+		case header && (line[0] == 'E' || line[0] == 'F'):
 			out = append(out, line)
+			in = true
+		case header:
+			in = false
+		case in && line != "":
+			out[len(out)-1] += "\n" + line
 		}
 	}
 	return out

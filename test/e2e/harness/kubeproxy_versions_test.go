@@ -41,12 +41,14 @@ weird{a="x\"y,z}",b="2"} 5
 
 func TestKlogErrors(t *testing.T) {
 	log := `I1123 18:00:00.000000   1 server.go:1] "Starting"
-E1123 18:00:01.000000   1 reflector.go:2] "Failed to watch" err="forbidden"
+E1123 18:00:01.000000   1 reflector.go:2] "Failed to watch" err=<
+	forbidden
+ > ipFamily="IPv4"
 W1123 18:00:02.000000   1 server.go:3] "Warning"
 Error: not a klog line
 F1123 18:00:03.000000   1 main.go:4] "Fatal"`
 	want := []string{
-		`E1123 18:00:01.000000   1 reflector.go:2] "Failed to watch" err="forbidden"`,
+		"E1123 18:00:01.000000   1 reflector.go:2] \"Failed to watch\" err=<\n\tforbidden\n > ipFamily=\"IPv4\"",
 		`F1123 18:00:03.000000   1 main.go:4] "Fatal"`,
 	}
 	if got := KlogErrors(log); !slices.Equal(got, want) {
