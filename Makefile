@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
-	e2e demo bench fuzz host-deps k8s-bins images clean
+	e2e demo bench fuzz host-deps k8s-bins kube-proxy-bins images clean
 
 all: build
 
@@ -51,9 +51,14 @@ host-deps:
 k8s-bins:
 	hack/k8s-bins.sh
 
+## kube-proxy-bins: build (or reuse the cached) older kube-proxy releases in hack/kube-proxy-versions.txt,
+## which the end-to-end version matrix runs beside k8s-bins' own
+kube-proxy-bins:
+	hack/kube-proxy-bins.sh
+
 ## test: unit, integration (real apiserver) and end-to-end tests, with -race, never from the test cache
 ## (the real binaries they run are outside what go test tracks)
-test: host-deps k8s-bins
+test: host-deps k8s-bins kube-proxy-bins
 	$(GO) test $(TEST_FLAGS) ./...
 
 ## bench: benchmarks against the real binaries, each reporting against its
@@ -73,7 +78,7 @@ fuzz:
 	done
 
 ## e2e: the end-to-end tests alone (root: network namespaces, real kube-proxy)
-e2e: host-deps k8s-bins build
+e2e: host-deps k8s-bins kube-proxy-bins build
 	SERVICEGROUP_E2E_BIN=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/...
 
 ## demo: the seeds' demo on a real cluster on this machine, up until Ctrl-C (root)

@@ -11,6 +11,8 @@
 #   ETCD_VERSION  etcd server release
 #   SERVICEGROUP_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/servicegroup)
 set -euo pipefail
+# shellcheck source=hack/lib/k8s-module.sh
+. "$(dirname "$0")/lib/k8s-module.sh"
 
 K8S_VERSION=${K8S_VERSION:-v1.37.1}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
@@ -72,37 +74,10 @@ for b in "${K8S_CMDS[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
 	echo ">> building ${missing[*]} $K8S_VERSION from the Go module proxy (once, about 13 minutes from a cold cache on 2 cores; cached in $BIN_DIR)" >&2
-	mkdir -p "$work/k8s"
-	cd "$work/k8s"
-	go mod init servicegroup.local/k8s >/dev/null 2>&1
-	go mod download -json "k8s.io/kubernetes@$K8S_VERSION" >"$work/k8s.json"
-	k8s_mod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p' "$work/k8s.json")
-	staging=${K8S_VERSION/v1./v0.}
-	# k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
-	# with ./staging paths; a consumer must pin each to the published v0.X.Y.
-	{
-		echo "require k8s.io/kubernetes $K8S_VERSION"
-		echo "replace ("
-		sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$k8s_mod" |
-			grep -v '^k8s.io/sample-' |
-			while read -r m; do echo "	$m => $m $staging"; done
-		echo ")"
-	} >>go.mod
 	pkgs=()
-	for b in "${missing[@]}"; do
-		case $b in
-		kubectl) pkgs+=(k8s.io/kubernetes/cmd/kubectl) ;;
-		*) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
-		esac
-	done
-	cat >tools.go <<'GO'
-//go:build tools
-
-package tools
-GO
-	for p in "${pkgs[@]}"; do echo "import _ \"$p\"" >>tools.go; done
-	go mod tidy -e >&2 || true
-	go build -tags tools -trimpath -ldflags "$ldflags" -o "$BIN_DIR/" "${pkgs[@]}"
+	for b in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+	k8s_module "$work/k8s" "$K8S_VERSION"
+	k8s_build "$work/k8s" "$BIN_DIR/" "$ldflags" "${pkgs[@]}"
 fi
 
 have_all

@@ -214,7 +214,7 @@ func (c *Cluster) startNodeComponents(ctx context.Context, n *Node) error {
 			return err
 		}
 	}
-	if n.KubeProxy, err = startKubeProxy(ctx, n.FabricNode, c.ProxyMode, kubeconfig, ClusterCIDR, c.Dir); err != nil {
+	if n.KubeProxy, err = startKubeProxy(ctx, n.FabricNode, n.Spec.KubeProxy, c.ProxyMode, kubeconfig, ClusterCIDR, c.Dir); err != nil {
 		return err
 	}
 	c.track(n.KubeProxy)

@@ -26,13 +26,16 @@ const (
 	kubeProxyMetrics = "127.0.0.1:10249"
 )
 
-// startKubeProxy runs the real kube-proxy inside the node's namespace, never
-// in the root namespace (it would add chains to the host's tables). The flags
-// keep it from touching host-global conntrack sysctls.
-func startKubeProxy(ctx context.Context, node *FabricNode, mode, kubeconfig, clusterCIDR, dir string) (*Process, error) {
-	bin, err := controlplane.Binary(controlplane.KubeProxy)
-	if err != nil {
-		return nil, err
+// startKubeProxy runs the real kube-proxy (bin, or the control plane's when
+// empty) inside the node's namespace, never in the root namespace (it would
+// add chains to the host's tables). The flags keep it from touching
+// host-global conntrack sysctls.
+func startKubeProxy(ctx context.Context, node *FabricNode, bin, mode, kubeconfig, clusterCIDR, dir string) (*Process, error) {
+	if bin == "" {
+		var err error
+		if bin, err = controlplane.Binary(controlplane.KubeProxy); err != nil {
+			return nil, err
+		}
 	}
 	args := []string{
 		"--kubeconfig=" + kubeconfig,

@@ -17,6 +17,9 @@ import (
 type NodeSpec struct {
 	Name   string
 	Labels map[string]string
+	// KubeProxy is the kube-proxy binary this node runs; empty means the
+	// control plane's own (the version matrix runs older releases).
+	KubeProxy string
 }
 
 // GridKey is the node label the seeds' grids use (gridUniqKey: zone1).

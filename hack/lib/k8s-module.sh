@@ -1,0 +1,48 @@
+# shellcheck shell=bash
+# Sourced by hack/k8s-bins.sh and hack/kube-proxy-bins.sh.
+#
+# k8s_module DIR VERSION makes DIR a throwaway Go module that requires
+# k8s.io/kubernetes@VERSION and can build its commands: k8s.io/kubernetes
+# requires its staging modules (k8s.io/api, k8s.io/client-go, ...) at v0.0.0
+# and replaces them with ./staging paths, which a consumer does not inherit,
+# so each one is pinned here to its published v0.X.Y. The module stays out of
+# the project's go.mod (its replace block would leak into every build).
+k8s_module() {
+	local dir=$1 version=$2 json k8s_mod staging
+	mkdir -p "$dir"
+	(
+		cd "$dir" || exit
+		go mod init servicegroup.local/k8s >/dev/null 2>&1
+		if ! json=$(go mod download -json "k8s.io/kubernetes@$version"); then
+			echo "$json" >&2 # its "Error" says why (e.g. not in sum.golang.org)
+			exit 1
+		fi
+		k8s_mod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p' <<<"$json")
+		staging=${version/v1./v0.}
+		{
+			echo "require k8s.io/kubernetes $version"
+			echo "replace ("
+			# k8s.io/sample-* answer 403 on the proxy and nothing requires them.
+			sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$k8s_mod" |
+				grep -v '^k8s.io/sample-' |
+				while read -r m; do echo "	$m => $m $staging"; done
+			echo ")"
+		} >>go.mod
+	)
+}
+
+# k8s_build DIR OUT LDFLAGS PKG... builds the k8s.io/kubernetes commands PKG
+# (import paths) inside the module DIR made by k8s_module, into OUT (a
+# directory, with a trailing slash, or a file for a single package).
+k8s_build() {
+	local dir=$1 out=$2 ldflags=$3 p
+	shift 3
+	(
+		cd "$dir" || exit
+		# A tools file makes `go mod tidy` resolve every package's imports.
+		printf '//go:build tools\n\npackage tools\n' >tools.go
+		for p in "$@"; do echo "import _ \"$p\"" >>tools.go; done
+		go mod tidy -e >&2 || true
+		go build -tags tools -trimpath -ldflags "$ldflags" -o "$out" "$@"
+	)
+}
