@@ -191,6 +191,7 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	s.serveSnapshot(logger)
+	defer s.stopServingSnapshot()
 	s.start(ctx)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.synced...) {
 		return fmt.Errorf("caches did not sync: %w", ctx.Err())

@@ -87,6 +87,14 @@ func (s *Server) confirmSnapshot(logger klog.Logger) {
 		"droppedObjects", dropped)
 }
 
+// stopServingSnapshot clears the staleness when Run ends before upstream
+// confirmed the snapshot.
+func (s *Server) stopServingSnapshot() {
+	if s.seededFrom.Load() != nil {
+		servingSnapshotSince.Store(0)
+	}
+}
+
 // snapshotDetail is what /readyz adds to "ok" about the snapshot.
 func (s *Server) snapshotDetail() string {
 	out := ""
