@@ -258,3 +258,70 @@ func TestSnapshotStateDirUnusable(t *testing.T) {
 		return checkServed(ctx, admin, inf, ns, "node0")
 	})
 }
+
+// TestSnapshotTooOldRelistsOnce: after a crash, the snapshot can be older
+// than what an informer last saw. That informer's resume gets 410 Expired and
+// it relists exactly once (to the snapshot's state); the others resume.
+func TestSnapshotTooOldRelistsOnce(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := adminClient(cp)
+	createNodes(t, admin)
+	ns := "tooold"
+	createNamespace(t, admin, ns)
+	createService(t, admin, ns, "svc", `["zone1"]`)
+	createSlice(t, admin, ns, "svc", "svc-a", endpoint("10.6.0.1", "node0"))
+
+	stateDir := t.TempDir()
+	snapshot := filepath.Join(stateDir, "snapshot.pb")
+	// Only the first snapshot (written once synced) before the stop.
+	opts := wrapper.Options{StateDir: stateDir, SnapshotInterval: time.Hour}
+	w := startWrapper(t, cp, "node0", "", opts)
+	inf := startInformers(t, w.URL(), protobuf, "node0")
+	eventually(t, "informers converge", 30*time.Second, func(ctx context.Context) (bool, error) {
+		return checkServed(ctx, admin, inf, ns, "node0")
+	})
+	early, err := os.ReadFile(snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapState := sliceState(inf.slices.GetStore().List(), ns)
+	createSlice(t, admin, ns, "svc", "svc-new", endpoint("10.6.1.1", "node0"))
+	eventually(t, "informers see the new slice", 30*time.Second, func(ctx context.Context) (bool, error) {
+		return checkServed(ctx, admin, inf, ns, "node0")
+	})
+	// Long-lived watches (see TestSnapshotOutage).
+	time.Sleep(1500 * time.Millisecond)
+	addr := w.addr
+	w.Stop()
+	// A crash: the change never reached the snapshot.
+	if err := os.WriteFile(snapshot, early, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp.StopAPIServer()
+	w = startWrapper(t, cp, "node0", addr, opts)
+	eventually(t, "informers watch the restarted wrapper and show the snapshot", 60*time.Second, func(context.Context) (bool, error) {
+		for _, r := range []string{"services", "endpoints", "endpointslices", "nodes"} {
+			if got := w.openWatches(r); got != 1 {
+				return false, fmt.Errorf("%v watches of %s, want 1", got, r)
+			}
+		}
+		if got := sliceState(inf.slices.GetStore().List(), ns); fmt.Sprint(got) != fmt.Sprint(snapState) {
+			return false, fmt.Errorf("slices %v, want the snapshot's %v", got, snapState)
+		}
+		return true, nil
+	})
+	l := relists(w.requestsSince(0))
+	if len(l) != 1 || !strings.Contains(l[0], "/endpointslices?") {
+		t.Fatalf("relists %q, want exactly one, of endpointslices", l)
+	}
+	mark := w.started.Load()
+	if err := cp.StartAPIServer(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "informers converge after the apiserver returns", 60*time.Second, func(ctx context.Context) (bool, error) {
+		return checkServed(ctx, admin, inf, ns, "node0")
+	})
+	if l := relists(w.requestsSince(mark)); len(l) != 0 {
+		t.Fatalf("relists after the apiserver returned: %q", l)
+	}
+}
