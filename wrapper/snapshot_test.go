@@ -188,6 +188,7 @@ func TestBadSnapshotsIgnored(t *testing.T) {
 		name, reason string
 		data         []byte // nil: no file
 		dir          bool   // a directory where the file should be
+		fifo         bool   // a named pipe there (opening it would block)
 		maxAge       time.Duration
 	}{
 		{name: "missing", reason: "No snapshot"},
@@ -233,6 +234,7 @@ func TestBadSnapshotsIgnored(t *testing.T) {
 			return l
 		})},
 		{name: "a directory", dir: true, reason: "cannot read"},
+		{name: "a FIFO", fifo: true, reason: "cannot read"},
 		{name: "too old", data: good, maxAge: time.Nanosecond, reason: "too-old"},
 	}
 	for _, c := range cases {
@@ -243,6 +245,10 @@ func TestBadSnapshotsIgnored(t *testing.T) {
 			switch {
 			case c.dir:
 				if err := os.Mkdir(p.path(), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			case c.fifo:
+				if err := syscall.Mkfifo(p.path(), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			case c.data != nil:
