@@ -124,10 +124,18 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("temp files left: %v", left)
 	}
 
+	// A crash between create and rename leaves a temp file; load removes it.
+	stale := filepath.Join(dir, "."+snapshotFile+".123.tmp")
+	if err := os.WriteFile(stale, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var logs lineLogger
 	sn := newTestPersister(dir, 5000).load(logs.logger())
 	if sn == nil {
 		t.Fatalf("snapshot not loaded: %v", logs.all())
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stale temp file: %v", err)
 	}
 	for _, r := range p.resources {
 		want, _, at := r.store.snapshotState()
