@@ -185,46 +185,61 @@ func mapOf(kvs []snapKV) map[string]string {
 	return m
 }
 
-func byMeta[T any](meta func(*T) snapMeta) func(a, b T) int {
-	return func(a, b T) int {
-		ma, mb := meta(&a), meta(&b)
-		return cmp.Or(strings.Compare(ma.Namespace, mb.Namespace), strings.Compare(ma.Name, mb.Name))
+// sortedValues returns m's objects sorted by namespace and name: pointers
+// are sorted, not the (larger) records, so sorting stays cheap.
+func sortedValues[K comparable, T any](m map[K]*T, meta func(*T) *tiny) []*T {
+	out := make([]*T, 0, len(m))
+	for _, o := range m {
+		out = append(out, o)
 	}
+	slices.SortFunc(out, func(a, b *T) int {
+		ma, mb := meta(a), meta(b)
+		return cmp.Or(strings.Compare(ma.Namespace, mb.Namespace), strings.Compare(ma.Name, mb.Name))
+	})
+	return out
 }
 
 // bodyOf copies the index's content into a body. It holds the read lock
-// only while copying; the small objects are never changed in place.
+// only while collecting pointers; the small objects are never changed in
+// place.
 func bodyOf(x *Index) *snapBody {
-	b := &snapBody{}
 	x.mu.RLock()
-	for _, o := range x.grids {
+	grids := sortedValues(x.grids, func(o *gridObj) *tiny { return &o.tiny })
+	sets := sortedValues(x.sets, func(o *setObj) *tiny { return &o.tiny })
+	pods := sortedValues(x.pods, func(o *podObj) *tiny { return &o.tiny })
+	services := sortedValues(x.services, func(o *svcObj) *tiny { return &o.tiny })
+	nodes := sortedValues(x.nodes, func(o *nodeObj) *tiny { return &o.tiny })
+	slcs := sortedValues(x.slices, func(o *sliceObj) *tiny { return &o.tiny })
+	x.mu.RUnlock()
+	b := &snapBody{
+		Grids:    make([]snapGrid, 0, len(grids)),
+		Sets:     make([]snapSet, 0, len(sets)),
+		Pods:     make([]snapPod, 0, len(pods)),
+		Services: make([]snapService, 0, len(services)),
+		Nodes:    make([]snapNode, 0, len(nodes)),
+		Slices:   make([]snapSlice, 0, len(slcs)),
+	}
+	for _, o := range grids {
 		b.Grids = append(b.Grids, snapGrid{Meta: metaOf(&o.tiny), Key: o.Key})
 	}
-	for _, o := range x.sets {
+	for _, o := range sets {
 		b.Sets = append(b.Sets, snapSet{Meta: metaOf(&o.tiny), Owner: o.Owner, HasOwner: o.HasOwner,
 			GridSelector: o.GridSelector, HasGridSelector: o.HasGridSelector, GridKey: o.GridKey,
 			ServiceName: o.ServiceName, NodeSelector: kvsOf(o.NodeSelector), Terminating: o.Terminating})
 	}
-	for _, o := range x.pods {
+	for _, o := range pods {
 		b.Pods = append(b.Pods, snapPod{Meta: metaOf(&o.tiny), Owner: o.Owner, HasOwner: o.HasOwner,
 			Created: o.Created.UTC(), NodeName: o.NodeName, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished})
 	}
-	for _, o := range x.services {
+	for _, o := range services {
 		b.Services = append(b.Services, snapService{Meta: metaOf(&o.tiny), GridKey: o.GridKey, Headless: o.Headless, Keys: o.Keys})
 	}
-	for _, o := range x.nodes {
+	for _, o := range nodes {
 		b.Nodes = append(b.Nodes, snapNode{Meta: metaOf(&o.tiny), Labels: kvsOf(o.Labels), InternalIPs: o.InternalIPs})
 	}
-	for _, o := range x.slices {
+	for _, o := range slcs {
 		b.Slices = append(b.Slices, snapSlice{Meta: metaOf(&o.tiny), Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints})
 	}
-	x.mu.RUnlock()
-	slices.SortFunc(b.Grids, byMeta(func(o *snapGrid) snapMeta { return o.Meta }))
-	slices.SortFunc(b.Sets, byMeta(func(o *snapSet) snapMeta { return o.Meta }))
-	slices.SortFunc(b.Pods, byMeta(func(o *snapPod) snapMeta { return o.Meta }))
-	slices.SortFunc(b.Services, byMeta(func(o *snapService) snapMeta { return o.Meta }))
-	slices.SortFunc(b.Nodes, byMeta(func(o *snapNode) snapMeta { return o.Meta }))
-	slices.SortFunc(b.Slices, byMeta(func(o *snapSlice) snapMeta { return o.Meta }))
 	return b
 }
 
