@@ -21,9 +21,12 @@ const (
 	defaultSnapshotInterval = time.Minute
 	minSnapshotInterval     = time.Second
 	maxSnapshotInterval     = 24 * time.Hour
-	// snapshotRefresh rewrites an unchanged snapshot now and then, so the
-	// age a restart reports overstates the data's staleness by at most this.
+	// snapshotRefresh rewrites an unchanged snapshot now and then while
+	// the apiserver is reachable, so the age a restart reports overstates
+	// the data's staleness by at most this.
 	snapshotRefresh = time.Hour
+	// probeTimeout bounds the reachability probe before a write.
+	probeTimeout = time.Second
 )
 
 // snapshotter keeps the on-disk snapshot of one gridhosts block: it writes
@@ -36,10 +39,16 @@ type snapshotter struct {
 	interval time.Duration
 	owner    snapOwner
 
+	// probe checks that the apiserver answers; nil counts as reachable.
+	// A snapshot's time is when the apiserver was last known reachable,
+	// not when the file was written: during an outage the data ages.
+	probe func(context.Context) error
+
 	mu        sync.Mutex // one write at a time: the ticker and shutdown
 	lastBody  [sha256.Size]byte
-	lastWrite time.Time
-	problem   string // the write failure last logged; "" while writes work
+	lastAsOf  time.Time // the time of the last snapshot written; zero before
+	reachable time.Time // when the apiserver last answered the probe
+	problem   string    // the write failure last logged; "" while writes work
 }
 
 func newSnapshotter(path string, interval time.Duration, owner snapOwner) *snapshotter {
@@ -71,23 +80,40 @@ func (s *snapshotter) prepare() {
 	os.Remove(f.Name())
 }
 
-// write stores x's content unless it equals what was last written (and
-// that is younger than snapshotRefresh). force writes anyway (shutdown:
-// the write time then says when the data was last known current).
-func (s *snapshotter) write(x *Index, force bool) error {
+// write stores x's content, stamped with the last time the apiserver was
+// known reachable. Content equal to what was last written is rewritten
+// only to advance that time: by snapshotRefresh, or at all when final
+// (shutdown), so a restart reports the data's age, not the file's.
+func (s *snapshotter) write(x *Index, final bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now()
+	if s.probe == nil {
+		s.reachable = now
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		if s.probe(ctx) == nil {
+			s.reachable = now
+		}
+		cancel()
+	}
+	asOf := s.reachable
+	if asOf.IsZero() {
+		asOf = now // first write, right after the informers synced
+	}
 	body, err := gobBytes(bodyOf(x))
 	if err != nil {
 		return fmt.Errorf("encoding the snapshot: %w", err)
 	}
 	sum := sha256.Sum256(body)
-	if !force && !s.lastWrite.IsZero() && sum == s.lastBody && time.Since(s.lastWrite) < snapshotRefresh {
-		snapshotUnchanged.Inc()
-		return nil
+	if !s.lastAsOf.IsZero() && sum == s.lastBody {
+		advance := asOf.Sub(s.lastAsOf)
+		if advance <= 0 || (!final && advance < snapshotRefresh) {
+			snapshotUnchanged.Inc()
+			return nil
+		}
 	}
-	now := time.Now()
-	data, err := encodeSnapshot(snapHeader{Owner: s.owner, Written: now.UTC()}, body)
+	data, err := encodeSnapshot(snapHeader{Owner: s.owner, Written: asOf.UTC()}, body)
 	if err == nil {
 		err = writeFileAtomic(s.path, s.tempPattern(), data)
 	}
@@ -97,7 +123,7 @@ func (s *snapshotter) write(x *Index, force bool) error {
 		return err
 	}
 	snapshotWritten.Inc()
-	s.lastBody, s.lastWrite = sum, now
+	s.lastBody, s.lastAsOf = sum, asOf
 	if s.problem != "" {
 		s.problem = ""
 		klog.Background().WithName(pluginName).Info("Snapshot written again", "path", s.path)

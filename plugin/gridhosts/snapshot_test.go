@@ -134,6 +134,56 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
+// TestSnapshotAgeDuringOutage: a snapshot's time is when the apiserver
+// was last known reachable. With the apiserver away, an unchanged index is
+// not rewritten (not even at shutdown) and a changed one keeps that time;
+// reachable again, the time moves on.
+func TestSnapshotAgeDuringOutage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gridhosts.snapshot")
+	x := demoHandler(demoObjects()).index
+	var away error
+	s := newSnapshotter(path, time.Minute, demoOwner)
+	s.probe = func(context.Context) error { return away }
+	written := func() time.Time {
+		t.Helper()
+		h, _, err := readSnapshot(path, demoOwner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Written
+	}
+	if err := s.write(x, false); err != nil {
+		t.Fatal(err)
+	}
+	online := written()
+
+	away = errors.New("connection refused")
+	if err := s.write(x, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := written(); !got.Equal(online) {
+		t.Fatalf("unchanged index at shutdown during an outage: written %v, want %v", got, online)
+	}
+	x.Upsert(newNode("node-9", nil, "10.0.0.9"))
+	if err := s.write(x, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := written(); !got.Equal(online) {
+		t.Fatalf("changed index during an outage: written %v, want the last reachable time %v", got, online)
+	}
+	if _, b, _ := readSnapshot(path, demoOwner); len(b.Nodes) != 5 {
+		t.Fatalf("changed index not written: %d nodes", len(b.Nodes))
+	}
+
+	away = nil
+	if err := s.write(x, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := written(); !got.After(online) {
+		t.Fatalf("reachable again: written %v, want after %v", got, online)
+	}
+}
+
 // TestSnapshotBadFiles: every kind of unusable snapshot is refused with
 // one log line naming the reason, and nothing is served from it.
 func TestSnapshotBadFiles(t *testing.T) {
