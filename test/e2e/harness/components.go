@@ -219,7 +219,8 @@ func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, shipped, no
 		return nil, err
 	}
 	if text != "" {
-		if corefile, err = adaptCorefile(text, hostOf(listen), c.CP.Kubeconfig); err != nil {
+		snapshot := filepath.Join(c.Dir, "gridhosts-"+name+".snapshot")
+		if corefile, err = adaptCorefile(text, hostOf(listen), c.CP.Kubeconfig, snapshot); err != nil {
 			return nil, fmt.Errorf("corefile/%s: %w", shipped, err)
 		}
 		source = "corefile/" + shipped
