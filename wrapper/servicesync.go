@@ -45,7 +45,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	if k.orphanSlice {
 		o, exists, _ := s.caches.EndpointSlices.GetByKey(key)
 		if exists && sliceGroup(o.(*discoveryv1.EndpointSlice)).orphanSlice {
-			s.stores.EndpointSlices.Set(key, o.(*discoveryv1.EndpointSlice).DeepCopy())
+			s.stores.EndpointSlices.Set(key, shareTop(o.(*discoveryv1.EndpointSlice)))
 		} else if _, owned := s.sliceOwner[key]; !owned {
 			s.stores.EndpointSlices.Delete(key)
 		}
@@ -56,7 +56,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	invalid := false
 	if o, exists, _ := s.caches.Services.GetByKey(key); exists {
 		svc := o.(*corev1.Service)
-		s.stores.Services.Set(key, svc.DeepCopy())
+		s.stores.Services.Set(key, shareTop(svc))
 		if v, ok := svc.Annotations[superedgev1.AnnotationTopologyKeys]; ok {
 			parsed, err := topology.ParseKeys(v)
 			if err != nil {
@@ -107,7 +107,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 		served = FilterEndpointSlices(keys, topo, upstream)
 	default:
 		for _, sl := range upstream {
-			served = append(served, sl.DeepCopy())
+			served = append(served, shareTop(sl))
 		}
 	}
 	now := sets.New[string]()
@@ -144,7 +144,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	case keys != nil:
 		s.stores.Endpoints.Set(key, FilterEndpoints(keys, topo, epObj))
 	default:
-		s.stores.Endpoints.Set(key, epObj.DeepCopy())
+		s.stores.Endpoints.Set(key, shareTop(epObj))
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -49,10 +50,12 @@ func run(ctx context.Context, args []string) error {
 		debug        = fs.Bool("debug", false, "serve pprof under /debug/pprof/")
 		bookmarks    = fs.Duration("bookmark-interval", 30*time.Second, "interval between BOOKMARK events to watchers that allow them")
 		writeTimeout = fs.Duration("watch-write-timeout", 30*time.Second, "a watch whose client takes no batch of events for this long is cut off (it then resumes or relists)")
-		maxLag       = fs.Int("watch-max-lag", 100000, "events a watcher may fall behind before it gets 410 Expired and relists")
-		eventLog     = fs.Int("event-log-size", 10000, "events per resource a watch can resume from")
+		maxLag       = byteSize(wrapper.DefaultWatchMaxLagBytes)
+		eventLog     = byteSize(wrapper.DefaultEventLogBytes)
 		printVersion = fs.Bool("version", false, "print the version and exit")
 	)
+	fs.Var(&maxLag, "watch-max-lag-bytes", "how far (encoded size of events, e.g. 64Mi) a watcher may fall behind before it gets 410 Expired and relists")
+	fs.Var(&eventLog, "event-log-bytes", "encoded size of the newest events per resource (e.g. 4Mi) a watch can resume from")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -87,7 +90,7 @@ func run(ctx context.Context, args []string) error {
 
 	srv, err := wrapper.New(wrapper.Options{
 		NodeName: *nodeName, Upstream: cfg, Debug: *debug,
-		BookmarkInterval: *bookmarks, WatchWriteTimeout: *writeTimeout, WatchMaxLag: *maxLag, EventLogSize: *eventLog,
+		BookmarkInterval: *bookmarks, WatchWriteTimeout: *writeTimeout, WatchMaxLagBytes: int64(maxLag), EventLogBytes: int64(eventLog),
 	})
 	if err != nil {
 		return err
@@ -154,6 +157,24 @@ func run(ctx context.Context, args []string) error {
 		err = nil
 	}
 	return err
+}
+
+// byteSize is a flag holding a positive size written as a Kubernetes
+// quantity (4Mi, 64Mi, 1000000).
+type byteSize int64
+
+func (b *byteSize) String() string { return resource.NewQuantity(int64(*b), resource.BinarySI).String() }
+
+func (b *byteSize) Set(v string) error {
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return err
+	}
+	if q.Sign() <= 0 {
+		return fmt.Errorf("%s is not a positive size", v)
+	}
+	*b = byteSize(q.Value())
+	return nil
 }
 
 // isLoopback reports whether addr (host:port) listens on loopback only.
