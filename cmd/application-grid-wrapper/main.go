@@ -163,7 +163,9 @@ func run(ctx context.Context, args []string) error {
 // quantity (4Mi, 64Mi, 1000000).
 type byteSize int64
 
-func (b *byteSize) String() string { return resource.NewQuantity(int64(*b), resource.BinarySI).String() }
+func (b *byteSize) String() string {
+	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
+}
 
 func (b *byteSize) Set(v string) error {
 	q, err := resource.ParseQuantity(v)
