@@ -213,6 +213,7 @@ func (s *Server) Run(ctx context.Context) error {
 			for _, r := range s.resources {
 				r.store.Bookmark()
 				servedObjects.WithLabelValues(r.name).Set(float64(r.store.Len()))
+				eventLogBytes.WithLabelValues(r.name).Set(float64(r.store.LogBytes()))
 			}
 		}
 	}

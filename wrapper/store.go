@@ -436,6 +436,13 @@ func (s *Store) Bookmark() {
 	s.notify = make(chan struct{})
 }
 
+// LogBytes returns the encoded size of the events the log holds.
+func (s *Store) LogBytes() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.logBytes
+}
+
 // Watchers returns the number of registered watchers.
 func (s *Store) Watchers() int {
 	s.mu.RLock()
