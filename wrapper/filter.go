@@ -33,7 +33,14 @@ func FilterEndpointSlices(keys []string, t topology.Nodes, slices []*discoveryv1
 	out := make([]*discoveryv1.EndpointSlice, 0, len(slices))
 	for _, s := range slices {
 		c := shareTop(s)
-		kept := make([]discoveryv1.Endpoint, 0, len(c.Endpoints))
+		// Sized exactly: a nodeunit usually keeps a small share of them.
+		n := 0
+		for i := range c.Endpoints {
+			if ok && t.Matches(key, deref(c.Endpoints[i].NodeName)) {
+				n++
+			}
+		}
+		kept := make([]discoveryv1.Endpoint, 0, n)
 		for _, ep := range c.Endpoints { // ep is a copy of the struct: Hints=nil stays ours
 			if ok && t.Matches(key, deref(ep.NodeName)) {
 				ep.Hints = nil

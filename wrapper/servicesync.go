@@ -110,15 +110,17 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 			served = append(served, shareTop(sl))
 		}
 	}
-	now := sets.New[string]()
+	// A Service has few slices: a sorted list costs far less than a set.
+	now := make([]string, 0, len(served))
 	for _, sl := range served {
 		sk := sl.Namespace + "/" + sl.Name
-		now.Insert(sk)
+		now = append(now, sk)
 		s.sliceOwner[sk] = key
 		s.stores.EndpointSlices.Set(sk, sl)
 	}
-	for sk := range s.servedSlices[key] {
-		if !now.Has(sk) && s.sliceOwner[sk] == key {
+	slices.Sort(now)
+	for _, sk := range s.servedSlices[key] {
+		if _, kept := slices.BinarySearch(now, sk); !kept && s.sliceOwner[sk] == key {
 			delete(s.sliceOwner, sk)
 			if o, exists, _ := s.caches.EndpointSlices.GetByKey(sk); !exists || sliceGroup(o.(*discoveryv1.EndpointSlice)) != k {
 				// It moved to another group or an orphan: that sync serves it.
@@ -130,7 +132,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 			}
 		}
 	}
-	if now.Len() > 0 {
+	if len(now) > 0 {
 		s.servedSlices[key] = now
 	} else {
 		delete(s.servedSlices, key)

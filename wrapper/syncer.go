@@ -48,10 +48,10 @@ type Syncer struct {
 
 	mu               sync.Mutex // serializes re-filtering and guards the maps below
 	topologyServices sets.Set[string]
-	servedSlices     map[string]sets.Set[string] // service key -> slice keys served for it
-	sliceOwner       map[string]string           // slice key -> service key
-	badAnnotation    logOnce                     // service key -> invalid topologyKeys logged
-	badLocalEndpoint logOnce                     // default/kubernetes -> invalid local endpoint logged
+	servedSlices     map[string][]string // service key -> sorted slice keys served for it
+	sliceOwner       map[string]string   // slice key -> service key
+	badAnnotation    logOnce             // service key -> invalid topologyKeys logged
+	badLocalEndpoint logOnce             // default/kubernetes -> invalid local endpoint logged
 }
 
 func newSyncer(self string, caches Caches, stores Stores) *Syncer {
@@ -62,7 +62,7 @@ func newSyncer(self string, caches Caches, stores Stores) *Syncer {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[syncKey](),
 			workqueue.TypedRateLimitingQueueConfig[syncKey]{Name: "application-grid-wrapper"}),
 		topologyServices: sets.New[string](),
-		servedSlices:     map[string]sets.Set[string]{},
+		servedSlices:     map[string][]string{},
 		sliceOwner:       map[string]string{},
 		badAnnotation:    logOnce{},
 		badLocalEndpoint: logOnce{},
