@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -113,5 +114,40 @@ func TestCachedObjectsNeverModified(t *testing.T) {
 	cached, _, _ := c.Services.GetByKey("bench/s0")
 	if served.GetResourceVersion() == "" || cached.(*corev1.Service).ResourceVersion != "" {
 		t.Fatalf("served RV %q, cached RV %q", served.GetResourceVersion(), cached.(*corev1.Service).ResourceVersion)
+	}
+}
+
+// Every node's labels come from a metadata-only informer: the syncer
+// filters by the labels of PartialObjectMetadata, slimmed by slimNodeMeta.
+func TestTopologyFromNodeMetadata(t *testing.T) {
+	c := Caches{
+		Services:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+		Endpoints:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, endpointsIndexers),
+		EndpointSlices: cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
+		Nodes:          cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+	}
+	for name, unit := range map[string]string{"node0": "u1", "node1": "u2"} {
+		m, err := slimNodeMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{"zone1": unit}, Annotations: map[string]string{"big": "dropped"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := m.(*metav1.PartialObjectMetadata).Annotations; a != nil {
+			t.Fatalf("slimNodeMeta kept annotations %v", a)
+		}
+		_ = c.Nodes.Add(m)
+	}
+	_ = c.Services.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc",
+		Annotations: map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1"]`}}})
+	n0, n1 := "node0", "node1"
+	_ = c.EndpointSlices.Add(&discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc-a", Labels: map[string]string{discoveryv1.LabelServiceName: "svc"}},
+		Endpoints:  []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, NodeName: &n0}, {Addresses: []string{"10.0.0.2"}, NodeName: &n1}},
+	})
+	s := newSyncer("node0", c, benchStores())
+	s.syncAll(context.Background())
+	o, ok := s.stores.EndpointSlices.Get("ns/svc-a")
+	if eps := o.(*discoveryv1.EndpointSlice).Endpoints; !ok || len(eps) != 1 || eps[0].Addresses[0] != "10.0.0.1" {
+		t.Fatalf("served %v", o)
 	}
 }
