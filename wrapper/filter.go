@@ -13,10 +13,12 @@ func EndpointUsable(c discoveryv1.EndpointConditions) bool {
 	return c.Ready == nil || *c.Ready || (c.Serving != nil && *c.Serving)
 }
 
-// FilterEndpointSlices returns copies of all EndpointSlices of one Service
-// keeping only the endpoints that match the first qualifying topology key,
-// decided across all slices together. Hints are dropped from every endpoint.
-// The inputs are never modified.
+// FilterEndpointSlices returns new EndpointSlices for all EndpointSlices of
+// one Service keeping only the endpoints that match the first qualifying
+// topology key, decided across all slices together. Hints are dropped from
+// every endpoint. The inputs are never modified; the results share what they
+// keep of them (a new top-level struct and endpoint list, the rest is the
+// input's), so neither may be modified afterwards.
 func FilterEndpointSlices(keys []string, t topology.Nodes, slices []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
 	usable := func(yield func(string) bool) {
 		for _, s := range slices {
@@ -30,9 +32,16 @@ func FilterEndpointSlices(keys []string, t topology.Nodes, slices []*discoveryv1
 	key, ok := t.Choose(keys, usable)
 	out := make([]*discoveryv1.EndpointSlice, 0, len(slices))
 	for _, s := range slices {
-		c := s.DeepCopy()
-		kept := make([]discoveryv1.Endpoint, 0, len(c.Endpoints))
-		for _, ep := range c.Endpoints {
+		c := shareTop(s)
+		// Sized exactly: a nodeunit usually keeps a small share of them.
+		n := 0
+		for i := range c.Endpoints {
+			if ok && t.Matches(key, deref(c.Endpoints[i].NodeName)) {
+				n++
+			}
+		}
+		kept := make([]discoveryv1.Endpoint, 0, n)
+		for _, ep := range c.Endpoints { // ep is a copy of the struct: Hints=nil stays ours
 			if ok && t.Matches(key, deref(ep.NodeName)) {
 				ep.Hints = nil
 				kept = append(kept, ep)
@@ -46,7 +55,8 @@ func FilterEndpointSlices(keys []string, t topology.Nodes, slices []*discoveryv1
 
 // FilterEndpoints is FilterEndpointSlices for a v1 Endpoints object: an entry
 // of addresses is usable, notReadyAddresses are kept only when they match.
-// Subsets left without any address are dropped.
+// Subsets left without any address are dropped. Like FilterEndpointSlices it
+// shares what it keeps of ep.
 func FilterEndpoints(keys []string, t topology.Nodes, ep *corev1.Endpoints) *corev1.Endpoints {
 	usable := func(yield func(string) bool) {
 		for _, ss := range ep.Subsets {
@@ -58,7 +68,7 @@ func FilterEndpoints(keys []string, t topology.Nodes, ep *corev1.Endpoints) *cor
 		}
 	}
 	key, ok := t.Choose(keys, usable)
-	c := ep.DeepCopy()
+	c := shareTop(ep)
 	keep := func(in []corev1.EndpointAddress) []corev1.EndpointAddress {
 		var out []corev1.EndpointAddress
 		for _, a := range in {
@@ -78,6 +88,14 @@ func FilterEndpoints(keys []string, t topology.Nodes, ep *corev1.Endpoints) *cor
 	}
 	c.Subsets = subsets
 	return c
+}
+
+// shareTop returns a new top-level struct sharing everything p points to:
+// the store may stamp its own resourceVersion on it while the rest stays the
+// informer cache's object, which nobody modifies (client-go's contract).
+func shareTop[T any](p *T) *T {
+	c := *p
+	return &c
 }
 
 func deref(s *string) string {

@@ -3,7 +3,6 @@ package wrapper
 import (
 	"maps"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -60,8 +59,8 @@ func (s *Syncer) sliceHandler() cache.ResourceEventHandler {
 
 func (s *Syncer) nodeHandler() cache.ResourceEventHandler {
 	labelsOf := func(obj any) (string, map[string]string) {
-		if n, ok := unwrap(obj).(*corev1.Node); ok {
-			return n.Name, n.Labels
+		if n, err := meta.Accessor(unwrap(obj)); err == nil {
+			return n.GetName(), n.GetLabels()
 		}
 		return "", nil
 	}

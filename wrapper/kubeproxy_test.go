@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,19 +98,28 @@ func TestKubeProxyThroughWrapper(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 	run(t, "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
 
-	srv, err := wrapper.New(wrapper.Options{NodeName: "node0", Upstream: cp.Config})
-	if err != nil {
-		t.Fatal(err)
+	// startWrapper serves a new wrapper process's worth (server, listener)
+	// inside the namespace; the returned func stops it.
+	startWrapper := func() (stop func()) {
+		srv, err := wrapper.New(wrapper.Options{NodeName: "node0", Upstream: cp.Config})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ln net.Listener
+		eventually(t, "listen in the namespace", 10*time.Second, func(context.Context) (bool, error) {
+			ln, err = listenInNetns(ns, "127.0.0.1:51006")
+			return err == nil, err
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = hs.Serve(ln) }()
+		go func() { _ = srv.Run(ctx) }()
+		var once sync.Once
+		stop = func() { once.Do(func() { cancel(); _ = hs.Close() }) }
+		t.Cleanup(stop)
+		return stop
 	}
-	ln, err := listenInNetns(ns, "127.0.0.1:51006")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	go func() { _ = srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); _ = hs.Close() })
+	stopWrapper := startWrapper()
 
 	kubeconfig := filepath.Join(t.TempDir(), "kube-proxy.kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
@@ -121,32 +131,35 @@ current-context: wrapper
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logFile, err := os.Create(filepath.Join(t.TempDir(), "kube-proxy.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	deniedBefore := metricValue(t, "application_grid_wrapper_requests_total", map[string]string{"verb": "denied"})
-	kp := exec.Command("ip", "netns", "exec", ns, proxyBin, "--kubeconfig", kubeconfig,
+	kp, err := controlplane.StartProcess("kube-proxy", exec.Command("ip", "netns", "exec", ns, proxyBin, "--kubeconfig", kubeconfig,
 		"--proxy-mode=iptables", "--hostname-override=node0",
 		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256",
 		"--conntrack-max-per-core=0", "--conntrack-min=0",
-		"--conntrack-tcp-timeout-established=0s", "--conntrack-tcp-timeout-close-wait=0s", "-v=2")
-	kp.Stdout, kp.Stderr = logFile, logFile
-	if err := kp.Start(); err != nil {
+		"--conntrack-tcp-timeout-established=0s", "--conntrack-tcp-timeout-close-wait=0s", "-v=2"), t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = kp.Process.Kill()
-		_ = kp.Wait()
+		kp.Stop(5 * time.Second)
 		if t.Failed() {
-			out, _ := os.ReadFile(logFile.Name())
-			t.Logf("kube-proxy log:\n%s", out)
+			t.Logf("kube-proxy log:\n%s", kp.LogTail(200))
 		}
 	})
+	// alive fails the test as soon as kube-proxy has exited (it exits, for
+	// one, on a DELETED of its own Node or on a request it cannot live
+	// without), whatever was being waited for.
+	alive := func() {
+		t.Helper()
+		if exited, err := kp.Exited(); exited {
+			t.Fatalf("kube-proxy exited (%v); last lines of its log:\n%s", err, kp.LogTail(40))
+		}
+	}
 
 	rules := func(want, notWant string) {
 		t.Helper()
 		eventually(t, "iptables rules with "+want, 30*time.Second, func(ctx context.Context) (bool, error) {
+			alive()
 			out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "iptables-save", "-t", "nat").CombinedOutput()
 			if err != nil {
 				return false, err
@@ -161,9 +174,14 @@ current-context: wrapper
 	rules("--to-destination 10.9.0.1:8080", "10.9.0.2:8080")
 	setNodeUnit(t, admin, "node1", "nodeunit1")
 	rules("--to-destination 10.9.0.2:8080", "")
-	if kp.ProcessState != nil {
-		t.Fatal("kube-proxy exited")
-	}
+	// A wrapper restart: kube-proxy's watches fail, it relists from the new
+	// process (whose versions its old ones predate) and must neither exit
+	// (as it would on a DELETED of its own Node) nor miss a change.
+	stopWrapper()
+	setNodeUnit(t, admin, "node1", "nodeunit2")
+	startWrapper()
+	rules("--to-destination 10.9.0.1:8080", "10.9.0.2:8080")
+	alive()
 	// The wrapper forwards everything kube-proxy asks for.
 	if d := metricValue(t, "application_grid_wrapper_requests_total", map[string]string{"verb": "denied"}) - deniedBefore; d != 0 {
 		t.Fatalf("the wrapper refused %v of kube-proxy's requests", d)

@@ -50,7 +50,7 @@ func (l LocalEndpoint) addressType() discoveryv1.AddressType {
 // RewriteEndpoints returns a copy of ep serving only the local endpoint,
 // keeping the name of its first port.
 func (l LocalEndpoint) RewriteEndpoints(ep *corev1.Endpoints) *corev1.Endpoints {
-	c := ep.DeepCopy()
+	c := shareTop(ep)
 	port := corev1.EndpointPort{Name: "https", Port: l.Port, Protocol: corev1.ProtocolTCP}
 	if len(ep.Subsets) > 0 && len(ep.Subsets[0].Ports) > 0 {
 		port.Name = ep.Subsets[0].Ports[0].Name
@@ -65,7 +65,7 @@ func (l LocalEndpoint) RewriteEndpoints(ep *corev1.Endpoints) *corev1.Endpoints 
 // RewriteSlice returns a copy of s serving only the local endpoint; a slice of
 // the other address family is served empty.
 func (l LocalEndpoint) RewriteSlice(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
-	c := s.DeepCopy()
+	c := shareTop(s)
 	if s.AddressType != l.addressType() {
 		c.Endpoints = []discoveryv1.Endpoint{}
 		return c

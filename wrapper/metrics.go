@@ -42,9 +42,13 @@ var (
 		Namespace: metricsNamespace, Name: "served_objects",
 		Help: "Objects served by resource.",
 	}, []string{"resource"})
+	eventLogBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: metricsNamespace, Name: "event_log_bytes",
+		Help: "Protobuf-encoded size of the events the event log holds, by resource (bounded by --event-log-bytes and, for live watchers, --watch-max-lag-bytes).",
+	}, []string{"resource"})
 )
 
 func init() {
-	Registry.MustRegister(requestsTotal, watchersGauge, watchersCutOff, eventsSent, refilterSeconds, servedObjects,
+	Registry.MustRegister(requestsTotal, watchersGauge, watchersCutOff, eventsSent, refilterSeconds, servedObjects, eventLogBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

@@ -58,7 +58,9 @@ func benchCluster(hot int) Caches {
 
 func benchStores() Stores {
 	clock := NewClock(1)
-	mk := func(r string, f func() Object) *Store { return NewStore(r, clock, f, 1000, 10) }
+	mk := func(r string, f func() Object) *Store {
+		return NewStore(r, clock, f, nil, LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})
+	}
 	return Stores{
 		Services:       mk(ResourceServices, func() Object { return &corev1.Service{} }),
 		Endpoints:      mk(ResourceEndpoints, func() Object { return &corev1.Endpoints{} }),

@@ -10,12 +10,12 @@ func (s *Syncer) selfNodeHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if n, ok := obj.(*corev1.Node); ok && n.Name == s.self {
-				s.stores.Nodes.Set(n.Name, n.DeepCopy())
+				s.stores.Nodes.Set(n.Name, shareTop(n))
 			}
 		},
 		UpdateFunc: func(_, obj any) {
 			if n, ok := obj.(*corev1.Node); ok && n.Name == s.self {
-				s.stores.Nodes.Set(n.Name, n.DeepCopy())
+				s.stores.Nodes.Set(n.Name, shareTop(n))
 			}
 		},
 		DeleteFunc: func(obj any) {

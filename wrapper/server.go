@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -22,6 +23,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -35,12 +38,14 @@ type Options struct {
 	Upstream *rest.Config
 	// BookmarkInterval between BOOKMARKs to watchers that allow them (default 30s).
 	BookmarkInterval time.Duration
-	// EventLogSize is how many events per resource a watch can resume from (default 10000).
-	EventLogSize int
-	// WatchMaxLag is how many events a live watcher may fall behind before
-	// it gets 410 Expired and relists (default 100000). Only a burst larger
-	// than this outruns a watcher that reads at full speed.
-	WatchMaxLag int
+	// EventLogBytes is the encoded size of the newest events per resource a
+	// watch can resume from (default 4 MiB).
+	EventLogBytes int64
+	// WatchMaxLagBytes is how far (encoded bytes of events) a live watcher
+	// may fall behind before it gets 410 Expired and relists (default 64
+	// MiB). Only a burst larger than this outruns a watcher that reads at
+	// full speed.
+	WatchMaxLagBytes int64
 	// WatchWriteTimeout is how long a watch may wait for its client to take
 	// a batch of events before it is cut off (default 30s).
 	WatchWriteTimeout time.Duration
@@ -58,6 +63,12 @@ type Options struct {
 	// SnapshotMaxAge ignores snapshots written longer ago (0: no limit).
 	SnapshotMaxAge time.Duration
 }
+
+// Defaults of the event log's bounds (per resource).
+const (
+	DefaultEventLogBytes    = 4 << 20
+	DefaultWatchMaxLagBytes = 64 << 20
+)
 
 // Server is the application-grid-wrapper: informer caches, filter, served
 // stores and the HTTP handler.
@@ -91,11 +102,11 @@ func New(opts Options) (*Server, error) {
 	if opts.BookmarkInterval <= 0 {
 		opts.BookmarkInterval = 30 * time.Second
 	}
-	if opts.EventLogSize <= 0 {
-		opts.EventLogSize = 10000
+	if opts.EventLogBytes <= 0 {
+		opts.EventLogBytes = DefaultEventLogBytes
 	}
-	if opts.WatchMaxLag <= 0 {
-		opts.WatchMaxLag = 100000
+	if opts.WatchMaxLagBytes <= 0 {
+		opts.WatchMaxLagBytes = DefaultWatchMaxLagBytes
 	}
 	if opts.WatchWriteTimeout <= 0 {
 		opts.WatchWriteTimeout = 30 * time.Second
@@ -132,7 +143,7 @@ func New(opts Options) (*Server, error) {
 	}
 	stores := map[string]*Store{}
 	for _, r := range servedResources {
-		st := NewStore(r.name, clock, r.newEmpty, opts.EventLogSize, opts.WatchMaxLag)
+		st := NewStore(r.name, clock, r.newEmpty, r.fields, LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes})
 		stores[r.name] = st
 		s.resources[r.gv.WithResource(r.name)] = &servedResource{resource: r, store: st}
 	}
@@ -142,7 +153,13 @@ func New(opts Options) (*Server, error) {
 	s.stores = Stores{Services: stores[ResourceServices], Endpoints: stores[ResourceEndpoints], EndpointSlices: stores[ResourceEndpointSlices], Nodes: stores[ResourceNodes]}
 
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(slimNode))
+	metaClient, err := metadata.NewForConfig(opts.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	// Every node's labels decide topology, but only this node is served:
+	// the others are watched as metadata, this one in full.
+	nodeFactory := metadatainformer.NewSharedInformerFactoryWithOptions(metaClient, 0, metadatainformer.WithTransform(slimNodeMeta))
 	selfFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.NodeName).String()
@@ -150,7 +167,7 @@ func New(opts Options) (*Server, error) {
 	svcInf := factory.Core().V1().Services().Informer()
 	epInf := factory.Core().V1().Endpoints().Informer()
 	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
-	nodeInf := nodeFactory.Core().V1().Nodes().Informer()
+	nodeInf := nodeFactory.ForResource(corev1.SchemeGroupVersion.WithResource("nodes")).Informer()
 	selfInf := selfFactory.Core().V1().Nodes().Informer()
 	if err := sliceInf.AddIndexers(sliceIndexers); err != nil {
 		return nil, err
@@ -237,6 +254,7 @@ func (s *Server) Run(ctx context.Context) error {
 			for _, r := range s.resources {
 				r.store.Bookmark()
 				servedObjects.WithLabelValues(r.name).Set(float64(r.store.Len()))
+				eventLogBytes.WithLabelValues(r.name).Set(float64(r.store.LogBytes()))
 			}
 		}
 	}

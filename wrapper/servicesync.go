@@ -45,7 +45,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	if k.orphanSlice {
 		o, exists, _ := s.caches.EndpointSlices.GetByKey(key)
 		if exists && sliceGroup(o.(*discoveryv1.EndpointSlice)).orphanSlice {
-			s.stores.EndpointSlices.Set(key, o.(*discoveryv1.EndpointSlice).DeepCopy())
+			s.stores.EndpointSlices.Set(key, shareTop(o.(*discoveryv1.EndpointSlice)))
 		} else if _, owned := s.sliceOwner[key]; !owned {
 			s.stores.EndpointSlices.Delete(key)
 		}
@@ -56,7 +56,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	invalid := false
 	if o, exists, _ := s.caches.Services.GetByKey(key); exists {
 		svc := o.(*corev1.Service)
-		s.stores.Services.Set(key, svc.DeepCopy())
+		s.stores.Services.Set(key, shareTop(svc))
 		if v, ok := svc.Annotations[superedgev1.AnnotationTopologyKeys]; ok {
 			parsed, err := topology.ParseKeys(v)
 			if err != nil {
@@ -107,18 +107,20 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 		served = FilterEndpointSlices(keys, topo, upstream)
 	default:
 		for _, sl := range upstream {
-			served = append(served, sl.DeepCopy())
+			served = append(served, shareTop(sl))
 		}
 	}
-	now := sets.New[string]()
+	// A Service has few slices: a sorted list costs far less than a set.
+	now := make([]string, 0, len(served))
 	for _, sl := range served {
 		sk := sl.Namespace + "/" + sl.Name
-		now.Insert(sk)
+		now = append(now, sk)
 		s.sliceOwner[sk] = key
 		s.stores.EndpointSlices.Set(sk, sl)
 	}
-	for sk := range s.servedSlices[key] {
-		if !now.Has(sk) && s.sliceOwner[sk] == key {
+	slices.Sort(now)
+	for _, sk := range s.servedSlices[key] {
+		if _, kept := slices.BinarySearch(now, sk); !kept && s.sliceOwner[sk] == key {
 			delete(s.sliceOwner, sk)
 			if o, exists, _ := s.caches.EndpointSlices.GetByKey(sk); !exists || sliceGroup(o.(*discoveryv1.EndpointSlice)) != k {
 				// It moved to another group or an orphan: that sync serves it.
@@ -130,7 +132,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 			}
 		}
 	}
-	if now.Len() > 0 {
+	if len(now) > 0 {
 		s.servedSlices[key] = now
 	} else {
 		delete(s.servedSlices, key)
@@ -144,7 +146,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	case keys != nil:
 		s.stores.Endpoints.Set(key, FilterEndpoints(keys, topo, epObj))
 	default:
-		s.stores.Endpoints.Set(key, epObj.DeepCopy())
+		s.stores.Endpoints.Set(key, shareTop(epObj))
 	}
 }
 

@@ -54,7 +54,7 @@ func newTestPersister(dir string, start uint64) *persister {
 	clock := NewClock(start)
 	p := &persister{dir: dir, node: testNode, upstream: testUpstream, codec: newSnapshotCodec(), clock: clock}
 	for _, r := range servedResources {
-		p.resources = append(p.resources, &servedResource{resource: r, store: NewStore(r.name, clock, r.newEmpty, 100, 100)})
+		p.resources = append(p.resources, &servedResource{resource: r, store: NewStore(r.name, clock, r.newEmpty, r.fields, LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})})
 	}
 	return p
 }
@@ -281,7 +281,7 @@ func TestBadSnapshotsIgnored(t *testing.T) {
 // object unchanged emits nothing; unconfirmed seeded objects are DELETED.
 func TestSeededStoreResume(t *testing.T) {
 	clock := NewClock(10_000)
-	st := NewStore(ResourceServices, clock, func() Object { return &corev1.Service{} }, 100, 100)
+	st := NewStore(ResourceServices, clock, func() Object { return &corev1.Service{} }, nil, LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})
 	a, b := testService("a"), testService("b")
 	a.ResourceVersion, b.ResourceVersion = "90", "95"
 	if err := st.Seed(map[string]Object{"ns/a": a, "ns/b": b}, 95, 100); err != nil {

@@ -3,6 +3,7 @@ package wrapper
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -40,12 +42,37 @@ func (c *Clock) Next() uint64 { return c.v.Add(1) }
 func (c *Clock) Current() uint64 { return c.v.Load() }
 
 // Event is one change of a served object. Object is the served form at RV (the
-// last served form for DELETED); Prev is the form it replaced.
+// last served form for DELETED). Prev is the form a MODIFIED replaced, kept
+// only when its labels or selectable fields differ (a selector may then see
+// the object enter or leave); nil means the selection is Object's. Served
+// forms are immutable and shared, so an event holds no copy of its own.
 type Event struct {
 	Type   watch.EventType
 	Object Object
 	Prev   Object
 	RV     uint64
+	size   int64 // encoded bytes the log charges for this event
+}
+
+// LogLimits bound a Store's event log by the encoded size of the objects it
+// holds (protobuf bytes), not by a count of events of any size.
+type LogLimits struct {
+	// Bytes is the resume window: the newest events up to this size are
+	// kept for watches that resume from a resourceVersion.
+	Bytes int64
+	// MaxLagBytes is how far a live watcher may fall behind: beyond the
+	// resume window the log keeps what live watchers have not read, up to
+	// this size; a watcher behind that gets 410 Expired and relists.
+	MaxLagBytes int64
+}
+
+// objectSize is the protobuf-encoded size of o, which every served type
+// reports cheaply; it stands for the memory an event pins.
+func objectSize(o Object) int64 {
+	if s, ok := o.(interface{ Size() int }); ok {
+		return int64(s.Size())
+	}
+	return 1024
 }
 
 // Predicate selects the objects a list or watch asked for.
@@ -66,21 +93,22 @@ func (e *rvError) Error() string {
 }
 
 // Store holds the served form of every object of one resource and a log of
-// recent events that watchers read by cursor. The log keeps the last
-// logSize events for resuming watches, and beyond that every event a live
-// watcher has not read yet, up to maxLag events: a watcher reading at full
-// speed is never cut off by a burst, and one that stops reading is ended by
-// its write deadline (serveWatch), which releases what it pinned.
+// recent events that watchers read by cursor. The log keeps the newest
+// limits.Bytes of events for resuming watches, and beyond that every event a
+// live watcher has not read yet, up to limits.MaxLagBytes: a watcher reading
+// at full speed is never cut off by a burst, and one that stops reading is
+// ended by its write deadline (serveWatch), which releases what it pinned.
 type Store struct {
 	resource string
 	clock    *Clock
 	newEmpty func() Object
-	logSize  int
-	maxLag   int
+	fieldsOf func(Object) fields.Set // selectable fields; nil: none
+	limits   LogLimits
 
 	mu       sync.RWMutex
 	objects  map[string]Object
 	log      []Event // ascending RV; log[0] is the oldest event kept
+	logBytes int64   // sum of the log's event sizes
 	floor    uint64  // every event with RV > floor is in the log
 	watchers map[*Watcher]struct{}
 	notify   chan struct{} // closed (and replaced) on every new event or bookmark
@@ -91,15 +119,16 @@ type Store struct {
 	resume     seedWindow          // the previous process's versions this store's start state equals
 }
 
-// NewStore creates a store that keeps logSize events for resuming watches
-// and lets a live watcher fall at most maxLag events behind.
-func NewStore(resource string, clock *Clock, newEmpty func() Object, logSize, maxLag int) *Store {
+// NewStore creates a store whose event log is bounded by limits. fieldsOf
+// returns the fields a field selector can match (nil when there are none).
+func NewStore(resource string, clock *Clock, newEmpty func() Object, fieldsOf func(Object) fields.Set, limits LogLimits) *Store {
+	limits.MaxLagBytes = max(limits.MaxLagBytes, limits.Bytes)
 	return &Store{
 		resource: resource,
 		clock:    clock,
 		newEmpty: newEmpty,
-		logSize:  logSize,
-		maxLag:   max(maxLag, logSize),
+		fieldsOf: fieldsOf,
+		limits:   limits,
 		objects:  map[string]Object{},
 		floor:    clock.Current(),
 		watchers: map[*Watcher]struct{}{},
@@ -120,8 +149,19 @@ type Watcher struct {
 
 func setRV(o Object, rv uint64) { o.SetResourceVersion(strconv.FormatUint(rv, 10)) }
 
-// Set serves obj under key. obj must not be modified afterwards. Nothing
-// happens when the served form is unchanged.
+// sameSelection reports whether every label and field selector selects a and
+// b alike.
+func (s *Store) sameSelection(a, b Object) bool {
+	if !maps.Equal(a.GetLabels(), b.GetLabels()) {
+		return false
+	}
+	return s.fieldsOf == nil || maps.Equal(s.fieldsOf(a), s.fieldsOf(b))
+}
+
+// Set serves obj under key. obj's top-level struct is the store's from now
+// on (Set writes its resourceVersion); whatever it points to may be shared
+// with an informer cache but must never be modified. Nothing happens when
+// the served form is unchanged.
 func (s *Store) Set(key string, obj Object) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -142,9 +182,13 @@ func (s *Store) Set(key string, obj Object) bool {
 	rv := s.clock.Next()
 	setRV(obj, rv)
 	s.objects[key] = obj
-	ev := Event{Type: watch.Added, Object: obj, RV: rv}
+	ev := Event{Type: watch.Added, Object: obj, RV: rv, size: objectSize(obj)}
 	if exists {
-		ev.Type, ev.Prev = watch.Modified, old
+		ev.Type = watch.Modified
+		if !s.sameSelection(old, obj) {
+			ev.Prev = old
+			ev.size += objectSize(old)
+		}
 	}
 	s.recordLocked(ev)
 	return true
@@ -161,23 +205,24 @@ func (s *Store) Delete(key string) bool {
 	}
 	delete(s.objects, key)
 	rv := s.clock.Next()
-	gone := old.DeepCopyObject().(Object)
+	gone := shallowCopy(old).(Object) // the last served form at the deletion's version
 	setRV(gone, rv)
-	s.recordLocked(Event{Type: watch.Deleted, Object: gone, Prev: old, RV: rv})
+	s.recordLocked(Event{Type: watch.Deleted, Object: gone, RV: rv, size: objectSize(gone)})
 	return true
 }
 
 func (s *Store) recordLocked(ev Event) {
 	s.lastChange = ev.RV
 	s.log = append(s.log, ev)
+	s.logBytes += ev.size
 	s.trimLocked()
 	close(s.notify)
 	s.notify = make(chan struct{})
 }
 
 // trimLocked drops the oldest events that neither the resume window nor a
-// live watcher needs, and any beyond maxLag: a watcher still behind them
-// gets 410 Expired on its next read.
+// live watcher needs, and any beyond MaxLagBytes: a watcher still behind
+// them gets 410 Expired on its next read.
 func (s *Store) trimLocked() {
 	oldestNeeded := s.clock.Current()
 	for w := range s.watchers {
@@ -185,10 +230,10 @@ func (s *Store) trimLocked() {
 	}
 	drop := 0
 	for drop < len(s.log) {
-		n := len(s.log) - drop
-		if n <= s.logSize || (n <= s.maxLag && s.log[drop].RV > oldestNeeded) {
+		if s.logBytes <= s.limits.Bytes || (s.logBytes <= s.limits.MaxLagBytes && s.log[drop].RV > oldestNeeded) {
 			break
 		}
+		s.logBytes -= s.log[drop].size
 		drop++
 	}
 	if drop == 0 {
@@ -209,6 +254,9 @@ func translate(ev Event, pred Predicate) (Event, bool) {
 	case watch.Added, watch.Deleted:
 		return ev, pred(ev.Object)
 	case watch.Modified:
+		if ev.Prev == nil { // the selection did not change
+			return ev, pred(ev.Object)
+		}
 		cur, prev := pred(ev.Object), pred(ev.Prev)
 		switch {
 		case cur && prev:
@@ -216,9 +264,9 @@ func translate(ev Event, pred Predicate) (Event, bool) {
 		case cur:
 			return Event{Type: watch.Added, Object: ev.Object, RV: ev.RV}, true
 		case prev:
-			gone := ev.Prev.DeepCopyObject().(Object)
+			gone := shallowCopy(ev.Prev).(Object)
 			setRV(gone, ev.RV)
-			return Event{Type: watch.Deleted, Object: gone, Prev: ev.Prev, RV: ev.RV}, true
+			return Event{Type: watch.Deleted, Object: gone, RV: ev.RV}, true
 		}
 	}
 	return Event{}, false
@@ -399,6 +447,13 @@ func (s *Store) Bookmark() {
 	s.notify = make(chan struct{})
 }
 
+// LogBytes returns the encoded size of the events the log holds.
+func (s *Store) LogBytes() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.logBytes
+}
+
 // Watchers returns the number of registered watchers.
 func (s *Store) Watchers() int {
 	s.mu.RLock()
@@ -406,8 +461,9 @@ func (s *Store) Watchers() int {
 	return len(s.watchers)
 }
 
-// shallowCopy lets an encoder set the TypeMeta of a served object, which is
-// shared between watchers, without writing to the shared object.
+// shallowCopy copies the top-level struct of o, sharing everything it points
+// to: an encoder can set TypeMeta, or the store a resourceVersion, without
+// writing to an object shared between watchers (or with an informer cache).
 func shallowCopy(o runtime.Object) runtime.Object {
 	v := reflect.ValueOf(o).Elem()
 	c := reflect.New(v.Type())

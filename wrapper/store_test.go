@@ -2,7 +2,7 @@ package wrapper
 
 import (
 	"errors"
-	"strconv"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,8 +14,25 @@ func svcObj(name string, lbl string) *corev1.Service {
 	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{"l": lbl}}}
 }
 
-func newTestStore(logSize, maxLag int) *Store {
-	return NewStore("services", NewClock(1000), func() Object { return &corev1.Service{} }, logSize, maxLag)
+// annotated is a Service whose changes keep its selection (no Prev kept):
+// with a three-character value every event has the same size.
+func annotated(name, v string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: map[string]string{"a": v}}}
+}
+
+// eventSize is the log's charge for one event of annotated(_, 3 chars) at a
+// four-digit resourceVersion.
+func eventSize() int64 {
+	o := annotated("a", "000")
+	setRV(o, 1000)
+	return objectSize(o)
+}
+
+// newTestStore keeps about logEvents events of eventSize() for resuming and
+// lets a watcher fall maxLagEvents behind.
+func newTestStore(logEvents, maxLagEvents int) *Store {
+	return NewStore("services", NewClock(1000), func() Object { return &corev1.Service{} }, nil,
+		LogLimits{Bytes: int64(logEvents) * eventSize(), MaxLagBytes: int64(maxLagEvents) * eventSize()})
 }
 
 // next reads everything pending for w.
@@ -50,8 +67,8 @@ func TestStoreEventsOnlyOnChange(t *testing.T) {
 
 func TestStoreResumeAndTooOld(t *testing.T) {
 	s := newTestStore(3, 3)
-	for _, l := range []string{"1", "2", "3", "4", "5"} {
-		s.Set("ns/a", svcObj("a", l))
+	for _, v := range []string{"001", "002", "003", "004", "005"} {
+		s.Set("ns/a", annotated("a", v))
 	} // RVs 1001..1005, the log keeps 1003..1005
 	initial, w, err := s.Watch(WatchOptions{Mode: FromVersion, RV: 1003})
 	if err != nil || len(initial) != 2 || initial[0].RV != 1004 {
@@ -102,13 +119,13 @@ func TestStoreLogKeepsWhatWatchersNeed(t *testing.T) {
 	_, reader, _ := s.Watch(WatchOptions{Mode: FromNow})
 	_, laggard, _ := s.Watch(WatchOptions{Mode: FromNow})
 	for i := range 50 {
-		s.Set("ns/a", svcObj("a", strconv.Itoa(i)))
+		s.Set("ns/a", annotated("a", fmt.Sprintf("%03d", i)))
 	}
 	if got := len(next(t, s, reader)); got != 50 {
 		t.Fatalf("reader got %d of 50 burst events", got)
 	}
 	for i := range 60 {
-		s.Set("ns/a", svcObj("a", "x"+strconv.Itoa(i)))
+		s.Set("ns/a", annotated("a", fmt.Sprintf("%03d", 100+i)))
 		next(t, s, reader)
 	}
 	// 110 events: the laggard fell more than maxLag behind.
@@ -117,7 +134,7 @@ func TestStoreLogKeepsWhatWatchersNeed(t *testing.T) {
 		t.Fatalf("laggard 110 events behind: %v", err)
 	}
 	s.StopWatch(laggard)
-	s.Set("ns/a", svcObj("a", "last"))
+	s.Set("ns/a", annotated("a", "end"))
 	if len(s.log) != 2 {
 		t.Fatalf("with every watcher caught up the log keeps %d events, want the resume window of 2", len(s.log))
 	}
@@ -158,5 +175,37 @@ func TestStoreIgnoresGenerationOnlyChange(t *testing.T) {
 	}
 	if o, _ := s.Get("ns/a"); o.GetGeneration() != 3 {
 		t.Fatalf("served generation %d after a real change, want 3", o.GetGeneration())
+	}
+}
+
+// An event keeps the form it replaced only when a selector could see the
+// object enter or leave (labels or fields changed); the log is charged the
+// encoded size of what it holds.
+func TestStoreEventHoldsOneFormUnlessSelectionChanged(t *testing.T) {
+	s := newTestStore(100, 100)
+	s.Set("ns/a", annotated("a", "001"))
+	s.Set("ns/a", annotated("a", "002")) // annotation only: selection unchanged
+	relabelled := annotated("a", "002")
+	relabelled.Labels = map[string]string{"l": "x"}
+	s.Set("ns/a", relabelled)
+	s.Delete("ns/a")
+	if len(s.log) != 4 {
+		t.Fatalf("%d events", len(s.log))
+	}
+	if s.log[1].Prev != nil || s.log[2].Prev == nil || s.log[3].Prev != nil {
+		t.Fatalf("Prev kept: modified %v, relabelled %v, deleted %v", s.log[1].Prev != nil, s.log[2].Prev != nil, s.log[3].Prev != nil)
+	}
+	var sum int64
+	for _, ev := range s.log {
+		sum += ev.size
+	}
+	if s.logBytes != sum || s.log[2].size != objectSize(s.log[2].Object)+objectSize(s.log[2].Prev) {
+		t.Fatalf("log charged %d bytes, events %d", s.logBytes, sum)
+	}
+	// The DELETED carries the last served form at its own version and shares
+	// its contents instead of copying them.
+	if d := s.log[3].Object.(*corev1.Service); d.ResourceVersion != "1004" || d.Labels["l"] != "x" ||
+		&d.Annotations == &relabelled.Annotations || d.Annotations["a"] != "002" {
+		t.Fatalf("deleted form %+v", d.ObjectMeta)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -27,7 +27,8 @@ type syncKey struct {
 
 func (k syncKey) String() string { return k.namespace + "/" + k.name }
 
-// Caches are the upstream informer caches the syncer reads.
+// Caches are the upstream informer caches the syncer reads. Nodes holds
+// every node's metadata (labels), from a metadata-only informer.
 type Caches struct {
 	Services, Endpoints, EndpointSlices, Nodes cache.Indexer
 }
@@ -47,10 +48,10 @@ type Syncer struct {
 
 	mu               sync.Mutex // serializes re-filtering and guards the maps below
 	topologyServices sets.Set[string]
-	servedSlices     map[string]sets.Set[string] // service key -> slice keys served for it
-	sliceOwner       map[string]string           // slice key -> service key
-	badAnnotation    logOnce                     // service key -> invalid topologyKeys logged
-	badLocalEndpoint logOnce                     // default/kubernetes -> invalid local endpoint logged
+	servedSlices     map[string][]string // service key -> sorted slice keys served for it
+	sliceOwner       map[string]string   // slice key -> service key
+	badAnnotation    logOnce             // service key -> invalid topologyKeys logged
+	badLocalEndpoint logOnce             // default/kubernetes -> invalid local endpoint logged
 }
 
 func newSyncer(self string, caches Caches, stores Stores) *Syncer {
@@ -61,7 +62,7 @@ func newSyncer(self string, caches Caches, stores Stores) *Syncer {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[syncKey](),
 			workqueue.TypedRateLimitingQueueConfig[syncKey]{Name: "application-grid-wrapper"}),
 		topologyServices: sets.New[string](),
-		servedSlices:     map[string]sets.Set[string]{},
+		servedSlices:     map[string][]string{},
 		sliceOwner:       map[string]string{},
 		badAnnotation:    logOnce{},
 		badLocalEndpoint: logOnce{},
@@ -75,7 +76,11 @@ func (s *Syncer) nodes() topology.Nodes {
 		if err != nil || !ok {
 			return nil, false
 		}
-		return o.(*corev1.Node).Labels, true
+		m, err := meta.Accessor(o)
+		if err != nil {
+			return nil, false
+		}
+		return m.GetLabels(), true
 	}
 	self, ok := labels(s.self)
 	if !ok {

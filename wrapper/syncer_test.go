@@ -7,7 +7,10 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -65,3 +68,86 @@ type countingSink struct {
 }
 
 func (c *countingSink) Error(err error, msg string, kv ...any) { c.errors[msg]++ }
+
+// The served stores share the informer caches' objects (a new top-level
+// struct per served object, no deep copy): re-filtering, relabelling and
+// deleting must leave every cached object as the informer stored it.
+func TestCachedObjectsNeverModified(t *testing.T) {
+	c := benchCluster(5)
+	kube := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes",
+		Annotations: map[string]string{superedgev1.AnnotationLocalEndpoint: "127.0.0.1", superedgev1.AnnotationLocalPort: "6443"}},
+		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.0.0.1"}}, Ports: []corev1.EndpointPort{{Name: "https", Port: 443}}}}}
+	_ = c.Endpoints.Add(kube)
+	_ = c.Services.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "plain", Generation: 3}})
+	snapshot := func() map[string]any {
+		m := map[string]any{}
+		for name, idx := range map[string]cache.Indexer{"svc": c.Services, "ep": c.Endpoints, "slice": c.EndpointSlices} {
+			for _, o := range idx.List() {
+				k, _ := cache.MetaNamespaceKeyFunc(o)
+				m[name+"/"+k] = o.(runtime.Object).DeepCopyObject()
+			}
+		}
+		return m
+	}
+	before := snapshot()
+	s := newSyncer("n0", c, benchStores())
+	ctx := context.Background()
+	s.syncAll(ctx)
+	_ = c.Nodes.Update(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hot", Labels: map[string]string{"zone1": "u1"}}})
+	for _, k := range s.affectedByNode("hot", map[string]string{"zone1": "u0"}, map[string]string{"zone1": "u1"}, false) {
+		s.sync(ctx, k)
+	}
+	_ = c.Services.Delete(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "plain"}})
+	s.sync(ctx, syncKey{namespace: "bench", name: "plain"})
+	delete(before, "svc/bench/plain")
+	after := snapshot()
+	if len(after) != len(before) {
+		t.Fatalf("%d cached objects, had %d", len(after), len(before))
+	}
+	for k, o := range before {
+		if !apiequality.Semantic.DeepEqual(o, after[k]) {
+			t.Fatalf("cached %s was modified:\n%v\n%v", k, o, after[k])
+		}
+	}
+	// Served objects carry the wrapper's resourceVersions, cached ones not.
+	served, _ := s.stores.Services.Get("bench/s0")
+	cached, _, _ := c.Services.GetByKey("bench/s0")
+	if served.GetResourceVersion() == "" || cached.(*corev1.Service).ResourceVersion != "" {
+		t.Fatalf("served RV %q, cached RV %q", served.GetResourceVersion(), cached.(*corev1.Service).ResourceVersion)
+	}
+}
+
+// Every node's labels come from a metadata-only informer: the syncer
+// filters by the labels of PartialObjectMetadata, slimmed by slimNodeMeta.
+func TestTopologyFromNodeMetadata(t *testing.T) {
+	c := Caches{
+		Services:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+		Endpoints:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, endpointsIndexers),
+		EndpointSlices: cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
+		Nodes:          cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+	}
+	for name, unit := range map[string]string{"node0": "u1", "node1": "u2"} {
+		m, err := slimNodeMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{"zone1": unit}, Annotations: map[string]string{"big": "dropped"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := m.(*metav1.PartialObjectMetadata).Annotations; a != nil {
+			t.Fatalf("slimNodeMeta kept annotations %v", a)
+		}
+		_ = c.Nodes.Add(m)
+	}
+	_ = c.Services.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc",
+		Annotations: map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1"]`}}})
+	n0, n1 := "node0", "node1"
+	_ = c.EndpointSlices.Add(&discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc-a", Labels: map[string]string{discoveryv1.LabelServiceName: "svc"}},
+		Endpoints:  []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, NodeName: &n0}, {Addresses: []string{"10.0.0.2"}, NodeName: &n1}},
+	})
+	s := newSyncer("node0", c, benchStores())
+	s.syncAll(context.Background())
+	o, ok := s.stores.EndpointSlices.Get("ns/svc-a")
+	if eps := o.(*discoveryv1.EndpointSlice).Endpoints; !ok || len(eps) != 1 || eps[0].Addresses[0] != "10.0.0.1" {
+		t.Fatalf("served %v", o)
+	}
+}

@@ -56,20 +56,18 @@ func dropManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimNode keeps only what topology needs from every node of the cluster.
-func slimNode(obj any) (any, error) {
-	n, ok := obj.(*corev1.Node)
+// slimNodeMeta keeps only what topology needs from every node of the
+// cluster: the metadata informer already fetched no spec or status; of the
+// metadata, name, UID, resourceVersion and labels stay.
+func slimNodeMeta(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
 	}
-	return &corev1.Node{
-		ObjectMeta: metaForSlim(n),
-		Status:     corev1.NodeStatus{Addresses: n.Status.Addresses},
+	return &metav1.PartialObjectMetadata{
+		TypeMeta: m.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: m.Labels,
+		},
 	}, nil
-}
-
-// metaForSlim keeps name, UID, resourceVersion and labels.
-func metaForSlim(n *corev1.Node) (m metav1.ObjectMeta) {
-	m.Name, m.UID, m.ResourceVersion, m.Labels = n.Name, n.UID, n.ResourceVersion, n.Labels
-	return m
 }

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -49,14 +50,16 @@ func run(ctx context.Context, args []string) error {
 		debug        = fs.Bool("debug", false, "serve pprof under /debug/pprof/")
 		bookmarks    = fs.Duration("bookmark-interval", 30*time.Second, "interval between BOOKMARK events to watchers that allow them")
 		writeTimeout = fs.Duration("watch-write-timeout", 30*time.Second, "a watch whose client takes no batch of events for this long is cut off (it then resumes or relists)")
-		maxLag       = fs.Int("watch-max-lag", 100000, "events a watcher may fall behind before it gets 410 Expired and relists")
-		eventLog     = fs.Int("event-log-size", 10000, "events per resource a watch can resume from")
+		maxLag       = byteSize(wrapper.DefaultWatchMaxLagBytes)
+		eventLog     = byteSize(wrapper.DefaultEventLogBytes)
 		stateDir     = fs.String("state-dir", "", "directory for the snapshot of what is served (Services, EndpointSlices, Endpoints, this Node), served at start-up until upstream answers; nothing is kept on disk when empty (the DaemonSet sets /var/lib/application-grid-wrapper)")
 		snapInterval = fs.Duration("snapshot-interval", 10*time.Second, "the most often the snapshot is rewritten after a change (and once more on a clean shutdown)")
 		snapMaxAge   = fs.Duration("snapshot-max-age", 0, "ignore a snapshot written longer ago than this at start-up; 0 serves any")
 		chownState   = fs.String("chown-state-dir", "", "UID:GID: create --state-dir, give it to UID:GID with mode 0700 and exit (for a root init container; a hostPath DirectoryOrCreate is created root-owned)")
 		printVersion = fs.Bool("version", false, "print the version and exit")
 	)
+	fs.Var(&maxLag, "watch-max-lag-bytes", "how far (encoded size of events, e.g. 64Mi) a watcher may fall behind before it gets 410 Expired and relists")
+	fs.Var(&eventLog, "event-log-bytes", "encoded size of the newest events per resource (e.g. 4Mi) a watch can resume from")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -94,7 +97,7 @@ func run(ctx context.Context, args []string) error {
 
 	srv, err := wrapper.New(wrapper.Options{
 		NodeName: *nodeName, Upstream: cfg, Debug: *debug,
-		BookmarkInterval: *bookmarks, WatchWriteTimeout: *writeTimeout, WatchMaxLag: *maxLag, EventLogSize: *eventLog,
+		BookmarkInterval: *bookmarks, WatchWriteTimeout: *writeTimeout, WatchMaxLagBytes: int64(maxLag), EventLogBytes: int64(eventLog),
 		StateDir: *stateDir, SnapshotInterval: *snapInterval, SnapshotMaxAge: *snapMaxAge,
 	})
 	if err != nil {
@@ -162,6 +165,26 @@ func run(ctx context.Context, args []string) error {
 		err = nil
 	}
 	return err
+}
+
+// byteSize is a flag holding a positive size written as a Kubernetes
+// quantity (4Mi, 64Mi, 1000000).
+type byteSize int64
+
+func (b *byteSize) String() string {
+	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
+}
+
+func (b *byteSize) Set(v string) error {
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return err
+	}
+	if q.Sign() <= 0 {
+		return fmt.Errorf("%s is not a positive size", v)
+	}
+	*b = byteSize(q.Value())
+	return nil
 }
 
 // isLoopback reports whether addr (host:port) listens on loopback only.

@@ -1,0 +1,323 @@
+package wrapper_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
+	"github.com/servicegroup/servicegroup/wrapper"
+)
+
+// dialInNetns opens a TCP connection from inside network namespace ns (a
+// socket stays in the namespace it was created in).
+func dialInNetns(ns, addr string) (net.Conn, error) {
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open(filepath.Join("/var/run/netns", ns))
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		} // else the thread stays locked and dies with this goroutine
+		ch <- result{c, err}
+	}()
+	r := <-ch
+	return r.c, r.err
+}
+
+// relayIntoNetns makes the host's loopback address addr reachable at the
+// same address inside ns: a TCP relay, so a kube-proxy in ns can reach the
+// apiserver directly.
+func relayIntoNetns(b *testing.B, ns, addr string) {
+	b.Helper()
+	ln, err := listenInNetns(ns, addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", addr)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+			go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+		}
+	}()
+}
+
+// kubeProxyInNetns is a real kube-proxy (iptables mode, node0) in its own
+// network namespace.
+type kubeProxyInNetns struct {
+	ns   string
+	proc *controlplane.Process
+}
+
+func startKubeProxyInNetns(b *testing.B, bin, ns, kubeconfig string) *kubeProxyInNetns {
+	b.Helper()
+	p, err := controlplane.StartProcess("kube-proxy-"+ns, exec.Command("ip", "netns", "exec", ns, bin, "--kubeconfig", kubeconfig,
+		"--proxy-mode=iptables", "--hostname-override=node0",
+		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256",
+		"--conntrack-max-per-core=0", "--conntrack-min=0",
+		"--conntrack-tcp-timeout-established=0s", "--conntrack-tcp-timeout-close-wait=0s"), b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Stop(5 * time.Second) })
+	return &kubeProxyInNetns{ns: ns, proc: p}
+}
+
+// alive fails the benchmark as soon as kube-proxy has exited.
+func (k *kubeProxyInNetns) alive(b *testing.B) {
+	b.Helper()
+	if exited, err := k.proc.Exited(); exited {
+		b.Fatalf("kube-proxy in %s exited (%v):\n%s", k.ns, err, k.proc.LogTail(30))
+	}
+}
+
+// syncs returns kube-proxy's count of rule syncs from its own /metrics
+// (kubeproxy_sync_proxy_rules_duration_seconds_count, summed over labels).
+func (k *kubeProxyInNetns) syncs(b *testing.B) float64 {
+	b.Helper()
+	k.alive(b)
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(context.Context, string, string) (net.Conn, error) { return dialInNetns(k.ns, "127.0.0.1:10249") },
+	}}
+	resp, err := c.Get("http://127.0.0.1:10249/metrics")
+	if err != nil {
+		b.Fatalf("kube-proxy metrics in %s: %v", k.ns, err)
+	}
+	defer resp.Body.Close()
+	const name = "kubeproxy_sync_proxy_rules_duration_seconds_count"
+	sum, found := 0.0, false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, name+" ") && !strings.HasPrefix(l, name+"{") {
+			continue
+		}
+		f := strings.Fields(l)
+		n, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			b.Fatalf("kube-proxy metric line %q: %v", l, err)
+		}
+		sum, found = sum+n, true
+	}
+	if !found {
+		b.Fatalf("kube-proxy in %s has no %s", k.ns, name)
+	}
+	return sum
+}
+
+// programmed reports whether kube-proxy's NAT rules send traffic to ip.
+func (k *kubeProxyInNetns) programmed(ctx context.Context, ip string) (bool, error) {
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", k.ns, "iptables-save", "-t", "nat").CombinedOutput()
+	if err != nil {
+		return false, fmt.Errorf("%v: %s", err, out)
+	}
+	return strings.Contains(string(out), "--to-destination "+ip+":8080"), nil
+}
+
+// BenchmarkQuietForeignChanges makes foreign-nodeunit changes (an endpoint
+// added on node1, in another nodeunit than node0) and one local change, and
+// reports, in the same run: the watch events per change an unfiltered watch
+// on the apiserver gets, those a watch through node0's wrapper gets, and
+// (as root, with the kube-proxy binary) the rule syncs per change of a real
+// kube-proxy for node0 pointed at the apiserver directly and of one behind
+// the wrapper, read from kube-proxy's own metrics. With kube-proxy the
+// changes are paced: each one waits until the direct kube-proxy has
+// programmed it, so every change can cost it a sync.
+func BenchmarkQuietForeignChanges(b *testing.B) {
+	const foreign = 10
+	cp := controlplane.StartForTest(b, controlplane.Options{})
+	admin := adminClient(cp)
+	createNodes(b, admin)
+	ns := "quietbench"
+	createNamespace(b, admin, ns)
+	createService(b, admin, ns, "svc", `["zone1"]`)
+	createSlice(b, admin, ns, "svc", "svc-a", endpoint("10.5.0.1", "node0"), endpoint("10.5.0.2", "node1"))
+
+	var direct, behind *kubeProxyInNetns
+	proxyBin, err := controlplane.Binary(controlplane.KubeProxy)
+	_, ipErr := exec.LookPath("ip")
+	_, iptErr := exec.LookPath("iptables-save")
+	withKubeProxy := err == nil && ipErr == nil && iptErr == nil && os.Geteuid() == 0
+	if !withKubeProxy {
+		b.Logf("kube-proxy part skipped: needs root, ip, iptables-save and the kube-proxy binary (%v)", err)
+	}
+	w := startWrapper(b, cp, "node0", "", wrapper.Options{})
+	if withKubeProxy {
+		nsDirect, nsBehind := fmt.Sprintf("sgqd-%d", os.Getpid()), fmt.Sprintf("sgqw-%d", os.Getpid())
+		for _, n := range []string{nsDirect, nsBehind} {
+			if out, err := exec.Command("ip", "netns", "add", n).CombinedOutput(); err != nil {
+				b.Fatalf("ip netns add %s: %v %s", n, err, out)
+			}
+			b.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n).Run() })
+			if out, err := exec.Command("ip", "netns", "exec", n, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+				b.Fatalf("lo up in %s: %v %s", n, err, out)
+			}
+		}
+		u, err := url.Parse(cp.URL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		relayIntoNetns(b, nsDirect, u.Host)
+		certPEM, keyPEM := cp.AdminCertificate()
+		directKC, err := cp.WriteKubeconfig("kube-proxy-direct.kubeconfig", cp.URL, certPEM, keyPEM)
+		if err != nil {
+			b.Fatal(err)
+		}
+		relayIntoNetns(b, nsBehind, w.addr)
+		behindKC := filepath.Join(b.TempDir(), "kube-proxy-behind.kubeconfig")
+		if err := os.WriteFile(behindKC, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: wrapper, cluster: {server: "http://`+w.addr+`"}}]
+users: [{name: kube-proxy, user: {}}]
+contexts: [{name: wrapper, context: {cluster: wrapper, user: kube-proxy}}]
+current-context: wrapper
+`), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		direct = startKubeProxyInNetns(b, proxyBin, nsDirect, directKC)
+		behind = startKubeProxyInNetns(b, proxyBin, nsBehind, behindKC)
+		for _, k := range []*kubeProxyInNetns{direct, behind} {
+			eventually(b, "kube-proxy in "+k.ns+" programs node0's endpoint", 60*time.Second, func(ctx context.Context) (bool, error) {
+				k.alive(b)
+				return k.programmed(ctx, "10.5.0.1")
+			})
+		}
+	}
+
+	watchFrom := func(c interface {
+		List(context.Context, metav1.ListOptions) (*discoveryv1.EndpointSliceList, error)
+		Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+	}) watch.Interface {
+		l, err := c.List(b.Context(), metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wi, err := c.Watch(b.Context(), metav1.ListOptions{ResourceVersion: l.ResourceVersion})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(wi.Stop)
+		return wi
+	}
+	count := func(wi watch.Interface, sentinel string) int {
+		n := 0
+		timeout := time.After(60 * time.Second)
+		for {
+			select {
+			case ev := <-wi.ResultChan():
+				n++
+				if sl, ok := ev.Object.(*discoveryv1.EndpointSlice); ok {
+					for _, e := range sl.Endpoints {
+						if e.Addresses[0] == sentinel {
+							return n
+						}
+					}
+				}
+			case <-timeout:
+				b.Fatalf("no sentinel after %d events", n)
+			}
+		}
+	}
+	update := func(ep discoveryv1.Endpoint) {
+		sl, err := admin.DiscoveryV1().EndpointSlices(ns).Get(b.Context(), "svc-a", metav1.GetOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sl.Endpoints = append(sl.Endpoints, ep)
+		if _, err := admin.DiscoveryV1().EndpointSlices(ns).Update(b.Context(), sl, metav1.UpdateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	for i := range b.N {
+		upstream := watchFrom(admin.DiscoveryV1().EndpointSlices(ns))
+		served := watchFrom(clientFor(b, w.URL(), protobuf).DiscoveryV1().EndpointSlices(ns))
+		var directBefore, behindBefore float64
+		if withKubeProxy {
+			directBefore, behindBefore = direct.syncs(b), behind.syncs(b)
+		}
+		for j := range foreign {
+			ip := fmt.Sprintf("10.5.%d.%d", 1+i, j)
+			update(endpoint(ip, "node1"))
+			if withKubeProxy {
+				eventually(b, "the direct kube-proxy programs "+ip, 60*time.Second, func(ctx context.Context) (bool, error) {
+					direct.alive(b)
+					return direct.programmed(ctx, ip)
+				})
+			}
+		}
+		sentinel := fmt.Sprintf("10.5.100.%d", i)
+		update(endpoint(sentinel, "node0"))
+		up, down := count(upstream, sentinel), count(served, sentinel)
+		// The last event of each is the local change.
+		b.ReportMetric(float64(up-1)/foreign, "apiserver-events/foreign-change")
+		b.ReportMetric(float64(down-1)/foreign, "wrapper-events/foreign-change")
+		b.ReportMetric(float64(down-1)/float64(up-1), "events-ratio")
+		b.Logf("%d foreign changes + 1 local: apiserver %d events, wrapper for node0 %d", foreign, up, down)
+		if withKubeProxy {
+			for _, k := range []*kubeProxyInNetns{direct, behind} {
+				eventually(b, "kube-proxy in "+k.ns+" programs the local change", 60*time.Second, func(ctx context.Context) (bool, error) {
+					k.alive(b)
+					return k.programmed(ctx, sentinel)
+				})
+			}
+			d, wv := direct.syncs(b)-directBefore, behind.syncs(b)-behindBefore
+			// Totals for the foreign changes and the local one together
+			// (plus any periodic resync that fell in between).
+			b.ReportMetric(d, "direct-kube-proxy-syncs")
+			b.ReportMetric(wv, "behind-wrapper-kube-proxy-syncs")
+			b.ReportMetric(wv/d, "kube-proxy-syncs-ratio")
+			b.Logf("kube-proxy rule syncs for them: direct %v, behind the wrapper %v", d, wv)
+		}
+	}
+}
