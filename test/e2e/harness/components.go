@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -156,17 +157,23 @@ func (c *Cluster) startController(ctx context.Context) error {
 	})
 }
 
-// startWrapper runs application-grid-wrapper inside the node's namespace,
-// upstream the apiserver at its fabric address.
+// startWrapper runs application-grid-wrapper inside the node's namespace as
+// the shipped DaemonSet starts it (its args and env, in-cluster config with
+// the upstream ConfigMap's address substituted by the test apiserver's).
 func (c *Cluster) startWrapper(ctx context.Context, n *Node) (*Process, error) {
 	bin := c.binaries["application-grid-wrapper"]
-	args := []string{
-		"--kubeconfig=" + c.CP.Kubeconfig,
-		"--node-name=" + n.Name,
-		"--bind-address=" + WrapperAddr,
-		"--v=2",
+	sc, err := c.shippedNodeContainer(ctx, WrapperDaemonSet, n.Name)
+	if err != nil {
+		return nil, err
 	}
-	p, err := startProcess("wrapper-"+n.Name, n.NS.Command(context.WithoutCancel(ctx), bin, args...), c.Dir)
+	if len(sc.Command) != 0 || !slices.Contains(sc.Args, "--bind-address="+WrapperAddr) {
+		return nil, fmt.Errorf("%s: want the image's entrypoint and --bind-address=%s (kube-proxy's kubeconfig points there), got command %v args %v", WrapperDaemonSet, WrapperAddr, sc.Command, sc.Args)
+	}
+	run, err := c.podRunDir(ctx, "wrapper-"+n.Name, sc)
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProcess("wrapper-"+n.Name, inClusterCommand(context.WithoutCancel(ctx), n.NS, run, sc.Env, bin, sc.Args...), c.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +185,27 @@ func (c *Cluster) startWrapper(ctx context.Context, n *Node) (*Process, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// shippedNodeContainer resolves a shipped DaemonSet's container for a node,
+// with the edge RBAC in place.
+func (c *Cluster) shippedNodeContainer(ctx context.Context, manifest, node string) (*shippedContainer, error) {
+	if err := c.applyEdgeRBAC(ctx); err != nil {
+		return nil, err
+	}
+	ds, err := readShippedDaemonSet(manifest)
+	if err != nil {
+		return nil, err
+	}
+	upstream, err := c.shippedUpstream()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := containerFor(ds, node, upstream)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", manifest, err)
+	}
+	return sc, nil
 }
 
 // Corefile returns the Corefile the harness runs: gridhosts (mode is
@@ -219,7 +247,12 @@ func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, shipped, no
 		return nil, err
 	}
 	if text != "" {
-		if corefile, err = adaptCorefile(text, hostOf(listen), c.CP.Kubeconfig); err != nil {
+		// The node CoreDNS runs as the shipped DaemonSet: in-cluster config.
+		kubeconfig := c.CP.Kubeconfig
+		if shipped == CorefileNode {
+			kubeconfig = ""
+		}
+		if corefile, err = adaptCorefile(text, hostOf(listen), kubeconfig); err != nil {
 			return nil, fmt.Errorf("corefile/%s: %w", shipped, err)
 		}
 		source = "corefile/" + shipped
@@ -228,8 +261,15 @@ func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, shipped, no
 	if err := os.WriteFile(conf, []byte(corefile), 0o644); err != nil {
 		return nil, err
 	}
-	cmd := ns.Command(context.WithoutCancel(ctx), bin, "-conf", conf)
-	cmd.Env = append(os.Environ(), "NODE_NAME="+nodeName)
+	var cmd *exec.Cmd
+	if shipped == CorefileNode && source != "harness" {
+		if cmd, err = c.nodeCoreDNSCommand(ctx, ns, name, nodeName, bin, conf); err != nil {
+			return nil, err
+		}
+	} else {
+		cmd = ns.Command(context.WithoutCancel(ctx), bin, "-conf", conf)
+		cmd.Env = append(os.Environ(), "NODE_NAME="+nodeName)
+	}
 	p, err := startProcess("coredns-"+name, cmd, c.Dir)
 	if err != nil {
 		return nil, err
@@ -242,6 +282,25 @@ func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, shipped, no
 		return nil, err
 	}
 	return &DNSServer{Process: p, Addr: listen, Mode: mode, Corefile: source}, nil
+}
+
+// nodeCoreDNSCommand starts CoreDNS as the shipped coredns-node DaemonSet
+// does: its args (the Corefile path mapped to the harness's adapted copy),
+// its env (NODE_NAME, the upstream ConfigMap) and in-cluster credentials.
+func (c *Cluster) nodeCoreDNSCommand(ctx context.Context, ns *NetNS, name, nodeName, bin, conf string) (*exec.Cmd, error) {
+	sc, err := c.shippedNodeContainer(ctx, CoreDNSDaemonSet, nodeName)
+	if err != nil {
+		return nil, err
+	}
+	args, err := sc.mountedFile("config", "Corefile", conf, sc.Args)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", CoreDNSDaemonSet, err)
+	}
+	run, err := c.podRunDir(ctx, "coredns-"+name, sc)
+	if err != nil {
+		return nil, err
+	}
+	return inClusterCommand(context.WithoutCancel(ctx), ns, run, sc.Env, bin, args...), nil
 }
 
 func hostOf(hostport string) string {

@@ -17,8 +17,9 @@ const (
 // adaptCorefile turns a shipped Corefile into one for the test cluster,
 // changing only what differs from a real cluster:
 //   - `bind IP` inside the server block: answer on the namespace's address;
-//   - `kubeconfig PATH` in the gridhosts and kubernetes blocks: there is no
-//     in-cluster service account here;
+//   - `kubeconfig PATH` in the gridhosts and kubernetes blocks, unless
+//     kubeconfig is "" (the node CoreDNS runs with in-cluster config, as
+//     the shipped DaemonSet does; the shared one has no such manifest);
 //   - no `forward` block: nothing may leave the machine (upstream resolvers
 //     are unreachable from the test namespaces anyway);
 //   - health, ready and prometheus on 127.0.0.1: the player's pods share the
@@ -59,10 +60,14 @@ func adaptCorefile(shipped, bindIP, kubeconfig string) (string, error) {
 			out = append(out, "    bind "+bindIP)
 		case strings.HasPrefix(trimmed, "gridhosts") && strings.HasSuffix(trimmed, "{"):
 			sawGridhosts = true
-			out = append(out, "        kubeconfig "+kubeconfig)
+			if kubeconfig != "" {
+				out = append(out, "        kubeconfig "+kubeconfig)
+			}
 		case strings.HasPrefix(trimmed, "kubernetes") && strings.HasSuffix(trimmed, "{"):
 			sawKubernetes = true
-			out = append(out, "        kubeconfig "+kubeconfig)
+			if kubeconfig != "" {
+				out = append(out, "        kubeconfig "+kubeconfig)
+			}
 		}
 	}
 	if !sawServer || !sawGridhosts || !sawKubernetes {
