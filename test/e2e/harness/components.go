@@ -173,7 +173,11 @@ func (c *Cluster) startWrapper(ctx context.Context, n *Node) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProcess("wrapper-"+n.Name, inClusterCommand(context.WithoutCancel(ctx), n.NS, run, sc.Env, bin, sc.Args...), c.Dir)
+	args, err := sc.withHostPaths(filepath.Join(c.Dir, "hostpath-"+n.Name), sc.Args)
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProcess("wrapper-"+n.Name, inClusterCommand(context.WithoutCancel(ctx), n.NS, run, sc.Env, bin, args...), c.Dir)
 	if err != nil {
 		return nil, err
 	}

@@ -115,7 +115,13 @@ func (c *Cluster) createRBACObject(ctx context.Context, o manifestObject) error 
 // podRunDir writes what a pod of the ServiceAccount finds below /run: its
 // token (TokenRequest, as the kubelet's projected volume gets it), the
 // cluster CA and its namespace. It returns the directory to mount on /run.
+// A restarted process finds the files of its first start, as a restarted
+// container finds its pod's volumes (no apiserver needed).
 func (c *Cluster) podRunDir(ctx context.Context, name string, sc *shippedContainer) (string, error) {
+	run := filepath.Join(c.Dir, "run-"+name)
+	if _, err := os.Stat(filepath.Join(run, saDir, corev1.ServiceAccountTokenKey)); err == nil {
+		return run, nil
+	}
 	expiry := int64(3600)
 	tr, err := c.Client.CoreV1().ServiceAccounts(sc.Namespace).CreateToken(ctx, sc.ServiceAccount, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
@@ -123,7 +129,6 @@ func (c *Cluster) podRunDir(ctx context.Context, name string, sc *shippedContain
 	if err != nil {
 		return "", fmt.Errorf("token for %s/%s: %w", sc.Namespace, sc.ServiceAccount, err)
 	}
-	run := filepath.Join(c.Dir, "run-"+name)
 	dir := filepath.Join(run, saDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err

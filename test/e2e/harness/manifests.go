@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -41,6 +42,9 @@ type shippedContainer struct {
 	Env []string
 	// Mounts are the container's volume mounts by volume name.
 	Mounts map[string]string
+	// HostPaths are the mount paths of hostPath volumes (node state that
+	// survives a restart), by volume name.
+	HostPaths map[string]string
 }
 
 // readShippedDaemonSet reads one DaemonSet from a manifest file (the file
@@ -162,7 +166,7 @@ func containerFor(ds *appsv1.DaemonSet, node string, upstream map[string]string)
 			return nil, fmt.Errorf("DaemonSet %s: env %s: only values and spec.nodeName are known to the harness", ds.Name, e.Name)
 		}
 	}
-	out := &shippedContainer{ServiceAccount: spec.ServiceAccountName, Namespace: ds.Namespace, Mounts: map[string]string{}}
+	out := &shippedContainer{ServiceAccount: spec.ServiceAccountName, Namespace: ds.Namespace, Mounts: map[string]string{}, HostPaths: map[string]string{}}
 	if out.Namespace == "" {
 		out.Namespace = "default"
 	}
@@ -178,8 +182,15 @@ func containerFor(ds *appsv1.DaemonSet, node string, upstream map[string]string)
 	for _, k := range order {
 		out.Env = append(out.Env, k+"="+env[k])
 	}
+	hostPath := map[string]bool{}
+	for _, v := range spec.Volumes {
+		hostPath[v.Name] = v.HostPath != nil
+	}
 	for _, m := range c.VolumeMounts {
 		out.Mounts[m.Name] = m.MountPath
+		if hostPath[m.Name] {
+			out.HostPaths[m.Name] = m.MountPath
+		}
 	}
 	return out, nil
 }
@@ -217,4 +228,60 @@ func (sc *shippedContainer) mountedFile(volume, inside, replacement string, args
 		return nil, fmt.Errorf("no argument %s in %v", want, args)
 	}
 	return out, nil
+}
+
+// withHostPaths rewrites arguments under a hostPath volume's mount path to
+// the same path under dir/<volume> (the node's own directory for it, kept
+// across restarts of the process as the node keeps a hostPath).
+func (sc *shippedContainer) withHostPaths(dir string, args []string) ([]string, error) {
+	out := slices.Clone(args)
+	for volume, mount := range sc.HostPaths {
+		local := filepath.Join(dir, volume)
+		if err := os.MkdirAll(local, 0o755); err != nil {
+			return nil, err
+		}
+		for i, a := range out {
+			if j := strings.Index(a, mount); j >= 0 && (len(a) == j+len(mount) || a[j+len(mount)] == '/') {
+				out[i] = a[:j] + local + a[j+len(mount):]
+			}
+		}
+	}
+	return out, nil
+}
+
+// SnapshotsMissing says why a node could not restart without the apiserver
+// with the shipped configuration ("" when it can): the wrapper's DaemonSet
+// must give it a state directory on a hostPath, and the node Corefile's
+// gridhosts block a snapshot file.
+func SnapshotsMissing() string {
+	var missing []string
+	ds, err := readShippedDaemonSet(WrapperDaemonSet)
+	if err != nil {
+		return err.Error()
+	}
+	sc, err := containerFor(ds, "node", map[string]string{})
+	if err != nil {
+		return err.Error()
+	}
+	if !slices.ContainsFunc(sc.Args, func(a string) bool {
+		for _, mount := range sc.HostPaths {
+			if strings.Contains(a, mount) {
+				return true
+			}
+		}
+		return false
+	}) {
+		missing = append(missing, WrapperDaemonSet+" passes the wrapper no hostPath state directory")
+	}
+	corefile, err := readShippedCorefile(CorefileNode)
+	if err != nil {
+		return err.Error()
+	}
+	if !slices.ContainsFunc(strings.Split(corefile, "\n"), func(l string) bool {
+		f := strings.Fields(l)
+		return len(f) > 0 && f[0] == "snapshot"
+	}) {
+		missing = append(missing, "corefile/"+CorefileNode+" has no gridhosts snapshot")
+	}
+	return strings.Join(missing, "; ")
 }

@@ -1,0 +1,318 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/servicegroup/servicegroup/test/e2e/harness"
+)
+
+// TestEdgeAutonomy is issue 13, requirements 0 and 4, with every real
+// component (iptables mode: one run keeps the suite's time in check).
+//
+//  0. A node whose rule tables are empty (as after a reboot) starts its
+//     wrapper, kube-proxy and CoreDNS with the shipped manifests'
+//     configuration and recovers: the `kubernetes` ClusterIP is unreachable
+//     then, so the upstream must come from the manifests' upstream ConfigMap.
+//  4. With traffic running the apiserver stops; every node keeps its
+//     nodeunit's ClusterIP traffic and grid names; one node reboots while it
+//     is down (needs the wrapper's and gridhosts' snapshots); the apiserver
+//     returns, a pod IP and a node label change and reach kube-proxy and DNS;
+//     the wrapper's upstream LISTs and kube-proxy's relists are counted.
+func TestEdgeAutonomy(t *testing.T) {
+	mode := harness.ProxyModeIPTables
+	ctx, c := startCluster(t, harness.Options{ProxyMode: mode, Components: allComponents})
+	if err := c.WaitGridCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyExamplesWithKey(ctx, harness.GridKey, harness.SeedExamples...); err != nil {
+		t.Fatal(err)
+	}
+	units, err := c.Nodeunits(ctx, harness.GridKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []harness.PodInfo
+	eventually(ctx, t, 4*time.Minute, "the seeds' grids run one copy per nodeunit", func(ctx context.Context) error {
+		if pods, err = c.Pods(ctx, echoSelector); err != nil {
+			return err
+		}
+		if ready := readyOnly(pods); len(ready) != seedPodsPerNU*len(distinct(units)) {
+			return fmt.Errorf("%d ready: %v", len(ready), pods)
+		}
+		return nil
+	})
+	svc, err := c.Client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, "80")
+	kubernetesSvc, err := c.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubernetesAddr := net.JoinHostPort(kubernetesSvc.Spec.ClusterIP, "443")
+
+	// inUnit asserts node n's traffic and grid names against the pods as
+	// last seen (no apiserver needed).
+	inUnit := func(t *testing.T, n *harness.Node) {
+		t.Helper()
+		want := podsInUnit(pods, units, units[n.Name])
+		assertProxyRulesOf(ctx, t, c, n, gridService, want, pods)
+		assertClosedLoop(ctx, t, n, url, want)
+		assertUnifiedNames(ctx, t, c, n, units[n.Name], pods)
+	}
+
+	t.Run("node starts from empty rule tables with the shipped configuration", func(t *testing.T) {
+		n := c.Node("node0")
+		c.StopNodeComponents(n)
+		if err := n.FlushRules(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Nothing routes the `kubernetes` ClusterIP: an upstream taken from it
+		// (in-cluster defaults) could never be reached.
+		if err := n.Unreachable(ctx, kubernetesAddr, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.RulesEmpty(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: no netfilter rule, %s (Service kubernetes) unreachable; starting wrapper, kube-proxy and CoreDNS from %s, %s, %s (upstream address substituted: %s)",
+			n.Name, kubernetesAddr, harness.WrapperDaemonSet, harness.CoreDNSDaemonSet, harness.UpstreamEnvFile, c.CP.URL)
+		if err := c.StartNodeComponents(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		inUnit(t, n)
+	})
+	if t.Failed() {
+		return
+	}
+
+	// Traffic runs on every node from before the outage until the apiserver
+	// is back; no answer may ever come from outside the node's nodeunit.
+	traffic := startTraffic(ctx, c, url, units, pods)
+
+	before := wrapperRequests(ctx, t, c)
+	c.CP.StopAPIServer()
+	t.Log("kube-apiserver stopped")
+
+	t.Run("apiserver down: every node stays in its nodeunit", func(t *testing.T) {
+		for _, n := range c.Nodes {
+			inUnit(t, n)
+		}
+	})
+
+	rebooted := c.Node("node1")
+	rebootedAt := map[string]int{}
+	t.Run("apiserver down: a node reboots and stays in its nodeunit", func(t *testing.T) {
+		if why := harness.SnapshotsMissing(); why != "" {
+			t.Skipf("needs node-local snapshots: %s", why)
+		}
+		c.StopNodeComponents(rebooted)
+		if err := rebooted.FlushRules(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.StartNodeComponents(ctx, rebooted); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range c.Nodes {
+			inUnit(t, n)
+		}
+		if rebootedAt, err = rebooted.WrapperRequests(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: kube-proxy's LISTs to the restarted wrapper: %v", rebooted.Name, lists(rebootedAt))
+	})
+	rebootRan := rebootedAt != nil && len(rebootedAt) > 0
+
+	upstreamBefore, err := c.UpstreamLists()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CP.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("kube-apiserver started again")
+	answered, outside := traffic.stop()
+	t.Logf("traffic during the outage: %v answers per node", answered)
+	if len(outside) > 0 {
+		t.Errorf("answers from outside the nodeunit during the outage: %v", outside)
+	}
+
+	t.Run("after the outage a pod IP change reaches kube-proxy and DNS", func(t *testing.T) {
+		unit := units["node0"]
+		name := fmt.Sprintf("%s-%s-0", statefulGrid, unit)
+		old := podByName(pods, name)
+		if err := c.Client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(ctx, t, 2*time.Minute, name+" recreated on a new IP", func(ctx context.Context) error {
+			if pods, err = c.Pods(ctx, echoSelector); err != nil {
+				return err
+			}
+			p := podByName(pods, name)
+			if !p.Ready || p.IP == "" || p.IP == old.IP {
+				return fmt.Errorf("%s: %+v (was %s)", name, p, old.IP)
+			}
+			return nil
+		})
+		t.Logf("%s: %s -> %s", name, old.IP, podByName(pods, name).IP)
+		for _, n := range c.Nodes {
+			if units[n.Name] == unit {
+				inUnit(t, n)
+			}
+		}
+	})
+
+	t.Run("after the outage a node label change reaches kube-proxy and DNS", func(t *testing.T) {
+		node2 := c.Node("node2")
+		if err := c.SetNodeLabel(ctx, node2.Name, harness.GridKey, "nodeunit1"); err != nil {
+			t.Fatal(err)
+		}
+		if units, err = c.Nodeunits(ctx, harness.GridKey); err != nil {
+			t.Fatal(err)
+		}
+		inUnit(t, node2)
+	})
+
+	t.Run("upstream LISTs and kube-proxy relists", func(t *testing.T) {
+		all, err := c.UpstreamLists()
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := map[string]map[string]int{} // node -> resource -> LISTs since the apiserver returned
+		for _, l := range all[len(upstreamBefore):] {
+			if after[l.Node] == nil {
+				after[l.Node] = map[string]int{}
+			}
+			after[l.Node][l.Resource]++
+		}
+		t.Logf("wrapper LISTs upstream since the apiserver returned, by node and resource: %v", after)
+		for _, n := range c.Nodes {
+			for res, count := range after[n.Name] {
+				// Once per resource: the wrapper relists when the apiserver
+				// returns, or resumes its watch and does not list at all.
+				if count > 1 {
+					t.Errorf("%s: wrapper listed %s upstream %d times after the apiserver returned, want at most once", n.Name, res, count)
+				}
+			}
+		}
+		if rebootRan {
+			for res := range lists(rebootedAt) {
+				if after[rebooted.Name][res] != 1 {
+					t.Errorf("%s: rebooted wrapper listed %s upstream %d times after the apiserver returned, want exactly once (it started from its snapshot)", rebooted.Name, res, after[rebooted.Name][res])
+				}
+			}
+		}
+
+		now := wrapperRequests(ctx, t, c)
+		for _, n := range c.Nodes {
+			base := before[n.Name]
+			if n == rebooted && rebootRan {
+				base = rebootedAt // a new wrapper process: its counters start at zero
+			}
+			relists := map[string]int{}
+			for k, v := range lists(now[n.Name]) {
+				if d := v - lists(base)[k]; d != 0 {
+					relists[k] = d
+				}
+			}
+			t.Logf("%s: kube-proxy's LISTs to the wrapper during and after the outage: %v (before: %v)", n.Name, relists, lists(base))
+			// The wrapper's snapshot is never too old to resume from here:
+			// kube-proxy keeps its watches.
+			if len(relists) != 0 {
+				t.Errorf("%s: kube-proxy relisted %v, want no relist", n.Name, relists)
+			}
+		}
+	})
+}
+
+// wrapperRequests reads every node's wrapper request counters.
+func wrapperRequests(ctx context.Context, t *testing.T, c *harness.Cluster) map[string]map[string]int {
+	t.Helper()
+	out := map[string]map[string]int{}
+	for _, n := range c.Nodes {
+		m, err := n.WrapperRequests(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[n.Name] = m
+	}
+	return out
+}
+
+// lists keeps the "list/RESOURCE" counters.
+func lists(m map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		if len(k) > 5 && k[:5] == "list/" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func podByName(pods []harness.PodInfo, name string) harness.PodInfo {
+	if i := slices.IndexFunc(pods, func(p harness.PodInfo) bool { return p.Name == name }); i >= 0 {
+		return pods[i]
+	}
+	return harness.PodInfo{}
+}
+
+// traffic sends requests to a ClusterIP from every node until stopped,
+// counting answers and any answer from a pod outside the node's nodeunit.
+type traffic struct {
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	answers map[string]int
+	outside []string
+}
+
+func startTraffic(ctx context.Context, c *harness.Cluster, url string, units map[string]string, pods []harness.PodInfo) *traffic {
+	ctx, cancel := context.WithCancel(ctx)
+	tr := &traffic{cancel: cancel, answers: map[string]int{}}
+	units = maps.Clone(units)
+	for _, n := range c.Nodes {
+		want := podsInUnit(pods, units, units[n.Name])
+		tr.wg.Go(func() {
+			for ctx.Err() == nil {
+				e, err := n.Get(ctx, url)
+				if err != nil { // a rebooting node has no rules for a while
+					select {
+					case <-ctx.Done():
+					case <-time.After(200 * time.Millisecond):
+					}
+					continue
+				}
+				tr.mu.Lock()
+				tr.answers[n.Name]++
+				if _, ok := want[e.Pod]; !ok {
+					tr.outside = append(tr.outside, n.Name+" <- "+e.Pod)
+				}
+				tr.mu.Unlock()
+				select {
+				case <-ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		})
+	}
+	return tr
+}
+
+func (tr *traffic) stop() (map[string]int, []string) {
+	tr.cancel()
+	tr.wg.Wait()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return maps.Clone(tr.answers), slices.Clone(tr.outside)
+}
