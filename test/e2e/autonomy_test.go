@@ -100,7 +100,7 @@ func TestEdgeAutonomy(t *testing.T) {
 	// is back; no answer may ever come from outside the node's nodeunit.
 	traffic := startTraffic(ctx, c, url, units, pods)
 
-	before := wrapperRequests(ctx, t, c)
+	proxyLogAt := kubeProxyLogSizes(t, c)
 	c.CP.StopAPIServer()
 	t.Log("kube-apiserver stopped")
 
@@ -111,7 +111,7 @@ func TestEdgeAutonomy(t *testing.T) {
 	})
 
 	rebooted := c.Node("node1")
-	rebootedAt := map[string]int{}
+	rebootRan := false
 	t.Run("apiserver down: a node reboots and stays in its nodeunit", func(t *testing.T) {
 		if why := harness.SnapshotsMissing(); why != "" {
 			t.Skipf("needs node-local snapshots: %s", why)
@@ -126,12 +126,18 @@ func TestEdgeAutonomy(t *testing.T) {
 		for _, n := range c.Nodes {
 			inUnit(t, n)
 		}
-		if rebootedAt, err = rebooted.WrapperRequests(ctx); err != nil {
+		// The restarted kube-proxy's first lists are its start, not relists.
+		initial, err := harness.Relists(rebooted.KubeProxy, proxyLogAt[rebooted.Name])
+		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: kube-proxy's LISTs to the restarted wrapper: %v", rebooted.Name, lists(rebootedAt))
+		t.Logf("%s: restarted kube-proxy's initial lists from the wrapper's snapshot: %v", rebooted.Name, initial)
+		proxyLogAt[rebooted.Name], err = harness.LogSize(rebooted.KubeProxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rebootRan = true
 	})
-	rebootRan := rebootedAt != nil && len(rebootedAt) > 0
 
 	upstreamBefore, err := c.UpstreamLists()
 	if err != nil {
@@ -188,46 +194,52 @@ func TestEdgeAutonomy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		after := map[string]map[string]int{} // node -> resource -> LISTs since the apiserver returned
+		served := map[string]bool{} // resources the wrappers fetch upstream
+		for _, l := range upstreamBefore {
+			if l.Kind != "resume" {
+				served[l.Resource] = true
+			}
+		}
+		after := map[string]map[string]int{} // node -> resource -> full fetches since the apiserver returned
+		resumed := map[string]int{}
 		for _, l := range all[len(upstreamBefore):] {
+			if l.Kind == "resume" {
+				resumed[l.Node]++
+				continue
+			}
 			if after[l.Node] == nil {
 				after[l.Node] = map[string]int{}
 			}
 			after[l.Node][l.Resource]++
 		}
-		t.Logf("wrapper LISTs upstream since the apiserver returned, by node and resource: %v", after)
+		t.Logf("wrapper full fetches upstream (LIST or watch-list) since the apiserver returned, by node and resource: %v; resumed watches by node: %v; resources fetched before: %v", after, resumed, keys(served))
 		for _, n := range c.Nodes {
 			for res, count := range after[n.Name] {
-				// Once per resource: the wrapper relists when the apiserver
-				// returns, or resumes its watch and does not list at all.
+				// A wrapper that kept running resumes its watches, or relists
+				// once if the apiserver cannot resume them: never more.
 				if count > 1 {
-					t.Errorf("%s: wrapper listed %s upstream %d times after the apiserver returned, want at most once", n.Name, res, count)
+					t.Errorf("%s: wrapper fetched %s upstream %d times after the apiserver returned, want at most once", n.Name, res, count)
 				}
 			}
 		}
 		if rebootRan {
-			for res := range lists(rebootedAt) {
-				if after[rebooted.Name][res] != 1 {
-					t.Errorf("%s: rebooted wrapper listed %s upstream %d times after the apiserver returned, want exactly once (it started from its snapshot)", rebooted.Name, res, after[rebooted.Name][res])
+			// Started from its snapshot while the apiserver was away: exactly
+			// one full fetch per resource when it returns.
+			for res := range served {
+				if got := after[rebooted.Name][res]; got != 1 {
+					t.Errorf("%s: rebooted wrapper fetched %s upstream %d times after the apiserver returned, want exactly once", rebooted.Name, res, got)
 				}
 			}
 		}
 
-		now := wrapperRequests(ctx, t, c)
 		for _, n := range c.Nodes {
-			base := before[n.Name]
-			if n == rebooted && rebootRan {
-				base = rebootedAt // a new wrapper process: its counters start at zero
+			relists, err := harness.Relists(n.KubeProxy, proxyLogAt[n.Name])
+			if err != nil {
+				t.Fatal(err)
 			}
-			relists := map[string]int{}
-			for k, v := range lists(now[n.Name]) {
-				if d := v - lists(base)[k]; d != 0 {
-					relists[k] = d
-				}
-			}
-			t.Logf("%s: kube-proxy's LISTs to the wrapper during and after the outage: %v (before: %v)", n.Name, relists, lists(base))
-			// The wrapper's snapshot is never too old to resume from here:
-			// kube-proxy keeps its watches.
+			t.Logf("%s: kube-proxy relists during and after the outage: %v", n.Name, relists)
+			// The wrappers' event logs always reach back far enough here, so
+			// kube-proxy resumes its watches and never relists.
 			if len(relists) != 0 {
 				t.Errorf("%s: kube-proxy relisted %v, want no relist", n.Name, relists)
 			}
@@ -235,27 +247,16 @@ func TestEdgeAutonomy(t *testing.T) {
 	})
 }
 
-// wrapperRequests reads every node's wrapper request counters.
-func wrapperRequests(ctx context.Context, t *testing.T, c *harness.Cluster) map[string]map[string]int {
+// kubeProxyLogSizes marks where each node's kube-proxy log stands.
+func kubeProxyLogSizes(t *testing.T, c *harness.Cluster) map[string]int64 {
 	t.Helper()
-	out := map[string]map[string]int{}
+	out := map[string]int64{}
 	for _, n := range c.Nodes {
-		m, err := n.WrapperRequests(ctx)
+		size, err := harness.LogSize(n.KubeProxy)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[n.Name] = m
-	}
-	return out
-}
-
-// lists keeps the "list/RESOURCE" counters.
-func lists(m map[string]int) map[string]int {
-	out := map[string]int{}
-	for k, v := range m {
-		if len(k) > 5 && k[:5] == "list/" {
-			out[k] = v
-		}
+		out[n.Name] = size
 	}
 	return out
 }

@@ -2,35 +2,37 @@ package harness
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
 
-// Counting LIST requests, from sources independent of the code under test:
-// the apiserver's audit log (the wrapper's upstream LISTs, by its
-// ServiceAccount) and the wrapper's own request counter (the LISTs kube-proxy
-// sent it: kube-proxy's relists).
+// Counting (re)lists, from sources independent of the code under test: the
+// apiserver's audit log for the wrapper's upstream requests (by its
+// ServiceAccount), and kube-proxy's own log for kube-proxy's relists. A
+// client-go informer fetches the full state with a LIST, or (WatchListClient,
+// on by default since 1.35) with a WATCH that sends initial events; a WATCH
+// from a resourceVersion resumes and fetches nothing again.
 
 // WrapperUser is the identity the wrapper's upstream requests carry (its
 // shipped ServiceAccount).
 const WrapperUser = "system:serviceaccount:edge-system:application-grid-wrapper"
 
-// auditPolicy records every LIST by the wrapper, once, when complete; nothing else.
+// auditPolicy records the wrapper's LISTs (when complete) and WATCHes (when
+// started, and when complete); nothing else.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
-omitStages: [RequestReceived, ResponseStarted]
+omitStages: [RequestReceived]
 rules:
 - level: Metadata
-  verbs: [list]
+  verbs: [list, watch]
   users: ["` + WrapperUser + `"]
 - level: None
 `
@@ -49,17 +51,22 @@ func auditArgs(dir string) ([]string, string, error) {
 	return []string{"--audit-policy-file=" + policy, "--audit-log-path=" + log, "--audit-log-format=json", "--audit-log-mode=blocking"}, log, nil
 }
 
-// UpstreamList is one LIST the apiserver served to a wrapper.
+// UpstreamList is one full-state fetch (LIST, or WATCH with initial events)
+// the apiserver served to a wrapper, or a resumed WATCH.
 type UpstreamList struct {
 	Node     string // the node whose address the request came from
 	SourceIP string
 	Resource string
-	Time     time.Time
+	// Kind is "list", "watch-list" (a WATCH sending the current state first)
+	// or "resume" (a WATCH from a resourceVersion).
+	Kind string
+	Time time.Time
 }
 
-// UpstreamLists returns the LISTs the apiserver's audit log holds for
-// WrapperUser, in order. Every wrapper runs in its node's namespace, so the
-// source IP names the node.
+// UpstreamLists returns the full-state fetches and resumed watches the
+// apiserver's audit log holds for WrapperUser, in order: LISTs that
+// completed with 200, WATCHes that started. Every wrapper runs in its node's
+// namespace, so the source IP names the node.
 func (c *Cluster) UpstreamLists() ([]UpstreamList, error) {
 	f, err := os.Open(c.auditLog)
 	if err != nil {
@@ -78,50 +85,64 @@ func (c *Cluster) UpstreamLists() ([]UpstreamList, error) {
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return nil, fmt.Errorf("%s: %w", c.auditLog, err)
 		}
-		if ev.Verb != "list" || ev.User.Username != WrapperUser || ev.ObjectRef == nil || len(ev.SourceIPs) == 0 {
+		if ev.User.Username != WrapperUser || ev.ObjectRef == nil || len(ev.SourceIPs) == 0 {
+			continue
+		}
+		var kind string
+		switch {
+		case ev.Verb == "list" && ev.Stage == auditv1.StageResponseComplete && ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusOK:
+			kind = "list"
+		case ev.Verb == "watch" && ev.Stage == auditv1.StageResponseStarted:
+			u, err := url.Parse(ev.RequestURI)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", c.auditLog, err)
+			}
+			q := u.Query()
+			if rv := q.Get("resourceVersion"); q.Get("sendInitialEvents") == "true" || rv == "" || rv == "0" {
+				kind = "watch-list"
+			} else {
+				kind = "resume"
+			}
+		default:
 			continue
 		}
 		out = append(out, UpstreamList{
 			Node: byIP[ev.SourceIPs[0]], SourceIP: ev.SourceIPs[0],
-			Resource: ev.ObjectRef.Resource, Time: ev.StageTimestamp.Time,
+			Resource: ev.ObjectRef.Resource, Kind: kind, Time: ev.StageTimestamp.Time,
 		})
 	}
 	return out, sc.Err()
 }
 
-// WrapperRequests returns the node's wrapper counter
-// application_grid_wrapper_requests_total summed by verb and resource
-// ("list/services" -> n), read from its /metrics.
-func (n *Node) WrapperRequests(ctx context.Context) (map[string]int, error) {
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: n.NS.DialContext}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+WrapperAddr+"/metrics", nil)
+// Relists counts, per informer type, how often the process's client-go
+// reflectors fetched the full state (each logs "Caches populated" at -v=2
+// after a LIST or watch-list, never after resuming a watch), in its log
+// from byte offset from on. Offsets come from LogSize.
+func Relists(p *Process, from int64) (map[string]int, error) {
+	data, err := os.ReadFile(p.LogPath)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: wrapper /metrics: %s", n.Name, resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("%s: wrapper /metrics: %w", n.Name, err)
+	if from > int64(len(data)) {
+		return nil, fmt.Errorf("%s: offset %d beyond its log (%d bytes)", p.Name, from, len(data))
 	}
 	out := map[string]int{}
-	fam, ok := families["application_grid_wrapper_requests_total"]
-	if !ok {
-		return out, nil
-	}
-	for _, m := range fam.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
+	for _, line := range strings.Split(string(data[from:]), "\n") {
+		if !strings.Contains(line, `"Caches populated"`) {
+			continue
 		}
-		out[labels["verb"]+"/"+labels["resource"]] += int(m.GetCounter().GetValue())
+		_, rest, _ := strings.Cut(line, `type="`)
+		typ, _, _ := strings.Cut(rest, `"`)
+		out[typ]++
 	}
 	return out, nil
+}
+
+// LogSize is the current size of the process's log (appended across restarts).
+func LogSize(p *Process) (int64, error) {
+	st, err := os.Stat(p.LogPath)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
 }
