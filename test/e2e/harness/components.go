@@ -173,7 +173,11 @@ func (c *Cluster) startWrapper(ctx context.Context, n *Node) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	args, err := sc.withHostPaths(filepath.Join(c.Dir, "hostpath-"+n.Name), sc.Args)
+	hostDir := filepath.Join(c.Dir, "hostpath-"+n.Name)
+	if err := c.runInitContainers(ctx, n.NS, run, hostDir, bin, sc); err != nil {
+		return nil, fmt.Errorf("%s: %w", WrapperDaemonSet, err)
+	}
+	args, err := sc.withHostPaths(hostDir, sc.Args)
 	if err != nil {
 		return nil, err
 	}

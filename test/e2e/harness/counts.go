@@ -57,6 +57,12 @@ type UpstreamList struct {
 	Node     string // the node whose address the request came from
 	SourceIP string
 	Resource string
+	// Informer tells a client's informers apart: the resource with its
+	// field and label selectors ("nodes?fieldSelector=metadata.name=node1").
+	Informer string
+	// UserAgent says whose request it was: the wrapper's own informers, or
+	// kube-proxy's, forwarded by the wrapper (ServiceCIDRs).
+	UserAgent string
 	// Kind is "list", "watch-list" (a WATCH sending the current state first)
 	// or "resume" (a WATCH from a resourceVersion).
 	Kind string
@@ -88,16 +94,22 @@ func (c *Cluster) UpstreamLists() ([]UpstreamList, error) {
 		if ev.User.Username != WrapperUser || ev.ObjectRef == nil || len(ev.SourceIPs) == 0 {
 			continue
 		}
+		u, err := url.Parse(ev.RequestURI)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.auditLog, err)
+		}
+		q := u.Query()
+		informer := ev.ObjectRef.Resource
+		for _, sel := range []string{"fieldSelector", "labelSelector"} {
+			if v := q.Get(sel); v != "" {
+				informer += "?" + sel + "=" + v
+			}
+		}
 		var kind string
 		switch {
 		case ev.Verb == "list" && ev.Stage == auditv1.StageResponseComplete && ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusOK:
 			kind = "list"
 		case ev.Verb == "watch" && ev.Stage == auditv1.StageResponseStarted:
-			u, err := url.Parse(ev.RequestURI)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", c.auditLog, err)
-			}
-			q := u.Query()
 			if rv := q.Get("resourceVersion"); q.Get("sendInitialEvents") == "true" || rv == "" || rv == "0" {
 				kind = "watch-list"
 			} else {
@@ -108,7 +120,8 @@ func (c *Cluster) UpstreamLists() ([]UpstreamList, error) {
 		}
 		out = append(out, UpstreamList{
 			Node: byIP[ev.SourceIPs[0]], SourceIP: ev.SourceIPs[0],
-			Resource: ev.ObjectRef.Resource, Kind: kind, Time: ev.StageTimestamp.Time,
+			Resource: ev.ObjectRef.Resource, Informer: informer, UserAgent: ev.UserAgent,
+			Kind: kind, Time: ev.StageTimestamp.Time,
 		})
 	}
 	return out, sc.Err()

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -157,6 +158,28 @@ func inClusterCommand(ctx context.Context, ns *NetNS, runDir string, env []strin
 	cmd := ns.Command(ctx, "unshare", wrapped...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	return cmd
+}
+
+// runInitContainers runs the pod's init containers to completion, in order,
+// as the kubelet does before the container starts. Each is the same image
+// as the container (bin) with its own args; anything else is an error.
+func (c *Cluster) runInitContainers(ctx context.Context, ns *NetNS, runDir, hostDir, bin string, sc *shippedContainer) error {
+	for _, ic := range sc.Init {
+		if len(ic.Command) != 0 {
+			return fmt.Errorf("init container %s: a command of its own (%v) is not known to the harness", ic.Name, ic.Command)
+		}
+		args, err := ic.withHostPaths(hostDir, ic.Args)
+		if err != nil {
+			return err
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		out, err := inClusterCommand(cctx, ns, runDir, ic.Env, bin, args...).CombinedOutput()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("init container %s %v: %w\n%s", ic.Name, args, err, out)
+		}
+	}
+	return nil
 }
 
 // rbacState is embedded in Cluster: the edge RBAC is created once.

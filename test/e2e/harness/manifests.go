@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 )
@@ -45,6 +46,10 @@ type shippedContainer struct {
 	// HostPaths are the mount paths of hostPath volumes (node state that
 	// survives a restart), by volume name.
 	HostPaths map[string]string
+	// Name is the container's name; Init are the pod's init containers,
+	// run to completion in order before it.
+	Name string
+	Init []*shippedContainer
 }
 
 // readShippedDaemonSet reads one DaemonSet from a manifest file (the file
@@ -136,10 +141,26 @@ func readUpstreamEnv() (map[string]string, error) {
 // error rather than silently dropped.
 func containerFor(ds *appsv1.DaemonSet, node string, upstream map[string]string) (*shippedContainer, error) {
 	spec := ds.Spec.Template.Spec
-	if len(spec.Containers) != 1 || len(spec.InitContainers) != 0 {
-		return nil, fmt.Errorf("DaemonSet %s: want exactly one container and no init containers", ds.Name)
+	if len(spec.Containers) != 1 {
+		return nil, fmt.Errorf("DaemonSet %s: want exactly one container, got %d", ds.Name, len(spec.Containers))
 	}
-	c := spec.Containers[0]
+	out, err := resolveContainer(ds, spec.Containers[0], node, upstream)
+	if err != nil {
+		return nil, err
+	}
+	for _, ic := range spec.InitContainers {
+		init, err := resolveContainer(ds, ic, node, upstream)
+		if err != nil {
+			return nil, err
+		}
+		out.Init = append(out.Init, init)
+	}
+	return out, nil
+}
+
+// resolveContainer resolves one container of the DaemonSet's pod.
+func resolveContainer(ds *appsv1.DaemonSet, c corev1.Container, node string, upstream map[string]string) (*shippedContainer, error) {
+	spec := ds.Spec.Template.Spec
 	env := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -166,7 +187,7 @@ func containerFor(ds *appsv1.DaemonSet, node string, upstream map[string]string)
 			return nil, fmt.Errorf("DaemonSet %s: env %s: only values and spec.nodeName are known to the harness", ds.Name, e.Name)
 		}
 	}
-	out := &shippedContainer{ServiceAccount: spec.ServiceAccountName, Namespace: ds.Namespace, Mounts: map[string]string{}, HostPaths: map[string]string{}}
+	out := &shippedContainer{Name: c.Name, ServiceAccount: spec.ServiceAccountName, Namespace: ds.Namespace, Mounts: map[string]string{}, HostPaths: map[string]string{}}
 	if out.Namespace == "" {
 		out.Namespace = "default"
 	}
