@@ -173,7 +173,7 @@ func (c *Cluster) startWrapper(ctx context.Context, n *Node) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	hostDir := filepath.Join(c.Dir, "hostpath-"+n.Name)
+	hostDir := filepath.Join(c.Dir, "hostpath-wrapper-"+n.Name)
 	if err := c.runInitContainers(ctx, n.NS, run, hostDir, bin, sc); err != nil {
 		return nil, fmt.Errorf("%s: %w", WrapperDaemonSet, err)
 	}
@@ -306,6 +306,12 @@ func (c *Cluster) nodeCoreDNSCommand(ctx context.Context, ns *NetNS, name, nodeN
 	}
 	run, err := c.podRunDir(ctx, "coredns-"+name, sc)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.runInitContainers(ctx, ns, run, filepath.Join(c.Dir, "hostpath-coredns-"+nodeName), bin, sc); err != nil {
+		return nil, fmt.Errorf("%s: %w", CoreDNSDaemonSet, err)
+	}
+	if args, err = sc.withHostPaths(filepath.Join(c.Dir, "hostpath-coredns-"+nodeName), args); err != nil {
 		return nil, err
 	}
 	return inClusterCommand(context.WithoutCancel(ctx), ns, run, sc.Env, bin, args...), nil

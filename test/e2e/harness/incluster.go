@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -161,22 +162,24 @@ func inClusterCommand(ctx context.Context, ns *NetNS, runDir string, env []strin
 }
 
 // runInitContainers runs the pod's init containers to completion, in order,
-// as the kubelet does before the container starts. Each is the same image
-// as the container (bin) with its own args; anything else is an error.
+// as the kubelet does before the container starts, with hostPath mounts
+// mapped under hostDir. One without a command runs the container's own
+// program (bin: the same image); one with a command runs it from the host
+// (a shell and coreutils are on every test host, as in a busybox image).
 func (c *Cluster) runInitContainers(ctx context.Context, ns *NetNS, runDir, hostDir, bin string, sc *shippedContainer) error {
 	for _, ic := range sc.Init {
-		if len(ic.Command) != 0 {
-			return fmt.Errorf("init container %s: a command of its own (%v) is not known to the harness", ic.Name, ic.Command)
-		}
-		args, err := ic.withHostPaths(hostDir, ic.Args)
+		argv, err := ic.withHostPaths(hostDir, append(slices.Clone(ic.Command), ic.Args...))
 		if err != nil {
 			return err
 		}
+		if len(ic.Command) == 0 {
+			argv = append([]string{bin}, argv...)
+		}
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
-		out, err := inClusterCommand(cctx, ns, runDir, ic.Env, bin, args...).CombinedOutput()
+		out, err := inClusterCommand(cctx, ns, runDir, ic.Env, argv[0], argv[1:]...).CombinedOutput()
 		cancel()
 		if err != nil {
-			return fmt.Errorf("init container %s %v: %w\n%s", ic.Name, args, err, out)
+			return fmt.Errorf("init container %s %v: %w\n%s", ic.Name, argv, err, out)
 		}
 	}
 	return nil

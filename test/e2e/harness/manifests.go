@@ -262,9 +262,7 @@ func (sc *shippedContainer) withHostPaths(dir string, args []string) ([]string, 
 			return nil, err
 		}
 		for i, a := range out {
-			if j := strings.Index(a, mount); j >= 0 && (len(a) == j+len(mount) || a[j+len(mount)] == '/') {
-				out[i] = a[:j] + local + a[j+len(mount):]
-			}
+			out[i] = replacePath(a, mount, local)
 		}
 	}
 	return out, nil
@@ -305,4 +303,29 @@ func SnapshotsMissing() string {
 		missing = append(missing, "corefile/"+CorefileNode+" has no gridhosts snapshot")
 	}
 	return strings.Join(missing, "; ")
+}
+
+// replacePath replaces every occurrence of the path mount in s that is the
+// whole path or a parent of it (followed by the end, '/', or a non-path
+// character such as a space or quote) with local.
+func replacePath(s, mount, local string) string {
+	var b strings.Builder
+	for {
+		j := strings.Index(s, mount)
+		if j < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		end := j + len(mount)
+		if end == len(s) || !isPathChar(s[end]) || s[end] == '/' {
+			b.WriteString(s[:j] + local)
+		} else {
+			b.WriteString(s[:end])
+		}
+		s = s[end:]
+	}
+}
+
+func isPathChar(c byte) bool {
+	return c == '/' || c == '.' || c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

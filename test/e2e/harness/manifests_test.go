@@ -62,11 +62,11 @@ func TestExpandVarsAndHostPaths(t *testing.T) {
 	}
 	sc := &shippedContainer{HostPaths: map[string]string{"state": "/var/lib/w"}}
 	dir := t.TempDir()
-	got, err := sc.withHostPaths(dir, []string{"--state-dir=/var/lib/w", "--other=/var/lib/wx", "--f=/var/lib/w/s.json"})
+	got, err := sc.withHostPaths(dir, []string{"--state-dir=/var/lib/w", "--other=/var/lib/wx", "--f=/var/lib/w/s.json", "chown 1:1 /var/lib/w && chmod 0700 /var/lib/w"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--state-dir=" + dir + "/state", "--other=/var/lib/wx", "--f=" + dir + "/state/s.json"}
+	want := []string{"--state-dir=" + dir + "/state", "--other=/var/lib/wx", "--f=" + dir + "/state/s.json", "chown 1:1 " + dir + "/state && chmod 0700 " + dir + "/state"}
 	if !slices.Equal(got, want) {
 		t.Errorf("withHostPaths: %v, want %v", got, want)
 	}
