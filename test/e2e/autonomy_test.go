@@ -25,7 +25,8 @@ import (
 //     then, so the upstream must come from the manifests' upstream ConfigMap.
 //  4. With traffic running the apiserver stops; every node keeps its
 //     nodeunit's ClusterIP traffic and grid names; one node reboots while it
-//     is down (needs the wrapper's and gridhosts' snapshots); the apiserver
+//     is down, and another node's wrapper restarts under its running
+//     kube-proxy (both need the wrapper's and gridhosts' snapshots); the apiserver
 //     returns, a pod IP and a node label change and reach kube-proxy and DNS;
 //     the wrapper's upstream LISTs and kube-proxy's relists are counted.
 func TestEdgeAutonomy(t *testing.T) {
@@ -138,6 +139,19 @@ func TestEdgeAutonomy(t *testing.T) {
 			t.Fatal(err)
 		}
 		rebootRan = true
+	})
+
+	t.Run("apiserver down: a wrapper restarts under a running kube-proxy", func(t *testing.T) {
+		if why := harness.SnapshotsMissing(); why != "" {
+			t.Skipf("needs node-local snapshots: %s", why)
+		}
+		// kube-proxy's watches break and resume on the new wrapper, seeded
+		// from its snapshot: no relist (checked with the counts below).
+		n := c.Node("node2")
+		if err := c.RestartWrapper(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		inUnit(t, n)
 	})
 
 	upstreamBefore, err := c.UpstreamLists()

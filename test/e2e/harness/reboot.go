@@ -73,3 +73,17 @@ func (n *FabricNode) Unreachable(ctx context.Context, addr string, timeout time.
 	conn.Close()
 	return fmt.Errorf("%s: %s reachable", n.Name, addr)
 }
+
+// RestartWrapper stops the node's wrapper and starts it again, leaving
+// kube-proxy running: kube-proxy's watches break and must resume on the new
+// wrapper.
+func (c *Cluster) RestartWrapper(ctx context.Context, n *Node) error {
+	n.Wrapper.Stop(10 * time.Second)
+	p, err := c.startWrapper(ctx, n)
+	if err != nil {
+		return err
+	}
+	c.track(p)
+	n.Wrapper = p
+	return nil
+}
