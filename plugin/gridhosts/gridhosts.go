@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/coredns/coredns/plugin"
@@ -45,6 +46,15 @@ type GridHosts struct {
 	index   *Index
 	synced  atomic.Bool
 	watcher *watcher
+
+	// snapshot, when configured, keeps the index on disk; snap is the
+	// index read from it, answered from while the informers are not
+	// known (nil otherwise). mode orders the switch to live answers.
+	snapshot   *snapshotter
+	snap       atomic.Pointer[Index]
+	mode       sync.Mutex
+	snapCancel context.CancelFunc
+	snapDone   chan struct{}
 	// Before synced: whether grids and Services are already known, so a
 	// name can be ruled out as a grid name. Nil means not known.
 	gridsKnown, servicesKnown func() bool
@@ -71,19 +81,23 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 	if q.kind == nameNone {
 		return g.miss(ctx, w, r, n, zone, false)
 	}
+	x := g.index
 	if !g.synced.Load() {
-		return g.beforeSync(ctx, w, r, n, q, zone)
+		// Not synced: answer from the snapshot if one was read, else as
+		// if gridhosts were not there.
+		if x = g.snap.Load(); x == nil {
+			return g.beforeSync(ctx, w, r, n, q, zone)
+		}
 	}
 
-	x := g.index
 	x.mu.RLock()
-	node, ok := g.queryNode(w)
+	node, ok := g.queryNode(x, w)
 	if !ok {
 		x.mu.RUnlock()
 		return g.miss(ctx, w, r, n, zone, true)
 	}
 	origZone := n.orig[len(qname)-len(zone):] // keep the query's case
-	answer, extra, exists := g.lookup(state, n.orig, q, node, origZone)
+	answer, extra, exists := g.lookup(x, state, n.orig, q, node, origZone)
 	x.mu.RUnlock()
 	if !exists {
 		return g.miss(ctx, w, r, n, zone, false)
@@ -204,8 +218,7 @@ func (g *GridHosts) notGridName(q queryName) bool {
 // queryNode returns the node whose nodeunit this query is answered for, or
 // false for an unknown client without a fixed node. Callers hold the index
 // lock. A fixed node missing from the cluster answers nothing (nil node).
-func (g *GridHosts) queryNode(w dns.ResponseWriter) (*nodeObj, bool) {
-	x := g.index
+func (g *GridHosts) queryNode(x *Index, w dns.ResponseWriter) (*nodeObj, bool) {
 	if g.Clients {
 		if ip, ok := remoteIP(w); ok {
 			if name, ok := x.nodeForClient(ip); ok {
@@ -235,11 +248,10 @@ func remoteIP(w dns.ResponseWriter) (netip.Addr, bool) {
 	}
 }
 
-// lookup builds the answer for q (asked as qname) as seen from node. exists is false when
+// lookup builds the answer for q (asked as qname) from x as seen from node. exists is false when
 // the name is not one gridhosts serves; an existing name with no records of
 // the asked type returns an empty answer (NODATA). Callers hold the lock.
-func (g *GridHosts) lookup(state request.Request, qname string, q queryName, node *nodeObj, zone string) (answer, extra []dns.RR, exists bool) {
-	x := g.index
+func (g *GridHosts) lookup(x *Index, state request.Request, qname string, q queryName, node *nodeObj, zone string) (answer, extra []dns.RR, exists bool) {
 	switch q.kind {
 	case nameMember:
 		p := x.member(q.namespace, q.grid, q.ordinal, q.service, node)

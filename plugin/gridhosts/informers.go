@@ -181,7 +181,7 @@ func (w *watcher) waitStartup(bound time.Duration) {
 	go func() {
 		pctx, pcancel := context.WithTimeout(ctx, time.Second)
 		defer pcancel()
-		if _, err := w.client.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(pctx); err != nil && ctx.Err() == nil {
+		if err := w.probe(pctx); err != nil && ctx.Err() == nil {
 			close(unreachable)
 		}
 	}()
@@ -196,6 +196,12 @@ func (w *watcher) waitStartup(bound time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// probe asks the apiserver for its version: whether it answers now.
+func (w *watcher) probe(ctx context.Context) error {
+	_, err := w.client.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(ctx)
+	return err
 }
 
 // stop ends the informers and waits for their goroutines.

@@ -529,6 +529,11 @@ func runShipped(t *testing.T, c *cluster, bin, file string) {
 		}
 		text = strings.Replace(text, r[0], r[1], 1)
 	}
+	// The node's hostPath becomes a file of this test.
+	const shippedSnapshot = "snapshot /var/lib/coredns-gridhosts/gridhosts.snapshot"
+	snapshot := filepath.Join(t.TempDir(), "gridhosts.snapshot")
+	wantSnapshot := strings.Contains(text, shippedSnapshot)
+	text = strings.Replace(text, shippedSnapshot, "snapshot "+snapshot, 1)
 	startCoreDNS(t, bin, text, fmt.Sprintf("http://127.0.0.1:%d/ready", ready), "NODE_NAME=node-1")
 	server := fmt.Sprintf("127.0.0.1:%d", port)
 	if !strings.Contains(file, "clients") {
@@ -543,6 +548,12 @@ func runShipped(t *testing.T, c *cluster, bin, file string) {
 		expect(t, "127.0.0.23", server, demoNames(0), dns.TypeA)
 		expect(t, "127.0.0.11", server, demoNames(0), dns.TypeA, "10.0.1.100")
 		expect(t, "127.0.0.99", server, demoNames(0), dns.TypeA)
+	}
+	if wantSnapshot {
+		poll(t, 30*time.Second, "snapshot written by the shipped Corefile", func() error {
+			_, err := os.Stat(snapshot)
+			return err
+		})
 	}
 }
 

@@ -1,6 +1,9 @@
 package gridhosts
 
 import (
+	"sync/atomic"
+	"time"
+
 	"github.com/coredns/coredns/plugin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -42,6 +45,40 @@ var (
 	})
 )
 
+// Snapshot metrics. servingSnapshotWritten is the write time (Unix
+// nanoseconds) of the snapshot being answered from, 0 while answers are
+// live.
+var (
+	servingSnapshotWritten atomic.Int64
+
+	snapshotServing = promauto.NewGauge(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "gridhosts",
+		Name:      "snapshot_serving",
+		Help:      "1 while grid names are answered from the on-disk snapshot because the informers are not synced, else 0.",
+	})
+
+	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "gridhosts",
+		Name:      "snapshot_age_seconds",
+		Help:      "Age of the snapshot grid names are answered from (time since it was written); 0 while answers are live.",
+	}, func() float64 {
+		w := servingSnapshotWritten.Load()
+		if w == 0 {
+			return 0
+		}
+		return time.Since(time.Unix(0, w)).Seconds()
+	})
+
+	snapshotWrites = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "gridhosts",
+		Name:      "snapshot_writes_total",
+		Help:      "Snapshot write attempts, by result: written, unchanged (skipped), failed.",
+	}, []string{"result"})
+)
+
 // Counters bound once: the query path does no label lookups.
 var (
 	resultAnswer      = requestCount.WithLabelValues("answer")
@@ -50,4 +87,8 @@ var (
 	resultFallthrough = requestCount.WithLabelValues("fallthrough")
 	resultNotSynced   = requestCount.WithLabelValues("not_synced")
 	resultUnknown     = requestCount.WithLabelValues("unknown_client")
+
+	snapshotWritten   = snapshotWrites.WithLabelValues("written")
+	snapshotUnchanged = snapshotWrites.WithLabelValues("unchanged")
+	snapshotFailed    = snapshotWrites.WithLabelValues("failed")
 )

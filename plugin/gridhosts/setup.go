@@ -1,9 +1,12 @@
 package gridhosts
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coredns/caddy"
@@ -56,22 +59,57 @@ func setup(c *caddy.Controller) error {
 // must not add to the kubernetes plugin's own start-up wait. Until every
 // source is known, Ready is false and ServeDNS hands every name it cannot
 // decide to the next plugin (see beforeSync).
+//
+// With a snapshot configured, it is read first; if the informers are not
+// known when start returns, names are answered from it (see snapshot.go)
+// until they are.
 func (g *GridHosts) start() error {
 	logger := klog.Background().WithName(pluginName)
+	var (
+		saved  *Index
+		header snapHeader
+	)
+	if g.snapshot != nil {
+		saved, header = g.loadSnapshot(logger)
+	}
+	live := make(chan struct{})
 	g.gridsKnown, g.servicesKnown = g.watcher.gridSource.known, g.watcher.serviceSource.known
 	g.watcher.start(func() {
-		g.synced.Store(true)
-		logger.Info("Serving grid names: informers synced")
+		replaced := g.goLive()
+		logger.Info("Serving grid names: informers synced", "replacedSnapshot", replaced)
+		close(live)
 	})
 	g.watcher.waitStartup(startupBound)
 	if g.watcher.sources.known() {
-		g.synced.Store(true) // don't leave the first queries to the poll's next tick
+		g.goLive() // don't leave the first queries to the poll's next tick
+	}
+	if saved != nil {
+		g.serveSnapshot(logger, saved, header)
+	}
+	if g.snapshot != nil {
+		g.snapshot.probe = g.watcher.probe
+		ctx, cancel := context.WithCancel(context.Background())
+		g.snapCancel, g.snapDone = cancel, make(chan struct{})
+		go func() {
+			defer close(g.snapDone)
+			g.runSnapshots(ctx, live)
+		}()
 	}
 	return nil
 }
 
+// stop ends the informers and, with a snapshot configured, writes the last
+// live state once more (never a snapshot still being served, nor a partial
+// index).
 func (g *GridHosts) stop() error {
+	if g.snapCancel != nil {
+		g.snapCancel()
+		<-g.snapDone
+	}
 	g.watcher.stop()
+	if g.snapshot != nil && g.synced.Load() {
+		g.snapshot.write(g.index, true)
+	}
 	return nil
 }
 
@@ -90,6 +128,31 @@ func (g *GridHosts) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
+// parseSnapshot reads the arguments of `snapshot PATH [INTERVAL]`.
+func parseSnapshot(args []string) (string, time.Duration, error) {
+	if len(args) != 1 && len(args) != 2 {
+		return "", 0, errors.New("snapshot: want PATH [INTERVAL]")
+	}
+	path := args[0]
+	switch {
+	case path == "":
+		return "", 0, errors.New("snapshot: empty path")
+	case !filepath.IsAbs(path):
+		return "", 0, fmt.Errorf("snapshot: path '%s' is not absolute", path)
+	case strings.HasSuffix(path, "/") || filepath.Base(path) == "." || filepath.Base(path) == "..":
+		return "", 0, fmt.Errorf("snapshot: path '%s' names a directory, not a file", path)
+	}
+	interval := defaultSnapshotInterval
+	if len(args) == 2 {
+		d, err := time.ParseDuration(args[1])
+		if err != nil || d < minSnapshotInterval || d > maxSnapshotInterval {
+			return "", 0, fmt.Errorf("snapshot: interval must be a duration from %v to %v (e.g. 1m), not '%s'", minSnapshotInterval, maxSnapshotInterval, args[1])
+		}
+		interval = d
+	}
+	return filepath.Clean(path), interval, nil
+}
+
 // parse reads one gridhosts block:
 //
 //	gridhosts [ZONES...] {
@@ -97,6 +160,7 @@ func (g *GridHosts) restConfig() (*rest.Config, error) {
 //	    node NAME | clients
 //	    ttl SECONDS
 //	    fallthrough [ZONES...]
+//	    snapshot PATH [INTERVAL]
 //	}
 func parse(c *caddy.Controller) (*GridHosts, error) {
 	var g *GridHosts
@@ -111,10 +175,12 @@ func parse(c *caddy.Controller) (*GridHosts, error) {
 			}
 		}
 		seen := map[string]bool{}
+		var snapPath string
+		snapInterval := defaultSnapshotInterval
 		for c.NextBlock() {
 			prop := c.Val()
 			switch prop {
-			case "kubeconfig", "node", "clients", "ttl", "fallthrough":
+			case "kubeconfig", "node", "clients", "ttl", "fallthrough", "snapshot":
 				if seen[prop] {
 					return nil, c.Errf("'%s' given twice", prop)
 				}
@@ -161,9 +227,17 @@ func parse(c *caddy.Controller) (*GridHosts, error) {
 				g.TTL = uint32(t) // 0..maxTTL, checked above
 			case "fallthrough":
 				g.Fall.SetZonesFromArgs(c.RemainingArgs())
+			case "snapshot":
+				var err error
+				if snapPath, snapInterval, err = parseSnapshot(c.RemainingArgs()); err != nil {
+					return nil, c.Errf("%v", err)
+				}
 			default:
 				return nil, c.Errf("unknown property '%s'", prop)
 			}
+		}
+		if snapPath != "" {
+			g.snapshot = newSnapshotter(snapPath, snapInterval, snapOwner{Node: g.Node, Clients: g.Clients, Zones: g.Zones})
 		}
 	}
 	if g == nil {

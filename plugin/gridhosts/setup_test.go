@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/plugin/pkg/fall"
@@ -23,6 +24,9 @@ func TestParse(t *testing.T) {
 		clients bool
 		ttl     uint32
 		fall    fall.F
+		// snapshot PATH and interval; "" = none
+		snapPath  string
+		snapEvery time.Duration
 	}{
 		{input: "gridhosts {\nnode n1\n}", zones: []string{"cluster.local."}, node: "n1", ttl: 5},
 		{input: "gridhosts cluster.local example.org {\nclients\nttl 30\nfallthrough\n}", zones: []string{"cluster.local.", "example.org."}, clients: true, ttl: 30, fall: fall.Root},
@@ -48,6 +52,16 @@ func TestParse(t *testing.T) {
 		{input: "gridhosts {\nnode n1\nendpoint http://x\n}", wantErr: "unknown property 'endpoint'"},
 		{input: "gridhosts 10.in-addr.arpa {\nnode n1\n}", wantErr: "reverse zone"},
 		{input: "gridhosts {\nnode n1\n}\ngridhosts {\nnode n1\n}", wantErr: "this plugin can only be used once per Server Block"},
+		{input: "gridhosts {\nnode n1\nsnapshot /var/lib/g/s\n}", zones: []string{"cluster.local."}, node: "n1", ttl: 5, snapPath: "/var/lib/g/s", snapEvery: time.Minute},
+		{input: "gridhosts {\nnode n1\nsnapshot /var/lib/g/../g/s 10s\n}", zones: []string{"cluster.local."}, node: "n1", ttl: 5, snapPath: "/var/lib/g/s", snapEvery: 10 * time.Second},
+		{input: "gridhosts {\nnode n1\nsnapshot\n}", wantErr: "snapshot: want PATH [INTERVAL]"},
+		{input: "gridhosts {\nnode n1\nsnapshot /a 1m x\n}", wantErr: "snapshot: want PATH [INTERVAL]"},
+		{input: "gridhosts {\nnode n1\nsnapshot g.snapshot\n}", wantErr: "snapshot: path 'g.snapshot' is not absolute"},
+		{input: "gridhosts {\nnode n1\nsnapshot /var/lib/g/\n}", wantErr: "names a directory"},
+		{input: "gridhosts {\nnode n1\nsnapshot /var/lib/g/s 0s\n}", wantErr: "snapshot: interval must be a duration from 1s to 24h0m0s (e.g. 1m), not '0s'"},
+		{input: "gridhosts {\nnode n1\nsnapshot /var/lib/g/s 25h\n}", wantErr: "interval must be a duration"},
+		{input: "gridhosts {\nnode n1\nsnapshot /var/lib/g/s 60\n}", wantErr: "not '60'"},
+		{input: "gridhosts {\nnode n1\nsnapshot /a\nsnapshot /b\n}", wantErr: "'snapshot' given twice"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.ReplaceAll(tc.input, "\n", ";"), func(t *testing.T) {
@@ -65,6 +79,13 @@ func TestParse(t *testing.T) {
 			}
 			if strings.Join(g.Zones, ",") != strings.Join(tc.zones, ",") || g.Node != tc.node || g.Clients != tc.clients || g.TTL != tc.ttl || !g.Fall.Equal(tc.fall) {
 				t.Fatalf("got zones %v node %q clients %v ttl %d fall %v", g.Zones, g.Node, g.Clients, g.TTL, g.Fall)
+			}
+			switch {
+			case tc.snapPath == "" && g.snapshot != nil:
+				t.Fatalf("snapshot %+v, want none", g.snapshot)
+			case tc.snapPath != "" && (g.snapshot == nil || g.snapshot.path != tc.snapPath || g.snapshot.interval != tc.snapEvery ||
+				!g.snapshot.owner.equal(snapOwner{Node: tc.node, Clients: tc.clients, Zones: tc.zones})):
+				t.Fatalf("snapshot %+v, want %s every %v", g.snapshot, tc.snapPath, tc.snapEvery)
 			}
 		})
 	}
@@ -88,7 +109,7 @@ func TestSetupFailsOnBadKubeconfig(t *testing.T) {
 // FuzzParse feeds arbitrary blocks to the Corefile parser: it may reject
 // them, never panic.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"gridhosts {\nnode n1\n}", "gridhosts a b {\nclients\nttl 9\nfallthrough x\n}", "gridhosts {\nkubeconfig a b\n}"} {
+	for _, s := range []string{"gridhosts {\nnode n1\n}", "gridhosts a b {\nclients\nttl 9\nfallthrough x\n}", "gridhosts {\nkubeconfig a b\n}", "gridhosts {\nnode n\nsnapshot /a/b 5m\n}"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, input string) {

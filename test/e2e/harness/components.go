@@ -255,12 +255,18 @@ func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, shipped, no
 		return nil, err
 	}
 	if text != "" {
-		// The node CoreDNS runs as the shipped DaemonSet: in-cluster config.
+		// The node CoreDNS runs as the shipped DaemonSet: in-cluster config,
+		// its snapshot on the DaemonSet's hostPath (mapped per node); others
+		// keep theirs in a file of the process.
 		kubeconfig := c.CP.Kubeconfig
+		snapshot := filepath.Join(c.Dir, "gridhosts-"+name+".snapshot")
 		if shipped == CorefileNode {
 			kubeconfig = ""
+			if snapshot, err = c.nodeSnapshotPath(ctx, text, nodeName, snapshot); err != nil {
+				return nil, fmt.Errorf("corefile/%s: %w", shipped, err)
+			}
 		}
-		if corefile, err = adaptCorefile(text, hostOf(listen), kubeconfig); err != nil {
+		if corefile, err = adaptCorefile(text, hostOf(listen), kubeconfig, snapshot); err != nil {
 			return nil, fmt.Errorf("corefile/%s: %w", shipped, err)
 		}
 		source = "corefile/" + shipped
@@ -315,6 +321,34 @@ func (c *Cluster) nodeCoreDNSCommand(ctx context.Context, ns *NetNS, name, nodeN
 		return nil, err
 	}
 	return inClusterCommand(context.WithoutCancel(ctx), ns, run, sc.Env, bin, args...), nil
+}
+
+// nodeSnapshotPath maps the shipped Corefile's gridhosts snapshot path onto
+// the node's directory for the coredns-node DaemonSet's hostPath volume. A
+// snapshot outside every hostPath would not survive a reboot: an error.
+// Without a snapshot line, fallback is returned (adaptCorefile ignores it).
+func (c *Cluster) nodeSnapshotPath(ctx context.Context, corefile, nodeName, fallback string) (string, error) {
+	var shippedPath string
+	for _, l := range strings.Split(corefile, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "snapshot" {
+			shippedPath = f[1]
+		}
+	}
+	if shippedPath == "" {
+		return fallback, nil
+	}
+	sc, err := c.shippedNodeContainer(ctx, CoreDNSDaemonSet, nodeName)
+	if err != nil {
+		return "", err
+	}
+	mapped, err := sc.withHostPaths(filepath.Join(c.Dir, "hostpath-coredns-"+nodeName), []string{shippedPath})
+	if err != nil {
+		return "", err
+	}
+	if mapped[0] == shippedPath {
+		return "", fmt.Errorf("gridhosts snapshot %s is on no hostPath volume of %s: it would not survive a reboot", shippedPath, CoreDNSDaemonSet)
+	}
+	return mapped[0], nil
 }
 
 func hostOf(hostport string) string {

@@ -24,11 +24,13 @@ const (
 //     are unreachable from the test namespaces anyway);
 //   - health, ready and prometheus on 127.0.0.1: the player's pods share the
 //     node's namespace (a real pod has its own), and a wildcard :8080 would
-//     take their port.
+//     take their port;
+//   - gridhosts' `snapshot PATH`: snapshot, a file of this CoreDNS process
+//     under the test's directory (the shipped path is a node's hostPath).
 //
 // Anything else ({$NODE_NAME}, cache, loop, reload, lameduck) runs as shipped. A Corefile whose shape it does not recognise
 // is an error, not a silent fallback.
-func adaptCorefile(shipped, bindIP, kubeconfig string) (string, error) {
+func adaptCorefile(shipped, bindIP, kubeconfig, snapshot string) (string, error) {
 	var out []string
 	var sawServer, sawGridhosts, sawKubernetes bool
 	skipDepth := 0
@@ -52,6 +54,8 @@ func adaptCorefile(shipped, bindIP, kubeconfig string) (string, error) {
 			line = indent + "ready " + coreDNSReadyAddr + suffix(dropAddr(fields[1:]))
 		case len(fields) > 0 && fields[0] == "prometheus":
 			line = indent + "prometheus " + coreDNSMetricsAddr + suffix(dropAddr(fields[1:]))
+		case len(fields) > 1 && fields[0] == "snapshot":
+			line = indent + "snapshot " + snapshot + suffix(fields[2:])
 		}
 		out = append(out, line)
 		switch {

@@ -17,6 +17,7 @@ func TestAdaptCorefile(t *testing.T) {
     gridhosts cluster.local {
         node {$NODE_NAME}
         fallthrough
+        snapshot /var/lib/coredns-gridhosts/gridhosts.snapshot 30s
     }
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         pods insecure
@@ -28,7 +29,7 @@ func TestAdaptCorefile(t *testing.T) {
     cache 30
 }
 `
-	got, err := adaptCorefile(shipped, "10.250.1.10", "/k/admin.kubeconfig")
+	got, err := adaptCorefile(shipped, "10.250.1.10", "/k/admin.kubeconfig", "/t/gridhosts-node-1.snapshot")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +46,7 @@ func TestAdaptCorefile(t *testing.T) {
         kubeconfig /k/admin.kubeconfig
         node {$NODE_NAME}
         fallthrough
+        snapshot /t/gridhosts-node-1.snapshot 30s
     }
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         kubeconfig /k/admin.kubeconfig
@@ -57,7 +59,7 @@ func TestAdaptCorefile(t *testing.T) {
 		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 	}
 
-	if _, err := adaptCorefile(".:53 {\n    hosts\n}\n", "10.0.0.1", "k"); err == nil || !strings.Contains(err.Error(), "gridhosts block false") {
+	if _, err := adaptCorefile(".:53 {\n    hosts\n}\n", "10.0.0.1", "k", "s"); err == nil || !strings.Contains(err.Error(), "gridhosts block false") {
 		t.Fatalf("a Corefile without gridhosts must be refused, got %v", err)
 	}
 }

@@ -1,0 +1,249 @@
+package gridhosts
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+const (
+	// defaultSnapshotInterval bounds how often the snapshot is rewritten
+	// (only when the index changed): an edge node's flash wears with every
+	// write, and a minute of staleness is small next to an outage.
+	defaultSnapshotInterval = time.Minute
+	minSnapshotInterval     = time.Second
+	maxSnapshotInterval     = 24 * time.Hour
+	// snapshotRefresh rewrites an unchanged snapshot now and then while
+	// the apiserver is reachable, so the age a restart reports overstates
+	// the data's staleness by at most this.
+	snapshotRefresh = time.Hour
+	// probeTimeout bounds the reachability probe before a write.
+	probeTimeout = time.Second
+)
+
+// snapshotter keeps the on-disk snapshot of one gridhosts block: it writes
+// the live index atomically (temporary file, fsync, rename), mode 0600, at
+// most once per interval and only when the content changed, and once more
+// at shutdown. A failed write (full disk, read-only or foreign-owned
+// directory) is logged once as a Warning; serving continues from memory.
+type snapshotter struct {
+	path     string
+	interval time.Duration
+	owner    snapOwner
+
+	// probe checks that the apiserver answers; nil counts as reachable.
+	// A snapshot's time is when the apiserver was last known reachable,
+	// not when the file was written: during an outage the data ages.
+	probe func(context.Context) error
+
+	mu        sync.Mutex // one write at a time: the ticker and shutdown
+	lastBody  [sha256.Size]byte
+	lastAsOf  time.Time // the time of the last snapshot written; zero before
+	reachable time.Time // when the apiserver last answered the probe
+	problem   string    // the write failure last logged; "" while writes work
+}
+
+func newSnapshotter(path string, interval time.Duration, owner snapOwner) *snapshotter {
+	return &snapshotter{path: path, interval: interval, owner: owner}
+}
+
+// tempPattern names temporary files beside the snapshot; leftovers of a
+// crash are removed at start.
+func (s *snapshotter) tempPattern() string { return "." + filepath.Base(s.path) + ".tmp-*" }
+
+// prepare removes temporary files a crash left behind and checks early
+// that the directory is writable, so an unwritable one is reported at
+// start-up rather than at the first write.
+func (s *snapshotter) prepare() {
+	dir := filepath.Dir(s.path)
+	if old, err := filepath.Glob(filepath.Join(dir, s.tempPattern())); err == nil {
+		for _, f := range old {
+			os.Remove(f)
+		}
+	}
+	f, err := os.CreateTemp(dir, s.tempPattern())
+	if err != nil {
+		s.mu.Lock()
+		s.report(err)
+		s.mu.Unlock()
+		return
+	}
+	f.Close()
+	os.Remove(f.Name())
+}
+
+// write stores x's content, stamped with the last time the apiserver was
+// known reachable. Content equal to what was last written is rewritten
+// only to advance that time: by snapshotRefresh, or at all when final
+// (shutdown), so a restart reports the data's age, not the file's.
+func (s *snapshotter) write(x *Index, final bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.probe == nil {
+		s.reachable = now
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		if s.probe(ctx) == nil {
+			s.reachable = now
+		}
+		cancel()
+	}
+	asOf := s.reachable
+	if asOf.IsZero() {
+		asOf = now // first write, right after the informers synced
+	}
+	body, err := gobBytes(bodyOf(x))
+	if err != nil {
+		return fmt.Errorf("encoding the snapshot: %w", err)
+	}
+	sum := sha256.Sum256(body)
+	if !s.lastAsOf.IsZero() && sum == s.lastBody {
+		advance := asOf.Sub(s.lastAsOf)
+		if advance <= 0 || (!final && advance < snapshotRefresh) {
+			snapshotUnchanged.Inc()
+			return nil
+		}
+	}
+	data, err := encodeSnapshot(snapHeader{Owner: s.owner, Written: asOf.UTC()}, body)
+	if err == nil {
+		err = writeFileAtomic(s.path, s.tempPattern(), data)
+	}
+	if err != nil {
+		snapshotFailed.Inc()
+		s.report(err)
+		return err
+	}
+	snapshotWritten.Inc()
+	s.lastBody, s.lastAsOf = sum, asOf
+	if s.problem != "" {
+		s.problem = ""
+		klog.Background().WithName(pluginName).Info("Snapshot written again", "path", s.path)
+	}
+	return nil
+}
+
+// report logs a write failure once per distinct cause (the system error:
+// temporary file names differ each time), at Warning level. Callers hold
+// s.mu.
+func (s *snapshotter) report(err error) {
+	cause := err.Error()
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		cause = errno.Error()
+	}
+	if cause != s.problem {
+		s.problem = cause
+		klog.Warningf("%s: cannot write snapshot %s (answers continue from memory; a restart while the apiserver is away will not find current data): %v", pluginName, s.path, err)
+	}
+}
+
+// writeFileAtomic replaces path with data so that a reader (or a power
+// loss) sees the old file or the new one, never a mix: a temporary file in
+// the same directory, created 0600, synced, renamed over path, and the
+// directory synced so the rename itself is durable.
+func writeFileAtomic(path, pattern string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, pattern) // mode 0600
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// loadSnapshot reads this block's snapshot for start-up. Any reason not to
+// use it is one log line; the result is then nil.
+func (g *GridHosts) loadSnapshot(logger klog.Logger) (*Index, snapHeader) {
+	s := g.snapshot
+	s.prepare()
+	h, b, err := readSnapshot(s.path, s.owner)
+	if err != nil {
+		logger.Info("Snapshot not used", "reason", err.Error())
+		return nil, snapHeader{}
+	}
+	return b.index(), h
+}
+
+// serveSnapshot answers from x (read from a snapshot written at written)
+// until the informers are known, unless they already are.
+func (g *GridHosts) serveSnapshot(logger klog.Logger, x *Index, h snapHeader) {
+	g.mode.Lock()
+	defer g.mode.Unlock()
+	if g.synced.Load() {
+		return
+	}
+	g.snap.Store(x)
+	servingSnapshotWritten.Store(h.Written.UnixNano())
+	snapshotServing.Set(1)
+	grids, sets, pods, services, nodes, slices := x.counts()
+	logger.Info("Apiserver not synced: answering grid names from the snapshot until it is",
+		"path", g.snapshot.path, "written", h.Written.Format(time.RFC3339), "age", time.Since(h.Written).Round(time.Second).String(),
+		"grids", grids, "statefulSets", sets, "pods", pods, "services", services, "nodes", nodes, "endpointSlices", slices)
+}
+
+// goLive switches answers to the informers' index once they are known,
+// dropping the snapshot's. It reports whether a snapshot was being served.
+func (g *GridHosts) goLive() bool {
+	g.mode.Lock()
+	defer g.mode.Unlock()
+	g.synced.Store(true)
+	if g.snap.Swap(nil) == nil {
+		return false
+	}
+	servingSnapshotWritten.Store(0)
+	snapshotServing.Set(0)
+	return true
+}
+
+// runSnapshots writes the live index once the informers are first known,
+// then at most once per interval, until ctx ends. Nothing is written before
+// that: a partial index must never replace a complete snapshot.
+func (g *GridHosts) runSnapshots(ctx context.Context, live <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-live:
+	}
+	g.snapshot.write(g.index, false)
+	t := time.NewTicker(g.snapshot.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.snapshot.write(g.index, false)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package gridhosts
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coredns/coredns/plugin/pkg/dnstest"
+	"github.com/coredns/coredns/plugin/test"
+	"github.com/miekg/dns"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// snapshotBenchPods is the scale of the snapshot benchmarks: grid pods of
+// one nodeunit (node view), as BenchmarkMemory's largest size.
+const snapshotBenchPods = 10000
+
+// benchIndex is an index of n grid pods built from the same API objects
+// the informers deliver, and the unified names they answer.
+func benchIndex(n int) (*Index, []string) {
+	x := NewIndex()
+	grid := newGrid("default", "statefulsetgrid-demo", "zone1", "ssg-uid")
+	set := newSet(grid, "nodeunit1", demoSvc, "set-uid", int32(n))
+	for _, o := range []any{grid, set, newService("default", demoSvc, "zone1", false),
+		newNode("node-1", map[string]string{"zone1": "nodeunit1"}, "10.0.0.1")} {
+		x.Upsert(o)
+	}
+	names := make([]string, n)
+	for i := range n {
+		p := newPod(set, i, "node-1", memoryPodIP(i))
+		p.UID = types.UID(fmt.Sprintf("pod-uid-%d", i))
+		x.Upsert(p)
+		names[i] = fmt.Sprintf("statefulsetgrid-demo-%d.%s.default.svc.cluster.local.", i, demoSvc)
+	}
+	return x, names
+}
+
+// BenchmarkSnapshotWrite is the cost of one snapshot write of 10k grid
+// pods (collect under the read lock, encode, checksum, temporary file,
+// fsync, rename) against the old pipeline's equivalent: the
+// statefulset-grid-daemon's hosts file of the same names, formatted and
+// written the same durable way. Both subbenchmarks run in one process;
+// compare their ns/op (bytes/op is the file size).
+func BenchmarkSnapshotWrite(b *testing.B) {
+	x, names := benchIndex(snapshotBenchPods)
+	dir := b.TempDir()
+	b.Run("snapshot", func(b *testing.B) {
+		s := newSnapshotter(filepath.Join(dir, "gridhosts.snapshot"), time.Minute, demoOwner)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := s.write(x, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+		st, _ := os.Stat(s.path)
+		b.ReportMetric(float64(st.Size()), "file-bytes")
+	})
+	b.Run("hostsfile", func(b *testing.B) {
+		path := filepath.Join(dir, "hosts")
+		b.ReportAllocs()
+		for b.Loop() {
+			var sb strings.Builder
+			x.mu.RLock()
+			node := x.nodes["node-1"]
+			for i, name := range names {
+				if p := x.member("default", "statefulsetgrid-demo", fmt.Sprint(i), demoSvc, node); p != nil {
+					fmt.Fprintf(&sb, "%s %s\n", p.IPs[0], strings.TrimSuffix(name, "."))
+				}
+			}
+			x.mu.RUnlock()
+			if err := writeFileAtomic(path, ".hosts.tmp-*", []byte(sb.String())); err != nil {
+				b.Fatal(err)
+			}
+		}
+		st, _ := os.Stat(path)
+		b.ReportMetric(float64(st.Size()), "file-bytes")
+	})
+}
+
+// BenchmarkSnapshotStartup is the time from nothing to an index that
+// answers every unified name of 10k grid pods: read and decode the
+// snapshot, against the baseline of informers listing the same objects
+// from the real apiserver (what a start-up with the cloud reachable
+// costs). It logs the ratio.
+func BenchmarkSnapshotStartup(b *testing.B) {
+	c := startCluster(b)
+	ctx := context.Background()
+	must(c.kube.CoreV1().Nodes().Create(ctx, newNode("node-1", map[string]string{"zone1": "nodeunit1"}, ""), metav1.CreateOptions{}))(b)
+	grid := must(c.grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx,
+		newGrid("default", "statefulsetgrid-demo", "zone1", ""), metav1.CreateOptions{}))(b)
+	must(c.kube.CoreV1().Services("default").Create(ctx, newService("default", demoSvc, "zone1", false), metav1.CreateOptions{}))(b)
+	set := must(c.kube.AppsV1().StatefulSets("default").Create(ctx,
+		newSet(grid, "nodeunit1", demoSvc, "", snapshotBenchPods), metav1.CreateOptions{}))(b)
+	createPodsConcurrently(b, c, set, 0, snapshotBenchPods)
+	last := fmt.Sprintf("statefulsetgrid-demo-%d.%s.default.svc.cluster.local.", snapshotBenchPods-1, demoSvc)
+	answers := func(x *Index) {
+		g := New([]string{"cluster.local."})
+		g.Node = "node-1"
+		g.snap.Store(x)
+		rec := dnstest.NewRecorder(&test.ResponseWriter{})
+		g.ServeDNS(ctx, rec, new(dns.Msg).SetQuestion(last, dns.TypeA))
+		if rec.Msg == nil || len(rec.Msg.Answer) != 1 {
+			b.Fatalf("%s not answered: %v", last, rec.Msg)
+		}
+	}
+	fromAPI := func() *Index {
+		x := NewIndex()
+		w, err := newWatcher(c.cp.Config, x, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		known := make(chan struct{})
+		w.start(func() { close(known) })
+		<-known
+		w.stop()
+		return x
+	}
+	path := filepath.Join(b.TempDir(), "gridhosts.snapshot")
+	if err := newSnapshotter(path, time.Minute, demoOwner).write(fromAPI(), true); err != nil {
+		b.Fatal(err)
+	}
+
+	var perOp [2]time.Duration
+	for i, tc := range []struct {
+		name string
+		run  func() *Index
+	}{
+		{"informers", fromAPI},
+		{"snapshot", func() *Index {
+			_, body, err := readSnapshot(path, demoOwner)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return body.index()
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var x *Index
+			start := time.Now()
+			n := 0
+			for b.Loop() {
+				x = tc.run()
+				n++
+			}
+			perOp[i] = time.Since(start) / time.Duration(n)
+			answers(x)
+		})
+	}
+	if perOp[1] > 0 {
+		b.Logf("%d grid pods: informers from the apiserver %v, snapshot %v: snapshot start-up is %.1fx faster",
+			snapshotBenchPods, perOp[0].Round(time.Millisecond), perOp[1].Round(time.Millisecond), float64(perOp[0])/float64(perOp[1]))
+	}
+}

@@ -1,0 +1,377 @@
+package gridhosts
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+)
+
+// The snapshot file keeps the facts the index is built from (the small
+// objects of objects.go, without resourceVersions or timestamps of receipt),
+// so a restarted CoreDNS can answer grid names while the apiserver is away.
+// Its own record types decouple the file format from the in-memory types:
+// a change to either needs a new snapshotVersion.
+//
+// Layout (integers big-endian):
+//
+//	magic "GHSNAP\r\n" | uint32 version | uint32 header length | header (gob)
+//	| uint64 body length | body (gob) | SHA-256 of every byte before it
+//
+// The header names the owner (node, mode, zones) and the write time; the
+// body holds the objects, sorted, with maps as sorted pairs, so that equal
+// content gives equal bytes and an unchanged index is not rewritten.
+const (
+	snapshotMagic   = "GHSNAP\r\n"
+	snapshotVersion = 1
+	// maxSnapshotSize bounds what a load reads into memory: far above any
+	// real index (10k grid pods are about 1 MB).
+	maxSnapshotSize = 256 << 20
+)
+
+// snapOwner identifies whom a snapshot belongs to: the node (node mode),
+// the mode, and the zones of the gridhosts block. Another owner's snapshot
+// is never served.
+type snapOwner struct {
+	Node    string
+	Clients bool
+	Zones   []string
+}
+
+func (o snapOwner) String() string {
+	mode := "node mode"
+	if o.Clients {
+		mode = "clients mode"
+	}
+	node := o.Node
+	if node == "" {
+		node = "(none)"
+	}
+	return fmt.Sprintf("node %s, %s, zones %s", node, mode, strings.Join(o.Zones, " "))
+}
+
+func (o snapOwner) equal(p snapOwner) bool {
+	return o.Node == p.Node && o.Clients == p.Clients && slices.Equal(o.Zones, p.Zones)
+}
+
+type snapHeader struct {
+	Owner   snapOwner
+	Written time.Time
+}
+
+type snapKV struct{ Key, Value string }
+
+type snapMeta struct {
+	Namespace, Name string
+	UID             types.UID
+}
+
+type snapGrid struct {
+	Meta snapMeta
+	Key  string
+}
+
+type snapSet struct {
+	Meta            snapMeta
+	Owner           controllerRef
+	HasOwner        bool
+	GridSelector    string
+	HasGridSelector bool
+	GridKey         gridKeyRef
+	ServiceName     string
+	NodeSelector    []snapKV
+	Terminating     bool
+}
+
+type snapPod struct {
+	Meta        snapMeta
+	Owner       controllerRef
+	HasOwner    bool
+	Created     time.Time
+	NodeName    string
+	IPs         []netip.Addr
+	Terminating bool
+	Finished    bool
+}
+
+type snapService struct {
+	Meta     snapMeta
+	GridKey  gridKeyRef
+	Headless bool
+	Keys     []string
+}
+
+type snapNode struct {
+	Meta        snapMeta
+	Labels      []snapKV
+	InternalIPs []netip.Addr
+}
+
+type snapSlice struct {
+	Meta      snapMeta
+	Service   string
+	Ports     []slicePort
+	Endpoints []sliceEndpoint
+}
+
+// snapBody is the index's content.
+type snapBody struct {
+	Grids    []snapGrid
+	Sets     []snapSet
+	Pods     []snapPod
+	Services []snapService
+	Nodes    []snapNode
+	Slices   []snapSlice
+}
+
+// snapshotError is why a snapshot file was not used; the message is the
+// one log line.
+type snapshotError struct {
+	path   string
+	reason string
+	err    error
+}
+
+func (e *snapshotError) Error() string {
+	if e.err != nil {
+		return fmt.Sprintf("snapshot %s %s: %v", e.path, e.reason, e.err)
+	}
+	return fmt.Sprintf("snapshot %s %s", e.path, e.reason)
+}
+
+func (e *snapshotError) Unwrap() error { return e.err }
+
+func metaOf(t *tiny) snapMeta { return snapMeta{Namespace: t.Namespace, Name: t.Name, UID: t.UID} }
+
+func (m snapMeta) tiny() tiny {
+	t := tiny{}
+	t.Namespace, t.Name, t.UID = m.Namespace, m.Name, m.UID
+	return t
+}
+
+func kvsOf(m map[string]string) []snapKV {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]snapKV, 0, len(m))
+	for k, v := range m {
+		out = append(out, snapKV{k, v})
+	}
+	slices.SortFunc(out, func(a, b snapKV) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+func mapOf(kvs []snapKV) map[string]string {
+	if len(kvs) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// sortedValues returns m's objects sorted by namespace and name: pointers
+// are sorted, not the (larger) records, so sorting stays cheap.
+func sortedValues[K comparable, T any](m map[K]*T, meta func(*T) *tiny) []*T {
+	out := make([]*T, 0, len(m))
+	for _, o := range m {
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b *T) int {
+		ma, mb := meta(a), meta(b)
+		return cmp.Or(strings.Compare(ma.Namespace, mb.Namespace), strings.Compare(ma.Name, mb.Name))
+	})
+	return out
+}
+
+// bodyOf copies the index's content into a body. It holds the read lock
+// only while collecting pointers; the small objects are never changed in
+// place.
+func bodyOf(x *Index) *snapBody {
+	x.mu.RLock()
+	grids := sortedValues(x.grids, func(o *gridObj) *tiny { return &o.tiny })
+	sets := sortedValues(x.sets, func(o *setObj) *tiny { return &o.tiny })
+	pods := sortedValues(x.pods, func(o *podObj) *tiny { return &o.tiny })
+	services := sortedValues(x.services, func(o *svcObj) *tiny { return &o.tiny })
+	nodes := sortedValues(x.nodes, func(o *nodeObj) *tiny { return &o.tiny })
+	slcs := sortedValues(x.slices, func(o *sliceObj) *tiny { return &o.tiny })
+	x.mu.RUnlock()
+	b := &snapBody{
+		Grids:    make([]snapGrid, 0, len(grids)),
+		Sets:     make([]snapSet, 0, len(sets)),
+		Pods:     make([]snapPod, 0, len(pods)),
+		Services: make([]snapService, 0, len(services)),
+		Nodes:    make([]snapNode, 0, len(nodes)),
+		Slices:   make([]snapSlice, 0, len(slcs)),
+	}
+	for _, o := range grids {
+		b.Grids = append(b.Grids, snapGrid{Meta: metaOf(&o.tiny), Key: o.Key})
+	}
+	for _, o := range sets {
+		b.Sets = append(b.Sets, snapSet{Meta: metaOf(&o.tiny), Owner: o.Owner, HasOwner: o.HasOwner,
+			GridSelector: o.GridSelector, HasGridSelector: o.HasGridSelector, GridKey: o.GridKey,
+			ServiceName: o.ServiceName, NodeSelector: kvsOf(o.NodeSelector), Terminating: o.Terminating})
+	}
+	for _, o := range pods {
+		b.Pods = append(b.Pods, snapPod{Meta: metaOf(&o.tiny), Owner: o.Owner, HasOwner: o.HasOwner,
+			Created: o.Created.UTC(), NodeName: o.NodeName, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished})
+	}
+	for _, o := range services {
+		b.Services = append(b.Services, snapService{Meta: metaOf(&o.tiny), GridKey: o.GridKey, Headless: o.Headless, Keys: o.Keys})
+	}
+	for _, o := range nodes {
+		b.Nodes = append(b.Nodes, snapNode{Meta: metaOf(&o.tiny), Labels: kvsOf(o.Labels), InternalIPs: o.InternalIPs})
+	}
+	for _, o := range slcs {
+		b.Slices = append(b.Slices, snapSlice{Meta: metaOf(&o.tiny), Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints})
+	}
+	return b
+}
+
+// index builds a fresh index from the body through the same Upsert the
+// informers use, so snapshot answers follow the same consistency checks.
+func (b *snapBody) index() *Index {
+	x := NewIndex()
+	for _, o := range b.Grids {
+		x.Upsert(&gridObj{tiny: o.Meta.tiny(), Key: o.Key, KeyLabel: superedgev1.GridUniqKeyLabelValue(o.Key)})
+	}
+	for _, o := range b.Sets {
+		x.Upsert(&setObj{tiny: o.Meta.tiny(), Owner: o.Owner, HasOwner: o.HasOwner, GridSelector: o.GridSelector,
+			HasGridSelector: o.HasGridSelector, GridKey: o.GridKey, ServiceName: o.ServiceName,
+			NodeSelector: mapOf(o.NodeSelector), Terminating: o.Terminating})
+	}
+	for _, o := range b.Pods {
+		x.Upsert(&podObj{tiny: o.Meta.tiny(), Owner: o.Owner, HasOwner: o.HasOwner, Created: o.Created,
+			NodeName: o.NodeName, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished})
+	}
+	for _, o := range b.Services {
+		x.Upsert(&svcObj{tiny: o.Meta.tiny(), GridKey: o.GridKey, Headless: o.Headless, Keys: o.Keys})
+	}
+	for _, o := range b.Nodes {
+		x.Upsert(&nodeObj{tiny: o.Meta.tiny(), Labels: mapOf(o.Labels), InternalIPs: o.InternalIPs})
+	}
+	for _, o := range b.Slices {
+		x.Upsert(&sliceObj{tiny: o.Meta.tiny(), Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints})
+	}
+	return x
+}
+
+func gobBytes(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// encodeSnapshot lays out one snapshot file from a header and an encoded
+// body.
+func encodeSnapshot(h snapHeader, body []byte) ([]byte, error) {
+	hb, err := gobBytes(h)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(snapshotMagic)+4+4+len(hb)+8+len(body)+sha256.Size)
+	out = append(out, snapshotMagic...)
+	out = binary.BigEndian.AppendUint32(out, snapshotVersion)
+	out = binary.BigEndian.AppendUint32(out, uint32(len(hb)))
+	out = append(out, hb...)
+	out = binary.BigEndian.AppendUint64(out, uint64(len(body)))
+	out = append(out, body...)
+	sum := sha256.Sum256(out)
+	return append(out, sum[:]...), nil
+}
+
+// decodeSnapshot checks and decodes one snapshot file's bytes. Each way a
+// file can be unusable has its own reason; nothing is decoded before the
+// checksum matched.
+func decodeSnapshot(path string, data []byte) (snapHeader, *snapBody, error) {
+	bad := func(reason string, err error) (snapHeader, *snapBody, error) {
+		return snapHeader{}, nil, &snapshotError{path: path, reason: reason, err: err}
+	}
+	const fixed = len(snapshotMagic) + 4 + 4
+	switch {
+	case len(data) == 0:
+		return bad("is empty", nil)
+	case len(data) < len(snapshotMagic) && strings.HasPrefix(snapshotMagic, string(data)):
+		return bad(fmt.Sprintf("is truncated (%d bytes)", len(data)), nil)
+	case !bytes.HasPrefix(data, []byte(snapshotMagic)):
+		return bad("is not a gridhosts snapshot (no magic bytes)", nil)
+	case len(data) < fixed:
+		return bad(fmt.Sprintf("is truncated (%d bytes)", len(data)), nil)
+	}
+	if v := binary.BigEndian.Uint32(data[len(snapshotMagic):]); v != snapshotVersion {
+		return bad(fmt.Sprintf("has format version %d, this build reads version %d", v, snapshotVersion), nil)
+	}
+	hlen := uint64(binary.BigEndian.Uint32(data[len(snapshotMagic)+4:]))
+	rest := uint64(len(data) - fixed)
+	if rest < hlen+8 {
+		return bad(fmt.Sprintf("is truncated (%d bytes)", len(data)), nil)
+	}
+	blen := binary.BigEndian.Uint64(data[uint64(fixed)+hlen:])
+	want := hlen + 8 + blen + sha256.Size
+	if blen > maxSnapshotSize || rest < want {
+		return bad(fmt.Sprintf("is truncated (%d bytes, its header announces %d)", len(data), uint64(fixed)+want), nil)
+	}
+	if rest > want {
+		return bad(fmt.Sprintf("is corrupt (%d bytes after its end)", rest-want), nil)
+	}
+	end := len(data) - sha256.Size
+	if sum := sha256.Sum256(data[:end]); !bytes.Equal(sum[:], data[end:]) {
+		return bad("is corrupt (checksum mismatch)", nil)
+	}
+	var h snapHeader
+	if err := gob.NewDecoder(bytes.NewReader(data[fixed : uint64(fixed)+hlen])).Decode(&h); err != nil {
+		return bad("has an undecodable header", err)
+	}
+	b := &snapBody{}
+	bodyStart := uint64(fixed) + hlen + 8
+	if err := gob.NewDecoder(bytes.NewReader(data[bodyStart : bodyStart+blen])).Decode(b); err != nil {
+		return bad("has an undecodable body", err)
+	}
+	return h, b, nil
+}
+
+// readSnapshot reads and checks the snapshot at path for owner. A missing
+// file is a snapshotError too ("does not exist"): the caller logs every
+// reason alike.
+func readSnapshot(path string, owner snapOwner) (snapHeader, *snapBody, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return snapHeader{}, nil, &snapshotError{path: path, reason: "does not exist (first start, or wiped)"}
+	}
+	if err != nil {
+		return snapHeader{}, nil, &snapshotError{path: path, reason: "cannot be read", err: err}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSnapshotSize+1))
+	if err != nil {
+		return snapHeader{}, nil, &snapshotError{path: path, reason: "cannot be read", err: err}
+	}
+	if len(data) > maxSnapshotSize {
+		return snapHeader{}, nil, &snapshotError{path: path, reason: fmt.Sprintf("is larger than %d bytes", maxSnapshotSize)}
+	}
+	h, b, err := decodeSnapshot(path, data)
+	if err != nil {
+		return h, nil, err
+	}
+	if !h.Owner.equal(owner) {
+		return h, nil, &snapshotError{path: path, reason: fmt.Sprintf("belongs to another owner (%s; this is %s)", h.Owner, owner)}
+	}
+	return h, b, nil
+}

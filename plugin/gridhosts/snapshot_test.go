@@ -1,0 +1,382 @@
+package gridhosts
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coredns/coredns/plugin/pkg/dnstest"
+	"github.com/coredns/coredns/plugin/test"
+	"github.com/miekg/dns"
+	"k8s.io/klog/v2/textlogger"
+)
+
+var demoOwner = snapOwner{Node: "node-1", Zones: []string{"cluster.local."}}
+
+// writeDemoSnapshot writes the demo objects' snapshot to a new file and
+// returns its path.
+func writeDemoSnapshot(t testing.TB, owner snapOwner) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gridhosts.snapshot")
+	if err := newSnapshotter(path, time.Minute, owner).write(demoHandler(demoObjects()).index, false); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// snapshotQueries are asked of a live and a snapshot-fed handler alike.
+var snapshotQueries = []struct {
+	name  string
+	qtype uint16
+}{
+	{demoName, dns.TypeA},
+	{demoName, dns.TypeAAAA},
+	{"statefulsetgrid-demo-1.servicegrid-demo-svc.default.svc.cluster.local.", dns.TypeA},
+	{"nodeunit1-db-0.db.default.svc.cluster.local.", dns.TypeA},
+	{"hl.default.svc.cluster.local.", dns.TypeA},
+	{"hl.default.svc.cluster.local.", dns.TypeSRV},
+	{"_http._tcp.hl.default.svc.cluster.local.", dns.TypeSRV},
+	{"_grpc._tcp.hl.default.svc.cluster.local.", dns.TypeSRV},
+	{"kubernetes.default.svc.cluster.local.", dns.TypeA},
+}
+
+func answerText(t *testing.T, g *GridHosts, remote, name string, qtype uint16) string {
+	t.Helper()
+	rec := dnstest.NewRecorder(&test.ResponseWriter{RemoteIP: remote})
+	if _, err := g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(name, qtype)); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Msg == nil {
+		return "no message"
+	}
+	rec.Msg.Id = 0
+	return rec.Msg.String()
+}
+
+// TestSnapshotRoundTrip: an index written and read back answers every
+// query exactly as the live index it was written from, for every node and
+// in clients mode; the file is 0600; an unchanged index is not rewritten.
+func TestSnapshotRoundTrip(t *testing.T) {
+	path := writeDemoSnapshot(t, demoOwner)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, want 0600", st.Mode().Perm())
+	}
+	h, b, err := readSnapshot(path, demoOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(h.Written) > time.Minute || !h.Owner.equal(demoOwner) {
+		t.Fatalf("header %+v", h)
+	}
+	live := demoHandler(demoObjects())
+	saved := New([]string{"cluster.local."})
+	saved.snap.Store(b.index()) // not synced: answers come from the snapshot
+	if !saved.Ready() {
+		t.Fatal("not ready while serving a snapshot")
+	}
+	for _, node := range []string{"node-1", "node-2", "node-3", "node-4", "missing"} {
+		live.Node, saved.Node = node, node
+		for _, q := range snapshotQueries {
+			if got, want := answerText(t, saved, "", q.name, q.qtype), answerText(t, live, "", q.name, q.qtype); got != want {
+				t.Errorf("node %s %s %s: from snapshot\n%s\nlive\n%s", node, dns.TypeToString[q.qtype], q.name, got, want)
+			}
+		}
+	}
+	live.Node, saved.Node, live.Clients, saved.Clients = "", "", true, true
+	for _, remote := range []string{"10.0.0.2", "10.1.1.1", "10.1.2.1", "192.0.2.1"} {
+		for _, q := range snapshotQueries {
+			if got, want := answerText(t, saved, remote, q.name, q.qtype), answerText(t, live, remote, q.name, q.qtype); got != want {
+				t.Errorf("client %s %s %s: from snapshot\n%s\nlive\n%s", remote, dns.TypeToString[q.qtype], q.name, got, want)
+			}
+		}
+	}
+
+	// Unchanged content is not written again; forced (shutdown) it is.
+	s := newSnapshotter(path, time.Minute, demoOwner)
+	if err := s.write(live.index, false); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	if err := s.write(live.index, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("unchanged index rewritten: %v", err)
+	}
+	live.index.Upsert(newNode("node-9", nil, "10.0.0.9"))
+	if err := s.write(live.index, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("changed index not written: %v", err)
+	}
+	os.Remove(path)
+	if err := s.write(live.index, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("forced write: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+// TestSnapshotAgeDuringOutage: a snapshot's time is when the apiserver
+// was last known reachable. With the apiserver away, an unchanged index is
+// not rewritten (not even at shutdown) and a changed one keeps that time;
+// reachable again, the time moves on.
+func TestSnapshotAgeDuringOutage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gridhosts.snapshot")
+	x := demoHandler(demoObjects()).index
+	var away error
+	s := newSnapshotter(path, time.Minute, demoOwner)
+	s.probe = func(context.Context) error { return away }
+	written := func() time.Time {
+		t.Helper()
+		h, _, err := readSnapshot(path, demoOwner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Written
+	}
+	if err := s.write(x, false); err != nil {
+		t.Fatal(err)
+	}
+	online := written()
+
+	away = errors.New("connection refused")
+	if err := s.write(x, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := written(); !got.Equal(online) {
+		t.Fatalf("unchanged index at shutdown during an outage: written %v, want %v", got, online)
+	}
+	x.Upsert(newNode("node-9", nil, "10.0.0.9"))
+	if err := s.write(x, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := written(); !got.Equal(online) {
+		t.Fatalf("changed index during an outage: written %v, want the last reachable time %v", got, online)
+	}
+	if _, b, _ := readSnapshot(path, demoOwner); len(b.Nodes) != 5 {
+		t.Fatalf("changed index not written: %d nodes", len(b.Nodes))
+	}
+
+	away = nil
+	if err := s.write(x, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := written(); !got.After(online) {
+		t.Fatalf("reachable again: written %v, want after %v", got, online)
+	}
+}
+
+// TestSnapshotBadFiles: every kind of unusable snapshot is refused with
+// one log line naming the reason, and nothing is served from it.
+func TestSnapshotBadFiles(t *testing.T) {
+	good, err := os.ReadFile(writeDemoSnapshot(t, demoOwner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := func(at int) []byte {
+		c := bytes.Clone(good)
+		c[at] ^= 0x40
+		return c
+	}
+	version := bytes.Clone(good)
+	binary.BigEndian.PutUint32(version[len(snapshotMagic):], snapshotVersion+1)
+	hlen := int(binary.BigEndian.Uint32(good[len(snapshotMagic)+4:]))
+	bodyAt := len(snapshotMagic) + 8 + hlen + 8
+
+	cases := []struct {
+		name  string
+		data  []byte // nil: no file
+		owner snapOwner
+		want  string
+	}{
+		{"missing", nil, demoOwner, "does not exist"},
+		{"empty", []byte{}, demoOwner, "is empty"},
+		{"truncated in the magic", good[:3], demoOwner, "is truncated (3 bytes)"},
+		{"truncated in the header", good[:len(snapshotMagic)+10], demoOwner, "is truncated"},
+		{"truncated in the body", good[:bodyAt+10], demoOwner, "is truncated"},
+		{"truncated checksum", good[:len(good)-1], demoOwner, "is truncated"},
+		{"trailing bytes", append(bytes.Clone(good), 0), demoOwner, "is corrupt (1 bytes after its end)"},
+		{"flipped body byte", flip(bodyAt + 20), demoOwner, "is corrupt (checksum mismatch)"},
+		{"flipped header byte", flip(len(snapshotMagic) + 8 + 3), demoOwner, "is corrupt (checksum mismatch)"},
+		{"flipped checksum byte", flip(len(good) - 1), demoOwner, "is corrupt (checksum mismatch)"},
+		{"huge announced length", flip(bodyAt - 8), demoOwner, "is truncated"},
+		{"not a snapshot", []byte("10.0.0.1 web-0.svc.default.svc.cluster.local\n"), demoOwner, "is not a gridhosts snapshot"},
+		{"wrong version", version, demoOwner, "has format version 2, this build reads version 1"},
+		{"foreign node", good, snapOwner{Node: "node-2", Zones: []string{"cluster.local."}}, "belongs to another owner (node node-1, node mode, zones cluster.local.; this is node node-2, node mode"},
+		{"other mode", good, snapOwner{Node: "node-1", Clients: true, Zones: []string{"cluster.local."}}, "clients mode"},
+		{"other zones", good, snapOwner{Node: "node-1", Zones: []string{"example.org."}}, "zones example.org."},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "gridhosts.snapshot")
+			if tc.data != nil {
+				if err := os.WriteFile(path, tc.data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var log bytes.Buffer
+			g := New([]string{"cluster.local."})
+			g.snapshot = newSnapshotter(path, time.Minute, tc.owner)
+			x, _ := g.loadSnapshot(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&log))))
+			if x != nil {
+				t.Fatal("bad snapshot loaded")
+			}
+			lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], "Snapshot not used") || !strings.Contains(lines[0], tc.want) {
+				t.Fatalf("log %q, want one line with %q", log.String(), tc.want)
+			}
+			if g.Ready() {
+				t.Fatal("ready without sync or snapshot")
+			}
+		})
+	}
+}
+
+// FuzzDecodeSnapshot: no input makes decoding panic, and whatever decodes
+// builds an index without panicking.
+func FuzzDecodeSnapshot(f *testing.F) {
+	good, err := os.ReadFile(writeDemoSnapshot(f, demoOwner))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(snapshotMagic))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, b, err := decodeSnapshot("fuzz", data); err == nil {
+			b.index()
+		}
+	})
+}
+
+// snapshotHelperEnv selects a write scenario run in a child process (see
+// TestSnapshotWriteHelper): the process's own user or mounts change there.
+const snapshotHelperEnv = "GRIDHOSTS_SNAPSHOT_HELPER"
+
+// TestSnapshotUnwritable: the snapshot directory as the DaemonSet's pod
+// (uid 65532) finds a root-owned hostPath, a read-only file system and a
+// full disk. Each gives one Warning line however often it is retried, and
+// answers continue from memory.
+func TestSnapshotUnwritable(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: runs a child as another user and in its own mount namespace")
+	}
+	// A copy of this test binary that uid 65532 may run.
+	bin := filepath.Join(worldReadableDir(t), "gridhosts.test")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		scenario string
+		attr     *syscall.SysProcAttr
+		want     string
+	}{
+		{"not-owner", &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}, "permission denied"},
+		{"read-only", &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}, "read-only file system"},
+		{"full", &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}, "no space left on device"},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			dir := worldReadableDir(t) // root-owned 0755, as a DirectoryOrCreate hostPath
+			cmd := exec.Command(bin, "-test.run", "^TestSnapshotWriteHelper$", "-test.v")
+			cmd.Env = append(os.Environ(), snapshotHelperEnv+"="+tc.scenario+":"+dir)
+			cmd.SysProcAttr = tc.attr
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("helper: %v\n%s", err, out)
+			}
+			var warnings []string
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.Contains(l, "cannot write snapshot") {
+					warnings = append(warnings, l)
+				}
+			}
+			if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "W") || !strings.Contains(warnings[0], tc.want) {
+				t.Fatalf("want one Warning line with %q, got %q\n%s", tc.want, warnings, out)
+			}
+			t.Log(warnings[0])
+			if !strings.Contains(string(out), "SERVED 10.1.1.1") {
+				t.Fatalf("no answer from memory:\n%s", out)
+			}
+		})
+	}
+}
+
+// worldReadableDir is a new root-owned 0755 directory every user can reach.
+func worldReadableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gridhosts-snapshot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestSnapshotWriteHelper is the child of TestSnapshotUnwritable.
+func TestSnapshotWriteHelper(t *testing.T) {
+	scenario, dir, ok := strings.Cut(os.Getenv(snapshotHelperEnv), ":")
+	if !ok {
+		t.Skip("only run by TestSnapshotUnwritable")
+	}
+	mount := func(flags uintptr, data string) {
+		// Private propagation: nothing mounted here reaches the host.
+		if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("tmpfs", dir, "tmpfs", flags, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	switch scenario {
+	case "read-only":
+		mount(syscall.MS_RDONLY, "size=1m")
+	case "full":
+		mount(0, "size=64k")
+		os.WriteFile(filepath.Join(dir, "filler"), make([]byte, 1<<20), 0o600) // fails once full
+	}
+	g := demoHandler(demoObjects())
+	g.Node = "node-1"
+	g.snapshot = newSnapshotter(filepath.Join(dir, "gridhosts.snapshot"), time.Second, demoOwner)
+	g.snapshot.prepare()
+	for range 3 {
+		if err := g.snapshot.write(g.index, false); err == nil {
+			t.Fatal("write succeeded")
+		}
+	}
+	if err := g.snapshot.write(g.index, true); err == nil {
+		t.Fatal("forced write succeeded")
+	}
+	rec := dnstest.NewRecorder(&test.ResponseWriter{})
+	g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(demoName, dns.TypeA))
+	for _, rr := range rec.Msg.Answer {
+		t.Logf("SERVED %s", rr.(*dns.A).A)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
