@@ -49,6 +49,14 @@ type Options struct {
 	// StartVersion is the first resourceVersion (default: now in nanoseconds,
 	// so versions increase across restarts).
 	StartVersion uint64
+	// StateDir keeps the snapshot of what is served, so a restart while
+	// upstream is away serves it at once; "" keeps nothing on disk.
+	StateDir string
+	// SnapshotInterval is the most often a snapshot is written after a
+	// change (default 10s); one more is written on a clean shutdown.
+	SnapshotInterval time.Duration
+	// SnapshotMaxAge ignores snapshots written longer ago (0: no limit).
+	SnapshotMaxAge time.Duration
 }
 
 // Server is the application-grid-wrapper: informer caches, filter, served
@@ -66,6 +74,10 @@ type Server struct {
 	waiting   atomic.Value // string: what /readyz reports until ready
 	synced    []cache.InformerSynced
 	start     func(ctx context.Context)
+
+	// Snapshot hooks (snapshot_serve.go).
+	persist    *persister               // nil without a StateDir
+	seededFrom atomic.Pointer[snapshot] // the snapshot served until upstream confirms it
 }
 
 // New builds a Server; Run starts it.
@@ -91,6 +103,9 @@ func New(opts Options) (*Server, error) {
 	if opts.StartVersion == 0 {
 		opts.StartVersion = uint64(time.Now().UnixNano())
 	}
+	if opts.SnapshotInterval <= 0 {
+		opts.SnapshotInterval = 10 * time.Second
+	}
 	client, err := kubernetes.NewForConfig(opts.Upstream)
 	if err != nil {
 		return nil, err
@@ -110,12 +125,19 @@ func New(opts Options) (*Server, error) {
 			GrouplessAPIPrefixes: sets.NewString("api"),
 		},
 	}
+	snap := s.loadSnapshot()
 	clock := NewClock(opts.StartVersion)
+	if snap != nil {
+		clock = NewClock(max(opts.StartVersion, snap.maxVersion()+1))
+	}
 	stores := map[string]*Store{}
 	for _, r := range servedResources {
 		st := NewStore(r.name, clock, r.newEmpty, opts.EventLogSize, opts.WatchMaxLag)
 		stores[r.name] = st
 		s.resources[r.gv.WithResource(r.name)] = &servedResource{resource: r, store: st}
+	}
+	if err := s.seed(snap, clock); err != nil {
+		return nil, err
 	}
 	s.stores = Stores{Services: stores[ResourceServices], Endpoints: stores[ResourceEndpoints], EndpointSlices: stores[ResourceEndpointSlices], Nodes: stores[ResourceNodes]}
 
@@ -148,10 +170,13 @@ func New(opts Options) (*Server, error) {
 		{sliceInf, s.syncer.sliceHandler()}, {nodeInf, s.syncer.nodeHandler()},
 		{selfInf, s.syncer.selfNodeHandler()},
 	} {
-		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+		reg, err := h.inf.AddEventHandler(h.h)
+		if err != nil {
 			return nil, err
 		}
-		s.synced = append(s.synced, h.inf.HasSynced)
+		// Synced once the handler has seen the initial list: only then may
+		// seeded objects that were not confirmed be dropped.
+		s.synced = append(s.synced, reg.HasSynced)
 	}
 	s.start = func(ctx context.Context) {
 		factory.Start(ctx.Done())
@@ -165,6 +190,8 @@ func New(opts Options) (*Server, error) {
 // ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	s.serveSnapshot(logger)
+	defer s.stopServingSnapshot()
 	s.start(ctx)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.synced...) {
 		return fmt.Errorf("caches did not sync: %w", ctx.Err())
@@ -180,6 +207,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("node %s did not appear: %w", s.opts.NodeName, ctx.Err())
 	}
 	s.syncer.syncAll(ctx)
+	s.confirmSnapshot(logger)
 	go s.syncer.Run(ctx)
 	s.ready.Store(true)
 	logger.Info("Caches synced, serving", "node", s.opts.NodeName,
@@ -187,11 +215,23 @@ func (s *Server) Run(ctx context.Context) error {
 
 	ticker := time.NewTicker(s.opts.BookmarkInterval)
 	defer ticker.Stop()
+	var snapshots <-chan time.Time
+	if s.persist != nil {
+		t := time.NewTicker(s.opts.SnapshotInterval)
+		defer t.Stop()
+		snapshots = t.C
+		s.persist.maybeWrite(logger)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			s.ready.Store(false)
+			if s.persist != nil {
+				s.persist.maybeWrite(logger)
+			}
 			return nil
+		case <-snapshots:
+			s.persist.maybeWrite(logger)
 		case <-ticker.C:
 			for _, r := range s.resources {
 				r.store.Bookmark()
@@ -228,7 +268,7 @@ func (s *Server) opsMux() *http.ServeMux {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
-		_, _ = w.Write([]byte("ok"))
+		_, _ = w.Write([]byte("ok" + s.snapshotDetail()))
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(Registry, promhttp.HandlerOpts{}))
 	if s.opts.Debug {

@@ -84,6 +84,11 @@ type Store struct {
 	floor    uint64  // every event with RV > floor is in the log
 	watchers map[*Watcher]struct{}
 	notify   chan struct{} // closed (and replaced) on every new event or bookmark
+
+	// Snapshot hooks (snapshot_store.go).
+	lastChange uint64              // RV of the last event (the start before any)
+	seeded     map[string]struct{} // keys seeded from a snapshot that no Set or Delete has confirmed yet
+	resume     seedWindow          // the previous process's versions this store's start state equals
 }
 
 // NewStore creates a store that keeps logSize events for resuming watches
@@ -99,6 +104,8 @@ func NewStore(resource string, clock *Clock, newEmpty func() Object, logSize, ma
 		floor:    clock.Current(),
 		watchers: map[*Watcher]struct{}{},
 		notify:   make(chan struct{}),
+
+		lastChange: clock.Current(),
 	}
 }
 
@@ -118,6 +125,7 @@ func setRV(o Object, rv uint64) { o.SetResourceVersion(strconv.FormatUint(rv, 10
 func (s *Store) Set(key string, obj Object) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.seeded, key)
 	old, exists := s.objects[key]
 	if exists {
 		// Upstream bumps an EndpointSlice's generation for any endpoint
@@ -146,6 +154,7 @@ func (s *Store) Set(key string, obj Object) bool {
 func (s *Store) Delete(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.seeded, key)
 	old, exists := s.objects[key]
 	if !exists {
 		return false
@@ -159,6 +168,7 @@ func (s *Store) Delete(key string) bool {
 }
 
 func (s *Store) recordLocked(ev Event) {
+	s.lastChange = ev.RV
 	s.log = append(s.log, ev)
 	s.trimLocked()
 	close(s.notify)
@@ -298,6 +308,7 @@ func (s *Store) Watch(opts WatchOptions) (initial []Event, w *Watcher, err error
 			initial = append(initial, Event{Type: watch.Bookmark, Object: bm, RV: cur})
 		}
 	case FromVersion:
+		opts.RV = s.resume.mapLocked(opts.RV)
 		if opts.RV < s.floor {
 			return nil, nil, &rvError{rv: opts.RV, bound: s.floor, tooOld: true}
 		}

@@ -51,6 +51,10 @@ func run(ctx context.Context, args []string) error {
 		writeTimeout = fs.Duration("watch-write-timeout", 30*time.Second, "a watch whose client takes no batch of events for this long is cut off (it then resumes or relists)")
 		maxLag       = fs.Int("watch-max-lag", 100000, "events a watcher may fall behind before it gets 410 Expired and relists")
 		eventLog     = fs.Int("event-log-size", 10000, "events per resource a watch can resume from")
+		stateDir     = fs.String("state-dir", "", "directory for the snapshot of what is served (Services, EndpointSlices, Endpoints, this Node), served at start-up until upstream answers; nothing is kept on disk when empty (the DaemonSet sets /var/lib/application-grid-wrapper)")
+		snapInterval = fs.Duration("snapshot-interval", 10*time.Second, "the most often the snapshot is rewritten after a change (and once more on a clean shutdown)")
+		snapMaxAge   = fs.Duration("snapshot-max-age", 0, "ignore a snapshot written longer ago than this at start-up; 0 serves any")
+		chownState   = fs.String("chown-state-dir", "", "UID:GID: create --state-dir, give it to UID:GID with mode 0700 and exit (for a root init container; a hostPath DirectoryOrCreate is created root-owned)")
 		printVersion = fs.Bool("version", false, "print the version and exit")
 	)
 	if err := fs.Parse(args[1:]); err != nil {
@@ -59,6 +63,9 @@ func run(ctx context.Context, args []string) error {
 	if *printVersion {
 		fmt.Println(version.Version)
 		return nil
+	}
+	if *chownState != "" {
+		return prepareStateDir(*stateDir, *chownState)
 	}
 	if *nodeName == "" {
 		return errors.New("--node-name (or $NODE_NAME) is required: the wrapper serves one node's view")
@@ -88,6 +95,7 @@ func run(ctx context.Context, args []string) error {
 	srv, err := wrapper.New(wrapper.Options{
 		NodeName: *nodeName, Upstream: cfg, Debug: *debug,
 		BookmarkInterval: *bookmarks, WatchWriteTimeout: *writeTimeout, WatchMaxLag: *maxLag, EventLogSize: *eventLog,
+		StateDir: *stateDir, SnapshotInterval: *snapInterval, SnapshotMaxAge: *snapMaxAge,
 	})
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -121,5 +122,31 @@ func TestServesTLSWithClientCertificates(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("wrapper did not stop")
+	}
+}
+
+func TestChownStateDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	for _, bad := range []string{"65532", "a:b", "-1:0", "1:"} {
+		if err := run(t.Context(), []string{"application-grid-wrapper", "--state-dir", dir, "--chown-state-dir", bad}); err == nil {
+			t.Fatalf("--chown-state-dir %q accepted", bad)
+		}
+	}
+	if err := run(t.Context(), []string{"application-grid-wrapper", "--chown-state-dir", "65532:65532"}); err == nil {
+		t.Fatal("--chown-state-dir without --state-dir accepted")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	if err := run(t.Context(), []string{"application-grid-wrapper", "--state-dir", dir, "--chown-state-dir", "65532:65532"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	if sys.Uid != 65532 || sys.Gid != 65532 || st.Mode().Perm() != 0o700 {
+		t.Fatalf("state dir %d:%d %v, want 65532:65532 0700", sys.Uid, sys.Gid, st.Mode().Perm())
 	}
 }

@@ -1,0 +1,145 @@
+package wrapper
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+)
+
+var (
+	snapshotWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "snapshot_writes_total",
+		Help: "Snapshot writes by result (\"ok\", \"error\": the wrapper goes on in memory).",
+	}, []string{"result"})
+	snapshotBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: metricsNamespace, Name: "snapshot_bytes",
+		Help: "Size of the last snapshot written.",
+	})
+	snapshotWriteSeconds = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: metricsNamespace, Name: "snapshot_write_duration_seconds",
+		Help: "Time the last snapshot write took (collect, encode, fsync, rename).",
+	})
+	// servingSnapshotSince is the writtenAt (Unix nanoseconds) of the
+	// snapshot being served while upstream has not confirmed it; 0 otherwise.
+	servingSnapshotSince atomic.Int64
+	snapshotStaleness    = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metricsNamespace, Name: "snapshot_staleness_seconds",
+		Help: "While the wrapper serves a snapshot that upstream has not confirmed yet: seconds since the snapshot was written " +
+			"(the served state is at most this old). 0 when serving upstream's state.",
+	}, func() float64 {
+		since := servingSnapshotSince.Load()
+		if since == 0 {
+			return 0
+		}
+		return max(0, time.Since(time.Unix(0, since)).Seconds())
+	})
+)
+
+func init() {
+	Registry.MustRegister(snapshotWrites, snapshotBytes, snapshotWriteSeconds, snapshotStaleness)
+}
+
+// persister keeps the snapshot of the served stores in a state directory.
+type persister struct {
+	dir, node, upstream string
+	maxAge              time.Duration
+	codec               snapshotCodec
+	resources           []*servedResource // in servedResources order
+	clock               *Clock
+
+	written uint64 // clock value of the last successful write
+	failing bool   // the last write failed (one error line per run of failures)
+	// lastError is the last write's error ("" after a success), for /readyz.
+	lastError atomic.Value
+}
+
+func (p *persister) path() string { return filepath.Join(p.dir, snapshotFile) }
+
+// load reads the snapshot. Missing, unreadable or bad snapshots are logged
+// in one line and give nil: the wrapper then starts as without one.
+func (p *persister) load(logger klog.Logger) *snapshot {
+	removeStaleTemps(p.dir, snapshotFile)
+	data, err := readSnapshotFile(p.path(), snapshotMaxBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		logger.Info("No snapshot to serve before upstream answers", "path", p.path())
+		return nil
+	case err != nil:
+		logger.Info("Ignoring snapshot: cannot read it", "path", p.path(), "err", err)
+		return nil
+	}
+	sn, err := p.codec.decode(data, p.node, p.upstream)
+	if err != nil {
+		var se *snapshotError
+		reason := "invalid"
+		if errors.As(err, &se) {
+			reason = se.Reason
+		}
+		logger.Info("Ignoring snapshot", "path", p.path(), "reason", reason, "err", err)
+		return nil
+	}
+	if age := time.Since(sn.header.WrittenAt); p.maxAge > 0 && age > p.maxAge {
+		logger.Info("Ignoring snapshot", "path", p.path(), "reason", "too-old", "writtenAt", sn.header.WrittenAt, "age", age.Round(time.Second), "maxAge", p.maxAge)
+		return nil
+	}
+	return sn
+}
+
+// maybeWrite writes a snapshot when something was served since the last one.
+func (p *persister) maybeWrite(logger klog.Logger) {
+	if p.clock.Current() == p.written {
+		return
+	}
+	p.write(logger)
+}
+
+// write collects every store (each consistent in itself, see
+// snapshotState) and replaces the snapshot file. A failure (full disk,
+// read-only or foreign-owned directory) is logged once per run of
+// failures; the wrapper goes on serving from memory and tries again later.
+func (p *persister) write(logger klog.Logger) {
+	start := time.Now()
+	clockAt := p.clock.Current()
+	lists := make([]snapshotList, 0, len(p.resources))
+	for _, r := range p.resources {
+		objs, from, at := r.store.snapshotState()
+		lists = append(lists, snapshotList{res: r.resource, items: objs,
+			section: snapshotSection{Resource: r.name, From: from, At: at, Objects: len(objs)}})
+	}
+	h := snapshotHeader{FormatVersion: snapshotFormatVersion, NodeName: p.node, Upstream: p.upstream, WrittenAt: time.Now().UTC()}
+	n, err := p.writeFile(func(w io.Writer) error { return p.codec.encode(w, h, lists) })
+	if err != nil {
+		snapshotWrites.WithLabelValues("error").Inc()
+		if !p.failing {
+			logger.Error(err, "Snapshot not written: serving from memory only; a restart while upstream is away would serve nothing until this is fixed",
+				"path", p.path())
+		}
+		p.failing = true
+		p.lastError.Store(err.Error())
+		return
+	}
+	if p.failing {
+		logger.Info("Snapshot written again", "path", p.path())
+	}
+	p.failing = false
+	p.lastError.Store("")
+	p.written = clockAt
+	snapshotWrites.WithLabelValues("ok").Inc()
+	snapshotBytes.Set(float64(n))
+	snapshotWriteSeconds.Set(time.Since(start).Seconds())
+	logger.V(4).Info("Snapshot written", "path", p.path(), "bytes", n, "duration", time.Since(start))
+}
+
+func (p *persister) writeFile(write func(io.Writer) error) (int64, error) {
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return 0, err
+	}
+	return writeFileAtomic(p.dir, snapshotFile, write)
+}
