@@ -71,7 +71,7 @@ type UpstreamList struct {
 
 // UpstreamLists returns the full-state fetches and resumed watches the
 // apiserver's audit log holds for WrapperUser, in order: LISTs that
-// completed with 200, WATCHes that started. Every wrapper runs in its node's
+// completed with 200, WATCHes that started with 200. Every wrapper runs in its node's
 // namespace, so the source IP names the node.
 func (c *Cluster) UpstreamLists() ([]UpstreamList, error) {
 	f, err := os.Open(c.auditLog)
@@ -109,7 +109,9 @@ func (c *Cluster) UpstreamLists() ([]UpstreamList, error) {
 		switch {
 		case ev.Verb == "list" && ev.Stage == auditv1.StageResponseComplete && ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusOK:
 			kind = "list"
-		case ev.Verb == "watch" && ev.Stage == auditv1.StageResponseStarted:
+		case ev.Verb == "watch" && ev.Stage == auditv1.StageResponseStarted && ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusOK:
+			// Refused watches (e.g. 403 while the restarted apiserver's
+			// authorizer catches up) fetch nothing; the client then lists.
 			if rv := q.Get("resourceVersion"); q.Get("sendInitialEvents") == "true" || rv == "" || rv == "0" {
 				kind = "watch-list"
 			} else {
