@@ -202,7 +202,25 @@ func TestEdgeAutonomy(t *testing.T) {
 			}
 			return nil
 		})
-		t.Logf("%s: %s -> %s", name, old.IP, podByName(pods, name).IP)
+		newIP := podByName(pods, name).IP
+		t.Logf("%s: %s -> %s", name, old.IP, newIP)
+		// kube-controller-manager's EndpointSlice controller catches up after
+		// the outage at its own pace: wait for the apiserver's EndpointSlice
+		// first, so that what follows times only the wrapper's path.
+		eventually(ctx, t, 3*time.Minute, "EndpointSlice of "+gridService+" lists "+newIP, func(ctx context.Context) error {
+			slices, err := c.Client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + gridService})
+			if err != nil {
+				return err
+			}
+			for _, sl := range slices.Items {
+				for _, ep := range sl.Endpoints {
+					if containsString(ep.Addresses, newIP) && ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("not yet")
+		})
 		for _, n := range c.Nodes {
 			if units[n.Name] == unit {
 				inUnit(t, n)
@@ -317,6 +335,8 @@ func kubeProxyLogSizes(t *testing.T, c *harness.Cluster) map[string]int64 {
 	}
 	return out
 }
+
+func containsString(list []string, s string) bool { return slices.Contains(list, s) }
 
 func podByName(pods []harness.PodInfo, name string) harness.PodInfo {
 	if i := slices.IndexFunc(pods, func(p harness.PodInfo) bool { return p.Name == name }); i >= 0 {
