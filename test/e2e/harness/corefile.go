@@ -25,8 +25,9 @@ const (
 //   - health, ready and prometheus on 127.0.0.1: the player's pods share the
 //     node's namespace (a real pod has its own), and a wildcard :8080 would
 //     take their port;
-//   - gridhosts' `snapshot PATH`: snapshot, a file of this CoreDNS process
-//     under the test's directory (the shipped path is a node's hostPath).
+//   - gridhosts' `snapshot PATH`: snapshot, the shipped path mapped onto the
+//     node's directory for the DaemonSet's hostPath (node CoreDNS), or a file
+//     of the process under the test's directory (shared CoreDNS).
 //
 // Anything else ({$NODE_NAME}, cache, loop, reload, lameduck) runs as shipped. A Corefile whose shape it does not recognise
 // is an error, not a silent fallback.
