@@ -191,6 +191,7 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	s.serveSnapshot(logger)
+	defer s.ready.Store(false)
 	defer s.stopServingSnapshot()
 	s.start(ctx)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.synced...) {

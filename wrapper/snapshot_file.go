@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // snapshotFile is the snapshot's name inside the state directory.
@@ -69,15 +68,19 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 func removeStaleTemps(dir, name string) {
 	matches, _ := filepath.Glob(filepath.Join(dir, "."+name+".*.tmp"))
 	for _, m := range matches {
-		if strings.HasSuffix(m, ".tmp") {
-			_ = os.Remove(m)
-		}
+		_ = os.Remove(m)
 	}
 }
 
 // readSnapshotFile reads path whole, refusing anything that is not a regular
 // file or is larger than limit.
 func readSnapshotFile(path string, limit int64) ([]byte, error) {
+	// Checked before opening: opening a FIFO would block.
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -124,10 +124,18 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("temp files left: %v", left)
 	}
 
+	// A crash between create and rename leaves a temp file; load removes it.
+	stale := filepath.Join(dir, "."+snapshotFile+".123.tmp")
+	if err := os.WriteFile(stale, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var logs lineLogger
 	sn := newTestPersister(dir, 5000).load(logs.logger())
 	if sn == nil {
 		t.Fatalf("snapshot not loaded: %v", logs.all())
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stale temp file: %v", err)
 	}
 	for _, r := range p.resources {
 		want, _, at := r.store.snapshotState()
@@ -188,6 +196,7 @@ func TestBadSnapshotsIgnored(t *testing.T) {
 		name, reason string
 		data         []byte // nil: no file
 		dir          bool   // a directory where the file should be
+		fifo         bool   // a named pipe there (opening it would block)
 		maxAge       time.Duration
 	}{
 		{name: "missing", reason: "No snapshot"},
@@ -233,6 +242,7 @@ func TestBadSnapshotsIgnored(t *testing.T) {
 			return l
 		})},
 		{name: "a directory", dir: true, reason: "cannot read"},
+		{name: "a FIFO", fifo: true, reason: "cannot read"},
 		{name: "too old", data: good, maxAge: time.Nanosecond, reason: "too-old"},
 	}
 	for _, c := range cases {
@@ -243,6 +253,10 @@ func TestBadSnapshotsIgnored(t *testing.T) {
 			switch {
 			case c.dir:
 				if err := os.Mkdir(p.path(), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			case c.fifo:
+				if err := syscall.Mkfifo(p.path(), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			case c.data != nil:

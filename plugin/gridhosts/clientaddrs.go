@@ -24,7 +24,7 @@ type clientAddrs struct {
 	claims uint64
 }
 
-func newClientAddrs() clientAddrs { return clientAddrs{refs: map[netip.Addr][]clientRef{}} }
+func newClientAddrs(n int) clientAddrs { return clientAddrs{refs: make(map[netip.Addr][]clientRef, n)} }
 
 func (c *clientAddrs) add(ip netip.Addr, r clientRef) {
 	refs := c.refs[ip]

@@ -53,19 +53,23 @@ type Index struct {
 }
 
 // NewIndex returns an empty index.
-func NewIndex() *Index {
+func NewIndex() *Index { return newIndexSized(0, 0, 0, 0, 0, 0) }
+
+// newIndexSized returns an empty index with room for the given numbers of
+// objects (a snapshot knows them: no map grows while it is read).
+func newIndexSized(grids, sets, pods, services, nodes, slices int) *Index {
 	return &Index{
-		grids:      map[nsName]*gridObj{},
-		sets:       map[nsName]*setObj{},
-		setsByUnit: map[unitKey]*setObj{},
-		pods:       map[nsName]*podObj{},
-		members:    map[memberKey]*podObj{},
-		services:   map[nsName]*svcObj{},
-		nodes:      map[string]*nodeObj{},
-		slices:     map[nsName]*sliceObj{},
-		svcSlices:  map[nsName]map[string]*sliceObj{},
-		clientPods: newClientAddrs(),
-		nodeIPs:    map[netip.Addr]string{},
+		grids:      make(map[nsName]*gridObj, grids),
+		sets:       make(map[nsName]*setObj, sets),
+		setsByUnit: make(map[unitKey]*setObj, sets),
+		pods:       make(map[nsName]*podObj, pods),
+		members:    make(map[memberKey]*podObj, pods),
+		services:   make(map[nsName]*svcObj, services),
+		nodes:      make(map[string]*nodeObj, nodes),
+		slices:     make(map[nsName]*sliceObj, slices),
+		svcSlices:  make(map[nsName]map[string]*sliceObj, services),
+		clientPods: newClientAddrs(pods),
+		nodeIPs:    make(map[netip.Addr]string, nodes),
 	}
 }
 

@@ -59,11 +59,13 @@ func newSnapshotter(path string, interval time.Duration, owner snapOwner) *snaps
 // crash are removed at start.
 func (s *snapshotter) tempPattern() string { return "." + filepath.Base(s.path) + ".tmp-*" }
 
-// prepare removes temporary files a crash left behind and checks early
-// that the directory is writable, so an unwritable one is reported at
-// start-up rather than at the first write.
+// prepare creates the directory if it is missing (0700), removes
+// temporary files a crash left behind and checks early that the directory
+// is writable, so an unwritable one is reported at start-up rather than at
+// the first write.
 func (s *snapshotter) prepare() {
 	dir := filepath.Dir(s.path)
+	os.MkdirAll(dir, 0o700) // a failure shows in the write check below
 	if old, err := filepath.Glob(filepath.Join(dir, s.tempPattern())); err == nil {
 		for _, f := range old {
 			os.Remove(f)

@@ -246,7 +246,7 @@ func bodyOf(x *Index) *snapBody {
 // index builds a fresh index from the body through the same Upsert the
 // informers use, so snapshot answers follow the same consistency checks.
 func (b *snapBody) index() *Index {
-	x := NewIndex()
+	x := newIndexSized(len(b.Grids), len(b.Sets), len(b.Pods), len(b.Services), len(b.Nodes), len(b.Slices))
 	for _, o := range b.Grids {
 		x.Upsert(&gridObj{tiny: o.Meta.tiny(), Key: o.Key, KeyLabel: superedgev1.GridUniqKeyLabelValue(o.Key)})
 	}

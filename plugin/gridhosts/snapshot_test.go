@@ -184,6 +184,20 @@ func TestSnapshotAgeDuringOutage(t *testing.T) {
 	}
 }
 
+// TestSnapshotCreatesDirectory: a missing directory is created 0700.
+func TestSnapshotCreatesDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state", "gridhosts")
+	s := newSnapshotter(filepath.Join(dir, "gridhosts.snapshot"), time.Minute, demoOwner)
+	s.prepare()
+	if err := s.write(demoHandler(demoObjects()).index, false); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("directory %v, %v; want 0700", st, err)
+	}
+}
+
 // TestSnapshotBadFiles: every kind of unusable snapshot is refused with
 // one log line naming the reason, and nothing is served from it.
 func TestSnapshotBadFiles(t *testing.T) {
