@@ -204,6 +204,14 @@ func assertProxyRules(ctx context.Context, t *testing.T, c *harness.Cluster, n *
 	if err != nil {
 		t.Fatal(err)
 	}
+	assertProxyRulesOf(ctx, t, c, n, service, want, pods)
+}
+
+// assertProxyRulesOf is assertProxyRules with the pods' IPs taken from pods
+// (no apiserver needed).
+func assertProxyRulesOf(ctx context.Context, t *testing.T, c *harness.Cluster, n *harness.Node, service string, want map[string]string, pods []harness.PodInfo) {
+	t.Helper()
+	var err error
 	var wantIPs []string
 	for _, p := range pods {
 		if _, ok := want[p.Name]; ok {

@@ -78,6 +78,8 @@ type Cluster struct {
 	mu          sync.Mutex
 	procs       []*Process
 	stopOnce    sync.Once
+	auditLog    string
+	rbacState
 }
 
 // Node is one node: its namespace, labels and processes.
@@ -143,7 +145,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 
 	logger.Info("Starting control plane", "bindAddress", c.Fabric.RootIP)
+	audit, auditLog, err := auditArgs(filepath.Join(c.Dir, "audit"))
+	if err != nil {
+		return nil, err
+	}
+	c.auditLog = auditLog
 	if c.CP, err = controlplane.Start(ctx, controlplane.Options{
+		APIServerArgs:     audit,
 		BindAddress:       c.Fabric.RootIP.String(),
 		ExtraSANs:         []net.IP{c.Fabric.RootIP},
 		ServiceCIDR:       ServiceCIDR,

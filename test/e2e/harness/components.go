@@ -3,10 +3,12 @@ package harness
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -156,17 +158,31 @@ func (c *Cluster) startController(ctx context.Context) error {
 	})
 }
 
-// startWrapper runs application-grid-wrapper inside the node's namespace,
-// upstream the apiserver at its fabric address.
+// startWrapper runs application-grid-wrapper inside the node's namespace as
+// the shipped DaemonSet starts it (its args and env, in-cluster config with
+// the upstream ConfigMap's address substituted by the test apiserver's).
 func (c *Cluster) startWrapper(ctx context.Context, n *Node) (*Process, error) {
 	bin := c.binaries["application-grid-wrapper"]
-	args := []string{
-		"--kubeconfig=" + c.CP.Kubeconfig,
-		"--node-name=" + n.Name,
-		"--bind-address=" + WrapperAddr,
-		"--v=2",
+	sc, err := c.shippedNodeContainer(ctx, WrapperDaemonSet, n.Name)
+	if err != nil {
+		return nil, err
 	}
-	p, err := startProcess("wrapper-"+n.Name, n.NS.Command(context.WithoutCancel(ctx), bin, args...), c.Dir)
+	if len(sc.Command) != 0 || !slices.Contains(sc.Args, "--bind-address="+WrapperAddr) {
+		return nil, fmt.Errorf("%s: want the image's entrypoint and --bind-address=%s (kube-proxy's kubeconfig points there), got command %v args %v", WrapperDaemonSet, WrapperAddr, sc.Command, sc.Args)
+	}
+	run, err := c.podRunDir(ctx, "wrapper-"+n.Name, sc)
+	if err != nil {
+		return nil, err
+	}
+	hostDir := filepath.Join(c.Dir, "hostpath-wrapper-"+n.Name)
+	if err := c.runInitContainers(ctx, n.NS, run, hostDir, bin, sc); err != nil {
+		return nil, fmt.Errorf("%s: %w", WrapperDaemonSet, err)
+	}
+	args, err := sc.withHostPaths(hostDir, sc.Args)
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProcess("wrapper-"+n.Name, inClusterCommand(context.WithoutCancel(ctx), n.NS, run, sc.Env, bin, args...), c.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +194,27 @@ func (c *Cluster) startWrapper(ctx context.Context, n *Node) (*Process, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// shippedNodeContainer resolves a shipped DaemonSet's container for a node,
+// with the edge RBAC in place.
+func (c *Cluster) shippedNodeContainer(ctx context.Context, manifest, node string) (*shippedContainer, error) {
+	if err := c.applyEdgeRBAC(ctx); err != nil {
+		return nil, err
+	}
+	ds, err := readShippedDaemonSet(manifest)
+	if err != nil {
+		return nil, err
+	}
+	upstream, err := c.shippedUpstream()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := containerFor(ds, node, upstream)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", manifest, err)
+	}
+	return sc, nil
 }
 
 // Corefile returns the Corefile the harness runs: gridhosts (mode is
@@ -219,8 +256,18 @@ func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, shipped, no
 		return nil, err
 	}
 	if text != "" {
+		// The node CoreDNS runs as the shipped DaemonSet: in-cluster config,
+		// its snapshot on the DaemonSet's hostPath (mapped per node); others
+		// keep theirs in a file of the process.
+		kubeconfig := c.CP.Kubeconfig
 		snapshot := filepath.Join(c.Dir, "gridhosts-"+name+".snapshot")
-		if corefile, err = adaptCorefile(text, hostOf(listen), c.CP.Kubeconfig, snapshot); err != nil {
+		if shipped == CorefileNode {
+			kubeconfig = ""
+			if snapshot, err = c.nodeSnapshotPath(ctx, text, nodeName, snapshot); err != nil {
+				return nil, fmt.Errorf("corefile/%s: %w", shipped, err)
+			}
+		}
+		if corefile, err = adaptCorefile(text, hostOf(listen), kubeconfig, snapshot); err != nil {
 			return nil, fmt.Errorf("corefile/%s: %w", shipped, err)
 		}
 		source = "corefile/" + shipped
@@ -229,8 +276,15 @@ func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, shipped, no
 	if err := os.WriteFile(conf, []byte(corefile), 0o644); err != nil {
 		return nil, err
 	}
-	cmd := ns.Command(context.WithoutCancel(ctx), bin, "-conf", conf)
-	cmd.Env = append(os.Environ(), "NODE_NAME="+nodeName)
+	var cmd *exec.Cmd
+	if shipped == CorefileNode && source != "harness" {
+		if cmd, err = c.nodeCoreDNSCommand(ctx, ns, name, nodeName, bin, conf); err != nil {
+			return nil, err
+		}
+	} else {
+		cmd = ns.Command(context.WithoutCancel(ctx), bin, "-conf", conf)
+		cmd.Env = append(os.Environ(), "NODE_NAME="+nodeName)
+	}
 	p, err := startProcess("coredns-"+name, cmd, c.Dir)
 	if err != nil {
 		return nil, err
@@ -238,11 +292,90 @@ func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, shipped, no
 	c.track(p)
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: ns.DialContext}}
 	if err := waitProcessReady(ctx, p, "CoreDNS /ready in "+ns.Name, 2*time.Minute, func() error {
-		return httpOK(client, "http://"+coreDNSReadyAddr+"/ready")
+		return c.coreDNSReady(client)
 	}); err != nil {
 		return nil, err
 	}
 	return &DNSServer{Process: p, Addr: listen, Mode: mode, Corefile: source}, nil
+}
+
+// nodeCoreDNSCommand starts CoreDNS as the shipped coredns-node DaemonSet
+// does: its args (the Corefile path mapped to the harness's adapted copy),
+// its env (NODE_NAME, the upstream ConfigMap) and in-cluster credentials.
+func (c *Cluster) nodeCoreDNSCommand(ctx context.Context, ns *NetNS, name, nodeName, bin, conf string) (*exec.Cmd, error) {
+	sc, err := c.shippedNodeContainer(ctx, CoreDNSDaemonSet, nodeName)
+	if err != nil {
+		return nil, err
+	}
+	args, err := sc.mountedFile("config", "Corefile", conf, sc.Args)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", CoreDNSDaemonSet, err)
+	}
+	run, err := c.podRunDir(ctx, "coredns-"+name, sc)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.runInitContainers(ctx, ns, run, filepath.Join(c.Dir, "hostpath-coredns-"+nodeName), bin, sc); err != nil {
+		return nil, fmt.Errorf("%s: %w", CoreDNSDaemonSet, err)
+	}
+	if args, err = sc.withHostPaths(filepath.Join(c.Dir, "hostpath-coredns-"+nodeName), args); err != nil {
+		return nil, err
+	}
+	return inClusterCommand(context.WithoutCancel(ctx), ns, run, sc.Env, bin, args...), nil
+}
+
+// nodeSnapshotPath maps the shipped Corefile's gridhosts snapshot path onto
+// the node's directory for the coredns-node DaemonSet's hostPath volume. A
+// snapshot outside every hostPath would not survive a reboot: an error.
+// Without a snapshot line, fallback is returned (adaptCorefile ignores it).
+func (c *Cluster) nodeSnapshotPath(ctx context.Context, corefile, nodeName, fallback string) (string, error) {
+	var shippedPath string
+	for _, l := range strings.Split(corefile, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "snapshot" {
+			shippedPath = f[1]
+		}
+	}
+	if shippedPath == "" {
+		return fallback, nil
+	}
+	sc, err := c.shippedNodeContainer(ctx, CoreDNSDaemonSet, nodeName)
+	if err != nil {
+		return "", err
+	}
+	mapped, err := sc.withHostPaths(filepath.Join(c.Dir, "hostpath-coredns-"+nodeName), []string{shippedPath})
+	if err != nil {
+		return "", err
+	}
+	if mapped[0] == shippedPath {
+		return "", fmt.Errorf("gridhosts snapshot %s is on no hostPath volume of %s: it would not survive a reboot", shippedPath, CoreDNSDaemonSet)
+	}
+	return mapped[0], nil
+}
+
+// coreDNSReady is /ready answering 200, or, while the apiserver is down,
+// every plugin ready but kubernetes: the kubernetes plugin is not ready until
+// its informers sync, which a CoreDNS started during an outage cannot do,
+// while gridhosts serves from its snapshot (the tests check its answers).
+func (c *Cluster) coreDNSReady(client *http.Client) error {
+	resp, err := client.Get("http://" + coreDNSReadyAddr + "/ready")
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	err = fmt.Errorf("/ready: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	if resp.StatusCode != http.StatusServiceUnavailable || strings.TrimSpace(string(body)) != "kubernetes" {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, uerr := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); uerr == nil {
+		return err // the apiserver answers: kubernetes must get ready
+	}
+	return nil
 }
 
 func hostOf(hostport string) string {

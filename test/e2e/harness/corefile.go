@@ -17,15 +17,17 @@ const (
 // adaptCorefile turns a shipped Corefile into one for the test cluster,
 // changing only what differs from a real cluster:
 //   - `bind IP` inside the server block: answer on the namespace's address;
-//   - `kubeconfig PATH` in the gridhosts and kubernetes blocks: there is no
-//     in-cluster service account here;
+//   - `kubeconfig PATH` in the gridhosts and kubernetes blocks, unless
+//     kubeconfig is "" (the node CoreDNS runs with in-cluster config, as
+//     the shipped DaemonSet does; the shared one has no such manifest);
 //   - no `forward` block: nothing may leave the machine (upstream resolvers
 //     are unreachable from the test namespaces anyway);
 //   - health, ready and prometheus on 127.0.0.1: the player's pods share the
 //     node's namespace (a real pod has its own), and a wildcard :8080 would
 //     take their port;
-//   - gridhosts' `snapshot PATH`: snapshot, a file of this CoreDNS process
-//     under the test's directory (the shipped path is a node's hostPath).
+//   - gridhosts' `snapshot PATH`: snapshot, the shipped path mapped onto the
+//     node's directory for the DaemonSet's hostPath (node CoreDNS), or a file
+//     of the process under the test's directory (shared CoreDNS).
 //
 // Anything else ({$NODE_NAME}, cache, loop, reload, lameduck) runs as shipped. A Corefile whose shape it does not recognise
 // is an error, not a silent fallback.
@@ -63,10 +65,14 @@ func adaptCorefile(shipped, bindIP, kubeconfig, snapshot string) (string, error)
 			out = append(out, "    bind "+bindIP)
 		case strings.HasPrefix(trimmed, "gridhosts") && strings.HasSuffix(trimmed, "{"):
 			sawGridhosts = true
-			out = append(out, "        kubeconfig "+kubeconfig)
+			if kubeconfig != "" {
+				out = append(out, "        kubeconfig "+kubeconfig)
+			}
 		case strings.HasPrefix(trimmed, "kubernetes") && strings.HasSuffix(trimmed, "{"):
 			sawKubernetes = true
-			out = append(out, "        kubeconfig "+kubeconfig)
+			if kubeconfig != "" {
+				out = append(out, "        kubeconfig "+kubeconfig)
+			}
 		}
 	}
 	if !sawServer || !sawGridhosts || !sawKubernetes {

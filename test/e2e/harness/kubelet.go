@@ -321,22 +321,27 @@ func podPorts(pod *corev1.Pod) []int32 {
 	return ports
 }
 
-// podIPAM hands out host addresses of one node's pod CIDR (a /24).
+// podIPAM hands out host addresses of one node's pod CIDR (a /24), next-fit
+// from the last one handed out, as CNI's host-local IPAM does: a recreated
+// Pod gets a new IP, so tests see an IP change reach kube-proxy and DNS.
 type podIPAM struct {
 	mu   sync.Mutex
 	base net.IP
 	used [256]bool
+	last int
 }
 
 func newPodIPAM(podCIDR *net.IPNet) *podIPAM {
-	return &podIPAM{base: podCIDR.IP.To4()}
+	return &podIPAM{base: podCIDR.IP.To4(), last: 1}
 }
 
 func (p *podIPAM) allocate() (net.IP, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for host := 2; host < 255; host++ { // .1 reserved, .255 broadcast
+	for i := range 253 { // .2 to .254: .1 reserved, .255 broadcast
+		host := 2 + (p.last-2+1+i+253)%253
 		if !p.used[host] {
+			p.last = host
 			p.used[host] = true
 			ip := make(net.IP, 4)
 			copy(ip, p.base)
