@@ -175,7 +175,7 @@ func (c *Cluster) startWrapper(ctx context.Context, n *Node) (*Process, error) {
 		return nil, err
 	}
 	hostDir := filepath.Join(c.Dir, "hostpath-wrapper-"+n.Name)
-	if err := c.runInitContainers(ctx, n.NS, run, hostDir, bin, sc); err != nil {
+	if err := c.runInitContainers(ctx, n.NS, run, hostDir, sc); err != nil {
 		return nil, fmt.Errorf("%s: %w", WrapperDaemonSet, err)
 	}
 	args, err := sc.withHostPaths(hostDir, sc.Args)
@@ -315,7 +315,7 @@ func (c *Cluster) nodeCoreDNSCommand(ctx context.Context, ns *NetNS, name, nodeN
 	if err != nil {
 		return nil, err
 	}
-	if err := c.runInitContainers(ctx, ns, run, filepath.Join(c.Dir, "hostpath-coredns-"+nodeName), bin, sc); err != nil {
+	if err := c.runInitContainers(ctx, ns, run, filepath.Join(c.Dir, "hostpath-coredns-"+nodeName), sc); err != nil {
 		return nil, fmt.Errorf("%s: %w", CoreDNSDaemonSet, err)
 	}
 	if args, err = sc.withHostPaths(filepath.Join(c.Dir, "hostpath-coredns-"+nodeName), args); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -161,19 +162,31 @@ func inClusterCommand(ctx context.Context, ns *NetNS, runDir string, env []strin
 	return cmd
 }
 
+// imageBinaries maps our images (build/) to the binaries that are their
+// entrypoints.
+var imageBinaries = map[string]string{
+	"servicegroup/application-grid-wrapper": "application-grid-wrapper",
+	"servicegroup/coredns-gridhosts":        "coredns",
+}
+
 // runInitContainers runs the pod's init containers to completion, in order,
 // as the kubelet does before the container starts, with hostPath mounts
-// mapped under hostDir. One without a command runs the container's own
-// program (bin: the same image); one with a command runs it from the host
-// (a shell and coreutils are on every test host, as in a busybox image).
-func (c *Cluster) runInitContainers(ctx context.Context, ns *NetNS, runDir, hostDir, bin string, sc *shippedContainer) error {
+// mapped under hostDir. One without a command runs the entrypoint of its
+// image, one of ours (imageBinaries); one with a command runs it from the
+// host (a shell and coreutils are on every test host, as in a busybox image).
+func (c *Cluster) runInitContainers(ctx context.Context, ns *NetNS, runDir, hostDir string, sc *shippedContainer) error {
 	for _, ic := range sc.Init {
 		argv, err := ic.withHostPaths(hostDir, append(slices.Clone(ic.Command), ic.Args...))
 		if err != nil {
 			return err
 		}
 		if len(ic.Command) == 0 {
-			argv = append([]string{bin}, argv...)
+			repo, _, _ := strings.Cut(ic.Image, ":")
+			name, ok := imageBinaries[repo]
+			if !ok {
+				return fmt.Errorf("init container %s: image %s is not one of ours and has no command", ic.Name, ic.Image)
+			}
+			argv = append([]string{c.binaries[name]}, argv...)
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		out, err := inClusterCommand(cctx, ns, runDir, ic.Env, argv[0], argv[1:]...).CombinedOutput()

@@ -46,10 +46,10 @@ type shippedContainer struct {
 	// HostPaths are the mount paths of hostPath volumes (node state that
 	// survives a restart), by volume name.
 	HostPaths map[string]string
-	// Name is the container's name; Init are the pod's init containers,
-	// run to completion in order before it.
-	Name string
-	Init []*shippedContainer
+	// Name is the container's name, Image its image; Init are the pod's
+	// init containers, run to completion in order before it.
+	Name, Image string
+	Init        []*shippedContainer
 }
 
 // readShippedDaemonSet reads one DaemonSet from a manifest file (the file
@@ -187,7 +187,7 @@ func resolveContainer(ds *appsv1.DaemonSet, c corev1.Container, node string, ups
 			return nil, fmt.Errorf("DaemonSet %s: env %s: only values and spec.nodeName are known to the harness", ds.Name, e.Name)
 		}
 	}
-	out := &shippedContainer{Name: c.Name, ServiceAccount: spec.ServiceAccountName, Namespace: ds.Namespace, Mounts: map[string]string{}, HostPaths: map[string]string{}}
+	out := &shippedContainer{Name: c.Name, Image: c.Image, ServiceAccount: spec.ServiceAccountName, Namespace: ds.Namespace, Mounts: map[string]string{}, HostPaths: map[string]string{}}
 	if out.Namespace == "" {
 		out.Namespace = "default"
 	}
