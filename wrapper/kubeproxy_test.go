@@ -8,56 +8,24 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
-// listenInNetns opens a TCP listener inside network namespace ns from a
-// locked thread, so the in-process wrapper serves inside the namespace while
-// it talks to the apiserver on the host's loopback.
-func listenInNetns(ns, addr string) (net.Listener, error) {
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(filepath.Join("/var/run/netns", ns))
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		ln, err := net.Listen("tcp", addr)
-		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		} // else the thread stays locked and dies with this goroutine
-		ch <- result{ln, err}
-	}()
-	r := <-ch
-	return r.ln, r.err
+// listenInNetns opens a TCP listener inside network namespace ns, so the
+// in-process wrapper serves inside the namespace while it talks to the
+// apiserver on the host's loopback.
+func listenInNetns(ns, addr string) (ln net.Listener, err error) {
+	err = inNetns(ns, func() error {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
+	return ln, err
 }
 
 func run(t *testing.T, name string, args ...string) string {

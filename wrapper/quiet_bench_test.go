@@ -11,13 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -26,43 +24,13 @@ import (
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
-// dialInNetns opens a TCP connection from inside network namespace ns (a
-// socket stays in the namespace it was created in).
-func dialInNetns(ns, addr string) (net.Conn, error) {
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(filepath.Join("/var/run/netns", ns))
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		} // else the thread stays locked and dies with this goroutine
-		ch <- result{c, err}
-	}()
-	r := <-ch
-	return r.c, r.err
+// dialInNetns opens a TCP connection from inside network namespace ns.
+func dialInNetns(ns, addr string) (c net.Conn, err error) {
+	err = inNetns(ns, func() error {
+		c, err = net.DialTimeout("tcp", addr, 5*time.Second)
+		return err
+	})
+	return c, err
 }
 
 // relayIntoNetns makes the host's loopback address addr reachable at the
