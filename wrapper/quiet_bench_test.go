@@ -217,25 +217,6 @@ current-context: wrapper
 		b.Cleanup(wi.Stop)
 		return wi
 	}
-	count := func(wi watch.Interface, sentinel string) int {
-		n := 0
-		timeout := time.After(60 * time.Second)
-		for {
-			select {
-			case ev := <-wi.ResultChan():
-				n++
-				if sl, ok := ev.Object.(*discoveryv1.EndpointSlice); ok {
-					for _, e := range sl.Endpoints {
-						if e.Addresses[0] == sentinel {
-							return n
-						}
-					}
-				}
-			case <-timeout:
-				b.Fatalf("no sentinel after %d events", n)
-			}
-		}
-	}
 	update := func(ep discoveryv1.Endpoint) {
 		sl, err := admin.DiscoveryV1().EndpointSlices(ns).Get(b.Context(), "svc-a", metav1.GetOptions{})
 		if err != nil {
@@ -266,7 +247,7 @@ current-context: wrapper
 		}
 		sentinel := fmt.Sprintf("10.5.100.%d", i)
 		update(endpoint(sentinel, "node0"))
-		up, down := count(upstream, sentinel), count(served, sentinel)
+		up, down := eventsUntil(b, upstream, sentinel), eventsUntil(b, served, sentinel)
 		// The last event of each is the local change.
 		b.ReportMetric(float64(up-1)/foreign, "apiserver-events/foreign-change")
 		b.ReportMetric(float64(down-1)/foreign, "wrapper-events/foreign-change")

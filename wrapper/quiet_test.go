@@ -63,28 +63,32 @@ func TestQuietForForeignChanges(t *testing.T) {
 	}
 	update(endpoint("10.4.2.1", "node0")) // the sentinel
 
-	count := func(wi watch.Interface, sentinel string) int {
-		n := 0
-		timeout := time.After(30 * time.Second)
-		for {
-			select {
-			case ev := <-wi.ResultChan():
-				n++
-				if sl, ok := ev.Object.(*discoveryv1.EndpointSlice); ok {
-					for _, e := range sl.Endpoints {
-						if e.Addresses[0] == sentinel {
-							return n
-						}
-					}
-				}
-			case <-timeout:
-				t.Fatalf("no sentinel after %d events", n)
-			}
-		}
-	}
-	up, down := count(upstream, "10.4.2.1"), count(served, "10.4.2.1")
+	up, down := eventsUntil(t, upstream, "10.4.2.1"), eventsUntil(t, served, "10.4.2.1")
 	t.Logf("events for %d foreign-nodeunit changes and 1 local one: apiserver %d, wrapper for node0 %d", foreignChanges, up, down)
 	if up != foreignChanges+1 || down != 1 {
 		t.Fatalf("apiserver sent %d events, the wrapper %d; want %d and 1", up, down, foreignChanges+1)
+	}
+}
+
+// eventsUntil counts the events wi delivers up to and including the first
+// EndpointSlice holding the sentinel address.
+func eventsUntil(tb testing.TB, wi watch.Interface, sentinel string) int {
+	tb.Helper()
+	n := 0
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case ev := <-wi.ResultChan():
+			n++
+			if sl, ok := ev.Object.(*discoveryv1.EndpointSlice); ok {
+				for _, e := range sl.Endpoints {
+					if e.Addresses[0] == sentinel {
+						return n
+					}
+				}
+			}
+		case <-timeout:
+			tb.Fatalf("no event with %s after %d events", sentinel, n)
+		}
 	}
 }
