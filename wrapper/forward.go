@@ -13,8 +13,9 @@ import (
 
 // Everything the wrapper forwards upstream runs with the wrapper's own
 // credentials, and anything on the node may reach the wrapper's port. So it
-// forwards only what kube-proxy (1.22 and newer) asks for besides what the
-// wrapper serves itself, and never lets a client choose an identity.
+// forwards only what kube-proxy asks for besides what the wrapper serves
+// itself (TestKubeProxyVersions checks v1.35.4, v1.36.4 and v1.37.1 need
+// nothing else), and never lets a client choose an identity.
 var forwardable = map[schema.GroupResource]sets.Set[string]{
 	// Events about the node and Services (core/v1 before the events.k8s.io
 	// recorder, events.k8s.io/v1 since).
