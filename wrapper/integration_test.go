@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testnet"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
@@ -495,16 +495,7 @@ func TestRandomizedChanges(t *testing.T) {
 // receive buffer (no autotuning): once it stops reading, the server's writes
 // block as soon as its own send buffer is full.
 func tinyReceiveBufferConfig(url string) *rest.Config {
-	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	return &rest.Config{Host: url, QPS: -1, Dial: d.DialContext}
+	return &rest.Config{Host: url, QPS: -1, Dial: testnet.TinyReceiveBufferDialer().DialContext}
 }
 
 // maxSendBuffer is the most a TCP send buffer grows to on this machine.

@@ -18,7 +18,6 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
@@ -202,21 +201,6 @@ current-context: wrapper
 		}
 	}
 
-	watchFrom := func(c interface {
-		List(context.Context, metav1.ListOptions) (*discoveryv1.EndpointSliceList, error)
-		Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
-	}) watch.Interface {
-		l, err := c.List(b.Context(), metav1.ListOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		wi, err := c.Watch(b.Context(), metav1.ListOptions{ResourceVersion: l.ResourceVersion})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(wi.Stop)
-		return wi
-	}
 	update := func(ep discoveryv1.Endpoint) {
 		sl, err := admin.DiscoveryV1().EndpointSlices(ns).Get(b.Context(), "svc-a", metav1.GetOptions{})
 		if err != nil {
@@ -229,8 +213,8 @@ current-context: wrapper
 	}
 
 	for i := range b.N {
-		upstream := watchFrom(admin.DiscoveryV1().EndpointSlices(ns))
-		served := watchFrom(clientFor(b, w.URL(), protobuf).DiscoveryV1().EndpointSlices(ns))
+		upstream := watchSlicesFrom(b, admin.DiscoveryV1().EndpointSlices(ns))
+		served := watchSlicesFrom(b, clientFor(b, w.URL(), protobuf).DiscoveryV1().EndpointSlices(ns))
 		var directBefore, behindBefore float64
 		if withKubeProxy {
 			directBefore, behindBefore = direct.syncs(b), behind.syncs(b)

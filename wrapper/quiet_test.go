@@ -30,23 +30,8 @@ func TestQuietForForeignChanges(t *testing.T) {
 	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
 	through := clientFor(t, w.URL(), protobuf)
 
-	watchFrom := func(c interface {
-		List(context.Context, metav1.ListOptions) (*discoveryv1.EndpointSliceList, error)
-		Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
-	}) watch.Interface {
-		l, err := c.List(t.Context(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wi, err := c.Watch(t.Context(), metav1.ListOptions{ResourceVersion: l.ResourceVersion})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(wi.Stop)
-		return wi
-	}
-	upstream := watchFrom(admin.DiscoveryV1().EndpointSlices(ns))
-	served := watchFrom(through.DiscoveryV1().EndpointSlices(ns))
+	upstream := watchSlicesFrom(t, admin.DiscoveryV1().EndpointSlices(ns))
+	served := watchSlicesFrom(t, through.DiscoveryV1().EndpointSlices(ns))
 
 	update := func(eps ...discoveryv1.Endpoint) {
 		sl, err := admin.DiscoveryV1().EndpointSlices(ns).Get(t.Context(), "svc-a", metav1.GetOptions{})
@@ -91,4 +76,26 @@ func eventsUntil(tb testing.TB, wi watch.Interface, sentinel string) int {
 			tb.Fatalf("no event with %s after %d events", sentinel, n)
 		}
 	}
+}
+
+// sliceLister is the EndpointSlice client both the apiserver and the wrapper
+// answer.
+type sliceLister interface {
+	List(context.Context, metav1.ListOptions) (*discoveryv1.EndpointSliceList, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+// watchSlicesFrom lists through c and watches from the list's version.
+func watchSlicesFrom(tb testing.TB, c sliceLister) watch.Interface {
+	tb.Helper()
+	l, err := c.List(tb.Context(), metav1.ListOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	wi, err := c.Watch(tb.Context(), metav1.ListOptions{ResourceVersion: l.ResourceVersion})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(wi.Stop)
+	return wi
 }

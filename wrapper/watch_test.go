@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+
+	"github.com/servicegroup/servicegroup/internal/testnet"
 )
 
 // readyServer is a Server whose stores the test fills directly: no upstream.
@@ -36,16 +36,7 @@ func readyServer(t *testing.T, opts Options) *Server {
 // for it: once it stops reading, the server's writes block as soon as its
 // own send buffer is full.
 func tinyReceiveBufferClient() *http.Client {
-	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	return &http.Client{Transport: &http.Transport{DialContext: testnet.TinyReceiveBufferDialer().DialContext}}
 }
 
 // burstBeyondBuffers writes Services whose JSON certainly exceeds the
