@@ -78,9 +78,18 @@ func requireComponents(t *testing.T, comps harness.Components) {
 	t.Fatalf("required under CI but missing: %s", strings.Join(missing, ", "))
 }
 
+// convergeFloor is the least any eventually waits. The bound only ends a
+// failing test. After an apiserver outage client-go's reflectors retry their
+// watches with a backoff of up to 30s, jittered up to twice that, so a
+// change made right after the apiserver returns may take a minute to reach
+// a CoreDNS informer: a 30s bound failed TestEdgeAutonomy's DNS check once in
+// .ci/run while kube-proxy's rules had already followed.
+const convergeFloor = 2 * time.Minute
+
 // eventually polls check every 200ms until it returns nil or timeout passes.
 func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
 	t.Helper()
+	timeout = max(timeout, convergeFloor)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
