@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the real control-plane binaries the tests run (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kube-proxy, kubectl) from the Go
+# Builds the real Kubernetes binaries the tests run (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kube-proxy, kubelet, kubectl) from the Go
 # module proxy, into a cache outside the repository keyed on (Kubernetes
 # version, etcd version, Go version). A second run with the same key is a no-op.
 #
@@ -19,7 +19,7 @@ ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
 GO_VERSION=$(go env GOVERSION)
 CACHE_ROOT=${SERVICEGROUP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/servicegroup}
 BIN_DIR="$CACHE_ROOT/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$GO_VERSION/bin"
-K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl)
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl)
 
 have_all() {
 	local b
@@ -76,8 +76,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 	echo ">> building ${missing[*]} $K8S_VERSION from the Go module proxy (once, about 13 minutes from a cold cache on 2 cores; cached in $BIN_DIR)" >&2
 	pkgs=()
 	for b in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+	# One `go build` for all of them: the packages they share compile once.
+	# The release goes into each binary's version (a kubelet reports it in
+	# its Node status, kube-proxy in its log and build_info).
 	k8s_module "$work/k8s" "$K8S_VERSION"
-	k8s_build "$work/k8s" "$BIN_DIR/" "$ldflags" "${pkgs[@]}"
+	k8s_build "$work/k8s" "$BIN_DIR/" "$ldflags $(k8s_version_ldflags "$K8S_VERSION")" "${pkgs[@]}"
 fi
 
 have_all

@@ -40,12 +40,7 @@ for version in "$@"; do
 	trap 'rm -rf "$work"' EXIT
 	# The same flags as hack/k8s-bins.sh, plus the release in the binary's
 	# version (its log, --version and kubernetes_build_info say which it is).
-	major=${version#v}
-	major=${major%%.*}
-	minor=${version#v*.}
-	minor=${minor%%.*}
-	pkg=k8s.io/component-base/version
-	ldflags="-s -w -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+	ldflags="-s -w $(k8s_version_ldflags "$version")"
 	start=$SECONDS
 	k8s_module "$work/k8s" "$version"
 	k8s_build "$work/k8s" "$work/kube-proxy" "$ldflags" k8s.io/kubernetes/cmd/kube-proxy

@@ -9,7 +9,14 @@ MODULE=github.com/servicegroup/servicegroup
 BOILERPLATE="$REPO_ROOT/hack/boilerplate.go.txt"
 TOOLS_MOD="$REPO_ROOT/hack/tools/go.mod"
 
-CODEGEN_PKG=$(cd "$REPO_ROOT/hack/tools" && go list -m -f '{{.Dir}}' k8s.io/code-generator)
+# `go mod download -json` fetches the module when the module cache lacks it
+# (a fresh machine) and prints where it is; `go list -m` would print nothing.
+CODEGEN_PKG=$(cd "$REPO_ROOT/hack/tools" && go mod download -json k8s.io/code-generator |
+	sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+if [ ! -f "$CODEGEN_PKG/kube_codegen.sh" ]; then
+	echo "update-codegen: k8s.io/code-generator not found in the module cache (got '$CODEGEN_PKG')" >&2
+	exit 1
+fi
 # shellcheck source=/dev/null
 source "$CODEGEN_PKG/kube_codegen.sh"
 

@@ -46,3 +46,15 @@ k8s_build() {
 		go build -tags tools -trimpath -ldflags "$ldflags" -o "$out" "$@"
 	)
 }
+
+# k8s_version_ldflags VERSION prints the -X flags that stamp a Kubernetes
+# release into a binary, as the release build does (otherwise it reports
+# v0.0.0-master).
+k8s_version_ldflags() {
+	local version=$1 major minor pkg=k8s.io/component-base/version
+	major=${version#v}
+	major=${major%%.*}
+	minor=${version#v*.}
+	minor=${minor%%.*}
+	echo "-X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+}
