@@ -39,8 +39,13 @@ type Options struct {
 	Controllers string
 	// Scheduler also starts kube-scheduler.
 	Scheduler bool
-	// APIServerArgs are appended to kube-apiserver's flags.
+	// APIServerArgs are appended to kube-apiserver's flags; one naming a
+	// flag the defaults set replaces that default (list flags would append).
 	APIServerArgs []string
+	// KubeletClientCertificate gives kube-apiserver a client certificate
+	// (group system:masters) for kubelets that authenticate their callers
+	// (exec, logs, port-forward on real kubelets).
+	KubeletClientCertificate bool
 	// Dir holds certificates, data and logs (default: a new temp dir, removed on Stop).
 	Dir string
 	// StartTimeout bounds start-up of each component (default 60s).
@@ -120,6 +125,11 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	}
 	if cp.files, err = cp.pki.writeFiles(cp.Dir); err != nil {
 		return nil, err
+	}
+	if opts.KubeletClientCertificate {
+		if err := cp.writeKubeletClientCertificate(); err != nil {
+			return nil, err
+		}
 	}
 
 	if err := cp.startEtcd(ctx); err != nil {
@@ -254,7 +264,11 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 		"--disable-admission-plugins=ServiceAccount",
 		"--cert-dir=" + filepath.Join(cp.Dir, "apiserver-certs"),
 	}
-	args = append(args, cp.opts.APIServerArgs...)
+	if cp.files["kubelet-client.crt"] != "" {
+		args = append(args, "--kubelet-client-certificate="+cp.files["kubelet-client.crt"],
+			"--kubelet-client-key="+cp.files["kubelet-client.key"])
+	}
+	args = overrideArgs(args, cp.opts.APIServerArgs)
 	p, err := startProcess(KubeAPIServer, bin, args, cp.Dir, nil)
 	if err != nil {
 		return err
@@ -278,6 +292,38 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// overrideArgs appends extra to defaults, dropping each default whose flag
+// name extra sets again.
+func overrideArgs(defaults, extra []string) []string {
+	name := func(arg string) string { n, _, _ := strings.Cut(arg, "="); return n }
+	set := map[string]bool{}
+	for _, a := range extra {
+		set[name(a)] = true
+	}
+	var out []string
+	for _, a := range defaults {
+		if !set[name(a)] {
+			out = append(out, a)
+		}
+	}
+	return append(out, extra...)
+}
+
+func (cp *ControlPlane) writeKubeletClientCertificate() error {
+	certPEM, keyPEM, err := cp.IssueClientCertificate("kube-apiserver-kubelet-client", "system:masters")
+	if err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{"kubelet-client.crt": certPEM, "kubelet-client.key": keyPEM} {
+		path := filepath.Join(cp.Dir, name)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return err
+		}
+		cp.files[name] = path
+	}
+	return nil
 }
 
 // StopAPIServer stops kube-apiserver, leaving etcd and the rest running.

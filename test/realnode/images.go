@@ -1,0 +1,244 @@
+package realnode
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/test/e2e/harness"
+)
+
+// Images the nodes pull from upstream registries that an air-gapped site
+// mirrors: each node's containerd sends these registries to the test's
+// registry (hosts.toml), where the test pushes what it builds itself.
+const (
+	PauseImage  = "registry.k8s.io/pause:3.10"
+	ClientImage = "registry.k8s.io/servicegroup-test/client:v1"
+)
+
+// MirroredRegistries are the upstream registries each node resolves
+// through the local registry (the seeds' examples name gcr.io and docker.io
+// echo servers, the manifests registry.k8s.io's kube-proxy).
+var MirroredRegistries = []string{"registry.k8s.io", "gcr.io", "docker.io"}
+
+// echoImages are the seeds' examples' images, served by our echoserver.
+var echoImages = []string{
+	"gcr.io/kubernetes-e2e-test-images/echoserver:2.2",
+	"docker.io/superedge/echoserver:2.2",
+}
+
+// rootfsPackages are the Debian packages of the kube-proxy and client
+// images (the cache key of the root file system).
+var rootfsPackages = []string{"iptables", "nftables", "conntrack", "dnsutils", "curl", "iproute2"}
+
+// PushTestImages builds the pause, echo, kube-proxy and client images for
+// the machine's platform and pushes them to reg under their mirrored
+// paths. kubeProxy is the kube-proxy binary; work is a scratch directory.
+func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag, work string) error {
+	logger := klog.FromContext(ctx)
+	repo, err := harness.RepoRoot()
+	if err != nil {
+		return err
+	}
+	bins := map[string]string{}
+	for _, cmd := range []string{"pause", "echoserver"} {
+		out := filepath.Join(work, cmd)
+		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./test/realnode/"+cmd)
+		build.Dir = repo
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w: %s", cmd, err, b)
+		}
+		bins[cmd] = out
+	}
+	rootfs, err := debianRootfs(ctx)
+	if err != nil {
+		return err
+	}
+	rootfsLayer, err := tarball.LayerFromFile(rootfs)
+	if err != nil {
+		return err
+	}
+
+	pause, err := fileLayer(bins["pause"], "pause")
+	if err != nil {
+		return err
+	}
+	echo, err := fileLayer(bins["echoserver"], "echoserver")
+	if err != nil {
+		return err
+	}
+	proxy, err := fileLayer(kubeProxy, "usr/local/bin/kube-proxy")
+	if err != nil {
+		return err
+	}
+	pushes := []struct {
+		refs       []string
+		layers     []v1.Layer
+		entrypoint []string
+	}{
+		{[]string{PauseImage}, []v1.Layer{pause}, []string{"/pause"}},
+		{echoImages, []v1.Layer{echo}, []string{"/echoserver"}},
+		{[]string{"registry.k8s.io/kube-proxy:" + kubeProxyTag}, []v1.Layer{rootfsLayer, proxy}, []string{"/usr/local/bin/kube-proxy"}},
+		{[]string{ClientImage}, []v1.Layer{rootfsLayer}, []string{"sleep", "infinity"}},
+	}
+	for _, p := range pushes {
+		idx, err := platformIndex(p.layers, p.entrypoint)
+		if err != nil {
+			return err
+		}
+		for _, upstream := range p.refs {
+			ref, err := name.ParseReference(MirrorPath(reg, upstream), name.Insecure)
+			if err != nil {
+				return err
+			}
+			if err := remote.WriteIndex(ref, idx, remote.WithContext(ctx)); err != nil {
+				return fmt.Errorf("push %s: %w", ref, err)
+			}
+			logger.V(2).Info("Pushed test image", "image", upstream, "as", ref)
+		}
+	}
+	return nil
+}
+
+// MirrorPath is where the local registry holds an upstream image: its
+// repository path without the upstream host (what containerd asks a
+// mirror for).
+func MirrorPath(reg *Registry, upstream string) string {
+	_, path, _ := strings.Cut(upstream, "/")
+	return reg.Addr + "/" + path
+}
+
+// platformIndex is a one-platform OCI index (containerd skips images whose
+// platform it cannot tell).
+func platformIndex(layers []v1.Layer, entrypoint []string) (v1.ImageIndex, error) {
+	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layers...)
+	if err != nil {
+		return nil, err
+	}
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
+	cfg.Config.Entrypoint = entrypoint
+	cfg.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		return nil, err
+	}
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	return mutate.AppendManifests(idx, mutate.IndexAddendum{
+		Add: img,
+		Descriptor: v1.Descriptor{
+			MediaType: types.OCIManifestSchema1,
+			Platform:  &v1.Platform{OS: "linux", Architecture: runtime.GOARCH},
+		},
+	}), nil
+}
+
+// fileLayer is a layer holding one executable at path (relative, parent
+// directories included).
+func fileLayer(src, path string) (v1.Layer, error) {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := strings.Split(path, "/")
+	for i := 1; i < len(dirs); i++ {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.Join(dirs[:i], "/") + "/", Mode: 0o755}); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: path, Mode: 0o755, Size: int64(len(data))}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+}
+
+// debianRootfs is a minimal Debian root file system (this machine's
+// release, from its apt sources) with rootfsPackages, made by mmdebstrap
+// once and cached under the servicegroup cache keyed on release and packages.
+func debianRootfs(ctx context.Context) (string, error) {
+	release, err := debianRelease()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(release + "\n" + strings.Join(rootfsPackages, ",") + "\n" + runtime.GOARCH))
+	dir := filepath.Join(cacheRoot(), "realnode-rootfs")
+	path := filepath.Join(dir, hex.EncodeToString(sum[:8])+".tar")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	// mmdebstrap picks its output format by the extension.
+	tmp := strings.TrimSuffix(path, ".tar") + fmt.Sprintf(".%d.tmp.tar", os.Getpid())
+	defer os.Remove(tmp)
+	klog.FromContext(ctx).Info("Building the Debian root file system of the test images (cached afterwards)", "release", release, "packages", rootfsPackages)
+	cmd := exec.CommandContext(ctx, "mmdebstrap", "--quiet", "--variant=minbase", "--include="+strings.Join(rootfsPackages, ","), release, tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("mmdebstrap: %w: %s", err, out)
+	}
+	return path, os.Rename(tmp, path)
+}
+
+func debianRelease() (string, error) {
+	data, err := os.ReadFile("/etc/os-release")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VERSION_CODENAME="); ok && v != "" {
+			return strings.Trim(v, `"`), nil
+		}
+	}
+	return "", fmt.Errorf("/etc/os-release names no VERSION_CODENAME")
+}
+
+// cacheRoot is hack/k8s-bins.sh's cache root ($SERVICEGROUP_CACHE, else
+// $XDG_CACHE_HOME/servicegroup, else ~/.cache/servicegroup).
+func cacheRoot() string {
+	if d := os.Getenv("SERVICEGROUP_CACHE"); d != "" {
+		return d
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "servicegroup")
+}
+
+func goarch() string { return runtime.GOARCH }

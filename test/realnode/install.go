@@ -1,0 +1,87 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/servicegroup/servicegroup/test/e2e/harness"
+)
+
+// Operator runs the operator guide's (build/README.md) commands in a
+// scratch copy of build/, as an operator with a checkout would.
+type Operator struct {
+	// Dir is the scratch directory: Dir/build is the copy, Dir/bin what
+	// `make images` writes (its BIN).
+	Dir string
+	// Kubectl is the kubectl binary, Kubeconfig an admin kubeconfig.
+	Kubectl, Kubeconfig string
+	repo                string
+}
+
+// NewOperator copies build/ into dir.
+func NewOperator(ctx context.Context, dir, kubectl, kubeconfig string) (*Operator, error) {
+	repo, err := harness.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(repo, "build"), dir).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("copy build/: %w: %s", err, out)
+	}
+	return &Operator{Dir: dir, Kubectl: kubectl, Kubeconfig: kubeconfig, repo: repo}, nil
+}
+
+// SetUpstream edits manifests/upstream/upstream.env as build/README.md's
+// "Upstream" says: the apiserver address edge nodes use.
+func (o *Operator) SetUpstream(host string, port int) error {
+	path := filepath.Join(o.Dir, "build/manifests/upstream/upstream.env")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(string(data), "\n")
+	set := map[string]string{"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": fmt.Sprint(port)}
+	found := 0
+	for i, l := range lines {
+		if k, _, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(l, "#") {
+			if v, ok := set[k]; ok {
+				lines[i] = k + "=" + v
+				found++
+			}
+		}
+	}
+	if found != len(set) {
+		return fmt.Errorf("%s: expected KUBERNETES_SERVICE_HOST and _PORT lines, found %d", path, found)
+	}
+	return os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644)
+}
+
+// MakeImages runs `make images PLATFORMS=<this machine> REGISTRY=<registry>`
+// in the checkout, its output under the scratch directory.
+func (o *Operator) MakeImages(ctx context.Context, registry string) (string, error) {
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "images",
+		"PLATFORMS=linux/"+goarch(), "REGISTRY="+registry, "BIN="+filepath.Join(o.Dir, "bin"))
+	cmd.Dir = o.repo
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("make images: %w: %s", err, out)
+	}
+	return string(out), nil
+}
+
+// Kubectl runs kubectl with the admin kubeconfig in the scratch directory.
+func (o *Operator) Run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, o.Kubectl, append([]string{"--kubeconfig=" + o.Kubeconfig}, args...)...)
+	cmd.Dir = o.Dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}

@@ -1,0 +1,548 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
+	"github.com/servicegroup/servicegroup/test/e2e/harness"
+)
+
+// The seeds' cluster: node0 in nodeunit1, node1 and node2 in nodeunit2.
+var seedNodes = []struct{ name, unit string }{{"node0", "nodeunit1"}, {"node1", "nodeunit2"}, {"node2", "nodeunit2"}}
+
+const (
+	gridKey      = "zone1"
+	gridService  = "servicegrid-demo-svc"
+	statefulGrid = "statefulsetgrid-demo"
+	echoSelector = "appGrid=echo"
+	// convergeFloor is the least any eventually waits (client-go's watch
+	// backoff after an outage reaches a minute).
+	convergeFloor = 2 * time.Minute
+	runTimeout    = 12 * time.Minute
+	requests      = 50
+)
+
+// TestRealNodes installs the shipped artefacts with the operator guide's
+// commands on three real kubelets with their own containerd, in two
+// nodeunits, and checks the grids from inside pods; then one node reboots
+// while the apiserver is away.
+func TestRealNodes(t *testing.T) {
+	kubelet, kubectl, kubeProxy := requireHost(t)
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	defer cancel()
+	costs := &stepCosts{t: t}
+	defer costs.report()
+
+	run := t.TempDir()
+	SweepLeftovers(ctx)
+	before := snapshotHost(t)
+	host, err := NewHost(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fabric *harness.Fabric
+	var cp *controlplane.ControlPlane
+	var reg *Registry
+	var nodes []*Node
+	var teardownOnce sync.Once
+	teardown := func() {
+		teardownOnce.Do(func() {
+			start := time.Now()
+			for _, n := range nodes {
+				if err := n.PowerOff(context.Background()); err != nil {
+					t.Errorf("teardown %s: %v", n.Name, err)
+				}
+			}
+			if cp != nil {
+				cp.Stop()
+			}
+			reg.Close()
+			fabric.Close()
+			if err := host.Restore(context.Background()); err != nil {
+				t.Errorf("teardown: %v", err)
+			}
+			costs.add("teardown", time.Since(start))
+		})
+	}
+	// Ctrl-C or a kill must not leave kubelets, containers, cgroups or
+	// changed sysctls behind: restore, then die.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	stopSignals := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(os.Stderr, "realnode: %v: tearing down\n", s)
+			teardown()
+			os.Exit(1)
+		case <-stopSignals:
+		}
+	}()
+	t.Cleanup(func() {
+		signal.Stop(sigs)
+		close(stopSignals)
+		if t.Failed() {
+			for _, n := range nodes {
+				if p := n.Kubelet(); p != nil {
+					t.Logf("----- %s kubelet -----\n%s", n.Name, p.LogTail(25))
+				}
+			}
+			if cp != nil {
+				t.Logf("control plane logs:\n%s", cp.Logs(20))
+			}
+		}
+		teardown()
+		assertRestored(t, before, host, fabric)
+	})
+
+	names := make([]string, len(seedNodes))
+	for i, n := range seedNodes {
+		names[i] = n.name
+	}
+	if fabric, err = harness.NewFabric(ctx, harness.FabricOptions{Nodes: names}); err != nil {
+		t.Fatal(err)
+	}
+	if reg, err = StartRegistry(fabric.RootIP, filepath.Join(run, "registry")); err != nil {
+		t.Fatal(err)
+	}
+	cp, err = controlplane.Start(ctx, controlplane.Options{
+		BindAddress:              fabric.RootIP.String(),
+		ControllerManager:        true,
+		Scheduler:                true,
+		KubeletClientCertificate: true,
+		Dir:                      filepath.Join(run, "cp"),
+		APIServerArgs: []string{
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
+			// Real pods get their ServiceAccount tokens (admission on).
+			"--disable-admission-plugins=",
+			// The `kubernetes` Service gets the apiserver as endpoint.
+			"--endpoint-reconciler-type=lease",
+			// Never the machine's resolver for node names.
+			"--kubelet-preferred-address-types=InternalIP",
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(cp.Config)
+	op, err := NewOperator(ctx, filepath.Join(run, "operator"), kubectl, cp.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	costs.step("images", func() {
+		if err := PushTestImages(ctx, reg, kubeProxy, controlplane.KubernetesVersion, run); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := op.MakeImages(ctx, reg.Addr+"/servicegroup"); err != nil {
+			t.Fatal(err)
+		} else {
+			t.Logf("make images:\n%s", lastLines(out, 8))
+		}
+	})
+
+	costs.step("nodes Ready", func() {
+		cfg := NodeConfig{Host: host, Kubelet: kubelet, CAFile: cp.CAFile(), Registry: reg, Nameserver: fabric.GatewayIP.String()}
+		for i, sn := range seedNodes {
+			cert, key, err := cp.IssueClientCertificate("system:node:"+sn.name, "system:nodes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			kc, err := cp.WriteKubeconfig(sn.name+".kubeconfig", cp.URL, cert, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := NewNode(cfg, sn.name, fabric.Nodes[i], map[string]string{gridKey: sn.unit}, kc, filepath.Join(run, sn.name))
+			nodes = append(nodes, n)
+			if err := n.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(ctx, t, 0, "every node Ready", func(ctx context.Context) error {
+			return nodesReady(ctx, client, names)
+		})
+	})
+
+	costs.step("install", func() {
+		if err := op.SetUpstream(fabric.RootIP.String(), apiPort(cp)); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			mustRun(ctx, t, op, "label", "node", n, "superedge.io/edge-node=enable")
+		}
+		overlay := filepath.Join(op.Dir, "bin/images/kustomization.yaml")
+		if _, err := os.Stat(overlay); err != nil {
+			t.Fatalf("make images wrote no kustomize overlay (build/README.md's install step applies bin/images): %v", err)
+		}
+		mustRun(ctx, t, op, "apply", "--server-side", "-k", "bin/images")
+		// build/README.md's kube-proxy patch keeps a stock kube-proxy
+		// DaemonSet off edge nodes; this cluster has none to patch.
+		eventually(ctx, t, 0, "the controller, wrapper, kube-proxy-edge and CoreDNS pods Ready on every node", func(ctx context.Context) error {
+			return componentsReady(ctx, client, len(names))
+		})
+		svc, err := client.CoreV1().Services("edge-system").Get(ctx, "coredns-gridhosts", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// build/README.md, Configure: kubelet's clusterDNS is that Service.
+		for _, n := range nodes {
+			n.ClusterDNS = svc.Spec.ClusterIP
+			if err := n.RestartKubelet(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(ctx, t, 0, "every node Ready after the clusterDNS change", func(ctx context.Context) error {
+			return nodesReady(ctx, client, names)
+		})
+	})
+
+	var pods map[string]corev1.Pod
+	costs.step("checks", func() {
+		repo, _ := harness.RepoRoot()
+		mustRun(ctx, t, op, "apply", "-f", filepath.Join(repo, "examples"))
+		for _, sn := range seedNodes {
+			if _, err := client.CoreV1().Pods("default").Create(ctx, clientPod(sn.name), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(ctx, t, 4*time.Minute, "the seeds' grids' 10 pods and the 3 client pods Running and Ready", func(ctx context.Context) error {
+			var err error
+			pods, err = readyPods(ctx, client, 10)
+			return err
+		})
+		checkNodeunits(ctx, t, client, op, pods)
+	})
+}
+
+// checkNodeunits runs the grid checks from each node's client pod.
+func checkNodeunits(ctx context.Context, t *testing.T, client kubernetes.Interface, op *Operator, pods map[string]corev1.Pod) {
+	t.Helper()
+	svc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + svc.Spec.ClusterIP + ":80/"
+	for _, sn := range seedNodes {
+		want := podsInUnit(pods, sn.unit)
+		caller := "client-" + sn.name
+		t.Run("ClusterIP stays in "+sn.unit+" from "+sn.name, func(t *testing.T) {
+			checkClusterIP(ctx, t, op, caller, url, want)
+		})
+		t.Run("grid names answer "+sn.unit+"'s pod on "+sn.name, func(t *testing.T) {
+			checkGridNames(ctx, t, op, caller, sn.unit, pods)
+		})
+	}
+}
+
+// checkClusterIP: from inside the caller pod's container, first every pod
+// of the nodeunit answers the ClusterIP, then `requests` requests are all
+// answered from the nodeunit.
+func checkClusterIP(ctx context.Context, t *testing.T, op *Operator, caller, url string, want map[string]bool) {
+	t.Helper()
+	seen := map[string]int{}
+	eventually(ctx, t, 0, caller+" reaches every pod of its nodeunit "+fmt.Sprint(sortedKeys(want)), func(ctx context.Context) error {
+		got, err := curlPods(ctx, op, caller, url, 20)
+		if err != nil {
+			return err
+		}
+		for p, c := range got {
+			if !want[p] {
+				return fmt.Errorf("answered by %s, outside the nodeunit %v", p, sortedKeys(want))
+			}
+			seen[p] += c
+		}
+		if len(seen) != len(want) {
+			return fmt.Errorf("seen %v so far", seen)
+		}
+		return nil
+	})
+	got, err := curlPods(ctx, op, caller, url, requests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for p, c := range got {
+		total += c
+		if !want[p] {
+			t.Errorf("%s: %d of %d requests to %s answered by %s, outside its nodeunit %v", caller, c, requests, url, p, sortedKeys(want))
+		}
+	}
+	if total != requests {
+		t.Errorf("%s: %d of %d requests answered: %v", caller, total, requests, got)
+	}
+	t.Logf("%s -> %s: %v", caller, url, got)
+}
+
+// checkGridNames: statefulsetgrid-demo-{0,1,2}.servicegrid-demo-svc...,
+// resolved by dig through the pod's own resolv.conf (kubelet's clusterDNS),
+// answer the nodeunit's pod, and HTTP to the name reaches it.
+func checkGridNames(ctx context.Context, t *testing.T, op *Operator, caller, unit string, pods map[string]corev1.Pod) {
+	t.Helper()
+	for i := range 3 {
+		name := fmt.Sprintf("%s-%d.%s.default.svc.cluster.local", statefulGrid, i, gridService)
+		podName := fmt.Sprintf("%s-%s-%d", statefulGrid, unit, i)
+		pod, ok := pods[podName]
+		if !ok {
+			t.Fatalf("pod %s not found", podName)
+		}
+		eventually(ctx, t, 0, fmt.Sprintf("%s: dig %s answers %s (%s)", caller, name, pod.Status.PodIP, podName), func(ctx context.Context) error {
+			out, err := op.Run(ctx, "exec", caller, "--", "dig", "+short", "+time=2", "+tries=1", name)
+			if err != nil {
+				return err
+			}
+			if got := strings.Fields(out); len(got) != 1 || got[0] != pod.Status.PodIP {
+				return fmt.Errorf("answer %q", strings.TrimSpace(out))
+			}
+			return nil
+		})
+		eventually(ctx, t, 0, fmt.Sprintf("%s: curl http://%s:8080/ reaches %s", caller, name, podName), func(ctx context.Context) error {
+			got, err := curlPods(ctx, op, caller, "http://"+name+":8080/", 1)
+			if err != nil {
+				return err
+			}
+			if got[podName] != 1 {
+				return fmt.Errorf("answered by %v", got)
+			}
+			return nil
+		})
+	}
+}
+
+// curlPods makes n requests from inside the caller pod and counts the
+// answering pods ("pod name:" lines).
+func curlPods(ctx context.Context, op *Operator, caller, url string, n int) (map[string]int, error) {
+	script := fmt.Sprintf(`for i in $(seq %d); do curl -sS --max-time 5 %s || echo FAILED; done`, n, url)
+	out, err := op.Run(ctx, "exec", caller, "--", "sh", "-c", script)
+	if err != nil {
+		return nil, err
+	}
+	got := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "pod name: "); ok {
+			got[v]++
+		} else if strings.Contains(line, "FAILED") || strings.HasPrefix(line, "curl:") {
+			return nil, fmt.Errorf("curl %s from %s: %s", url, caller, line)
+		}
+	}
+	return got, nil
+}
+
+func clientPod(node string) *corev1.Pod {
+	zero := int64(0)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client-" + node, Labels: map[string]string{"app": "realnode-client"}},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			TerminationGracePeriodSeconds: &zero,
+			Containers: []corev1.Container{{
+				Name: "client", Image: ClientImage, ImagePullPolicy: corev1.PullIfNotPresent,
+			}},
+		},
+	}
+}
+
+// readyPods waits for the seeds' echo pods (want of them) and the client
+// pods, all Running and Ready, and returns them by name.
+func readyPods(ctx context.Context, client kubernetes.Interface, want int) (map[string]corev1.Pod, error) {
+	list, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]corev1.Pod{}
+	echo, clients := 0, 0
+	for _, p := range list.Items {
+		if !podReady(&p) {
+			continue
+		}
+		out[p.Name] = p
+		if p.Labels["appGrid"] == "echo" {
+			echo++
+		} else if p.Labels["app"] == "realnode-client" {
+			clients++
+		}
+	}
+	if echo != want || clients != len(seedNodes) {
+		return nil, fmt.Errorf("%d of %d echo pods and %d of %d client pods ready", echo, want, clients, len(seedNodes))
+	}
+	return out, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podsInUnit are the echo pods on nodes of the nodeunit.
+func podsInUnit(pods map[string]corev1.Pod, unit string) map[string]bool {
+	units := map[string]string{}
+	for _, n := range seedNodes {
+		units[n.name] = n.unit
+	}
+	out := map[string]bool{}
+	for name, p := range pods {
+		if p.Labels["appGrid"] == "echo" && units[p.Spec.NodeName] == unit {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+func nodesReady(ctx context.Context, client kubernetes.Interface, names []string) error {
+	for _, name := range names {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ready := false
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		if !ready {
+			return fmt.Errorf("node %s not Ready", name)
+		}
+	}
+	return nil
+}
+
+// componentsReady: the controller Deployment available, the three
+// DaemonSets ready on every node.
+func componentsReady(ctx context.Context, client kubernetes.Interface, nodes int) error {
+	d, err := client.AppsV1().Deployments("edge-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if d.Status.AvailableReplicas < 1 {
+		return fmt.Errorf("controller: %d available", d.Status.AvailableReplicas)
+	}
+	for _, ds := range []struct{ ns, name string }{
+		{"edge-system", "application-grid-wrapper"}, {"kube-system", "kube-proxy-edge"}, {"edge-system", "coredns-gridhosts"},
+	} {
+		got, err := client.AppsV1().DaemonSets(ds.ns).Get(ctx, ds.name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if int(got.Status.NumberReady) != nodes {
+			return fmt.Errorf("%s/%s: %d of %d ready", ds.ns, ds.name, got.Status.NumberReady, nodes)
+		}
+	}
+	return nil
+}
+
+func apiPort(cp *controlplane.ControlPlane) int {
+	var port int
+	_, p, _ := strings.Cut(strings.TrimPrefix(cp.URL, "https://"), "]:")
+	if p == "" {
+		_, p, _ = strings.Cut(strings.TrimPrefix(cp.URL, "https://"), ":")
+	}
+	fmt.Sscan(p, &port)
+	return port
+}
+
+func mustRun(ctx context.Context, t *testing.T, op *Operator, args ...string) string {
+	t.Helper()
+	out, err := op.Run(ctx, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
+	t.Helper()
+	timeout = max(timeout, convergeFloor)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		if last = check(ctx); last == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not within %s: %v", what, timeout, last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// requireHost skips (CI unset) or fails (CI=true) without root, the Debian
+// packages of hack/host-packages.txt a real node needs, or the cached
+// Kubernetes binaries; it returns the kubelet, kubectl and kube-proxy.
+func requireHost(t *testing.T) (kubelet, kubectl, kubeProxy string) {
+	t.Helper()
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root (network namespaces, cgroups, containerd)")
+	}
+	for _, tool := range []harness.Tool{harness.ToolIP, harness.ToolIPTables, harness.ToolNFT, harness.ToolConntrack,
+		{Command: "containerd"}, {Command: "runc"}, {Command: "/usr/lib/cni/bridge"}, {Command: "mmdebstrap"}} {
+		if len(harness.MissingTools(tool)) > 0 {
+			missing = append(missing, fmt.Sprintf("%s (Debian package %s; hack/host-deps.sh installs it)", tool.Command, tool.Package()))
+		}
+	}
+	for _, c := range []string{"nsenter", "unshare", "ctr", "make"} {
+		if _, err := exec.LookPath(c); err != nil {
+			missing = append(missing, c)
+		}
+	}
+	bins := map[string]string{}
+	for _, b := range []string{controlplane.KubeAPIServer, "kubelet", controlplane.Kubectl, controlplane.KubeProxy} {
+		p, err := controlplane.Binary(b)
+		if err != nil {
+			missing = append(missing, err.Error())
+		}
+		bins[b] = p
+	}
+	if len(missing) > 0 {
+		if os.Getenv("CI") == "" {
+			t.Skipf("real nodes need: %s; CI=true makes this a failure", strings.Join(missing, "; "))
+		}
+		t.Fatalf("real nodes required under CI, missing: %s", strings.Join(missing, "; "))
+	}
+	return bins["kubelet"], bins[controlplane.Kubectl], bins[controlplane.KubeProxy]
+}

@@ -1,0 +1,54 @@
+package realnode
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+)
+
+// Registry is the test's container registry: go-containerregistry's
+// registry, blobs on disk, plain HTTP on the fabric's root address, where
+// every node's containerd pulls from (an edge site's local mirror).
+type Registry struct {
+	// Addr is host:port.
+	Addr   string
+	server *http.Server
+}
+
+// StartRegistry serves a registry on ip (port chosen by the kernel) with
+// its blobs under dir.
+func StartRegistry(ip net.IP, dir string) (*Registry, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{
+		Handler: registry.New(
+			registry.Logger(log.New(io.Discard, "", 0)),
+			registry.WithBlobHandler(registry.NewDiskBlobHandler(dir)),
+		),
+		ReadHeaderTimeout: 30 * time.Second,
+	}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Printf("registry: %v", err)
+		}
+	}()
+	return &Registry{Addr: l.Addr().String(), server: srv}, nil
+}
+
+// Close stops the registry.
+func (r *Registry) Close() {
+	if r == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = r.server.Shutdown(ctx)
+}
