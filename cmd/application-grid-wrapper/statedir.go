@@ -24,10 +24,13 @@ func prepareStateDir(dir, owner string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := os.Chown(dir, uid, gid); err != nil {
+	// Mode first, while root still owns it: changing the mode of a
+	// directory someone else owns needs CAP_FOWNER, which the init
+	// container does not have (CAP_CHOWN only).
+	if err := os.Chmod(dir, 0o700); err != nil {
 		return err
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if err := os.Chown(dir, uid, gid); err != nil {
 		return err
 	}
 	fmt.Printf("state directory %s: owner %d:%d, mode 0700\n", dir, uid, gid)

@@ -11,10 +11,11 @@ import (
 // (see the package README).
 func (n *Node) writeConfigs() error {
 	files := map[string]string{
-		"etc/containerd/config.toml":     n.containerdConfig(),
-		"etc/cni/net.d/10-sgrn.conflist": n.cniConfig(),
-		"etc/kubernetes/kubelet.yaml":    n.kubeletConfig(),
-		"etc/resolv.conf":                "nameserver " + n.cfg.Nameserver + "\n",
+		"etc/containerd/config.toml":       n.containerdConfig(),
+		"etc/cni/net.d/10-sgrn.conflist":   n.cniConfig(),
+		"host/var/lib/kubelet/config.yaml": n.kubeletConfig(),
+		"host/etc/kubernetes/kubelet.conf": string(n.Kubeconfig),
+		"etc/resolv.conf":                  "nameserver " + n.cfg.Nameserver + "\n",
 	}
 	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n",
 		"http://"+n.cfg.Registry.Addr, "http://"+n.cfg.Registry.Addr)
@@ -28,7 +29,7 @@ func (n *Node) writeConfigs() error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
 			return err
 		}
 	}
@@ -137,6 +138,6 @@ serializeImagePulls: false
 maxPods: 40
 shutdownGracePeriod: 0s
 volumePluginDir: %[9]q
-`, n.Net.IP.String(), n.cfg.CAFile, n.CgroupRoot(), "unix://"+n.Socket(), n.StaticPods,
-		n.path("var/log/pods"), n.path("etc/resolv.conf"), dns, n.path("usr/libexec/kubernetes/volume-plugins"))
+`, n.Net.IP.String(), n.cfg.CAFile, n.CgroupRoot(), "unix://"+n.Socket(), "/etc/kubernetes/manifests",
+		"/var/log/pods", n.path("etc/resolv.conf"), dns, n.path("usr/libexec/kubernetes/volume-plugins"))
 }

@@ -41,11 +41,15 @@ const (
 // (even inside a network namespace).
 var kubeletSysctls = []string{"vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops"}
 
-// hostPaths are the fixed host paths a node's pods see through hostPath
-// volumes or the kubelet writes to: each node gets its own directory bound
-// there inside its mount namespace; the host gets an empty mount point when
+// hostPaths are the fixed host paths of a node (kubeadm's layout for the
+// kubelet, the hostPath volumes of the shipped manifests, the kubelet's log
+// symlinks): each node gets its own directory bound there inside its mount
+// namespace, as each real node has its own disk; the host gets an empty mount point when
 // the path was missing, removed again at teardown.
 var hostPaths = []string{
+	"/etc/kubernetes",
+	"/var/lib/kubelet",
+	"/var/log/pods",
 	"/var/log/containers",
 	"/var/lib/application-grid-wrapper",
 	"/var/lib/coredns-gridhosts",

@@ -3,6 +3,7 @@ package realnode
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -74,7 +75,7 @@ func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag,
 	if err != nil {
 		return err
 	}
-	rootfsLayer, err := tarball.LayerFromFile(rootfs)
+	rootfsLayer, err := tarball.LayerFromFile(rootfs, tarball.WithCompressionLevel(gzip.BestSpeed))
 	if err != nil {
 		return err
 	}
@@ -183,7 +184,8 @@ func fileLayer(src, path string) (v1.Layer, error) {
 		return nil, err
 	}
 	b := buf.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
+		tarball.WithCompressionLevel(gzip.BestSpeed))
 }
 
 // debianRootfs is a minimal Debian root file system (this machine's

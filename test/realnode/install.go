@@ -62,6 +62,25 @@ func (o *Operator) SetUpstream(host string, port int) error {
 	return os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644)
 }
 
+// KubeProxyLeavesConntrackMax sets conntrack.maxPerCore: 0 in the
+// kube-proxy-edge configuration (build/README.md: "change mode there"):
+// nf_conntrack_max is host-wide and writable only from the host's own
+// network namespace, where none of these nodes runs; kube-proxy refuses to
+// start when it cannot raise it.
+func (o *Operator) KubeProxyLeavesConntrackMax() error {
+	path := filepath.Join(o.Dir, "build/manifests/kube-proxy/configmap.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	const anchor = "    kind: KubeProxyConfiguration\n"
+	if !strings.Contains(string(data), anchor) {
+		return fmt.Errorf("%s: no %q line", path, strings.TrimSpace(anchor))
+	}
+	out := strings.Replace(string(data), anchor, anchor+"    conntrack:\n      maxPerCore: 0\n", 1)
+	return os.WriteFile(path, []byte(out), 0o644)
+}
+
 // MakeImages runs `make images PLATFORMS=<this machine> REGISTRY=<registry>`
 // in the checkout, its output under the scratch directory.
 func (o *Operator) MakeImages(ctx context.Context, registry string) (string, error) {

@@ -45,13 +45,15 @@ type Node struct {
 	Name   string
 	Net    *harness.FabricNode
 	Labels map[string]string
-	// Kubeconfig holds the node's identity (system:node:NAME).
-	Kubeconfig string
+	// Kubeconfig holds the node's identity (system:node:NAME); the node
+	// finds it at /etc/kubernetes/kubelet.conf, as on a kubeadm node.
+	Kubeconfig []byte
 	// ClusterDNS is the kubelet's clusterDNS (empty: none yet).
 	ClusterDNS string
 	// Dir holds everything of the node (its "disk").
 	Dir string
-	// StaticPods is the kubelet's staticPodPath.
+	// StaticPods is where the kubelet's staticPodPath
+	// (/etc/kubernetes/manifests on the node) lies on the host.
 	StaticPods string
 
 	cfg                         NodeConfig
@@ -59,12 +61,16 @@ type Node struct {
 }
 
 // NewNode lays out a node's directories; Start boots it.
-func NewNode(cfg NodeConfig, name string, fn *harness.FabricNode, labels map[string]string, kubeconfig, dir string) *Node {
+func NewNode(cfg NodeConfig, name string, fn *harness.FabricNode, labels map[string]string, kubeconfig []byte, dir string) *Node {
 	return &Node{
 		Name: name, Net: fn, Labels: labels, Kubeconfig: kubeconfig, Dir: dir,
-		StaticPods: filepath.Join(dir, "etc/kubernetes/manifests"), cfg: cfg,
+		StaticPods: filepath.Join(dir, "host/etc/kubernetes/manifests"), cfg: cfg,
 	}
 }
+
+// HostPath is where a path of the node's own file system (one of
+// hostPaths) lies on the host.
+func (n *Node) HostPath(p string) string { return n.path("host", p) }
 
 // CgroupRoot is the kubelet's cgroupRoot, in every v1 hierarchy.
 func (n *Node) CgroupRoot() string {
@@ -79,8 +85,8 @@ func (n *Node) Socket() string { return n.path("run/containerd/containerd.sock")
 // Start boots the node: cgroups, mount namespace with the node's own
 // host paths, containerd, then the kubelet (not waiting for Ready).
 func (n *Node) Start(ctx context.Context) error {
-	for _, d := range []string{"run/containerd", "var/lib/containerd", "var/lib/kubelet", "var/log/pods",
-		"etc/cni/net.d", "var/lib/cni", "etc/containerd/certs.d", "etc/kubernetes/manifests"} {
+	for _, d := range []string{"run/containerd", "var/lib/containerd", "etc/cni/net.d", "var/lib/cni",
+		"etc/containerd/certs.d", "host/etc/kubernetes/manifests"} {
 		if err := os.MkdirAll(n.path(d), 0o755); err != nil {
 			return err
 		}
@@ -140,12 +146,12 @@ func (n *Node) kubeletCommand(mntNS string) *exec.Cmd {
 	}
 	sort.Strings(labels)
 	return exec.Command("nsenter", "--net="+n.netnsPath(), "--mount="+mntNS, n.cfg.Kubelet,
-		"--config="+n.path("etc/kubernetes/kubelet.yaml"),
-		"--kubeconfig="+n.Kubeconfig,
+		"--config=/var/lib/kubelet/config.yaml",
+		"--kubeconfig=/etc/kubernetes/kubelet.conf",
 		"--hostname-override="+n.Name,
 		"--node-ip="+n.Net.IP.String(),
-		"--root-dir="+n.path("var/lib/kubelet"),
-		"--cert-dir="+n.path("var/lib/kubelet/pki"),
+		"--root-dir=/var/lib/kubelet",
+		"--cert-dir=/var/lib/kubelet/pki",
 		"--node-labels="+strings.Join(labels, ","),
 		"--v=2",
 	)

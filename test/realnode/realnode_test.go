@@ -50,7 +50,10 @@ func TestRealNodes(t *testing.T) {
 	costs := &stepCosts{t: t}
 	defer costs.report()
 
-	run := t.TempDir()
+	run, err := os.MkdirTemp("", "servicegroup-realnode-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	SweepLeftovers(ctx)
 	before := snapshotHost(t)
 	host, err := NewHost(ctx)
@@ -61,6 +64,7 @@ func TestRealNodes(t *testing.T) {
 	var cp *controlplane.ControlPlane
 	var reg *Registry
 	var nodes []*Node
+	var op *Operator
 	var teardownOnce sync.Once
 	teardown := func() {
 		teardownOnce.Do(func() {
@@ -98,6 +102,12 @@ func TestRealNodes(t *testing.T) {
 	t.Cleanup(func() {
 		signal.Stop(sigs)
 		close(stopSignals)
+		if t.Failed() && op != nil {
+			for _, args := range [][]string{{"get", "pods", "-A", "-o", "wide"}, {"get", "events", "-A"}} {
+				out, _ := op.Run(context.Background(), args...)
+				t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
+			}
+		}
 		if t.Failed() {
 			for _, n := range nodes {
 				if p := n.Kubelet(); p != nil {
@@ -110,6 +120,11 @@ func TestRealNodes(t *testing.T) {
 		}
 		teardown()
 		assertRestored(t, before, host, fabric)
+		if t.Failed() || os.Getenv("SERVICEGROUP_KEEP_E2E") != "" {
+			t.Logf("run directory kept: %s", run)
+		} else {
+			os.RemoveAll(run)
+		}
 	})
 
 	names := make([]string, len(seedNodes))
@@ -123,8 +138,11 @@ func TestRealNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp, err = controlplane.Start(ctx, controlplane.Options{
-		BindAddress:              fabric.RootIP.String(),
-		ControllerManager:        true,
+		BindAddress:       fabric.RootIP.String(),
+		ControllerManager: true,
+		// Real kubelets: the node lifecycle controller lifts their
+		// registration taint once they are Ready.
+		Controllers:              "*",
 		Scheduler:                true,
 		KubeletClientCertificate: true,
 		Dir:                      filepath.Join(run, "cp"),
@@ -143,7 +161,7 @@ func TestRealNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := kubernetes.NewForConfigOrDie(cp.Config)
-	op, err := NewOperator(ctx, filepath.Join(run, "operator"), kubectl, cp.Kubeconfig)
+	op, err = NewOperator(ctx, filepath.Join(run, "operator"), kubectl, cp.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +184,11 @@ func TestRealNodes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			kc, err := cp.WriteKubeconfig(sn.name+".kubeconfig", cp.URL, cert, key)
+			kcPath, err := cp.WriteKubeconfig(sn.name+".kubeconfig", cp.URL, cert, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kc, err := os.ReadFile(kcPath)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,6 +205,11 @@ func TestRealNodes(t *testing.T) {
 
 	costs.step("install", func() {
 		if err := op.SetUpstream(fabric.RootIP.String(), apiPort(cp)); err != nil {
+			t.Fatal(err)
+		}
+		// The one change a test machine needs: these nodes share one kernel,
+		// whose conntrack table size only the host may set.
+		if err := op.KubeProxyLeavesConntrackMax(); err != nil {
 			t.Fatal(err)
 		}
 		for _, n := range names {

@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -24,6 +25,9 @@ type Registry struct {
 // StartRegistry serves a registry on ip (port chosen by the kernel) with
 // its blobs under dir.
 func StartRegistry(ip net.IP, dir string) (*Registry, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
 	if err != nil {
 		return nil, err
