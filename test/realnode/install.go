@@ -78,7 +78,36 @@ func (o *Operator) KubeProxyLeavesConntrackMax() error {
 		return fmt.Errorf("%s: no %q line", path, strings.TrimSpace(anchor))
 	}
 	out := strings.Replace(string(data), anchor, anchor+"    conntrack:\n      maxPerCore: 0\n", 1)
-	return os.WriteFile(path, []byte(out), 0o644)
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		return err
+	}
+	// The same for the static-pod install's kube-proxy (flags).
+	path = filepath.Join(o.Dir, "build/static-pods/servicegroup-edge.yaml")
+	if data, err = os.ReadFile(path); err != nil {
+		return err
+	}
+	const flag = "    - --proxy-mode=iptables\n"
+	if !strings.Contains(string(data), flag) {
+		return fmt.Errorf("%s: no %q line", path, strings.TrimSpace(flag))
+	}
+	return os.WriteFile(path, []byte(strings.Replace(string(data), flag, flag+"    - --conntrack-max-per-core=0\n", 1)), 0o644)
+}
+
+// RenderStaticPods renders the static-pod install option as build/README.md
+// says: an overlay of build/static-pods with the images `make images`
+// pinned, rendered by kustomize into one manifest. It returns the path.
+func (o *Operator) RenderStaticPods(ctx context.Context) (string, error) {
+	script := `set -e
+mkdir -p bin/static-pods
+{ echo 'resources: [../../build/static-pods]'; sed -n '/^images:/,$p' bin/images/kustomization.yaml; } > bin/static-pods/kustomization.yaml
+"$KUBECTL" kustomize bin/static-pods > bin/static-pods/servicegroup-edge.yaml`
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	cmd.Dir = o.Dir
+	cmd.Env = append(os.Environ(), "KUBECTL="+o.Kubectl)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("render the static pods: %w: %s", err, out)
+	}
+	return filepath.Join(o.Dir, "bin/static-pods/servicegroup-edge.yaml"), nil
 }
 
 // MakeImages runs `make images PLATFORMS=<this machine> REGISTRY=<registry>`
@@ -94,7 +123,7 @@ func (o *Operator) MakeImages(ctx context.Context, registry string) (string, err
 	return string(out), nil
 }
 
-// Kubectl runs kubectl with the admin kubeconfig in the scratch directory.
+// Run runs kubectl with the admin kubeconfig in the scratch directory.
 func (o *Operator) Run(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, o.Kubectl, append([]string{"--kubeconfig=" + o.Kubeconfig}, args...)...)
 	cmd.Dir = o.Dir

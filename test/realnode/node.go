@@ -52,6 +52,9 @@ type Node struct {
 	ClusterDNS string
 	// Dir holds everything of the node (its "disk").
 	Dir string
+	// LoopbackAddrs are addresses the node's boot configuration puts on
+	// its lo (e.g. the node-local DNS address), re-added at every boot.
+	LoopbackAddrs []string
 	// StaticPods is where the kubelet's staticPodPath
 	// (/etc/kubernetes/manifests on the node) lies on the host.
 	StaticPods string
@@ -100,6 +103,9 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	if err := n.makeCgroups(); err != nil {
+		return err
+	}
+	if err := n.addLoopbackAddrs(ctx); err != nil {
 		return err
 	}
 	var err error
@@ -205,6 +211,11 @@ func (n *Node) PowerOff(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	for _, a := range n.LoopbackAddrs {
+		if err := n.Net.NS.IP(ctx, "addr", "del", a, "dev", "lo"); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := os.RemoveAll(n.path("run")); err != nil {
 		errs = append(errs, err)
 	}
@@ -214,6 +225,21 @@ func (n *Node) PowerOff(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// AddLoopbackAddr puts addr on the node's lo now and at every boot.
+func (n *Node) AddLoopbackAddr(ctx context.Context, addr string) error {
+	n.LoopbackAddrs = append(n.LoopbackAddrs, addr)
+	return n.Net.NS.IP(ctx, "addr", "add", addr, "dev", "lo")
+}
+
+func (n *Node) addLoopbackAddrs(ctx context.Context) error {
+	for _, a := range n.LoopbackAddrs {
+		if err := n.Net.NS.IP(ctx, "addr", "replace", a, "dev", "lo"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (n *Node) owns(pid int) bool {

@@ -35,7 +35,13 @@ const (
 	// backoff after an outage reaches a minute).
 	convergeFloor = 2 * time.Minute
 	runTimeout    = 12 * time.Minute
-	requests      = 50
+	// staticNode is installed with the static-pod option (build/static-pods)
+	// instead of the DaemonSets, and is the one that reboots.
+	staticNode = "node2"
+	// nodeLocalDNS is the static install's CoreDNS address and that node's
+	// clusterDNS (build/static-pods/Corefile).
+	nodeLocalDNS = "169.254.20.10"
+	requests     = 50
 )
 
 // TestRealNodes installs the shipped artefacts with the operator guide's
@@ -95,6 +101,9 @@ func TestRealNodes(t *testing.T) {
 		case s := <-sigs:
 			fmt.Fprintf(os.Stderr, "realnode: %v: tearing down\n", s)
 			teardown()
+			if os.Getenv("SERVICEGROUP_KEEP_E2E") == "" {
+				os.RemoveAll(run)
+			}
 			os.Exit(1)
 		case <-stopSignals:
 		}
@@ -213,7 +222,9 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, n := range names {
-			mustRun(ctx, t, op, "label", "node", n, "superedge.io/edge-node=enable")
+			if n != staticNode {
+				mustRun(ctx, t, op, "label", "node", n, "superedge.io/edge-node=enable")
+			}
 		}
 		overlay := filepath.Join(op.Dir, "bin/images/kustomization.yaml")
 		if _, err := os.Stat(overlay); err != nil {
@@ -222,16 +233,39 @@ func TestRealNodes(t *testing.T) {
 		mustRun(ctx, t, op, "apply", "--server-side", "-k", "bin/images")
 		// build/README.md's kube-proxy patch keeps a stock kube-proxy
 		// DaemonSet off edge nodes; this cluster has none to patch.
-		eventually(ctx, t, 0, "the controller, wrapper, kube-proxy-edge and CoreDNS pods Ready on every node", func(ctx context.Context) error {
-			return componentsReady(ctx, client, len(names))
+
+		// The static-pod option on staticNode, as build/README.md says:
+		// the node identity's rights, the rendered pod, the Corefile, the
+		// node-local DNS address and clusterDNS.
+		mustRun(ctx, t, op, "apply", "--server-side", "-k", "build/manifests/node-identity")
+		manifest, err := op.RenderStaticPods(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		static := nodeByName(nodes, staticNode)
+		if err := copyFile(filepath.Join(op.Dir, "build/static-pods/Corefile"), static.HostPath("/etc/servicegroup/coredns/Corefile")); err != nil {
+			t.Fatal(err)
+		}
+		if err := copyFile(manifest, filepath.Join(static.StaticPods, "servicegroup-edge.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		if err := static.AddLoopbackAddr(ctx, nodeLocalDNS+"/32"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(ctx, t, 0, "the controller, the DaemonSets' pods on the labelled nodes and "+staticNode+"'s static pod Ready", func(ctx context.Context) error {
+			return componentsReady(ctx, client, len(names)-1, staticNode)
 		})
 		svc, err := client.CoreV1().Services("edge-system").Get(ctx, "coredns-gridhosts", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// build/README.md, Configure: kubelet's clusterDNS is that Service.
+		// build/README.md, Configure: kubelet's clusterDNS is that Service
+		// (the static install: the node-local address).
 		for _, n := range nodes {
 			n.ClusterDNS = svc.Spec.ClusterIP
+			if n.Name == staticNode {
+				n.ClusterDNS = nodeLocalDNS
+			}
 			if err := n.RestartKubelet(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -257,6 +291,181 @@ func TestRealNodes(t *testing.T) {
 		})
 		checkNodeunits(ctx, t, client, op, pods)
 	})
+
+	costs.step("reboot", func() {
+		rebootWithCloudAway(ctx, t, client, cp, reg, nodeByName(nodes, staticNode), pods)
+	})
+}
+
+// rebootWithCloudAway: the static node loses power (kubelet, containerd,
+// every container), its netfilter state is flushed, the apiserver (and the
+// site's registry) stop, and the node boots again. With the apiserver still
+// away: kube-proxy's rules list exactly the nodeunit's pods again, the
+// ClusterIP answers only from the nodeunit, and the node-local CoreDNS
+// answers the unified names. Checked from the node's own network
+// namespace (its host network): no pod can be exec'd without the
+// apiserver, and the node's own API pods do not come back without it.
+func rebootWithCloudAway(ctx context.Context, t *testing.T, client kubernetes.Interface, cp *controlplane.ControlPlane, reg *Registry, n *Node, pods map[string]corev1.Pod) {
+	t.Helper()
+	svc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := ""
+	for _, sn := range seedNodes {
+		if sn.name == n.Name {
+			unit = sn.unit
+		}
+	}
+	want := podsInUnit(pods, unit)
+	var wantIPs, aliveIPs []string
+	alive := map[string]bool{}
+	for name := range want {
+		wantIPs = append(wantIPs, pods[name].Status.PodIP)
+		if pods[name].Spec.NodeName != n.Name {
+			alive[name] = true
+			aliveIPs = append(aliveIPs, pods[name].Status.PodIP)
+		}
+	}
+	sort.Strings(wantIPs)
+	if len(alive) == 0 {
+		t.Fatalf("no pod of %s runs on another node than %s: the cluster is not what the test assumes", unit, n.Name)
+	}
+
+	// The power goes only once the node's components have persisted what
+	// they serve (gridhosts writes at most once a minute, the wrapper every
+	// 10s after a change): a cut right after a change loses that change.
+	eventually(ctx, t, 0, n.Name+": the wrapper's and gridhosts' snapshots on the node hold the grids", func(ctx context.Context) error {
+		for file, needles := range map[string][]string{
+			n.HostPath("/var/lib/application-grid-wrapper/snapshot.pb"): wantIPs,
+			n.HostPath("/var/lib/coredns-gridhosts/gridhosts.snapshot"): {statefulGrid + "-" + unit + "-0", statefulGrid + "-" + unit + "-1", statefulGrid + "-" + unit + "-2"},
+		} {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			for _, s := range needles {
+				if !strings.Contains(string(data), s) {
+					return fmt.Errorf("%s lacks %s", file, s)
+				}
+			}
+		}
+		return nil
+	})
+	if err := n.PowerOff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := n.Net.NS.Run(ctx, "nft", "flush", "ruleset"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := n.Net.NS.Run(ctx, "conntrack", "-F"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := n.Net.NS.Run(ctx, "nft", "list", "ruleset"); err != nil || strings.TrimSpace(out) != "" {
+		t.Fatalf("%s: netfilter not empty after the flush (%v):\n%s", n.Name, err, out)
+	}
+	cp.StopAPIServer()
+	reg.Close()
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := n.Net.NS.Run(ctx, "curl", "-sk", "--max-time", "3", cp.URL+"/readyz"); err == nil {
+		t.Fatalf("the apiserver still answers %s: %s", n.Name, out)
+	}
+
+	eventually(ctx, t, 0, n.Name+": kube-proxy's rules balance "+gridService+" over exactly "+unit+"'s pods "+fmt.Sprint(wantIPs), func(ctx context.Context) error {
+		rules, err := n.Net.NS.Run(ctx, "iptables-save")
+		if err != nil {
+			return err
+		}
+		if got := harness.ProxyEndpoints(harness.ProxyModeIPTables, rules, "default", gridService); !slicesEqual(got, wantIPs) {
+			return fmt.Errorf("rules list %v", got)
+		}
+		return nil
+	})
+	url := "http://" + svc.Spec.ClusterIP + ":80/"
+	seen := map[string]int{}
+	eventually(ctx, t, 0, n.Name+": the ClusterIP answers from every running pod of "+unit+" "+fmt.Sprint(sortedKeys(alive))+" and from nothing outside it", func(ctx context.Context) error {
+		for range 20 {
+			out, err := n.Net.NS.Run(ctx, "curl", "-sS", "--max-time", "2", url)
+			if err != nil {
+				continue // an endpoint on this node: its pod is gone until the apiserver returns
+			}
+			pod := ""
+			for _, line := range strings.Split(out, "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "pod name: "); ok {
+					pod = v
+				}
+			}
+			if !want[pod] {
+				t.Fatalf("%s: %s answered by %q, outside %s %v", n.Name, url, pod, unit, sortedKeys(want))
+			}
+			seen[pod]++
+		}
+		for p := range alive {
+			if seen[p] == 0 {
+				return fmt.Errorf("seen %v", seen)
+			}
+		}
+		return nil
+	})
+	t.Logf("%s after the reboot, apiserver away: %s answered by %v", n.Name, url, seen)
+	for i := range 3 {
+		name := fmt.Sprintf("%s-%d.%s.default.svc.cluster.local", statefulGrid, i, gridService)
+		pod := pods[fmt.Sprintf("%s-%s-%d", statefulGrid, unit, i)]
+		eventually(ctx, t, 0, fmt.Sprintf("%s: dig @%s %s answers %s (%s)", n.Name, nodeLocalDNS, name, pod.Status.PodIP, pod.Name), func(ctx context.Context) error {
+			out, err := n.Net.NS.Run(ctx, "dig", "+short", "+time=2", "+tries=1", "@"+nodeLocalDNS, name)
+			if err != nil {
+				return err
+			}
+			if got := strings.Fields(out); len(got) != 1 || got[0] != pod.Status.PodIP {
+				return fmt.Errorf("answer %q", strings.TrimSpace(out))
+			}
+			return nil
+		})
+		if !alive[pod.Name] {
+			continue
+		}
+		// The answer's address, over HTTP (curl here resolves through the
+		// machine's resolver, not the node's CoreDNS).
+		eventually(ctx, t, 0, fmt.Sprintf("%s: HTTP to %s's answer %s reaches %s", n.Name, name, pod.Status.PodIP, pod.Name), func(ctx context.Context) error {
+			out, err := n.Net.NS.Run(ctx, "curl", "-sS", "--max-time", "2", "http://"+pod.Status.PodIP+":8080/")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, "pod name: "+pod.Name+"\n") {
+				return fmt.Errorf("answered %q", out)
+			}
+			return nil
+		})
+	}
+}
+
+func nodeByName(nodes []*Node, name string) *Node {
+	for _, n := range nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o644)
+}
+
+func slicesEqual(a, b []string) bool {
+	a, b = append([]string(nil), a...), append([]string(nil), b...)
+	sort.Strings(a)
+	sort.Strings(b)
+	return strings.Join(a, ",") == strings.Join(b, ",")
 }
 
 // checkNodeunits runs the grid checks from each node's client pod.
@@ -460,8 +669,15 @@ func nodesReady(ctx context.Context, client kubernetes.Interface, names []string
 }
 
 // componentsReady: the controller Deployment available, the three
-// DaemonSets ready on every node.
-func componentsReady(ctx context.Context, client kubernetes.Interface, nodes int) error {
+// DaemonSets ready on the labelled nodes, the static node's mirror pod Ready.
+func componentsReady(ctx context.Context, client kubernetes.Interface, nodes int, staticNode string) error {
+	mirror, err := client.CoreV1().Pods("kube-system").Get(ctx, "servicegroup-edge-"+staticNode, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if !podReady(mirror) {
+		return fmt.Errorf("static pod %s not Ready: %v", mirror.Name, mirror.Status.ContainerStatuses)
+	}
 	d, err := client.AppsV1().Deployments("edge-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
 	if err != nil {
 		return err
