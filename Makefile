@@ -37,11 +37,12 @@ generate:
 verify: lint
 	hack/verify-codegen.sh
 
-## lint: gofmt and go vet
+## lint: gofmt and go vet (with -race: the build settings of `make test`, so the dependencies compile
+## once for both)
 lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 
 ## host-deps: install the Debian packages in hack/host-packages.txt (root), or name the missing ones
 host-deps:
@@ -57,9 +58,11 @@ kube-proxy-bins:
 	hack/kube-proxy-bins.sh
 
 ## test: unit, integration (real apiserver) and end-to-end tests, with -race, never from the test cache
-## (the real binaries they run are outside what go test tracks)
-test: host-deps k8s-bins kube-proxy-bins
-	$(GO) test $(TEST_FLAGS) ./...
+## (the real binaries they run are outside what go test tracks). The tests run the binaries `make build`
+## made (SERVICEGROUP_BIN), so each is compiled once per run; hack/test.sh builds the older kube-proxy
+## releases while the tests run and prints the slowest packages and tests.
+test: host-deps k8s-bins build
+	SERVICEGROUP_BIN=$(abspath $(BIN)) TEST_FLAGS='$(TEST_FLAGS)' hack/test.sh
 
 ## bench: benchmarks against the real binaries, each reporting against its
 ## baseline from the same run (-v prints the ratio lines). Heavy ones take one
