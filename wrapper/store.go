@@ -78,8 +78,9 @@ func objectSize(o Object) int64 {
 // Predicate selects the objects a list or watch asked for.
 type Predicate func(Object) bool
 
-// ErrTooOld and ErrTooLarge are returned for resourceVersions a watch cannot
-// resume from; the client relists.
+// rvError is returned for a resourceVersion a watch cannot resume from:
+// older than the log keeps (the client gets 410 Gone and relists) or newer
+// than the store has seen.
 type rvError struct {
 	rv, bound uint64
 	tooOld    bool
