@@ -92,7 +92,9 @@ demo: host-deps k8s-bins
 	$(BIN)/demo $(DEMO_FLAGS)
 
 ## images: the three images as multi-arch OCI layouts in $(BIN)/images, no Docker
-## engine needed (build/README-images.md); REGISTRY=host/prefix also pushes them
+## engine needed (build/README-images.md); REGISTRY=host/prefix also pushes them.
+## Writes $(BIN)/images/kustomization.yaml: build/manifests/default running these
+## images (pushed: by digest); install with kubectl apply --server-side -k $(BIN)/images
 REGISTRY          ?=
 PLATFORMS         ?= linux/amd64,linux/arm64,linux/arm/v7
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
