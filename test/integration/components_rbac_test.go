@@ -114,7 +114,6 @@ func waitHTTP200(t *testing.T, url string, timeout time.Duration) {
 func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	k := newKubectl(t, cp)
-	k.must("create", "namespace", "edge-system")
 	for _, dir := range []string{"namespace", "controller", "wrapper", "coredns-node"} {
 		k.must("apply", "--server-side", "-k", manifestDir(dir))
 	}
@@ -127,8 +126,8 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	saKubeconfig := func(name string) string {
-		path, _, err := cp.ServiceAccountKubeconfig(ctx, "edge-system", name)
+	saKubeconfig := func(namespace, name string) string {
+		path, _, err := cp.ServiceAccountKubeconfig(ctx, namespace, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,8 +137,8 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	t.Run("controller", func(t *testing.T) {
 		health := controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-controller", buildCommand(t, "application-grid-controller"),
-			"--kubeconfig="+saKubeconfig("application-grid-controller"),
-			"--leader-elect=true", "--leader-elect-namespace=edge-system",
+			"--kubeconfig="+saKubeconfig("servicegroup-system", "application-grid-controller"),
+			"--leader-elect=true", "--leader-elect-namespace=servicegroup-system",
 			"--manage-crds=true", "--metrics-bind-address=0", "--health-bind-address="+health)
 		waitHTTP200(t, "http://"+health+"/readyz", 60*time.Second)
 
@@ -168,7 +167,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("controller did not converge with its own ServiceAccount: %v", err)
 		}
-		lease, err := admin.CoordinationV1().Leases("edge-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
+		lease, err := admin.CoordinationV1().Leases("servicegroup-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil {
 			t.Fatalf("leader election Lease: %v %+v", err, lease)
 		}
@@ -178,7 +177,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	t.Run("wrapper", func(t *testing.T) {
 		addr := controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-wrapper", buildCommand(t, "application-grid-wrapper"),
-			"--kubeconfig="+saKubeconfig("application-grid-wrapper"), "--node-name=node0", "--bind-address="+addr)
+			"--kubeconfig="+saKubeconfig("edge-system", "application-grid-wrapper"), "--node-name=node0", "--bind-address="+addr)
 		waitHTTP200(t, "http://"+addr+"/readyz", 60*time.Second)
 		// kube-proxy's view through the wrapper: served resources, its Node,
 		// and what the wrapper forwards upstream with its own identity.
@@ -208,7 +207,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	})
 
 	t.Run("coredns", func(t *testing.T) {
-		kubeconfig := saKubeconfig("coredns-gridhosts")
+		kubeconfig := saKubeconfig("edge-system", "coredns-gridhosts")
 		dns, ready := controlplane.FreeAddress(t), controlplane.FreeAddress(t)
 		_, dnsPort, _ := net.SplitHostPort(dns)
 		corefile := filepath.Join(t.TempDir(), "Corefile")
