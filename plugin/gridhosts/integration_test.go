@@ -31,51 +31,23 @@ import (
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
 // The integration tests run the real CoreDNS binary of cmd/coredns against a
 // real kube-apiserver and query it over UDP and TCP on loopback.
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildPath string
-	buildErr  error
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
-// coreDNSBinary builds ./cmd/coredns once per test binary.
+// coreDNSBinary is the CoreDNS command of cmd/coredns.
 func coreDNSBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "gridhosts-coredns-")
-		if buildErr != nil {
-			return
-		}
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		buildPath = filepath.Join(buildDir, "coredns")
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildPath, "./cmd/coredns")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/coredns: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildPath
+	return testbin.Path(t, "coredns")
 }
 
 // freePort returns a port free for both UDP and TCP on 127.0.0.1.
