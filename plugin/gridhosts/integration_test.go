@@ -143,9 +143,14 @@ func startCoreDNS(t testing.TB, bin, corefile, readyURL string, env ...string) *
 	return c
 }
 
-// poll calls f until it returns nil or the deadline passes.
+// pollFloor is the least any poll waits: the bound only ends a failing test,
+// and the cluster tests run in parallel on busy 2-core machines.
+const pollFloor = 2 * time.Minute
+
+// poll calls f until it returns nil or max(timeout, pollFloor) passes.
 func poll(t testing.TB, timeout time.Duration, what string, f func() error) {
 	t.Helper()
+	timeout = max(timeout, pollFloor)
 	deadline := time.Now().Add(timeout)
 	var err error
 	for {
@@ -300,6 +305,7 @@ func demoNames(i int) string {
 }
 
 func TestCoreDNSAgainstAPIServer(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	bin := coreDNSBinary(t)
 	c.seedDemo(t)
@@ -533,6 +539,7 @@ func runShipped(t *testing.T, c *cluster, bin, file string) {
 // (so the race detector sees them) against the real apiserver: queries run
 // while pod addresses change, and stop ends every informer goroutine.
 func TestInProcessInformers(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	c.seedDemo(t)
 	g := New([]string{"cluster.local."})
@@ -610,6 +617,7 @@ func TestInProcessInformers(t *testing.T) {
 // build the EndpointSlices of a headless grid Service from real pods: the
 // slices it writes must reach the plugin's (label-filtered) informer.
 func TestHeadlessWithEndpointSliceController(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startClusterWith(t, controlplane.Options{ControllerManager: true})
 	ctx := t.Context()
 	for i := 1; i <= 2; i++ {

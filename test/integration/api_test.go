@@ -64,6 +64,7 @@ func createExamples(t *testing.T, client versioned.Interface, fieldValidation st
 // seeds' three example grids through the generated clientset, reads them back
 // through a generated informer, and checks the schema rejects bad objects.
 func TestAPIRoundTrip(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	installCRDs(t, cp)
 	ctx := t.Context()
@@ -136,6 +137,7 @@ func TestAPIRoundTrip(t *testing.T) {
 // TestAPISchemaRejectsInvalid sends malformed grids as raw JSON and expects
 // the apiserver's schema validation to name the offending field.
 func TestAPISchemaRejectsInvalid(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	installCRDs(t, cp)
 	client := versioned.NewForConfigOrDie(cp.Config)
@@ -174,6 +176,7 @@ func TestAPISchemaRejectsInvalid(t *testing.T) {
 // TestExamplesApplyWithKubectl applies the examples exactly as a user would,
 // with kubectl's strict field validation, and reads them by short name.
 func TestExamplesApplyWithKubectl(t *testing.T) {
+	t.Parallel() // its own control plane
 	kubectl, err := controlplane.Binary(controlplane.Kubectl)
 	if err != nil {
 		if os.Getenv("CI") == "" {

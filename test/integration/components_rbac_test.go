@@ -77,6 +77,7 @@ func waitHTTP200(t *testing.T, url string, timeout time.Duration) {
 // our binaries with a token of its own ServiceAccount and nothing else, and
 // checks it does its whole job without a single RBAC refusal.
 func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	k := newKubectl(t, cp)
 	k.must("create", "namespace", "edge-system")
