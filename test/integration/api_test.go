@@ -21,6 +21,11 @@ import (
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
+// gridAPIPlane is shared by the tests that only create namespaced grids of
+// their own names (the examples' in default; the rejected ones are never
+// stored), so they cannot meet.
+var gridAPIPlane controlplane.Shared
+
 func installCRDs(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
 	if err := crds.Install(t.Context(), apiextensionsclient.NewForConfigOrDie(cp.Config), 30*time.Second); err != nil {
@@ -64,8 +69,8 @@ func createExamples(t *testing.T, client versioned.Interface, fieldValidation st
 // seeds' three example grids through the generated clientset, reads them back
 // through a generated informer, and checks the schema rejects bad objects.
 func TestAPIRoundTrip(t *testing.T) {
-	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
+	t.Parallel()
+	cp := gridAPIPlane.Get(t)
 	installCRDs(t, cp)
 	ctx := t.Context()
 	client := versioned.NewForConfigOrDie(cp.Config)
@@ -137,8 +142,8 @@ func TestAPIRoundTrip(t *testing.T) {
 // TestAPISchemaRejectsInvalid sends malformed grids as raw JSON and expects
 // the apiserver's schema validation to name the offending field.
 func TestAPISchemaRejectsInvalid(t *testing.T) {
-	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
+	t.Parallel()
+	cp := gridAPIPlane.Get(t)
 	installCRDs(t, cp)
 	client := versioned.NewForConfigOrDie(cp.Config)
 	rc := client.SuperedgeV1().RESTClient()

@@ -23,12 +23,6 @@ import (
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
-
 // component is one of our binaries running under a test.
 type component struct {
 	*controlplane.Process
