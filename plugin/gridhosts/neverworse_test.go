@@ -281,9 +281,10 @@ func TestNeverWorseForbidden(t *testing.T) {
 	c.seedNonGrid(t)
 	c.seedDemo(t)
 	bin := coreDNSBinary(t)
-	ctx := t.Context()
 	for _, forbidden := range gridhostsResources {
 		t.Run(forbidden.resource, func(t *testing.T) {
+			t.Parallel() // an account, roles and CoreDNS pair of its own
+			ctx := t.Context()
 			name := "coredns-no-" + forbidden.resource
 			var rules []rbacv1.PolicyRule
 			for _, r := range gridhostsResources {
