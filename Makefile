@@ -82,7 +82,7 @@ fuzz:
 
 ## e2e: the end-to-end tests alone (root: network namespaces, real kube-proxy)
 e2e: host-deps k8s-bins kube-proxy-bins build
-	SERVICEGROUP_E2E_BIN=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/...
+	SERVICEGROUP_BIN=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/...
 
 ## demo: the seeds' demo on a real cluster on this machine, up until Ctrl-C (root)
 demo: host-deps k8s-bins

@@ -73,6 +73,7 @@ func manifestDir(parts ...string) string {
 // with a server-side dry-run against the real apiserver (schema, defaulting,
 // admission), then the kube-proxy patch against a kubeadm-style DaemonSet.
 func TestManifestsServerDryRun(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	k := newKubectl(t, cp)
 
@@ -110,6 +111,7 @@ func TestManifestsServerDryRun(t *testing.T) {
 // impersonating each ServiceAccount, that it may do what its component needs
 // and nothing it does not.
 func TestManifestsRBAC(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	k := newKubectl(t, cp)
 	applyNamespaces(k)
