@@ -32,7 +32,7 @@ var defaultManifests = filepath.Join(buildDir, "manifests", "default")
 // every rendered object: ours run REGISTRY/NAME@<the digest pushed>, which
 // the registry serves; every other container is left as the base has it.
 func TestOverlayPinsPushedImages(t *testing.T) {
-	kubectl := kubectlBinary(t)
+	kubectl := controlplane.BinaryForTest(t, controlplane.Kubectl)
 	dir, digests := buildAll(t)
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
@@ -91,7 +91,7 @@ func TestOverlayPinsPushedImages(t *testing.T) {
 // own names (servicegroup/NAME:VERSION), and each layout carries that name as
 // the kubelet asks the runtime for it once imported.
 func TestOverlayLocalLayouts(t *testing.T) {
-	kubectl := kubectlBinary(t)
+	kubectl := controlplane.BinaryForTest(t, controlplane.Kubectl)
 	dir, digests := buildAll(t)
 	var pins []Pin
 	for _, spec := range Images {
@@ -196,18 +196,4 @@ func renderImages(t *testing.T, kubectl, dir string) map[string]string {
 		t.Fatalf("kubectl kustomize %s rendered no containers:\n%s", dir, out)
 	}
 	return images
-}
-
-// kubectlBinary is the cached kubectl; without it the test skips, unless CI
-// is set, where a missing binary is a failure.
-func kubectlBinary(t *testing.T) string {
-	t.Helper()
-	bin, err := controlplane.Binary(controlplane.Kubectl)
-	if err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
-	return bin
 }

@@ -35,12 +35,21 @@ func StartForTest(t testing.TB, opts Options) *ControlPlane {
 // under CI it fails.
 func requireBinaries(t testing.TB) {
 	t.Helper()
-	if _, err := Binary(KubeAPIServer); err != nil {
+	BinaryForTest(t, KubeAPIServer)
+}
+
+// BinaryForTest returns the path of the cached binary name, or skips t when
+// it is missing and $CI is unset; under CI a missing binary fails t.
+func BinaryForTest(t testing.TB, name string) string {
+	t.Helper()
+	path, err := Binary(name)
+	if err != nil {
 		if os.Getenv("CI") == "" {
-			t.Skipf("real control plane unavailable (%v); CI=true makes this a failure", err)
+			t.Skipf("real %s unavailable (%v); CI=true makes this a failure", name, err)
 		}
-		t.Fatalf("real control plane required under CI: %v", err)
+		t.Fatalf("real %s required under CI: %v", name, err)
 	}
+	return path
 }
 
 // Shared is one control plane for several tests of a package, started by

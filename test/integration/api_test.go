@@ -182,13 +182,7 @@ func TestAPISchemaRejectsInvalid(t *testing.T) {
 // with kubectl's strict field validation, and reads them by short name.
 func TestExamplesApplyWithKubectl(t *testing.T) {
 	t.Parallel() // its own control plane
-	kubectl, err := controlplane.Binary(controlplane.Kubectl)
-	if err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	kubectl := controlplane.BinaryForTest(t, controlplane.Kubectl)
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	installCRDs(t, cp)
 	run := func(args ...string) string {

@@ -27,13 +27,7 @@ type kubectlRunner struct {
 
 func newKubectl(t *testing.T, cp *controlplane.ControlPlane) *kubectlRunner {
 	t.Helper()
-	bin, err := controlplane.Binary(controlplane.Kubectl)
-	if err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	bin := controlplane.BinaryForTest(t, controlplane.Kubectl)
 	return &kubectlRunner{t: t, bin: bin, kubeconfig: cp.Kubeconfig, cacheDir: t.TempDir()}
 }
 
