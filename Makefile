@@ -37,11 +37,12 @@ generate:
 verify: lint
 	hack/verify-codegen.sh
 
-## lint: gofmt and go vet
+## lint: gofmt and go vet (with -race: the build settings of `make test`, so the dependencies compile
+## once for both)
 lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 
 ## host-deps: install the Debian packages in hack/host-packages.txt (root), or name the missing ones
 host-deps:
@@ -57,9 +58,11 @@ kube-proxy-bins:
 	hack/kube-proxy-bins.sh
 
 ## test: unit, integration (real apiserver) and end-to-end tests, with -race, never from the test cache
-## (the real binaries they run are outside what go test tracks)
-test: host-deps k8s-bins kube-proxy-bins
-	$(GO) test $(TEST_FLAGS) ./...
+## (the real binaries they run are outside what go test tracks). The tests run the binaries `make build`
+## made (SERVICEGROUP_BIN), so each is compiled once per run; hack/test.sh builds the older kube-proxy
+## releases while the tests run and prints the slowest packages and tests.
+test: host-deps k8s-bins build
+	SERVICEGROUP_BIN=$(abspath $(BIN)) TEST_FLAGS='$(TEST_FLAGS)' hack/test.sh
 
 ## bench: benchmarks against the real binaries, each reporting against its
 ## baseline from the same run (-v prints the ratio lines). Heavy ones take one
@@ -79,7 +82,7 @@ fuzz:
 
 ## e2e: the end-to-end tests alone (root: network namespaces, real kube-proxy)
 e2e: host-deps k8s-bins kube-proxy-bins build
-	SERVICEGROUP_E2E_BIN=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/...
+	SERVICEGROUP_BIN=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/...
 
 ## demo: the seeds' demo on a real cluster on this machine, up until Ctrl-C (root)
 demo: host-deps k8s-bins
@@ -89,7 +92,9 @@ demo: host-deps k8s-bins
 	$(BIN)/demo $(DEMO_FLAGS)
 
 ## images: the three images as multi-arch OCI layouts in $(BIN)/images, no Docker
-## engine needed (build/README-images.md); REGISTRY=host/prefix also pushes them
+## engine needed (build/README-images.md); REGISTRY=host/prefix also pushes them.
+## Writes $(BIN)/images/kustomization.yaml: build/manifests/default running these
+## images (pushed: by digest); install with kubectl apply --server-side -k $(BIN)/images
 REGISTRY          ?=
 PLATFORMS         ?= linux/amd64,linux/arm64,linux/arm/v7
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)

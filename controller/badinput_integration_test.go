@@ -20,6 +20,7 @@ import (
 // child and names over the length limits give Warning Events and a
 // Reconciled=False condition; other nodeunits proceed; nothing is deleted.
 func TestBadInput(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{})
 	ctx := t.Context()
 	const ns = "bad"

@@ -17,6 +17,7 @@ import (
 // TestManagedCRDs: with ManageCRDs the controller installs the CRDs on an
 // empty cluster, finds no drift right after, and restores a CRD someone edited.
 func TestManagedCRDs(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	e := newEnvClients(cp)
 	ctx := t.Context()

@@ -24,6 +24,7 @@ import (
 // deleted by hand; adoption of a matching orphan; release of a child whose
 // label stops matching; a foreign object in the way; a vanished nodeunit.
 func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{})
 	ctx := t.Context()
 	const ns, grid, key = "lifecycle", "web", "site"

@@ -19,6 +19,7 @@ import (
 // or a typo in gridUniqKey, only mark children for deletion (status and
 // Event); put right within the grace period, no child and no pod was replaced.
 func TestNodeUnitDeletionGrace(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{ControllerManager: true})
 	ctx := t.Context()
 	const ns = "default"

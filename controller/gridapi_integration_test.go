@@ -145,6 +145,7 @@ spec:
 // template name is a Warning and a condition and leaves that child alone;
 // prefixed grid keys work.
 func TestSuperEdgeGridAPI(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{})
 	ctx := t.Context()
 	dyn := dynamic.NewForConfigOrDie(e.cp.Config)

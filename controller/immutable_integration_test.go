@@ -20,6 +20,7 @@ import (
 // pod kept and re-adopted; a Deployment selector change, which could not
 // keep the pods, is reported by a condition naming the field and the way out.
 func TestImmutableFieldsNeverWedge(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{ControllerManager: true})
 	ctx := t.Context()
 	const ns = "default"

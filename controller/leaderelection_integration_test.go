@@ -18,6 +18,7 @@ import (
 // leader writes (CRDs, children, status, events); when it stops, the other
 // takes over and reconciles new changes.
 func TestLeaderElection(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{})
 	ctx := t.Context()
 	e.node(t, "a", map[string]string{"site": "one"})
@@ -62,6 +63,7 @@ func TestLeaderElection(t *testing.T) {
 // TestMetricsAndHealth: /healthz, /readyz and /metrics with the workqueue
 // metrics of every named queue and the reconcile counters.
 func TestMetricsAndHealth(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{})
 	ctx := t.Context()
 	m, _, _ := e.startController(t, func(o *Options) {

@@ -19,6 +19,7 @@ import (
 // lock kind), this controller only says so (Warning Event on the lock, log)
 // and creates nothing; once the renewals stop and the lease runs out it takes over.
 func TestWaitsForSuperEdgeLeader(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{})
 	ctx := t.Context()
 	se := e.superEdgeClient()

@@ -17,6 +17,8 @@ import (
 // grids of all three kinds (the seeds' templates, whose env fieldRefs the
 // apiserver defaults inside atomic fields): there must be none.
 func TestResyncOfUnchangedWorldWritesNothing(t *testing.T) {
+	// Not parallel: it counts reconciles on the process-wide metric, which
+	// another test's controller would add to.
 	e := newEnv(t, controlplane.Options{})
 	e.node(t, "node0", map[string]string{"zone1": "nodeunit1"})
 	e.node(t, "node1", map[string]string{"zone1": "nodeunit2"})

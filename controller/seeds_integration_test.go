@@ -20,6 +20,8 @@ import (
 // servicegrid-demo-svc. Relabelling node0 moves its workload; deleting the
 // grids garbage-collects every child.
 func TestSeedsExample(t *testing.T) {
+	// Not parallel: it counts reconciles on the process-wide metric, which
+	// another test's controller would add to.
 	e := newEnv(t, controlplane.Options{ControllerManager: true})
 	ctx := t.Context()
 	e.node(t, "node0", map[string]string{"zone1": "nodeunit1"})

@@ -18,6 +18,7 @@ import (
 // grid's labels and annotations plus topologyKeys, and a template change
 // keeps the allocated clusterIP and nodePorts.
 func TestServiceGridKeepsAllocations(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{})
 	ctx := t.Context()
 	e.startController(t, nil)

@@ -63,6 +63,7 @@ func superEdgePodTemplate(t corev1.PodTemplateSpec, key, value string) corev1.Po
 // field removed from the grid leaves the child, which proves the field
 // ownership moved to this controller.
 func TestTakeoverFromSuperEdge(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{ControllerManager: true})
 	ctx := t.Context()
 	const ns, key = "default", "zone1"

@@ -28,6 +28,16 @@ if [ $# -eq 0 ]; then
 	set -- "${versions[@]}"
 fi
 
+# One build at a time: `make test` starts this script in the background while
+# the tests that do not need these binaries run, and the version matrix test
+# runs it again for what it needs, which then waits here for that build
+# instead of starting a second one.
+if ! $print_only; then
+	mkdir -p "$CACHE_ROOT"
+	exec 9>"$CACHE_ROOT/kube-proxy-bins.lock"
+	flock 9
+fi
+
 export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
 for version in "$@"; do
 	dir="$CACHE_ROOT/kube-proxy-$version-$GO_VERSION/bin"

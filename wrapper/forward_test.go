@@ -49,6 +49,7 @@ lines:
 // reach the apiserver; what kube-proxy needs is forwarded without the
 // client's identity headers.
 func TestForwardOnlyWhatKubeProxyNeeds(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
 	createNodes(t, admin)

@@ -319,6 +319,7 @@ func createNamespace(t testing.TB, c kubernetes.Interface, ns string) {
 // informers through each, in JSON and protobuf, with WatchListClient on and
 // off, then relabels a node, changes the annotation and edits endpoints.
 func TestSeedScenario(t *testing.T) {
+	// Not parallel: it sets client-go's process-wide WatchListClient gate.
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
 	createNodes(t, admin)
@@ -400,6 +401,7 @@ func TestSeedScenario(t *testing.T) {
 // annotations) and checks every node's wrapper ends with served state ==
 // filter(apiserver state).
 func TestRandomizedChanges(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
 	createNodes(t, admin)
@@ -554,6 +556,8 @@ func metricValue(t testing.TB, name string, labels map[string]string) float64 {
 // buffers. The fast readers see every event and are never cut off; the
 // stalled one is cut off by the write timeout and then relists.
 func TestFanOutAndStalledWatcher(t *testing.T) {
+	// Not parallel: it counts on the process-wide wrapper metrics, which
+	// another test's wrapper would add to.
 	const (
 		slicesN  = 1000
 		relabels = 20
@@ -709,6 +713,7 @@ func nodes3(j int) string { return fmt.Sprintf("node%d", j%3) }
 // TestRestarts restarts the wrapper in place and the apiserver; informers
 // through the wrapper converge and see changes made meanwhile.
 func TestRestarts(t *testing.T) {
+	// Not parallel: it sets client-go's process-wide WatchListClient gate.
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
 	createNodes(t, admin)

@@ -42,6 +42,8 @@ func run(t *testing.T, name string, args ...string) string {
 // rules it writes hold only node0's nodeunit's endpoints, then follow a
 // relabel.
 func TestKubeProxyThroughWrapper(t *testing.T) {
+	// Not parallel: it reads the process-wide wrapper metrics, which another
+	// test's wrapper would change.
 	proxyBin, err := controlplane.Binary(controlplane.KubeProxy)
 	if err != nil {
 		t.Skip(err)

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
@@ -381,10 +382,8 @@ func BenchmarkMemoryAtScale(b *testing.B) {
 		b.ReportMetric(peak/mib, "wrapper-peak-RSS-MiB")
 		b.ReportMetric(peak/basePeak, "peak-RSS-ratio")
 
-		bin := b.TempDir() + "/application-grid-wrapper"
-		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/application-grid-wrapper").CombinedOutput(); err != nil {
-			b.Fatalf("go build: %v\n%s", err, out)
-		}
+		b.Cleanup(testbin.Cleanup)
+		bin := testbin.Path(b, "application-grid-wrapper")
 		binRSS, binPeak := runWrapperBinary(b, bin, cp.Kubeconfig)
 		b.ReportMetric(binRSS/mib, "binary-RSS-MiB")
 		b.ReportMetric(binPeak/mib, "binary-peak-RSS-MiB")

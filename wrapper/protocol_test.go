@@ -39,6 +39,7 @@ func get(t *testing.T, url, accept string) (*http.Response, string) {
 // directly: status codes, watch-list bookmarks, 410 for versions of another
 // process, forwarding, and the default/kubernetes rewrite.
 func TestProtocol(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
 	createNodes(t, admin)
@@ -150,6 +151,7 @@ func (r *recorder) WriteHeader(c int)           { r.code = c }
 // watch request to the wrapper and to the apiserver: same status code and
 // reason.
 func TestMalformedOptionsAnsweredAsByTheAPIServer(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
 	createNodes(t, admin)
@@ -201,6 +203,7 @@ func TestMalformedOptionsAnsweredAsByTheAPIServer(t *testing.T) {
 // The wrapper serves nothing until its own Node is known: without its
 // labels every topology Service would be served with no endpoints.
 func TestReadyWaitsForOwnNode(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
 	srv, err := wrapper.New(wrapper.Options{NodeName: "late", Upstream: cp.Config})

@@ -19,6 +19,7 @@ import (
 // the apiserver sends one per change. A last change in node0's own nodeunit
 // is the sentinel that every earlier change has been processed.
 func TestQuietForForeignChanges(t *testing.T) {
+	t.Parallel() // its own control plane
 	const foreignChanges = 10
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)

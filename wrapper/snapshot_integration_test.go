@@ -109,6 +109,8 @@ func readyz(t *testing.T, w *runningWrapper) (int, string) {
 // staleness shows in the metric and /readyz; when the apiserver returns the
 // informers see exactly the changes made meanwhile, and still relist nothing.
 func TestSnapshotOutage(t *testing.T) {
+	// Not parallel: it reads the process-wide wrapper metrics, which another
+	// test's wrapper would change.
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
 	createNodes(t, admin)
@@ -230,6 +232,8 @@ func TestSnapshotOutage(t *testing.T) {
 // (here a regular file in its place) leaves the wrapper serving from memory,
 // with the failure counted and shown on /readyz.
 func TestSnapshotStateDirUnusable(t *testing.T) {
+	// Not parallel: it reads the process-wide wrapper metrics, which another
+	// test's wrapper would change.
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
 	createNodes(t, admin)
@@ -263,6 +267,7 @@ func TestSnapshotStateDirUnusable(t *testing.T) {
 // than what an informer last saw. That informer's resume gets 410 Expired and
 // it relists exactly once (to the snapshot's state); the others resume.
 func TestSnapshotTooOldRelistsOnce(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
 	createNodes(t, admin)

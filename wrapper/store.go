@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -78,8 +79,9 @@ func objectSize(o Object) int64 {
 // Predicate selects the objects a list or watch asked for.
 type Predicate func(Object) bool
 
-// ErrTooOld and ErrTooLarge are returned for resourceVersions a watch cannot
-// resume from; the client relists.
+// rvError is returned for a resourceVersion a watch cannot resume from:
+// older than the log keeps (the client gets 410 Gone and relists) or newer
+// than the store has seen.
 type rvError struct {
 	rv, bound uint64
 	tooOld    bool
@@ -149,6 +151,58 @@ type Watcher struct {
 
 func setRV(o Object, rv uint64) { o.SetResourceVersion(strconv.FormatUint(rv, 10)) }
 
+// sameServedForm reports whether obj serves what old does. Upstream rewrites
+// two things on every change of a whole object, also on a change the filter
+// took away: an EndpointSlice's generation, and the last-change-trigger-time
+// annotation the endpointslice and endpoints controllers write (or drop) with
+// every update. A served form that differs from the last one only there is
+// unchanged, and kube-proxy gets no event for it (old keeps its annotation;
+// the next real change brings the new one).
+func sameServedForm(old, obj Object) bool {
+	// Compare with those fields (and the resourceVersion) set to old's, on
+	// obj's own top-level struct: what it points to may be shared with an
+	// informer cache.
+	rv, gen, ann := obj.GetResourceVersion(), obj.GetGeneration(), obj.GetAnnotations()
+	obj.SetResourceVersion(old.GetResourceVersion())
+	obj.SetGeneration(old.GetGeneration())
+	if differOnlyInTriggerTime(old.GetAnnotations(), ann) {
+		obj.SetAnnotations(old.GetAnnotations())
+	}
+	same := apiequality.Semantic.DeepEqual(old, obj)
+	obj.SetResourceVersion(rv)
+	obj.SetGeneration(gen)
+	obj.SetAnnotations(ann)
+	return same
+}
+
+// differOnlyInTriggerTime reports whether a and b differ, and only in
+// corev1.EndpointsLastChangeTriggerTime (changed, added or removed: the
+// controllers drop it when a change has no trigger time).
+func differOnlyInTriggerTime(a, b map[string]string) bool {
+	const key = corev1.EndpointsLastChangeTriggerTime
+	va, inA := a[key]
+	vb, inB := b[key]
+	if inA == inB && va == vb {
+		return false
+	}
+	n := len(a)
+	if inA {
+		n--
+	}
+	if inB {
+		n++
+	}
+	if n != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; k != key && (!ok || w != v) {
+			return false
+		}
+	}
+	return true
+}
+
 // sameSelection reports whether every label and field selector selects a and
 // b alike.
 func (s *Store) sameSelection(a, b Object) bool {
@@ -167,17 +221,8 @@ func (s *Store) Set(key string, obj Object) bool {
 	defer s.mu.Unlock()
 	delete(s.seeded, key)
 	old, exists := s.objects[key]
-	if exists {
-		// Upstream bumps an EndpointSlice's generation for any endpoint
-		// change, also one filtered away: a served form that differs only in
-		// generation is unchanged, and kube-proxy gets no event for it.
-		obj.SetResourceVersion(old.GetResourceVersion())
-		gen := obj.GetGeneration()
-		obj.SetGeneration(old.GetGeneration())
-		if apiequality.Semantic.DeepEqual(old, obj) {
-			return false
-		}
-		obj.SetGeneration(gen)
+	if exists && sameServedForm(old, obj) {
+		return false
 	}
 	rv := s.clock.Next()
 	setRV(obj, rv)

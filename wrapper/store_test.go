@@ -178,6 +178,64 @@ func TestStoreIgnoresGenerationOnlyChange(t *testing.T) {
 	}
 }
 
+// The endpointslice and endpoints controllers rewrite the
+// last-change-trigger-time annotation with every update, also for endpoints
+// the filter takes away: a served form that differs only there (and in
+// generation) is unchanged; a real change serves the new annotation, and the
+// objects handed in are never modified.
+func TestStoreIgnoresTriggerTimeOnlyChange(t *testing.T) {
+	const trigger = corev1.EndpointsLastChangeTriggerTime
+	withTrigger := func(lbl, at string, gen int64, more ...string) *corev1.Service {
+		o := svcObj("a", lbl)
+		o.Generation = gen
+		o.Annotations = map[string]string{trigger: at}
+		for i := 0; i+1 < len(more); i += 2 {
+			o.Annotations[more[i]] = more[i+1]
+		}
+		return o
+	}
+	s := newTestStore(20, 20)
+	s.Set("ns/a", withTrigger("x", "2026-01-01T00:00:00Z", 1, "keep", "1"))
+	b := withTrigger("x", "2026-01-01T00:00:05Z", 2, "keep", "1")
+	if s.Set("ns/a", b) {
+		t.Fatal("a new trigger time (and generation) alone made an event")
+	}
+	if b.Annotations[trigger] != "2026-01-01T00:00:05Z" || b.Generation != 2 || b.ResourceVersion != "" {
+		t.Fatalf("Set modified the object handed in: %+v", b.ObjectMeta)
+	}
+	if o, _ := s.Get("ns/a"); o.GetAnnotations()[trigger] != "2026-01-01T00:00:00Z" {
+		t.Fatalf("served trigger time %q, want the first one kept", o.GetAnnotations()[trigger])
+	}
+	for _, c := range []struct {
+		what string
+		obj  *corev1.Service
+	}{
+		{"another annotation changed with it", withTrigger("x", "2026-01-01T00:00:06Z", 3, "keep", "2")},
+		{"an annotation added with it", withTrigger("x", "2026-01-01T00:00:07Z", 4, "keep", "2", "new", "1")},
+		{"a label changed with it", withTrigger("y", "2026-01-01T00:00:08Z", 5, "keep", "2", "new", "1")},
+	} {
+		if !s.Set("ns/a", c.obj) {
+			t.Fatalf("%s: no event", c.what)
+		}
+		if o, _ := s.Get("ns/a"); o.GetAnnotations()[trigger] != c.obj.Annotations[trigger] {
+			t.Fatalf("%s: served trigger time %q, want %q", c.what, o.GetAnnotations()[trigger], c.obj.Annotations[trigger])
+		}
+	}
+	dropped := svcObj("a", "y")
+	dropped.Generation = 6
+	dropped.Annotations = map[string]string{"keep": "2", "new": "1"}
+	if s.Set("ns/a", dropped) {
+		t.Fatal("the trigger time dropped alone made an event")
+	}
+	back := withTrigger("y", "2026-01-01T00:00:09Z", 7, "keep", "2", "new", "1")
+	if s.Set("ns/a", back) {
+		t.Fatal("the trigger time added back alone made an event")
+	}
+	if !s.Set("ns/a", withTrigger("y", "2026-01-01T00:00:10Z", 8, "keep", "3", "new", "1")) {
+		t.Fatal("another annotation changed: no event")
+	}
+}
+
 // An event keeps the form it replaced only when a selector could see the
 // object enter or leave (labels or fields changed); the log is charged the
 // encoded size of what it holds.

@@ -6,11 +6,16 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // prepareStateDir creates dir and gives it to owner ("UID:GID") with mode
 // 0700: kubelet creates a DirectoryOrCreate hostPath root-owned 0755, which
-// the wrapper (uid 65532) could not write. Run as root in an init container.
+// the wrapper (uid 65532) could not write. Run as root in an init container
+// whose only capability is CAP_CHOWN: chmod needs the caller to own the
+// directory (root has no CAP_FOWNER there), so the mode is set while root
+// owns it, and a directory already handed over (a restarted pod) is taken
+// back first.
 func prepareStateDir(dir, owner string) error {
 	if dir == "" {
 		return errors.New("--chown-state-dir needs --state-dir")
@@ -24,9 +29,15 @@ func prepareStateDir(dir, owner string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	// Mode first, while root still owns it: changing the mode of a
-	// directory someone else owns needs CAP_FOWNER, which the init
-	// container does not have (CAP_CHOWN only).
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
+		if err := os.Chown(dir, os.Geteuid(), os.Getegid()); err != nil {
+			return err
+		}
+	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return err
 	}

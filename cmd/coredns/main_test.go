@@ -2,12 +2,13 @@ package main
 
 import (
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/coredns/coredns/core/dnsserver"
+
+	"github.com/servicegroup/servicegroup/internal/testbin"
 )
 
 func TestDirectiveOrder(t *testing.T) {
@@ -33,16 +34,14 @@ func TestInsertBefore(t *testing.T) {
 	}
 }
 
-// TestBuiltBinaryListsGridhosts builds this command and checks the binary's
-// own plugin list, as an operator would with `coredns -plugins`.
+// TestBuiltBinaryListsGridhosts checks the built command's own plugin list,
+// as an operator would with `coredns -plugins`.
 func TestBuiltBinaryListsGridhosts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds CoreDNS")
 	}
-	bin := filepath.Join(t.TempDir(), "coredns")
-	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	defer testbin.Cleanup()
+	bin := testbin.Path(t, "coredns")
 	out, err := exec.CommandContext(t.Context(), bin, "-plugins").Output()
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,8 @@
 // Command image-build builds the project's container images without a
 // container engine (see build/README-images.md): one multi-arch OCI index per
 // image, written as an OCI layout under --out and pushed when --registry is
-// set. `make images` runs it.
+// set, plus --out/kustomization.yaml: --overlay-base with every one of our
+// images set to what was just built (pushed: by digest). `make images` runs it.
 package main
 
 import (
@@ -31,17 +32,18 @@ func main() {
 		prefix    = flag.String("repository", "servicegroup", "repository prefix of the images' names in the layout")
 		registry  = flag.String("registry", "", "push each index to REGISTRY/NAME:VERSION (empty: no push)")
 		insecure  = flag.Bool("insecure-registry", false, "push over plain HTTP")
+		base      = flag.String("overlay-base", "build/manifests/default", "kustomization the overlay OUT/"+imagebuild.OverlayFile+" sets the images of (empty: no overlay)")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *names, *platforms, *out, *version, *revision, *epoch, *prefix, *registry, *insecure); err != nil {
+	if err := run(ctx, *names, *platforms, *out, *version, *revision, *epoch, *prefix, *registry, *insecure, *base); err != nil {
 		fmt.Fprintln(os.Stderr, "image-build:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, names, platforms, out, version, revision, epoch, prefix, registry string, insecure bool) error {
+func run(ctx context.Context, names, platforms, out, version, revision, epoch, prefix, registry string, insecure bool, base string) error {
 	specs, err := selectImages(names)
 	if err != nil {
 		return err
@@ -58,6 +60,7 @@ func run(ctx context.Context, names, platforms, out, version, revision, epoch, p
 		Version: version, Revision: revision, SourceDate: date, Platforms: plats,
 		Go: imagebuild.GoBuild{LDFlags: imagebuild.VersionLDFlags(version)},
 	}
+	var pins []imagebuild.Pin
 	for _, spec := range specs {
 		start := time.Now()
 		idx, err := imagebuild.Build(ctx, spec, o)
@@ -80,8 +83,30 @@ func run(ctx context.Context, names, platforms, out, version, revision, epoch, p
 				return fmt.Errorf("pushing %s: %w", dst, err)
 			}
 			fmt.Printf("pushed %s@%s\n", dst, digest)
+			pins = append(pins, imagebuild.PushedPin(spec.Name, registry, digest))
+		} else {
+			pins = append(pins, imagebuild.LocalPin(spec.Name, prefix, version))
 		}
 	}
+	return writeOverlay(out, base, pins)
+}
+
+// writeOverlay writes the kustomization that deploys base with this build's
+// images. Only a build of every image writes it: a partial one would leave
+// some containers on the shipped tag.
+func writeOverlay(out, base string, pins []imagebuild.Pin) error {
+	if base == "" {
+		return nil
+	}
+	if len(pins) != len(imagebuild.Images) {
+		fmt.Printf("not writing %s: only %d of %d images built\n", filepath.Join(out, imagebuild.OverlayFile), len(pins), len(imagebuild.Images))
+		return nil
+	}
+	path, err := imagebuild.WriteOverlay(out, base, pins)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s: kubectl apply --server-side -k %s\n", path, out)
 	return nil
 }
 

@@ -76,7 +76,7 @@ const (
 	StepAddresses   = "addresses"
 )
 
-// DNS walks the chain gridhosts answers a unified name with (SPEC §4), for
+// DNS walks the chain gridhosts answers a unified name with, for
 // node self: StatefulSetGrid -> its gridUniqKey -> the node's value ->
 // StatefulSet {ssg}-{value} consistently controlled by the grid -> the grid
 // Service -> pod {ssg}-{value}-{i} controlled by that StatefulSet -> its
@@ -135,8 +135,8 @@ func gridDetail(n DNSName, g *superedgev1.StatefulSetGrid) string {
 	return fmt.Sprintf("StatefulSetGrid %s/%s, gridUniqKey %s", n.Namespace, n.Grid, g.Spec.GridUniqKey)
 }
 
-// setConsistent is SPEC §4's rule for a StatefulSet to count as the grid's
-// child for nodeunit value.
+// setConsistent is the rule for a StatefulSet to count as the grid's child
+// for nodeunit value.
 func setConsistent(s *appsv1.StatefulSet, g *superedgev1.StatefulSetGrid, n DNSName, key, value string) (bool, string) {
 	switch {
 	case s == nil:

@@ -20,7 +20,10 @@ type GoBuild struct {
 
 // Build compiles pkg for platform p into dir and returns the binary's bytes.
 // CGO is off (static, no libc in the image); -trimpath and an empty build ID
-// keep the binary independent of the build machine's paths.
+// keep the binary independent of the build machine's paths. CGO_ENABLED=0 and
+// -trimpath are also what make build and internal/testbin compile with, so
+// the packages compiled by one are reused by the others from Go's build
+// cache (-buildvcs, -buildid and -X only change the link).
 func (g GoBuild) Build(ctx context.Context, pkg string, p v1.Platform, dir string) ([]byte, error) {
 	env, err := goEnv(p)
 	if err != nil {

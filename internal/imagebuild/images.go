@@ -1,7 +1,13 @@
 package imagebuild
 
+import "strings"
+
+// ManifestRepository is the repository prefix of our images in
+// build/manifests: they run ManifestRepository/NAME:<build/VERSION>.
+const ManifestRepository = "servicegroup"
+
 // Images are the project's three images; their names are the ones the
-// manifests in build/manifests reference (servicegroup/NAME).
+// manifests in build/manifests reference (ManifestRepository/NAME).
 var Images = []Spec{
 	{
 		Name:        "application-grid-controller",
@@ -37,4 +43,20 @@ func Lookup(name string) (Spec, bool) {
 // VersionLDFlags stamps version into a binary's internal/version package.
 func VersionLDFlags(version string) string {
 	return "-X github.com/servicegroup/servicegroup/internal/version.Version=" + version
+}
+
+// ContainerdName is ref as container runtimes store it after normalising
+// a Docker reference (servicegroup/x:v -> docker.io/servicegroup/x:v). An
+// imported layout must carry this form: the kubelet asks the runtime for the
+// normalised name, and containerd keeps an OCI layout's name verbatim.
+func ContainerdName(ref string) string {
+	first, _, found := strings.Cut(ref, "/")
+	switch {
+	case !found:
+		return "docker.io/library/" + ref
+	case strings.ContainsAny(first, ".:") || first == "localhost":
+		return ref
+	default:
+		return "docker.io/" + ref
+	}
 }

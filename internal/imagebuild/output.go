@@ -15,7 +15,8 @@ import (
 
 // WriteLayout replaces dir with an OCI image layout holding idx, tagged tag
 // (the org.opencontainers.image.ref.name annotation tools such as skopeo
-// read: oci:DIR:TAG) and named ref for containerd.
+// read: oci:DIR:TAG) and named ref for containerd, normalised as the kubelet
+// asks for it (ContainerdName), so `ctr images import` makes it usable.
 func WriteLayout(dir, ref, tag string, idx v1.ImageIndex) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -26,7 +27,7 @@ func WriteLayout(dir, ref, tag string, idx v1.ImageIndex) error {
 	}
 	return p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
 		"org.opencontainers.image.ref.name": tag,
-		"io.containerd.image.name":          ref,
+		"io.containerd.image.name":          ContainerdName(ref),
 	}))
 }
 

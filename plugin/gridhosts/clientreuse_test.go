@@ -20,6 +20,7 @@ import (
 // pod, whatever order the two pods' events arrive in afterwards. Real
 // apiserver, the plugin's own informers.
 func TestClientsReusedAddress(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	c.seedDemo(t)
 	ctx := t.Context()

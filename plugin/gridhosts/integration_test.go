@@ -31,51 +31,23 @@ import (
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
 // The integration tests run the real CoreDNS binary of cmd/coredns against a
 // real kube-apiserver and query it over UDP and TCP on loopback.
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildPath string
-	buildErr  error
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
-// coreDNSBinary builds ./cmd/coredns once per test binary.
+// coreDNSBinary is the CoreDNS command of cmd/coredns.
 func coreDNSBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "gridhosts-coredns-")
-		if buildErr != nil {
-			return
-		}
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		buildPath = filepath.Join(buildDir, "coredns")
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildPath, "./cmd/coredns")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/coredns: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildPath
+	return testbin.Path(t, "coredns")
 }
 
 // freePort returns a port free for both UDP and TCP on 127.0.0.1.
@@ -171,9 +143,14 @@ func startCoreDNS(t testing.TB, bin, corefile, readyURL string, env ...string) *
 	return c
 }
 
-// poll calls f until it returns nil or the deadline passes.
+// pollFloor is the least any poll waits: the bound only ends a failing test,
+// and the cluster tests run in parallel on busy 2-core machines.
+const pollFloor = 2 * time.Minute
+
+// poll calls f until it returns nil or max(timeout, pollFloor) passes.
 func poll(t testing.TB, timeout time.Duration, what string, f func() error) {
 	t.Helper()
+	timeout = max(timeout, pollFloor)
 	deadline := time.Now().Add(timeout)
 	var err error
 	for {
@@ -328,6 +305,7 @@ func demoNames(i int) string {
 }
 
 func TestCoreDNSAgainstAPIServer(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	bin := coreDNSBinary(t)
 	c.seedDemo(t)
@@ -561,6 +539,7 @@ func runShipped(t *testing.T, c *cluster, bin, file string) {
 // (so the race detector sees them) against the real apiserver: queries run
 // while pod addresses change, and stop ends every informer goroutine.
 func TestInProcessInformers(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	c.seedDemo(t)
 	g := New([]string{"cluster.local."})
@@ -638,6 +617,7 @@ func TestInProcessInformers(t *testing.T) {
 // build the EndpointSlices of a headless grid Service from real pods: the
 // slices it writes must reach the plugin's (label-filtered) informer.
 func TestHeadlessWithEndpointSliceController(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startClusterWith(t, controlplane.Options{ControllerManager: true})
 	ctx := t.Context()
 	for i := 1; i <= 2; i++ {

@@ -226,6 +226,7 @@ func (c *cluster) seedNonGrid(t *testing.T) {
 // still work), says so in one line, and every other name is the kubernetes
 // plugin's. Once the CRD and a grid appear, its names are served.
 func TestNeverWorseWithoutCRD(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	c := &cluster{cp: cp, kube: kubernetes.NewForConfigOrDie(cp.Config), grids: versioned.NewForConfigOrDie(cp.Config)}
 	c.seedNonGrid(t)
@@ -275,13 +276,15 @@ var gridhostsResources = []struct{ group, resource string }{
 // kubernetes plugin alone answers it with the same account; the unified
 // name is never denied (SERVFAIL, which no client caches).
 func TestNeverWorseForbidden(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	c.seedNonGrid(t)
 	c.seedDemo(t)
 	bin := coreDNSBinary(t)
-	ctx := t.Context()
 	for _, forbidden := range gridhostsResources {
 		t.Run(forbidden.resource, func(t *testing.T) {
+			t.Parallel() // an account, roles and CoreDNS pair of its own
+			ctx := t.Context()
 			name := "coredns-no-" + forbidden.resource
 			var rules []rbacv1.PolicyRule
 			for _, r := range gridhostsResources {
@@ -316,6 +319,7 @@ func TestNeverWorseForbidden(t *testing.T) {
 // served. Going away later: answers continue from the last known state;
 // back again, changes are followed.
 func TestNeverWorseApiserverAway(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	c.seedNonGrid(t)
 	c.seedDemo(t)

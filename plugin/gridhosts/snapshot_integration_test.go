@@ -101,6 +101,7 @@ func (s *snapshotDNS) metric(t *testing.T, name string) float64 {
 // rest. When the apiserver returns, answers switch to live data, and what
 // only the snapshot still held is gone.
 func TestSnapshotRestartOffline(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	c.seedDemo(t)
 	ctx := t.Context()

@@ -116,6 +116,7 @@ func nodeFor(p *corev1.Pod, nodes map[string]map[string]string) string {
 // a grid label, yet every unified name answers, over UDP and TCP, in node
 // and clients mode, and follows a pod the StatefulSet controller re-creates.
 func TestSuperEdgeMadeGrid(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startClusterWith(t, controlplane.Options{ControllerManager: true})
 	bin := coreDNSBinary(t)
 	ctx := t.Context()

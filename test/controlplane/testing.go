@@ -6,6 +6,7 @@ import (
 	"crypto/x509/pkix"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 )
@@ -14,12 +15,7 @@ import (
 // skips t when the binaries are missing and $CI is unset; under CI it fails.
 func StartForTest(t testing.TB, opts Options) *ControlPlane {
 	t.Helper()
-	if _, err := Binary(KubeAPIServer); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("real control plane unavailable (%v); CI=true makes this a failure", err)
-		}
-		t.Fatalf("real control plane required under CI: %v", err)
-	}
+	requireBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cp, err := Start(ctx, opts)
@@ -33,6 +29,67 @@ func StartForTest(t testing.TB, opts Options) *ControlPlane {
 		cp.Stop()
 	})
 	return cp
+}
+
+// requireBinaries skips t when the binaries are missing and $CI is unset;
+// under CI it fails.
+func requireBinaries(t testing.TB) {
+	t.Helper()
+	BinaryForTest(t, KubeAPIServer)
+}
+
+// BinaryForTest returns the path of the cached binary name, or skips t when
+// it is missing and $CI is unset; under CI a missing binary fails t.
+func BinaryForTest(t testing.TB, name string) string {
+	t.Helper()
+	path, err := Binary(name)
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("real %s unavailable (%v); CI=true makes this a failure", name, err)
+		}
+		t.Fatalf("real %s required under CI: %v", name, err)
+	}
+	return path
+}
+
+// Shared is one control plane for several tests of a package, started by
+// the first that asks for it and stopped by Stop (from TestMain). Only tests
+// whose objects cannot meet share one: their own names or namespaces, and
+// nothing that watches or counts the whole cluster.
+type Shared struct {
+	Options Options
+
+	once sync.Once
+	cp   *ControlPlane
+	err  error
+}
+
+// Get returns the shared control plane, starting it on first use; it skips
+// or fails t as StartForTest does.
+func (s *Shared) Get(t testing.TB) *ControlPlane {
+	t.Helper()
+	requireBinaries(t)
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		s.cp, s.err = Start(ctx, s.Options)
+	})
+	if s.err != nil {
+		t.Fatalf("start shared control plane: %v", s.err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("control plane logs:\n%s", s.cp.Logs(40))
+		}
+	})
+	return s.cp
+}
+
+// Stop stops the control plane if one was started.
+func (s *Shared) Stop() {
+	if s.cp != nil {
+		s.cp.Stop()
+	}
 }
 
 // FreeAddress returns host:port of an unused TCP port on 127.0.0.1.

@@ -16,8 +16,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup() // the programs the clusters ran
+	os.Exit(code)
+}
 
 // runTimeout bounds one whole cluster test (start, assertions, teardown).
 const runTimeout = 10 * time.Minute

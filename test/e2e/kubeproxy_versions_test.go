@@ -34,10 +34,13 @@ func TestKubeProxyVersions(t *testing.T) {
 }
 
 // requireKubeProxyReleases skips (CI unset) or fails (CI=true) when a
-// release's binary has not been built.
+// release's binary has not been built and cannot be; a build under way (or,
+// under CI, a missing binary) is waited for, up to 30 minutes.
 func requireKubeProxyReleases(t *testing.T) []harness.KubeProxyRelease {
 	t.Helper()
-	releases, err := harness.KubeProxyReleases()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
+	defer cancel()
+	releases, err := harness.KubeProxyReleases(ctx)
 	if err != nil {
 		if os.Getenv("CI") == "" {
 			t.Skipf("kube-proxy releases missing: %v", err)

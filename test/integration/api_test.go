@@ -21,6 +21,11 @@ import (
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
+// gridAPIPlane is shared by the tests that only create namespaced grids of
+// their own names (the examples' in default; the rejected ones are never
+// stored), so they cannot meet.
+var gridAPIPlane controlplane.Shared
+
 func installCRDs(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
 	if err := crds.Install(t.Context(), apiextensionsclient.NewForConfigOrDie(cp.Config), 30*time.Second); err != nil {
@@ -64,7 +69,8 @@ func createExamples(t *testing.T, client versioned.Interface, fieldValidation st
 // seeds' three example grids through the generated clientset, reads them back
 // through a generated informer, and checks the schema rejects bad objects.
 func TestAPIRoundTrip(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
+	t.Parallel()
+	cp := gridAPIPlane.Get(t)
 	installCRDs(t, cp)
 	ctx := t.Context()
 	client := versioned.NewForConfigOrDie(cp.Config)
@@ -136,7 +142,8 @@ func TestAPIRoundTrip(t *testing.T) {
 // TestAPISchemaRejectsInvalid sends malformed grids as raw JSON and expects
 // the apiserver's schema validation to name the offending field.
 func TestAPISchemaRejectsInvalid(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
+	t.Parallel()
+	cp := gridAPIPlane.Get(t)
 	installCRDs(t, cp)
 	client := versioned.NewForConfigOrDie(cp.Config)
 	rc := client.SuperedgeV1().RESTClient()
@@ -174,13 +181,8 @@ func TestAPISchemaRejectsInvalid(t *testing.T) {
 // TestExamplesApplyWithKubectl applies the examples exactly as a user would,
 // with kubectl's strict field validation, and reads them by short name.
 func TestExamplesApplyWithKubectl(t *testing.T) {
-	kubectl, err := controlplane.Binary(controlplane.Kubectl)
-	if err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	t.Parallel() // its own control plane
+	kubectl := controlplane.BinaryForTest(t, controlplane.Kubectl)
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	installCRDs(t, cp)
 	run := func(args ...string) string {

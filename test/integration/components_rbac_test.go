@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,49 +19,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
-
-// buildOnce builds each command once per test binary.
-var (
-	buildMu    sync.Mutex
-	buildCache = map[string]string{}
-	buildDir   string
-)
-
-// buildCommand builds ./cmd/NAME of this repository and returns the binary's path.
-func buildCommand(t *testing.T, name string) string {
-	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if p, ok := buildCache[name]; ok {
-		return p
-	}
-	if buildDir == "" {
-		d, err := os.MkdirTemp("", "servicegroup-integration-bin-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		buildDir = d
-	}
-	out := filepath.Join(buildDir, name)
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", out, "./cmd/"+name)
-	cmd.Dir = filepath.Join("..", "..")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, b)
-	}
-	buildCache[name] = out
-	return out
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
 
 // component is one of our binaries running under a test.
 type component struct {
@@ -112,9 +71,9 @@ func waitHTTP200(t *testing.T, url string, timeout time.Duration) {
 // our binaries with a token of its own ServiceAccount and nothing else, and
 // checks it does its whole job without a single RBAC refusal.
 func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	k := newKubectl(t, cp)
-	k.must("create", "namespace", "edge-system")
 	for _, dir := range []string{"namespace", "controller", "wrapper", "coredns-node"} {
 		k.must("apply", "--server-side", "-k", manifestDir(dir))
 	}
@@ -127,8 +86,8 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	saKubeconfig := func(name string) string {
-		path, _, err := cp.ServiceAccountKubeconfig(ctx, "edge-system", name)
+	saKubeconfig := func(namespace, name string) string {
+		path, _, err := cp.ServiceAccountKubeconfig(ctx, namespace, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,9 +96,9 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 
 	t.Run("controller", func(t *testing.T) {
 		health := controlplane.FreeAddress(t)
-		c := startComponent(t, "application-grid-controller", buildCommand(t, "application-grid-controller"),
-			"--kubeconfig="+saKubeconfig("application-grid-controller"),
-			"--leader-elect=true", "--leader-elect-namespace=edge-system",
+		c := startComponent(t, "application-grid-controller", testbin.Path(t, "application-grid-controller"),
+			"--kubeconfig="+saKubeconfig("servicegroup-system", "application-grid-controller"),
+			"--leader-elect=true", "--leader-elect-namespace=servicegroup-system",
 			"--manage-crds=true", "--metrics-bind-address=0", "--health-bind-address="+health)
 		waitHTTP200(t, "http://"+health+"/readyz", 60*time.Second)
 
@@ -168,7 +127,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("controller did not converge with its own ServiceAccount: %v", err)
 		}
-		lease, err := admin.CoordinationV1().Leases("edge-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
+		lease, err := admin.CoordinationV1().Leases("servicegroup-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil {
 			t.Fatalf("leader election Lease: %v %+v", err, lease)
 		}
@@ -177,8 +136,8 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 
 	t.Run("wrapper", func(t *testing.T) {
 		addr := controlplane.FreeAddress(t)
-		c := startComponent(t, "application-grid-wrapper", buildCommand(t, "application-grid-wrapper"),
-			"--kubeconfig="+saKubeconfig("application-grid-wrapper"), "--node-name=node0", "--bind-address="+addr)
+		c := startComponent(t, "application-grid-wrapper", testbin.Path(t, "application-grid-wrapper"),
+			"--kubeconfig="+saKubeconfig("edge-system", "application-grid-wrapper"), "--node-name=node0", "--bind-address="+addr)
 		waitHTTP200(t, "http://"+addr+"/readyz", 60*time.Second)
 		// kube-proxy's view through the wrapper: served resources, its Node,
 		// and what the wrapper forwards upstream with its own identity.
@@ -208,7 +167,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	})
 
 	t.Run("coredns", func(t *testing.T) {
-		kubeconfig := saKubeconfig("coredns-gridhosts")
+		kubeconfig := saKubeconfig("edge-system", "coredns-gridhosts")
 		dns, ready := controlplane.FreeAddress(t), controlplane.FreeAddress(t)
 		_, dnsPort, _ := net.SplitHostPort(dns)
 		corefile := filepath.Join(t.TempDir(), "Corefile")
@@ -228,7 +187,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 		if err := os.WriteFile(corefile, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c := startComponent(t, "coredns", buildCommand(t, "coredns"), "-conf", corefile)
+		c := startComponent(t, "coredns", testbin.Path(t, "coredns"), "-conf", corefile)
 		// ready answers 200 only once gridhosts' and kubernetes' informers synced,
 		// which needs list and watch on everything they read.
 		waitHTTP200(t, "http://"+ready+"/ready", 90*time.Second)

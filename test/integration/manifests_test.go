@@ -27,13 +27,7 @@ type kubectlRunner struct {
 
 func newKubectl(t *testing.T, cp *controlplane.ControlPlane) *kubectlRunner {
 	t.Helper()
-	bin, err := controlplane.Binary(controlplane.Kubectl)
-	if err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	bin := controlplane.BinaryForTest(t, controlplane.Kubectl)
 	return &kubectlRunner{t: t, bin: bin, kubeconfig: cp.Kubeconfig, cacheDir: t.TempDir()}
 }
 
@@ -57,6 +51,14 @@ func (k *kubectlRunner) must(args ...string) string {
 	return out
 }
 
+// applyNamespaces creates the shipped namespaces, with their labels:
+// edge-system (namespace/) and the controller's own (controller/).
+func applyNamespaces(k *kubectlRunner) {
+	k.t.Helper()
+	k.must("apply", "--server-side", "-k", manifestDir("namespace"))
+	k.must("apply", "--server-side", "-f", manifestDir("controller", "namespace.yaml"))
+}
+
 func manifestDir(parts ...string) string {
 	return filepath.Join(append([]string{"..", "..", "build", "manifests"}, parts...)...)
 }
@@ -65,11 +67,12 @@ func manifestDir(parts ...string) string {
 // with a server-side dry-run against the real apiserver (schema, defaulting,
 // admission), then the kube-proxy patch against a kubeadm-style DaemonSet.
 func TestManifestsServerDryRun(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	k := newKubectl(t, cp)
 
-	// The namespace must exist for a dry run of the objects inside it.
-	k.must("create", "namespace", "edge-system")
+	// The namespaces must exist for a dry run of the objects inside them.
+	applyNamespaces(k)
 
 	for _, dir := range []string{"default", "coredns-shared"} {
 		out := k.must("apply", "--server-side", "--dry-run=server", "-k", manifestDir(dir))
@@ -102,9 +105,10 @@ func TestManifestsServerDryRun(t *testing.T) {
 // impersonating each ServiceAccount, that it may do what its component needs
 // and nothing it does not.
 func TestManifestsRBAC(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	k := newKubectl(t, cp)
-	k.must("create", "namespace", "edge-system")
+	applyNamespaces(k)
 	k.must("apply", "--server-side", "-k", manifestDir("default"))
 	k.must("apply", "--server-side", "-k", manifestDir("coredns-shared"))
 	// can-i maps each resource through discovery: wait until the grid CRDs
@@ -113,7 +117,7 @@ func TestManifestsRBAC(t *testing.T) {
 	k.cacheDir = t.TempDir()
 
 	const (
-		controller = "system:serviceaccount:edge-system:application-grid-controller"
+		controller = "system:serviceaccount:servicegroup-system:application-grid-controller"
 		wrapper    = "system:serviceaccount:edge-system:application-grid-wrapper"
 		coredns    = "system:serviceaccount:edge-system:coredns-gridhosts"
 	)
@@ -129,7 +133,8 @@ func TestManifestsRBAC(t *testing.T) {
 		{controller, []string{"patch", "services", "-n", "default"}, true},
 		{controller, []string{"watch", "nodes"}, true},
 		{controller, []string{"create", "events", "-n", "default"}, true},
-		{controller, []string{"update", "leases.coordination.k8s.io/application-grid-controller", "-n", "edge-system"}, true},
+		{controller, []string{"update", "leases.coordination.k8s.io/application-grid-controller", "-n", "servicegroup-system"}, true},
+		{controller, []string{"update", "leases.coordination.k8s.io/application-grid-controller", "-n", "edge-system"}, false},
 		{controller, []string{"patch", "customresourcedefinitions.apiextensions.k8s.io/deploymentgrids.superedge.io"}, true},
 		{controller, []string{"get", "secrets", "-n", "default"}, false},
 		{controller, []string{"list", "secrets", "-A"}, false},

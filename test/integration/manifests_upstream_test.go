@@ -30,13 +30,7 @@ const (
 // kubelet's `kubernetes` ClusterIP variables), nothing else sets it, neither
 // uses a kubeconfig of its own, and neither resolves through cluster DNS.
 func TestManifestsUpstreamOnePlace(t *testing.T) {
-	bin, err := controlplane.Binary(controlplane.Kubectl)
-	if err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	bin := controlplane.BinaryForTest(t, controlplane.Kubectl)
 	k := &kubectlRunner{t: t, bin: bin, kubeconfig: filepath.Join(t.TempDir(), "none"), cacheDir: t.TempDir()}
 	rendered := k.must("kustomize", manifestDir("default"))
 

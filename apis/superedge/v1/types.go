@@ -99,8 +99,8 @@ type DeploymentGridSpec struct {
 	DefaultTemplateName string `json:"defaultTemplateName,omitempty"`
 	// AutoDeleteUnusedTemplate is accepted for SuperEdge compatibility.
 	// SuperEdge deleted unused TemplatePool entries from the spec; this
-	// controller never writes the spec: unused entries are ignored and
-	// listed in the TemplatesUnused condition.
+	// controller never writes the spec: unused entries are left in place
+	// and ignored.
 	// +optional
 	AutoDeleteUnusedTemplate bool `json:"autoDeleteUnusedTemplate,omitempty"`
 }
@@ -207,8 +207,8 @@ type StatefulSetGridSpec struct {
 	DefaultTemplateName string `json:"defaultTemplateName,omitempty"`
 	// AutoDeleteUnusedTemplate is accepted for SuperEdge compatibility.
 	// SuperEdge deleted unused TemplatePool entries from the spec; this
-	// controller never writes the spec: unused entries are ignored and
-	// listed in the TemplatesUnused condition.
+	// controller never writes the spec: unused entries are left in place
+	// and ignored.
 	// +optional
 	AutoDeleteUnusedTemplate bool `json:"autoDeleteUnusedTemplate,omitempty"`
 }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/gridcli"
+	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
@@ -62,6 +63,7 @@ func run(ctx context.Context, mode string, requests int, once, install bool) err
 	say("Starting the cluster (control plane, 3 node namespaces, kube-proxy %s mode, controller, wrappers, CoreDNS)...", mode)
 	startCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
+	defer testbin.Cleanup() // the programs harness.Start builds
 	c, err := harness.Start(startCtx, harness.Options{
 		ProxyMode:  mode,
 		Components: harness.Components{Controller: true, Wrapper: true, CoreDNS: true},

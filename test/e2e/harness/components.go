@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -35,23 +37,7 @@ const (
 
 // RepoRoot finds the repository root (the directory holding this module's
 // go.mod) from the working directory upwards.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(data), "module github.com/servicegroup/servicegroup\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("repository root (go.mod of github.com/servicegroup/servicegroup) not found above the working directory")
-		}
-		dir = parent
-	}
-}
+func RepoRoot() (string, error) { return testbin.RepoRoot() }
 
 // Available reports whether this checkout has the package's main (the
 // components land independently; absent means "not yet", not "broken").
@@ -69,9 +55,9 @@ func Available(pkg string) bool {
 	return false
 }
 
-// buildComponents compiles the selected programs into Dir/bin (go's build
-// cache makes repeated runs cheap). $SERVICEGROUP_E2E_BIN, when set, names a
-// directory of prebuilt binaries (make build's ./bin) used instead.
+// buildComponents resolves the selected programs through testbin: the
+// prebuilt ones in $SERVICEGROUP_BIN (make build's ./bin), or built once per
+// process and shared by every cluster the process starts.
 func (c *Cluster) buildComponents(ctx context.Context) error {
 	want := map[string]string{}
 	if c.opts.Components.Controller {
@@ -83,46 +69,21 @@ func (c *Cluster) buildComponents(ctx context.Context) error {
 	if c.opts.Components.CoreDNS {
 		want["coredns"] = CoreDNSPkg
 	}
-	if len(want) == 0 {
-		return nil
-	}
-	if pre := os.Getenv("SERVICEGROUP_E2E_BIN"); pre != "" {
-		if !filepath.IsAbs(pre) { // relative to the repository (tests run in their package's directory)
-			root, err := RepoRoot()
-			if err != nil {
-				return err
-			}
-			pre = filepath.Join(root, pre)
-		}
-		for name := range want {
-			path := filepath.Join(pre, name)
-			if _, err := os.Stat(path); err != nil {
-				return fmt.Errorf("prebuilt %s: %w", name, err)
-			}
-			c.binaries[name] = path
-		}
-		return nil
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return err
-	}
-	binDir := filepath.Join(c.Dir, "bin")
-	args := []string{"build", "-o", binDir + string(filepath.Separator)}
+	var names []string
 	for name, pkg := range want {
 		if !Available(pkg) {
 			return fmt.Errorf("%s (%s): %w", name, pkg, errComponentMissing)
 		}
-		args = append(args, pkg)
-		c.binaries[name] = filepath.Join(binDir, name)
+		names = append(names, name)
 	}
-	bctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(bctx, "go", args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	if len(names) == 0 {
+		return nil
 	}
+	paths, err := testbin.Paths(ctx, names...)
+	if err != nil {
+		return err
+	}
+	maps.Copy(c.binaries, paths)
 	return nil
 }
 

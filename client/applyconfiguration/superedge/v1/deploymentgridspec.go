@@ -44,8 +44,8 @@ type DeploymentGridSpecApplyConfiguration struct {
 	DefaultTemplateName *string `json:"defaultTemplateName,omitempty"`
 	// AutoDeleteUnusedTemplate is accepted for SuperEdge compatibility.
 	// SuperEdge deleted unused TemplatePool entries from the spec; this
-	// controller never writes the spec: unused entries are ignored and
-	// listed in the TemplatesUnused condition.
+	// controller never writes the spec: unused entries are left in place
+	// and ignored.
 	AutoDeleteUnusedTemplate *bool `json:"autoDeleteUnusedTemplate,omitempty"`
 }
 

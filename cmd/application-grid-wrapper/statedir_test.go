@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// helperEnv makes the test binary act as the init container (see
+// TestHelperStateDir) instead of running tests.
+const helperEnv = "WRAPPER_STATEDIR_HELPER"
+
+// TestChownStateDirWithCapChownOnly runs --chown-state-dir as the shipped
+// init container does: root with CAP_CHOWN as its only capability (setpriv
+// empties the bounding set), on a root-owned 0755 directory as the kubelet
+// creates a hostPath, and again on the handed-over directory as after a pod
+// restart.
+func TestChownStateDirWithCapChownOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) not found")
+	}
+	asInitContainer := func(mode, dir string) ([]byte, error) {
+		cmd := exec.Command(setpriv, "--bounding-set=-all,+chown", "--inh-caps=-all", "--",
+			os.Args[0], "-test.run=^TestHelperStateDir$")
+		cmd.Env = append(os.Environ(), helperEnv+"="+mode, "WRAPPER_STATEDIR="+dir)
+		return cmd.CombinedOutput()
+	}
+
+	// The sandbox is real: without CAP_FOWNER, root cannot chmod what it does not own.
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(other, 65532, 65532); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := asInitContainer("chmod", other); err == nil {
+		t.Fatalf("chmod of a directory owned by 65532 succeeded with CAP_CHOWN only:\n%s", out)
+	}
+
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []string{"first start", "restart"} {
+		if out, err := asInitContainer("prepare", dir); err != nil {
+			t.Fatalf("%s: %v\n%s", run, err, out)
+		}
+		st, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys := st.Sys().(*syscall.Stat_t)
+		if sys.Uid != 65532 || sys.Gid != 65532 || st.Mode().Perm() != 0o700 {
+			t.Fatalf("%s: state dir %d:%d %v, want 65532:65532 0700", run, sys.Uid, sys.Gid, st.Mode().Perm())
+		}
+	}
+}
+
+// TestHelperStateDir is the init container's process for the test above.
+func TestHelperStateDir(t *testing.T) {
+	dir := os.Getenv("WRAPPER_STATEDIR")
+	switch os.Getenv(helperEnv) {
+	case "":
+		t.Skip("run by TestChownStateDirWithCapChownOnly")
+	case "chmod":
+		if err := os.Chmod(dir, 0o700); err != nil {
+			if errors.Is(err, os.ErrPermission) {
+				t.Fatal(err)
+			}
+			t.Fatalf("unexpected error: %v", err)
+		}
+	case "prepare":
+		if err := run(t.Context(), []string{"application-grid-wrapper", "--state-dir", dir, "--chown-state-dir", "65532:65532"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

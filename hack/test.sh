@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs every test as `make test` does and says where the time went.
+#
+# The older kube-proxy releases of the end-to-end version matrix
+# (hack/kube-proxy-bins.sh) build in the background while the other packages
+# run; the matrix test waits for them. The run's events go to
+# $TEST_OUT/test.json (go test -json); afterwards the slowest packages and
+# tests are printed, so a regression in the suite's time shows in CI output.
+#
+#   TEST_FLAGS  go test flags (default: -race -count=1 -timeout 30m)
+#   TEST_PKGS   packages (default: ./...)
+#   TEST_OUT    where the logs go (default: bin/test)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TEST_FLAGS=${TEST_FLAGS:--race -count=1 -timeout 30m}
+TEST_PKGS=${TEST_PKGS:-./...}
+TEST_OUT=${TEST_OUT:-bin/test}
+mkdir -p "$TEST_OUT"
+json="$TEST_OUT/test.json"
+gotestsum=(go tool -modfile=hack/tools/go.mod gotestsum)
+start=$SECONDS
+
+echo ">> older kube-proxy releases: building in the background (log: $TEST_OUT/kube-proxy-bins.log)"
+hack/kube-proxy-bins.sh >"$TEST_OUT/kube-proxy-bins.log" 2>&1 &
+kube_proxy_bins=$!
+trap 'kill "$kube_proxy_bins" 2>/dev/null || true' EXIT
+
+status=0
+# shellcheck disable=SC2086 # word splitting of the flag and package lists is wanted
+"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$json" -- $TEST_FLAGS $TEST_PKGS || status=$?
+
+if ! wait "$kube_proxy_bins"; then
+	echo "hack/kube-proxy-bins.sh failed:"
+	cat "$TEST_OUT/kube-proxy-bins.log"
+	status=1
+fi
+trap - EXIT
+grep -h '^>> kube-proxy .* built in' "$TEST_OUT/kube-proxy-bins.log" || true
+
+echo
+echo ">> slowest packages (seconds the test binary ran; compiling is not counted)"
+# Package-level results carry no "Test" field.
+grep -E '"Action":"(pass|fail)"' "$json" | grep -v '"Test":' |
+	sed -n 's/.*"Package":"\([^"]*\)".*"Elapsed":\([0-9.]*\).*/\2 \1/p' |
+	sort -rn | head -n 12 | awk '{printf "%8.1f  %s\n", $1, $2}'
+echo
+echo ">> slowest tests"
+"${gotestsum[@]}" tool slowest --jsonfile "$json" --threshold 15s | head -n 20
+echo
+echo ">> make test took $((SECONDS - start))s after the binaries were built"
+# The plain closing line, counting tests and subtests as gotestsum's DONE line does.
+count() { grep -c "\"Action\":\"$1\".*\"Test\":" "$json" || true; }
+echo "tests: $(count pass) passed, $(count fail) failed, $(count skip) skipped"
+exit $status
