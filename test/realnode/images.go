@@ -75,7 +75,7 @@ func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag,
 	if err != nil {
 		return err
 	}
-	rootfsLayer, err := tarball.LayerFromFile(rootfs, tarball.WithCompressionLevel(gzip.BestSpeed))
+	rootfsLayer, err := gzipLayer(ctx, rootfs)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag,
 	if err != nil {
 		return err
 	}
-	proxy, err := fileLayer(kubeProxy, "usr/local/bin/kube-proxy")
+	proxy, err := cachedFileLayer(ctx, kubeProxy, "usr/local/bin/kube-proxy")
 	if err != nil {
 		return err
 	}
@@ -186,6 +186,75 @@ func fileLayer(src, path string) (v1.Layer, error) {
 	b := buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
 		tarball.WithCompressionLevel(gzip.BestSpeed))
+}
+
+// cachedFileLayer is fileLayer for a big file, its tarball compressed once
+// and kept in the cache, keyed on the file's content.
+func cachedFileLayer(ctx context.Context, src, path string) (v1.Layer, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	_, err = io.Copy(h, f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cacheRoot(), "realnode-layers")
+	tarPath := filepath.Join(dir, hex.EncodeToString(h.Sum(nil)[:8])+"-"+filepath.Base(path)+".tar")
+	if _, err := os.Stat(tarPath + ".gz"); err != nil {
+		layer, err := fileLayer(src, path)
+		if err != nil {
+			return nil, err
+		}
+		rc, err := layer.Uncompressed()
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		tmp := tarPath + fmt.Sprintf(".%d.tmp", os.Getpid())
+		out, err := os.Create(tmp)
+		if err != nil {
+			return nil, err
+		}
+		_, err = io.Copy(out, rc)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp, tarPath)
+		}
+		if err != nil {
+			os.Remove(tmp)
+			return nil, err
+		}
+	}
+	return gzipLayer(ctx, tarPath)
+}
+
+// gzipLayer is the layer of a tarball, compressed once next to it with
+// gzip(1) (compressing in this process would cost far more under -race).
+func gzipLayer(ctx context.Context, tarPath string) (v1.Layer, error) {
+	gz := tarPath + ".gz"
+	if _, err := os.Stat(gz); err != nil {
+		tmp := gz + fmt.Sprintf(".%d.tmp", os.Getpid())
+		cmd := exec.CommandContext(ctx, "sh", "-c", `gzip -1 -n -c "$1" > "$2"`, "sh", tarPath, tmp)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			os.Remove(tmp)
+			return nil, fmt.Errorf("gzip %s: %w: %s", tarPath, err, out)
+		}
+		if err := os.Rename(tmp, gz); err != nil {
+			return nil, err
+		}
+		if tarPath != "" && strings.HasPrefix(tarPath, filepath.Join(cacheRoot(), "realnode-layers")) {
+			os.Remove(tarPath) // only the compressed form is needed again
+		}
+	}
+	return tarball.LayerFromFile(gz)
 }
 
 // debianRootfs is a minimal Debian root file system (this machine's

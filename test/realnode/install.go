@@ -12,17 +12,19 @@ import (
 )
 
 // Operator runs the operator guide's (build/README.md) commands in a
-// scratch copy of build/, as an operator with a checkout would.
+// scratch copy of the checkout, as an operator with a checkout would: the
+// overlay `make images` writes names build/manifests/default relative to
+// itself, so edits to the copy (upstream.env) are what gets applied.
 type Operator struct {
-	// Dir is the scratch directory: Dir/build is the copy, Dir/bin what
-	// `make images` writes (its BIN).
+	// Dir is the scratch checkout (Dir/build, Dir/bin).
 	Dir string
 	// Kubectl is the kubectl binary, Kubeconfig an admin kubeconfig.
 	Kubectl, Kubeconfig string
-	repo                string
+	version             string
 }
 
-// NewOperator copies build/ into dir.
+// NewOperator copies the checkout's files (tracked and untracked, not
+// ignored: the working tree as it is) into dir.
 func NewOperator(ctx context.Context, dir, kubectl, kubeconfig string) (*Operator, error) {
 	repo, err := harness.RepoRoot()
 	if err != nil {
@@ -31,10 +33,30 @@ func NewOperator(ctx context.Context, dir, kubectl, kubeconfig string) (*Operato
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(repo, "build"), dir).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("copy build/: %w: %s", err, out)
+	list := exec.CommandContext(ctx, "git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	list.Dir = repo
+	files, err := list.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git ls-files: %w", err)
 	}
-	return &Operator{Dir: dir, Kubectl: kubectl, Kubeconfig: kubeconfig, repo: repo}, nil
+	for _, f := range strings.Split(strings.TrimRight(string(files), "\x00"), "\x00") {
+		src := filepath.Join(repo, f)
+		if st, err := os.Lstat(src); err != nil || !st.Mode().IsRegular() {
+			continue // deleted in the working tree, or a link
+		}
+		if err := copyFile(src, filepath.Join(dir, f)); err != nil {
+			return nil, err
+		}
+	}
+	// The version `make images` would compute in the checkout (the copy has
+	// no git metadata).
+	describe := exec.CommandContext(ctx, "git", "describe", "--tags", "--always", "--dirty")
+	describe.Dir = repo
+	version, err := describe.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git describe: %w", err)
+	}
+	return &Operator{Dir: dir, Kubectl: kubectl, Kubeconfig: kubeconfig, version: strings.TrimSpace(string(version))}, nil
 }
 
 // SetUpstream edits manifests/upstream/upstream.env as build/README.md's
@@ -111,11 +133,11 @@ mkdir -p bin/static-pods
 }
 
 // MakeImages runs `make images PLATFORMS=<this machine> REGISTRY=<registry>`
-// in the checkout, its output under the scratch directory.
+// in the scratch checkout.
 func (o *Operator) MakeImages(ctx context.Context, registry string) (string, error) {
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "images",
-		"PLATFORMS=linux/"+goarch(), "REGISTRY="+registry, "BIN="+filepath.Join(o.Dir, "bin"))
-	cmd.Dir = o.repo
+		"PLATFORMS=linux/"+goarch(), "REGISTRY="+registry, "VERSION="+o.version)
+	cmd.Dir = o.Dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("make images: %w: %s", err, out)
@@ -132,4 +154,19 @@ func (o *Operator) Run(ctx context.Context, args ...string) (string, error) {
 		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+func copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, st.Mode().Perm())
 }

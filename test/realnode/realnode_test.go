@@ -450,17 +450,6 @@ func nodeByName(nodes []*Node, name string) *Node {
 	return nil
 }
 
-func copyFile(src, dst string) error {
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(dst, data, 0o644)
-}
-
 func slicesEqual(a, b []string) bool {
 	a, b = append([]string(nil), a...), append([]string(nil), b...)
 	sort.Strings(a)
@@ -678,7 +667,7 @@ func componentsReady(ctx context.Context, client kubernetes.Interface, nodes int
 	if !podReady(mirror) {
 		return fmt.Errorf("static pod %s not Ready: %v", mirror.Name, mirror.Status.ContainerStatuses)
 	}
-	d, err := client.AppsV1().Deployments("edge-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
+	d, err := client.AppsV1().Deployments("servicegroup-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
