@@ -111,6 +111,7 @@ func TestManifestsRBAC(t *testing.T) {
 	applyNamespaces(k)
 	k.must("apply", "--server-side", "-k", manifestDir("default"))
 	k.must("apply", "--server-side", "-k", manifestDir("coredns-shared"))
+	k.must("apply", "--server-side", "-k", manifestDir("node-identity"))
 	// can-i maps each resource through discovery: wait until the grid CRDs
 	// just applied are served, then start kubectl with an empty cache.
 	waitServed(t, cp, "superedge.io/v1", "deploymentgrids", "statefulsetgrids", "servicegrids")
@@ -120,6 +121,7 @@ func TestManifestsRBAC(t *testing.T) {
 		controller = "system:serviceaccount:servicegroup-system:application-grid-controller"
 		wrapper    = "system:serviceaccount:edge-system:application-grid-wrapper"
 		coredns    = "system:serviceaccount:edge-system:coredns-gridhosts"
+		node       = "system:node:node0"
 	)
 	cases := []struct {
 		as   string
@@ -161,9 +163,25 @@ func TestManifestsRBAC(t *testing.T) {
 		{coredns, []string{"get", "nodes/node0"}, true},
 		{coredns, []string{"get", "secrets", "-n", "default"}, false},
 		{coredns, []string{"patch", "statefulsets.apps", "-n", "default"}, false},
+
+		// The static-pod option: a kubelet's identity (group system:nodes)
+		// reads what its wrapper and CoreDNS need, and no more (this
+		// apiserver runs RBAC alone: only node-identity's grants count).
+		{node, []string{"list", "endpointslices.discovery.k8s.io"}, true},
+		{node, []string{"watch", "statefulsetgrids.superedge.io"}, true},
+		{node, []string{"list", "pods"}, true},
+		{node, []string{"list", "nodes"}, true},
+		{node, []string{"watch", "servicecidrs.networking.k8s.io"}, true},
+		{node, []string{"get", "secrets", "-n", "default"}, false},
+		{node, []string{"list", "configmaps", "-n", "default"}, false},
+		{node, []string{"update", "endpointslices.discovery.k8s.io", "-n", "default"}, false},
+		{node, []string{"patch", "statefulsets.apps", "-n", "default"}, false},
 	}
 	for _, tc := range cases {
 		args := append([]string{"auth", "can-i", "--as", tc.as}, tc.args...)
+		if tc.as == node {
+			args = append([]string{"auth", "can-i", "--as", tc.as, "--as-group", "system:nodes"}, tc.args...)
+		}
 		out, err := k.run("", args...)
 		// kubectl warns on stderr about cluster-scoped resources; the answer is the last word.
 		words := strings.Fields(out)
