@@ -36,16 +36,16 @@ type env struct {
 	ext   apiextensionsclient.Interface
 }
 
+// newEnv starts a control plane with the CRDs installed before any
+// kube-controller-manager starts.
 func newEnv(t testing.TB, opts controlplane.Options) *env {
 	t.Helper()
-	cp := controlplane.StartForTest(t, opts)
-	e := newEnvClients(cp)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := EnsureCRDs(ctx, e.ext); err != nil {
-		t.Fatal(err)
+	opts.BeforeControllers = func(ctx context.Context, cfg *rest.Config) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		return EnsureCRDs(ctx, apiextensionsclient.NewForConfigOrDie(cfg))
 	}
-	return e
+	return newEnvClients(controlplane.StartForTest(t, opts))
 }
 
 // newEnvClients builds admin clients; no CRDs installed.

@@ -23,19 +23,22 @@ const (
 // benchCluster fills bare caches with 10,000 topology Services of 10
 // endpoints each on 1,000 nodes in 10 nodeunits; the endpoints of the first
 // `hot` Services include one on node "hot".
-func benchCluster(hot int) Caches {
+func benchCluster(hot int) Caches { return sizedCluster(benchServices, benchNodes, hot) }
+
+// sizedCluster is benchCluster's layout with services Services on nodes nodes.
+func sizedCluster(services, nodes, hot int) Caches {
 	c := Caches{
 		Services:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		Endpoints:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, endpointsIndexers),
 		EndpointSlices: cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
 		Nodes:          cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 	}
-	for i := range benchNodes {
+	for i := range nodes {
 		_ = c.Nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i), Labels: map[string]string{"zone1": fmt.Sprintf("u%d", i%10)}}})
 	}
 	_ = c.Nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hot", Labels: map[string]string{"zone1": "u0"}}})
 	port, proto := int32(80), corev1.ProtocolTCP
-	for i := range benchServices {
+	for i := range services {
 		name := fmt.Sprintf("s%d", i)
 		_ = c.Services.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name,
 			Annotations: map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1"]`}}})
@@ -45,7 +48,7 @@ func benchCluster(hot int) Caches {
 			Ports:       []discoveryv1.EndpointPort{{Port: &port, Protocol: &proto}},
 		}
 		for j := range benchEndpoints {
-			node := fmt.Sprintf("n%d", (i*benchEndpoints+j)%benchNodes)
+			node := fmt.Sprintf("n%d", (i*benchEndpoints+j)%nodes)
 			if j == 0 && i < hot {
 				node = "hot"
 			}

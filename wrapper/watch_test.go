@@ -76,6 +76,7 @@ func TestWatchEndsWhileWriteBlocked(t *testing.T) {
 		{"http2 client cancels", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a server of its own; two cases wait out timeoutSeconds
 			s := readyServer(t, Options{WatchWriteTimeout: time.Hour})
 			ts := httptest.NewUnstartedServer(s.Handler())
 			client := tinyReceiveBufferClient()

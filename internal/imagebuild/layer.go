@@ -3,6 +3,7 @@ package imagebuild
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"io"
 	"io/fs"
 	"path"
@@ -58,9 +59,24 @@ func NewLayer(files []File, mtime time.Time) (v1.Layer, error) {
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	data := buf.Bytes()
+	// Compressed once, here: given the tar stream, the layer would gzip it
+	// again for its digest, for the layout and for every push (a binary of
+	// tens of MB each time). Same level as tarball's default, so the same
+	// bytes and digests.
+	var gz bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(buf.Bytes()); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	compressed := gz.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
+		return io.NopCloser(bytes.NewReader(compressed)), nil
 	}, tarball.WithMediaType(types.OCILayer))
 }
 

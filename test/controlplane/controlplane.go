@@ -50,6 +50,11 @@ type Options struct {
 	Dir string
 	// StartTimeout bounds start-up of each component (default 60s).
 	StartTimeout time.Duration
+	// BeforeControllers, if set, runs once the apiserver is ready and before
+	// kube-controller-manager and kube-scheduler start: CRDs installed there
+	// are watched by the garbage collector from its start, not only after
+	// its next discovery resync (every 30 s).
+	BeforeControllers func(ctx context.Context, cfg *rest.Config) error
 }
 
 // ControlPlane is a running control plane.
@@ -154,6 +159,11 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	}
 	if err := cp.StartAPIServer(ctx); err != nil {
 		return nil, err
+	}
+	if opts.BeforeControllers != nil {
+		if err := opts.BeforeControllers(ctx, rest.CopyConfig(cp.Config)); err != nil {
+			return nil, fmt.Errorf("before the controllers: %w", err)
+		}
 	}
 	if opts.ControllerManager {
 		if err := cp.startControllerManager(ctx); err != nil {
