@@ -16,9 +16,10 @@ import (
 
 const (
 	// defaultSnapshotInterval bounds how often the snapshot is rewritten
-	// (only when the index changed): an edge node's flash wears with every
-	// write, and a minute of staleness is small next to an outage.
-	defaultSnapshotInterval = time.Minute
+	// (only when the index changed, so a quiet grid writes nothing): the
+	// wrapper's bound too, so a node that loses power comes back with grid
+	// names no further behind than its Service rules.
+	defaultSnapshotInterval = 10 * time.Second
 	minSnapshotInterval     = time.Second
 	maxSnapshotInterval     = 24 * time.Hour
 	// snapshotRefresh rewrites an unchanged snapshot now and then while

@@ -333,8 +333,8 @@ func rebootWithCloudAway(ctx context.Context, t *testing.T, client kubernetes.In
 	}
 
 	// The power goes only once the node's components have persisted what
-	// they serve (gridhosts writes at most once a minute, the wrapper every
-	// 10s after a change): a cut right after a change loses that change.
+	// they serve (each writes at most every 10s, after a change): a cut right
+	// after a change loses that change.
 	eventually(ctx, t, 0, n.Name+": the wrapper's and gridhosts' snapshots on the node hold the grids", func(ctx context.Context) error {
 		for file, needles := range map[string][]string{
 			n.HostPath("/var/lib/application-grid-wrapper/snapshot.pb"): wantIPs,
