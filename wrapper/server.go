@@ -62,6 +62,9 @@ type Options struct {
 	SnapshotInterval time.Duration
 	// SnapshotMaxAge ignores snapshots written longer ago (0: no limit).
 	SnapshotMaxAge time.Duration
+	// AllowedHosts are the Host names (besides localhost and loopback
+	// addresses, always accepted) requests may carry; "*" accepts any.
+	AllowedHosts []string
 }
 
 // Defaults of the event log's bounds (per resource).
@@ -267,7 +270,7 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 func (s *Server) Handler() http.Handler {
 	mux := s.opsMux()
 	mux.HandleFunc("/", s.serveAPI)
-	return withRequestLog(mux)
+	return withRequestLog(withHostCheck(mux, s.opts.AllowedHosts))
 }
 
 // OpsHandler serves only /healthz, /livez, /readyz, /metrics and (with Debug)
@@ -303,6 +306,11 @@ func (s *Server) opsMux() *http.ServeMux {
 // serveAPI serves the wrapper's resources, forwards the few other requests
 // kube-proxy makes and refuses the rest.
 func (s *Server) serveAPI(w http.ResponseWriter, req *http.Request) {
+	if err := pathError(req.URL); err != nil {
+		setLabels(w, "denied", "denied")
+		s.writeError(w, req, nil, err)
+		return
+	}
 	info, err := s.reqInfo.NewRequestInfo(req)
 	if err != nil {
 		s.writeError(w, req, nil, apierrors.NewBadRequest(err.Error()))

@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -46,6 +48,7 @@ func run(ctx context.Context, args []string) error {
 		certFile     = fs.String("tls-cert-file", "", "serving certificate (PEM); plain HTTP when empty")
 		keyFile      = fs.String("tls-private-key-file", "", "serving certificate's private key (PEM)")
 		clientCA     = fs.String("client-ca-file", "", "CA bundle: when set, clients must present a certificate it signed")
+		clientNames  = fs.String("client-allowed-names", "", "comma-separated Common Names: with --client-ca-file, only a client certificate with one of these names is accepted (empty: any the CA signed)")
 		metricsAddr  = fs.String("metrics-bind-address", "", "extra plain-HTTP address for /healthz, /readyz, /metrics (and /debug/pprof); none when empty")
 		debug        = fs.Bool("debug", false, "serve pprof under /debug/pprof/")
 		bookmarks    = fs.Duration("bookmark-interval", 30*time.Second, "interval between BOOKMARK events to watchers that allow them")
@@ -79,6 +82,10 @@ func run(ctx context.Context, args []string) error {
 	if *clientCA != "" && *certFile == "" {
 		return errors.New("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
 	}
+	allowedNames := splitNames(*clientNames)
+	if len(allowedNames) > 0 && *clientCA == "" {
+		return errors.New("--client-allowed-names needs --client-ca-file")
+	}
 	if *clientCA == "" && !isLoopback(*bindAddress) {
 		return fmt.Errorf("--bind-address %s is not a loopback address: it needs --client-ca-file (and TLS), or anyone who reaches it acts with the wrapper's credentials", *bindAddress)
 	}
@@ -99,6 +106,7 @@ func run(ctx context.Context, args []string) error {
 		NodeName: *nodeName, Upstream: cfg, Debug: *debug,
 		BookmarkInterval: *bookmarks, WatchWriteTimeout: *writeTimeout, WatchMaxLagBytes: int64(maxLag), EventLogBytes: int64(eventLog),
 		StateDir: *stateDir, SnapshotInterval: *snapInterval, SnapshotMaxAge: *snapMaxAge,
+		AllowedHosts: allowedHosts(*bindAddress),
 	})
 	if err != nil {
 		return err
@@ -129,6 +137,9 @@ func run(ctx context.Context, args []string) error {
 				return fmt.Errorf("%s holds no PEM certificate", *clientCA)
 			}
 			tlsCfg.ClientCAs, tlsCfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+			if len(allowedNames) > 0 {
+				tlsCfg.VerifyConnection = requireClientName(allowedNames)
+			}
 		}
 		httpSrv.TLSConfig = tlsCfg
 	}
@@ -185,6 +196,48 @@ func (b *byteSize) Set(v string) error {
 	}
 	*b = byteSize(q.Value())
 	return nil
+}
+
+// splitNames splits a comma-separated flag value, dropping empty entries.
+func splitNames(v string) []string {
+	var out []string
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// requireClientName accepts a verified client certificate only when its
+// Common Name is one of names: a CA that signs certificates for other
+// purposes (a cluster CA) must not admit all of them, as the apiserver's
+// --requestheader-allowed-names does for front proxies.
+func requireClientName(names []string) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("no client certificate")
+		}
+		cn := cs.PeerCertificates[0].Subject.CommonName
+		if !slices.Contains(names, cn) {
+			return fmt.Errorf("client certificate %q is not one of --client-allowed-names", cn)
+		}
+		return nil
+	}
+}
+
+// allowedHosts are the Host names requests may carry besides loopback ones:
+// a non-loopback bind address's own host, or any when it listens on every
+// address (the client certificate admits clients there).
+func allowedHosts(bindAddress string) []string {
+	host, _, err := net.SplitHostPort(bindAddress)
+	if err != nil || isLoopback(bindAddress) {
+		return nil
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return []string{"*"}
+	}
+	return []string{host}
 }
 
 // isLoopback reports whether addr (host:port) listens on loopback only.
