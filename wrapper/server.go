@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -62,6 +61,13 @@ type Options struct {
 	SnapshotInterval time.Duration
 	// SnapshotMaxAge ignores snapshots written longer ago (0: no limit).
 	SnapshotMaxAge time.Duration
+	// RequestWriteTimeout bounds the write of every answer but a watch
+	// (default DefaultRequestWriteTimeout).
+	RequestWriteTimeout time.Duration
+	// MaxRequestsInFlight caps requests other than watches served at once,
+	// MaxWatches watches; beyond, 429 with Retry-After (defaults
+	// DefaultMaxRequestsInFlight, DefaultMaxWatches).
+	MaxRequestsInFlight, MaxWatches int
 	// AllowedHosts are the Host names (besides localhost and loopback
 	// addresses, always accepted) requests may carry; "*" accepts any.
 	AllowedHosts []string
@@ -113,6 +119,15 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.WatchWriteTimeout <= 0 {
 		opts.WatchWriteTimeout = 30 * time.Second
+	}
+	if opts.RequestWriteTimeout <= 0 {
+		opts.RequestWriteTimeout = DefaultRequestWriteTimeout
+	}
+	if opts.MaxRequestsInFlight <= 0 {
+		opts.MaxRequestsInFlight = DefaultMaxRequestsInFlight
+	}
+	if opts.MaxWatches <= 0 {
+		opts.MaxWatches = DefaultMaxWatches
 	}
 	if opts.StartVersion == 0 {
 		opts.StartVersion = uint64(time.Now().UnixNano())
@@ -269,7 +284,7 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 // Handler returns the wrapper's HTTP handler: the API plus OpsHandler's paths.
 func (s *Server) Handler() http.Handler {
 	mux := s.opsMux()
-	mux.HandleFunc("/", s.serveAPI)
+	mux.Handle("/", s.withLimits(http.HandlerFunc(s.serveAPI)))
 	return withRequestLog(withHostCheck(mux, s.opts.AllowedHosts))
 }
 
@@ -306,16 +321,7 @@ func (s *Server) opsMux() *http.ServeMux {
 // serveAPI serves the wrapper's resources, forwards the few other requests
 // kube-proxy makes and refuses the rest.
 func (s *Server) serveAPI(w http.ResponseWriter, req *http.Request) {
-	if err := pathError(req.URL); err != nil {
-		setLabels(w, "denied", "denied")
-		s.writeError(w, req, nil, err)
-		return
-	}
-	info, err := s.reqInfo.NewRequestInfo(req)
-	if err != nil {
-		s.writeError(w, req, nil, apierrors.NewBadRequest(err.Error()))
-		return
-	}
+	info, _ := request.RequestInfoFrom(req.Context()) // set by withLimits
 	if r := s.route(req, info); r != nil {
 		setLabels(w, info.Verb, r.name)
 		s.serveResource(w, req, info, r)

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -53,6 +54,10 @@ func run(ctx context.Context, args []string) error {
 		debug        = fs.Bool("debug", false, "serve pprof under /debug/pprof/")
 		bookmarks    = fs.Duration("bookmark-interval", 30*time.Second, "interval between BOOKMARK events to watchers that allow them")
 		writeTimeout = fs.Duration("watch-write-timeout", 30*time.Second, "a watch whose client takes no batch of events for this long is cut off (it then resumes or relists)")
+		reqTimeout   = fs.Duration("request-write-timeout", wrapper.DefaultRequestWriteTimeout, "an answer other than a watch that its client does not take within this is cut off")
+		maxInFlight  = fs.Int("max-requests-inflight", wrapper.DefaultMaxRequestsInFlight, "requests other than watches served at once; beyond, 429 with Retry-After")
+		maxWatches   = fs.Int("max-watches", wrapper.DefaultMaxWatches, "watches served at once; beyond, 429 with Retry-After")
+		maxConns     = fs.Int("max-connections", defaultMaxConnections, "client connections open at once; more wait to be accepted")
 		maxLag       = byteSize(wrapper.DefaultWatchMaxLagBytes)
 		eventLog     = byteSize(wrapper.DefaultEventLogBytes)
 		stateDir     = fs.String("state-dir", "", "directory for the snapshot of what is served (Services, EndpointSlices, Endpoints, this Node), served at start-up until upstream answers; nothing is kept on disk when empty (the DaemonSet sets /var/lib/application-grid-wrapper)")
@@ -106,7 +111,8 @@ func run(ctx context.Context, args []string) error {
 		NodeName: *nodeName, Upstream: cfg, Debug: *debug,
 		BookmarkInterval: *bookmarks, WatchWriteTimeout: *writeTimeout, WatchMaxLagBytes: int64(maxLag), EventLogBytes: int64(eventLog),
 		StateDir: *stateDir, SnapshotInterval: *snapInterval, SnapshotMaxAge: *snapMaxAge,
-		AllowedHosts: allowedHosts(*bindAddress),
+		AllowedHosts:        allowedHosts(*bindAddress),
+		RequestWriteTimeout: *reqTimeout, MaxRequestsInFlight: *maxInFlight, MaxWatches: *maxWatches,
 	})
 	if err != nil {
 		return err
@@ -114,11 +120,18 @@ func run(ctx context.Context, args []string) error {
 
 	logger := klog.FromContext(ctx)
 
+	if *maxConns < 1 || *maxInFlight < 1 || *maxWatches < 1 {
+		return errors.New("--max-connections, --max-requests-inflight and --max-watches must be at least 1")
+	}
 	ln, err := net.Listen("tcp", *bindAddress)
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second,
+	// Connections past the cap wait in the kernel's accept queue, costing the
+	// wrapper nothing; a connection that sends no request (headers within
+	// ReadHeaderTimeout) or stays idle past IdleTimeout is closed.
+	ln = netutil.LimitListener(ln, *maxConns)
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	if *certFile != "" {
 		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -177,6 +190,13 @@ func run(ctx context.Context, args []string) error {
 	}
 	return err
 }
+
+// Bounds on connections: kube-proxy holds one or two (HTTP/2 multiplexes).
+const (
+	defaultMaxConnections = 100
+	readHeaderTimeout     = 30 * time.Second
+	idleTimeout           = 90 * time.Second
+)
 
 // byteSize is a flag holding a positive size written as a Kubernetes
 // quantity (4Mi, 64Mi, 1000000).
