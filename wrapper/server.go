@@ -59,7 +59,8 @@ type Options struct {
 	// SnapshotInterval is the most often a snapshot is written after a
 	// change (default 10s); one more is written on a clean shutdown.
 	SnapshotInterval time.Duration
-	// SnapshotMaxAge ignores snapshots written longer ago (0: no limit).
+	// SnapshotMaxAge ignores snapshots written longer ago (0:
+	// DefaultSnapshotMaxAge; negative: no limit).
 	SnapshotMaxAge time.Duration
 	// RequestWriteTimeout bounds the write of every answer but a watch
 	// (default DefaultRequestWriteTimeout).
@@ -98,6 +99,11 @@ type Server struct {
 	// Snapshot hooks (snapshot_serve.go).
 	persist    *persister               // nil without a StateDir
 	seededFrom atomic.Pointer[snapshot] // the snapshot served until upstream confirms it
+	// snapshotRefused: upstream answered in a way that rules the snapshot
+	// out (snapshot_trust.go).
+	snapshotRefused atomic.Bool
+	// upstreamRefusal is the last 401/403/certificate error from upstream.
+	upstreamRefusal atomic.Value
 }
 
 // New builds a Server; Run starts it.
@@ -119,6 +125,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.WatchWriteTimeout <= 0 {
 		opts.WatchWriteTimeout = 30 * time.Second
+	}
+	if opts.SnapshotMaxAge == 0 {
+		opts.SnapshotMaxAge = DefaultSnapshotMaxAge
 	}
 	if opts.RequestWriteTimeout <= 0 {
 		opts.RequestWriteTimeout = DefaultRequestWriteTimeout
@@ -213,6 +222,14 @@ func New(opts Options) (*Server, error) {
 		// seeded objects that were not confirmed be dropped.
 		s.synced = append(s.synced, reg.HasSynced)
 	}
+	for _, inf := range []cache.SharedIndexInformer{svcInf, epInf, sliceInf, nodeInf, selfInf} {
+		if err := s.watchUpstreamErrors(inf); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := selfInf.AddEventHandler(s.selfNodeIdentityHandler(klog.Background())); err != nil {
+		return nil, err
+	}
 	s.start = func(ctx context.Context) {
 		factory.Start(ctx.Done())
 		nodeFactory.Start(ctx.Done())
@@ -225,6 +242,7 @@ func New(opts Options) (*Server, error) {
 // ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	s.checkUpstreamAtStart(ctx, logger)
 	s.serveSnapshot(logger)
 	defer s.ready.Store(false)
 	defer s.stopServingSnapshot()

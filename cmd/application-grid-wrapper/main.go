@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string) error {
 		eventLog     = byteSize(wrapper.DefaultEventLogBytes)
 		stateDir     = fs.String("state-dir", "", "directory for the snapshot of what is served (Services, EndpointSlices, Endpoints, this Node), served at start-up until upstream answers; nothing is kept on disk when empty (the DaemonSet sets /var/lib/application-grid-wrapper)")
 		snapInterval = fs.Duration("snapshot-interval", 10*time.Second, "the most often the snapshot is rewritten after a change (and once more on a clean shutdown)")
-		snapMaxAge   = fs.Duration("snapshot-max-age", 0, "ignore a snapshot written longer ago than this at start-up; 0 serves any")
+		snapMaxAge   = fs.Duration("snapshot-max-age", wrapper.DefaultSnapshotMaxAge, "ignore a snapshot written longer ago than this at start-up; 0 serves any")
 		chownState   = fs.String("chown-state-dir", "", "UID:GID: create --state-dir, give it to UID:GID with mode 0700 and exit (for a root init container; a hostPath DirectoryOrCreate is created root-owned)")
 		printVersion = fs.Bool("version", false, "print the version and exit")
 	)
@@ -107,6 +107,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	cfg.UserAgent = "application-grid-wrapper/" + version.Version
 
+	if *snapMaxAge == 0 {
+		*snapMaxAge = -1 // Options: negative is no limit
+	}
 	srv, err := wrapper.New(wrapper.Options{
 		NodeName: *nodeName, Upstream: cfg, Debug: *debug,
 		BookmarkInterval: *bookmarks, WatchWriteTimeout: *writeTimeout, WatchMaxLagBytes: int64(maxLag), EventLogBytes: int64(eventLog),
