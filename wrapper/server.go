@@ -164,10 +164,26 @@ func New(opts Options) (*Server, error) {
 		},
 	}
 	snap := s.loadSnapshot()
-	clock := NewClock(opts.StartVersion)
+	start := opts.StartVersion
 	if snap != nil {
-		clock = NewClock(max(opts.StartVersion, snap.maxVersion()+1))
+		start = max(start, snap.maxVersion()+1)
 	}
+	var reservation *rvReservation
+	if opts.StateDir != "" {
+		// Unreadable (only a damaged disk: it is written atomically): serve
+		// on, with the clock and the snapshot as the only floor.
+		reserved, err := loadRVReservation(opts.StateDir)
+		if err != nil {
+			klog.Background().Error(err, "Ignoring the resourceVersion reservation: versions may repeat if the clock was stepped back")
+		}
+		start = max(start, reserved+1)
+		// The start version itself is served (lists of an unchanged store):
+		// reserve it before anything is.
+		reservation = &rvReservation{dir: opts.StateDir}
+		reservation.cover(start)
+	}
+	clock := NewClock(start)
+	clock.reserve = reservation
 	stores := map[string]*Store{}
 	for _, r := range servedResources {
 		st := NewStore(r.name, clock, r.newEmpty, r.fields, LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes})

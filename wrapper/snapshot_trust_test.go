@@ -2,10 +2,13 @@ package wrapper_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +131,93 @@ func TestSnapshotOnlyForAnOutage(t *testing.T) {
 			t.Fatalf("GET the old cluster's Service: %d %v; want 404", code, err)
 		}
 	})
+}
+
+// TestVersionsNeverRepeatAfterCrashAndClockStepBack: the wrapper hands out
+// versions after its last snapshot, then crashes (no final snapshot: the
+// state directory keeps the earlier one), and the next process starts with
+// its clock an hour behind. Its versions must start above everything the
+// crashed one served, or a watcher resuming from one of those would get
+// another object's events under it, or none.
+func TestVersionsNeverRepeatAfterCrashAndClockStepBack(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := adminClient(cp)
+	createNodes(t, admin)
+	ns := "clock"
+	createNamespace(t, admin, ns)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	snapPath := filepath.Join(stateDir, "snapshot.pb")
+	now := uint64(time.Now().UnixNano())
+	opts := wrapper.Options{StateDir: stateDir, SnapshotInterval: time.Hour, StartVersion: now}
+	w := startWrapper(t, cp, "node0", "", opts)
+
+	// The snapshot written once ready; later changes are not in it.
+	var early []byte
+	eventually(t, "the first snapshot", 2*time.Minute, func(context.Context) (bool, error) {
+		b, err := os.ReadFile(snapPath)
+		early = b
+		return err == nil && len(b) > 0, nil
+	})
+	listRV := func(url string) uint64 {
+		t.Helper()
+		l, err := clientFor(t, url, "").CoreV1().Services("").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := strconv.ParseUint(l.ResourceVersion, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for i := range 5 {
+		createService(t, admin, ns, fmt.Sprintf("after-snapshot-%d", i), "")
+	}
+	eventually(t, "the new Services served", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		l, err := clientFor(t, w.URL(), "").CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 5, err
+	})
+	served := listRV(w.URL())
+
+	// The crash: the final snapshot a clean stop writes never reaches the
+	// disk, which keeps the early one.
+	w.Stop()
+	if err := os.WriteFile(snapPath, early, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts.StartVersion = now - uint64(time.Hour) // the clock stepped back an hour
+	w = startWrapper(t, cp, "node0", "", opts)
+	createService(t, admin, ns, "after-restart", "")
+	eventually(t, "the restarted wrapper serves the new Service", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := clientFor(t, w.URL(), "").CoreV1().Services(ns).Get(ctx, "after-restart", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	// Every version of the new process, from its start on, is above what
+	// the crashed one served.
+	l, err := clientFor(t, w.URL(), "").CoreV1().Services(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range l.Items {
+		v, _ := strconv.ParseUint(s.ResourceVersion, 10, 64)
+		if v <= served {
+			t.Errorf("Service %s served at version %d by the restarted wrapper; the crashed one had served up to %d", s.Name, v, served)
+		}
+	}
+	// A watch resuming from the crashed process's last version is told to
+	// relist (410), never resumed in another history.
+	wi, err := clientFor(t, w.URL(), "").CoreV1().Services("").Watch(t.Context(), metav1.ListOptions{ResourceVersion: strconv.FormatUint(served, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wi.Stop()
+	select {
+	case ev := <-wi.ResultChan():
+		st, ok := ev.Object.(*metav1.Status)
+		if ev.Type != "ERROR" || !ok || st.Code != http.StatusGone {
+			t.Fatalf("watch from %d: %s %v; want ERROR 410", served, ev.Type, ev.Object)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("watch from the crashed process's version: no event")
+	}
 }
