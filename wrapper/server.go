@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/http/pprof"
 	"strconv"
 	"sync/atomic"
@@ -69,6 +70,9 @@ type Options struct {
 	// MaxWatches watches; beyond, 429 with Retry-After (defaults
 	// DefaultMaxRequestsInFlight, DefaultMaxWatches).
 	MaxRequestsInFlight, MaxWatches int
+	// LocalEndpointRanges bound where the local-endpoint annotations may
+	// redirect default/kubernetes (nil: DefaultLocalEndpointRanges).
+	LocalEndpointRanges []netip.Prefix
 	// AllowedHosts are the Host names (besides localhost and loopback
 	// addresses, always accepted) requests may carry; "*" accepts any.
 	AllowedHosts []string
@@ -222,6 +226,9 @@ func New(opts Options) (*Server, error) {
 		Services: svcInf.GetIndexer(), Endpoints: epInf.GetIndexer(),
 		EndpointSlices: sliceInf.GetIndexer(), Nodes: nodeInf.GetIndexer(),
 	}, s.stores)
+	if opts.LocalEndpointRanges != nil {
+		s.syncer.localRanges = opts.LocalEndpointRanges
+	}
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"slices"
@@ -58,6 +59,7 @@ func run(ctx context.Context, args []string) error {
 		maxInFlight  = fs.Int("max-requests-inflight", wrapper.DefaultMaxRequestsInFlight, "requests other than watches served at once; beyond, 429 with Retry-After")
 		maxWatches   = fs.Int("max-watches", wrapper.DefaultMaxWatches, "watches served at once; beyond, 429 with Retry-After")
 		maxConns     = fs.Int("max-connections", defaultMaxConnections, "client connections open at once; more wait to be accepted")
+		localRanges  = fs.String("local-endpoint-ranges", prefixList(wrapper.DefaultLocalEndpointRanges), "comma-separated CIDRs the superedge.io/local-endpoint annotation of default/kubernetes may point to; any other address leaves it unchanged")
 		maxLag       = byteSize(wrapper.DefaultWatchMaxLagBytes)
 		eventLog     = byteSize(wrapper.DefaultEventLogBytes)
 		stateDir     = fs.String("state-dir", "", "directory for the snapshot of what is served (Services, EndpointSlices, Endpoints, this Node), served at start-up until upstream answers; nothing is kept on disk when empty (the DaemonSet sets /var/lib/application-grid-wrapper)")
@@ -95,8 +97,11 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("--bind-address %s is not a loopback address: it needs --client-ca-file (and TLS), or anyone who reaches it acts with the wrapper's credentials", *bindAddress)
 	}
 
+	ranges, err := parsePrefixes(*localRanges)
+	if err != nil {
+		return fmt.Errorf("--local-endpoint-ranges: %w", err)
+	}
 	var cfg *rest.Config
-	var err error
 	if *kubeconfig != "" {
 		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	} else {
@@ -115,6 +120,7 @@ func run(ctx context.Context, args []string) error {
 		BookmarkInterval: *bookmarks, WatchWriteTimeout: *writeTimeout, WatchMaxLagBytes: int64(maxLag), EventLogBytes: int64(eventLog),
 		StateDir: *stateDir, SnapshotInterval: *snapInterval, SnapshotMaxAge: *snapMaxAge,
 		AllowedHosts:        allowedHosts(*bindAddress),
+		LocalEndpointRanges: ranges,
 		RequestWriteTimeout: *reqTimeout, MaxRequestsInFlight: *maxInFlight, MaxWatches: *maxWatches,
 	})
 	if err != nil {
@@ -219,6 +225,28 @@ func (b *byteSize) Set(v string) error {
 	}
 	*b = byteSize(q.Value())
 	return nil
+}
+
+// prefixList writes CIDRs as a flag value.
+func prefixList(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ",")
+}
+
+// parsePrefixes reads a comma-separated list of CIDRs; empty allows none.
+func parsePrefixes(v string) ([]netip.Prefix, error) {
+	out := []netip.Prefix{}
+	for _, n := range splitNames(v) {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // splitNames splits a comma-separated flag value, dropping empty entries.

@@ -157,6 +157,17 @@ func TestAllowedHosts(t *testing.T) {
 	}
 }
 
+func TestLocalEndpointRangesFlag(t *testing.T) {
+	err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--local-endpoint-ranges", "127.0.0.1"})
+	if err == nil || !strings.Contains(err.Error(), "--local-endpoint-ranges") {
+		t.Fatalf("got %v, want a refusal naming --local-endpoint-ranges", err)
+	}
+	ps, err := parsePrefixes("127.0.0.0/8, 169.254.20.11/32")
+	if err != nil || len(ps) != 2 || prefixList(ps) != "127.0.0.0/8,169.254.20.11/32" {
+		t.Fatalf("parsePrefixes: %v %v", ps, err)
+	}
+}
+
 func TestChownStateDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	for _, bad := range []string{"65532", "a:b", "-1:0", "1:"} {
