@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -219,5 +220,66 @@ func TestVersionsNeverRepeatAfterCrashAndClockStepBack(t *testing.T) {
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatal("watch from the crashed process's version: no event")
+	}
+}
+
+// TestSnapshotTakenOffWhenUpstreamReturnsRefusing: the wrapper starts
+// during an outage and serves its snapshot; upstream comes back but now
+// refuses the wrapper (its RBAC was removed meanwhile). That is no longer an
+// outage: the snapshot is taken off (not ready, 429), and /readyz says why.
+func TestSnapshotTakenOffWhenUpstreamReturnsRefusing(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := adminClient(cp)
+	createNodes(t, admin)
+	createNamespace(t, admin, "trust")
+	createService(t, admin, "trust", "old", "")
+	ctx := t.Context()
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "wrapper-reader"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"services", "endpoints", "nodes"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "wrapper-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "wrapper-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "wrapper-user"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := cp.IssueClientCertificate("wrapper-user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := wrapper.Options{StateDir: filepath.Join(t.TempDir(), "state"), SnapshotInterval: 100 * time.Millisecond,
+		Upstream: &rest.Config{Host: cp.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: cp.CACertificate(), CertData: certPEM, KeyData: keyPEM}}}
+	w := startWrapper(t, cp, "node0", "", opts)
+	w.Stop()
+
+	if err := admin.RbacV1().ClusterRoleBindings().Delete(ctx, "wrapper-reader", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cp.StopAPIServer()
+	w = startWrapper(t, cp, "node0", "", opts) // ready from the snapshot: upstream is away
+	if code, body := readyz(t, w); code != http.StatusOK || !strings.Contains(body, "serving the snapshot") {
+		t.Fatalf("/readyz during the outage: %d %q", code, body)
+	}
+	if err := cp.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the snapshot taken off with the refusal on /readyz", 2*time.Minute, func(context.Context) (bool, error) {
+		code, body := readyz(t, w)
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "not serving the snapshot") && strings.Contains(body, "forbidden"), nil
+	})
+	resp, err := http.Get(w.URL() + "/api/v1/namespaces/trust/services/old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("GET a snapshot Service after upstream refused: %d, want 429", resp.StatusCode)
 	}
 }
