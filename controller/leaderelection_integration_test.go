@@ -121,3 +121,73 @@ func TestMetricsAndHealth(t *testing.T) {
 		return nil
 	})
 }
+
+// TestReleasesLeaseAfterWorkersStop: on SIGTERM (its context ending) the
+// leader gives up its Lease only once its workers have returned, so the next
+// leader never works beside it; and it does give it up.
+func TestReleasesLeaseAfterWorkersStop(t *testing.T) {
+	e := newEnv(t, controlplane.Options{})
+	o := DefaultOptions()
+	o.Config = e.cp.Config
+	o.LeaderElectionNamespace, o.LeaderElectionIdentity = "default", "only"
+	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 200*time.Millisecond
+	o.ManageCRDs, o.SuperEdgeLock = false, ""
+	o.MetricsBindAddress, o.HealthBindAddress = "0", "0"
+	m, err := NewManager(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := func(ctx context.Context) (string, error) {
+		l, err := e.kube.CoordinationV1().Leases("default").Get(ctx, "application-grid-controller", metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		if l.Spec.HolderIdentity == nil {
+			return "", nil
+		}
+		return *l.Spec.HolderIdentity, nil
+	}
+	working := make(chan struct{})
+	var releasedWhileWorking []string
+	m.workHook = func(ctx context.Context) error {
+		close(working)
+		<-ctx.Done()
+		// Workers still finishing (a slow write, a drain): the Lease must
+		// stay held all along. Watch it for ten renew periods.
+		for range 10 {
+			h, err := holder(context.Background())
+			if err != nil {
+				t.Errorf("read Lease while stopping: %v", err)
+			}
+			if h != "only" {
+				releasedWhileWorking = append(releasedWhileWorking, fmt.Sprintf("holder %q", h))
+				return nil
+			}
+			time.Sleep(o.RetryPeriod)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	select {
+	case <-working:
+	case <-time.After(convergeFloor):
+		t.Fatal("never started leading")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(convergeFloor):
+		t.Fatal("Run did not return")
+	}
+	if len(releasedWhileWorking) > 0 {
+		t.Fatalf("Lease released while the workers were still running: %v", releasedWhileWorking)
+	}
+	if h, err := holder(t.Context()); err != nil || h != "" {
+		t.Fatalf("after Run returned the Lease is held by %q (%v), want released", h, err)
+	}
+}

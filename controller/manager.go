@@ -103,6 +103,10 @@ type Manager struct {
 	watchdog  *leaderelection.HealthzAdaptor
 	leading   atomic.Bool
 	synced    atomic.Bool
+	// paused: leading, but not reconciling while SuperEdge's controller runs.
+	paused atomic.Bool
+	// workHook replaces the controllers' work (tests of the lifecycle).
+	workHook func(ctx context.Context) error
 }
 
 // NewManager builds clients and binds the HTTP listeners (so their
@@ -176,6 +180,8 @@ func (m *Manager) handler(name string) http.Handler {
 			switch {
 			case m.opts.LeaderElect && !m.leading.Load():
 				_, _ = w.Write([]byte("ok: standby, waiting for leadership"))
+			case m.paused.Load():
+				_, _ = w.Write([]byte("ok: not reconciling while SuperEdge's application-grid-controller holds its leader lock"))
 			case m.synced.Load():
 				_, _ = w.Write([]byte("ok"))
 			default:
@@ -226,9 +232,23 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	var leadErr error
 	started, done := make(chan struct{}), make(chan struct{})
-	// A leader whose work failed must not keep renewing the lease idly.
-	leCtx, stopElection := context.WithCancel(ctx)
+	// The elector gets a context of its own: with ReleaseOnCancel it gives up
+	// the Lease the moment that context ends, so it ends only once the
+	// workers have returned (or before they ever started); otherwise the next
+	// leader would start while this one still writes.
+	leCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElection()
+	var stateMu sync.Mutex
+	leadingStarted, stopping := false, false
+	stopWatching := context.AfterFunc(ctx, func() {
+		stateMu.Lock()
+		defer stateMu.Unlock()
+		stopping = true
+		if !leadingStarted {
+			stopElection()
+		}
+	})
+	defer stopWatching()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   m.opts.LeaseDuration,
@@ -238,13 +258,26 @@ func (m *Manager) Run(ctx context.Context) error {
 		WatchDog:        m.watchdog,
 		Name:            m.opts.LeaderElectionName,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			OnStartedLeading: func(leaderCtx context.Context) {
+				stateMu.Lock()
+				if stopping {
+					stateMu.Unlock()
+					return // the election is already being stopped
+				}
+				leadingStarted = true
+				stateMu.Unlock()
 				close(started)
 				defer close(done)
+				// A leader whose work ended (or failed) must not keep
+				// renewing the lease idly; this releases it.
 				defer stopElection()
+				// Work ends when leadership is lost or the process stops.
+				workCtx, stopWork := context.WithCancel(leaderCtx)
+				defer stopWork()
+				defer context.AfterFunc(ctx, stopWork)()
 				logger.Info("Started leading", "identity", id)
 				m.leading.Store(true)
-				leadErr = m.lead(ctx, recorder)
+				leadErr = m.lead(workCtx, recorder)
 			},
 			OnStoppedLeading: func() { logger.Info("Stopped leading", "identity", id) },
 		},
@@ -277,25 +310,54 @@ func (m *Manager) newRecorder(ctx context.Context) (record.EventBroadcaster, rec
 	return broadcaster, broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "application-grid-controller"})
 }
 
-// lead does the leader's work: CRDs, informers, controllers.
+// lead does the leader's work: CRDs, informers, controllers; never while
+// SuperEdge's controller leads, also when it appears later.
 func (m *Manager) lead(ctx context.Context, recorder record.EventRecorder) error {
-	logger := klog.FromContext(ctx)
 	if recorder == nil {
 		broadcaster, r := m.newRecorder(ctx)
 		defer broadcaster.Shutdown()
 		recorder = r
 	}
-	if m.opts.SuperEdgeLock != "" {
-		ns, name, ok := strings.Cut(m.opts.SuperEdgeLock, "/")
-		if !ok || ns == "" || name == "" {
-			return fmt.Errorf("SuperEdge lock %q: want namespace/name", m.opts.SuperEdgeLock)
-		}
-		ownLease := m.opts.LeaderElect && ns == m.opts.LeaderElectionNamespace && name == m.opts.LeaderElectionName
-		w := &predecessorWatch{kube: m.kube, namespace: ns, name: name, clock: clock.RealClock{}, seen: map[string]observedRecord{}, checkLease: !ownLease}
+	if m.opts.SuperEdgeLock == "" {
+		return m.work(ctx, recorder)
+	}
+	ns, name, ok := strings.Cut(m.opts.SuperEdgeLock, "/")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("SuperEdge lock %q: want namespace/name", m.opts.SuperEdgeLock)
+	}
+	ownLease := m.opts.LeaderElect && ns == m.opts.LeaderElectionNamespace && name == m.opts.LeaderElectionName
+	w := &predecessorWatch{kube: m.kube, namespace: ns, name: name, clock: clock.RealClock{}, seen: map[string]observedRecord{}, checkLease: !ownLease}
+	for {
+		m.paused.Store(true)
 		if err := w.wait(ctx, m.opts.RetryPeriod, recorder); err != nil {
 			return nil //nolint:nilerr // ctx ended while waiting: a normal stop
 		}
+		m.paused.Store(false)
+		// While leading, SuperEdge's controller may be started again (a
+		// rollback, a forgotten replica): the workers stop until it is gone.
+		workCtx, stopWork := context.WithCancel(ctx)
+		var watching sync.WaitGroup
+		watching.Go(func() {
+			if w.appears(workCtx, m.opts.RetryPeriod, recorder) {
+				stopWork()
+			}
+		})
+		err := m.work(workCtx, recorder)
+		stopWork()
+		watching.Wait()
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
 	}
+}
+
+// work runs CRDs, informers and the controllers until ctx ends.
+func (m *Manager) work(ctx context.Context, recorder record.EventRecorder) error {
+	if m.workHook != nil {
+		return m.workHook(ctx)
+	}
+	logger := klog.FromContext(ctx)
+	defer m.synced.Store(false)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if m.opts.ManageCRDs {

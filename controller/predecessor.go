@@ -156,3 +156,30 @@ func (p *predecessorWatch) wait(ctx context.Context, interval time.Duration, rec
 		}
 	}
 }
+
+// appears returns true, after a log line and a Warning Event on the lock
+// object, as soon as a live SuperEdge controller holds its lock, checking
+// every interval; false when ctx ends first. Errors reading the lock are
+// logged and the check retried: they do not stop the workers.
+func (p *predecessorWatch) appears(ctx context.Context, interval time.Duration, recorder record.EventRecorder) bool {
+	logger := klog.FromContext(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(interval):
+		}
+		obj, desc, err := p.live(ctx)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				logger.Error(err, "Checking for a running SuperEdge application-grid-controller")
+			}
+		case obj != nil:
+			msg := "Stopped reconciling: SuperEdge's application-grid-controller is running again, its leader lock " + desc + "; stop it (see build/MIGRATION.md)"
+			logger.Info(msg)
+			recorder.Event(obj, corev1.EventTypeWarning, ReasonPredecessorActive, msg)
+			return true
+		}
+	}
+}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,4 +80,88 @@ func TestWaitsForSuperEdgeLeader(t *testing.T) {
 	stopRenewing()
 	<-renewed
 	e.waitDeployments(t, "default", "web", "web-a")
+}
+
+// TestStopsWhenSuperEdgeReturns: SuperEdge's controller started again while
+// this one leads (a rollback, a forgotten replica) stops this one's workers,
+// with a Warning Event on its lock and /readyz saying so; they start again
+// when its lease runs out.
+func TestStopsWhenSuperEdgeReturns(t *testing.T) {
+	e := newEnv(t, controlplane.Options{})
+	ctx := t.Context()
+	se := e.superEdgeClient()
+	e.node(t, "n1", map[string]string{"zone": "a"})
+	if _, err := e.grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, simpleDeploymentGrid("default", "web", "zone", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m, wc, _ := e.startController(t, func(o *Options) {
+		o.RetryPeriod = 200 * time.Millisecond
+		o.HealthBindAddress = "127.0.0.1:0"
+	})
+	e.waitDeployments(t, "default", "web", "web-a")
+
+	record := func() map[string]string {
+		now := metav1.Now()
+		data, _ := json.Marshal(resourcelock.LeaderElectionRecord{
+			HolderIdentity: "master-0_5f0e2f4c", LeaseDurationSeconds: 3, AcquireTime: now, RenewTime: now,
+		})
+		return map[string]string{superEdgeLeaderAnnotation: string(data)}
+	}
+	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "application-grid-controller", Annotations: record()}}
+	if _, err := se.CoreV1().ConfigMaps("kube-system").Create(ctx, lock, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	renewing, stopRenewing := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		for renewing.Err() == nil {
+			cm, err := se.CoreV1().ConfigMaps("kube-system").Get(renewing, lock.Name, metav1.GetOptions{})
+			if err == nil {
+				cm.Annotations = record()
+				_, _ = se.CoreV1().ConfigMaps("kube-system").Update(renewing, cm, metav1.UpdateOptions{})
+			}
+			select {
+			case <-renewing.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { stopRenewing(); <-renewed }()
+
+	eventually(t, 20*time.Second, "Warning PredecessorActive and /readyz saying the workers stopped", func(ctx context.Context) error {
+		evs, err := e.warningEvents(ctx, "kube-system", lock.Name, ReasonPredecessorActive)
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			return fmt.Errorf("no Event")
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.Addr("health")+"/readyz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(body), "not reconciling") {
+			return fmt.Errorf("/readyz: %s", body)
+		}
+		return nil
+	})
+	// The workers have returned: a new nodeunit gets nothing while
+	// SuperEdge's controller renews its lock.
+	wc.reset()
+	e.node(t, "n2", map[string]string{"zone": "b"})
+	time.Sleep(2 * time.Second) // ten check periods: time enough for a running worker to create web-b
+	if names, err := e.deploymentNames(ctx, "default", "web"); err != nil || len(names) != 1 {
+		t.Fatalf("Deployments %v (%v) while SuperEdge's controller leads, want only web-a", names, err)
+	}
+	if w := wc.list(notEvent); len(w) != 0 {
+		t.Fatalf("wrote %v while SuperEdge's controller leads", w)
+	}
+
+	stopRenewing()
+	<-renewed
+	e.waitDeployments(t, "default", "web", "web-a", "web-b")
 }

@@ -135,3 +135,51 @@ func TestForwardOnlyWhatKubeProxyNeeds(t *testing.T) {
 		t.Fatalf("the apiserver counted %v event POSTs, want 2", after-before)
 	}
 }
+
+// TestRefusesForeignHostsAndEncodedPaths: a request under a host name that
+// is not loopback (what a browser sends after DNS rebinding) gets a 421 and
+// nothing of the cluster; a path with encoded dot segments, slashes or
+// double encoding, which the apiserver would resolve only after the
+// wrapper's checks, is a 400 Status and is not forwarded.
+func TestRefusesForeignHostsAndEncodedPaths(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	createNodes(t, adminClient(cp))
+	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
+	_, port, _ := strings.Cut(w.addr, ":")
+
+	do := func(host, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, w.URL()+path, nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, host := range []string{"rebind.example:" + port, "rebind.example", "192.0.2.1:" + port, "localhost.rebind.example:" + port} {
+		for _, path := range []string{"/api/v1/services", "/api/v1/nodes/node0", "/readyz", "/version"} {
+			if code, body := do(host, path); code != http.StatusMisdirectedRequest || strings.Contains(body, "kubernetes") || strings.Contains(body, "node0") {
+				t.Errorf("Host %s GET %s: %d %.200s; want 421 and nothing served", host, path, code, body)
+			}
+		}
+	}
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST.:" + port, "127.0.0.2:" + port, "[::1]:" + port} {
+		if code, body := do(host, "/api/v1/namespaces/default/services/kubernetes"); code != http.StatusOK {
+			t.Errorf("Host %s: %d %.200s; want 200", host, code, body)
+		}
+	}
+
+	for _, path := range []string{
+		"/apis/%2e%2e/api", "/apis/%2E%2E/api/v1", "/api/%2e%2e", "/apis/apps/%2e%2e", "/apis/apps/%2e",
+		"/apis/x%2fy", "/apis/%252e%252e/api", "/api/v1/namespaces/%2e%2e/services",
+	} {
+		code, body := do("127.0.0.1:"+port, path)
+		var status metav1.Status
+		if err := json.Unmarshal([]byte(body), &status); err != nil || code != http.StatusBadRequest || status.Reason != metav1.StatusReasonBadRequest {
+			t.Errorf("GET %s: %d %.300s; want 400 with a BadRequest Status", path, code, body)
+		}
+	}
+}

@@ -85,7 +85,10 @@ func (w *runningWrapper) Stop() {
 
 func startWrapper(t testing.TB, cp *controlplane.ControlPlane, node, addr string, opts wrapper.Options) *runningWrapper {
 	t.Helper()
-	opts.NodeName, opts.Upstream = node, cp.Config
+	opts.NodeName = node
+	if opts.Upstream == nil {
+		opts.Upstream = cp.Config
+	}
 	srv, err := wrapper.New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,28 @@ type LocalEndpoint struct {
 	Port int32
 }
 
+// DefaultLocalEndpointRanges are where default/kubernetes may be redirected
+// unless the operator says otherwise: addresses that stay on the node
+// (loopback) or on its link (link-local), where a node-local
+// (lite-)apiserver listens. Whoever may update Endpoints or EndpointSlices
+// in "default" writes the annotations; without this bound they could send
+// every edge pod's apiserver traffic, service account tokens included,
+// to any address.
+var DefaultLocalEndpointRanges = []netip.Prefix{
+	netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"),
+	netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10"),
+}
+
+// within reports whether the endpoint's address is in one of ranges.
+func (l LocalEndpoint) within(ranges []netip.Prefix) bool {
+	for _, r := range ranges {
+		if r.Contains(l.IP) {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseLocalEndpoint reads superedge.io/local-endpoint and
 // superedge.io/local-port. found is false when neither is set.
 func ParseLocalEndpoint(annotations map[string]string) (le LocalEndpoint, found bool, err error) {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -60,8 +60,22 @@ type Options struct {
 	// SnapshotInterval is the most often a snapshot is written after a
 	// change (default 10s); one more is written on a clean shutdown.
 	SnapshotInterval time.Duration
-	// SnapshotMaxAge ignores snapshots written longer ago (0: no limit).
+	// SnapshotMaxAge ignores snapshots written longer ago (0:
+	// DefaultSnapshotMaxAge; negative: no limit).
 	SnapshotMaxAge time.Duration
+	// RequestWriteTimeout bounds the write of every answer but a watch
+	// (default DefaultRequestWriteTimeout).
+	RequestWriteTimeout time.Duration
+	// MaxRequestsInFlight caps requests other than watches served at once,
+	// MaxWatches watches; beyond, 429 with Retry-After (defaults
+	// DefaultMaxRequestsInFlight, DefaultMaxWatches).
+	MaxRequestsInFlight, MaxWatches int
+	// LocalEndpointRanges bound where the local-endpoint annotations may
+	// redirect default/kubernetes (nil: DefaultLocalEndpointRanges).
+	LocalEndpointRanges []netip.Prefix
+	// AllowedHosts are the Host names (besides localhost and loopback
+	// addresses, always accepted) requests may carry; "*" accepts any.
+	AllowedHosts []string
 }
 
 // Defaults of the event log's bounds (per resource).
@@ -89,6 +103,11 @@ type Server struct {
 	// Snapshot hooks (snapshot_serve.go).
 	persist    *persister               // nil without a StateDir
 	seededFrom atomic.Pointer[snapshot] // the snapshot served until upstream confirms it
+	// snapshotRefused: upstream answered in a way that rules the snapshot
+	// out (snapshot_trust.go).
+	snapshotRefused atomic.Bool
+	// upstreamRefusal is the last 401/403/certificate error from upstream.
+	upstreamRefusal atomic.Value
 }
 
 // New builds a Server; Run starts it.
@@ -110,6 +129,18 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.WatchWriteTimeout <= 0 {
 		opts.WatchWriteTimeout = 30 * time.Second
+	}
+	if opts.SnapshotMaxAge == 0 {
+		opts.SnapshotMaxAge = DefaultSnapshotMaxAge
+	}
+	if opts.RequestWriteTimeout <= 0 {
+		opts.RequestWriteTimeout = DefaultRequestWriteTimeout
+	}
+	if opts.MaxRequestsInFlight <= 0 {
+		opts.MaxRequestsInFlight = DefaultMaxRequestsInFlight
+	}
+	if opts.MaxWatches <= 0 {
+		opts.MaxWatches = DefaultMaxWatches
 	}
 	if opts.StartVersion == 0 {
 		opts.StartVersion = uint64(time.Now().UnixNano())
@@ -137,10 +168,26 @@ func New(opts Options) (*Server, error) {
 		},
 	}
 	snap := s.loadSnapshot()
-	clock := NewClock(opts.StartVersion)
+	start := opts.StartVersion
 	if snap != nil {
-		clock = NewClock(max(opts.StartVersion, snap.maxVersion()+1))
+		start = max(start, snap.maxVersion()+1)
 	}
+	var reservation *rvReservation
+	if opts.StateDir != "" {
+		// Unreadable (only a damaged disk: it is written atomically): serve
+		// on, with the clock and the snapshot as the only floor.
+		reserved, err := loadRVReservation(opts.StateDir)
+		if err != nil {
+			klog.Background().Error(err, "Ignoring the resourceVersion reservation: versions may repeat if the clock was stepped back")
+		}
+		start = max(start, reserved+1)
+		// The start version itself is served (lists of an unchanged store):
+		// reserve it before anything is.
+		reservation = &rvReservation{dir: opts.StateDir}
+		reservation.cover(start)
+	}
+	clock := NewClock(start)
+	clock.reserve = reservation
 	stores := map[string]*Store{}
 	for _, r := range servedResources {
 		st := NewStore(r.name, clock, r.newEmpty, r.fields, LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes})
@@ -179,6 +226,9 @@ func New(opts Options) (*Server, error) {
 		Services: svcInf.GetIndexer(), Endpoints: epInf.GetIndexer(),
 		EndpointSlices: sliceInf.GetIndexer(), Nodes: nodeInf.GetIndexer(),
 	}, s.stores)
+	if opts.LocalEndpointRanges != nil {
+		s.syncer.localRanges = opts.LocalEndpointRanges
+	}
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
@@ -195,6 +245,14 @@ func New(opts Options) (*Server, error) {
 		// seeded objects that were not confirmed be dropped.
 		s.synced = append(s.synced, reg.HasSynced)
 	}
+	for _, inf := range []cache.SharedIndexInformer{svcInf, epInf, sliceInf, nodeInf, selfInf} {
+		if err := s.watchUpstreamErrors(inf); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := selfInf.AddEventHandler(s.selfNodeIdentityHandler(klog.Background())); err != nil {
+		return nil, err
+	}
 	s.start = func(ctx context.Context) {
 		factory.Start(ctx.Done())
 		nodeFactory.Start(ctx.Done())
@@ -207,6 +265,7 @@ func New(opts Options) (*Server, error) {
 // ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	s.checkUpstreamAtStart(ctx, logger)
 	s.serveSnapshot(logger)
 	defer s.ready.Store(false)
 	defer s.stopServingSnapshot()
@@ -266,8 +325,8 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 // Handler returns the wrapper's HTTP handler: the API plus OpsHandler's paths.
 func (s *Server) Handler() http.Handler {
 	mux := s.opsMux()
-	mux.HandleFunc("/", s.serveAPI)
-	return withRequestLog(mux)
+	mux.Handle("/", s.withLimits(http.HandlerFunc(s.serveAPI)))
+	return withRequestLog(withHostCheck(mux, s.opts.AllowedHosts))
 }
 
 // OpsHandler serves only /healthz, /livez, /readyz, /metrics and (with Debug)
@@ -303,11 +362,7 @@ func (s *Server) opsMux() *http.ServeMux {
 // serveAPI serves the wrapper's resources, forwards the few other requests
 // kube-proxy makes and refuses the rest.
 func (s *Server) serveAPI(w http.ResponseWriter, req *http.Request) {
-	info, err := s.reqInfo.NewRequestInfo(req)
-	if err != nil {
-		s.writeError(w, req, nil, apierrors.NewBadRequest(err.Error()))
-		return
-	}
+	info, _ := request.RequestInfoFrom(req.Context()) // set by withLimits
 	if r := s.route(req, info); r != nil {
 		setLabels(w, info.Verb, r.name)
 		s.serveResource(w, req, info, r)

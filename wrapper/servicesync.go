@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -174,6 +175,10 @@ func (s *Syncer) localEndpoint(logger klog.Logger, ep *corev1.Endpoints, sls []*
 		le, found, err := ParseLocalEndpoint(a)
 		if !found {
 			continue
+		}
+		if err == nil && !le.within(s.localRanges) {
+			err = fmt.Errorf("%s=%s is outside the ranges it may point to (%v): set them on the node (--local-endpoint-ranges) to allow it",
+				superedgev1.AnnotationLocalEndpoint, le.IP, s.localRanges)
 		}
 		if err != nil {
 			if s.badLocalEndpoint.first(kubernetesKey, err.Error()) {

@@ -163,7 +163,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			giveUp := time.Now().Add(time.Minute)
 			for {
 				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/apis/discovery.k8s.io/v1/endpointslices", nil))
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/apis/discovery.k8s.io/v1/endpointslices", nil))
 				if rec.Code == http.StatusOK {
 					if rec.Body.Len() < benchServices*100 {
 						b.Fatalf("first list has %d bytes", rec.Body.Len())

@@ -58,7 +58,7 @@ func (s *Server) seed(snap *snapshot, clock *Clock) error {
 // retry with backoff).
 func (s *Server) serveSnapshot(logger klog.Logger) {
 	snap := s.seededFrom.Load()
-	if snap == nil {
+	if snap == nil || s.snapshotRefused.Load() {
 		return
 	}
 	servingSnapshotSince.Store(snap.header.WrittenAt.UnixNano())
@@ -101,6 +101,9 @@ func (s *Server) snapshotDetail() string {
 	if snap := s.seededFrom.Load(); snap != nil {
 		out = fmt.Sprintf(": serving the snapshot written at %s (%s ago); upstream not synced yet, retrying",
 			snap.header.WrittenAt.Format(time.RFC3339), time.Since(snap.header.WrittenAt).Round(time.Second))
+	}
+	if e, _ := s.upstreamRefusal.Load().(string); e != "" {
+		out += "; upstream refused the wrapper at its last refusal: " + e
 	}
 	if s.persist != nil {
 		if e, _ := s.persist.lastError.Load().(string); e != "" {

@@ -25,9 +25,14 @@ type Object interface {
 }
 
 // Clock hands out the wrapper's resourceVersions. It starts at the process
-// start time in nanoseconds, so versions keep increasing across restarts and a
-// client resuming with a version of a previous process is told to relist.
-type Clock struct{ v atomic.Uint64 }
+// start time in nanoseconds, and above every version a previous process
+// reserved (rv_reservation.go), so versions keep increasing across restarts
+// and a client resuming with a version of a previous process is told to
+// relist.
+type Clock struct {
+	v       atomic.Uint64
+	reserve *rvReservation // nil: no state directory
+}
 
 // NewClock starts a clock at start.
 func NewClock(start uint64) *Clock {
@@ -37,7 +42,13 @@ func NewClock(start uint64) *Clock {
 }
 
 // Next returns a new, larger resourceVersion.
-func (c *Clock) Next() uint64 { return c.v.Add(1) }
+func (c *Clock) Next() uint64 {
+	v := c.v.Add(1)
+	if c.reserve != nil {
+		c.reserve.cover(v)
+	}
+	return v
+}
 
 // Current returns the last resourceVersion handed out.
 func (c *Clock) Current() uint64 { return c.v.Load() }

@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -52,6 +53,8 @@ type Syncer struct {
 	sliceOwner       map[string]string   // slice key -> service key
 	badAnnotation    logOnce             // service key -> invalid topologyKeys logged
 	badLocalEndpoint logOnce             // default/kubernetes -> invalid local endpoint logged
+	// localRanges bound where default/kubernetes may be redirected.
+	localRanges []netip.Prefix
 }
 
 func newSyncer(self string, caches Caches, stores Stores) *Syncer {
@@ -66,6 +69,7 @@ func newSyncer(self string, caches Caches, stores Stores) *Syncer {
 		sliceOwner:       map[string]string{},
 		badAnnotation:    logOnce{},
 		badLocalEndpoint: logOnce{},
+		localRanges:      DefaultLocalEndpointRanges,
 	}
 }
 

@@ -12,11 +12,15 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -46,15 +50,21 @@ func run(ctx context.Context, args []string) error {
 		certFile     = fs.String("tls-cert-file", "", "serving certificate (PEM); plain HTTP when empty")
 		keyFile      = fs.String("tls-private-key-file", "", "serving certificate's private key (PEM)")
 		clientCA     = fs.String("client-ca-file", "", "CA bundle: when set, clients must present a certificate it signed")
+		clientNames  = fs.String("client-allowed-names", "", "comma-separated Common Names: with --client-ca-file, only a client certificate with one of these names is accepted (empty: any the CA signed)")
 		metricsAddr  = fs.String("metrics-bind-address", "", "extra plain-HTTP address for /healthz, /readyz, /metrics (and /debug/pprof); none when empty")
 		debug        = fs.Bool("debug", false, "serve pprof under /debug/pprof/")
 		bookmarks    = fs.Duration("bookmark-interval", 30*time.Second, "interval between BOOKMARK events to watchers that allow them")
 		writeTimeout = fs.Duration("watch-write-timeout", 30*time.Second, "a watch whose client takes no batch of events for this long is cut off (it then resumes or relists)")
+		reqTimeout   = fs.Duration("request-write-timeout", wrapper.DefaultRequestWriteTimeout, "an answer other than a watch that its client does not take within this is cut off")
+		maxInFlight  = fs.Int("max-requests-inflight", wrapper.DefaultMaxRequestsInFlight, "requests other than watches served at once; beyond, 429 with Retry-After")
+		maxWatches   = fs.Int("max-watches", wrapper.DefaultMaxWatches, "watches served at once; beyond, 429 with Retry-After")
+		maxConns     = fs.Int("max-connections", defaultMaxConnections, "client connections open at once; more wait to be accepted")
+		localRanges  = fs.String("local-endpoint-ranges", prefixList(wrapper.DefaultLocalEndpointRanges), "comma-separated CIDRs the superedge.io/local-endpoint annotation of default/kubernetes may point to; any other address leaves it unchanged")
 		maxLag       = byteSize(wrapper.DefaultWatchMaxLagBytes)
 		eventLog     = byteSize(wrapper.DefaultEventLogBytes)
 		stateDir     = fs.String("state-dir", "", "directory for the snapshot of what is served (Services, EndpointSlices, Endpoints, this Node), served at start-up until upstream answers; nothing is kept on disk when empty (the DaemonSet sets /var/lib/application-grid-wrapper)")
 		snapInterval = fs.Duration("snapshot-interval", 10*time.Second, "the most often the snapshot is rewritten after a change (and once more on a clean shutdown)")
-		snapMaxAge   = fs.Duration("snapshot-max-age", 0, "ignore a snapshot written longer ago than this at start-up; 0 serves any")
+		snapMaxAge   = fs.Duration("snapshot-max-age", wrapper.DefaultSnapshotMaxAge, "ignore a snapshot written longer ago than this at start-up; 0 serves any")
 		chownState   = fs.String("chown-state-dir", "", "UID:GID: create --state-dir, give it to UID:GID with mode 0700 and exit (for a root init container; a hostPath DirectoryOrCreate is created root-owned)")
 		printVersion = fs.Bool("version", false, "print the version and exit")
 	)
@@ -79,12 +89,19 @@ func run(ctx context.Context, args []string) error {
 	if *clientCA != "" && *certFile == "" {
 		return errors.New("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
 	}
+	allowedNames := splitNames(*clientNames)
+	if len(allowedNames) > 0 && *clientCA == "" {
+		return errors.New("--client-allowed-names needs --client-ca-file")
+	}
 	if *clientCA == "" && !isLoopback(*bindAddress) {
 		return fmt.Errorf("--bind-address %s is not a loopback address: it needs --client-ca-file (and TLS), or anyone who reaches it acts with the wrapper's credentials", *bindAddress)
 	}
 
+	ranges, err := parsePrefixes(*localRanges)
+	if err != nil {
+		return fmt.Errorf("--local-endpoint-ranges: %w", err)
+	}
 	var cfg *rest.Config
-	var err error
 	if *kubeconfig != "" {
 		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	} else {
@@ -95,10 +112,16 @@ func run(ctx context.Context, args []string) error {
 	}
 	cfg.UserAgent = "application-grid-wrapper/" + version.Version
 
+	if *snapMaxAge == 0 {
+		*snapMaxAge = -1 // Options: negative is no limit
+	}
 	srv, err := wrapper.New(wrapper.Options{
 		NodeName: *nodeName, Upstream: cfg, Debug: *debug,
 		BookmarkInterval: *bookmarks, WatchWriteTimeout: *writeTimeout, WatchMaxLagBytes: int64(maxLag), EventLogBytes: int64(eventLog),
 		StateDir: *stateDir, SnapshotInterval: *snapInterval, SnapshotMaxAge: *snapMaxAge,
+		AllowedHosts:        allowedHosts(*bindAddress),
+		LocalEndpointRanges: ranges,
+		RequestWriteTimeout: *reqTimeout, MaxRequestsInFlight: *maxInFlight, MaxWatches: *maxWatches,
 	})
 	if err != nil {
 		return err
@@ -106,11 +129,18 @@ func run(ctx context.Context, args []string) error {
 
 	logger := klog.FromContext(ctx)
 
+	if *maxConns < 1 || *maxInFlight < 1 || *maxWatches < 1 {
+		return errors.New("--max-connections, --max-requests-inflight and --max-watches must be at least 1")
+	}
 	ln, err := net.Listen("tcp", *bindAddress)
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second,
+	// Connections past the cap wait in the kernel's accept queue, costing the
+	// wrapper nothing; a connection that sends no request (headers within
+	// ReadHeaderTimeout) or stays idle past IdleTimeout is closed.
+	ln = netutil.LimitListener(ln, *maxConns)
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	if *certFile != "" {
 		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -129,6 +159,9 @@ func run(ctx context.Context, args []string) error {
 				return fmt.Errorf("%s holds no PEM certificate", *clientCA)
 			}
 			tlsCfg.ClientCAs, tlsCfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+			if len(allowedNames) > 0 {
+				tlsCfg.VerifyConnection = requireClientName(allowedNames)
+			}
 		}
 		httpSrv.TLSConfig = tlsCfg
 	}
@@ -167,6 +200,13 @@ func run(ctx context.Context, args []string) error {
 	return err
 }
 
+// Bounds on connections: kube-proxy holds one or two (HTTP/2 multiplexes).
+const (
+	defaultMaxConnections = 100
+	readHeaderTimeout     = 30 * time.Second
+	idleTimeout           = 90 * time.Second
+)
+
 // byteSize is a flag holding a positive size written as a Kubernetes
 // quantity (4Mi, 64Mi, 1000000).
 type byteSize int64
@@ -185,6 +225,70 @@ func (b *byteSize) Set(v string) error {
 	}
 	*b = byteSize(q.Value())
 	return nil
+}
+
+// prefixList writes CIDRs as a flag value.
+func prefixList(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ",")
+}
+
+// parsePrefixes reads a comma-separated list of CIDRs; empty allows none.
+func parsePrefixes(v string) ([]netip.Prefix, error) {
+	out := []netip.Prefix{}
+	for _, n := range splitNames(v) {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// splitNames splits a comma-separated flag value, dropping empty entries.
+func splitNames(v string) []string {
+	var out []string
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// requireClientName accepts a verified client certificate only when its
+// Common Name is one of names: a CA that signs certificates for other
+// purposes (a cluster CA) must not admit all of them, as the apiserver's
+// --requestheader-allowed-names does for front proxies.
+func requireClientName(names []string) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("no client certificate")
+		}
+		cn := cs.PeerCertificates[0].Subject.CommonName
+		if !slices.Contains(names, cn) {
+			return fmt.Errorf("client certificate %q is not one of --client-allowed-names", cn)
+		}
+		return nil
+	}
+}
+
+// allowedHosts are the Host names requests may carry besides loopback ones:
+// a non-loopback bind address's own host, or any when it listens on every
+// address (the client certificate admits clients there).
+func allowedHosts(bindAddress string) []string {
+	host, _, err := net.SplitHostPort(bindAddress)
+	if err != nil || isLoopback(bindAddress) {
+		return nil
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return []string{"*"}
+	}
+	return []string{host}
 }
 
 // isLoopback reports whether addr (host:port) listens on loopback only.

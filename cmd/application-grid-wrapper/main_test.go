@@ -48,8 +48,9 @@ func TestRefusesNonLoopbackWithoutClientCA(t *testing.T) {
 }
 
 // TestServesTLSWithClientCertificates runs the command against a real
-// apiserver with TLS and a client CA: clients without a certificate signed by
-// it are refused, clients with one are served.
+// apiserver with TLS, a client CA and --client-allowed-names: clients without
+// a certificate signed by it are refused, and so are clients with a
+// certificate of that CA for another name; kube-proxy's is served.
 func TestServesTLSWithClientCertificates(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	// The wrapper is ready once its own Node exists.
@@ -63,6 +64,10 @@ func TestServesTLSWithClientCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	clientCert, clientKey, err := cp.IssueClientCertificate("kube-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCert, otherKey, err := cp.IssueClientCertificate("system:node:node0", "system:nodes")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +90,7 @@ func TestServesTLSWithClientCertificates(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"application-grid-wrapper", "--kubeconfig", cp.Kubeconfig, "--node-name", "node0",
 			"--bind-address", addr, "--tls-cert-file", write("tls.crt", certPEM), "--tls-private-key-file", write("tls.key", keyPEM),
-			"--client-ca-file", cp.CAFile()})
+			"--client-ca-file", cp.CAFile(), "--client-allowed-names", "kube-proxy, system:kube-proxy"})
 	}()
 
 	pool := x509.NewCertPool()
@@ -114,6 +119,15 @@ func TestServesTLSWithClientCertificates(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("client without certificate got %d", resp.StatusCode)
 	}
+	otherPair, err := tls.X509KeyPair(otherCert, otherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherName := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{otherPair}}}}
+	if resp, err := otherName.Get("https://" + addr + "/api/v1/namespaces/default/services/kubernetes"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("client certificate for system:node:node0 got %d", resp.StatusCode)
+	}
 	cancel()
 	select {
 	case err := <-done:
@@ -122,6 +136,35 @@ func TestServesTLSWithClientCertificates(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("wrapper did not stop")
+	}
+}
+
+func TestClientAllowedNamesNeedClientCA(t *testing.T) {
+	err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--client-allowed-names", "kube-proxy"})
+	if err == nil || !strings.Contains(err.Error(), "--client-ca-file") {
+		t.Fatalf("got %v, want a refusal naming --client-ca-file", err)
+	}
+}
+
+func TestAllowedHosts(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:51006": "", "localhost:51006": "", "[::1]:51006": "",
+		"0.0.0.0:51006": "*", ":51006": "*", "[::]:51006": "*", "192.0.2.1:51006": "192.0.2.1", "edge.example:51006": "edge.example",
+	} {
+		if got := strings.Join(allowedHosts(addr), ","); got != want {
+			t.Errorf("allowedHosts(%s) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+func TestLocalEndpointRangesFlag(t *testing.T) {
+	err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--local-endpoint-ranges", "127.0.0.1"})
+	if err == nil || !strings.Contains(err.Error(), "--local-endpoint-ranges") {
+		t.Fatalf("got %v, want a refusal naming --local-endpoint-ranges", err)
+	}
+	ps, err := parsePrefixes("127.0.0.0/8, 169.254.20.11/32")
+	if err != nil || len(ps) != 2 || prefixList(ps) != "127.0.0.0/8,169.254.20.11/32" {
+		t.Fatalf("parsePrefixes: %v %v", ps, err)
 	}
 }
 

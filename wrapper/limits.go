@@ -1,0 +1,55 @@
+package wrapper
+
+import (
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
+)
+
+// Defaults of the bounds on what clients may hold.
+const (
+	// DefaultRequestWriteTimeout: a get or list answer not taken by its
+	// client within this is cut off.
+	DefaultRequestWriteTimeout = 60 * time.Second
+	// DefaultMaxRequestsInFlight: each request but a watch may pin the
+	// encoded answer (a list of every Service or EndpointSlice) until its
+	// write deadline; kube-proxy makes a handful at once.
+	DefaultMaxRequestsInFlight = 20
+	// DefaultMaxWatches: a watch costs a cursor and one batch of events;
+	// kube-proxy holds four or five.
+	DefaultMaxWatches = 100
+)
+
+// withLimits is the chain in front of serveAPI: the path check, the request's
+// RequestInfo (apiserver's parser), then apiserver's max-in-flight filter
+// twice, once for watches and once for everything else, each answering 429
+// with Retry-After when full; and a write deadline on every answer but a
+// watch's (watches have their own per batch).
+func (s *Server) withLimits(next http.Handler) http.Handler {
+	isWatch := func(_ *http.Request, info *request.RequestInfo) bool { return info.Verb == "watch" }
+	notWatch := func(r *http.Request, info *request.RequestInfo) bool { return !isWatch(r, info) }
+	deadline := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if info, ok := request.RequestInfoFrom(req.Context()); ok && info.Verb != "watch" {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.RequestWriteTimeout))
+		}
+		next.ServeHTTP(w, req)
+	})
+	limited := genericfilters.WithMaxInFlightLimit(deadline, s.opts.MaxRequestsInFlight, s.opts.MaxRequestsInFlight, isWatch)
+	limited = genericfilters.WithMaxInFlightLimit(limited, s.opts.MaxWatches, 0, notWatch)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if err := pathError(req.URL); err != nil {
+			setLabels(w, "denied", "denied")
+			s.writeError(w, req, nil, err)
+			return
+		}
+		info, err := s.reqInfo.NewRequestInfo(req)
+		if err != nil {
+			s.writeError(w, req, nil, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		limited.ServeHTTP(w, req.WithContext(request.WithRequestInfo(req.Context(), info)))
+	})
+}

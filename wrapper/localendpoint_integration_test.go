@@ -1,0 +1,101 @@
+package wrapper_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
+	"github.com/servicegroup/servicegroup/wrapper"
+)
+
+// TestLocalEndpointOnlyWhereMeant: a user whose only right is editing
+// Endpoints in "default" cannot send edge pods' apiserver traffic anywhere
+// through the local-endpoint annotations: an address outside the allowed
+// ranges (loopback and link-local by default) leaves default/kubernetes
+// served as the apiserver publishes it; a node-local address is honoured.
+func TestLocalEndpointOnlyWhereMeant(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := adminClient(cp)
+	createNodes(t, admin)
+	ctx := t.Context()
+	kep := &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"},
+		Subsets:    []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "192.0.2.1"}}, Ports: []corev1.EndpointPort{{Name: "https", Port: 6443}}}},
+	}
+	if _, err := admin.CoreV1().Endpoints("default").Create(ctx, kep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The user may get, update and patch Endpoints in default, nothing else.
+	if _, err := admin.RbacV1().Roles("default").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "endpoints-editor"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: []string{"get", "update", "patch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "endpoints-editor"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "endpoints-editor"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "endpoints-editor"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := cp.IssueClientCertificate("endpoints-editor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	editor := kubernetes.NewForConfigOrDie(&rest.Config{Host: cp.Config.Host,
+		TLSClientConfig: rest.TLSClientConfig{CAData: cp.CACertificate(), CertData: certPEM, KeyData: keyPEM}})
+	if _, err := editor.CoreV1().Services("default").List(ctx, metav1.ListOptions{}); err == nil {
+		t.Fatal("the editor may list Services: the test's user has more rights than meant")
+	}
+
+	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
+	c := clientFor(t, w.URL(), "")
+	annotate := func(ip, port string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{"superedge.io/local-endpoint":%q,"superedge.io/local-port":%q}}}`, ip, port)
+		if _, err := editor.CoreV1().Endpoints("default").Patch(ctx, "kubernetes", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// served waits until the wrapper serves the annotation ip and returns
+	// the served address:port.
+	served := func(ip string) string {
+		t.Helper()
+		var got string
+		eventually(t, "the wrapper serves the annotated Endpoints", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			ep, err := c.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+			if err != nil || ep.Annotations["superedge.io/local-endpoint"] != ip {
+				return false, err
+			}
+			if len(ep.Subsets) != 1 || len(ep.Subsets[0].Addresses) != 1 || len(ep.Subsets[0].Ports) != 1 {
+				return false, fmt.Errorf("subsets %+v", ep.Subsets)
+			}
+			got = fmt.Sprintf("%s:%d", ep.Subsets[0].Addresses[0].IP, ep.Subsets[0].Ports[0].Port)
+			return true, nil
+		})
+		return got
+	}
+
+	for _, ip := range []string{"192.0.2.66", "10.96.0.10", "2001:db8::66"} {
+		annotate(ip, "443")
+		if got := served(ip); got != "192.0.2.1:6443" {
+			t.Errorf("local-endpoint %s: default/kubernetes served as %s, want the apiserver's 192.0.2.1:6443 unchanged", ip, got)
+		}
+	}
+	for ip, want := range map[string]string{"127.0.0.1": "127.0.0.1:51003", "169.254.20.11": "169.254.20.11:51003"} {
+		annotate(ip, "51003")
+		if got := served(ip); got != want {
+			t.Errorf("local-endpoint %s: default/kubernetes served as %s, want %s", ip, got, want)
+		}
+	}
+}

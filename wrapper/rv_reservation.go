@@ -1,0 +1,90 @@
+package wrapper
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"k8s.io/klog/v2"
+)
+
+// The wall clock alone cannot keep resourceVersions increasing across
+// restarts: stepped back (NTP, an RTC without battery on an edge device)
+// after a crash, a new process would hand out again numbers the previous one
+// served after its last snapshot, and a watcher resuming from one of them
+// would silently miss events. So the highest version a process may hand out
+// is reserved on disk, durably, before any version beyond it is handed out,
+// and the next process starts above it whatever the clock says.
+
+// rvReservationFile holds the reservation inside the state directory.
+const rvReservationFile = "resourceversion"
+
+// rvReservationStep is how many versions one reservation write covers: one
+// fsync per this many changes.
+const rvReservationStep = 1 << 20
+
+// rvReservation persists the high-water mark of resourceVersions.
+type rvReservation struct {
+	dir string
+
+	mu       sync.Mutex
+	reserved uint64 // versions up to this may be handed out
+	failing  bool   // the last write failed (logged once per run of failures)
+}
+
+// loadRVReservation reads the reservation (0 when there is none). An
+// unreadable or corrupt file is an error: starting below it could reuse
+// versions.
+func loadRVReservation(dir string) (uint64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, rvReservationFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: not a resourceVersion: %w", filepath.Join(dir, rvReservationFile), err)
+	}
+	return v, nil
+}
+
+// cover makes sure v is reserved on disk, extending the reservation by a
+// step when it is not. A write that fails is logged and serving goes on
+// (as without a state directory: the clock alone); it is retried with the
+// next version beyond the reservation.
+func (r *rvReservation) cover(v uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v <= r.reserved {
+		return
+	}
+	upTo := v + rvReservationStep
+	if err := r.write(upTo); err != nil {
+		if !r.failing {
+			klog.Background().Error(err, "ResourceVersion reservation not written: versions may repeat after a crash and a clock step back", "dir", r.dir)
+		}
+		r.failing = true
+		return
+	}
+	r.failing = false
+	r.reserved = upTo
+}
+
+func (r *rvReservation) write(upTo uint64) error {
+	if err := os.MkdirAll(r.dir, 0o700); err != nil {
+		return err
+	}
+	_, err := writeFileAtomic(r.dir, rvReservationFile, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "%d\n", upTo)
+		return err
+	})
+	return err
+}
