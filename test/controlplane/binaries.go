@@ -29,16 +29,21 @@ func BinDir() string {
 	if d := os.Getenv("KUBE_BIN_DIR"); d != "" {
 		return d
 	}
-	root := os.Getenv("SERVICEGROUP_CACHE")
-	if root == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		root = filepath.Join(cache, "servicegroup")
+	return filepath.Join(CacheRoot(), fmt.Sprintf("k8s-%s-etcd-%s-%s", KubernetesVersion, EtcdVersion, runtime.Version()), "bin")
+}
+
+// CacheRoot is the hack/ scripts' cache root: $SERVICEGROUP_CACHE, else
+// $XDG_CACHE_HOME/servicegroup, else ~/.cache/servicegroup.
+func CacheRoot() string {
+	if root := os.Getenv("SERVICEGROUP_CACHE"); root != "" {
+		return root
 	}
-	return filepath.Join(root, fmt.Sprintf("k8s-%s-etcd-%s-%s", KubernetesVersion, EtcdVersion, runtime.Version()), "bin")
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "servicegroup")
 }
 
 // Binary returns the path of one control-plane binary, or an error that says

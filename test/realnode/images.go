@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
 
@@ -201,7 +202,7 @@ func cachedFileLayer(ctx context.Context, src, path string) (v1.Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(cacheRoot(), "realnode-layers")
+	dir := filepath.Join(controlplane.CacheRoot(), "realnode-layers")
 	tarPath := filepath.Join(dir, hex.EncodeToString(h.Sum(nil)[:8])+"-"+filepath.Base(path)+".tar")
 	if _, err := os.Stat(tarPath + ".gz"); err != nil {
 		layer, err := fileLayer(src, path)
@@ -250,7 +251,7 @@ func gzipLayer(ctx context.Context, tarPath string) (v1.Layer, error) {
 		if err := os.Rename(tmp, gz); err != nil {
 			return nil, err
 		}
-		if tarPath != "" && strings.HasPrefix(tarPath, filepath.Join(cacheRoot(), "realnode-layers")) {
+		if tarPath != "" && strings.HasPrefix(tarPath, filepath.Join(controlplane.CacheRoot(), "realnode-layers")) {
 			os.Remove(tarPath) // only the compressed form is needed again
 		}
 	}
@@ -266,7 +267,7 @@ func debianRootfs(ctx context.Context) (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256([]byte(release + "\n" + strings.Join(rootfsPackages, ",") + "\n" + runtime.GOARCH))
-	dir := filepath.Join(cacheRoot(), "realnode-rootfs")
+	dir := filepath.Join(controlplane.CacheRoot(), "realnode-rootfs")
 	path := filepath.Join(dir, hex.EncodeToString(sum[:8])+".tar")
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
@@ -296,20 +297,6 @@ func debianRelease() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("/etc/os-release names no VERSION_CODENAME")
-}
-
-// cacheRoot is hack/k8s-bins.sh's cache root ($SERVICEGROUP_CACHE, else
-// $XDG_CACHE_HOME/servicegroup, else ~/.cache/servicegroup).
-func cacheRoot() string {
-	if d := os.Getenv("SERVICEGROUP_CACHE"); d != "" {
-		return d
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "servicegroup")
 }
 
 func goarch() string { return runtime.GOARCH }

@@ -79,7 +79,7 @@ func kubeProxyBinary(version string) string {
 
 // kubeProxyBuildUnderWay tells whether hack/kube-proxy-bins.sh holds its lock.
 func kubeProxyBuildUnderWay() bool {
-	f, err := os.Open(filepath.Join(cacheRoot(), "kube-proxy-bins.lock"))
+	f, err := os.Open(filepath.Join(controlplane.CacheRoot(), "kube-proxy-bins.lock"))
 	if err != nil {
 		return false
 	}
@@ -133,20 +133,7 @@ func olderKubeProxyVersions() ([]string, error) {
 // root as hack/k8s-bins.sh; the go version of the test binary is the one the
 // script builds with).
 func kubeProxyCacheDir(version string) string {
-	return filepath.Join(cacheRoot(), fmt.Sprintf("kube-proxy-%s-%s", version, runtime.Version()), "bin")
-}
-
-// cacheRoot is the scripts' cache root.
-func cacheRoot() string {
-	if root := os.Getenv("SERVICEGROUP_CACHE"); root != "" {
-		return root
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "servicegroup")
+	return filepath.Join(controlplane.CacheRoot(), fmt.Sprintf("kube-proxy-%s-%s", version, runtime.Version()), "bin")
 }
 
 // BuiltVersion reads which k8s.io/kubernetes release a binary was built from,
