@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/controller"
+	"github.com/servicegroup/servicegroup/internal/logging"
 	"github.com/servicegroup/servicegroup/internal/version"
 )
 
@@ -25,7 +26,7 @@ func main() {
 	var burst int
 	var showVersion bool
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
-	klog.InitFlags(fs)
+	logOptions := logging.AddFlags(fs)
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig file (empty: in-cluster configuration).")
 	fs.StringVar(&master, "master", "", "Address of the apiserver (overrides the kubeconfig's server).")
 	fs.Float64Var(&qps, "kube-api-qps", 50, "Queries per second to the apiserver.")
@@ -49,6 +50,10 @@ func main() {
 	if showVersion {
 		fmt.Println(version.Version)
 		return
+	}
+	if err := logOptions.Apply(); err != nil {
+		fmt.Fprintln(os.Stderr, "application-grid-controller:", err)
+		os.Exit(2)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -32,12 +34,13 @@ func TestMain(m *testing.M) {
 
 // TestBinary runs the command against a real apiserver with its default
 // leader election and CRD management: it installs the CRDs, becomes ready,
-// reconciles a grid, and exits cleanly on SIGTERM.
+// reconciles a grid, and exits cleanly on SIGTERM. It logs in JSON
+// (--logging-format json): every line it writes is one JSON object.
 func TestBinary(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	addr := controlplane.FreeAddress(t)
 	cmd := exec.Command(os.Args[0], "--kubeconfig", cp.Kubeconfig, "--leader-elect-namespace", "default",
-		"--metrics-bind-address", addr, "--health-bind-address", addr, "-v", "2")
+		"--metrics-bind-address", addr, "--health-bind-address", addr, "-v", "2", "--logging-format", "json")
 	cmd.Env = append(os.Environ(), "RUN_APPLICATION_GRID_CONTROLLER=1")
 	out, err := os.CreateTemp(t.TempDir(), "log")
 	if err != nil {
@@ -116,5 +119,21 @@ func TestBinary(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit within 30s of SIGTERM")
+	}
+
+	log, err := os.ReadFile(out.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := false
+	for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
+		var entry struct{ Msg string }
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Errorf("not a JSON line: %q", line)
+		}
+		started = started || entry.Msg == "Starting application-grid-controller"
+	}
+	if !started {
+		t.Errorf("no JSON line with msg \"Starting application-grid-controller\" in:\n%s", log)
 	}
 }

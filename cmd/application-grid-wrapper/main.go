@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/internal/logging"
 	"github.com/servicegroup/servicegroup/internal/version"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
@@ -42,7 +43,7 @@ func main() {
 // run serves until ctx ends; args are the command line with the program name.
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	klog.InitFlags(fs)
+	logOptions := logging.AddFlags(fs)
 	var (
 		kubeconfig   = fs.String("kubeconfig", "", "kubeconfig of the upstream (lite-)apiserver; in-cluster config when empty")
 		nodeName     = fs.String("node-name", os.Getenv("NODE_NAME"), "name of the node this wrapper serves (default $NODE_NAME)")
@@ -76,6 +77,9 @@ func run(ctx context.Context, args []string) error {
 	if *printVersion {
 		fmt.Println(version.Version)
 		return nil
+	}
+	if err := logOptions.Apply(); err != nil {
+		return err
 	}
 	if *chownState != "" {
 		return prepareStateDir(*stateDir, *chownState)

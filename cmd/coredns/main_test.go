@@ -1,10 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/coredns/coredns/core/dnsserver"
 
@@ -52,4 +59,86 @@ func TestBuiltBinaryListsGridhosts(t *testing.T) {
 			t.Errorf("coredns -plugins lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// TestJSONLogs runs the binary with CoreDNS's -log-format json and a
+// Corefile with gridhosts alone (no kubernetes plugin, which would route klog
+// itself) against an apiserver that refuses connections: the informers'
+// errors, logged through klog by client-go and gridhosts, come out as JSON
+// like CoreDNS's own lines, so one log pipeline reads them all.
+func TestJSONLogs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds CoreDNS")
+	}
+	defer testbin.Cleanup()
+	bin := testbin.Path(t, "coredns")
+	dir := t.TempDir()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := closed.Addr().String()
+	closed.Close() // nothing listens there now: every request is refused
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://`+server+`"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	corefile := filepath.Join(dir, "Corefile")
+	if err := os.WriteFile(corefile, []byte(`.:0 {
+    gridhosts cluster.local {
+        kubeconfig `+kubeconfig+`
+        node node0
+        fallthrough
+    }
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	cmd := exec.CommandContext(t.Context(), bin, "-log-format", "json", "-conf", corefile, "-dns.port", "0")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+	// gridhosts says through klog that it cannot serve yet, naming why.
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(out.String(), "Cannot serve grid names yet") {
+		if time.Now().After(deadline) {
+			t.Fatalf("gridhosts logged nothing within 2m; output:\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Errorf("not a JSON line: %q", line)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer the process's two output streams and the test
+// can share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -29,6 +29,7 @@ func setup(c *caddy.Controller) error {
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
+	routeKlog()
 	cfg, err := g.restConfig()
 	if err != nil {
 		return plugin.Error(pluginName, err)

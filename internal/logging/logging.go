@@ -1,0 +1,34 @@
+// Package logging gives our commands the logging flags of Kubernetes'
+// components (--logging-format text|json, -v, --vmodule, --log-flush-frequency)
+// from k8s.io/component-base, so an operator configures and collects our logs
+// exactly as kube-apiserver's and the kubelet's.
+package logging
+
+import (
+	"flag"
+
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+)
+
+func init() {
+	// A command's run function may be called more than once in one process
+	// (its tests do): the same configuration applied again is not an error.
+	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
+}
+
+// Options is the logging configuration read from the flags.
+type Options struct{ config *logsapi.LoggingConfiguration }
+
+// AddFlags registers the logging flags on fs; call Apply once fs is parsed.
+func AddFlags(fs *flag.FlagSet) *Options {
+	c := logsapi.NewLoggingConfiguration()
+	logsapi.AddGoFlags(c, fs)
+	return &Options{config: c}
+}
+
+// Apply validates the flags' values and sets up klog with them: a bad format
+// or verbosity is an error naming the flag.
+func (o *Options) Apply() error {
+	return logsapi.ValidateAndApply(o.config, nil)
+}
