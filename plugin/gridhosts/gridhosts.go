@@ -203,7 +203,7 @@ func (g *GridHosts) notGridName(q queryName) bool {
 		if sv == nil {
 			return true
 		}
-		if _, ok := sv.GridKey.key(); !ok {
+		if _, ok := sv.GridKey.Key(); !ok {
 			return true
 		}
 	}
