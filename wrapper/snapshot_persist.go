@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
 var (
@@ -60,13 +62,16 @@ type persister struct {
 	lastError atomic.Value
 }
 
+// snapshotFile is the snapshot's name inside the state directory.
+const snapshotFile = "snapshot.pb"
+
 func (p *persister) path() string { return filepath.Join(p.dir, snapshotFile) }
 
 // load reads the snapshot. Missing, unreadable or bad snapshots are logged
 // in one line and give nil: the wrapper then starts as without one.
 func (p *persister) load(logger klog.Logger) *snapshot {
-	removeStaleTemps(p.dir, snapshotFile)
-	data, err := readSnapshotFile(p.path(), snapshotMaxBytes)
+	statefile.RemoveTemps(p.dir, snapshotFile)
+	data, err := statefile.Read(p.path(), snapshotMaxBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		logger.Info("No snapshot to serve before upstream answers", "path", p.path())
@@ -141,5 +146,5 @@ func (p *persister) writeFile(write func(io.Writer) error) (int64, error) {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return 0, err
 	}
-	return writeFileAtomic(p.dir, snapshotFile, write)
+	return statefile.WriteAtomic(p.dir, snapshotFile, write)
 }
