@@ -148,15 +148,15 @@ func (s *snapshotter) report(err error) {
 
 // loadSnapshot reads this block's snapshot for start-up. Any reason not to
 // use it is one log line; the result is then nil.
-func (g *GridHosts) loadSnapshot(logger klog.Logger) (*Index, snapHeader) {
+func (g *GridHosts) loadSnapshot(logger klog.Logger) (*Index, *snapBody, snapHeader) {
 	s := g.snapshot
 	s.prepare()
 	h, b, err := readSnapshot(s.path, s.owner)
 	if err != nil {
 		logger.Info("Snapshot not used", "reason", err.Error())
-		return nil, snapHeader{}
+		return nil, nil, snapHeader{}
 	}
-	return b.index(), h
+	return b.index(), b, h
 }
 
 // serveSnapshot answers from x (read from a snapshot written at written)

@@ -71,26 +71,30 @@ func (s *snapshotDNS) gridhostsReady() (bool, string) {
 	return code == http.StatusOK || (code != 0 && !strings.Contains(body, pluginName)), fmt.Sprintf("%d %s", code, body)
 }
 
-// metric returns the value of one unlabelled gridhosts metric.
+// metric returns the value of one gridhosts series (name with its labels).
 func (s *snapshotDNS) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(s.metrics)
+	v, err := s.metricValue(name)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return v
+}
+
+// metricValue is metric, with an error for a series not (yet) exported.
+func (s *snapshotDNS) metricValue(name string) (float64, error) {
+	resp, err := http.Get(s.metrics)
+	if err != nil {
+		return 0, err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	for _, l := range strings.Split(string(body), "\n") {
 		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
+			return strconv.ParseFloat(v, 64)
 		}
 	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return 0, fmt.Errorf("no metric %s", name)
 }
 
 // TestSnapshotRestartOffline: an edge node's CoreDNS restarts while the

@@ -255,7 +255,7 @@ func TestSnapshotBadFiles(t *testing.T) {
 			var log bytes.Buffer
 			g := New([]string{"cluster.local."})
 			g.snapshot = newSnapshotter(path, time.Minute, tc.owner)
-			x, _ := g.loadSnapshot(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&log))))
+			x, _, _ := g.loadSnapshot(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&log))))
 			if x != nil {
 				t.Fatal("bad snapshot loaded")
 			}
