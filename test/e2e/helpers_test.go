@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
 
@@ -85,32 +86,8 @@ func requireComponents(t *testing.T, comps harness.Components) {
 	t.Fatalf("required under CI but missing: %s", strings.Join(missing, ", "))
 }
 
-// convergeFloor is the least any eventually waits. The bound only ends a
-// failing test. After an apiserver outage client-go's reflectors retry their
-// watches with a backoff of up to 30s, jittered up to twice that, so a
-// change made right after the apiserver returns may take a minute to reach
-// a CoreDNS informer: a 30s bound failed TestEdgeAutonomy's DNS check once in
-// .ci/run while kube-proxy's rules had already followed.
-const convergeFloor = 2 * time.Minute
-
-// eventually polls check every 200ms until it returns nil or timeout passes.
-func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
-	t.Helper()
-	timeout = max(timeout, convergeFloor)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		if last = check(ctx); last == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not within %s: %v", what, timeout, last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
+// eventually is the shared bounded poll (at least testwait.Floor).
+var eventually = testwait.Eventually
 
 // echoDeployment is a plain Deployment of echo pods labelled app=NAME.
 func echoDeployment(name string, replicas int32, nodeSelector map[string]string) *appsv1.Deployment {
