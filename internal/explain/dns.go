@@ -84,23 +84,8 @@ const (
 // the small forms of the API objects; this function only words it, one
 // line per step up to the first that failed.
 func DNS(qname string, n DNSName, self string, o DNSObjects) DNSReport {
-	f := objectFinder{}
-	if o.Grid != nil {
-		g := gridname.GridOf(o.Grid)
-		f.grid = &g
-	}
-	if o.StatefulSet != nil {
-		s := gridname.StatefulSetOf(o.StatefulSet)
-		f.set = &s
-	}
-	if o.Service != nil {
-		s := gridname.ServiceOf(o.Service)
-		f.svc = &s
-	}
-	if o.Pod != nil {
-		p := gridname.PodOf(o.Pod)
-		f.pod = &p
-	}
+	f := objectFinder{grid: small(o.Grid, gridname.GridOf), set: small(o.StatefulSet, gridname.StatefulSetOf),
+		svc: small(o.Service, gridname.ServiceOf), pod: small(o.Pod, gridname.PodOf)}
 	var labels map[string]string
 	if o.Node != nil {
 		labels = o.Node.Labels
@@ -137,6 +122,15 @@ func (f objectFinder) Grid() *gridname.Grid                     { return f.grid 
 func (f objectFinder) StatefulSet(string) *gridname.StatefulSet { return f.set }
 func (f objectFinder) Service() *gridname.Service               { return f.svc }
 func (f objectFinder) Pod(*gridname.StatefulSet) *gridname.Pod  { return f.pod }
+
+// small is the small form conv makes of o; nil for a nil o (not found).
+func small[O, S any](o *O, conv func(*O) S) *S {
+	if o == nil {
+		return nil
+	}
+	s := conv(o)
+	return &s
+}
 
 // dnsDetail words one step: what passed, or why it failed, with the values
 // the rule compared.

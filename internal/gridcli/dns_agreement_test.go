@@ -1,17 +1,11 @@
 package gridcli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +18,8 @@ import (
 	"github.com/servicegroup/servicegroup/gridname"
 	"github.com/servicegroup/servicegroup/internal/explain"
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testcoredns"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -106,12 +102,12 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 		c.pod(c.childSet(g, "nodeunit1", defect), 0, "10.0.9.1", corev1.PodRunning, nil)
 	}
 
-	ready := freeLoopbackPort(t)
-	port := freeLoopbackPort(t)
+	ready := testcoredns.FreePort(t)
+	port := testcoredns.FreePort(t)
 	corefile := fmt.Sprintf("cluster.local:%d {\n  bind 127.0.0.1\n  ready 127.0.0.1:%d\n  gridhosts {\n    kubeconfig %s\n    clients\n  }\n}\n",
 		port, ready, c.kubeconfig)
 	server := fmt.Sprintf("127.0.0.1:%d", port)
-	startCoreDNS(t, bin, corefile, fmt.Sprintf("http://127.0.0.1:%d/ready", ready))
+	testcoredns.Start(t, bin, corefile, fmt.Sprintf("http://127.0.0.1:%d/ready", ready))
 
 	demoName := func(ord int) string {
 		return fmt.Sprintf("statefulsetgrid-demo-%d.servicegrid-demo-svc.default.svc.cluster.local.", ord)
@@ -169,7 +165,7 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 	}
 	// The informers catch up first; then every case must agree at once.
 	for _, tc := range cases {
-		eventuallyAgree(t, tc.name+" on "+tc.node, func() error { return agree(tc) })
+		testwait.Eventually(ctx, t, 0, tc.name+" on "+tc.node+": explain and CoreDNS agree", func(context.Context) error { return agree(tc) })
 	}
 	for _, tc := range cases {
 		if err := agree(tc); err != nil {
@@ -272,107 +268,4 @@ func queryA(src, server, name string) (int, []string, error) {
 	}
 	slices.Sort(out)
 	return r.Rcode, out, nil
-}
-
-// eventuallyAgree polls f until it returns nil, for at most two minutes.
-func eventuallyAgree(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no agreement within 2m: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// freeLoopbackPort returns a port free for both UDP and TCP on 127.0.0.1.
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
-
-// startCoreDNS runs bin with corefile until the test ends, once readyURL
-// answers 200.
-func startCoreDNS(t *testing.T, bin, corefile, readyURL string) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "Corefile")
-	if err := os.WriteFile(path, []byte(corefile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var log lockedBuffer
-	cmd := exec.Command(bin, "-conf", path)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("coredns log:\n%s", log.String())
-		}
-	})
-	eventuallyAgree(t, "coredns ready", func() error {
-		select {
-		case <-done:
-			return fmt.Errorf("coredns exited: %s", log.String())
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("ready: %d %s", resp.StatusCode, body)
-		}
-		return nil
-	})
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

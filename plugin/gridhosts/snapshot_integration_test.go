@@ -56,9 +56,9 @@ func startSnapshotDNS(t *testing.T, bin, kubeconfig, snapshot string) *snapshotD
 // waits: gridhosts writes its last state on shutdown.
 func (s *snapshotDNS) stop(t *testing.T) {
 	t.Helper()
-	s.proc.cmd.Process.Signal(os.Interrupt)
+	s.proc.Cmd.Process.Signal(os.Interrupt)
 	select {
-	case <-s.proc.done:
+	case <-s.proc.Done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("coredns did not stop")
 	}
@@ -167,7 +167,7 @@ func TestSnapshotRestartOffline(t *testing.T) {
 		if v := withSnap.metric(t, "coredns_gridhosts_snapshot_age_seconds"); v <= 0 {
 			t.Fatalf("snapshot_age_seconds %v, want > 0", v)
 		}
-		if n := strings.Count(withSnap.proc.log.String(), "answering grid names from the snapshot"); n != 1 {
+		if n := strings.Count(withSnap.proc.Log.String(), "answering grid names from the snapshot"); n != 1 {
 			t.Fatalf("%d log lines about serving the snapshot, want 1", n)
 		}
 	})
@@ -194,8 +194,8 @@ func TestSnapshotRestartOffline(t *testing.T) {
 		if v := withSnap.metric(t, "coredns_gridhosts_snapshot_serving"); v != 0 {
 			t.Fatalf("snapshot_serving %v after sync, want 0", v)
 		}
-		if !strings.Contains(withSnap.proc.log.String(), "replacedSnapshot=true") {
-			t.Fatalf("no log line about replacing the snapshot:\n%s", withSnap.proc.log.String())
+		if !strings.Contains(withSnap.proc.Log.String(), "replacedSnapshot=true") {
+			t.Fatalf("no log line about replacing the snapshot:\n%s", withSnap.proc.Log.String())
 		}
 		// The live state is written back: the next restart finds 10.0.1.77.
 		poll(t, 30*time.Second, "live state written", func() error {

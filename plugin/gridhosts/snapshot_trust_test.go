@@ -64,8 +64,8 @@ func TestSnapshotTrust(t *testing.T) {
 		if v := r.metric(t, "coredns_gridhosts_snapshot_serving"); v != 0 {
 			t.Fatalf("snapshot_serving %v, want 0", v)
 		}
-		if !strings.Contains(r.proc.log.String(), "Not answering from the snapshot") {
-			t.Fatalf("no log line about the refusal:\n%s", r.proc.log.String())
+		if !strings.Contains(r.proc.Log.String(), "Not answering from the snapshot") {
+			t.Fatalf("no log line about the refusal:\n%s", r.proc.Log.String())
 		}
 		r.stop(t)
 	})
@@ -87,8 +87,8 @@ func TestSnapshotTrust(t *testing.T) {
 		})
 		// Live answers, never the snapshot's 10.0.1.1.
 		expect(t, "", r.server, demoNames(0), dns.TypeA, "10.0.1.99")
-		if strings.Contains(r.proc.log.String(), "answering grid names from the snapshot") {
-			t.Fatalf("the snapshot was answered from:\n%s", r.proc.log.String())
+		if strings.Contains(r.proc.Log.String(), "answering grid names from the snapshot") {
+			t.Fatalf("the snapshot was answered from:\n%s", r.proc.Log.String())
 		}
 		r.stop(t)
 	})
