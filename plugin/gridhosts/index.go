@@ -69,12 +69,28 @@ func newIndexSized(grids, sets, pods, services, nodes, slices int) *Index {
 }
 
 // Upsert adds or replaces one object (an API object or its small form).
-func (x *Index) Upsert(obj any) {
+func (x *Index) Upsert(obj any) { x.apply(obj, x.upsert) }
+
+// Delete removes one object (an API object or its small form).
+func (x *Index) Delete(obj any) { x.apply(obj, x.remove) }
+
+// apply converts obj to its small form and, under the write lock, makes
+// change with it; a change that knew the kind is observed.
+func (x *Index) apply(obj any, change func(t any) bool) {
 	t, err := toTiny(obj)
 	if err != nil {
 		return
 	}
 	x.mu.Lock()
+	known := change(t)
+	x.mu.Unlock()
+	if known {
+		x.observed(t)
+	}
+}
+
+// upsert is Upsert's change. Callers hold x.mu.
+func (x *Index) upsert(t any) bool {
 	switch o := t.(type) {
 	case *gridObj:
 		x.grids[nsName{o.Namespace, o.Name}] = o
@@ -92,20 +108,13 @@ func (x *Index) Upsert(obj any) {
 		x.deleteSlice(nsName{o.Namespace, o.Name})
 		x.addSlice(o)
 	default:
-		x.mu.Unlock()
-		return
+		return false
 	}
-	x.mu.Unlock()
-	x.observed(t)
+	return true
 }
 
-// Delete removes one object (an API object or its small form).
-func (x *Index) Delete(obj any) {
-	t, err := toTiny(obj)
-	if err != nil {
-		return
-	}
-	x.mu.Lock()
+// remove is Delete's change. Callers hold x.mu.
+func (x *Index) remove(t any) bool {
 	switch o := t.(type) {
 	case *gridObj:
 		delete(x.grids, nsName{o.Namespace, o.Name})
@@ -120,11 +129,9 @@ func (x *Index) Delete(obj any) {
 	case *sliceObj:
 		x.deleteSlice(nsName{o.Namespace, o.Name})
 	default:
-		x.mu.Unlock()
-		return
+		return false
 	}
-	x.mu.Unlock()
-	x.observed(t)
+	return true
 }
 
 // observedWrite records the write-to-answerable latency of a change that
