@@ -3,9 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,14 +148,7 @@ func readyPods(ctx context.Context, c *harness.Cluster, selector string) (map[st
 }
 
 // keys returns m's keys sorted.
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // reachAll polls from node until every pod in want has answered url, within
 // maxRequests requests; it fails on any answer from a pod not in want.
