@@ -7,11 +7,13 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
@@ -26,34 +28,7 @@ func TestWaitsForSuperEdgeLeader(t *testing.T) {
 	e := newEnv(t, controlplane.Options{})
 	ctx := t.Context()
 	se := e.superEdgeClient()
-	record := func() map[string]string {
-		now := metav1.Now()
-		data, _ := json.Marshal(resourcelock.LeaderElectionRecord{
-			HolderIdentity: "master-0_5f0e2f4c", LeaseDurationSeconds: 3, AcquireTime: now, RenewTime: now,
-		})
-		return map[string]string{superEdgeLeaderAnnotation: string(data)}
-	}
-	lock := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "application-grid-controller", Annotations: record()}} //nolint:staticcheck // SuperEdge's lock kind
-	if _, err := se.CoreV1().Endpoints("kube-system").Create(ctx, lock, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	renewing, stopRenewing := context.WithCancel(ctx)
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		for renewing.Err() == nil {
-			ep, err := se.CoreV1().Endpoints("kube-system").Get(renewing, lock.Name, metav1.GetOptions{})
-			if err == nil {
-				ep.Annotations = record()
-				_, _ = se.CoreV1().Endpoints("kube-system").Update(renewing, ep, metav1.UpdateOptions{})
-			}
-			select {
-			case <-renewing.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
-	defer func() { stopRenewing(); <-renewed }()
+	lock, release := holdSuperEdgeLock(t, se, "Endpoints")
 
 	e.node(t, "n1", map[string]string{"zone": "a"})
 	if _, err := e.grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, simpleDeploymentGrid("default", "web", "zone", nil), metav1.CreateOptions{}); err != nil {
@@ -62,7 +37,7 @@ func TestWaitsForSuperEdgeLeader(t *testing.T) {
 	e.startController(t, func(o *Options) { o.RetryPeriod = 200 * time.Millisecond })
 
 	eventually(t, 20*time.Second, "Warning PredecessorActive on SuperEdge's lock", func(ctx context.Context) error {
-		evs, err := e.warningEvents(ctx, "kube-system", lock.Name, ReasonPredecessorActive)
+		evs, err := e.warningEvents(ctx, "kube-system", lock, ReasonPredecessorActive)
 		if err != nil {
 			return err
 		}
@@ -77,8 +52,7 @@ func TestWaitsForSuperEdgeLeader(t *testing.T) {
 		t.Fatalf("created %v (%v) while SuperEdge's controller leads", names, err)
 	}
 
-	stopRenewing()
-	<-renewed
+	release()
 	e.waitDeployments(t, "default", "web", "web-a")
 }
 
@@ -100,37 +74,10 @@ func TestStopsWhenSuperEdgeReturns(t *testing.T) {
 	})
 	e.waitDeployments(t, "default", "web", "web-a")
 
-	record := func() map[string]string {
-		now := metav1.Now()
-		data, _ := json.Marshal(resourcelock.LeaderElectionRecord{
-			HolderIdentity: "master-0_5f0e2f4c", LeaseDurationSeconds: 3, AcquireTime: now, RenewTime: now,
-		})
-		return map[string]string{superEdgeLeaderAnnotation: string(data)}
-	}
-	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "application-grid-controller", Annotations: record()}}
-	if _, err := se.CoreV1().ConfigMaps("kube-system").Create(ctx, lock, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	renewing, stopRenewing := context.WithCancel(ctx)
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		for renewing.Err() == nil {
-			cm, err := se.CoreV1().ConfigMaps("kube-system").Get(renewing, lock.Name, metav1.GetOptions{})
-			if err == nil {
-				cm.Annotations = record()
-				_, _ = se.CoreV1().ConfigMaps("kube-system").Update(renewing, cm, metav1.UpdateOptions{})
-			}
-			select {
-			case <-renewing.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
-	defer func() { stopRenewing(); <-renewed }()
+	lock, release := holdSuperEdgeLock(t, se, "ConfigMap")
 
 	eventually(t, 20*time.Second, "Warning PredecessorActive and /readyz saying the workers stopped", func(ctx context.Context) error {
-		evs, err := e.warningEvents(ctx, "kube-system", lock.Name, ReasonPredecessorActive)
+		evs, err := e.warningEvents(ctx, "kube-system", lock, ReasonPredecessorActive)
 		if err != nil {
 			return err
 		}
@@ -161,7 +108,75 @@ func TestStopsWhenSuperEdgeReturns(t *testing.T) {
 		t.Fatalf("wrote %v while SuperEdge's controller leads", w)
 	}
 
-	stopRenewing()
-	<-renewed
+	release()
 	e.waitDeployments(t, "default", "web", "web-a", "web-b")
+}
+
+// holdSuperEdgeLock plays SuperEdge's running controller: its leader lock
+// kube-system/application-grid-controller, of kind "Endpoints" (its default)
+// or "ConfigMap", created and renewed every 500ms until release (or the
+// test's end). It returns the lock's name.
+func holdSuperEdgeLock(t *testing.T, se kubernetes.Interface, kind string) (string, func()) {
+	t.Helper()
+	const name = "application-grid-controller"
+	record := func() map[string]string {
+		now := metav1.Now()
+		data, _ := json.Marshal(resourcelock.LeaderElectionRecord{
+			HolderIdentity: "master-0_5f0e2f4c", LeaseDurationSeconds: 3, AcquireTime: now, RenewTime: now,
+		})
+		return map[string]string{superEdgeLeaderAnnotation: string(data)}
+	}
+	meta := metav1.ObjectMeta{Namespace: "kube-system", Name: name, Annotations: record()}
+	var create, renew func(context.Context) error
+	switch kind {
+	case "Endpoints":
+		eps := se.CoreV1().Endpoints("kube-system") //nolint:staticcheck // SuperEdge's lock kind
+		create = func(ctx context.Context) error {
+			_, err := eps.Create(ctx, &corev1.Endpoints{ObjectMeta: meta}, metav1.CreateOptions{}) //nolint:staticcheck // SuperEdge's lock kind
+			return err
+		}
+		renew = func(ctx context.Context) error {
+			ep, err := eps.Get(ctx, name, metav1.GetOptions{})
+			if err == nil {
+				ep.Annotations = record()
+				_, err = eps.Update(ctx, ep, metav1.UpdateOptions{})
+			}
+			return err
+		}
+	case "ConfigMap":
+		cms := se.CoreV1().ConfigMaps("kube-system")
+		create = func(ctx context.Context) error {
+			_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: meta}, metav1.CreateOptions{})
+			return err
+		}
+		renew = func(ctx context.Context) error {
+			cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+			if err == nil {
+				cm.Annotations = record()
+				_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+			}
+			return err
+		}
+	default:
+		t.Fatalf("SuperEdge's lock kinds are Endpoints and ConfigMap, not %q", kind)
+	}
+	if err := create(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	renewing, stopRenewing := context.WithCancel(t.Context())
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		for renewing.Err() == nil {
+			_ = renew(renewing) // a missed renewal is retried; the lease outlasts several
+			select {
+			case <-renewing.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	release := func() { once.Do(func() { stopRenewing(); <-renewed }) }
+	t.Cleanup(release)
+	return name, release
 }

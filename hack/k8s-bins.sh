@@ -7,17 +7,17 @@
 # Prints the directory holding the binaries on its last line; with
 # --print-dir it only prints that directory and builds nothing.
 #
-#   K8S_VERSION   Kubernetes release (default: the one matching our client-go)
-#   ETCD_VERSION  etcd server release
+#   K8S_VERSION   Kubernetes release (default: test/controlplane/versions.env)
+#   ETCD_VERSION  etcd server release (default: likewise)
 #   SERVICEGROUP_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/servicegroup)
 set -euo pipefail
 # shellcheck source=hack/lib/k8s-module.sh
 . "$(dirname "$0")/lib/k8s-module.sh"
 
-K8S_VERSION=${K8S_VERSION:-v1.37.1}
-ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
+K8S_VERSION=${K8S_VERSION:-$(pinned KUBERNETES)}
+ETCD_VERSION=${ETCD_VERSION:-$(pinned ETCD)}
 GO_VERSION=$(go env GOVERSION)
-CACHE_ROOT=${SERVICEGROUP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/servicegroup}
+CACHE_ROOT=$(cache_root)
 BIN_DIR="$CACHE_ROOT/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$GO_VERSION/bin"
 K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl)
 

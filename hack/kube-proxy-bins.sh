@@ -16,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib/k8s-module.sh"
 
 GO_VERSION=$(go env GOVERSION)
-CACHE_ROOT=${SERVICEGROUP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/servicegroup}
+CACHE_ROOT=$(cache_root)
 
 print_only=false
 if [ "${1:-}" = "--print-dir" ]; then

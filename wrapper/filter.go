@@ -7,15 +7,10 @@ import (
 	"github.com/servicegroup/servicegroup/topology"
 )
 
-// EndpointUsable is the wrapper's rule for an endpoint that can decide a
-// topology key: ready or serving, with unset ready counting as ready.
-func EndpointUsable(c discoveryv1.EndpointConditions) bool {
-	return c.Ready == nil || *c.Ready || (c.Serving != nil && *c.Serving)
-}
-
 // FilterEndpointSlices returns new EndpointSlices for all EndpointSlices of
 // one Service keeping only the endpoints that match the first qualifying
-// topology key, decided across all slices together. Hints are dropped from
+// topology key, decided across all slices together; an endpoint qualifies a
+// key when topology.ProxyUsable (ready or serving). Hints are dropped from
 // every endpoint. The inputs are never modified; the results share what they
 // keep of them (a new top-level struct and endpoint list, the rest is the
 // input's), so neither may be modified afterwards.
@@ -23,7 +18,7 @@ func FilterEndpointSlices(keys []string, t topology.Nodes, slices []*discoveryv1
 	usable := func(yield func(string) bool) {
 		for _, s := range slices {
 			for i := range s.Endpoints {
-				if EndpointUsable(s.Endpoints[i].Conditions) && !yield(deref(s.Endpoints[i].NodeName)) {
+				if topology.ProxyUsable(s.Endpoints[i].Conditions) && !yield(deref(s.Endpoints[i].NodeName)) {
 					return
 				}
 			}

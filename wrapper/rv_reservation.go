@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
 // The wall clock alone cannot keep resourceVersions increasing across
@@ -42,7 +44,7 @@ type rvReservation struct {
 // unreadable or corrupt file is an error: starting below it could reuse
 // versions.
 func loadRVReservation(dir string) (uint64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, rvReservationFile))
+	b, err := statefile.Read(filepath.Join(dir, rvReservationFile), 64) // a decimal uint64 and a newline
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
@@ -82,7 +84,7 @@ func (r *rvReservation) write(upTo uint64) error {
 	if err := os.MkdirAll(r.dir, 0o700); err != nil {
 		return err
 	}
-	_, err := writeFileAtomic(r.dir, rvReservationFile, func(w io.Writer) error {
+	_, err := statefile.WriteAtomic(r.dir, rvReservationFile, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "%d\n", upTo)
 		return err
 	})

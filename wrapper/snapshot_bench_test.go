@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
 // snapshotBenchState serves 10,000 Services, each with one EndpointSlice
@@ -94,7 +96,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			if err := jsonLists(p, &buf); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := writeFileAtomic(dir, "baseline.json", func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
+			if _, err := statefile.WriteAtomic(dir, "baseline.json", func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
 				b.Fatal(err)
 			}
 			jsonBytes = buf.Len()
@@ -125,7 +127,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		if err := jsonLists(p, &buf); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := writeFileAtomic(dir, "baseline.json", func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
+		if _, err := statefile.WriteAtomic(dir, "baseline.json", func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
 			b.Fatal(err)
 		}
 		codecs := serializer.NewCodecFactory(scheme.Scheme)

@@ -166,12 +166,12 @@ func TestSnapshotOutage(t *testing.T) {
 
 	cp.StopAPIServer()
 	rec.arm()
-	staleBefore := metricValue(t, "application_grid_wrapper_snapshot_staleness_seconds", nil)
+	staleBefore := metricValue(t, "application_grid_wrapper_snapshot_age_seconds", nil)
 	w = startWrapper(t, cp, "node0", addr, opts) // returns once ready: from the snapshot
 	if code, body := readyz(t, w); code != http.StatusOK || !strings.Contains(body, "serving the snapshot written at") {
 		t.Fatalf("/readyz while serving the snapshot: %d %q", code, body)
 	}
-	if s := metricValue(t, "application_grid_wrapper_snapshot_staleness_seconds", nil); s <= 0 || staleBefore != 0 {
+	if s := metricValue(t, "application_grid_wrapper_snapshot_age_seconds", nil); s <= 0 || staleBefore != 0 {
 		t.Fatalf("staleness %v while serving the snapshot (%v before)", s, staleBefore)
 	}
 
@@ -211,7 +211,7 @@ func TestSnapshotOutage(t *testing.T) {
 		return checkServed(ctx, admin, inf, ns, "node0")
 	})
 	eventually(t, "the staleness clears", 30*time.Second, func(context.Context) (bool, error) {
-		return metricValue(t, "application_grid_wrapper_snapshot_staleness_seconds", nil) == 0, nil
+		return metricValue(t, "application_grid_wrapper_snapshot_age_seconds", nil) == 0, nil
 	})
 	if code, body := readyz(t, w); code != http.StatusOK || body != "ok" {
 		t.Fatalf("/readyz after upstream synced: %d %q", code, body)

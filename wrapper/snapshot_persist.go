@@ -11,6 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/internal/snapshottrust"
+	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
 var (
@@ -29,10 +32,12 @@ var (
 	// servingSnapshotSince is the writtenAt (Unix nanoseconds) of the
 	// snapshot being served while upstream has not confirmed it; 0 otherwise.
 	servingSnapshotSince atomic.Int64
-	snapshotStaleness    = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: metricsNamespace, Name: "snapshot_staleness_seconds",
-		Help: "While the wrapper serves a snapshot that upstream has not confirmed yet: seconds since the snapshot was written " +
-			"(the served state is at most this old). 0 when serving upstream's state.",
+	// snapshotAge has gridhosts' name and meaning: the wrapper writes
+	// only when its served state changed, and changes come from upstream,
+	// so the write time is when the data was last known current.
+	snapshotAge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metricsNamespace, Name: "snapshot_age_seconds",
+		Help: "While answers come from a snapshot upstream has not confirmed: seconds since its data was last known current, an upper bound of how old the answers are; 0 while answers are live.",
 	}, func() float64 {
 		since := servingSnapshotSince.Load()
 		if since == 0 {
@@ -43,7 +48,7 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(snapshotWrites, snapshotBytes, snapshotWriteSeconds, snapshotStaleness)
+	Registry.MustRegister(snapshotWrites, snapshotBytes, snapshotWriteSeconds, snapshotAge)
 }
 
 // persister keeps the snapshot of the served stores in a state directory.
@@ -60,13 +65,16 @@ type persister struct {
 	lastError atomic.Value
 }
 
+// snapshotFile is the snapshot's name inside the state directory.
+const snapshotFile = "snapshot.pb"
+
 func (p *persister) path() string { return filepath.Join(p.dir, snapshotFile) }
 
 // load reads the snapshot. Missing, unreadable or bad snapshots are logged
 // in one line and give nil: the wrapper then starts as without one.
 func (p *persister) load(logger klog.Logger) *snapshot {
-	removeStaleTemps(p.dir, snapshotFile)
-	data, err := readSnapshotFile(p.path(), snapshotMaxBytes)
+	statefile.RemoveTemps(p.dir, snapshotFile)
+	data, err := statefile.Read(p.path(), snapshotMaxBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		logger.Info("No snapshot to serve before upstream answers", "path", p.path())
@@ -85,8 +93,9 @@ func (p *persister) load(logger klog.Logger) *snapshot {
 		logger.Info("Ignoring snapshot", "path", p.path(), "reason", reason, "err", err)
 		return nil
 	}
-	if age := time.Since(sn.header.WrittenAt); p.maxAge > 0 && age > p.maxAge {
-		logger.Info("Ignoring snapshot", "path", p.path(), "reason", "too-old", "writtenAt", sn.header.WrittenAt, "age", age.Round(time.Second), "maxAge", p.maxAge)
+	if v := snapshottrust.TooOld(sn.header.WrittenAt, p.maxAge, time.Now()); !v.Serve {
+		snapshotsRefused.WithLabelValues(v.Reason).Inc()
+		logger.Info("Ignoring snapshot", "path", p.path(), "reason", v.Reason, "writtenAt", sn.header.WrittenAt, "detail", v.Detail)
 		return nil
 	}
 	return sn
@@ -141,5 +150,5 @@ func (p *persister) writeFile(write func(io.Writer) error) (int64, error) {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return 0, err
 	}
-	return writeFileAtomic(p.dir, snapshotFile, write)
+	return statefile.WriteAtomic(p.dir, snapshotFile, write)
 }

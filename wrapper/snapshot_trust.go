@@ -2,66 +2,30 @@ package wrapper
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 )
 
-// A snapshot stands in for upstream only while upstream cannot be reached.
-// An upstream that answers but refuses the wrapper (401, 403, a certificate
-// it does not trust or that does not match) is a problem to fix, not an
-// outage to ride out; and an upstream whose own Node has another UID is
-// another cluster (reinstalled behind the same URL) or a re-registered node:
-// the snapshot's state is not its state.
+// When a snapshot may stand in for upstream is package snapshottrust's
+// rule, shared with gridhosts.
 
-// DefaultSnapshotMaxAge: a snapshot written longer ago is not served. A
-// week covers the outages edge sites ride out; an older state has likely
-// lost Services, endpoints and nodes that a node should no longer route to.
-const DefaultSnapshotMaxAge = 7 * 24 * time.Hour
-
-// upstreamProbeTimeout bounds the start-up check of upstream.
-const upstreamProbeTimeout = 5 * time.Second
-
-// Reasons for snapshots_refused_total.
-const (
-	snapshotRefusedIdentity = "identity"
-	snapshotRefusedUpstream = "upstream-refuses"
-)
+// DefaultSnapshotMaxAge: a snapshot written longer ago is not served.
+const DefaultSnapshotMaxAge = snapshottrust.DefaultMaxAge
 
 var snapshotsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: metricsNamespace, Name: "snapshots_refused_total",
-	Help: "Snapshots not served (or no longer served) by reason: \"identity\" (upstream's Node has another UID: another cluster) or \"upstream-refuses\" (upstream answers with 401, 403 or a certificate error: not an outage).",
+	Help: "Snapshots not served (or no longer served) by reason: \"identity\" (upstream's Node has another UID: another cluster), \"upstream-refuses\" (upstream answers with 401, 403 or a certificate error: not an outage) or \"too-old\" (written longer ago than --snapshot-max-age).",
 }, []string{"reason"})
 
 func init() { Registry.MustRegister(snapshotsRefused) }
-
-// upstreamRefuses: upstream was reached and refused the wrapper (not an
-// outage): authentication, authorization or certificate errors.
-func upstreamRefuses(err error) bool {
-	if err == nil {
-		return false
-	}
-	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
-		return true
-	}
-	var verify *tls.CertificateVerificationError
-	var unknown x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	var alert tls.AlertError
-	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &alert)
-}
 
 // snapshotNodeUID is the UID of this node as the snapshot's writer served it.
 func (sn *snapshot) nodeUID(node string) types.UID {
@@ -79,17 +43,13 @@ func (s *Server) checkUpstreamAtStart(ctx context.Context, logger klog.Logger) {
 	if snap == nil {
 		return
 	}
-	probeCtx, cancel := context.WithTimeout(ctx, upstreamProbeTimeout)
+	probeCtx, cancel := context.WithTimeout(ctx, snapshottrust.ProbeTimeout)
 	defer cancel()
 	n, err := s.client.CoreV1().Nodes().Get(probeCtx, s.opts.NodeName, metav1.GetOptions{})
-	switch {
-	case upstreamRefuses(err):
-		s.refuseSnapshot(logger, snapshotRefusedUpstream, fmt.Sprintf("upstream refuses the wrapper: %v", err))
-	case apierrors.IsNotFound(err):
-		s.refuseSnapshot(logger, snapshotRefusedIdentity, fmt.Sprintf("upstream has no Node %s: another cluster, or the node was removed", s.opts.NodeName))
-	case err == nil:
-		s.checkIdentity(logger, n)
-	default:
+	switch v := snapshottrust.AtStart(s.opts.NodeName, snap.nodeUID(s.opts.NodeName), n, err); {
+	case !v.Serve:
+		s.refuseSnapshot(logger, v.Reason, v.Detail)
+	case err != nil:
 		logger.Info("Upstream unreachable at start-up", "err", err)
 	}
 }
@@ -101,9 +61,8 @@ func (s *Server) checkIdentity(logger klog.Logger, n *corev1.Node) {
 	if snap == nil || n.Name != s.opts.NodeName {
 		return
 	}
-	if want := snap.nodeUID(s.opts.NodeName); n.UID != want {
-		s.refuseSnapshot(logger, snapshotRefusedIdentity,
-			fmt.Sprintf("upstream's Node %s has UID %s, the snapshot's %s: another cluster (or a re-registered node)", n.Name, n.UID, want))
+	if v := snapshottrust.SameNode(n, snap.nodeUID(s.opts.NodeName)); !v.Serve {
+		s.refuseSnapshot(logger, v.Reason, v.Detail)
 	}
 }
 
@@ -129,12 +88,12 @@ func (s *Server) refuseSnapshot(logger klog.Logger, reason, why string) {
 func (s *Server) watchUpstreamErrors(inf cache.SharedIndexInformer) error {
 	return inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		cache.DefaultWatchErrorHandler(ctx, r, err)
-		if !upstreamRefuses(err) {
+		if !snapshottrust.UpstreamRefuses(err) {
 			return
 		}
 		s.upstreamRefusal.Store(err.Error())
 		if s.seededFrom.Load() != nil {
-			s.refuseSnapshot(klog.FromContext(ctx), snapshotRefusedUpstream, fmt.Sprintf("upstream refuses the wrapper: %v", err))
+			s.refuseSnapshot(klog.FromContext(ctx), snapshottrust.RefusedUpstream, fmt.Sprintf("upstream refuses the wrapper: %v", err))
 		}
 	})
 }

@@ -1,5 +1,16 @@
 # shellcheck shell=bash
 # Sourced by hack/k8s-bins.sh and hack/kube-proxy-bins.sh.
+
+# cache_root prints the cache root of every built binary (test/controlplane's
+# CacheRoot is the same rule).
+cache_root() {
+	echo "${SERVICEGROUP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/servicegroup}"
+}
+
+# pinned KEY prints a release pinned in test/controlplane/versions.env.
+pinned() {
+	sed -n "s/^$1=//p" "$(dirname "${BASH_SOURCE[0]}")/../../test/controlplane/versions.env"
+}
 #
 # k8s_module DIR VERSION makes DIR a throwaway Go module that requires
 # k8s.io/kubernetes@VERSION and can build its commands: k8s.io/kubernetes

@@ -7,9 +7,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/gridname"
 )
 
 // DNSName is a unified StatefulSetGrid name {ssg}-{i}.{svc}.{ns}.svc.{zone}.
@@ -18,7 +18,8 @@ type DNSName struct {
 	Ordinal                  int
 }
 
-// ParseDNSName splits a unified name in zone (e.g. cluster.local).
+// ParseDNSName splits a unified name in zone (e.g. cluster.local); the
+// first label splits as gridhosts splits it (gridname.SplitHost).
 func ParseDNSName(qname, zone string) (DNSName, error) {
 	q := strings.TrimSuffix(strings.ToLower(qname), ".")
 	suffix := ".svc." + strings.Trim(strings.ToLower(zone), ".")
@@ -29,15 +30,15 @@ func ParseDNSName(qname, zone string) (DNSName, error) {
 	if len(parts) != 3 {
 		return DNSName{}, fmt.Errorf("%q is not {statefulsetgrid}-{ordinal}.{service}.{namespace}.svc.%s", qname, zone)
 	}
-	i := strings.LastIndexByte(parts[0], '-')
-	if i <= 0 {
-		return DNSName{}, fmt.Errorf("%q: first label %q has no -{ordinal}", qname, parts[0])
+	grid, ordinal, ok := gridname.SplitHost(parts[0])
+	if !ok {
+		return DNSName{}, fmt.Errorf("%q: first label %q does not end in -{ordinal}", qname, parts[0])
 	}
-	ord, err := strconv.Atoi(parts[0][i+1:])
-	if err != nil || ord < 0 || strconv.Itoa(ord) != parts[0][i+1:] {
-		return DNSName{}, fmt.Errorf("%q: %q is not an ordinal", qname, parts[0][i+1:])
+	ord, err := strconv.Atoi(ordinal)
+	if err != nil {
+		return DNSName{}, fmt.Errorf("%q: %q is not an ordinal", qname, ordinal)
 	}
-	return DNSName{Grid: parts[0][:i], Ordinal: ord, Service: parts[1], Namespace: parts[2]}, nil
+	return DNSName{Grid: grid, Ordinal: ord, Service: parts[1], Namespace: parts[2]}, nil
 }
 
 // DNSObjects are what the resolution reads; nil means not found.
@@ -57,6 +58,8 @@ type DNSReport struct {
 	Answers []string  `json:"answers"`
 	// Resolved is true when every step passed and there is an answer.
 	Resolved bool `json:"resolved"`
+	// Reason is the rule's outcome ("resolved" or why not).
+	Reason string `json:"reason"`
 }
 
 // DNSStep is one link of the chain grid -> key -> value -> StatefulSet -> pod -> IPs.
@@ -68,119 +71,136 @@ type DNSStep struct {
 
 // Steps of the chain, in order; the names are what kubectl grid prints.
 const (
-	StepGrid        = "statefulsetgrid"
-	StepNodeValue   = "nodeunit"
-	StepStatefulSet = "statefulset"
-	StepService     = "service"
-	StepPod         = "pod"
-	StepAddresses   = "addresses"
+	StepGrid        = gridname.StepGrid
+	StepNodeValue   = gridname.StepNodeValue
+	StepStatefulSet = gridname.StepStatefulSet
+	StepService     = gridname.StepService
+	StepPod         = gridname.StepPod
+	StepAddresses   = gridname.StepAddresses
 )
 
-// DNS walks the chain gridhosts answers a unified name with, for
-// node self: StatefulSetGrid -> its gridUniqKey -> the node's value ->
-// StatefulSet {ssg}-{value} consistently controlled by the grid -> the grid
-// Service -> pod {ssg}-{value}-{i} controlled by that StatefulSet -> its
-// podIPs. It stops at the first step that fails and says why.
+// DNS explains the answer gridhosts gives for a unified name on node self:
+// the decision is gridname.Resolve, the rule gridhosts answers with, over
+// the small forms of the API objects; this function only words it, one
+// line per step up to the first that failed.
 func DNS(qname string, n DNSName, self string, o DNSObjects) DNSReport {
-	r := DNSReport{Name: qname, Node: self, Answers: []string{}}
-	step := func(name string, ok bool, format string, args ...any) bool {
-		r.Steps = append(r.Steps, DNSStep{Step: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
-		return ok
+	f := objectFinder{grid: small(o.Grid, gridname.GridOf), set: small(o.StatefulSet, gridname.StatefulSetOf),
+		svc: small(o.Service, gridname.ServiceOf), pod: small(o.Pod, gridname.PodOf)}
+	var labels map[string]string
+	if o.Node != nil {
+		labels = o.Node.Labels
 	}
-	g := o.Grid
-	if !step(StepGrid, g != nil && g.Spec.GridUniqKey != "", "%s", gridDetail(n, g)) {
-		return r
+	res := gridname.Resolve(gridname.Query{Grid: n.Grid, Ordinal: strconv.Itoa(n.Ordinal), Service: n.Service}, labels, o.Node != nil, f)
+
+	r := DNSReport{Name: qname, Node: self, Answers: []string{}, Resolved: res.Reason == gridname.Resolved, Reason: res.Reason.String()}
+	if r.Resolved {
+		for _, ip := range res.Pod.IPs {
+			r.Answers = append(r.Answers, ip.String())
+		}
 	}
-	key := g.Spec.GridUniqKey
-	if o.Node == nil {
-		step(StepNodeValue, false, "node %s not found", self)
-		return r
+	failed := res.Reason.Step()
+	for _, step := range gridname.Steps {
+		ok := step != failed
+		r.Steps = append(r.Steps, DNSStep{Step: step, OK: ok, Detail: dnsDetail(step, res, ok, n, self, o)})
+		if !ok {
+			break
+		}
 	}
-	value, ok := o.Node.Labels[key]
-	if !step(StepNodeValue, ok && value != "", "node %s has %s=%q", self, key, value) {
-		r.Steps[len(r.Steps)-1].Detail = fmt.Sprintf("node %s has no label %s: it is in no nodeunit of this grid", self, key)
-		return r
-	}
-	setName := n.Grid + "-" + value
-	if ok, why := setConsistent(o.StatefulSet, g, n, key, value); !step(StepStatefulSet, ok, "%s: %s", setName, why) {
-		return r
-	}
-	if ok, why := serviceConsistent(o.Service, key); !step(StepService, ok, "%s: %s", n.Service, why) {
-		return r
-	}
-	podName := fmt.Sprintf("%s-%d", setName, n.Ordinal)
-	if ok, why := podConsistent(o.Pod, o.StatefulSet); !step(StepPod, ok, "%s: %s", podName, why) {
-		return r
-	}
-	for _, ip := range o.Pod.Status.PodIPs {
-		r.Answers = append(r.Answers, ip.IP)
-	}
-	if len(r.Answers) == 0 && o.Pod.Status.PodIP != "" {
-		r.Answers = append(r.Answers, o.Pod.Status.PodIP)
-	}
-	if !step(StepAddresses, len(r.Answers) > 0, "%s", addrDetail(r.Answers)) {
-		return r
-	}
-	r.Resolved = true
 	return r
 }
 
-func gridDetail(n DNSName, g *superedgev1.StatefulSetGrid) string {
-	switch {
-	case g == nil:
-		return fmt.Sprintf("StatefulSetGrid %s/%s not found: the name is not a grid name (next plugin answers)", n.Namespace, n.Grid)
-	case g.Spec.GridUniqKey == "":
-		return fmt.Sprintf("StatefulSetGrid %s/%s has an empty gridUniqKey", n.Namespace, n.Grid)
-	}
-	return fmt.Sprintf("StatefulSetGrid %s/%s, gridUniqKey %s", n.Namespace, n.Grid, g.Spec.GridUniqKey)
+// objectFinder is the rule's view of objects fetched from the apiserver by
+// name: the StatefulSet {grid}-{value} and its pod {set}-{ordinal}.
+type objectFinder struct {
+	grid *gridname.Grid
+	set  *gridname.StatefulSet
+	svc  *gridname.Service
+	pod  *gridname.Pod
 }
 
-// setConsistent is the rule for a StatefulSet to count as the grid's child
-// for nodeunit value.
-func setConsistent(s *appsv1.StatefulSet, g *superedgev1.StatefulSetGrid, n DNSName, key, value string) (bool, string) {
-	switch {
-	case s == nil:
-		return false, "not found (the controller has not created it, or the nodeunit name cannot form a child name)"
-	case !metav1.IsControlledBy(s, g):
-		return false, "not controlled by the StatefulSetGrid (owner kind/UID differ)"
-	case s.Labels[superedgev1.LabelGridSelector] != g.Name:
-		return false, fmt.Sprintf("label %s=%q, want %q", superedgev1.LabelGridSelector, s.Labels[superedgev1.LabelGridSelector], g.Name)
+func (f objectFinder) Grid() *gridname.Grid                     { return f.grid }
+func (f objectFinder) StatefulSet(string) *gridname.StatefulSet { return f.set }
+func (f objectFinder) Service() *gridname.Service               { return f.svc }
+func (f objectFinder) Pod(*gridname.StatefulSet) *gridname.Pod  { return f.pod }
+
+// small is the small form conv makes of o; nil for a nil o (not found).
+func small[O, S any](o *O, conv func(*O) S) *S {
+	if o == nil {
+		return nil
 	}
-	if k, _ := superedgev1.GridUniqKeyOf(s.Labels, s.Annotations); k != key {
-		return false, fmt.Sprintf("grid key %q, want %q", k, key)
-	}
-	if s.Spec.ServiceName != n.Service {
-		return false, fmt.Sprintf("serviceName %q, the name asks for %q", s.Spec.ServiceName, n.Service)
-	}
-	if v := s.Spec.Template.Spec.NodeSelector[key]; v != value {
-		return false, fmt.Sprintf("nodeSelector %s=%q, want %q", key, v, value)
-	}
-	return true, "controlled by the grid, serviceName and nodeSelector match"
+	s := conv(o)
+	return &s
 }
 
-func serviceConsistent(s *corev1.Service, key string) (bool, string) {
-	if s == nil {
-		return false, "Service not found"
+// dnsDetail words one step: what passed, or why it failed, with the values
+// the rule compared.
+func dnsDetail(step string, res gridname.Result, ok bool, n DNSName, self string, o DNSObjects) string {
+	key := ""
+	if o.Grid != nil {
+		key = o.Grid.Spec.GridUniqKey
 	}
-	if k, ok := superedgev1.GridUniqKeyOf(s.Labels, s.Annotations); !ok || k != key {
-		return false, fmt.Sprintf("Service grid key %q, want %q (is it the ServiceGrid's Service?)", k, key)
-	}
-	return true, "grid Service with the same grid key"
-}
-
-func podConsistent(p *corev1.Pod, s *appsv1.StatefulSet) (bool, string) {
-	switch {
-	case p == nil:
-		return false, "not found (ordinal beyond replicas, or not created yet)"
-	case !metav1.IsControlledBy(p, s):
-		return false, "not controlled by the StatefulSet"
-	}
-	return true, fmt.Sprintf("on node %s, phase %s", p.Spec.NodeName, p.Status.Phase)
-}
-
-func addrDetail(ips []string) string {
-	if len(ips) == 0 {
+	setName := n.Grid + "-" + res.Value
+	podName := fmt.Sprintf("%s-%d", setName, n.Ordinal)
+	switch step {
+	case StepGrid:
+		switch res.Reason {
+		case gridname.GridNotFound:
+			return fmt.Sprintf("StatefulSetGrid %s/%s not found: the name is not a grid name (next plugin answers)", n.Namespace, n.Grid)
+		case gridname.GridNoKey:
+			return fmt.Sprintf("StatefulSetGrid %s/%s has an empty gridUniqKey", n.Namespace, n.Grid)
+		}
+		return fmt.Sprintf("StatefulSetGrid %s/%s, gridUniqKey %s", n.Namespace, n.Grid, key)
+	case StepNodeValue:
+		switch res.Reason {
+		case gridname.NodeNotFound:
+			return fmt.Sprintf("node %s not found", self)
+		case gridname.NodeNoValue:
+			return fmt.Sprintf("node %s has no label %s: it is in no nodeunit of this grid", self, key)
+		}
+		return fmt.Sprintf("node %s has %s=%q", self, key, res.Value)
+	case StepStatefulSet:
+		if ok {
+			return setName + ": controlled by the grid, serviceName and nodeSelector match"
+		}
+		s := o.StatefulSet
+		switch res.Reason {
+		case gridname.SetGridSelector:
+			return fmt.Sprintf("%s: label %s=%q, want %q", setName, superedgev1.LabelGridSelector, s.Labels[superedgev1.LabelGridSelector], n.Grid)
+		case gridname.SetGridKey:
+			k, _ := res.Set.GridKey.Key()
+			return fmt.Sprintf("%s: grid key %q, want %q", setName, k, key)
+		case gridname.SetServiceName:
+			return fmt.Sprintf("%s: serviceName %q, the name asks for %q", setName, s.Spec.ServiceName, n.Service)
+		case gridname.SetNodeSelector:
+			return fmt.Sprintf("%s: nodeSelector %s=%q, want %q", setName, key, s.Spec.Template.Spec.NodeSelector[key], res.Value)
+		}
+		return setName + ": " + res.Reason.String()
+	case StepService:
+		if ok {
+			return n.Service + ": grid Service with the same grid key"
+		}
+		if res.Reason == gridname.ServiceGridKey {
+			k, _ := gridname.ServiceOf(o.Service).GridKey.Key()
+			return fmt.Sprintf("%s: Service grid key %q, want %q (is it the ServiceGrid's Service?)", n.Service, k, key)
+		}
+		return n.Service + ": " + res.Reason.String()
+	case StepPod:
+		if ok {
+			return fmt.Sprintf("%s: on node %s, phase %s", podName, o.Pod.Spec.NodeName, o.Pod.Status.Phase)
+		}
+		if res.Reason == gridname.PodFinished {
+			return fmt.Sprintf("%s: phase %s: finished, its address may be reused: not served", podName, o.Pod.Status.Phase)
+		}
+		return podName + ": " + res.Reason.String()
+	case StepAddresses:
+		if ok {
+			ips := make([]string, 0, len(res.Pod.IPs))
+			for _, ip := range res.Pod.IPs {
+				ips = append(ips, ip.String())
+			}
+			return strings.Join(ips, ", ")
+		}
 		return "the pod has no IP yet: not served"
 	}
-	return strings.Join(ips, ", ")
+	return ""
 }

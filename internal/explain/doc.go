@@ -3,5 +3,6 @@
 // why, what a unified StatefulSetGrid name resolves to, and what state each
 // nodeunit of a grid is in. It holds no decision of its own: topology
 // choices come from package topology and wrapper.FilterEndpointSlices, the
-// code the wrapper runs. kubectl grid (cmd/kubectl-grid) prints its reports.
+// code the wrapper runs, and unified names from package gridname, the code
+// gridhosts answers with. kubectl grid (cmd/kubectl-grid) prints its reports.
 package explain

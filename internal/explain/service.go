@@ -108,7 +108,7 @@ func countUsableMatching(view topology.Nodes, key string, ss []*discoveryv1.Endp
 	n := 0
 	for _, s := range ss {
 		for _, ep := range s.Endpoints {
-			if wrapper.EndpointUsable(ep.Conditions) && view.Matches(key, deref(ep.NodeName)) {
+			if topology.ProxyUsable(ep.Conditions) && view.Matches(key, deref(ep.NodeName)) {
 				n++
 			}
 		}

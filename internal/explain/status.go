@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -230,14 +231,7 @@ func replicas(p *int32) int32 {
 	return *p
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // GridKeyOf returns a grid's spec.gridUniqKey.
 func GridKeyOf(grid *unstructured.Unstructured) string {

@@ -155,7 +155,8 @@ func servedIPs(r explain.ServiceReport) string {
 }
 
 // TestExplainService: the expected key tables and served endpoints are
-// written out by hand from SPEC §3's rule, not computed by the code.
+// written out by hand from the topologyKeys rule (package topology's doc),
+// not computed by the code.
 func TestExplainService(t *testing.T) {
 	c := startCluster(t)
 	c.service("servicegrid-demo-svc", `["zone1"]`, map[string][]discoveryv1.Endpoint{

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/gridname"
 )
 
 // Typed objects shaped like what the StatefulSetGrid controller and the
@@ -18,7 +19,7 @@ import (
 
 func newGrid(ns, name, key string, uid types.UID) *superedgev1.StatefulSetGrid {
 	return &superedgev1.StatefulSetGrid{
-		TypeMeta:   metav1.TypeMeta{APIVersion: superedgev1.SchemeGroupVersion.String(), Kind: kindStatefulSetGrid},
+		TypeMeta:   metav1.TypeMeta{APIVersion: superedgev1.SchemeGroupVersion.String(), Kind: gridname.KindStatefulSetGrid},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid},
 		Spec: superedgev1.StatefulSetGridSpec{
 			GridUniqKey: key,
@@ -52,7 +53,7 @@ func newSet(grid *superedgev1.StatefulSetGrid, value, svc string, uid types.UID,
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: grid.Namespace, Name: grid.Name + "-" + value, UID: uid, Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: superedgev1.SchemeGroupVersion.String(), Kind: kindStatefulSetGrid,
+				APIVersion: superedgev1.SchemeGroupVersion.String(), Kind: gridname.KindStatefulSetGrid,
 				Name: grid.Name, UID: grid.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}},
 		},
@@ -85,7 +86,7 @@ func newPod(set *appsv1.StatefulSet, ordinal int, node string, ips ...string) *c
 			UID:    types.UID("pod-" + name),
 			Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "apps/v1", Kind: kindStatefulSet, Name: set.Name, UID: set.UID, Controller: ptr.To(true),
+				APIVersion: "apps/v1", Kind: gridname.KindStatefulSet, Name: set.Name, UID: set.UID, Controller: ptr.To(true),
 			}},
 		},
 		Spec: corev1.PodSpec{

@@ -54,7 +54,10 @@ type GridHosts struct {
 	snap       atomic.Pointer[Index]
 	mode       sync.Mutex
 	snapCancel context.CancelFunc
-	snapDone   chan struct{}
+	// refused is set once the snapshot was refused (snapshot_trust.go);
+	// guarded by mode.
+	refused  bool
+	snapDone chan struct{}
 	// Before synced: whether grids and Services are already known, so a
 	// name can be ruled out as a grid name. Nil means not known.
 	gridsKnown, servicesKnown func() bool
@@ -203,7 +206,7 @@ func (g *GridHosts) notGridName(q queryName) bool {
 		if sv == nil {
 			return true
 		}
-		if _, ok := sv.GridKey.key(); !ok {
+		if _, ok := sv.GridKey.Key(); !ok {
 			return true
 		}
 	}

@@ -7,13 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/servicegroup/servicegroup/gridname"
 	"github.com/servicegroup/servicegroup/topology"
-)
-
-// Kinds of the controllers the consistency checks expect.
-const (
-	kindStatefulSetGrid = "StatefulSetGrid"
-	kindStatefulSet     = "StatefulSet"
 )
 
 type nsName struct{ ns, name string }
@@ -74,12 +69,28 @@ func newIndexSized(grids, sets, pods, services, nodes, slices int) *Index {
 }
 
 // Upsert adds or replaces one object (an API object or its small form).
-func (x *Index) Upsert(obj any) {
+func (x *Index) Upsert(obj any) { x.apply(obj, x.upsert) }
+
+// Delete removes one object (an API object or its small form).
+func (x *Index) Delete(obj any) { x.apply(obj, x.remove) }
+
+// apply converts obj to its small form and, under the write lock, makes
+// change with it; a change that knew the kind is observed.
+func (x *Index) apply(obj any, change func(t any) bool) {
 	t, err := toTiny(obj)
 	if err != nil {
 		return
 	}
 	x.mu.Lock()
+	known := change(t)
+	x.mu.Unlock()
+	if known {
+		x.observed(t)
+	}
+}
+
+// upsert is Upsert's change. Callers hold x.mu.
+func (x *Index) upsert(t any) bool {
 	switch o := t.(type) {
 	case *gridObj:
 		x.grids[nsName{o.Namespace, o.Name}] = o
@@ -97,20 +108,13 @@ func (x *Index) Upsert(obj any) {
 		x.deleteSlice(nsName{o.Namespace, o.Name})
 		x.addSlice(o)
 	default:
-		x.mu.Unlock()
-		return
+		return false
 	}
-	x.mu.Unlock()
-	x.observed(t)
+	return true
 }
 
-// Delete removes one object (an API object or its small form).
-func (x *Index) Delete(obj any) {
-	t, err := toTiny(obj)
-	if err != nil {
-		return
-	}
-	x.mu.Lock()
+// remove is Delete's change. Callers hold x.mu.
+func (x *Index) remove(t any) bool {
 	switch o := t.(type) {
 	case *gridObj:
 		delete(x.grids, nsName{o.Namespace, o.Name})
@@ -125,11 +129,9 @@ func (x *Index) Delete(obj any) {
 	case *sliceObj:
 		x.deleteSlice(nsName{o.Namespace, o.Name})
 	default:
-		x.mu.Unlock()
-		return
+		return false
 	}
-	x.mu.Unlock()
-	x.observed(t)
+	return true
 }
 
 // observedWrite records the write-to-answerable latency of a change that
@@ -157,7 +159,7 @@ func (x *Index) observed(t any) {
 // never searched for, so a value that also occurs inside the grid name
 // cannot confuse it.
 func unitOf(s *setObj) (string, bool) {
-	if !s.HasOwner || s.Owner.Kind != kindStatefulSetGrid {
+	if !s.HasOwner || s.Owner.Kind != gridname.KindStatefulSetGrid {
 		return "", false
 	}
 	p := s.Owner.Name
@@ -188,7 +190,7 @@ func (x *Index) deleteSet(k nsName) {
 // ordinalOf returns the ordinal of a StatefulSet pod: its name is exactly
 // {set}-{ordinal}.
 func ordinalOf(p *podObj) (string, bool) {
-	if !p.HasOwner || p.Owner.Kind != kindStatefulSet {
+	if !p.HasOwner || p.Owner.Kind != gridname.KindStatefulSet {
 		return "", false
 	}
 	s := p.Owner.Name
@@ -196,7 +198,7 @@ func ordinalOf(p *podObj) (string, bool) {
 		return "", false
 	}
 	ord := p.Name[len(s)+1:]
-	if !isOrdinal(ord) {
+	if !gridname.IsOrdinal(ord) {
 		return "", false
 	}
 	return ord, true
@@ -317,36 +319,53 @@ func (x *Index) nodeForClient(ip netip.Addr) (string, bool) {
 }
 
 // member returns the pod a unified name {grid}-{ordinal}.{svc}.{ns} stands
-// for on node, after every consistency check of the seeds' daemon: the
-// StatefulSet {grid}-{value} is controlled by this grid (kind and UID), has
-// both grid labels, serves through {svc}, which exists with the same grid
-// key, and selects nodes of this nodeunit; the pod is controlled by that
-// StatefulSet, not terminating, and has an address. A StatefulSet being
-// deleted is not served either. Callers hold x.mu.
-func (x *Index) member(ns, grid, ordinal, svc string, node *nodeObj) *podObj {
-	g, ok := x.grids[nsName{ns, grid}]
-	if !ok || g.Key == "" || node == nil {
+// for on node, decided by package gridname; nil when the rule rules it out.
+// Callers hold x.mu.
+func (x *Index) member(ns, grid, ordinal, svc string, node *nodeObj) *gridname.Pod {
+	var labels map[string]string
+	if node != nil {
+		labels = node.Labels
+	}
+	r := gridname.Resolve(gridname.Query{Grid: grid, Ordinal: ordinal, Service: svc}, labels, node != nil, indexFinder{x, ns, grid, ordinal, svc})
+	if r.Reason != gridname.Resolved {
 		return nil
 	}
-	value, ok := node.Labels[g.Key]
-	if !ok || value == "" {
-		return nil
+	return r.Pod
+}
+
+// indexFinder is the rule's view of the index for one query: every lookup
+// is one map access.
+type indexFinder struct {
+	x                      *Index
+	ns, grid, ordinal, svc string
+}
+
+func (f indexFinder) Grid() *gridname.Grid {
+	if g, ok := f.x.grids[nsName{f.ns, f.grid}]; ok {
+		return &g.Grid
 	}
-	s, ok := x.setsByUnit[unitKey{ns, grid, value}]
-	if !ok || s.Terminating || s.Owner.UID != g.UID ||
-		!s.HasGridSelector || s.GridSelector != grid || !s.GridKey.isOf(g) ||
-		s.ServiceName != svc || s.NodeSelector[g.Key] != value {
-		return nil
+	return nil
+}
+
+func (f indexFinder) StatefulSet(value string) *gridname.StatefulSet {
+	if s, ok := f.x.setsByUnit[unitKey{f.ns, f.grid, value}]; ok {
+		return &s.StatefulSet
 	}
-	sv, ok := x.services[nsName{ns, svc}]
-	if !ok || !sv.GridKey.isOf(g) {
-		return nil
+	return nil
+}
+
+func (f indexFinder) Service() *gridname.Service {
+	if s, ok := f.x.services[nsName{f.ns, f.svc}]; ok {
+		return &s.Service
 	}
-	p, ok := x.members[memberKey{ns, s.Name, ordinal}]
-	if !ok || p.Owner.UID != s.UID || p.Terminating || p.Finished || len(p.IPs) == 0 {
-		return nil
+	return nil
+}
+
+func (f indexFinder) Pod(set *gridname.StatefulSet) *gridname.Pod {
+	if p, ok := f.x.members[memberKey{f.ns, set.Name, f.ordinal}]; ok {
+		return &p.Pod
 	}
-	return p
+	return nil
 }
 
 // gridService returns the headless grid Service ns/name and its topology

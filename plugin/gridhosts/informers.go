@@ -54,6 +54,8 @@ type watcher struct {
 	serviceSource *source
 	cancel        context.CancelFunc
 	stopped       chan struct{}
+	// onError, when set before start, is told every list/watch error.
+	onError func(context.Context, error)
 }
 
 func transform(obj any) (any, error) { return toTiny(obj) }
@@ -107,7 +109,12 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 		if err != nil {
 			return nil, err
 		}
-		src := &source{resource: in.resource, synced: reg.HasSynced, optional: in.optional, announced: &atomic.Bool{}}
+		src := &source{resource: in.resource, synced: reg.HasSynced, optional: in.optional, announced: &atomic.Bool{},
+			also: func(ctx context.Context, err error) {
+				if w.onError != nil {
+					w.onError(ctx, err)
+				}
+			}}
 		if err := in.inf.SetWatchErrorHandlerWithContext(src.onError); err != nil {
 			return nil, err
 		}

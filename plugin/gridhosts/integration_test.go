@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -32,6 +31,7 @@ import (
 	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testcoredns"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -50,98 +50,13 @@ func coreDNSBinary(t testing.TB) string {
 	return testbin.Path(t, "coredns")
 }
 
-// freePort returns a port free for both UDP and TCP on 127.0.0.1.
-func freePort(t testing.TB) int {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
+// The CoreDNS processes of these tests (internal/testcoredns).
+type coreDNS = testcoredns.Process
 
-// coreDNS is one running CoreDNS process.
-type coreDNS struct {
-	cmd      *exec.Cmd
-	corefile string
-	log      *syncBuffer
-	done     chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// startCoreDNS runs bin with corefile and waits until readyURL answers 200.
-func startCoreDNS(t testing.TB, bin, corefile, readyURL string, env ...string) *coreDNS {
-	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "Corefile")
-	if err := os.WriteFile(path, []byte(corefile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := &coreDNS{corefile: path, log: &syncBuffer{}, done: make(chan struct{})}
-	c.cmd = exec.Command(bin, "-conf", path)
-	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
-	c.cmd.Env = append(os.Environ(), env...)
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { c.cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() {
-		c.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-c.done:
-		case <-time.After(10 * time.Second):
-			c.cmd.Process.Kill()
-			<-c.done
-		}
-		if t.Failed() || os.Getenv("GRIDHOSTS_TEST_LOG") != "" {
-			t.Logf("coredns log:\n%s", c.log.String())
-		}
-	})
-	poll(t, 60*time.Second, "coredns ready", func() error {
-		select {
-		case <-c.done:
-			return fmt.Errorf("coredns exited: %s", c.log.String())
-		default:
-		}
-		resp, err := http.Get(readyURL)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("ready: %d %s", resp.StatusCode, body)
-		}
-		return nil
-	})
-	return c
-}
+var (
+	freePort     = testcoredns.FreePort
+	startCoreDNS = testcoredns.Start
+)
 
 // pollFloor is the least any poll waits: the bound only ends a failing test,
 // and the cluster tests run in parallel on busy 2-core machines.
@@ -444,8 +359,8 @@ func TestCoreDNSAgainstAPIServer(t *testing.T) {
 
 	t.Run("reload keeps serving", func(t *testing.T) {
 		// Change the TTL of every block; keep querying while CoreDNS reloads.
-		data := must(os.ReadFile(dnsd.corefile))(t)
-		if err := os.WriteFile(dnsd.corefile, bytes.ReplaceAll(data, []byte("ttl 5"), []byte("ttl 7")), 0o600); err != nil {
+		data := must(os.ReadFile(dnsd.Corefile))(t)
+		if err := os.WriteFile(dnsd.Corefile, bytes.ReplaceAll(data, []byte("ttl 5"), []byte("ttl 7")), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(30 * time.Second)

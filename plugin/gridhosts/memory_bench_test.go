@@ -79,7 +79,7 @@ func BenchmarkMemory(b *testing.B) {
 			expect(b, "", srv, names[n-1], dns.TypeA, memoryPodIP(n-1))
 			load(b, srv, names, len(names), 4) // every name answered once
 		}
-		g, h := vmRSS(b, gridDNS.cmd.Process.Pid), vmRSS(b, hostsDNS.cmd.Process.Pid)
+		g, h := vmRSS(b, gridDNS.Cmd.Process.Pid), vmRSS(b, hostsDNS.Cmd.Process.Pid)
 		ratio := float64(g) / float64(h)
 		b.ReportMetric(ratio, fmt.Sprintf("rss-ratio-%dpods", n))
 		b.ReportMetric(float64(g)/1024, fmt.Sprintf("gridhosts-MiB-%dpods", n))

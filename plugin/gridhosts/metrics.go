@@ -62,7 +62,7 @@ var (
 		Namespace: plugin.Namespace,
 		Subsystem: "gridhosts",
 		Name:      "snapshot_age_seconds",
-		Help:      "Age of the snapshot grid names are answered from (time since it was written); 0 while answers are live.",
+		Help:      "While answers come from a snapshot upstream has not confirmed: seconds since its data was last known current, an upper bound of how old the answers are; 0 while answers are live.",
 	}, func() float64 {
 		w := servingSnapshotWritten.Load()
 		if w == 0 {

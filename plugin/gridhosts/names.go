@@ -1,8 +1,9 @@
 package gridhosts
 
 import (
-	"strconv"
 	"strings"
+
+	"github.com/servicegroup/servicegroup/gridname"
 )
 
 // nameKind says which shape a query name has inside a zone.
@@ -27,9 +28,8 @@ type queryName struct {
 }
 
 // parseName splits name (lower case, fully qualified) relative to zone
-// (lower case, fully qualified, a suffix of name). The ordinal is the run of
-// digits after the last '-' of the first label, so grid and nodeunit names
-// containing '-' or digits parse the same way StatefulSet pod names are built.
+// (lower case, fully qualified, a suffix of name); the first label of a
+// unified name splits as gridname.SplitHost says.
 func parseName(name, zone string) queryName {
 	if len(name) <= len(zone) || !strings.HasSuffix(name, zone) {
 		return queryName{}
@@ -70,12 +70,11 @@ func parseName(name, zone string) queryName {
 	case 3:
 		q.kind = nameService
 	case 4:
-		host := l[3]
-		i := strings.LastIndexByte(host, '-')
-		if i <= 0 || !isOrdinal(host[i+1:]) {
+		grid, ordinal, ok := gridname.SplitHost(l[3])
+		if !ok {
 			return queryName{}
 		}
-		q.kind, q.grid, q.ordinal = nameMember, host[:i], host[i+1:]
+		q.kind, q.grid, q.ordinal = nameMember, grid, ordinal
 	case 5:
 		if len(l[4]) < 2 || len(l[3]) < 2 || l[4][0] != '_' || l[3][0] != '_' {
 			return queryName{}
@@ -85,15 +84,4 @@ func parseName(name, zone string) queryName {
 		return queryName{}
 	}
 	return q
-}
-
-// isOrdinal accepts the ordinals a StatefulSet can give its pods: decimal,
-// no leading zeros, at most spec.ordinals.start + spec.replicas - 1, both
-// int32, so below 2^32.
-func isOrdinal(s string) bool {
-	if s == "" || len(s) > 10 || (len(s) > 1 && s[0] == '0') {
-		return false
-	}
-	_, err := strconv.ParseUint(s, 10, 32)
-	return err == nil
 }

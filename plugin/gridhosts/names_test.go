@@ -3,6 +3,8 @@ package gridhosts
 import (
 	"strings"
 	"testing"
+
+	"github.com/servicegroup/servicegroup/gridname"
 )
 
 func TestParseName(t *testing.T) {
@@ -61,7 +63,7 @@ func FuzzParseName(f *testing.F) {
 		case nameNone:
 			return
 		case nameMember:
-			if !isOrdinal(q.ordinal) || q.grid == "" {
+			if !gridname.IsOrdinal(q.ordinal) || q.grid == "" {
 				t.Fatalf("%q: bad member %+v", name, q)
 			}
 			rebuilt = q.grid + "-" + q.ordinal + "." + q.service + "." + q.namespace + ".svc." + z

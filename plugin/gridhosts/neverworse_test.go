@@ -195,7 +195,7 @@ func expectNotReady(t *testing.T, p *dnsPair, want ...string) {
 	}
 	poll(t, 10*time.Second, "one log line saying why", func() error {
 		var lines []string
-		for _, l := range strings.Split(p.proc.log.String(), "\n") {
+		for _, l := range strings.Split(p.proc.Log.String(), "\n") {
 			if strings.Contains(l, "Cannot serve grid names yet") {
 				lines = append(lines, l)
 			}
@@ -240,8 +240,8 @@ func TestNeverWorseWithoutCRD(t *testing.T) {
 		return nil
 	})
 	sameAnswers(t, p.ref, p.server)
-	if !strings.Contains(p.proc.log.String(), "StatefulSetGrid CRD not installed") {
-		t.Fatalf("no log line about the missing CRD:\n%s", p.proc.log.String())
+	if !strings.Contains(p.proc.Log.String(), "StatefulSetGrid CRD not installed") {
+		t.Fatalf("no log line about the missing CRD:\n%s", p.proc.Log.String())
 	}
 
 	// Install the CRD and the seeds' grid: served once the informer's

@@ -8,40 +8,8 @@ import (
 	"github.com/miekg/dns"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/gridname"
 )
-
-// TestGridKeyPrecedence: the annotation, when set, decides alone; without
-// it the label must be the label value of the grid's key.
-func TestGridKeyPrecedence(t *testing.T) {
-	const zone = "topology.kubernetes.io/zone"
-	for _, tc := range []struct {
-		name        string
-		label, ann  *string
-		key         string
-		wantBelongs bool
-	}{
-		{"SuperEdge label", strp("zone1"), nil, "zone1", true},
-		{"SuperEdge label, other key", strp("zone1"), nil, "zone2", false},
-		{"prefixed key, label only", strp("topology.kubernetes.io_zone"), nil, zone, true},
-		{"prefixed key, label and annotation", strp("topology.kubernetes.io_zone"), strp(zone), zone, true},
-		{"annotation wins over label", strp("zone1"), strp("zone2"), "zone1", false},
-		{"annotation decides with a stale label", strp("stale"), strp("zone1"), "zone1", true},
-		{"empty annotation ignored", strp("zone1"), strp(""), "zone1", true},
-		{"neither", nil, nil, "zone1", false},
-		{"empty grid key", strp(""), nil, "", false},
-	} {
-		labels, anns := map[string]string{}, map[string]string{}
-		if tc.label != nil {
-			labels[superedgev1.LabelGridUniqKey] = *tc.label
-		}
-		if tc.ann != nil {
-			anns[superedgev1.AnnotationGridUniqKey] = *tc.ann
-		}
-		if got := gridKeyRefOf(labels, anns).is(tc.key); got != tc.wantBelongs {
-			t.Errorf("%s: is(%q) = %v, want %v", tc.name, tc.key, got, tc.wantBelongs)
-		}
-	}
-}
 
 func strp(s string) *string { return &s }
 
@@ -64,7 +32,7 @@ func TestServiceKeys(t *testing.T) {
 			map[string]string{superedgev1.AnnotationGridUniqKey: "a.io/zone"}, []string{"a.io/zone"}, false},
 		{"not a grid service", nil, nil, nil, false},
 	} {
-		got, err := serviceKeys(gridKeyRefOf(tc.labels, tc.anns), tc.anns)
+		got, err := serviceKeys(gridname.GridKeyRefOf(tc.labels, tc.anns), tc.anns)
 		if !slices.Equal(got, tc.want) || (err != nil) != tc.wantErr {
 			t.Errorf("%s: got %q, %v; want %q, err=%v", tc.name, got, err, tc.want, tc.wantErr)
 		}

@@ -67,14 +67,24 @@ func setup(c *caddy.Controller) error {
 func (g *GridHosts) start() error {
 	logger := klog.Background().WithName(pluginName)
 	var (
-		saved  *Index
-		header snapHeader
+		saved     *Index
+		savedBody *snapBody
+		header    snapHeader
 	)
 	if g.snapshot != nil {
-		saved, header = g.loadSnapshot(logger)
+		saved, savedBody, header = g.loadSnapshot(logger)
+	}
+	// Decided before the informers start, so the decision does not
+	// depend on how fast they sync.
+	if saved != nil {
+		if v := g.trustSnapshot(context.Background(), header, savedBody); !v.Serve {
+			g.refuseSnapshot(logger, v)
+			saved = nil
+		}
 	}
 	live := make(chan struct{})
 	g.gridsKnown, g.servicesKnown = g.watcher.gridSource.known, g.watcher.serviceSource.known
+	g.watcher.onError = g.onUpstreamError
 	g.watcher.start(func() {
 		replaced := g.goLive()
 		logger.Info("Serving grid names: informers synced", "replacedSnapshot", replaced)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
 const (
@@ -56,31 +59,24 @@ func newSnapshotter(path string, interval time.Duration, owner snapOwner) *snaps
 	return &snapshotter{path: path, interval: interval, owner: owner}
 }
 
-// tempPattern names temporary files beside the snapshot; leftovers of a
-// crash are removed at start.
-func (s *snapshotter) tempPattern() string { return "." + filepath.Base(s.path) + ".tmp-*" }
-
 // prepare creates the directory if it is missing (0700), removes
 // temporary files a crash left behind and checks early that the directory
 // is writable, so an unwritable one is reported at start-up rather than at
 // the first write.
 func (s *snapshotter) prepare() {
-	dir := filepath.Dir(s.path)
-	os.MkdirAll(dir, 0o700) // a failure shows in the write check below
-	if old, err := filepath.Glob(filepath.Join(dir, s.tempPattern())); err == nil {
+	dir, name := filepath.Split(s.path)
+	statefile.RemoveTemps(dir, name)
+	// Temporary files of builds before package statefile had another name.
+	if old, err := filepath.Glob(filepath.Join(dir, "."+name+".tmp-*")); err == nil {
 		for _, f := range old {
 			os.Remove(f)
 		}
 	}
-	f, err := os.CreateTemp(dir, s.tempPattern())
-	if err != nil {
+	if err := statefile.CheckWritable(dir, name); err != nil {
 		s.mu.Lock()
 		s.report(err)
 		s.mu.Unlock()
-		return
 	}
-	f.Close()
-	os.Remove(f.Name())
 }
 
 // write stores x's content, stamped with the last time the apiserver was
@@ -118,7 +114,8 @@ func (s *snapshotter) write(x *Index, final bool) error {
 	}
 	data, err := encodeSnapshot(snapHeader{Owner: s.owner, Written: asOf.UTC()}, body)
 	if err == nil {
-		err = writeFileAtomic(s.path, s.tempPattern(), data)
+		dir, name := filepath.Split(s.path)
+		_, err = statefile.WriteAtomic(dir, name, func(w io.Writer) error { _, err := w.Write(data); return err })
 	}
 	if err != nil {
 		snapshotFailed.Inc()
@@ -149,53 +146,17 @@ func (s *snapshotter) report(err error) {
 	}
 }
 
-// writeFileAtomic replaces path with data so that a reader (or a power
-// loss) sees the old file or the new one, never a mix: a temporary file in
-// the same directory, created 0600, synced, renamed over path, and the
-// directory synced so the rename itself is durable.
-func writeFileAtomic(path, pattern string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, pattern) // mode 0600
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
-}
-
 // loadSnapshot reads this block's snapshot for start-up. Any reason not to
 // use it is one log line; the result is then nil.
-func (g *GridHosts) loadSnapshot(logger klog.Logger) (*Index, snapHeader) {
+func (g *GridHosts) loadSnapshot(logger klog.Logger) (*Index, *snapBody, snapHeader) {
 	s := g.snapshot
 	s.prepare()
 	h, b, err := readSnapshot(s.path, s.owner)
 	if err != nil {
 		logger.Info("Snapshot not used", "reason", err.Error())
-		return nil, snapHeader{}
+		return nil, nil, snapHeader{}
 	}
-	return b.index(), h
+	return b.index(), b, h
 }
 
 // serveSnapshot answers from x (read from a snapshot written at written)

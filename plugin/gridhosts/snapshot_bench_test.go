@@ -3,6 +3,7 @@ package gridhosts
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
 // snapshotBenchPods is the scale of the snapshot benchmarks: grid pods of
@@ -73,7 +76,10 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 				}
 			}
 			x.mu.RUnlock()
-			if err := writeFileAtomic(path, ".hosts.tmp-*", []byte(sb.String())); err != nil {
+			if _, err := statefile.WriteAtomic(filepath.Dir(path), filepath.Base(path), func(w io.Writer) error {
+				_, err := io.WriteString(w, sb.String())
+				return err
+			}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -8,7 +8,6 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"slices"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/gridname"
+	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
 // The snapshot file keeps the facts the index is built from (the small
@@ -86,11 +87,11 @@ type snapGrid struct {
 
 type snapSet struct {
 	Meta            snapMeta
-	Owner           controllerRef
+	Owner           gridname.ControllerRef
 	HasOwner        bool
 	GridSelector    string
 	HasGridSelector bool
-	GridKey         gridKeyRef
+	GridKey         gridname.GridKeyRef
 	ServiceName     string
 	NodeSelector    []snapKV
 	Terminating     bool
@@ -98,7 +99,7 @@ type snapSet struct {
 
 type snapPod struct {
 	Meta        snapMeta
-	Owner       controllerRef
+	Owner       gridname.ControllerRef
 	HasOwner    bool
 	Created     time.Time
 	NodeName    string
@@ -109,7 +110,7 @@ type snapPod struct {
 
 type snapService struct {
 	Meta     snapMeta
-	GridKey  gridKeyRef
+	GridKey  gridname.GridKeyRef
 	Headless bool
 	Keys     []string
 }
@@ -248,19 +249,21 @@ func bodyOf(x *Index) *snapBody {
 func (b *snapBody) index() *Index {
 	x := newIndexSized(len(b.Grids), len(b.Sets), len(b.Pods), len(b.Services), len(b.Nodes), len(b.Slices))
 	for _, o := range b.Grids {
-		x.Upsert(&gridObj{tiny: o.Meta.tiny(), Key: o.Key, KeyLabel: superedgev1.GridUniqKeyLabelValue(o.Key)})
+		x.Upsert(&gridObj{tiny: o.Meta.tiny(), Grid: gridname.Grid{Name: o.Meta.Name, UID: o.Meta.UID,
+			Key: o.Key, KeyLabel: superedgev1.GridUniqKeyLabelValue(o.Key)}})
 	}
 	for _, o := range b.Sets {
-		x.Upsert(&setObj{tiny: o.Meta.tiny(), Owner: o.Owner, HasOwner: o.HasOwner, GridSelector: o.GridSelector,
+		x.Upsert(&setObj{tiny: o.Meta.tiny(), StatefulSet: gridname.StatefulSet{Name: o.Meta.Name, UID: o.Meta.UID,
+			Owner: o.Owner, HasOwner: o.HasOwner, GridSelector: o.GridSelector,
 			HasGridSelector: o.HasGridSelector, GridKey: o.GridKey, ServiceName: o.ServiceName,
-			NodeSelector: mapOf(o.NodeSelector), Terminating: o.Terminating})
+			NodeSelector: mapOf(o.NodeSelector), Terminating: o.Terminating}})
 	}
 	for _, o := range b.Pods {
-		x.Upsert(&podObj{tiny: o.Meta.tiny(), Owner: o.Owner, HasOwner: o.HasOwner, Created: o.Created,
-			NodeName: o.NodeName, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished})
+		x.Upsert(&podObj{tiny: o.Meta.tiny(), Pod: gridname.Pod{Owner: o.Owner, HasOwner: o.HasOwner,
+			IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished}, Created: o.Created, NodeName: o.NodeName})
 	}
 	for _, o := range b.Services {
-		x.Upsert(&svcObj{tiny: o.Meta.tiny(), GridKey: o.GridKey, Headless: o.Headless, Keys: o.Keys})
+		x.Upsert(&svcObj{tiny: o.Meta.tiny(), Service: gridname.Service{GridKey: o.GridKey}, Headless: o.Headless, Keys: o.Keys})
 	}
 	for _, o := range b.Nodes {
 		x.Upsert(&nodeObj{tiny: o.Meta.tiny(), Labels: mapOf(o.Labels), InternalIPs: o.InternalIPs})
@@ -351,20 +354,14 @@ func decodeSnapshot(path string, data []byte) (snapHeader, *snapBody, error) {
 // file is a snapshotError too ("does not exist"): the caller logs every
 // reason alike.
 func readSnapshot(path string, owner snapOwner) (snapHeader, *snapBody, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+	data, err := statefile.Read(path, maxSnapshotSize)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return snapHeader{}, nil, &snapshotError{path: path, reason: "does not exist (first start, or wiped)"}
-	}
-	if err != nil {
-		return snapHeader{}, nil, &snapshotError{path: path, reason: "cannot be read", err: err}
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSnapshotSize+1))
-	if err != nil {
-		return snapHeader{}, nil, &snapshotError{path: path, reason: "cannot be read", err: err}
-	}
-	if len(data) > maxSnapshotSize {
+	case errors.Is(err, statefile.ErrTooLarge):
 		return snapHeader{}, nil, &snapshotError{path: path, reason: fmt.Sprintf("is larger than %d bytes", maxSnapshotSize)}
+	case err != nil:
+		return snapHeader{}, nil, &snapshotError{path: path, reason: "cannot be read", err: err}
 	}
 	h, b, err := decodeSnapshot(path, data)
 	if err != nil {

@@ -215,6 +215,7 @@ func TestSnapshotBadFiles(t *testing.T) {
 	hlen := int(binary.BigEndian.Uint32(good[len(snapshotMagic)+4:]))
 	bodyAt := len(snapshotMagic) + 8 + hlen + 8
 
+	fifoData := []byte("fifo") // a marker: a named pipe at the path
 	cases := []struct {
 		name  string
 		data  []byte // nil: no file
@@ -222,6 +223,7 @@ func TestSnapshotBadFiles(t *testing.T) {
 		want  string
 	}{
 		{"missing", nil, demoOwner, "does not exist"},
+		{"a FIFO", fifoData, demoOwner, "not a regular file"}, // opening it would block
 		{"empty", []byte{}, demoOwner, "is empty"},
 		{"truncated in the magic", good[:3], demoOwner, "is truncated (3 bytes)"},
 		{"truncated in the header", good[:len(snapshotMagic)+10], demoOwner, "is truncated"},
@@ -241,7 +243,11 @@ func TestSnapshotBadFiles(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "gridhosts.snapshot")
-			if tc.data != nil {
+			if len(tc.data) > 0 && &tc.data[0] == &fifoData[0] {
+				if err := syscall.Mkfifo(path, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			} else if tc.data != nil {
 				if err := os.WriteFile(path, tc.data, 0o600); err != nil {
 					t.Fatal(err)
 				}
@@ -249,7 +255,7 @@ func TestSnapshotBadFiles(t *testing.T) {
 			var log bytes.Buffer
 			g := New([]string{"cluster.local."})
 			g.snapshot = newSnapshotter(path, time.Minute, tc.owner)
-			x, _ := g.loadSnapshot(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&log))))
+			x, _, _ := g.loadSnapshot(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&log))))
 			if x != nil {
 				t.Fatal("bad snapshot loaded")
 			}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/gridname"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -37,7 +38,7 @@ func superEdgeStatefulSet(grid *superedgev1.StatefulSetGrid, value string) *apps
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: grid.Namespace, Name: grid.Name + "-" + value, Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(grid,
-				superedgev1.SchemeGroupVersion.WithKind(kindStatefulSetGrid))},
+				superedgev1.SchemeGroupVersion.WithKind(gridname.KindStatefulSetGrid))},
 		},
 		Spec: *grid.Spec.Template.DeepCopy(),
 	}

@@ -32,6 +32,8 @@ type source struct {
 	// announced is set once the start-up line has been logged; later
 	// changes of reason are logged as they come.
 	announced *atomic.Bool
+	// also is told every error too.
+	also func(context.Context, error)
 }
 
 // known reports whether the index holds everything this source has: it has
@@ -42,6 +44,9 @@ func (s *source) known() bool {
 
 // onError is the informer's watch error handler.
 func (s *source) onError(ctx context.Context, _ *cache.Reflector, err error) {
+	if s.also != nil {
+		s.also(ctx, err)
+	}
 	notFound := apierrors.IsNotFound(err)
 	if s.optional {
 		s.absent.Store(notFound)

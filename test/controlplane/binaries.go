@@ -1,17 +1,33 @@
 package controlplane
 
 import (
+	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 )
 
-// Pinned versions: keep in step with hack/k8s-bins.sh and go.mod.
-const (
-	KubernetesVersion = "v1.37.1"
-	EtcdVersion       = "v3.7.0"
+//go:embed versions.env
+var versionsEnv string
+
+// The pinned releases, from versions.env (which hack/k8s-bins.sh reads too).
+var (
+	KubernetesVersion = pin("KUBERNETES")
+	EtcdVersion       = pin("ETCD")
 )
+
+// pin returns the value of key in versions.env; a missing key is a broken
+// checkout, not a condition to handle.
+func pin(key string) string {
+	for _, l := range strings.Split(versionsEnv, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), key+"="); ok {
+			return v
+		}
+	}
+	panic("test/controlplane/versions.env has no " + key)
+}
 
 // Binaries the harness can run.
 const (
@@ -32,8 +48,10 @@ func BinDir() string {
 	return filepath.Join(CacheRoot(), fmt.Sprintf("k8s-%s-etcd-%s-%s", KubernetesVersion, EtcdVersion, runtime.Version()), "bin")
 }
 
-// CacheRoot is the hack/ scripts' cache root: $SERVICEGROUP_CACHE, else
-// $XDG_CACHE_HOME/servicegroup, else ~/.cache/servicegroup.
+// CacheRoot is the hack/ scripts' cache root (cache_root in
+// hack/lib/k8s-module.sh; TestBinDirIsTheScripts compares them):
+// $SERVICEGROUP_CACHE, else $XDG_CACHE_HOME/servicegroup, else
+// ~/.cache/servicegroup.
 func CacheRoot() string {
 	if root := os.Getenv("SERVICEGROUP_CACHE"); root != "" {
 		return root

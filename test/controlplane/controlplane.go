@@ -394,17 +394,20 @@ func (cp *ControlPlane) waitHealthz(ctx context.Context, p *Process, port int) e
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // self-signed, loopback only
 	}
 	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
-	return waitFor(wctx, p, p.Name+" /healthz", func() error {
-		resp, err := client.Get(url)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	})
+	return waitFor(wctx, p, p.Name+" /healthz", func() error { return HTTPOK(client, url) })
+}
+
+// HTTPOK checks that url answers 200 OK.
+func HTTPOK(client *http.Client, url string) error {
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return nil
 }
 
 // WriteKubeconfig writes a kubeconfig for server with the given client

@@ -16,14 +16,15 @@ import (
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
 
-// TestEdgeAutonomy is issue 13, requirements 0 and 4, with every real
-// component (iptables mode: one run keeps the suite's time in check).
+// TestEdgeAutonomy: edge nodes keep working while the cloud is away, with
+// every real component (iptables mode: one run keeps the suite's time in
+// check), in two parts.
 //
-//  0. A node whose rule tables are empty (as after a reboot) starts its
+//   - A node whose rule tables are empty (as after a reboot) starts its
 //     wrapper, kube-proxy and CoreDNS with the shipped manifests'
 //     configuration and recovers: the `kubernetes` ClusterIP is unreachable
 //     then, so the upstream must come from the manifests' upstream ConfigMap.
-//  4. With traffic running the apiserver stops; every node keeps its
+//   - With traffic running the apiserver stops; every node keeps its
 //     nodeunit's ClusterIP traffic and grid names; one node reboots while it
 //     is down, and another node's wrapper restarts under its running
 //     kube-proxy (both need the wrapper's and gridhosts' snapshots); the apiserver

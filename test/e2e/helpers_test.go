@@ -3,9 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
 
@@ -85,32 +87,8 @@ func requireComponents(t *testing.T, comps harness.Components) {
 	t.Fatalf("required under CI but missing: %s", strings.Join(missing, ", "))
 }
 
-// convergeFloor is the least any eventually waits. The bound only ends a
-// failing test. After an apiserver outage client-go's reflectors retry their
-// watches with a backoff of up to 30s, jittered up to twice that, so a
-// change made right after the apiserver returns may take a minute to reach
-// a CoreDNS informer: a 30s bound failed TestEdgeAutonomy's DNS check once in
-// .ci/run while kube-proxy's rules had already followed.
-const convergeFloor = 2 * time.Minute
-
-// eventually polls check every 200ms until it returns nil or timeout passes.
-func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
-	t.Helper()
-	timeout = max(timeout, convergeFloor)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		if last = check(ctx); last == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not within %s: %v", what, timeout, last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
+// eventually is the shared bounded poll (at least testwait.Floor).
+var eventually = testwait.Eventually
 
 // echoDeployment is a plain Deployment of echo pods labelled app=NAME.
 func echoDeployment(name string, replicas int32, nodeSelector map[string]string) *appsv1.Deployment {
@@ -170,14 +148,7 @@ func readyPods(ctx context.Context, c *harness.Cluster, selector string) (map[st
 }
 
 // keys returns m's keys sorted.
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // reachAll polls from node until every pod in want has answered url, within
 // maxRequests requests; it fails on any answer from a pod not in want.

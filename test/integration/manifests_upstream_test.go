@@ -24,8 +24,8 @@ const (
 	upstreamPortVar   = "KUBERNETES_SERVICE_PORT"
 )
 
-// TestManifestsUpstreamOnePlace checks issue 13.0's wiring in the rendered
-// default kustomization: the wrapper and the per-node CoreDNS both read the
+// TestManifestsUpstreamOnePlace checks, in the rendered default
+// kustomization, that the apiserver address is set in one place: the wrapper and the per-node CoreDNS both read the
 // apiserver address from ConfigMap servicegroup-upstream (which overrides the
 // kubelet's `kubernetes` ClusterIP variables), nothing else sets it, neither
 // uses a kubeconfig of its own, and neither resolves through cluster DNS.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
@@ -31,10 +32,7 @@ const (
 	gridService  = "servicegrid-demo-svc"
 	statefulGrid = "statefulsetgrid-demo"
 	echoSelector = "appGrid=echo"
-	// convergeFloor is the least any eventually waits (client-go's watch
-	// backoff after an outage reaches a minute).
-	convergeFloor = 2 * time.Minute
-	runTimeout    = 12 * time.Minute
+	runTimeout   = 12 * time.Minute
 	// staticNode is installed with the static-pod option (build/static-pods)
 	// instead of the DaemonSets, and is the one that reboots.
 	staticNode = "node2"
@@ -707,23 +705,8 @@ func mustRun(ctx context.Context, t *testing.T, op *Operator, args ...string) st
 	return out
 }
 
-func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
-	t.Helper()
-	timeout = max(timeout, convergeFloor)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		if last = check(ctx); last == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not within %s: %v", what, timeout, last)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
+// eventually is the shared bounded poll (at least testwait.Floor).
+var eventually = testwait.Eventually
 
 func sortedKeys(m map[string]bool) []string {
 	var out []string

@@ -100,14 +100,5 @@ func waitProcessReady(ctx context.Context, p *Process, what string, timeout time
 	}
 }
 
-func httpOK(client *http.Client, url string) error {
-	resp, err := client.Get(url)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return nil
-}
+// httpOK is controlplane.HTTPOK.
+var httpOK = controlplane.HTTPOK

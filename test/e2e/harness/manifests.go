@@ -18,8 +18,8 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
-// The shipped manifests the node components are started from (issue 13.0:
-// a node starts with exactly the manifests' configuration).
+// The shipped manifests the node components are started from: a node
+// starts with exactly the manifests' configuration.
 const (
 	WrapperDaemonSet  = "build/manifests/wrapper/daemonset.yaml"
 	CoreDNSDaemonSet  = "build/manifests/coredns-node/daemonset.yaml"

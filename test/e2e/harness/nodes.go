@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
 // NodeSpec is one node of the test cluster.
@@ -75,7 +77,7 @@ func createNode(ctx context.Context, client kubernetes.Interface, spec NodeSpec,
 				{Type: corev1.NodeHostName, Address: spec.Name},
 			},
 			NodeInfo: corev1.NodeSystemInfo{
-				KubeletVersion: "v1.37.1", OperatingSystem: "linux", Architecture: "amd64",
+				KubeletVersion: controlplane.KubernetesVersion, OperatingSystem: "linux", Architecture: "amd64",
 				ContainerRuntimeVersion: "e2e://player",
 			},
 		},

@@ -1,0 +1,120 @@
+// Package testcoredns runs our CoreDNS binary (cmd/coredns) for tests:
+// a free loopback port for it, the process with its log, stopped at the
+// test's end.
+package testcoredns
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/servicegroup/servicegroup/internal/testwait"
+)
+
+// FreePort returns a port free for both UDP and TCP on 127.0.0.1.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// Process is one running CoreDNS.
+type Process struct {
+	Cmd      *exec.Cmd
+	Corefile string // its path: a test may rewrite it to trigger a reload
+	Log      *Log
+	Done     chan struct{} // closed when the process has exited
+}
+
+// Log is a process's output, safe to read while it is written.
+type Log struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Start runs bin with corefile (and env added to this process's) until the
+// test ends, and returns once readyURL answers 200. Its log is printed when
+// the test failed or GRIDHOSTS_TEST_LOG is set.
+func Start(t testing.TB, bin, corefile, readyURL string, env ...string) *Process {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "Corefile")
+	if err := os.WriteFile(path, []byte(corefile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{Corefile: path, Log: &Log{}, Done: make(chan struct{})}
+	p.Cmd = exec.Command(bin, "-conf", path)
+	p.Cmd.Stdout, p.Cmd.Stderr = p.Log, p.Log
+	p.Cmd.Env = append(os.Environ(), env...)
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.Cmd.Wait(); close(p.Done) }()
+	t.Cleanup(func() {
+		p.Cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.Done:
+		case <-time.After(10 * time.Second):
+			p.Cmd.Process.Kill()
+			<-p.Done
+		}
+		if t.Failed() || os.Getenv("GRIDHOSTS_TEST_LOG") != "" {
+			t.Logf("coredns log:\n%s", p.Log.String())
+		}
+	})
+	testwait.Eventually(context.Background(), t, 60*time.Second, "coredns ready", func(ctx context.Context) error {
+		select {
+		case <-p.Done:
+			return fmt.Errorf("coredns exited: %s", p.Log.String())
+		default:
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("ready: %d %s", resp.StatusCode, body)
+		}
+		return nil
+	})
+	return p
+}

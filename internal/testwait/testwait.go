@@ -1,0 +1,42 @@
+// Package testwait is the bounded wait the end-to-end and real-node tests
+// share: poll a check until it passes, fail the test when the bound ends.
+package testwait
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Floor is the least any wait lasts. The bound only ends a failing test,
+// so it is set for the slowest case the suites meet: after an apiserver
+// outage client-go's reflectors retry their watches with a backoff of up to
+// 30s, jittered up to twice that, so a change made right after the
+// apiserver returns may take a minute to reach an informer; a 30s bound
+// failed an end-to-end DNS check once while kube-proxy's rules had already
+// followed.
+const Floor = 2 * time.Minute
+
+// interval is how often a check runs: often enough that a passing check
+// ends the wait at once, seldom enough to add no load.
+const interval = 200 * time.Millisecond
+
+// Eventually calls check until it returns nil, and fails t with what and
+// check's last error when max(timeout, Floor) has passed or ctx ends.
+func Eventually(ctx context.Context, t testing.TB, timeout time.Duration, what string, check func(context.Context) error) {
+	t.Helper()
+	timeout = max(timeout, Floor)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		if last = check(ctx); last == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not within %s: %v", what, timeout, last)
+		case <-time.After(interval):
+		}
+	}
+}
