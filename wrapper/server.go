@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,10 +23,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 )
 
 // Options configure a wrapper Server.
@@ -57,6 +57,10 @@ type Options struct {
 	// StateDir keeps the snapshot of what is served, so a restart while
 	// upstream is away serves it at once; "" keeps nothing on disk.
 	StateDir string
+	// NodeLabelRecheckInterval is how often a wrapper that watches every
+	// Node because the controller writes no NodeLabelSummaries looks again
+	// (default 5m).
+	NodeLabelRecheckInterval time.Duration
 	// SnapshotInterval is the most often a snapshot is written after a
 	// change (default 10s); one more is written on a clean shutdown.
 	SnapshotInterval time.Duration
@@ -98,6 +102,8 @@ type Server struct {
 	ready     atomic.Bool
 	waiting   atomic.Value // string: what /readyz reports until ready
 	synced    []cache.InformerSynced
+	// nodeLabels is where other nodes' labels come from (nodelabels.go).
+	nodeLabels *nodeLabels
 	start     func(ctx context.Context)
 
 	// Snapshot hooks (snapshot_serve.go).
@@ -144,6 +150,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.StartVersion == 0 {
 		opts.StartVersion = uint64(time.Now().UnixNano())
+	}
+	if opts.NodeLabelRecheckInterval <= 0 {
+		opts.NodeLabelRecheckInterval = DefaultNodeLabelRecheckInterval
 	}
 	if opts.SnapshotInterval <= 0 {
 		opts.SnapshotInterval = 10 * time.Second
@@ -204,9 +213,13 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	gridClient, err := versioned.NewForConfig(opts.Upstream)
+	if err != nil {
+		return nil, err
+	}
 	// Every node's labels decide topology, but only this node is served:
-	// the others are watched as metadata, this one in full.
-	nodeFactory := metadatainformer.NewSharedInformerFactoryWithOptions(metaClient, 0, metadatainformer.WithTransform(slimNodeMeta))
+	// the others' labels come from the controller's summaries (or their
+	// metadata, nodelabels.go), this one in full.
 	selfFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.NodeName).String()
@@ -214,7 +227,6 @@ func New(opts Options) (*Server, error) {
 	svcInf := factory.Core().V1().Services().Informer()
 	epInf := factory.Core().V1().Endpoints().Informer()
 	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
-	nodeInf := nodeFactory.ForResource(corev1.SchemeGroupVersion.WithResource("nodes")).Informer()
 	selfInf := selfFactory.Core().V1().Nodes().Informer()
 	if err := sliceInf.AddIndexers(sliceIndexers); err != nil {
 		return nil, err
@@ -224,8 +236,12 @@ func New(opts Options) (*Server, error) {
 	}
 	s.syncer = newSyncer(opts.NodeName, Caches{
 		Services: svcInf.GetIndexer(), Endpoints: epInf.GetIndexer(),
-		EndpointSlices: sliceInf.GetIndexer(), Nodes: nodeInf.GetIndexer(),
+		EndpointSlices: sliceInf.GetIndexer(), Self: selfInf.GetIndexer(),
 	}, s.stores)
+	s.nodeLabels = newNodeLabels(metaClient, gridClient, s.syncer.nodeHandler())
+	s.nodeLabels.watchErrors = s.watchUpstreamErrors
+	s.nodeLabels.recheck = opts.NodeLabelRecheckInterval
+	s.syncer.caches.Nodes = s.nodeLabels.store
 	if opts.LocalEndpointRanges != nil {
 		s.syncer.localRanges = opts.LocalEndpointRanges
 	}
@@ -234,7 +250,7 @@ func New(opts Options) (*Server, error) {
 		h   cache.ResourceEventHandler
 	}{
 		{svcInf, s.syncer.serviceHandler()}, {epInf, s.syncer.serviceHandler()},
-		{sliceInf, s.syncer.sliceHandler()}, {nodeInf, s.syncer.nodeHandler()},
+		{sliceInf, s.syncer.sliceHandler()},
 		{selfInf, s.syncer.selfNodeHandler()},
 	} {
 		reg, err := h.inf.AddEventHandler(h.h)
@@ -245,7 +261,8 @@ func New(opts Options) (*Server, error) {
 		// seeded objects that were not confirmed be dropped.
 		s.synced = append(s.synced, reg.HasSynced)
 	}
-	for _, inf := range []cache.SharedIndexInformer{svcInf, epInf, sliceInf, nodeInf, selfInf} {
+	s.synced = append(s.synced, s.nodeLabels.HasSynced)
+	for _, inf := range []cache.SharedIndexInformer{svcInf, epInf, sliceInf, selfInf} {
 		if err := s.watchUpstreamErrors(inf); err != nil {
 			return nil, err
 		}
@@ -255,7 +272,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.start = func(ctx context.Context) {
 		factory.Start(ctx.Done())
-		nodeFactory.Start(ctx.Done())
+		go s.nodeLabels.run(ctx)
 		selfFactory.Start(ctx.Done())
 	}
 	return s, nil
@@ -277,7 +294,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// Service with no endpoints: wait for it.
 	s.waiting.Store("waiting for Node " + s.opts.NodeName)
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		_, labelled, _ := s.syncer.caches.Nodes.GetByKey(s.opts.NodeName)
+		_, labelled, _ := s.syncer.caches.Self.GetByKey(s.opts.NodeName)
 		_, served := s.stores.Nodes.Get(s.opts.NodeName)
 		return labelled && served, nil
 	}); err != nil {

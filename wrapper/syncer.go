@@ -29,9 +29,12 @@ type syncKey struct {
 func (k syncKey) String() string { return k.namespace + "/" + k.name }
 
 // Caches are the upstream informer caches the syncer reads. Nodes holds
-// every node's metadata (labels), from a metadata-only informer.
+// every node's labels as *metav1.PartialObjectMetadata (from the
+// controller's summaries, only the keys topology uses; or from every Node's
+// metadata); Self, when set, this node in full, whose labels are used for
+// this node.
 type Caches struct {
-	Services, Endpoints, EndpointSlices, Nodes cache.Indexer
+	Services, Endpoints, EndpointSlices, Nodes, Self cache.Indexer
 }
 
 // Stores are the served stores the syncer writes.
@@ -76,7 +79,11 @@ func newSyncer(self string, caches Caches, stores Stores) *Syncer {
 // nodes is the current view of node labels.
 func (s *Syncer) nodes() topology.Nodes {
 	labels := func(name string) (map[string]string, bool) {
-		o, ok, err := s.caches.Nodes.GetByKey(name)
+		from := s.caches.Nodes
+		if name == s.self && s.caches.Self != nil {
+			from = s.caches.Self
+		}
+		o, ok, err := from.GetByKey(name)
 		if err != nil || !ok {
 			return nil, false
 		}
