@@ -65,6 +65,16 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *r
 		s.writeError(w, req, r, apierrors.NewTooManyRequests("the wrapper's caches are not synced yet", 1))
 		return
 	}
+	if r.name == ResourceEndpoints {
+		ready, release := s.endpoints.use()
+		defer release()
+		// A snapshot's Endpoints are served while upstream is away.
+		if !ready && s.seededFrom.Load() == nil {
+			w.Header().Set("Retry-After", "1")
+			s.writeError(w, req, r, apierrors.NewTooManyRequests("fetching Endpoints from upstream", 1))
+			return
+		}
+	}
 	if info.Verb == "get" {
 		key := info.Name
 		if r.namespaced {

@@ -37,8 +37,8 @@ type byteCounter struct {
 	uris  []string
 }
 
-// kind sorts a request: "nodes" (every Node), "node" (one, by field
-// selector or name), "summaries", or "other".
+// requestKind sorts a request: "nodes" (every Node), "node" (one, by field
+// selector or name), "summaries", "endpoints" (v1 Endpoints) or "other".
 func requestKind(r *http.Request) string {
 	switch p := r.URL.Path; {
 	case strings.HasSuffix(p, "/nodelabelsummaries"):
@@ -47,6 +47,8 @@ func requestKind(r *http.Request) string {
 		return "nodes"
 	case strings.HasPrefix(p, "/api/v1/nodes"):
 		return "node"
+	case strings.HasPrefix(p, "/api/v1/") && strings.HasSuffix(p, "/endpoints"):
+		return "endpoints"
 	}
 	return "other"
 }

@@ -57,6 +57,9 @@ type Options struct {
 	// StateDir keeps the snapshot of what is served, so a restart while
 	// upstream is away serves it at once; "" keeps nothing on disk.
 	StateDir string
+	// EndpointsIdleTimeout is how long v1 Endpoints are still fetched from
+	// upstream after the last Endpoints client went away (default 5m).
+	EndpointsIdleTimeout time.Duration
 	// NodeLabelRecheckInterval is how often a wrapper that watches every
 	// Node because the controller writes no NodeLabelSummaries looks again
 	// (default 5m).
@@ -104,6 +107,8 @@ type Server struct {
 	synced    []cache.InformerSynced
 	// nodeLabels is where other nodes' labels come from (nodelabels.go).
 	nodeLabels *nodeLabels
+	// endpoints fetches v1 Endpoints while clients ask (endpoints_demand.go).
+	endpoints *endpointsOnDemand
 	start     func(ctx context.Context)
 
 	// Snapshot hooks (snapshot_serve.go).
@@ -225,23 +230,26 @@ func New(opts Options) (*Server, error) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.NodeName).String()
 		}))
 	svcInf := factory.Core().V1().Services().Informer()
-	epInf := factory.Core().V1().Endpoints().Informer()
 	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
 	selfInf := selfFactory.Core().V1().Nodes().Informer()
 	if err := sliceInf.AddIndexers(sliceIndexers); err != nil {
 		return nil, err
 	}
-	if err := epInf.AddIndexers(endpointsIndexers); err != nil {
-		return nil, err
-	}
 	s.syncer = newSyncer(opts.NodeName, Caches{
-		Services: svcInf.GetIndexer(), Endpoints: epInf.GetIndexer(),
+		Services: svcInf.GetIndexer(),
 		EndpointSlices: sliceInf.GetIndexer(), Self: selfInf.GetIndexer(),
 	}, s.stores)
 	s.nodeLabels = newNodeLabels(metaClient, gridClient, s.syncer.nodeHandler())
 	s.nodeLabels.watchErrors = s.watchUpstreamErrors
 	s.nodeLabels.recheck = opts.NodeLabelRecheckInterval
 	s.syncer.caches.Nodes = s.nodeLabels.store
+	s.endpoints = newEndpointsOnDemand(client, s.syncer.serviceHandler())
+	s.endpoints.watchErrors = s.watchUpstreamErrors
+	s.endpoints.refilter = s.syncer.syncAll
+	if opts.EndpointsIdleTimeout > 0 {
+		s.endpoints.idle = opts.EndpointsIdleTimeout
+	}
+	s.syncer.caches.Endpoints = s.endpoints.store
 	if opts.LocalEndpointRanges != nil {
 		s.syncer.localRanges = opts.LocalEndpointRanges
 	}
@@ -249,7 +257,7 @@ func New(opts Options) (*Server, error) {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
 	}{
-		{svcInf, s.syncer.serviceHandler()}, {epInf, s.syncer.serviceHandler()},
+		{svcInf, s.syncer.serviceHandler()},
 		{sliceInf, s.syncer.sliceHandler()},
 		{selfInf, s.syncer.selfNodeHandler()},
 	} {
@@ -262,7 +270,7 @@ func New(opts Options) (*Server, error) {
 		s.synced = append(s.synced, reg.HasSynced)
 	}
 	s.synced = append(s.synced, s.nodeLabels.HasSynced)
-	for _, inf := range []cache.SharedIndexInformer{svcInf, epInf, sliceInf, selfInf} {
+	for _, inf := range []cache.SharedIndexInformer{svcInf, sliceInf, selfInf} {
 		if err := s.watchUpstreamErrors(inf); err != nil {
 			return nil, err
 		}
@@ -273,6 +281,7 @@ func New(opts Options) (*Server, error) {
 	s.start = func(ctx context.Context) {
 		factory.Start(ctx.Done())
 		go s.nodeLabels.run(ctx)
+		go s.endpoints.run(ctx)
 		selfFactory.Start(ctx.Done())
 	}
 	return s, nil
@@ -300,6 +309,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("node %s did not appear: %w", s.opts.NodeName, ctx.Err())
 	}
+	s.endpoints.waitIfFetching(ctx)
 	s.syncer.syncAll(ctx)
 	s.confirmSnapshot(logger)
 	go s.syncer.Run(ctx)

@@ -76,13 +76,11 @@ func newSyncer(self string, caches Caches, stores Stores) *Syncer {
 	}
 }
 
-// nodes is the current view of node labels.
+// nodes is the current view of node labels. This node's labels are read
+// once: the view compares every endpoint's node with the same labels of
+// this node, even while a relabel of it lands in the middle of a sync.
 func (s *Syncer) nodes() topology.Nodes {
-	labels := func(name string) (map[string]string, bool) {
-		from := s.caches.Nodes
-		if name == s.self && s.caches.Self != nil {
-			from = s.caches.Self
-		}
+	labelsIn := func(from cache.Indexer, name string) (map[string]string, bool) {
 		o, ok, err := from.GetByKey(name)
 		if err != nil || !ok {
 			return nil, false
@@ -93,8 +91,18 @@ func (s *Syncer) nodes() topology.Nodes {
 		}
 		return m.GetLabels(), true
 	}
-	self, ok := labels(s.self)
-	if !ok {
+	selfFrom := s.caches.Nodes
+	if s.caches.Self != nil {
+		selfFrom = s.caches.Self
+	}
+	self, known := labelsIn(selfFrom, s.self)
+	labels := func(name string) (map[string]string, bool) {
+		if name == s.self {
+			return self, known
+		}
+		return labelsIn(s.caches.Nodes, name)
+	}
+	if !known {
 		self = nil
 	}
 	return topology.Nodes{Self: self, Labels: labels}
