@@ -316,7 +316,6 @@ func summarisedNode(nl superedgev1.NodeLabels) *metav1.PartialObjectMetadata {
 	}
 }
 
-
 // NodeLabelSource tells where other nodes' labels come from now:
 // "summaries", "nodes", or "" before upstream first answered.
 func (s *Server) NodeLabelSource() string { return s.nodeLabels.Source() }

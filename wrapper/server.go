@@ -236,7 +236,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.syncer = newSyncer(opts.NodeName, Caches{
-		Services: svcInf.GetIndexer(),
+		Services:       svcInf.GetIndexer(),
 		EndpointSlices: sliceInf.GetIndexer(), Self: selfInf.GetIndexer(),
 	}, s.stores)
 	s.nodeLabels = newNodeLabels(metaClient, gridClient, s.syncer.nodeHandler())
