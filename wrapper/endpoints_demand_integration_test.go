@@ -49,7 +49,7 @@ func TestEndpointsFetchedOnlyOnDemand(t *testing.T) {
 
 	counter := &byteCounter{bytes: map[string]int64{}}
 	const node = "node0"
-	w := startWrapper(t, cp, node, "", wrapper.Options{Upstream: counter.wrap(cp.Config), EndpointsIdleTimeout: time.Second})
+	w := startWrapper(t, cp, node, "", wrapper.Options{Upstream: counter.wrap(cp.Config), OnDemandIdleTimeout: time.Second})
 	endpointRequests := func() int {
 		n := 0
 		for _, uri := range counter.requests() {

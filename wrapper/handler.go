@@ -1,6 +1,7 @@
 package wrapper
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -65,17 +66,13 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *r
 		s.writeError(w, req, r, apierrors.NewTooManyRequests("the wrapper's caches are not synced yet", 1))
 		return
 	}
-	if r.name == ResourceEndpoints {
-		ready, release := s.endpoints.use()
-		defer release()
-		// A snapshot's Endpoints are served while upstream is away.
-		if !ready && s.seededFrom.Load() == nil {
-			w.Header().Set("Retry-After", "1")
-			s.writeError(w, req, r, apierrors.NewTooManyRequests("fetching Endpoints from upstream", 1))
-			return
-		}
+	if r.name == ResourceEndpoints && !s.onDemand(w, req, r, &s.endpoints.demand) {
+		return
 	}
 	if info.Verb == "get" {
+		if (r.name == ResourceServices || r.name == ResourceEndpointSlices) && !s.onDemand(w, req, r, s.unproxied) {
+			return
+		}
 		key := info.Name
 		if r.namespaced {
 			key = info.Namespace + "/" + info.Name
@@ -102,6 +99,10 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *r
 		s.writeError(w, req, r, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs))
 		return
 	}
+	if (r.name == ResourceServices || r.name == ResourceEndpointSlices) && !withinKubeProxySelection(opts.LabelSelector) &&
+		!s.onDemand(w, req, r, s.unproxied) {
+		return
+	}
 	pred, err := s.predicate(info, r, &opts)
 	if err != nil {
 		s.writeError(w, req, r, err)
@@ -112,6 +113,20 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *r
 		return
 	}
 	s.serveList(w, req, r, &opts, pred)
+}
+
+// onDemand holds d's informers for the request; false (after a 429) while
+// what they fetch is not served yet. A snapshot's objects are served as they
+// are while upstream is away.
+func (s *Server) onDemand(w http.ResponseWriter, req *http.Request, r *servedResource, d *demand) bool {
+	ready, release := d.use()
+	context.AfterFunc(req.Context(), release)
+	if ready || s.seededFrom.Load() != nil {
+		return true
+	}
+	w.Header().Set("Retry-After", "1")
+	s.writeError(w, req, r, apierrors.NewTooManyRequests("fetching "+d.what+" from upstream", 1))
+	return false
 }
 
 // predicate builds the selection of a request: namespace, name (watch of one

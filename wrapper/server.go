@@ -57,9 +57,11 @@ type Options struct {
 	// StateDir keeps the snapshot of what is served, so a restart while
 	// upstream is away serves it at once; "" keeps nothing on disk.
 	StateDir string
-	// EndpointsIdleTimeout is how long v1 Endpoints are still fetched from
-	// upstream after the last Endpoints client went away (default 5m).
-	EndpointsIdleTimeout time.Duration
+	// OnDemandIdleTimeout is how long v1 Endpoints, and the Services and
+	// EndpointSlices kube-proxy's selector leaves out, are still fetched
+	// from upstream after the last client that asked for them went away
+	// (default 5m).
+	OnDemandIdleTimeout time.Duration
 	// NodeLabelRecheckInterval is how often a wrapper that watches every
 	// Node because the controller writes no NodeLabelSummaries looks again
 	// (default 5m).
@@ -109,6 +111,9 @@ type Server struct {
 	nodeLabels *nodeLabels
 	// endpoints fetches v1 Endpoints while clients ask (endpoints_demand.go).
 	endpoints *endpointsOnDemand
+	// unproxied fetches what kube-proxy's selector leaves out while
+	// clients ask (unproxied_demand.go).
+	unproxied *demand
 	start     func(ctx context.Context)
 
 	// Snapshot hooks (snapshot_serve.go).
@@ -213,7 +218,10 @@ func New(opts Options) (*Server, error) {
 	}
 	s.stores = Stores{Services: stores[ResourceServices], Endpoints: stores[ResourceEndpoints], EndpointSlices: stores[ResourceEndpointSlices], Nodes: stores[ResourceNodes]}
 
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
+	// Services and EndpointSlices as kube-proxy selects them; the rest only
+	// while a client asks (unproxied_demand.go).
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kubeProxySelector }))
 	metaClient, err := metadata.NewForConfig(opts.Upstream)
 	if err != nil {
 		return nil, err
@@ -232,24 +240,20 @@ func New(opts Options) (*Server, error) {
 	svcInf := factory.Core().V1().Services().Informer()
 	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
 	selfInf := selfFactory.Core().V1().Nodes().Informer()
-	if err := sliceInf.AddIndexers(sliceIndexers); err != nil {
-		return nil, err
-	}
-	s.syncer = newSyncer(opts.NodeName, Caches{
-		Services:       svcInf.GetIndexer(),
-		EndpointSlices: sliceInf.GetIndexer(), Self: selfInf.GetIndexer(),
-	}, s.stores)
+	s.syncer = newSyncer(opts.NodeName, Caches{Self: selfInf.GetIndexer()}, s.stores)
+	services := newMergedCache(cache.Indexers{}, s.syncer.serviceHandler())
+	slices := newMergedCache(sliceIndexers, s.syncer.sliceHandler())
+	s.syncer.caches.Services, s.syncer.caches.EndpointSlices = services, slices
 	s.nodeLabels = newNodeLabels(metaClient, gridClient, s.syncer.nodeHandler())
 	s.nodeLabels.watchErrors = s.watchUpstreamErrors
 	s.nodeLabels.recheck = opts.NodeLabelRecheckInterval
 	s.syncer.caches.Nodes = s.nodeLabels.store
-	s.endpoints = newEndpointsOnDemand(client, s.syncer.serviceHandler())
-	s.endpoints.watchErrors = s.watchUpstreamErrors
-	s.endpoints.refilter = s.syncer.syncAll
-	if opts.EndpointsIdleTimeout > 0 {
-		s.endpoints.idle = opts.EndpointsIdleTimeout
+	s.endpoints = newEndpointsOnDemand(client, s.syncer.serviceHandler(), s.syncer.syncAll, s.watchUpstreamErrors)
+	s.unproxied = newUnproxiedOnDemand(client, services, slices, s.syncer.syncAll, s.watchUpstreamErrors)
+	if opts.OnDemandIdleTimeout > 0 {
+		s.endpoints.idle, s.unproxied.idle = opts.OnDemandIdleTimeout, opts.OnDemandIdleTimeout
 	}
-	s.syncer.caches.Endpoints = s.endpoints.store
+	s.syncer.caches.Endpoints = s.endpoints.cache
 	if opts.LocalEndpointRanges != nil {
 		s.syncer.localRanges = opts.LocalEndpointRanges
 	}
@@ -257,8 +261,8 @@ func New(opts Options) (*Server, error) {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
 	}{
-		{svcInf, s.syncer.serviceHandler()},
-		{sliceInf, s.syncer.sliceHandler()},
+		{svcInf, services.sourceHandler(sourceMain)},
+		{sliceInf, slices.sourceHandler(sourceMain)},
 		{selfInf, s.syncer.selfNodeHandler()},
 	} {
 		reg, err := h.inf.AddEventHandler(h.h)
@@ -282,6 +286,7 @@ func New(opts Options) (*Server, error) {
 		factory.Start(ctx.Done())
 		go s.nodeLabels.run(ctx)
 		go s.endpoints.run(ctx)
+		go s.unproxied.run(ctx)
 		selfFactory.Start(ctx.Done())
 	}
 	return s, nil
@@ -310,6 +315,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("node %s did not appear: %w", s.opts.NodeName, ctx.Err())
 	}
 	s.endpoints.waitIfFetching(ctx)
+	s.unproxied.waitIfFetching(ctx)
 	s.syncer.syncAll(ctx)
 	s.confirmSnapshot(logger)
 	go s.syncer.Run(ctx)
