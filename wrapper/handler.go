@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -66,11 +67,8 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *r
 		s.writeError(w, req, r, apierrors.NewTooManyRequests("the wrapper's caches are not synced yet", 1))
 		return
 	}
-	if r.name == ResourceEndpoints && !s.onDemand(w, req, r, &s.endpoints.demand) {
-		return
-	}
 	if info.Verb == "get" {
-		if (r.name == ResourceServices || r.name == ResourceEndpointSlices) && !s.onDemand(w, req, r, s.unproxied) {
+		if !s.fetched(w, req, r, nil) {
 			return
 		}
 		key := info.Name
@@ -99,13 +97,12 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *r
 		s.writeError(w, req, r, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs))
 		return
 	}
-	if (r.name == ResourceServices || r.name == ResourceEndpointSlices) && !withinKubeProxySelection(opts.LabelSelector) &&
-		!s.onDemand(w, req, r, s.unproxied) {
-		return
-	}
 	pred, err := s.predicate(info, r, &opts)
 	if err != nil {
 		s.writeError(w, req, r, err)
+		return
+	}
+	if !s.fetched(w, req, r, opts.LabelSelector) {
 		return
 	}
 	if opts.Watch {
@@ -115,13 +112,29 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *r
 	s.serveList(w, req, r, &opts, pred)
 }
 
-// onDemand holds d's informers for the request; false (after a 429) while
-// what they fetch is not served yet. A snapshot's objects are served as they
-// are while upstream is away.
-func (s *Server) onDemand(w http.ResponseWriter, req *http.Request, r *servedResource, d *demand) bool {
+// onDemandWait bounds how long a request waits for what it asks to be
+// fetched from upstream before it is answered 429.
+const onDemandWait = 10 * time.Second
+
+// fetched makes sure what a request selecting by sel (nil: a get) may see
+// is fetched from upstream: v1 Endpoints, and for Services and
+// EndpointSlices what kube-proxy's selector leaves out. The request holds
+// the on-demand informers while it lasts and waits (onDemandWait at most,
+// then 429) until their objects are served. A snapshot's objects are served
+// as they are while upstream is away.
+func (s *Server) fetched(w http.ResponseWriter, req *http.Request, r *servedResource, sel labels.Selector) bool {
+	var d *demand
+	switch {
+	case r.name == ResourceEndpoints:
+		d = &s.endpoints.demand
+	case (r.name == ResourceServices || r.name == ResourceEndpointSlices) && (sel == nil || !withinKubeProxySelection(sel)):
+		d = s.unproxied
+	default:
+		return true
+	}
 	ready, release := d.use()
 	context.AfterFunc(req.Context(), release)
-	if ready || s.seededFrom.Load() != nil {
+	if ready || s.seededFrom.Load() != nil || d.await(req.Context(), onDemandWait) {
 		return true
 	}
 	w.Header().Set("Retry-After", "1")

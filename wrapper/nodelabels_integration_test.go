@@ -104,7 +104,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 
 // runController runs the application-grid-controller's controllers (the
 // summary writer among them) in process until the returned stop is called.
-func runController(t *testing.T, cfg *rest.Config) (stop func()) {
+func runController(t testing.TB, cfg *rest.Config) (stop func()) {
 	t.Helper()
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = -1

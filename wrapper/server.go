@@ -167,7 +167,7 @@ func New(opts Options) (*Server, error) {
 	if opts.SnapshotInterval <= 0 {
 		opts.SnapshotInterval = 10 * time.Second
 	}
-	client, err := kubernetes.NewForConfig(opts.Upstream)
+	client, err := kubernetes.NewForConfig(protobufConfig(opts.Upstream))
 	if err != nil {
 		return nil, err
 	}
