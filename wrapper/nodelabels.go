@@ -3,6 +3,7 @@ package wrapper
 import (
 	"context"
 	"maps"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,7 +109,10 @@ func (n *nodeLabels) run(ctx context.Context) {
 // (older RBAC) means no. The error is only ctx's.
 func (n *nodeLabels) summariesPresent(ctx context.Context) (bool, error) {
 	var present bool
-	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+	// As client-go's informers retry: up to 30s apart, jittered, so many
+	// wrappers whose link returns at once do not ask in step.
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: 30 * time.Second}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		var err error
 		present, err = n.summariesListed(ctx)
 		if err != nil {
