@@ -36,7 +36,7 @@ type Deps struct {
 	Clock clock.Clock
 }
 
-// Controllers are the three grid controllers.
+// Controllers are the three grid controllers and the NodeLabelSummary writer.
 type Controllers struct {
 	runners []func(ctx context.Context, workers int)
 }
@@ -59,7 +59,11 @@ func NewControllers(deps Deps) (*Controllers, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Controllers{runners: []func(context.Context, int){dg.run, ssg.run, sg.run}}, nil
+	summaries, err := newLabelSummaryWriter(deps)
+	if err != nil {
+		return nil, err
+	}
+	return &Controllers{runners: []func(context.Context, int){dg.run, ssg.run, sg.run, summaries.run}}, nil
 }
 
 // Run runs every controller with workers workers each until ctx ends and

@@ -1,9 +1,11 @@
 package wrapper
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -66,6 +68,9 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *r
 		return
 	}
 	if info.Verb == "get" {
+		if !s.fetched(w, req, r, nil) {
+			return
+		}
 		key := info.Name
 		if r.namespaced {
 			key = info.Namespace + "/" + info.Name
@@ -97,11 +102,44 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *r
 		s.writeError(w, req, r, err)
 		return
 	}
+	if !s.fetched(w, req, r, opts.LabelSelector) {
+		return
+	}
 	if opts.Watch {
 		s.serveWatch(w, req, r, &opts, pred)
 		return
 	}
 	s.serveList(w, req, r, &opts, pred)
+}
+
+// onDemandWait bounds how long a request waits for what it asks to be
+// fetched from upstream before it is answered 429.
+const onDemandWait = 10 * time.Second
+
+// fetched makes sure what a request selecting by sel (nil: a get) may see
+// is fetched from upstream: v1 Endpoints, and for Services and
+// EndpointSlices what kube-proxy's selector leaves out. The request holds
+// the on-demand informers while it lasts and waits (onDemandWait at most,
+// then 429) until their objects are served. A snapshot's objects are served
+// as they are while upstream is away.
+func (s *Server) fetched(w http.ResponseWriter, req *http.Request, r *servedResource, sel labels.Selector) bool {
+	var d *demand
+	switch {
+	case r.name == ResourceEndpoints:
+		d = &s.endpoints.demand
+	case (r.name == ResourceServices || r.name == ResourceEndpointSlices) && (sel == nil || !withinKubeProxySelection(sel)):
+		d = s.unproxied
+	default:
+		return true
+	}
+	ready, release := d.use()
+	context.AfterFunc(req.Context(), release)
+	if ready || s.seededFrom.Load() != nil || d.await(req.Context(), onDemandWait) {
+		return true
+	}
+	w.Header().Set("Retry-After", "1")
+	s.writeError(w, req, r, apierrors.NewTooManyRequests("fetching "+d.what+" from upstream", 1))
+	return false
 }
 
 // predicate builds the selection of a request: namespace, name (watch of one

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
@@ -131,8 +131,11 @@ func (k *kubeProxyInNetns) programmed(ctx context.Context, ip string) (bool, err
 	return strings.Contains(string(out), "--to-destination "+ip+":8080"), nil
 }
 
-// BenchmarkQuietForeignChanges makes foreign-nodeunit changes (an endpoint
-// added on node1, in another nodeunit than node0) and one local change, and
+// BenchmarkQuietForeignChanges makes foreign-nodeunit changes (a pod
+// becoming ready on node1, in another nodeunit than node0) and one local
+// change, with the EndpointSlices made from the pods by
+// kube-controller-manager's endpointslice controller (which rewrites
+// endpoints.kubernetes.io/last-change-trigger-time with each), and
 // reports, in the same run: the watch events per change an unfiltered watch
 // on the apiserver gets, those a watch through node0's wrapper gets, and
 // (as root, with the kube-proxy binary) the rule syncs per change of a real
@@ -142,13 +145,27 @@ func (k *kubeProxyInNetns) programmed(ctx context.Context, ip string) (bool, err
 // programmed it, so every change can cost it a sync.
 func BenchmarkQuietForeignChanges(b *testing.B) {
 	const foreign = 10
-	cp := controlplane.StartForTest(b, controlplane.Options{})
+	cp := controlplane.StartForTest(b, controlplane.Options{
+		ControllerManager: true,
+		Controllers:       "endpointslice-controller,endpoints-controller",
+	})
 	admin := adminClient(cp)
 	createNodes(b, admin)
 	ns := "quietbench"
 	createNamespace(b, admin, ns)
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(b.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
 	createService(b, admin, ns, "svc", `["zone1"]`)
-	createSlice(b, admin, ns, "svc", "svc-a", endpoint("10.5.0.1", "node0"), endpoint("10.5.0.2", "node1"))
+	setSelector(b, admin, ns, "svc", map[string]string{"app": "quiet"})
+	readyAt := time.Now().Add(-24 * time.Hour)
+	next := func() time.Time { readyAt = readyAt.Add(time.Minute); return readyAt }
+	readyPod(b, admin, ns, "local-0", "node0", "10.5.0.1", next())
+	readyPod(b, admin, ns, "foreign-0", "node1", "10.5.0.2", next())
+	addresses := 2
+	eventually(b, "the endpointslice controller's slice lists both pods", convergeFloor, func(ctx context.Context) (bool, error) {
+		return sliceAddresses(ctx, admin, ns, "svc") == addresses, nil
+	})
 
 	var direct, behind *kubeProxyInNetns
 	proxyBin, err := controlplane.Binary(controlplane.KubeProxy)
@@ -201,15 +218,14 @@ current-context: wrapper
 		}
 	}
 
-	update := func(ep discoveryv1.Endpoint) {
-		sl, err := admin.DiscoveryV1().EndpointSlices(ns).Get(b.Context(), "svc-a", metav1.GetOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		sl.Endpoints = append(sl.Endpoints, ep)
-		if _, err := admin.DiscoveryV1().EndpointSlices(ns).Update(b.Context(), sl, metav1.UpdateOptions{}); err != nil {
-			b.Fatal(err)
-		}
+	// One pod becomes ready; its slice write is awaited, so each change is
+	// one write of the controller.
+	podReady := func(name, node, ip string) {
+		readyPod(b, admin, ns, name, node, ip, next())
+		addresses++
+		eventually(b, fmt.Sprintf("%d addresses upstream", addresses), convergeFloor, func(ctx context.Context) (bool, error) {
+			return sliceAddresses(ctx, admin, ns, "svc") == addresses, nil
+		})
 	}
 
 	for i := range b.N {
@@ -221,7 +237,7 @@ current-context: wrapper
 		}
 		for j := range foreign {
 			ip := fmt.Sprintf("10.5.%d.%d", 1+i, j)
-			update(endpoint(ip, "node1"))
+			podReady(fmt.Sprintf("foreign-%d-%d", i, j), "node1", ip)
 			if withKubeProxy {
 				eventually(b, "the direct kube-proxy programs "+ip, 60*time.Second, func(ctx context.Context) (bool, error) {
 					direct.alive(b)
@@ -230,7 +246,7 @@ current-context: wrapper
 			}
 		}
 		sentinel := fmt.Sprintf("10.5.100.%d", i)
-		update(endpoint(sentinel, "node0"))
+		podReady(fmt.Sprintf("local-%d", i+1), "node0", sentinel)
 		up, down := eventsUntil(b, upstream, sentinel), eventsUntil(b, served, sentinel)
 		// The last event of each is the local change.
 		b.ReportMetric(float64(up-1)/foreign, "apiserver-events/foreign-change")

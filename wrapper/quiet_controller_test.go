@@ -83,7 +83,7 @@ func TestQuietForControllerMadeSlices(t *testing.T) {
 // soon as the state is there.
 const convergeFloor = 2 * time.Minute
 
-func setSelector(t *testing.T, c kubernetes.Interface, ns, name string, sel map[string]string) {
+func setSelector(t testing.TB, c kubernetes.Interface, ns, name string, sel map[string]string) {
 	t.Helper()
 	svc, err := c.CoreV1().Services(ns).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
@@ -97,7 +97,7 @@ func setSelector(t *testing.T, c kubernetes.Interface, ns, name string, sel map[
 
 // readyPod creates a pod of app=quiet on node and reports it running and
 // ready at ip since at, as the node's kubelet would.
-func readyPod(t *testing.T, c kubernetes.Interface, ns, name, node, ip string, at time.Time) {
+func readyPod(t testing.TB, c kubernetes.Interface, ns, name, node, ip string, at time.Time) {
 	t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "quiet"}},

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,10 +23,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 )
 
 // Options configure a wrapper Server.
@@ -57,6 +57,15 @@ type Options struct {
 	// StateDir keeps the snapshot of what is served, so a restart while
 	// upstream is away serves it at once; "" keeps nothing on disk.
 	StateDir string
+	// OnDemandIdleTimeout is how long v1 Endpoints, and the Services and
+	// EndpointSlices kube-proxy's selector leaves out, are still fetched
+	// from upstream after the last client that asked for them went away
+	// (default 5m).
+	OnDemandIdleTimeout time.Duration
+	// NodeLabelRecheckInterval is how often a wrapper that watches every
+	// Node because the controller writes no NodeLabelSummaries looks again
+	// (default 5m).
+	NodeLabelRecheckInterval time.Duration
 	// SnapshotInterval is the most often a snapshot is written after a
 	// change (default 10s); one more is written on a clean shutdown.
 	SnapshotInterval time.Duration
@@ -98,6 +107,13 @@ type Server struct {
 	ready     atomic.Bool
 	waiting   atomic.Value // string: what /readyz reports until ready
 	synced    []cache.InformerSynced
+	// nodeLabels is where other nodes' labels come from (nodelabels.go).
+	nodeLabels *nodeLabels
+	// endpoints fetches v1 Endpoints while clients ask (endpoints_demand.go).
+	endpoints *endpointsOnDemand
+	// unproxied fetches what kube-proxy's selector leaves out while
+	// clients ask (unproxied_demand.go).
+	unproxied *demand
 	start     func(ctx context.Context)
 
 	// Snapshot hooks (snapshot_serve.go).
@@ -145,10 +161,13 @@ func New(opts Options) (*Server, error) {
 	if opts.StartVersion == 0 {
 		opts.StartVersion = uint64(time.Now().UnixNano())
 	}
+	if opts.NodeLabelRecheckInterval <= 0 {
+		opts.NodeLabelRecheckInterval = DefaultNodeLabelRecheckInterval
+	}
 	if opts.SnapshotInterval <= 0 {
 		opts.SnapshotInterval = 10 * time.Second
 	}
-	client, err := kubernetes.NewForConfig(opts.Upstream)
+	client, err := kubernetes.NewForConfig(protobufConfig(opts.Upstream))
 	if err != nil {
 		return nil, err
 	}
@@ -199,33 +218,42 @@ func New(opts Options) (*Server, error) {
 	}
 	s.stores = Stores{Services: stores[ResourceServices], Endpoints: stores[ResourceEndpoints], EndpointSlices: stores[ResourceEndpointSlices], Nodes: stores[ResourceNodes]}
 
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
+	// Services and EndpointSlices as kube-proxy selects them; the rest only
+	// while a client asks (unproxied_demand.go).
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kubeProxySelector }))
 	metaClient, err := metadata.NewForConfig(opts.Upstream)
 	if err != nil {
 		return nil, err
 	}
+	gridClient, err := versioned.NewForConfig(opts.Upstream)
+	if err != nil {
+		return nil, err
+	}
 	// Every node's labels decide topology, but only this node is served:
-	// the others are watched as metadata, this one in full.
-	nodeFactory := metadatainformer.NewSharedInformerFactoryWithOptions(metaClient, 0, metadatainformer.WithTransform(slimNodeMeta))
+	// the others' labels come from the controller's summaries (or their
+	// metadata, nodelabels.go), this one in full.
 	selfFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.NodeName).String()
 		}))
 	svcInf := factory.Core().V1().Services().Informer()
-	epInf := factory.Core().V1().Endpoints().Informer()
 	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
-	nodeInf := nodeFactory.ForResource(corev1.SchemeGroupVersion.WithResource("nodes")).Informer()
 	selfInf := selfFactory.Core().V1().Nodes().Informer()
-	if err := sliceInf.AddIndexers(sliceIndexers); err != nil {
-		return nil, err
+	s.syncer = newSyncer(opts.NodeName, Caches{Self: selfInf.GetIndexer()}, s.stores)
+	services := newMergedCache(cache.Indexers{}, s.syncer.serviceHandler())
+	slices := newMergedCache(sliceIndexers, s.syncer.sliceHandler())
+	s.syncer.caches.Services, s.syncer.caches.EndpointSlices = services, slices
+	s.nodeLabels = newNodeLabels(metaClient, gridClient, s.syncer.nodeHandler())
+	s.nodeLabels.watchErrors = s.watchUpstreamErrors
+	s.nodeLabels.recheck = opts.NodeLabelRecheckInterval
+	s.syncer.caches.Nodes = s.nodeLabels.store
+	s.endpoints = newEndpointsOnDemand(client, s.syncer.serviceHandler(), s.syncer.syncAll, s.watchUpstreamErrors)
+	s.unproxied = newUnproxiedOnDemand(client, services, slices, s.syncer.syncAll, s.watchUpstreamErrors)
+	if opts.OnDemandIdleTimeout > 0 {
+		s.endpoints.idle, s.unproxied.idle = opts.OnDemandIdleTimeout, opts.OnDemandIdleTimeout
 	}
-	if err := epInf.AddIndexers(endpointsIndexers); err != nil {
-		return nil, err
-	}
-	s.syncer = newSyncer(opts.NodeName, Caches{
-		Services: svcInf.GetIndexer(), Endpoints: epInf.GetIndexer(),
-		EndpointSlices: sliceInf.GetIndexer(), Nodes: nodeInf.GetIndexer(),
-	}, s.stores)
+	s.syncer.caches.Endpoints = s.endpoints.cache
 	if opts.LocalEndpointRanges != nil {
 		s.syncer.localRanges = opts.LocalEndpointRanges
 	}
@@ -233,8 +261,8 @@ func New(opts Options) (*Server, error) {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
 	}{
-		{svcInf, s.syncer.serviceHandler()}, {epInf, s.syncer.serviceHandler()},
-		{sliceInf, s.syncer.sliceHandler()}, {nodeInf, s.syncer.nodeHandler()},
+		{svcInf, services.sourceHandler(sourceMain)},
+		{sliceInf, slices.sourceHandler(sourceMain)},
 		{selfInf, s.syncer.selfNodeHandler()},
 	} {
 		reg, err := h.inf.AddEventHandler(h.h)
@@ -245,7 +273,8 @@ func New(opts Options) (*Server, error) {
 		// seeded objects that were not confirmed be dropped.
 		s.synced = append(s.synced, reg.HasSynced)
 	}
-	for _, inf := range []cache.SharedIndexInformer{svcInf, epInf, sliceInf, nodeInf, selfInf} {
+	s.synced = append(s.synced, s.nodeLabels.HasSynced)
+	for _, inf := range []cache.SharedIndexInformer{svcInf, sliceInf, selfInf} {
 		if err := s.watchUpstreamErrors(inf); err != nil {
 			return nil, err
 		}
@@ -255,7 +284,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.start = func(ctx context.Context) {
 		factory.Start(ctx.Done())
-		nodeFactory.Start(ctx.Done())
+		go s.nodeLabels.run(ctx)
+		go s.endpoints.run(ctx)
+		go s.unproxied.run(ctx)
 		selfFactory.Start(ctx.Done())
 	}
 	return s, nil
@@ -277,12 +308,14 @@ func (s *Server) Run(ctx context.Context) error {
 	// Service with no endpoints: wait for it.
 	s.waiting.Store("waiting for Node " + s.opts.NodeName)
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		_, labelled, _ := s.syncer.caches.Nodes.GetByKey(s.opts.NodeName)
+		_, labelled, _ := s.syncer.caches.Self.GetByKey(s.opts.NodeName)
 		_, served := s.stores.Nodes.Get(s.opts.NodeName)
 		return labelled && served, nil
 	}); err != nil {
 		return fmt.Errorf("node %s did not appear: %w", s.opts.NodeName, ctx.Err())
 	}
+	s.endpoints.waitIfFetching(ctx)
+	s.unproxied.waitIfFetching(ctx)
 	s.syncer.syncAll(ctx)
 	s.confirmSnapshot(logger)
 	go s.syncer.Run(ctx)

@@ -29,9 +29,12 @@ type syncKey struct {
 func (k syncKey) String() string { return k.namespace + "/" + k.name }
 
 // Caches are the upstream informer caches the syncer reads. Nodes holds
-// every node's metadata (labels), from a metadata-only informer.
+// every node's labels as *metav1.PartialObjectMetadata (from the
+// controller's summaries, only the keys topology uses; or from every Node's
+// metadata); Self, when set, this node in full, whose labels are used for
+// this node.
 type Caches struct {
-	Services, Endpoints, EndpointSlices, Nodes cache.Indexer
+	Services, Endpoints, EndpointSlices, Nodes, Self cache.Indexer
 }
 
 // Stores are the served stores the syncer writes.
@@ -73,10 +76,12 @@ func newSyncer(self string, caches Caches, stores Stores) *Syncer {
 	}
 }
 
-// nodes is the current view of node labels.
+// nodes is the current view of node labels. This node's labels are read
+// once: the view compares every endpoint's node with the same labels of
+// this node, even while a relabel of it lands in the middle of a sync.
 func (s *Syncer) nodes() topology.Nodes {
-	labels := func(name string) (map[string]string, bool) {
-		o, ok, err := s.caches.Nodes.GetByKey(name)
+	labelsIn := func(from cache.Indexer, name string) (map[string]string, bool) {
+		o, ok, err := from.GetByKey(name)
 		if err != nil || !ok {
 			return nil, false
 		}
@@ -86,8 +91,18 @@ func (s *Syncer) nodes() topology.Nodes {
 		}
 		return m.GetLabels(), true
 	}
-	self, ok := labels(s.self)
-	if !ok {
+	selfFrom := s.caches.Nodes
+	if s.caches.Self != nil {
+		selfFrom = s.caches.Self
+	}
+	self, known := labelsIn(selfFrom, s.self)
+	labels := func(name string) (map[string]string, bool) {
+		if name == s.self {
+			return self, known
+		}
+		return labelsIn(s.caches.Nodes, name)
+	}
+	if !known {
 		self = nil
 	}
 	return topology.Nodes{Self: self, Labels: labels}

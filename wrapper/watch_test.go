@@ -29,6 +29,9 @@ func readyServer(t *testing.T, opts Options) *Server {
 		t.Fatal(err)
 	}
 	s.ready.Store(true)
+	// Nothing to fetch on demand either: the test's stores are all there is.
+	s.endpoints.ready.Store(true)
+	s.unproxied.ready.Store(true)
 	return s
 }
 

@@ -40,6 +40,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &superedgev1.DeploymentGridStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DeploymentState"):
 		return &superedgev1.DeploymentStateApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("NodeLabels"):
+		return &superedgev1.NodeLabelsApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("NodeLabelSummary"):
+		return &superedgev1.NodeLabelSummaryApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("NodeUnitStatus"):
 		return &superedgev1.NodeUnitStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServiceGrid"):

@@ -114,7 +114,7 @@ func TestManifestsRBAC(t *testing.T) {
 	k.must("apply", "--server-side", "-k", manifestDir("node-identity"))
 	// can-i maps each resource through discovery: wait until the grid CRDs
 	// just applied are served, then start kubectl with an empty cache.
-	waitServed(t, cp, "superedge.io/v1", "deploymentgrids", "statefulsetgrids", "servicegrids")
+	waitServed(t, cp, "superedge.io/v1", "deploymentgrids", "statefulsetgrids", "servicegrids", "nodelabelsummaries")
 	k.cacheDir = t.TempDir()
 
 	const (
@@ -145,6 +145,8 @@ func TestManifestsRBAC(t *testing.T) {
 		{controller, []string{"delete", "customresourcedefinitions.apiextensions.k8s.io/deploymentgrids.superedge.io"}, false},
 		{controller, []string{"update", "leases.coordination.k8s.io/kube-scheduler", "-n", "kube-system"}, false},
 		{controller, []string{"create", "pods", "-n", "default"}, false},
+		{controller, []string{"update", "nodelabelsummaries.superedge.io"}, true},
+		{controller, []string{"delete", "nodelabelsummaries.superedge.io"}, false},
 
 		{wrapper, []string{"watch", "endpointslices.discovery.k8s.io"}, true},
 		{wrapper, []string{"list", "services"}, true},
@@ -155,6 +157,8 @@ func TestManifestsRBAC(t *testing.T) {
 		{wrapper, []string{"update", "services", "-n", "default"}, false},
 		{wrapper, []string{"get", "secrets", "-n", "default"}, false},
 		{wrapper, []string{"list", "pods"}, false},
+		{wrapper, []string{"watch", "nodelabelsummaries.superedge.io"}, true},
+		{wrapper, []string{"update", "nodelabelsummaries.superedge.io"}, false},
 
 		{coredns, []string{"watch", "statefulsetgrids.superedge.io"}, true},
 		{coredns, []string{"list", "statefulsets.apps"}, true},
@@ -172,6 +176,8 @@ func TestManifestsRBAC(t *testing.T) {
 		{node, []string{"list", "pods"}, true},
 		{node, []string{"list", "nodes"}, true},
 		{node, []string{"watch", "servicecidrs.networking.k8s.io"}, true},
+		{node, []string{"watch", "nodelabelsummaries.superedge.io"}, true},
+		{node, []string{"update", "nodelabelsummaries.superedge.io"}, false},
 		{node, []string{"get", "secrets", "-n", "default"}, false},
 		{node, []string{"list", "configmaps", "-n", "default"}, false},
 		{node, []string{"update", "endpointslices.discovery.k8s.io", "-n", "default"}, false},

@@ -34,6 +34,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&DeploymentGrid{}, &DeploymentGridList{},
 		&StatefulSetGrid{}, &StatefulSetGridList{},
 		&ServiceGrid{}, &ServiceGridList{},
+		&NodeLabelSummary{}, &NodeLabelSummaryList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

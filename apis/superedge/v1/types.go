@@ -334,3 +334,51 @@ type ServiceGridList struct {
 
 	Items []ServiceGrid `json:"items"`
 }
+
+// NodeLabelSummary holds, for a bucket of up to MaxNodesPerLabelSummary
+// nodes, each node's values of the label keys topology uses (grid keys and
+// topologyKeys). The controller rewrites a bucket only when its membership
+// or those values change, so edge wrappers learn every node's labels
+// without receiving every node's status reports.
+//
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,categories=superedge
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeLabelSummary struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Keys are the label keys summarised, sorted.
+	// +optional
+	Keys []string `json:"keys,omitempty"`
+	// Nodes are the bucket's nodes, sorted by name.
+	// +optional
+	// +listType=atomic
+	Nodes []NodeLabels `json:"nodes,omitempty"`
+}
+
+// NodeLabels is one node's values of the summarised label keys.
+type NodeLabels struct {
+	// Name is the Node's name.
+	Name string `json:"name"`
+	// Labels are the node's labels whose keys are summarised.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// NodeLabelSummaryList is a list of NodeLabelSummaries.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+type NodeLabelSummaryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeLabelSummary `json:"items"`
+}
+
+// MaxNodesPerLabelSummary bounds a NodeLabelSummary: a change rewrites one
+// bucket of at most this many nodes.
+const MaxNodesPerLabelSummary = 100

@@ -55,6 +55,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=superedge.io, Version=v1
 	case v1.SchemeGroupVersion.WithResource("deploymentgrids"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Superedge().V1().DeploymentGrids().Informer()}, nil
+	case v1.SchemeGroupVersion.WithResource("nodelabelsummaries"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Superedge().V1().NodeLabelSummaries().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("servicegrids"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Superedge().V1().ServiceGrids().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("statefulsetgrids"):

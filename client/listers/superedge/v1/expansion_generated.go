@@ -26,6 +26,10 @@ type DeploymentGridListerExpansion interface{}
 // DeploymentGridNamespaceLister.
 type DeploymentGridNamespaceListerExpansion interface{}
 
+// NodeLabelSummaryListerExpansion allows custom methods to be added to
+// NodeLabelSummaryLister.
+type NodeLabelSummaryListerExpansion interface{}
+
 // ServiceGridListerExpansion allows custom methods to be added to
 // ServiceGridLister.
 type ServiceGridListerExpansion interface{}

@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// DeploymentGrids returns a DeploymentGridInformer.
 	DeploymentGrids() TypedDeploymentGridInformer
+	// NodeLabelSummaries returns a NodeLabelSummaryInformer.
+	NodeLabelSummaries() TypedNodeLabelSummaryInformer
 	// ServiceGrids returns a ServiceGridInformer.
 	ServiceGrids() TypedServiceGridInformer
 	// StatefulSetGrids returns a StatefulSetGridInformer.
@@ -46,6 +48,11 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // DeploymentGrids returns a TypedDeploymentGridInformer.
 func (v *version) DeploymentGrids() TypedDeploymentGridInformer {
 	return &deploymentGridInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// NodeLabelSummaries returns a TypedNodeLabelSummaryInformer.
+func (v *version) NodeLabelSummaries() TypedNodeLabelSummaryInformer {
+	return &nodeLabelSummaryInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // ServiceGrids returns a TypedServiceGridInformer.

@@ -20,6 +20,8 @@ package v1
 
 type DeploymentGridExpansion interface{}
 
+type NodeLabelSummaryExpansion interface{}
+
 type ServiceGridExpansion interface{}
 
 type StatefulSetGridExpansion interface{}

@@ -29,6 +29,7 @@ import (
 type SuperedgeV1Interface interface {
 	RESTClient() rest.Interface
 	DeploymentGridsGetter
+	NodeLabelSummariesGetter
 	ServiceGridsGetter
 	StatefulSetGridsGetter
 }
@@ -40,6 +41,10 @@ type SuperedgeV1Client struct {
 
 func (c *SuperedgeV1Client) DeploymentGrids(namespace string) DeploymentGridInterface {
 	return newDeploymentGrids(c, namespace)
+}
+
+func (c *SuperedgeV1Client) NodeLabelSummaries() NodeLabelSummaryInterface {
+	return newNodeLabelSummaries(c)
 }
 
 func (c *SuperedgeV1Client) ServiceGrids(namespace string) ServiceGridInterface {

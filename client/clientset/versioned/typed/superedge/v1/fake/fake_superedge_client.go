@@ -32,6 +32,10 @@ func (c *FakeSuperedgeV1) DeploymentGrids(namespace string) v1.DeploymentGridInt
 	return newFakeDeploymentGrids(c, namespace)
 }
 
+func (c *FakeSuperedgeV1) NodeLabelSummaries() v1.NodeLabelSummaryInterface {
+	return newFakeNodeLabelSummaries(c)
+}
+
 func (c *FakeSuperedgeV1) ServiceGrids(namespace string) v1.ServiceGridInterface {
 	return newFakeServiceGrids(c, namespace)
 }
