@@ -125,7 +125,11 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 func desiredDeployment(g *superedgev1.DeploymentGrid, u unit) (*appsv1apply.DeploymentApplyConfiguration, error) {
 	tmpl, err := pickTemplate(g.Spec.Template, g.Spec.TemplatePool, u.template)
 	if u.override != nil {
-		tmpl, err = appsv1.DeploymentSpec{}, json.Unmarshal(u.override, &tmpl)
+		// A fresh value: decoding into tmpl would write through its slices
+		// into the cached grid.
+		var last appsv1.DeploymentSpec
+		err = json.Unmarshal(u.override, &last)
+		tmpl = last
 	}
 	if err != nil {
 		return nil, err

@@ -133,7 +133,11 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 func desiredStatefulSet(g *superedgev1.StatefulSetGrid, u unit) (*appsv1apply.StatefulSetApplyConfiguration, error) {
 	tmpl, err := pickTemplate(g.Spec.Template, g.Spec.TemplatePool, u.template)
 	if u.override != nil {
-		tmpl, err = appsv1.StatefulSetSpec{}, json.Unmarshal(u.override, &tmpl)
+		// A fresh value: decoding into tmpl would write through its slices
+		// into the cached grid.
+		var last appsv1.StatefulSetSpec
+		err = json.Unmarshal(u.override, &last)
+		tmpl = last
 	}
 	if err != nil {
 		return nil, err
