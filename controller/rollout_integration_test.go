@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,13 +19,25 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/internal/explain"
+	"github.com/servicegroup/servicegroup/internal/gridcli"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
+
+// gridCLI runs `kubectl grid ARGS` in-process against the test's cluster.
+func (e *env) gridCLI(args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	cmd := gridcli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(append([]string{"--kubeconfig", e.cp.Kubeconfig, "-n", "rollout"}, args...))
+	err := cmd.Execute()
+	return out.String() + errOut.String(), err
+}
 
 // badImage marks images the test's kubelet never makes ready.
 const badImage = "registry.example/echo:bad"
@@ -208,6 +221,9 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 		}
 		return nil
 	})
+	if out, err := e.gridCLI("rollout", "status", "dg/"+name); err == nil || !strings.Contains(err.Error(), `nodeunit "z03"`) {
+		t.Fatalf("rollout status on a halted rollout: %v\n%s", err, out)
+	}
 	// Halted is final for this template: a new nodeunit gets the last good one.
 	e.node(t, "node-"+zone(6), map[string]string{"zone": zone(6)})
 	eventually(t, 0, "new nodeunit z06 on the last good template", func(ctx context.Context) error {
@@ -247,11 +263,20 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 		t.Fatalf("the bad image reached nodeunit %v beyond the canary", v)
 	}
 
-	// A good image clears the halt and rolls out; paused, nothing moves.
-	e.updateDeploymentGrid(t, ns, name, func(g *superedgev1.DeploymentGrid) {
-		setImage("registry.example/echo:2")(g)
-		g.Spec.Rollout.Paused = true
-	})
+	// Undo puts the last good template back into the spec: the halt ends.
+	if out, err := e.gridCLI("rollout", "undo", "dg/"+name); err != nil {
+		t.Fatalf("rollout undo: %v\n%s", err, out)
+	}
+	e.waitComplete(t, ns, name, "registry.example/echo:1")
+	if out, err := e.gridCLI("rollout", "status", "dg/"+name); err != nil || !strings.Contains(out, "Complete") {
+		t.Fatalf("rollout status after undo: %v\n%s", err, out)
+	}
+
+	// Paused, a new image moves nothing.
+	if out, err := e.gridCLI("rollout", "pause", "dg/"+name); err != nil {
+		t.Fatalf("rollout pause: %v\n%s", err, out)
+	}
+	e.updateDeploymentGrid(t, ns, name, setImage("registry.example/echo:2"))
 	eventually(t, 0, "paused", func(ctx context.Context) error {
 		_, c, err := e.gridCondition(ctx, ns, name, superedgev1.ConditionPaused)
 		if err != nil {
@@ -277,10 +302,12 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 	// the deadline is long now). Restart the controller there.
 	kubelet.Store(false)
 	e.updateDeploymentGrid(t, ns, name, func(g *superedgev1.DeploymentGrid) {
-		g.Spec.Rollout.Paused = false
 		g.Spec.Rollout.ProgressDeadlineSeconds = ptr.To[int32](3600)
 		g.Spec.Rollout.Canary = nil
 	})
+	if out, err := e.gridCLI("rollout", "resume", "dg/"+name); err != nil {
+		t.Fatalf("rollout resume: %v\n%s", err, out)
+	}
 	eventually(t, 0, "first wave updating", func(ctx context.Context) error {
 		imgs, _, err := e.imagesOf(ctx, ns, name)
 		if err != nil {
@@ -335,7 +362,7 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 			childWrites++
 		}
 	}
-	t.Logf("writes to Deployments over the whole test (7 nodeunits, create + 3 template changes + 1 rollback): %d", childWrites)
+	t.Logf("writes to Deployments over the whole test (7 nodeunits: create, bad image, rollback, undo, new image): %d", childWrites)
 }
 
 // TestRolloutMaxUnavailableUnits: 50 nodeunits, at most 5 changing or
@@ -566,4 +593,147 @@ func TestTemplateChoiceAgreement(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRolloutStatefulSetGrid: the real StatefulSet controller rolls each
+// nodeunit's StatefulSet; a nodeunit counts as done only once its
+// currentRevision caught up with its updateRevision, and the canary's bad
+// image halts the rollout before any other nodeunit changes.
+func TestRolloutStatefulSetGrid(t *testing.T) {
+	t.Parallel() // its own control plane
+	e := newEnv(t, controlplane.Options{ControllerManager: true})
+	const ns, name = "stateful", "db"
+	e.namespace(t, ns)
+	for i := range 4 {
+		e.node(t, "node-"+zone(i), map[string]string{"zone": zone(i)})
+	}
+	kubelet := &atomic.Bool{}
+	kubelet.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.fakeKubelet(ctx, t, ns, kubelet)
+	e.startController(t, nil)
+	g := &superedgev1.StatefulSetGrid{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: superedgev1.StatefulSetGridSpec{
+			GridUniqKey: "zone",
+			Template: appsv1.StatefulSetSpec{
+				Replicas:    ptr.To[int32](2),
+				ServiceName: name,
+				Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+				Template:    podTemplate(name, "registry.example/db:1"),
+			},
+			Rollout: &superedgev1.RolloutStrategy{
+				Canary:                  &superedgev1.RolloutCanary{NodeUnits: []string{"z02"}},
+				MaxUnavailableUnits:     ptr.To[int32](1),
+				ProgressDeadlineSeconds: ptr.To[int32](5),
+			},
+		},
+	}
+	if _, err := e.grids.SuperedgeV1().StatefulSetGrids(ns).Create(t.Context(), g, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sets := func(ctx context.Context) (map[string]appsv1.StatefulSet, error) {
+		list, err := e.kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{LabelSelector: superedgev1.LabelGridSelector + "=" + name})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]appsv1.StatefulSet{}
+		for _, s := range list.Items {
+			out[s.Spec.Template.Spec.NodeSelector["zone"]] = s
+		}
+		return out, nil
+	}
+	waitPhase := func(image string, phase superedgev1.RolloutPhase) *superedgev1.StatefulSetGrid {
+		var got *superedgev1.StatefulSetGrid
+		eventually(t, 0, fmt.Sprintf("%s %s", image, phase), func(ctx context.Context) error {
+			g, err := e.grids.SuperedgeV1().StatefulSetGrids(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if g.Status.ObservedGeneration != g.Generation || g.Status.Rollout == nil || g.Status.Rollout.Phase != phase {
+				return fmt.Errorf("rollout %+v", g.Status.Rollout)
+			}
+			got = g
+			return nil
+		})
+		return got
+	}
+	waitPhase("db:1", superedgev1.PhaseComplete)
+	all, err := sets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, s := range all {
+		if !statefulSetHealthy(&s) {
+			t.Errorf("%s: Complete, but its StatefulSet is not fully rolled out: %+v", v, s.Status)
+		}
+	}
+
+	change := func(image string) {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			g, err := e.grids.SuperedgeV1().StatefulSetGrids(ns).Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			g.Spec.Template.Template.Spec.Containers[0].Image = image
+			if image != badImage {
+				g.Spec.Rollout.ProgressDeadlineSeconds = nil
+			}
+			_, err = e.grids.SuperedgeV1().StatefulSetGrids(ns).Update(t.Context(), g, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	change(badImage)
+	halted := waitPhase("bad", superedgev1.PhaseHalted)
+	if h := halted.Status.Rollout.Halted; h.NodeUnit != "z02" {
+		t.Fatalf("halted at %+v, want the canary z02", h)
+	}
+	all, err = sets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, s := range all {
+		if img := s.Spec.Template.Spec.Containers[0].Image; (img == badImage) != (v == "z02") {
+			t.Errorf("halted: nodeunit %s runs %s", v, img)
+		}
+	}
+	// The StatefulSet controller never replaces a pod that is not ready
+	// (its rolling update waits for it): as on any cluster, the broken pod
+	// is deleted by hand once the template is fixed.
+	change("registry.example/db:2")
+	eventually(t, 0, "z02 given db:2", func(ctx context.Context) error {
+		all, err := sets(ctx)
+		if err != nil {
+			return err
+		}
+		if img := all["z02"].Spec.Template.Spec.Containers[0].Image; img != "registry.example/db:2" {
+			return fmt.Errorf("z02 runs %s", img)
+		}
+		return nil
+	})
+	pods, err := e.kube.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.Containers[0].Image == badImage {
+			if err := e.kube.CoreV1().Pods(ns).Delete(t.Context(), p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitPhase("db:2", superedgev1.PhaseComplete)
+	all, err = sets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, s := range all {
+		if img := s.Spec.Template.Spec.Containers[0].Image; img != "registry.example/db:2" || s.Status.CurrentRevision != s.Status.UpdateRevision {
+			t.Errorf("complete: nodeunit %s runs %s, revisions %s/%s", v, img, s.Status.CurrentRevision, s.Status.UpdateRevision)
+		}
+	}
 }

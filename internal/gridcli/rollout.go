@@ -108,14 +108,15 @@ func (o *options) setPaused(ctx context.Context, ri dynamic.ResourceInterface, n
 }
 
 // undo writes each template's last good revision back into the spec with a
-// JSON patch guarded by the grid's resourceVersion (a concurrent edit fails it).
+// JSON patch guarded by the grid's generation: a concurrent spec edit fails
+// it (the resourceVersion would also change with every status write).
 func (o *options) undo(ctx context.Context, ri dynamic.ResourceInterface, name, only string) error {
 	grid, err := ri.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
 	templates, _, _ := unstructured.NestedSlice(grid.Object, "status", "rollout", "templates")
-	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": grid.GetResourceVersion()}}
+	ops := []map[string]any{{"op": "test", "path": "/metadata/generation", "value": grid.GetGeneration()}}
 	var undone []string
 	for _, item := range templates {
 		t, ok := item.(map[string]any)
