@@ -356,13 +356,70 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 			t.Errorf("%s (done before the restart) was written again: generation %d -> %d", d.Name, generations[d.Name], d.Generation)
 		}
 	}
+	// A templatePool entry rolls only the nodeunits that use it.
+	pool := func(image string) func(*superedgev1.DeploymentGrid) {
+		return func(g *superedgev1.DeploymentGrid) {
+			blue := *g.Spec.Template.DeepCopy()
+			blue.Template.Spec.Containers[0].Image = image
+			g.Spec.TemplatePool = map[string]appsv1.DeploymentSpec{"blue": blue}
+			g.Spec.Templates = map[string]string{"z05": "blue", "z06": "blue"}
+		}
+	}
+	onImages := func(blue string) {
+		eventually(t, 0, "z05, z06 on "+blue, func(ctx context.Context) error {
+			_, c, err := e.gridCondition(ctx, ns, name, superedgev1.ConditionComplete)
+			if err != nil {
+				return err
+			}
+			imgs, _, err := e.imagesOf(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			for v, img := range imgs {
+				want := "registry.example/echo:2"
+				if v == "z05" || v == "z06" {
+					want = blue
+				}
+				if img != want {
+					return fmt.Errorf("%s runs %s, want %s", v, img, want)
+				}
+			}
+			if c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("Complete=%s: %s", c.Status, c.Message)
+			}
+			return nil
+		})
+	}
+	e.updateDeploymentGrid(t, ns, name, pool("registry.example/echo:blue"))
+	onImages("registry.example/echo:blue")
+	_, before, err := e.imagesOf(t.Context(), ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.updateDeploymentGrid(t, ns, name, pool("registry.example/echo:blue2"))
+	onImages("registry.example/echo:blue2")
+	_, after, err = e.imagesOf(t.Context(), ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gens := map[string]int64{}
+	for _, d := range before {
+		gens[d.Name] = d.Generation
+	}
+	for _, d := range after {
+		v := d.Spec.Template.Spec.NodeSelector["zone"]
+		if changed := d.Generation != gens[d.Name]; changed != (v == "z05" || v == "z06") {
+			t.Errorf("pool entry change: %s changed=%v", d.Name, changed)
+		}
+	}
+
 	childWrites := 0
 	for _, w := range append(writes.list(notEvent), writes2.list(notEvent)...) {
 		if strings.Contains(w, "/deployments/") || strings.HasSuffix(w, "/deployments") {
 			childWrites++
 		}
 	}
-	t.Logf("writes to Deployments over the whole test (7 nodeunits: create, bad image, rollback, undo, new image): %d", childWrites)
+	t.Logf("writes to Deployments over the whole test (7 nodeunits: create, bad image, rollback, undo, new image, 2 pool changes): %d", childWrites)
 }
 
 // TestRolloutMaxUnavailableUnits: 50 nodeunits, at most 5 changing or
