@@ -110,6 +110,8 @@ type gridController[G, C object, A any] struct {
 	recorder record.EventRecorder
 	synced   []cache.InformerSynced
 	grace    *deletionGrace
+	// applied remembers each child's last apply until the cache shows it.
+	applied appliedChildren
 }
 
 func newGridController[G, C object, A any](ops kindOps[G, C, A], deps Deps) *gridController[G, C, A] {
@@ -381,6 +383,10 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 		if err != nil {
 			return zero, err
 		}
+		if c.applied.hashOf(live) == nestedString(want, "metadata", "annotations", AnnotationAppliedHash) &&
+			live.GetAnnotations()[AnnotationAppliedHash] != c.applied.hashOf(live) {
+			return live, nil // applied already; the cache has not caught up (its update event follows)
+		}
 		if ext, err := c.ops.extract(live); err == nil {
 			if same, err := upToDate(live, want, ext); err == nil && same {
 				return live, nil
@@ -404,6 +410,7 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 		return zero, err
 	}
 	countChildWrite(c.ops.kind)
+	c.applied.remember(live, obj)
 	logger.V(2).Info("Applied child", "child", klog.KObj(obj), "nodeunit", u.value)
 	return obj, nil
 }

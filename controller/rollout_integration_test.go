@@ -356,6 +356,18 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 			t.Errorf("%s (done before the restart) was written again: generation %d -> %d", d.Name, generations[d.Name], d.Generation)
 		}
 	}
+	// `kubectl grid status` shows the waves and phases the controller recorded.
+	table, err := e.gridCLI("status", "dg/"+name)
+	if err != nil {
+		t.Fatalf("kubectl grid status: %v\n%s", err, table)
+	}
+	for _, want := range []string{"rollout: Complete, wave 4/4", "WAVE", "PHASE", "REVISION", "web-z06"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("kubectl grid status lacks %q:\n%s", want, table)
+		}
+	}
+	t.Logf("kubectl grid status dg/%s\n%s", name, table)
+
 	// A templatePool entry rolls only the nodeunits that use it.
 	pool := func(image string) func(*superedgev1.DeploymentGrid) {
 		return func(g *superedgev1.DeploymentGrid) {

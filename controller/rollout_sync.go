@@ -62,7 +62,7 @@ func (c *gridController[G, C, A]) planRollout(grid G, units []unit, controlled m
 			v.exists = true
 			v.healthy = c.ops.healthy(live)
 			v.failure = c.ops.failure(live)
-			have := live.GetAnnotations()[AnnotationAppliedHash]
+			have := c.applied.hashOf(live)
 			if cfg, err := c.ops.desired(grid, u); err == nil && have != "" && appliedHashOf(cfg) == have {
 				v.runs = runsTarget
 			} else if t.lastGood != "" {
