@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/internal/explain"
@@ -591,6 +594,18 @@ func TestRolloutStrategyValidation(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: got %v, want an error containing %q", tc.rollout, err, tc.want)
 		}
+	}
+	// The documented example applies as written.
+	data, err := os.ReadFile(filepath.Join("..", "examples", "deploymentgrid-rollout.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	example := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &example.Object); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Create(t.Context(), example, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
+		t.Errorf("examples/deploymentgrid-rollout.yaml: %v", err)
 	}
 }
 
