@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -70,10 +71,23 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 			return client.Deployments(ns).Delete(ctx, name, opts)
 		},
-		ready:      deploymentReady,
+		ready:    deploymentReady,
+		healthy:  deploymentHealthy,
+		failure:  deploymentFailure,
+		strategy: func(g *superedgev1.DeploymentGrid) *superedgev1.RolloutStrategy { return g.Spec.Rollout },
+		rollout: func(g *superedgev1.DeploymentGrid) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {
+			return g.Status.Rollout, g.Status.Units
+		},
+		templateJSON: func(g *superedgev1.DeploymentGrid, name string) ([]byte, error) {
+			t, err := pickTemplate(g.Spec.Template, g.Spec.TemplatePool, name)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(t)
+		},
 		conditions: func(g *superedgev1.DeploymentGrid) []metav1.Condition { return g.Status.Conditions },
-		writeStatus: func(ctx context.Context, g *superedgev1.DeploymentGrid, kept []child[*appsv1.Deployment], conds []metav1.Condition) error {
-			st := superedgev1.DeploymentGridStatus{ObservedGeneration: g.Generation, Conditions: conds}
+		writeStatus: func(ctx context.Context, g *superedgev1.DeploymentGrid, kept []child[*appsv1.Deployment], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) error {
+			st := superedgev1.DeploymentGridStatus{ObservedGeneration: g.Generation, Conditions: conds, Rollout: rollout}
 			for _, ch := range kept {
 				if st.States == nil {
 					st.States = map[string]superedgev1.DeploymentState{}
@@ -110,6 +124,13 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 // desiredDeployment is the Deployment a DeploymentGrid wants in one nodeunit.
 func desiredDeployment(g *superedgev1.DeploymentGrid, u unit) (*appsv1apply.DeploymentApplyConfiguration, error) {
 	tmpl, err := pickTemplate(g.Spec.Template, g.Spec.TemplatePool, u.template)
+	if u.override != nil {
+		// A fresh value: decoding into tmpl would write through its slices
+		// into the cached grid.
+		var last appsv1.DeploymentSpec
+		err = json.Unmarshal(u.override, &last)
+		tmpl = last
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -155,4 +176,30 @@ func deepCopyDeploymentConditions(in []appsv1.DeploymentCondition) []appsv1.Depl
 		in[i].DeepCopyInto(&out[i])
 	}
 	return out
+}
+
+// deploymentHealthy: fully rolled out, the bar a rollout wave must pass: the
+// spec observed and every wanted replica updated, ready and available.
+func deploymentHealthy(d *appsv1.Deployment) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	s := d.Status
+	return s.ObservedGeneration >= d.Generation && s.Replicas == want && s.UpdatedReplicas == want &&
+		s.ReadyReplicas == want && s.AvailableReplicas == want
+}
+
+// deploymentFailure is the Deployment controller's own verdict that the
+// rollout is stuck (its progressDeadlineSeconds passed), or "".
+func deploymentFailure(d *appsv1.Deployment) string {
+	if d.Status.ObservedGeneration < d.Generation {
+		return ""
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == "False" && c.Reason == "ProgressDeadlineExceeded" {
+			return c.Reason
+		}
+	}
+	return ""
 }

@@ -42,6 +42,11 @@ const (
 	ReasonReleased = "Released"
 	// ReasonDeleted: the child of a vanished nodeunit was deleted.
 	ReasonDeleted = "Deleted"
+	// ReasonRolloutHalted: a nodeunit did not become healthy; no further
+	// nodeunit is changed until the template changes.
+	ReasonRolloutHalted = "RolloutHalted"
+	// ReasonRolledBack: a failed nodeunit got its last good template back.
+	ReasonRolledBack = "RolledBack"
 
 	// ReasonReady / ReasonNotReady / ReasonNoNodeUnits summarise readiness.
 	ReasonReady       = "Ready"

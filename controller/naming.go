@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/gridunit"
 )
 
 // maxStatefulSetNameLength leaves room in the controller-revision-hash label
@@ -14,8 +15,9 @@ import (
 // hash of up to 10 characters) and so also in the pod hostname "{statefulset}-{ordinal}".
 const maxStatefulSetNameLength = 52
 
-// childName is the name of the child a grid keeps for one nodeunit.
-func childName(grid, value string) string { return grid + "-" + value }
+// childName is the name of the child a grid keeps for one nodeunit (the
+// shared rule in package gridunit).
+func childName(grid, value string) string { return gridunit.ChildName(grid, value) }
 
 // serviceName is the name of the one Service a ServiceGrid keeps.
 func serviceName(grid string) string { return grid + "-svc" }

@@ -35,6 +35,9 @@ type unit struct {
 	value    string
 	name     string
 	template string
+	// override, when set, is the JSON of the template to build from instead
+	// of the spec's (a rollout's last good template).
+	override []byte
 }
 
 // child is a grid's child for one unit, and what the controller is
@@ -43,6 +46,8 @@ type child[C object] struct {
 	unit
 	obj     C
 	pending string
+	// rollout is the nodeunit's place in the rollout (spec.rollout only).
+	rollout *unitDecision
 }
 
 // kindOps is everything that differs between the grid kinds: how to read the
@@ -80,11 +85,22 @@ type kindOps[G, C object, A any] struct {
 
 	// ready reports whether a child is up to date and ready.
 	ready func(C) bool
+	// healthy reports whether a child has fully rolled out: its spec
+	// observed, every replica updated, ready and available (StatefulSets:
+	// current revision = update revision); failure is a reason the child
+	// itself gives for not getting there (ProgressDeadlineExceeded), or "".
+	healthy func(C) bool
+	failure func(C) string
+	// strategy is the grid's spec.rollout; rollout its status.rollout and units.
+	strategy func(G) *superedgev1.RolloutStrategy
+	rollout  func(G) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus)
+	// templateJSON is the JSON of the template named name.
+	templateJSON func(G, string) ([]byte, error)
 	// conditions reads the grid's current conditions.
 	conditions func(G) []metav1.Condition
 	// writeStatus builds the grid's status from its children and the
 	// conditions, and writes it only if it differs.
-	writeStatus func(ctx context.Context, grid G, children []child[C], conds []metav1.Condition) error
+	writeStatus func(ctx context.Context, grid G, children []child[C], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) error
 }
 
 // gridController runs one grid kind's workqueue.
@@ -94,6 +110,8 @@ type gridController[G, C object, A any] struct {
 	recorder record.EventRecorder
 	synced   []cache.InformerSynced
 	grace    *deletionGrace
+	// applied remembers each child's last apply until the cache shows it.
+	applied appliedChildren
 }
 
 func newGridController[G, C object, A any](ops kindOps[G, C, A], deps Deps) *gridController[G, C, A] {
@@ -190,7 +208,8 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 				kept = append(kept, child[C]{unit: unit{value: c.valueOf(grid, ch.GetName()), name: ch.GetName()}, obj: ch})
 			}
 		}
-		return c.finish(ctx, grid, kept, []problem{{reason, err.Error()}})
+		prev, _ := c.ops.rollout(grid)
+		return c.finish(ctx, grid, kept, []problem{{reason, err.Error()}}, keptRollout(prev))
 	}
 	var errs []error
 	var problems []problem
@@ -209,6 +228,7 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 	}
 
 	units := c.ops.units(grid)
+	plan := c.planRollout(grid, units, controlled)
 	wanted := make(map[string]bool, len(units))
 	kept := make([]child[C], 0, len(units))
 	for _, u := range units {
@@ -228,6 +248,21 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 			kept = append(kept, child[C]{unit: u, obj: live, pending: "re-create once the old object is gone"})
 			c.queue.AddAfter(key, time.Second)
 			continue
+		}
+		var decision *unitDecision
+		if plan != nil {
+			if d, ok := plan.units[u.value]; ok {
+				decision = &d
+				switch d.action {
+				case actionKeep:
+					if isOurs {
+						kept = append(kept, child[C]{unit: u, obj: live, rollout: decision})
+					}
+					continue
+				case actionLastGood:
+					u.override = plan.lastGood[u.template]
+				}
+			}
 		}
 		adopt := false
 		if !isOurs {
@@ -291,7 +326,7 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 		if adopt {
 			c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonAdopted, "Adopted %s %s", c.ops.childKind, u.name)
 		}
-		kept = append(kept, child[C]{unit: u, obj: obj})
+		kept = append(kept, child[C]{unit: u, obj: obj, rollout: decision})
 	}
 
 	pending, err := c.removeVanished(ctx, grid, controlled, wanted)
@@ -300,7 +335,15 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 	}
 	kept = append(kept, pending...)
 
-	errs = append(errs, c.finish(ctx, grid, kept, problems))
+	var ro *superedgev1.RolloutStatus
+	if plan != nil {
+		ro = &plan.status
+		c.rolloutEvents(grid, plan)
+		if plan.requeue > 0 {
+			c.queue.AddAfter(key, plan.requeue)
+		}
+	}
+	errs = append(errs, c.finish(ctx, grid, kept, problems, ro))
 	return errors.Join(errs...)
 }
 
@@ -340,6 +383,10 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 		if err != nil {
 			return zero, err
 		}
+		if c.applied.hashOf(live) == nestedString(want, "metadata", "annotations", AnnotationAppliedHash) &&
+			live.GetAnnotations()[AnnotationAppliedHash] != c.applied.hashOf(live) {
+			return live, nil // applied already; the cache has not caught up (its update event follows)
+		}
 		if ext, err := c.ops.extract(live); err == nil {
 			if same, err := upToDate(live, want, ext); err == nil && same {
 				return live, nil
@@ -363,6 +410,7 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 		return zero, err
 	}
 	countChildWrite(c.ops.kind)
+	c.applied.remember(live, obj)
 	logger.V(2).Info("Applied child", "child", klog.KObj(obj), "nodeunit", u.value)
 	return obj, nil
 }

@@ -67,9 +67,14 @@ func newServiceGridController(deps Deps) (*gridController[*superedgev1.ServiceGr
 		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 			return client.Services(ns).Delete(ctx, name, opts)
 		},
-		ready:      func(*corev1.Service) bool { return true },
+		ready: func(*corev1.Service) bool { return true },
+		// A ServiceGrid has no rollout: its one Service changes at once.
+		strategy: func(*superedgev1.ServiceGrid) *superedgev1.RolloutStrategy { return nil },
+		rollout: func(*superedgev1.ServiceGrid) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {
+			return nil, nil
+		},
 		conditions: func(g *superedgev1.ServiceGrid) []metav1.Condition { return g.Status.Conditions },
-		writeStatus: func(ctx context.Context, g *superedgev1.ServiceGrid, kept []child[*corev1.Service], conds []metav1.Condition) error {
+		writeStatus: func(ctx context.Context, g *superedgev1.ServiceGrid, kept []child[*corev1.Service], conds []metav1.Condition, _ *superedgev1.RolloutStatus) error {
 			st := superedgev1.ServiceGridStatus{ObservedGeneration: g.Generation, Conditions: conds}
 			for _, ch := range kept {
 				st.ServiceName = ch.obj.Name

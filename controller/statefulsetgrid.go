@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -72,10 +73,23 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 			return client.StatefulSets(ns).Delete(ctx, name, opts)
 		},
-		ready:      statefulSetReady,
+		ready:    statefulSetReady,
+		healthy:  statefulSetHealthy,
+		failure:  statefulSetFailure,
+		strategy: func(g *superedgev1.StatefulSetGrid) *superedgev1.RolloutStrategy { return g.Spec.Rollout },
+		rollout: func(g *superedgev1.StatefulSetGrid) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {
+			return g.Status.Rollout, g.Status.Units
+		},
+		templateJSON: func(g *superedgev1.StatefulSetGrid, name string) ([]byte, error) {
+			t, err := pickTemplate(g.Spec.Template, g.Spec.TemplatePool, name)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(t)
+		},
 		conditions: func(g *superedgev1.StatefulSetGrid) []metav1.Condition { return g.Status.Conditions },
-		writeStatus: func(ctx context.Context, g *superedgev1.StatefulSetGrid, kept []child[*appsv1.StatefulSet], conds []metav1.Condition) error {
-			st := superedgev1.StatefulSetGridStatus{ObservedGeneration: g.Generation, Conditions: conds}
+		writeStatus: func(ctx context.Context, g *superedgev1.StatefulSetGrid, kept []child[*appsv1.StatefulSet], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) error {
+			st := superedgev1.StatefulSetGridStatus{ObservedGeneration: g.Generation, Conditions: conds, Rollout: rollout}
 			for _, ch := range kept {
 				if st.States == nil {
 					st.States = map[string]superedgev1.StatefulSetState{}
@@ -118,6 +132,13 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 // unified names onto each nodeunit's pods.
 func desiredStatefulSet(g *superedgev1.StatefulSetGrid, u unit) (*appsv1apply.StatefulSetApplyConfiguration, error) {
 	tmpl, err := pickTemplate(g.Spec.Template, g.Spec.TemplatePool, u.template)
+	if u.override != nil {
+		// A fresh value: decoding into tmpl would write through its slices
+		// into the cached grid.
+		var last appsv1.StatefulSetSpec
+		err = json.Unmarshal(u.override, &last)
+		tmpl = last
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -157,3 +178,19 @@ func statefulSetReady(s *appsv1.StatefulSet) bool {
 	st := s.Status
 	return st.ObservedGeneration >= s.Generation && st.ReadyReplicas == want && st.UpdatedReplicas == want && st.Replicas == want
 }
+
+// statefulSetHealthy: fully rolled out: the spec observed, every wanted
+// replica updated, ready and available, and the update revision current.
+func statefulSetHealthy(s *appsv1.StatefulSet) bool {
+	want := int32(1)
+	if s.Spec.Replicas != nil {
+		want = *s.Spec.Replicas
+	}
+	st := s.Status
+	return st.ObservedGeneration >= s.Generation && st.Replicas == want && st.UpdatedReplicas == want &&
+		st.ReadyReplicas == want && st.AvailableReplicas == want && st.CurrentRevision == st.UpdateRevision
+}
+
+// statefulSetFailure: StatefulSets report no progress deadline of their
+// own; the rollout's deadline decides.
+func statefulSetFailure(*appsv1.StatefulSet) string { return "" }

@@ -16,7 +16,7 @@ import (
 
 // finish sets the conditions, emits Warning Events when the reconciled state
 // changes (not on every resync), and writes the status if it changed.
-func (c *gridController[G, C, A]) finish(ctx context.Context, grid G, kept []child[C], problems []problem) error {
+func (c *gridController[G, C, A]) finish(ctx context.Context, grid G, kept []child[C], problems []problem, rollout *superedgev1.RolloutStatus) error {
 	old := c.ops.conditions(grid)
 	conds := make([]metav1.Condition, len(old))
 	copy(conds, old)
@@ -64,13 +64,14 @@ func (c *gridController[G, C, A]) finish(ctx context.Context, grid G, kept []chi
 	changed := prev == nil || prev.Status != reconciled.Status || prev.Reason != reconciled.Reason || prev.Message != reconciled.Message
 	meta.SetStatusCondition(&conds, reconciled)
 	meta.SetStatusCondition(&conds, readyCond)
+	setRolloutConditions(&conds, rollout, gen)
 	if changed && len(problems) > 0 {
 		for _, p := range problems {
 			klog.FromContext(ctx).Info("Grid not fully reconciled", "reason", p.reason, "message", p.message)
 			c.recorder.Event(grid, corev1.EventTypeWarning, p.reason, p.message)
 		}
 	}
-	if err := c.ops.writeStatus(ctx, grid, kept, conds); err != nil {
+	if err := c.ops.writeStatus(ctx, grid, kept, conds, rollout); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
 	return nil
@@ -78,7 +79,12 @@ func (c *gridController[G, C, A]) finish(ctx context.Context, grid G, kept []chi
 
 // unitStatus is a child's line in the grid's status.
 func unitStatus[C object](ch child[C], ready bool) superedgev1.NodeUnitStatus {
-	return superedgev1.NodeUnitStatus{Name: ch.value, Child: ch.name, Template: ch.template, Ready: ready, Pending: ch.pending}
+	st := superedgev1.NodeUnitStatus{Name: ch.value, Child: ch.name, Template: ch.template, Ready: ready, Pending: ch.pending}
+	if d := ch.rollout; d != nil {
+		wave, since := d.wave, d.since
+		st.Revision, st.Phase, st.Wave, st.Since = d.revision, d.phase, &wave, &since
+	}
+	return st
 }
 
 // sortUnits orders the status lines by nodeunit, so equal states compare equal.

@@ -4,20 +4,13 @@ import (
 	"fmt"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/gridunit"
 )
 
-// templateName is the name of the template a nodeunit uses, with SuperEdge's
-// rule: its entry in templates, else defaultName; an empty name means
-// "default", i.e. spec.template.
+// templateName is the name of the template a nodeunit uses (the shared
+// rule in package gridunit, which kubectl grid explains with).
 func templateName(templates map[string]string, defaultName, value string) string {
-	name, ok := templates[value]
-	if !ok {
-		name = defaultName
-	}
-	if name == "" {
-		return superedgev1.DefaultTemplateName
-	}
-	return name
+	return gridunit.Template(templates, defaultName, value).Name
 }
 
 // unknownTemplateError: a nodeunit asks for a template the pool lacks. That

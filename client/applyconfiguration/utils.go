@@ -46,6 +46,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &superedgev1.NodeLabelSummaryApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("NodeUnitStatus"):
 		return &superedgev1.NodeUnitStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RolloutCanary"):
+		return &superedgev1.RolloutCanaryApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RolloutHalt"):
+		return &superedgev1.RolloutHaltApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RolloutStatus"):
+		return &superedgev1.RolloutStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RolloutStrategy"):
+		return &superedgev1.RolloutStrategyApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServiceGrid"):
 		return &superedgev1.ServiceGridApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServiceGridSpec"):
@@ -60,6 +68,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &superedgev1.StatefulSetGridStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("StatefulSetState"):
 		return &superedgev1.StatefulSetStateApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("TemplateRevisions"):
+		return &superedgev1.TemplateRevisionsApplyConfiguration{}
 
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/servicegroup/servicegroup/gridunit"
 	"github.com/servicegroup/servicegroup/topology"
 )
 
@@ -26,14 +27,23 @@ type StatusReport struct {
 	Conditions  []string     `json:"conditions,omitempty"` // "Type=Status (Reason): Message"
 	// Pending are actions that concern the grid as a whole.
 	Pending []string `json:"pending,omitempty"`
+	// Rollout is "phase, wave current/total" for grids with spec.rollout.
+	Rollout string `json:"rollout,omitempty"`
 }
 
 // UnitReport is one nodeunit (or one child left without a nodeunit).
 type UnitReport struct {
-	NodeUnit string   `json:"nodeUnit"`
-	Nodes    int      `json:"nodes"`
-	Child    string   `json:"child,omitempty"`
-	Template string   `json:"template,omitempty"`
+	NodeUnit string `json:"nodeUnit"`
+	Nodes    int    `json:"nodes"`
+	Child    string `json:"child,omitempty"`
+	Template string `json:"template,omitempty"`
+	// TemplateReason says which part of the spec chose the template.
+	TemplateReason string `json:"templateReason,omitempty"`
+	// Wave, Phase and Revision are the nodeunit's rollout state as the
+	// controller last recorded it (grids with spec.rollout).
+	Wave     string   `json:"wave,omitempty"`
+	Phase    string   `json:"phase,omitempty"`
+	Revision string   `json:"revision,omitempty"`
 	Ready    string   `json:"ready"` // "ready/desired"
 	Pending  []string `json:"pending,omitempty"`
 }
@@ -82,9 +92,14 @@ func WorkloadStatus(grid *unstructured.Unstructured, nodes []corev1.Node, childr
 		}
 	}
 	units := nodeUnits(r.GridUniqKey, nodes)
+	recorded := rolloutUnits(grid)
 	for _, v := range sortedKeys(units) {
-		u := UnitReport{NodeUnit: v, Nodes: units[v], Template: templateOf(grid, v), Ready: "0/0"}
-		want := grid.GetName() + "-" + v
+		choice := templateOf(grid, v)
+		u := UnitReport{NodeUnit: v, Nodes: units[v], Template: choice.Name, TemplateReason: choice.Reason, Ready: "0/0"}
+		if ru, ok := recorded[v]; ok {
+			u.Wave, u.Phase, u.Revision = ru.wave, ru.phase, ru.revision
+		}
+		want := gridunit.ChildName(grid.GetName(), v)
 		c, ok := byUnit[v]
 		switch {
 		case !ok:
@@ -167,6 +182,14 @@ func gridHeader(grid *unstructured.Unstructured) StatusReport {
 	if observed < grid.GetGeneration() {
 		r.Pending = append(r.Pending, fmt.Sprintf("controller has not observed generation %d yet (observed %d)", grid.GetGeneration(), observed))
 	}
+	if phase, ok, _ := unstructured.NestedString(grid.Object, "status", "rollout", "phase"); ok {
+		wave, _, _ := unstructured.NestedString(grid.Object, "status", "rollout", "wave")
+		r.Rollout = phase + ", wave " + wave
+		if unit, ok, _ := unstructured.NestedString(grid.Object, "status", "rollout", "halted", "nodeUnit"); ok {
+			msg, _, _ := unstructured.NestedString(grid.Object, "status", "rollout", "halted", "message")
+			r.Rollout += fmt.Sprintf(", halted at nodeunit %s: %s", unit, msg)
+		}
+	}
 	conds, _, _ := unstructured.NestedSlice(grid.Object, "status", "conditions")
 	for _, c := range conds {
 		m, ok := c.(map[string]any)
@@ -178,16 +201,35 @@ func gridHeader(grid *unstructured.Unstructured) StatusReport {
 	return r
 }
 
-// templateOf is the template a nodeunit gets: spec.templates[value], else
-// spec.defaultTemplateName, else "default" (spec.template), as SuperEdge reads them.
-func templateOf(grid *unstructured.Unstructured, value string) string {
-	if t, ok, _ := unstructured.NestedString(grid.Object, "spec", "templates", value); ok && t != "" {
-		return t
+// templateOf is the template a nodeunit gets, by the controller's own rule.
+func templateOf(grid *unstructured.Unstructured, value string) gridunit.TemplateChoice {
+	templates, _, _ := unstructured.NestedStringMap(grid.Object, "spec", "templates")
+	def, _, _ := unstructured.NestedString(grid.Object, "spec", "defaultTemplateName")
+	return gridunit.Template(templates, def, value)
+}
+
+type recordedUnit struct{ wave, phase, revision string }
+
+// rolloutUnits reads status.units' rollout fields, by nodeunit. Waves are
+// shown from 1, as the grid's status.rollout.wave counts them.
+func rolloutUnits(grid *unstructured.Unstructured) map[string]recordedUnit {
+	out := map[string]recordedUnit{}
+	list, _, _ := unstructured.NestedSlice(grid.Object, "status", "units")
+	for _, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _, _ := unstructured.NestedString(m, "name")
+		phase, _, _ := unstructured.NestedString(m, "phase")
+		rev, _, _ := unstructured.NestedString(m, "revision")
+		ru := recordedUnit{phase: phase, revision: rev}
+		if w, ok, _ := unstructured.NestedInt64(m, "wave"); ok {
+			ru.wave = fmt.Sprint(w + 1)
+		}
+		out[name] = ru
 	}
-	if t, ok, _ := unstructured.NestedString(grid.Object, "spec", "defaultTemplateName"); ok && t != "" {
-		return t
-	}
-	return "default"
+	return out
 }
 
 func rollout(c Child) []string {

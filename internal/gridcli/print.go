@@ -160,6 +160,14 @@ func printStatusReport(t *table, r explain.StatusReport) {
 		t.line("No nodeunits: no node carries label %s.", r.GridUniqKey)
 		return
 	}
+	if r.Rollout != "" {
+		t.line("  rollout: %s", r.Rollout)
+		t.row("NODEUNIT", "NODES", "CHILD", "TEMPLATE", "WAVE", "PHASE", "REVISION", "READY", "PENDING")
+		for _, u := range r.NodeUnits {
+			t.row(u.NodeUnit, u.Nodes, orDash(u.Child), orDash(u.Template), orDash(u.Wave), orDash(u.Phase), orDash(u.Revision), u.Ready, orDash(strings.Join(u.Pending, "; ")))
+		}
+		return
+	}
 	t.row("NODEUNIT", "NODES", "CHILD", "TEMPLATE", "READY", "PENDING")
 	for _, u := range r.NodeUnits {
 		t.row(u.NodeUnit, u.Nodes, orDash(u.Child), orDash(u.Template), u.Ready, orDash(strings.Join(u.Pending, "; ")))

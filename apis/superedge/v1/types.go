@@ -4,6 +4,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // Labels and annotations shared by the controller, the wrapper and the
@@ -35,7 +37,161 @@ const (
 	ConditionConflict = "Conflict"
 	// DefaultTemplateName names spec.template in Templates and DefaultTemplateName.
 	DefaultTemplateName = "default"
+	// ConditionProgressing is True while a rollout is changing nodeunits.
+	ConditionProgressing = "Progressing"
+	// ConditionPaused is True while spec.rollout.paused holds a rollout.
+	ConditionPaused = "Paused"
+	// ConditionHalted is True when a nodeunit failed to become healthy: no
+	// further nodeunit is changed until the template changes again.
+	ConditionHalted = "Halted"
+	// ConditionComplete is True when every nodeunit runs its target
+	// template, healthy for the bake time.
+	ConditionComplete = "Complete"
 )
+
+// RolloutStrategy rolls a template change across a grid's nodeunits: first
+// the canary nodeunits, then the others in waves, never more than
+// MaxUnavailableUnits changing or unhealthy at once, each healthy for
+// BakeSeconds before it counts as done.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.canary) || (has(self.canary.nodeUnits) && size(self.canary.nodeUnits) > 0) || has(self.canary.selector)",message="rollout.canary needs nodeUnits or a selector"
+type RolloutStrategy struct {
+	// Canary is the first wave: the nodeunits named, plus those matching
+	// the selector. Without it the first wave is the first of WaveSize.
+	// +optional
+	Canary *RolloutCanary `json:"canary,omitempty"`
+	// WaveSize is how many of the remaining nodeunits form each wave after
+	// the canary: a count or a percentage of them (rounded up). Default: all.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="waveSize must be a count of at least 1 or a percentage from 1% to 100%"
+	WaveSize *intstr.IntOrString `json:"waveSize,omitempty"`
+	// MaxUnavailableUnits is how many nodeunits may be changing or
+	// unhealthy at once. Default: 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxUnavailableUnits *int32 `json:"maxUnavailableUnits,omitempty"`
+	// BakeSeconds is how long a changed nodeunit must stay healthy before
+	// it counts as done. Default: 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	BakeSeconds int32 `json:"bakeSeconds,omitempty"`
+	// ProgressDeadlineSeconds is how long a changed nodeunit may take to
+	// become healthy before it halts the rollout. Default: 600.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+	// Paused stops the rollout: no further nodeunit is changed, new
+	// nodeunits get the last good template.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// FailurePolicy is what a halt does to the nodeunits that failed:
+	// Halt leaves them as they are, Rollback applies the last good template to them.
+	// +optional
+	// +kubebuilder:validation:Enum=Halt;Rollback
+	FailurePolicy RolloutFailurePolicy `json:"failurePolicy,omitempty"`
+}
+
+// RolloutCanary selects the first wave's nodeunits.
+type RolloutCanary struct {
+	// NodeUnits are nodeunit values (values of the grid key).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1000
+	NodeUnits []string `json:"nodeUnits,omitempty"`
+	// Selector matches nodeunit values as the labels {gridUniqKey: value}:
+	// e.g. matchExpressions [{key: zone, operator: In, values: [a, b]}].
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// RolloutFailurePolicy: Halt or Rollback.
+type RolloutFailurePolicy string
+
+const (
+	// FailurePolicyHalt leaves failed nodeunits as they are.
+	FailurePolicyHalt RolloutFailurePolicy = "Halt"
+	// FailurePolicyRollback applies the last good template to failed nodeunits.
+	FailurePolicyRollback RolloutFailurePolicy = "Rollback"
+)
+
+// RolloutPhase is a nodeunit's place in a rollout, or the grid's.
+type RolloutPhase string
+
+const (
+	// PhaseWaiting: the nodeunit still runs an older template; its wave has not come.
+	PhaseWaiting RolloutPhase = "Waiting"
+	// PhaseUpdating: its child got the target template and is not healthy yet.
+	PhaseUpdating RolloutPhase = "Updating"
+	// PhaseBaking: healthy on the target template, not yet for the bake time.
+	PhaseBaking RolloutPhase = "Baking"
+	// PhaseDone: healthy on the target template for the bake time.
+	PhaseDone RolloutPhase = "Done"
+	// PhaseFailed: not healthy within the progress deadline.
+	PhaseFailed RolloutPhase = "Failed"
+	// PhaseRolledBack: failed, then given the last good template.
+	PhaseRolledBack RolloutPhase = "RolledBack"
+	// PhaseProgressing, PhasePaused, PhaseHalted, PhaseComplete: the grid's phase.
+	PhaseProgressing RolloutPhase = "Progressing"
+	PhasePaused      RolloutPhase = "Paused"
+	PhaseHalted      RolloutPhase = "Halted"
+	PhaseComplete    RolloutPhase = "Complete"
+)
+
+// RolloutStatus records a rollout so that a restarted controller resumes it.
+type RolloutStatus struct {
+	// Phase is Progressing, Paused, Halted or Complete.
+	// +optional
+	Phase RolloutPhase `json:"phase,omitempty"`
+	// Wave is "current/total", e.g. "2/5".
+	// +optional
+	Wave string `json:"wave,omitempty"`
+	// Templates are the target and last good revision of each template in use.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Templates []TemplateRevisions `json:"templates,omitempty"`
+	// Halted names the nodeunit that halted the rollout and why.
+	// +optional
+	Halted *RolloutHalt `json:"halted,omitempty"`
+}
+
+// TemplateRevisions are one template's target and last good revisions.
+type TemplateRevisions struct {
+	// Name is the template's name ("default": spec.template).
+	Name string `json:"name"`
+	// Target is the revision of the template in the spec.
+	// +optional
+	Target string `json:"target,omitempty"`
+	// LastGood is the revision every nodeunit using the template last ran
+	// healthy; LastGoodTemplate is that template.
+	// +optional
+	LastGood string `json:"lastGood,omitempty"`
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	LastGoodTemplate *runtime.RawExtension `json:"lastGoodTemplate,omitempty"`
+}
+
+// RolloutHalt is why a rollout stopped.
+type RolloutHalt struct {
+	// NodeUnit is the nodeunit that failed.
+	NodeUnit string `json:"nodeUnit"`
+	// Template and Revision are what it failed on.
+	// +optional
+	Template string `json:"template,omitempty"`
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// Reason is a CamelCase reason; Message says what was seen.
+	Reason string `json:"reason"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Time is when the rollout halted.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+}
 
 // NodeUnitStatus is one nodeunit's line in a workload grid's status.
 type NodeUnitStatus struct {
@@ -53,6 +209,20 @@ type NodeUnitStatus struct {
 	// deleting the child of a nodeunit that has no nodes left.
 	// +optional
 	Pending string `json:"pending,omitempty"`
+	// Revision is the template revision the child runs (a digest of its
+	// template), "" when it is neither the rollout's target nor its last good one.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// Phase is the nodeunit's rollout phase (grids with spec.rollout only).
+	// +optional
+	Phase RolloutPhase `json:"phase,omitempty"`
+	// Wave is the rollout wave the nodeunit belongs to (0: the canary wave
+	// when there is one).
+	// +optional
+	Wave *int32 `json:"wave,omitempty"`
+	// Since is when the nodeunit entered its phase.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
 }
 
 // DeploymentGrid runs one Deployment per nodeunit, named {grid}-{value}.
@@ -66,6 +236,8 @@ type NodeUnitStatus struct {
 // +kubebuilder:printcolumn:name="NodeUnits",type=integer,JSONPath=`.status.nodeUnits`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodeUnits`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Reconciled")].reason`
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.rollout.phase`
+// +kubebuilder:printcolumn:name="Wave",type=string,JSONPath=`.status.rollout.wave`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DeploymentGrid struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -103,6 +275,11 @@ type DeploymentGridSpec struct {
 	// and ignored.
 	// +optional
 	AutoDeleteUnusedTemplate bool `json:"autoDeleteUnusedTemplate,omitempty"`
+	// Rollout, when set, rolls a template change across the nodeunits in
+	// waves, halting at the first nodeunit that does not become healthy.
+	// Without it every nodeunit's child is updated at once.
+	// +optional
+	Rollout *RolloutStrategy `json:"rollout,omitempty"`
 }
 
 // DeploymentGridStatus is the observed state of a DeploymentGrid.
@@ -125,6 +302,9 @@ type DeploymentGridStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Units []NodeUnitStatus `json:"units,omitempty"`
+	// Rollout is the progress of the current rollout (grids with spec.rollout only).
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 	// Conditions summarise the grid's state.
 	// +optional
 	// +listType=map
@@ -174,6 +354,8 @@ type DeploymentGridList struct {
 // +kubebuilder:printcolumn:name="NodeUnits",type=integer,JSONPath=`.status.nodeUnits`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodeUnits`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Reconciled")].reason`
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.rollout.phase`
+// +kubebuilder:printcolumn:name="Wave",type=string,JSONPath=`.status.rollout.wave`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type StatefulSetGrid struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -211,6 +393,11 @@ type StatefulSetGridSpec struct {
 	// and ignored.
 	// +optional
 	AutoDeleteUnusedTemplate bool `json:"autoDeleteUnusedTemplate,omitempty"`
+	// Rollout, when set, rolls a template change across the nodeunits in
+	// waves, halting at the first nodeunit that does not become healthy.
+	// Without it every nodeunit's child is updated at once.
+	// +optional
+	Rollout *RolloutStrategy `json:"rollout,omitempty"`
 }
 
 // StatefulSetGridStatus is the observed state of a StatefulSetGrid.
@@ -233,6 +420,9 @@ type StatefulSetGridStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Units []NodeUnitStatus `json:"units,omitempty"`
+	// Rollout is the progress of the current rollout (grids with spec.rollout only).
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 	// Conditions summarise the grid's state.
 	// +optional
 	// +listType=map

@@ -47,6 +47,10 @@ type DeploymentGridSpecApplyConfiguration struct {
 	// controller never writes the spec: unused entries are left in place
 	// and ignored.
 	AutoDeleteUnusedTemplate *bool `json:"autoDeleteUnusedTemplate,omitempty"`
+	// Rollout, when set, rolls a template change across the nodeunits in
+	// waves, halting at the first nodeunit that does not become healthy.
+	// Without it every nodeunit's child is updated at once.
+	Rollout *RolloutStrategyApplyConfiguration `json:"rollout,omitempty"`
 }
 
 // DeploymentGridSpecApplyConfiguration constructs a declarative configuration of the DeploymentGridSpec type for use with
@@ -112,5 +116,13 @@ func (b *DeploymentGridSpecApplyConfiguration) WithDefaultTemplateName(value str
 // If called multiple times, the AutoDeleteUnusedTemplate field is set to the value of the last call.
 func (b *DeploymentGridSpecApplyConfiguration) WithAutoDeleteUnusedTemplate(value bool) *DeploymentGridSpecApplyConfiguration {
 	b.AutoDeleteUnusedTemplate = &value
+	return b
+}
+
+// WithRollout sets the Rollout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Rollout field is set to the value of the last call.
+func (b *DeploymentGridSpecApplyConfiguration) WithRollout(value *RolloutStrategyApplyConfiguration) *DeploymentGridSpecApplyConfiguration {
+	b.Rollout = value
 	return b
 }

@@ -18,6 +18,11 @@ limitations under the License.
 
 package v1
 
+import (
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // NodeUnitStatusApplyConfiguration represents a declarative configuration of the NodeUnitStatus type for use
 // with apply.
 //
@@ -34,6 +39,16 @@ type NodeUnitStatusApplyConfiguration struct {
 	// Pending describes an action the controller is waiting to take, such as
 	// deleting the child of a nodeunit that has no nodes left.
 	Pending *string `json:"pending,omitempty"`
+	// Revision is the template revision the child runs (a digest of its
+	// template), "" when it is neither the rollout's target nor its last good one.
+	Revision *string `json:"revision,omitempty"`
+	// Phase is the nodeunit's rollout phase (grids with spec.rollout only).
+	Phase *superedgev1.RolloutPhase `json:"phase,omitempty"`
+	// Wave is the rollout wave the nodeunit belongs to (0: the canary wave
+	// when there is one).
+	Wave *int32 `json:"wave,omitempty"`
+	// Since is when the nodeunit entered its phase.
+	Since *metav1.Time `json:"since,omitempty"`
 }
 
 // NodeUnitStatusApplyConfiguration constructs a declarative configuration of the NodeUnitStatus type for use with
@@ -79,5 +94,37 @@ func (b *NodeUnitStatusApplyConfiguration) WithReady(value bool) *NodeUnitStatus
 // If called multiple times, the Pending field is set to the value of the last call.
 func (b *NodeUnitStatusApplyConfiguration) WithPending(value string) *NodeUnitStatusApplyConfiguration {
 	b.Pending = &value
+	return b
+}
+
+// WithRevision sets the Revision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Revision field is set to the value of the last call.
+func (b *NodeUnitStatusApplyConfiguration) WithRevision(value string) *NodeUnitStatusApplyConfiguration {
+	b.Revision = &value
+	return b
+}
+
+// WithPhase sets the Phase field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Phase field is set to the value of the last call.
+func (b *NodeUnitStatusApplyConfiguration) WithPhase(value superedgev1.RolloutPhase) *NodeUnitStatusApplyConfiguration {
+	b.Phase = &value
+	return b
+}
+
+// WithWave sets the Wave field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Wave field is set to the value of the last call.
+func (b *NodeUnitStatusApplyConfiguration) WithWave(value int32) *NodeUnitStatusApplyConfiguration {
+	b.Wave = &value
+	return b
+}
+
+// WithSince sets the Since field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Since field is set to the value of the last call.
+func (b *NodeUnitStatusApplyConfiguration) WithSince(value metav1.Time) *NodeUnitStatusApplyConfiguration {
+	b.Since = &value
 	return b
 }

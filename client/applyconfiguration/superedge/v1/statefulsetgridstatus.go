@@ -38,6 +38,8 @@ type StatefulSetGridStatusApplyConfiguration struct {
 	// Units lists every nodeunit with a child or a pending action: its
 	// template, readiness and what the controller is waiting to do.
 	Units []NodeUnitStatusApplyConfiguration `json:"units,omitempty"`
+	// Rollout is the progress of the current rollout (grids with spec.rollout only).
+	Rollout *RolloutStatusApplyConfiguration `json:"rollout,omitempty"`
 	// Conditions summarise the grid's state.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -96,6 +98,14 @@ func (b *StatefulSetGridStatusApplyConfiguration) WithUnits(values ...*NodeUnitS
 		}
 		b.Units = append(b.Units, *values[i])
 	}
+	return b
+}
+
+// WithRollout sets the Rollout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Rollout field is set to the value of the last call.
+func (b *StatefulSetGridStatusApplyConfiguration) WithRollout(value *RolloutStatusApplyConfiguration) *StatefulSetGridStatusApplyConfiguration {
+	b.Rollout = value
 	return b
 }
 
