@@ -94,6 +94,8 @@ type gridController[G, C object, A any] struct {
 	recorder record.EventRecorder
 	synced   []cache.InformerSynced
 	grace    *deletionGrace
+	// restrictedKeys: only node-restricted grid keys (gridkeytrust.go).
+	restrictedKeys bool
 }
 
 func newGridController[G, C object, A any](ops kindOps[G, C, A], deps Deps) *gridController[G, C, A] {
@@ -107,6 +109,8 @@ func newGridController[G, C object, A any](ops kindOps[G, C, A], deps Deps) *gri
 			}),
 		recorder: deps.Recorder,
 		grace:    newDeletionGrace(deps.DeletionGracePeriod, deps.Clock),
+
+		restrictedKeys: deps.RequireNodeRestrictedGridKeys,
 	}
 }
 
@@ -182,7 +186,13 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 	if err != nil {
 		return err
 	}
-	if reason, err := validGrid(grid.GetName(), gridKey); err != nil {
+	reason, err := validGrid(grid.GetName(), gridKey)
+	if err == nil && c.restrictedKeys {
+		if err = untrustedGridKey(gridKey); err != nil {
+			reason = ReasonUntrustedGridUniqKey
+		}
+	}
+	if err != nil {
 		// Bad spec: touch no child, only report (the status still lists them).
 		var kept []child[C]
 		for _, ch := range candidates {
