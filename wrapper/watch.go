@@ -115,6 +115,18 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		armed = time.Now().Add(s.opts.WatchWriteTimeout)
 		return rc.SetWriteDeadline(armed)
 	}
+	// disarm clears the deadline once a batch is out: over HTTP/2 a
+	// deadline resets the stream when it passes even with no write pending,
+	// which would cut off every watcher that is merely idle.
+	disarm := func() {
+		deadlineMu.Lock()
+		defer deadlineMu.Unlock()
+		if finished || ctx.Err() != nil {
+			return
+		}
+		armed = time.Time{}
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
 	stopExpiring := context.AfterFunc(ctx, func() {
 		deadlineMu.Lock()
 		defer deadlineMu.Unlock()
@@ -138,6 +150,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		return
 	}
 	_ = rc.Flush()
+	disarm()
 
 	enc := streaming.NewEncoder(framer.NewFrameWriter(w), encoder)
 	var buf bytes.Buffer
@@ -169,6 +182,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 			if err := rc.Flush(); err != nil {
 				return err
 			}
+			disarm()
 		}
 		return nil
 	}
@@ -178,7 +192,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		// after its own deadline was blocked that long (an ended watch
 		// expires the deadline at once, before it).
 		deadlineMu.Lock()
-		stalled := err != nil && !time.Now().Before(armed)
+		stalled := err != nil && !armed.IsZero() && !time.Now().Before(armed)
 		deadlineMu.Unlock()
 		if stalled {
 			watchersCutOff.WithLabelValues(r.name, cutOffStalled).Inc()
