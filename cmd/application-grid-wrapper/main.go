@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string) error {
 		maxInFlight  = fs.Int("max-requests-inflight", wrapper.DefaultMaxRequestsInFlight, "requests other than watches served at once; beyond, 429 with Retry-After")
 		maxWatches   = fs.Int("max-watches", wrapper.DefaultMaxWatches, "watches served at once; beyond, 429 with Retry-After")
 		maxConns     = fs.Int("max-connections", defaultMaxConnections, "client connections open at once; more wait to be accepted")
+		idleConns    = fs.Duration("idle-connection-timeout", defaultIdleTimeout, "a client connection with no request in flight for this long is closed")
 		localRanges  = fs.String("local-endpoint-ranges", prefixList(wrapper.DefaultLocalEndpointRanges), "comma-separated CIDRs the superedge.io/local-endpoint annotation of default/kubernetes may point to; any other address leaves it unchanged")
 		maxLag       = byteSize(wrapper.DefaultWatchMaxLagBytes)
 		eventLog     = byteSize(wrapper.DefaultEventLogBytes)
@@ -138,6 +139,9 @@ func run(ctx context.Context, args []string) error {
 	if *maxConns < 1 || *maxInFlight < 1 || *maxWatches < 1 {
 		return errors.New("--max-connections, --max-requests-inflight and --max-watches must be at least 1")
 	}
+	if *idleConns <= 0 {
+		return errors.New("--idle-connection-timeout must be positive")
+	}
 	if *certDir != "" {
 		host, _, _ := net.SplitHostPort(*bindAddress)
 		if *certFile, *keyFile, err = wrapper.EnsureServingCert(logger, *certDir, host); err != nil {
@@ -147,7 +151,7 @@ func run(ctx context.Context, args []string) error {
 			return fmt.Errorf("--cert-dir: %w", err)
 		}
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: *idleConns,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	if *certFile != "" {
 		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -235,7 +239,7 @@ func countSet(set ...bool) int {
 const (
 	defaultMaxConnections = 100
 	readHeaderTimeout     = 30 * time.Second
-	idleTimeout           = 90 * time.Second
+	defaultIdleTimeout    = 90 * time.Second
 )
 
 // byteSize is a flag holding a positive size written as a Kubernetes
