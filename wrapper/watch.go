@@ -130,7 +130,10 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 	stopExpiring := context.AfterFunc(ctx, func() {
 		deadlineMu.Lock()
 		defer deadlineMu.Unlock()
-		if !finished {
+		// Only a write in progress needs ending: over HTTP/2 an expired
+		// deadline resets the stream (the client sees INTERNAL_ERROR, not
+		// the end of the watch), so an idle watch ends by returning.
+		if !finished && !armed.IsZero() {
 			_ = rc.SetWriteDeadline(time.Now())
 		}
 	})
