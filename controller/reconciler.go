@@ -363,13 +363,17 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 	}
 	c.ops.setUID(cfg, live.GetUID())
 	obj, err := c.ops.apply(ctx, grid.GetNamespace(), cfg)
-	if ic, ok := asImmutableChange(err); ok && c.ops.recreatable && !ic.selector && metav1.IsControlledBy(live, grid) {
-		return zero, c.recreate(ctx, grid, live, ic)
+	if ic, ok := asImmutableChange(err); ok {
+		if !ic.selector && selectorChanged(live, cfg) {
+			ic.selector = true
+			ic.fields = append(ic.fields, "spec.selector")
+		}
+		if c.ops.recreatable && !ic.selector && metav1.IsControlledBy(live, grid) {
+			return zero, c.recreate(ctx, grid, live, ic)
+		}
+		return zero, ic
 	}
 	if err != nil {
-		if ic, ok := asImmutableChange(err); ok {
-			return zero, ic
-		}
 		return zero, err
 	}
 	countChildWrite(c.ops.kind)
