@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
-	e2e demo bench fuzz host-deps k8s-bins kube-proxy-bins images clean
+	e2e demo bench fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins images clean
 
 all: build
 
@@ -56,6 +56,11 @@ k8s-bins:
 ## which the end-to-end version matrix runs beside k8s-bins' own
 kube-proxy-bins:
 	hack/kube-proxy-bins.sh
+
+## apiserver-bins: build (or reuse the cached) older kube-apiserver releases in hack/apiserver-versions.txt,
+## which the controller's and the wrapper's older-apiserver tests run against
+apiserver-bins:
+	hack/apiserver-bins.sh
 
 ## test: unit, integration (real apiserver) and end-to-end tests, with -race, never from the test cache
 ## (the real binaries they run are outside what go test tracks). The tests run the binaries `make build`

@@ -34,6 +34,9 @@ type Deps struct {
 	DeletionGracePeriod time.Duration
 	// Clock measures the grace period (default: the real clock).
 	Clock clock.Clock
+	// RequireNodeRestrictedGridKeys accepts only grid keys under
+	// node-restriction.kubernetes.io/, which a node cannot set on itself.
+	RequireNodeRestrictedGridKeys bool
 }
 
 // Controllers are the three grid controllers and the NodeLabelSummary writer.

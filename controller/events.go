@@ -8,6 +8,10 @@ const (
 	ReasonEmptyGridUniqKey = "EmptyGridUniqKey"
 	// ReasonInvalidGridUniqKey: spec.gridUniqKey cannot be a label key and value.
 	ReasonInvalidGridUniqKey = "InvalidGridUniqKey"
+	// ReasonUntrustedGridUniqKey: spec.gridUniqKey is a label a node can set
+	// on itself while only node-restricted keys are accepted; nothing is
+	// created or deleted.
+	ReasonUntrustedGridUniqKey = "UntrustedGridUniqKey"
 	// ReasonInvalidGridName: the grid's name cannot be a label value.
 	ReasonInvalidGridName = "InvalidGridName"
 	// ReasonInvalidChildName: a nodeunit value cannot form a valid child name; that nodeunit is skipped.

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,4 +44,39 @@ func asImmutableChange(err error) (immutableChange, bool) {
 		}
 	}
 	return ic, len(ic.fields) > 0
+}
+
+// selectorChanged reports whether want (the child's apply configuration)
+// selects other pods than live: kube-apiserver 1.36 and older refuse a
+// StatefulSet selector change with a single cause on "spec" that names no
+// field, so the causes alone would take it for a change the re-creation
+// path handles, and the new StatefulSet could not adopt the old pods.
+func selectorChanged(live, want any) bool {
+	selectorOf := func(v any) (string, bool) {
+		m, err := toJSONMap(v)
+		if err != nil {
+			return "", false
+		}
+		spec, _ := m["spec"].(map[string]any)
+		raw, ok := spec["selector"]
+		if !ok {
+			return "", false
+		}
+		data, err := json.Marshal(raw)
+		if err != nil {
+			return "", false
+		}
+		var ls metav1.LabelSelector
+		if err := json.Unmarshal(data, &ls); err != nil {
+			return "", false
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&ls)
+		if err != nil {
+			return "", false
+		}
+		return sel.String(), true
+	}
+	got, ok1 := selectorOf(live)
+	wanted, ok2 := selectorOf(want)
+	return ok1 && ok2 && got != wanted
 }

@@ -66,6 +66,10 @@ type Options struct {
 	// controller does nothing. "" skips the check.
 	SuperEdgeLock string
 
+	// RequireNodeRestrictedGridKeys accepts only grid keys under
+	// node-restriction.kubernetes.io/ (gridkeytrust.go).
+	RequireNodeRestrictedGridKeys bool
+
 	// MetricsBindAddress serves /metrics, HealthBindAddress /healthz and
 	// /readyz; equal addresses share one listener; "0" turns one off.
 	MetricsBindAddress string
@@ -374,6 +378,7 @@ func (m *Manager) work(ctx context.Context, recorder record.EventRecorder) error
 		Kube: m.kube, Grids: m.grids,
 		KubeInformers: kubeInformers, GridInformers: gridInformers,
 		Recorder: recorder, DeletionGracePeriod: m.opts.DeletionGracePeriod,
+		RequireNodeRestrictedGridKeys: m.opts.RequireNodeRestrictedGridKeys,
 	})
 	if err != nil {
 		return err

@@ -112,6 +112,8 @@ type gridController[G, C object, A any] struct {
 	grace    *deletionGrace
 	// applied remembers each child's last apply until the cache shows it.
 	applied appliedChildren
+	// restrictedKeys: only node-restricted grid keys (gridkeytrust.go).
+	restrictedKeys bool
 }
 
 func newGridController[G, C object, A any](ops kindOps[G, C, A], deps Deps) *gridController[G, C, A] {
@@ -125,6 +127,8 @@ func newGridController[G, C object, A any](ops kindOps[G, C, A], deps Deps) *gri
 			}),
 		recorder: deps.Recorder,
 		grace:    newDeletionGrace(deps.DeletionGracePeriod, deps.Clock),
+
+		restrictedKeys: deps.RequireNodeRestrictedGridKeys,
 	}
 }
 
@@ -200,7 +204,13 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 	if err != nil {
 		return err
 	}
-	if reason, err := validGrid(grid.GetName(), gridKey); err != nil {
+	reason, err := validGrid(grid.GetName(), gridKey)
+	if err == nil && c.restrictedKeys {
+		if err = untrustedGridKey(gridKey); err != nil {
+			reason = ReasonUntrustedGridUniqKey
+		}
+	}
+	if err != nil {
 		// Bad spec: touch no child, only report (the status still lists them).
 		var kept []child[C]
 		for _, ch := range candidates {
@@ -400,13 +410,17 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 	}
 	c.ops.setUID(cfg, live.GetUID())
 	obj, err := c.ops.apply(ctx, grid.GetNamespace(), cfg)
-	if ic, ok := asImmutableChange(err); ok && c.ops.recreatable && !ic.selector && metav1.IsControlledBy(live, grid) {
-		return zero, c.recreate(ctx, grid, live, ic)
+	if ic, ok := asImmutableChange(err); ok {
+		if !ic.selector && selectorChanged(live, cfg) {
+			ic.selector = true
+			ic.fields = append(ic.fields, "spec.selector")
+		}
+		if c.ops.recreatable && !ic.selector && metav1.IsControlledBy(live, grid) {
+			return zero, c.recreate(ctx, grid, live, ic)
+		}
+		return zero, ic
 	}
 	if err != nil {
-		if ic, ok := asImmutableChange(err); ok {
-			return zero, ic
-		}
 		return zero, err
 	}
 	countChildWrite(c.ops.kind)

@@ -2,8 +2,9 @@
 # Runs every test as `make test` does and says where the time went.
 #
 # The older kube-proxy releases of the end-to-end version matrix
-# (hack/kube-proxy-bins.sh) build in the background while the other packages
-# run; the matrix test waits for them. The run's events go to
+# (hack/kube-proxy-bins.sh) and the older kube-apiservers
+# (hack/apiserver-bins.sh) build in the background while the other packages
+# run; the tests that need them wait for them. The run's events go to
 # $TEST_OUT/test.json (go test -json); afterwards the slowest packages and
 # tests are printed, so a regression in the suite's time shows in CI output.
 #
@@ -27,7 +28,10 @@ start=$SECONDS
 echo ">> older kube-proxy releases: building in the background (log: $TEST_OUT/kube-proxy-bins.log)"
 hack/kube-proxy-bins.sh >"$TEST_OUT/kube-proxy-bins.log" 2>&1 &
 kube_proxy_bins=$!
-trap 'kill "$kube_proxy_bins" 2>/dev/null || true' EXIT
+echo ">> older kube-apiserver releases: building in the background (log: $TEST_OUT/apiserver-bins.log)"
+nice -n 10 hack/apiserver-bins.sh >"$TEST_OUT/apiserver-bins.log" 2>&1 &
+apiserver_bins=$!
+trap 'kill "$kube_proxy_bins" "$apiserver_bins" 2>/dev/null || true' EXIT
 
 status=0
 # shellcheck disable=SC2086 # word splitting of the flag and package lists is wanted
@@ -38,8 +42,14 @@ if ! wait "$kube_proxy_bins"; then
 	cat "$TEST_OUT/kube-proxy-bins.log"
 	status=1
 fi
+if ! wait "$apiserver_bins"; then
+	echo "hack/apiserver-bins.sh failed:"
+	cat "$TEST_OUT/apiserver-bins.log"
+	status=1
+fi
 trap - EXIT
 grep -h '^>> kube-proxy .* built in' "$TEST_OUT/kube-proxy-bins.log" || true
+grep -h '^>> kube-apiserver .* built in' "$TEST_OUT/apiserver-bins.log" || true
 
 echo
 echo ">> slowest packages (seconds the test binary ran; compiling is not counted)"

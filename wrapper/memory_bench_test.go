@@ -197,7 +197,7 @@ func runWrapperBinary(b *testing.B, bin, kubeconfig string) (rss, peak float64) 
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p, err := controlplane.StartProcess("wrapper-binary", exec.Command(bin, "--kubeconfig", kubeconfig,
-		"--node-name", "node0", "--bind-address", addr), b.TempDir())
+		"--node-name", "node0", "--bind-address", addr, "--insecure-plain-http"), b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}

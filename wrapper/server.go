@@ -124,6 +124,9 @@ type Server struct {
 	snapshotRefused atomic.Bool
 	// upstreamRefusal is the last 401/403/certificate error from upstream.
 	upstreamRefusal atomic.Value
+	// portTaken says why the API is not served ("" when it is or may be):
+	// another process holds its port (listener.go).
+	portTaken atomic.Value
 }
 
 // New builds a Server; Run starts it.
@@ -371,6 +374,10 @@ func (s *Server) opsMux() *http.ServeMux {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if taken, _ := s.portTaken.Load().(string); taken != "" {
+			http.Error(w, taken, http.StatusServiceUnavailable)
+			return
+		}
 		if !s.ready.Load() {
 			why, _ := s.waiting.Load().(string)
 			if why == "" {

@@ -115,10 +115,25 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		armed = time.Now().Add(s.opts.WatchWriteTimeout)
 		return rc.SetWriteDeadline(armed)
 	}
+	// disarm clears the deadline once a batch is out: over HTTP/2 a
+	// deadline resets the stream when it passes even with no write pending,
+	// which would cut off every watcher that is merely idle.
+	disarm := func() {
+		deadlineMu.Lock()
+		defer deadlineMu.Unlock()
+		if finished || ctx.Err() != nil {
+			return
+		}
+		armed = time.Time{}
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
 	stopExpiring := context.AfterFunc(ctx, func() {
 		deadlineMu.Lock()
 		defer deadlineMu.Unlock()
-		if !finished {
+		// Only a write in progress needs ending: over HTTP/2 an expired
+		// deadline resets the stream (the client sees INTERNAL_ERROR, not
+		// the end of the watch), so an idle watch ends by returning.
+		if !finished && !armed.IsZero() {
 			_ = rc.SetWriteDeadline(time.Now())
 		}
 	})
@@ -138,6 +153,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		return
 	}
 	_ = rc.Flush()
+	disarm()
 
 	enc := streaming.NewEncoder(framer.NewFrameWriter(w), encoder)
 	var buf bytes.Buffer
@@ -169,6 +185,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 			if err := rc.Flush(); err != nil {
 				return err
 			}
+			disarm()
 		}
 		return nil
 	}
@@ -178,7 +195,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		// after its own deadline was blocked that long (an ended watch
 		// expires the deadline at once, before it).
 		deadlineMu.Lock()
-		stalled := err != nil && !time.Now().Before(armed)
+		stalled := err != nil && !armed.IsZero() && !time.Now().Before(armed)
 		deadlineMu.Unlock()
 		if stalled {
 			watchersCutOff.WithLabelValues(r.name, cutOffStalled).Inc()

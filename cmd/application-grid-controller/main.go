@@ -41,6 +41,7 @@ func main() {
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "Interval between leader election attempts.")
 	fs.BoolVar(&o.ManageCRDs, "manage-crds", o.ManageCRDs, "Install/update the superedge.io CRDs at start and re-apply them when they drift (false: leave them to GitOps).")
 	fs.DurationVar(&o.CRDCheckInterval, "crd-check-interval", o.CRDCheckInterval, "How often to check the CRDs for drift.")
+	fs.BoolVar(&o.RequireNodeRestrictedGridKeys, "require-node-restricted-grid-keys", o.RequireNodeRestrictedGridKeys, "Accept only grids whose gridUniqKey is under node-restriction.kubernetes.io/ (a label the NodeRestriction admission plugin forbids kubelets to set on their own Node); others get an UntrustedGridUniqKey Warning and no children. Without it a compromised node can label itself into any nodeunit.")
 	fs.DurationVar(&o.DeletionGracePeriod, "nodeunit-deletion-grace-period", o.DeletionGracePeriod, "Delete a nodeunit's workload only after the nodeunit has had no nodes this long (0: at once); deleting the grid deletes its children at once.")
 	fs.StringVar(&o.SuperEdgeLock, "superedge-lock", o.SuperEdgeLock, "namespace/name of SuperEdge's application-grid-controller leader lock (Endpoints or ConfigMap): do nothing while a live SuperEdge controller holds it (\"\" skips the check).")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving /metrics (\"0\" disables).")

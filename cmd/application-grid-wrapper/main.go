@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -48,8 +49,10 @@ func run(ctx context.Context, args []string) error {
 		kubeconfig   = fs.String("kubeconfig", "", "kubeconfig of the upstream (lite-)apiserver; in-cluster config when empty")
 		nodeName     = fs.String("node-name", os.Getenv("NODE_NAME"), "name of the node this wrapper serves (default $NODE_NAME)")
 		bindAddress  = fs.String("bind-address", "127.0.0.1:51006", "address to serve on")
-		certFile     = fs.String("tls-cert-file", "", "serving certificate (PEM); plain HTTP when empty")
+		certFile     = fs.String("tls-cert-file", "", "serving certificate (PEM), instead of --cert-dir's")
 		keyFile      = fs.String("tls-private-key-file", "", "serving certificate's private key (PEM)")
+		certDir      = fs.String("cert-dir", "", "directory for a self-signed serving certificate for --bind-address's host, made at the first start and kept ("+wrapper.ServingCertFile+", "+wrapper.ServingKeyFile+"), and a kubeconfig for clients that pins it ("+wrapper.ClientKubeconfigFile+"): clients then refuse anything else that takes the port")
+		plainHTTP    = fs.Bool("insecure-plain-http", false, "serve plain HTTP: clients cannot tell the wrapper from any process that takes its port while it is down (demos and tests only)")
 		clientCA     = fs.String("client-ca-file", "", "CA bundle: when set, clients must present a certificate it signed")
 		clientNames  = fs.String("client-allowed-names", "", "comma-separated Common Names: with --client-ca-file, only a client certificate with one of these names is accepted (empty: any the CA signed)")
 		metricsAddr  = fs.String("metrics-bind-address", "", "extra plain-HTTP address for /healthz, /readyz, /metrics (and /debug/pprof); none when empty")
@@ -60,6 +63,7 @@ func run(ctx context.Context, args []string) error {
 		maxInFlight  = fs.Int("max-requests-inflight", wrapper.DefaultMaxRequestsInFlight, "requests other than watches served at once; beyond, 429 with Retry-After")
 		maxWatches   = fs.Int("max-watches", wrapper.DefaultMaxWatches, "watches served at once; beyond, 429 with Retry-After")
 		maxConns     = fs.Int("max-connections", defaultMaxConnections, "client connections open at once; more wait to be accepted")
+		idleConns    = fs.Duration("idle-connection-timeout", defaultIdleTimeout, "a client connection with no request in flight for this long is closed")
 		localRanges  = fs.String("local-endpoint-ranges", prefixList(wrapper.DefaultLocalEndpointRanges), "comma-separated CIDRs the superedge.io/local-endpoint annotation of default/kubernetes may point to; any other address leaves it unchanged")
 		maxLag       = byteSize(wrapper.DefaultWatchMaxLagBytes)
 		eventLog     = byteSize(wrapper.DefaultEventLogBytes)
@@ -90,8 +94,11 @@ func run(ctx context.Context, args []string) error {
 	if (*certFile == "") != (*keyFile == "") {
 		return errors.New("--tls-cert-file and --tls-private-key-file go together")
 	}
-	if *clientCA != "" && *certFile == "" {
-		return errors.New("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
+	if n := countSet(*certFile != "", *certDir != "", *plainHTTP); n != 1 {
+		return errors.New("serve TLS with --cert-dir (self-signed, pinned by clients) or --tls-cert-file and --tls-private-key-file, or plain HTTP with --insecure-plain-http: exactly one")
+	}
+	if *clientCA != "" && *plainHTTP {
+		return errors.New("--client-ca-file needs TLS, not --insecure-plain-http")
 	}
 	allowedNames := splitNames(*clientNames)
 	if len(allowedNames) > 0 && *clientCA == "" {
@@ -136,15 +143,19 @@ func run(ctx context.Context, args []string) error {
 	if *maxConns < 1 || *maxInFlight < 1 || *maxWatches < 1 {
 		return errors.New("--max-connections, --max-requests-inflight and --max-watches must be at least 1")
 	}
-	ln, err := net.Listen("tcp", *bindAddress)
-	if err != nil {
-		return err
+	if *idleConns <= 0 {
+		return errors.New("--idle-connection-timeout must be positive")
 	}
-	// Connections past the cap wait in the kernel's accept queue, costing the
-	// wrapper nothing; a connection that sends no request (headers within
-	// ReadHeaderTimeout) or stays idle past IdleTimeout is closed.
-	ln = netutil.LimitListener(ln, *maxConns)
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
+	if *certDir != "" {
+		host, _, _ := net.SplitHostPort(*bindAddress)
+		if *certFile, *keyFile, err = wrapper.EnsureServingCert(logger, *certDir, host); err != nil {
+			return fmt.Errorf("--cert-dir: %w", err)
+		}
+		if err := wrapper.WriteClientKubeconfig(filepath.Join(*certDir, wrapper.ClientKubeconfigFile), "https://"+*bindAddress, *certFile); err != nil {
+			return fmt.Errorf("--cert-dir: %w", err)
+		}
+	}
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: *idleConns,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	if *certFile != "" {
 		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -172,7 +183,19 @@ func run(ctx context.Context, args []string) error {
 
 	errCh := make(chan error, 3)
 	go func() { errCh <- srv.Run(ctx) }()
+	// Both ports are bound as soon as they are free (another process may
+	// hold one: Listen waits, logs and shows it in /readyz).
 	go func() {
+		ln, err := srv.Listen(ctx, *bindAddress, nil)
+		if err != nil {
+			errCh <- err
+			return
+		}
+		// Connections past the cap wait in the kernel's accept queue, costing
+		// the wrapper nothing; a connection that sends no request (headers
+		// within ReadHeaderTimeout) or stays idle past IdleTimeout is closed.
+		ln = netutil.LimitListener(ln, *maxConns)
+		logger.Info("Serving", "address", ln.Addr().String(), "tls", httpSrv.TLSConfig != nil, "node", *nodeName, "upstream", cfg.Host, "version", version.Version)
 		if httpSrv.TLSConfig != nil {
 			// ServeTLS (not a tls.Listener) also sets up HTTP/2, which client-go prefers.
 			errCh <- httpSrv.ServeTLS(ln, "", "")
@@ -181,15 +204,17 @@ func run(ctx context.Context, args []string) error {
 		errCh <- httpSrv.Serve(ln)
 	}()
 	if *metricsAddr != "" {
-		mln, err := net.Listen("tcp", *metricsAddr)
-		if err != nil {
-			return err
-		}
 		metricsSrv := &http.Server{Handler: srv.OpsHandler(), ReadHeaderTimeout: 30 * time.Second}
-		go func() { errCh <- metricsSrv.Serve(mln) }()
+		go func() {
+			mln, err := srv.Listen(ctx, *metricsAddr, nil)
+			if err != nil {
+				errCh <- err
+				return
+			}
+			errCh <- metricsSrv.Serve(mln)
+		}()
 		defer metricsSrv.Close()
 	}
-	logger.Info("Serving", "address", ln.Addr().String(), "node", *nodeName, "upstream", cfg.Host, "version", version.Version)
 
 	select {
 	case <-ctx.Done():
@@ -198,17 +223,27 @@ func run(ctx context.Context, args []string) error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = httpSrv.Shutdown(shutdown)
-	if errors.Is(err, http.ErrServerClosed) {
+	if errors.Is(err, http.ErrServerClosed) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
 		err = nil
 	}
 	return err
+}
+
+func countSet(set ...bool) int {
+	n := 0
+	for _, b := range set {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // Bounds on connections: kube-proxy holds one or two (HTTP/2 multiplexes).
 const (
 	defaultMaxConnections = 100
 	readHeaderTimeout     = 30 * time.Second
-	idleTimeout           = 90 * time.Second
+	defaultIdleTimeout    = 90 * time.Second
 )
 
 // byteSize is a flag holding a positive size written as a Kubernetes

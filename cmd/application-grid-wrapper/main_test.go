@@ -34,13 +34,13 @@ func TestNodeNameRequired(t *testing.T) {
 // the wrapper's credentials to anyone who reaches it.
 func TestRefusesNonLoopbackWithoutClientCA(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:51006", ":51006", "[::]:51006", "192.0.2.1:51006", "example.com:51006"} {
-		err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--bind-address", addr})
+		err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--bind-address", addr, "--insecure-plain-http"})
 		if err == nil || !strings.Contains(err.Error(), "--client-ca-file") {
 			t.Errorf("--bind-address %s: got %v, want a refusal naming --client-ca-file", addr, err)
 		}
 	}
 	for _, addr := range []string{"127.0.0.1:51006", "[::1]:51006", "localhost:51006"} {
-		err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--bind-address", addr})
+		err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--bind-address", addr, "--insecure-plain-http"})
 		if err == nil || strings.Contains(err.Error(), "--client-ca-file") {
 			t.Errorf("--bind-address %s: got %v, want only the missing kubeconfig to fail", addr, err)
 		}
@@ -140,7 +140,7 @@ func TestServesTLSWithClientCertificates(t *testing.T) {
 }
 
 func TestClientAllowedNamesNeedClientCA(t *testing.T) {
-	err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--client-allowed-names", "kube-proxy"})
+	err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--client-allowed-names", "kube-proxy", "--insecure-plain-http"})
 	if err == nil || !strings.Contains(err.Error(), "--client-ca-file") {
 		t.Fatalf("got %v, want a refusal naming --client-ca-file", err)
 	}
@@ -158,7 +158,7 @@ func TestAllowedHosts(t *testing.T) {
 }
 
 func TestLocalEndpointRangesFlag(t *testing.T) {
-	err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--local-endpoint-ranges", "127.0.0.1"})
+	err := run(t.Context(), []string{"application-grid-wrapper", "--kubeconfig", "/nonexistent", "--node-name", "n", "--local-endpoint-ranges", "127.0.0.1", "--insecure-plain-http"})
 	if err == nil || !strings.Contains(err.Error(), "--local-endpoint-ranges") {
 		t.Fatalf("got %v, want a refusal naming --local-endpoint-ranges", err)
 	}

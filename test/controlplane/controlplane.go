@@ -39,6 +39,9 @@ type Options struct {
 	Controllers string
 	// Scheduler also starts kube-scheduler.
 	Scheduler bool
+	// APIServerBinary is the kube-apiserver to run (default the cached one
+	// of KubernetesVersion; OlderAPIServers gives older releases).
+	APIServerBinary string
 	// APIServerArgs are appended to kube-apiserver's flags; one naming a
 	// flag the defaults set replaces that default (list flags would append).
 	APIServerArgs []string
@@ -254,6 +257,9 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 // Tests that restart the apiserver call StopAPIServer then StartAPIServer.
 func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	bin, _ := Binary(KubeAPIServer)
+	if cp.opts.APIServerBinary != "" {
+		bin = cp.opts.APIServerBinary
+	}
 	args := []string{
 		"--etcd-servers=" + cp.etcdURL,
 		"--bind-address=" + cp.opts.BindAddress,

@@ -137,7 +137,9 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	t.Run("wrapper", func(t *testing.T) {
 		addr := controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-wrapper", testbin.Path(t, "application-grid-wrapper"),
-			"--kubeconfig="+saKubeconfig("edge-system", "application-grid-wrapper"), "--node-name=node0", "--bind-address="+addr)
+			"--kubeconfig="+saKubeconfig("edge-system", "application-grid-wrapper"), "--node-name=node0", "--bind-address="+addr,
+			// What its identity may do upstream is the point here, not TLS.
+			"--insecure-plain-http")
 		waitHTTP200(t, "http://"+addr+"/readyz", 60*time.Second)
 		// kube-proxy's view through the wrapper: served resources, its Node,
 		// and what the wrapper forwards upstream with its own identity.

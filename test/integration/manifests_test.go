@@ -166,6 +166,9 @@ func TestManifestsRBAC(t *testing.T) {
 		{coredns, []string{"list", "endpointslices.discovery.k8s.io"}, true},
 		{coredns, []string{"get", "nodes/node0"}, true},
 		{coredns, []string{"get", "secrets", "-n", "default"}, false},
+		{coredns, []string{"list", "endpoints"}, false},
+		{coredns, []string{"list", "configmaps", "-A"}, false},
+		{coredns, []string{"get", "pods/log", "-n", "default"}, false},
 		{coredns, []string{"patch", "statefulsets.apps", "-n", "default"}, false},
 
 		// The static-pod option: a kubelet's identity (group system:nodes)

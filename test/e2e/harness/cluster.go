@@ -90,6 +90,8 @@ type Node struct {
 	Wrapper   *Process
 	// DNS is this node's CoreDNS ("node" mode), nil without CoreDNS.
 	DNS *DNSServer
+	// kubeProxyKubeconfig is the shipped one, set by startWrapper.
+	kubeProxyKubeconfig string
 }
 
 // DNSServer is one CoreDNS instance and where it answers.
@@ -213,9 +215,7 @@ func (c *Cluster) startNodeComponents(ctx context.Context, n *Node) error {
 			return err
 		}
 		c.track(n.Wrapper)
-		if kubeconfig, err = writeInsecureKubeconfig(c.Dir, "kube-proxy-"+n.Name+".kubeconfig", "http://"+WrapperAddr); err != nil {
-			return err
-		}
+		kubeconfig = n.kubeProxyKubeconfig
 	} else {
 		cert, key := c.CP.AdminCertificate()
 		if kubeconfig, err = c.CP.WriteKubeconfig("kube-proxy-"+n.Name+".kubeconfig", c.CP.URL, cert, key); err != nil {

@@ -25,8 +25,13 @@ const (
 )
 
 // WrapperAddr is where each node's wrapper listens inside the node namespace
-// (the address the shipped kube-proxy config points at).
-const WrapperAddr = "127.0.0.1:51006"
+// (the address the shipped kube-proxy config points at, TLS);
+// WrapperOpsAddr its plain-HTTP /readyz, /healthz and /metrics (the
+// DaemonSet's probes).
+const (
+	WrapperAddr    = "127.0.0.1:51006"
+	WrapperOpsAddr = "127.0.0.1:51007"
+)
 
 // Ports inside namespaces (each namespace has its own loopback).
 const (
@@ -128,8 +133,8 @@ func (c *Cluster) startWrapper(ctx context.Context, n *Node) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(sc.Command) != 0 || !slices.Contains(sc.Args, "--bind-address="+WrapperAddr) {
-		return nil, fmt.Errorf("%s: want the image's entrypoint and --bind-address=%s (kube-proxy's kubeconfig points there), got command %v args %v", WrapperDaemonSet, WrapperAddr, sc.Command, sc.Args)
+	if len(sc.Command) != 0 || !slices.Contains(sc.Args, "--bind-address="+WrapperAddr) || !slices.Contains(sc.Args, "--metrics-bind-address="+WrapperOpsAddr) {
+		return nil, fmt.Errorf("%s: want the image's entrypoint, --bind-address=%s (kube-proxy's kubeconfig points there) and --metrics-bind-address=%s (the probes), got command %v args %v", WrapperDaemonSet, WrapperAddr, WrapperOpsAddr, sc.Command, sc.Args)
 	}
 	run, err := c.podRunDir(ctx, "wrapper-"+n.Name, sc)
 	if err != nil {
@@ -143,13 +148,18 @@ func (c *Cluster) startWrapper(ctx context.Context, n *Node) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	// kube-proxy's shipped kubeconfig, its pinned certificate read where
+	// this wrapper writes it.
+	if n.kubeProxyKubeconfig, err = writeShippedKubeProxyKubeconfig(c.Dir, n.Name, sc, hostDir); err != nil {
+		return nil, err
+	}
 	p, err := startProcess("wrapper-"+n.Name, inClusterCommand(context.WithoutCancel(ctx), n.NS, run, sc.Env, bin, args...), c.Dir)
 	if err != nil {
 		return nil, err
 	}
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: n.NS.DialContext}}
 	if err := waitProcessReady(ctx, p, "wrapper /readyz on "+n.Name, 2*time.Minute, func() error {
-		return httpOK(client, "http://"+WrapperAddr+"/readyz")
+		return httpOK(client, "http://"+WrapperOpsAddr+"/readyz")
 	}); err != nil {
 		p.Stop(5 * time.Second)
 		return nil, err

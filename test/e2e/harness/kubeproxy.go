@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
@@ -65,15 +66,47 @@ func startKubeProxy(ctx context.Context, node *FabricNode, bin, mode, kubeconfig
 	return p, nil
 }
 
-// writeInsecureKubeconfig writes a kubeconfig for a plain-HTTP server on the
-// node's loopback (the wrapper answers with its own credentials upstream).
-func writeInsecureKubeconfig(dir, name, server string) (string, error) {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server}
-	cfg.AuthInfos["local"] = &clientcmdapi.AuthInfo{}
-	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "local"}
-	cfg.CurrentContext = "local"
-	path := filepath.Join(dir, name)
+// KubeProxyConfigMap holds the kubeconfig kube-proxy on edge nodes uses.
+const KubeProxyConfigMap = "build/manifests/kube-proxy/configmap.yaml"
+
+// writeShippedKubeProxyKubeconfig writes the kubeconfig of the shipped
+// kube-proxy ConfigMap for a node, with the wrapper's files (the pinned
+// certificate) under the wrapper's hostPath directory hostDir, and checks
+// it points at the wrapper over TLS.
+func writeShippedKubeProxyKubeconfig(dir, node string, wrapper *shippedContainer, hostDir string) (string, error) {
+	objs, err := readManifestObjects(KubeProxyConfigMap)
+	if err != nil {
+		return "", err
+	}
+	var data string
+	for _, o := range objs {
+		if o.kind != "ConfigMap" {
+			continue
+		}
+		var cm corev1.ConfigMap
+		if err := sigsyaml.UnmarshalStrict(o.data, &cm); err != nil {
+			return "", fmt.Errorf("%s: %w", KubeProxyConfigMap, err)
+		}
+		data = cm.Data["kubeconfig.conf"]
+	}
+	cfg, err := clientcmd.Load([]byte(data))
+	if err != nil {
+		return "", fmt.Errorf("%s kubeconfig.conf: %w", KubeProxyConfigMap, err)
+	}
+	for name, cl := range cfg.Clusters {
+		if cl.Server != "https://"+WrapperAddr || cl.CertificateAuthority == "" || cl.InsecureSkipTLSVerify {
+			return "", fmt.Errorf("%s: cluster %s: want server https://%s with a pinned certificate-authority, got %+v", KubeProxyConfigMap, name, WrapperAddr, cl)
+		}
+		mapped, err := wrapper.withHostPaths(hostDir, []string{cl.CertificateAuthority})
+		if err != nil {
+			return "", err
+		}
+		if mapped[0] == cl.CertificateAuthority {
+			return "", fmt.Errorf("%s: certificate-authority %s is not on a hostPath of the wrapper", KubeProxyConfigMap, cl.CertificateAuthority)
+		}
+		cl.CertificateAuthority = mapped[0]
+	}
+	path := filepath.Join(dir, "kube-proxy-"+node+".kubeconfig")
 	return path, clientcmd.WriteToFile(*cfg, path)
 }
 

@@ -166,7 +166,7 @@ func (n *FabricNode) WrapperMetrics(ctx context.Context) (Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{DialContext: n.NS.DialContext}}
-	return scrape(ctx, client, "http://"+WrapperAddr+"/metrics")
+	return scrape(ctx, client, "http://"+WrapperOpsAddr+"/metrics")
 }
 
 func scrape(ctx context.Context, client *http.Client, url string) (Metrics, error) {

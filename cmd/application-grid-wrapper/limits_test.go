@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
+)
+
+// TestConnectionBounds runs the command twice against a real apiserver:
+// with --idle-connection-timeout 1s a connection that finished its request
+// is closed by the wrapper; with --max-connections 2 a third connection is
+// not served while two are open and is served once one closes.
+func TestConnectionBounds(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	if _, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Nodes().Create(t.Context(),
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node0"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := func(t *testing.T, flags ...string) string {
+		addr, ops := freeAddr(t), freeAddr(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, append([]string{"application-grid-wrapper", "--kubeconfig", cp.Kubeconfig, "--node-name", "node0",
+				"--bind-address", addr, "--metrics-bind-address", ops, "--insecure-plain-http"}, flags...))
+		}()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+		if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+			resp, err := http.Get("http://" + ops + "/readyz")
+			if err != nil {
+				return false, nil
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK, nil
+		}); err != nil {
+			t.Fatal("wrapper not ready")
+		}
+		return addr
+	}
+	// request sends one request on c and reads its answer within bound.
+	request := func(c net.Conn, r *bufio.Reader, bound time.Duration) (int, error) {
+		if _, err := io.WriteString(c, "GET /api/v1/namespaces/default/services/kubernetes HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+			return 0, err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(bound))
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			return 0, err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, err
+	}
+	dial := func(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+
+	t.Run("idle connection closed", func(t *testing.T) {
+		addr := start(t, "--idle-connection-timeout", "1s")
+		c, r := dial(t, addr)
+		if code, err := request(c, r, 2*time.Minute); err != nil || code != http.StatusOK {
+			t.Fatalf("request: %d %v", code, err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+		if _, err := r.ReadByte(); !errors.Is(err, io.EOF) {
+			t.Fatalf("idle connection: read returned %v, want EOF (closed by the wrapper)", err)
+		}
+	})
+
+	t.Run("connection cap", func(t *testing.T) {
+		addr := start(t, "--max-connections", "2")
+		c1, r1 := dial(t, addr)
+		c2, r2 := dial(t, addr)
+		for _, c := range []struct {
+			c net.Conn
+			r *bufio.Reader
+		}{{c1, r1}, {c2, r2}} {
+			if code, err := request(c.c, c.r, 2*time.Minute); err != nil || code != http.StatusOK {
+				t.Fatalf("request within the cap: %d %v", code, err)
+			}
+		}
+		c3, r3 := dial(t, addr)
+		if code, err := request(c3, r3, 2*time.Second); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a third connection over --max-connections 2 was answered: %d %v", code, err)
+		}
+		c1.Close()
+		// The request already sent is read once the connection is accepted.
+		_ = c3.SetReadDeadline(time.Now().Add(2 * time.Minute))
+		resp, err := http.ReadResponse(r3, nil)
+		if err != nil {
+			t.Fatalf("third connection after one closed: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("third connection after one closed: %s", resp.Status)
+		}
+	})
+}
