@@ -15,6 +15,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
 // Files of a serving certificate directory (--cert-dir).
@@ -113,10 +115,10 @@ func WriteClientKubeconfig(path, server, caFile string) error {
 	return writeFile(path, data, 0o644)
 }
 
-// writeFile replaces path with data atomically (writeFileAtomic), then
+// writeFile replaces path with data atomically (statefile.WriteAtomic), then
 // gives it mode.
 func writeFile(path string, data []byte, mode os.FileMode) error {
-	if _, err := writeFileAtomic(filepath.Dir(path), filepath.Base(path), func(w io.Writer) error {
+	if _, err := statefile.WriteAtomic(filepath.Dir(path), filepath.Base(path), func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	}); err != nil {
