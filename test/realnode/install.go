@@ -84,28 +84,16 @@ func (o *Operator) SetUpstream(host string, port int) error {
 	return os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644)
 }
 
-// KubeProxyLeavesConntrackMax sets conntrack.maxPerCore: 0 in the
-// kube-proxy-edge configuration (build/README.md: "change mode there"):
+// KubeProxyLeavesConntrackMax sets --conntrack-max-per-core=0 for the
+// static-pod install's kube-proxy (kube-proxy-edge and the stock one read
+// the cluster's KubeProxyConfiguration, which says so already):
 // nf_conntrack_max is host-wide and writable only from the host's own
 // network namespace, where none of these nodes runs; kube-proxy refuses to
 // start when it cannot raise it.
 func (o *Operator) KubeProxyLeavesConntrackMax() error {
-	path := filepath.Join(o.Dir, "build/manifests/kube-proxy/configmap.yaml")
+	path := filepath.Join(o.Dir, "build/static-pods/servicegroup-edge.yaml")
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
-	}
-	const anchor = "    kind: KubeProxyConfiguration\n"
-	if !strings.Contains(string(data), anchor) {
-		return fmt.Errorf("%s: no %q line", path, strings.TrimSpace(anchor))
-	}
-	out := strings.Replace(string(data), anchor, anchor+"    conntrack:\n      maxPerCore: 0\n", 1)
-	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-		return err
-	}
-	// The same for the static-pod install's kube-proxy (flags).
-	path = filepath.Join(o.Dir, "build/static-pods/servicegroup-edge.yaml")
-	if data, err = os.ReadFile(path); err != nil {
 		return err
 	}
 	const flag = "    - --proxy-mode=iptables\n"

@@ -41,7 +41,12 @@ const (
 	// nodeLocalDNS is the static install's CoreDNS address and that node's
 	// clusterDNS (build/static-pods/Corefile).
 	nodeLocalDNS = "169.254.20.10"
-	requests     = 50
+	// pinnedDNS is the coredns-gridhosts Service's pinned clusterIP, the
+	// other nodes' clusterDNS from their first boot (build/README.md,
+	// Install step 4).
+	pinnedDNS = "10.96.0.53"
+	requests  = 50
+	guide     = "build/README.md"
 )
 
 // TestRealNodes installs the shipped artefacts with the operator guide's
@@ -202,6 +207,10 @@ func TestRealNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := NewNode(cfg, sn.name, fabric.Nodes[i], map[string]string{gridKey: sn.unit}, kc, filepath.Join(run, sn.name))
+			n.ClusterDNS = pinnedDNS
+			if n.Name == staticNode {
+				n.ClusterDNS = nodeLocalDNS
+			}
 			nodes = append(nodes, n)
 			if err := n.Start(ctx); err != nil {
 				t.Fatal(err)
@@ -212,31 +221,93 @@ func TestRealNodes(t *testing.T) {
 		})
 	})
 
+	// What a kubeadm cluster runs before anything of ours: the stock
+	// kube-proxy on every node. Then the client pods start measuring.
+	var windows []window
+	clients := make([]string, len(names))
+	costs.step("kubeadm kube-proxy, probe, clients", func() {
+		stock, err := os.ReadFile("testdata/kubeadm-kube-proxy.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stockFile := filepath.Join(run, "kubeadm-kube-proxy.yaml")
+		apiserver := fmt.Sprintf("%s:%d", fabric.RootIP, apiPort(cp))
+		if err := os.WriteFile(stockFile, []byte(strings.ReplaceAll(string(stock), "APISERVER", apiserver)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(ctx, t, op, "apply", "-f", stockFile)
+		deploy, svc := probeObjects()
+		if _, err := client.AppsV1().Deployments("default").Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if svc, err = client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for i, sn := range seedNodes {
+			clients[i] = "client-" + sn.name
+			if _, err := client.CoreV1().Pods("default").Create(ctx, clientPod(sn.name, svc.Spec.ClusterIP), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(ctx, t, 0, "the stock kube-proxy on every node, the probe's pods and the clients Ready, every client reaching the probe Service", func(ctx context.Context) error {
+			ds, err := client.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if int(ds.Status.NumberReady) != len(names) {
+				return fmt.Errorf("kube-proxy: %d of %d ready", ds.Status.NumberReady, len(names))
+			}
+			for _, c := range clients {
+				log, err := client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{TailLines: ptrTo(int64(4))}).DoRaw(ctx)
+				if err != nil {
+					return err
+				}
+				if !strings.Contains(string(log), " svc ok") {
+					return fmt.Errorf("%s: %q", c, log)
+				}
+			}
+			return nil
+		})
+	})
+
+	// Runs a step of the guide and records its window for the traffic report.
+	step := func(name string, env ...string) {
+		t.Helper()
+		w := window{name: strings.Join(append([]string{name}, env...), " "), start: time.Now()}
+		if out, err := op.RunStep(ctx, guide, name, env...); err != nil {
+			t.Fatal(err)
+		} else {
+			t.Logf("%s:\n%s", w.name, lastLines(out, 12))
+		}
+		w.end = time.Now()
+		windows = append(windows, w)
+	}
+
 	costs.step("install", func() {
 		if err := op.SetUpstream(fabric.RootIP.String(), apiPort(cp)); err != nil {
 			t.Fatal(err)
 		}
 		// The one change a test machine needs: these nodes share one kernel,
-		// whose conntrack table size only the host may set.
+		// whose conntrack table size only the host may set (the cluster's
+		// KubeProxyConfiguration says so already, testdata/).
 		if err := op.KubeProxyLeavesConntrackMax(); err != nil {
 			t.Fatal(err)
-		}
-		for _, n := range names {
-			if n != staticNode {
-				mustRun(ctx, t, op, "label", "node", n, "superedge.io/edge-node=enable")
-			}
 		}
 		overlay := filepath.Join(op.Dir, "bin/images/kustomization.yaml")
 		if _, err := os.Stat(overlay); err != nil {
 			t.Fatalf("make images wrote no kustomize overlay (build/README.md's install step applies bin/images): %v", err)
 		}
-		mustRun(ctx, t, op, "apply", "--server-side", "-k", "bin/images")
-		// build/README.md's kube-proxy patch keeps a stock kube-proxy
-		// DaemonSet off edge nodes; this cluster has none to patch.
+		step("install-cluster")
+		step("static-node-kube-proxy", "NODE="+staticNode)
+		for _, n := range names {
+			if n != staticNode {
+				step("install-node", "NODE="+n)
+			}
+		}
 
 		// The static-pod option on staticNode, as build/README.md says:
 		// the node identity's rights, the rendered pod, the Corefile, the
-		// node-local DNS address and clusterDNS.
+		// node-local DNS address (clusterDNS names it from the first boot).
 		mustRun(ctx, t, op, "apply", "--server-side", "-k", "build/manifests/node-identity")
 		manifest, err := op.RenderStaticPods(ctx)
 		if err != nil {
@@ -259,37 +330,66 @@ func TestRealNodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// build/README.md, Configure: kubelet's clusterDNS is that Service
-		// (the static install: the node-local address).
-		for _, n := range nodes {
-			n.ClusterDNS = svc.Spec.ClusterIP
-			if n.Name == staticNode {
-				n.ClusterDNS = nodeLocalDNS
-			}
-			if err := n.RestartKubelet(ctx); err != nil {
-				t.Fatal(err)
+		if svc.Spec.ClusterIP != pinnedDNS {
+			t.Fatalf("coredns-gridhosts has clusterIP %s, the guide pins %s", svc.Spec.ClusterIP, pinnedDNS)
+		}
+		for _, n := range names {
+			out := mustRun(ctx, t, op, "-n", "kube-system", "get", "pods", "-o", "name", "--field-selector", "spec.nodeName="+n, "-l", "k8s-app=kube-proxy")
+			if strings.TrimSpace(out) != "" {
+				t.Errorf("%s still runs the stock kube-proxy: %s", n, out)
 			}
 		}
-		eventually(ctx, t, 0, "every node Ready after the clusterDNS change", func(ctx context.Context) error {
-			return nodesReady(ctx, client, names)
-		})
 	})
 
 	var pods map[string]corev1.Pod
 	costs.step("checks", func() {
 		repo, _ := harness.RepoRoot()
 		mustRun(ctx, t, op, "apply", "-f", filepath.Join(repo, "examples"))
-		for _, sn := range seedNodes {
-			if _, err := client.CoreV1().Pods("default").Create(ctx, clientPod(sn.name), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
 		eventually(ctx, t, 4*time.Minute, "the seeds' grids' 10 pods and the 3 client pods Running and Ready", func(ctx context.Context) error {
 			var err error
 			pods, err = readyPods(ctx, client, 10)
 			return err
 		})
 		checkNodeunits(ctx, t, client, op, pods)
+	})
+
+	// The uninstall, as build/README.md says, on the DaemonSet nodes; the
+	// static node keeps its static pod for the reboot below.
+	costs.step("uninstall", func() {
+		for _, n := range names {
+			if n != staticNode {
+				step("uninstall-node", "NODE="+n)
+			}
+		}
+		step("uninstall-cluster")
+		// The stock kube-proxy is back in charge on node0: the grid's
+		// Service, no longer filtered by nodeunit, reaches pods of both.
+		svc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		eventually(ctx, t, 0, "client-node0 reaches nodeunit2's pods through the stock kube-proxy", func(ctx context.Context) error {
+			got, err := curlPods(ctx, op, "client-node0", "http://"+svc.Spec.ClusterIP+":80/", 20)
+			if err != nil {
+				return err
+			}
+			for p, c := range got {
+				seen[p] += c
+			}
+			for p := range seen {
+				if !podsInUnit(pods, "nodeunit1")[p] {
+					return nil
+				}
+			}
+			return fmt.Errorf("answered only by nodeunit1: %v", seen)
+		})
+		report, table, err := trafficReport(ctx, client, clients, windows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("traffic during each step (failed requests of all, longest time without a success):\n%s", table)
+		_ = report
 	})
 
 	costs.step("reboot", func() {
@@ -571,7 +671,11 @@ func curlPods(ctx context.Context, op *Operator, caller, url string, n int) (map
 	return got, nil
 }
 
-func clientPod(node string) *corev1.Pod {
+func ptrTo[T any](v T) *T { return &v }
+
+// clientPod runs on node, requesting the probe Service at clusterIP and
+// resolving its name all along (probeLoop); the checks exec into it.
+func clientPod(node, clusterIP string) *corev1.Pod {
 	zero := int64(0)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "client-" + node, Labels: map[string]string{"app": "realnode-client"}},
@@ -580,6 +684,7 @@ func clientPod(node string) *corev1.Pod {
 			TerminationGracePeriodSeconds: &zero,
 			Containers: []corev1.Container{{
 				Name: "client", Image: ClientImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"sh", "-c", probeLoop(clusterIP)},
 			}},
 		},
 	}
