@@ -20,7 +20,8 @@ type Operator struct {
 	Dir string
 	// Kubectl is the kubectl binary, Kubeconfig an admin kubeconfig.
 	Kubectl, Kubeconfig string
-	version             string
+	// Version is what `make images` stamps (git describe of the checkout).
+	Version string
 }
 
 // NewOperator copies the checkout's files (tracked and untracked, not
@@ -56,7 +57,7 @@ func NewOperator(ctx context.Context, dir, kubectl, kubeconfig string) (*Operato
 	if err != nil {
 		return nil, fmt.Errorf("git describe: %w", err)
 	}
-	return &Operator{Dir: dir, Kubectl: kubectl, Kubeconfig: kubeconfig, version: strings.TrimSpace(string(version))}, nil
+	return &Operator{Dir: dir, Kubectl: kubectl, Kubeconfig: kubeconfig, Version: strings.TrimSpace(string(version))}, nil
 }
 
 // SetUpstream edits manifests/upstream/upstream.env as build/README.md's
@@ -123,8 +124,14 @@ mkdir -p bin/static-pods
 // MakeImages runs `make images PLATFORMS=<this machine> REGISTRY=<registry>`
 // in the scratch checkout.
 func (o *Operator) MakeImages(ctx context.Context, registry string) (string, error) {
+	return o.MakeImagesVersion(ctx, registry, o.Version)
+}
+
+// MakeImagesVersion is MakeImages with another version stamped into the
+// binaries and tags: the next release's build, for the upgrade.
+func (o *Operator) MakeImagesVersion(ctx context.Context, registry, version string) (string, error) {
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "images",
-		"PLATFORMS=linux/"+goarch(), "REGISTRY="+registry, "VERSION="+o.version)
+		"PLATFORMS=linux/"+goarch(), "REGISTRY="+registry, "VERSION="+version)
 	cmd.Dir = o.Dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -270,6 +270,15 @@ func TestRealNodes(t *testing.T) {
 		})
 	})
 
+	reportTraffic := func(clients []string, windows []window) {
+		t.Helper()
+		_, table, err := trafficReport(ctx, client, clients, windows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("traffic during each step (failed of all attempts, longest time without a success):\n%s", table)
+	}
+
 	// Runs a step of the guide and records its window for the traffic report.
 	step := func(name string, env ...string) {
 		t.Helper()
@@ -353,15 +362,64 @@ func TestRealNodes(t *testing.T) {
 		checkNodeunits(ctx, t, client, op, pods)
 	})
 
-	// The uninstall, as build/README.md says, on the DaemonSet nodes; the
-	// static node keeps its static pod for the reboot below.
+	// The next build's images (another version stamped: other binaries,
+	// other digests), installed as build/README.md's Upgrade says.
+	costs.step("upgrade", func() {
+		before, err := workloadImages(ctx, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := op.MakeImagesVersion(ctx, reg.Addr+"/servicegroup", op.Version+"-next"); err != nil {
+			t.Fatal(err)
+		} else {
+			t.Logf("make images (next):\n%s", lastLines(out, 4))
+		}
+		step("upgrade")
+		after, err := workloadImages(ctx, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for w, img := range after {
+			ours := !strings.Contains(w, "kube-proxy")
+			if changed := img != before[w]; changed != ours {
+				t.Errorf("%s: %s before the upgrade, %s after (ours: %v)", w, before[w], img, ours)
+			}
+		}
+		t.Logf("upgraded: %v", after)
+		eventually(ctx, t, 0, "the DaemonSets' pods on the labelled nodes Ready after the upgrade", func(ctx context.Context) error {
+			return componentsReady(ctx, client, len(names)-1, staticNode)
+		})
+	})
+	// Before the reboot: the static node's client restarts with it (its
+	// log starts anew).
+	reportTraffic(clients, windows)
+	reported := len(windows)
+
+	costs.step("reboot", func() {
+		rebootWithCloudAway(ctx, t, client, cp, reg, nodeByName(nodes, staticNode), pods)
+	})
+
+	// The uninstall, as build/README.md says, with the apiserver back: the
+	// DaemonSet nodes, the static node (its pod file removed, as on a real
+	// node), our components, the stock kube-proxy's affinity.
 	costs.step("uninstall", func() {
+		if err := cp.StartAPIServer(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eventually(ctx, t, 0, "every node Ready with the apiserver back", func(ctx context.Context) error {
+			return nodesReady(ctx, client, names)
+		})
 		for _, n := range names {
 			if n != staticNode {
 				step("uninstall-node", "NODE="+n)
 			}
 		}
+		if err := os.Remove(filepath.Join(nodeByName(nodes, staticNode).StaticPods, "servicegroup-edge.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		step("uninstall-static-node", "NODE="+staticNode)
 		step("uninstall-cluster")
+		step("uninstall-stock-kube-proxy")
 		// The stock kube-proxy is back in charge on node0: the grid's
 		// Service, no longer filtered by nodeunit, reaches pods of both.
 		svc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
@@ -384,17 +442,9 @@ func TestRealNodes(t *testing.T) {
 			}
 			return fmt.Errorf("answered only by nodeunit1: %v", seen)
 		})
-		report, table, err := trafficReport(ctx, client, clients, windows)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("traffic during each step (failed requests of all, longest time without a success):\n%s", table)
-		_ = report
+		reportTraffic(clients, windows[reported:])
 	})
 
-	costs.step("reboot", func() {
-		rebootWithCloudAway(ctx, t, client, cp, reg, nodeByName(nodes, staticNode), pods)
-	})
 }
 
 // rebootWithCloudAway: the static node loses power (kubelet, containerd,
@@ -791,6 +841,36 @@ func componentsReady(ctx context.Context, client kubernetes.Interface, nodes int
 		}
 	}
 	return nil
+}
+
+// workloadImages are the images of our workloads' containers, by
+// kind/namespace/name/container.
+func workloadImages(ctx context.Context, client kubernetes.Interface) (map[string]string, error) {
+	out := map[string]string{}
+	add := func(kind, ns, name string, spec corev1.PodSpec) {
+		for _, c := range append(spec.InitContainers, spec.Containers...) {
+			out[kind+"/"+ns+"/"+name+"/"+c.Name] = c.Image
+		}
+	}
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=servicegroup"}
+	ds, err := client.AppsV1().DaemonSets("").List(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range ds.Items {
+		add("DaemonSet", d.Namespace, d.Name, d.Spec.Template.Spec)
+	}
+	deps, err := client.AppsV1().Deployments("").List(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range deps.Items {
+		add("Deployment", d.Namespace, d.Name, d.Spec.Template.Spec)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no workload labelled %s", sel.LabelSelector)
+	}
+	return out, nil
 }
 
 func apiPort(cp *controlplane.ControlPlane) int {
