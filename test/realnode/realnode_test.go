@@ -257,26 +257,33 @@ func TestRealNodes(t *testing.T) {
 			if int(ds.Status.NumberReady) != len(names) {
 				return fmt.Errorf("kube-proxy: %d of %d ready", ds.Status.NumberReady, len(names))
 			}
-			for _, c := range clients {
-				log, err := client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{TailLines: ptrTo(int64(4))}).DoRaw(ctx)
-				if err != nil {
-					return err
-				}
-				if !strings.Contains(string(log), " svc ok") {
-					return fmt.Errorf("%s: %q", c, log)
-				}
-			}
-			return nil
+			return clientsProbing(ctx, client, clients)
 		})
 	})
 
+	// The report of the clients' traffic during each window. No Service
+	// request may fail in any; DNS queries neither where the node had a
+	// DNS server before and after the step (the upgrade, the kube-proxy
+	// handovers): build/README.md explains the others.
 	reportTraffic := func(clients []string, windows []window) {
 		t.Helper()
-		_, table, err := trafficReport(ctx, client, clients, windows)
+		report, table, err := trafficReport(ctx, client, clients, windows)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("traffic during each step (failed of all attempts, longest time without a success):\n%s", table)
+		for _, w := range windows {
+			for c, r := range report[w.name] {
+				if r["svc"].failed > 0 {
+					t.Errorf("%s: %s: %d of %d Service requests failed", w.name, c, r["svc"].failed, r["svc"].attempts)
+				}
+				dnsKept := w.name == "upgrade" || strings.HasPrefix(w.name, "uninstall-node ") ||
+					(strings.HasPrefix(w.name, "install-node ") && c != "client-"+staticNode && w.name != "install-node NODE="+names[0])
+				if dnsKept && r["dns"].failed > 0 {
+					t.Errorf("%s: %s: %d of %d DNS queries failed", w.name, c, r["dns"].failed, r["dns"].attempts)
+				}
+			}
+		}
 	}
 
 	// Runs a step of the guide and records its window for the traffic report.
@@ -406,8 +413,11 @@ func TestRealNodes(t *testing.T) {
 		if err := cp.StartAPIServer(ctx); err != nil {
 			t.Fatal(err)
 		}
-		eventually(ctx, t, 0, "every node Ready with the apiserver back", func(ctx context.Context) error {
-			return nodesReady(ctx, client, names)
+		eventually(ctx, t, 0, "every node Ready and every client probing again with the apiserver back", func(ctx context.Context) error {
+			if err := nodesReady(ctx, client, names); err != nil {
+				return err
+			}
+			return clientsProbing(ctx, client, clients)
 		})
 		for _, n := range names {
 			if n != staticNode {
@@ -420,6 +430,12 @@ func TestRealNodes(t *testing.T) {
 		step("uninstall-static-node", "NODE="+staticNode)
 		step("uninstall-cluster")
 		step("uninstall-stock-kube-proxy")
+		// The explicit removal of the grids (orphaning their workloads)
+		// and the CRDs: the workloads stay.
+		step("remove-crds")
+		if _, err := client.AppsV1().Deployments("default").Get(ctx, "deploymentgrid-demo-nodeunit1", metav1.GetOptions{}); err != nil {
+			t.Errorf("the grid's Deployment is gone with the CRDs: %v", err)
+		}
 		// The stock kube-proxy is back in charge on node0: the grid's
 		// Service, no longer filtered by nodeunit, reaches pods of both.
 		svc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
@@ -722,6 +738,20 @@ func curlPods(ctx context.Context, op *Operator, caller, url string, n int) (map
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// clientsProbing: each client's latest log lines show a Service request answered.
+func clientsProbing(ctx context.Context, client kubernetes.Interface, clients []string) error {
+	for _, c := range clients {
+		log, err := client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{TailLines: ptrTo(int64(6))}).DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(log), " svc ok") {
+			return fmt.Errorf("%s: %q", c, log)
+		}
+	}
+	return nil
+}
 
 // clientPod runs on node, requesting the probe Service at clusterIP and
 // resolving its name all along (probeLoop); the checks exec into it.
