@@ -236,7 +236,7 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustRun(ctx, t, op, "apply", "-f", stockFile)
-		deploy, svc := probeObjects()
+		deploy, svc := probeObjects(staticNode)
 		if _, err := client.AppsV1().Deployments("default").Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -739,15 +739,22 @@ func curlPods(ctx context.Context, op *Operator, caller, url string, n int) (map
 
 func ptrTo[T any](v T) *T { return &v }
 
-// clientsProbing: each client's latest log lines show a Service request answered.
+// clientsProbing: each client's latest Service requests (at least 3 of
+// its last 30 log lines) were all answered.
 func clientsProbing(ctx context.Context, client kubernetes.Interface, clients []string) error {
 	for _, c := range clients {
-		log, err := client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{TailLines: ptrTo(int64(6))}).DoRaw(ctx)
+		log, err := client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{TailLines: ptrTo(int64(30))}).DoRaw(ctx)
 		if err != nil {
 			return err
 		}
-		if !strings.Contains(string(log), " svc ok") {
-			return fmt.Errorf("%s: %q", c, log)
+		samples := parseProbeLog(string(log))["svc"]
+		if len(samples) < 3 {
+			return fmt.Errorf("%s: %d Service requests logged so far", c, len(samples))
+		}
+		for _, smp := range samples {
+			if !smp.ok {
+				return fmt.Errorf("%s: a Service request failed at %s", c, smp.at.Format(time.StampMilli))
+			}
 		}
 	}
 	return nil

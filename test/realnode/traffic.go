@@ -25,8 +25,10 @@ const (
 	probeLabel   = "realnode-probe"
 )
 
-// probeObjects are the probe's Deployment (two echo servers) and Service.
-func probeObjects() (*appsv1.Deployment, *corev1.Service) {
+// probeObjects are the probe's Deployment (two echo servers, kept off the
+// node that reboots: a step's report then shows the step, not the reboot's
+// aftermath) and Service.
+func probeObjects(avoid string) (*appsv1.Deployment, *corev1.Service) {
 	two := int32(2)
 	zero := int64(0)
 	labels := map[string]string{"app": probeLabel}
@@ -39,6 +41,13 @@ func probeObjects() (*appsv1.Deployment, *corev1.Service) {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: &zero,
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+						RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+							NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+								Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpNotIn, Values: []string{avoid},
+							}}}},
+						},
+					}},
 					Containers: []corev1.Container{{
 						Name: "echo", Image: echoImages[0], ImagePullPolicy: corev1.PullIfNotPresent,
 						Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
