@@ -98,6 +98,8 @@ type probeResult struct {
 	// gap is the longest time without a success (from the window's start
 	// to the first success, between two, from the last to its end).
 	gap time.Duration
+	// workedBefore: the last attempt before the window succeeded.
+	workedBefore bool
 }
 
 type probeSample struct {
@@ -126,7 +128,11 @@ func measure(samples []probeSample, w window) probeResult {
 	var r probeResult
 	last := w.start
 	for _, s := range samples {
-		if s.at.Before(w.start) || s.at.After(w.end) {
+		if s.at.Before(w.start) {
+			r.workedBefore = s.ok
+			continue
+		}
+		if s.at.After(w.end) {
 			continue
 		}
 		r.attempts++
