@@ -745,7 +745,8 @@ func curlPods(ctx context.Context, op *Operator, caller, url string, n int) (map
 func ptrTo[T any](v T) *T { return &v }
 
 // clientsProbing: each client's latest Service requests (at least 3 of
-// its last 30 log lines) were all answered.
+// its last 30 log lines, the newest of the last 10 s: a restarted pod's
+// container logs anew) were all answered.
 func clientsProbing(ctx context.Context, client kubernetes.Interface, clients []string) error {
 	for _, c := range clients {
 		log, err := client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{TailLines: ptrTo(int64(30))}).DoRaw(ctx)
@@ -755,6 +756,9 @@ func clientsProbing(ctx context.Context, client kubernetes.Interface, clients []
 		samples := parseProbeLog(string(log))["svc"]
 		if len(samples) < 3 {
 			return fmt.Errorf("%s: %d Service requests logged so far", c, len(samples))
+		}
+		if newest := samples[len(samples)-1].at; time.Since(newest) > 10*time.Second {
+			return fmt.Errorf("%s: no Service request logged since %s", c, newest.Format(time.StampMilli))
 		}
 		for _, smp := range samples {
 			if !smp.ok {

@@ -71,15 +71,18 @@ func probeObjects(avoid string) (*appsv1.Deployment, *corev1.Service) {
 // probeLoop is the client container's main process: two loops side by
 // side (a failing query's timeout does not slow the other kind), one line
 // per attempt, "<unix ms> svc|dns ok|fail", an attempt every ~0.2 s plus
-// its own duration (up to the 1 s timeout).
+// its own duration. An attempt fails when no answer came within 3 s (curl)
+// or 2 s (dig): longer than a lost SYN's or datagram's first
+// retransmission, so that a slow answer on a loaded machine shows as a gap,
+// and only a lost request as a failure.
 func probeLoop(clusterIP string) string {
 	return fmt.Sprintf(`while :; do
-  if curl -sf -o /dev/null --max-time 1 http://%[1]s/; then r=ok; else r=fail; fi
+  if curl -sf -o /dev/null --max-time 3 http://%[1]s/; then r=ok; else r=fail; fi
   echo "$(date +%%s%%3N) svc $r"
   sleep 0.2
 done &
 while :; do
-  if [ "$(dig +short +time=1 +tries=1 %[2]s)" = %[1]s ]; then r=ok; else r=fail; fi
+  if [ "$(dig +short +time=2 +tries=1 %[2]s)" = %[1]s ]; then r=ok; else r=fail; fi
   echo "$(date +%%s%%3N) dns $r"
   sleep 0.2
 done &
