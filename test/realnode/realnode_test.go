@@ -257,7 +257,7 @@ func TestRealNodes(t *testing.T) {
 			if int(ds.Status.NumberReady) != len(names) {
 				return fmt.Errorf("kube-proxy: %d of %d ready", ds.Status.NumberReady, len(names))
 			}
-			return clientsProbing(ctx, client, clients)
+			return clientsProbing(ctx, client, clients, "svc")
 		})
 	})
 
@@ -418,11 +418,11 @@ func TestRealNodes(t *testing.T) {
 		if err := cp.StartAPIServer(ctx); err != nil {
 			t.Fatal(err)
 		}
-		eventually(ctx, t, 0, "every node Ready and every client probing again with the apiserver back", func(ctx context.Context) error {
+		eventually(ctx, t, 0, "every node Ready and every client's Service requests and DNS queries answered again with the apiserver back", func(ctx context.Context) error {
 			if err := nodesReady(ctx, client, names); err != nil {
 				return err
 			}
-			return clientsProbing(ctx, client, clients)
+			return clientsProbing(ctx, client, clients, "svc", "dns")
 		})
 		for _, n := range names {
 			if n != staticNode {
@@ -744,25 +744,27 @@ func curlPods(ctx context.Context, op *Operator, caller, url string, n int) (map
 
 func ptrTo[T any](v T) *T { return &v }
 
-// clientsProbing: each client's latest Service requests (at least 3 of
-// its last 30 log lines, the newest of the last 10 s: a restarted pod's
-// container logs anew) were all answered.
-func clientsProbing(ctx context.Context, client kubernetes.Interface, clients []string) error {
+// clientsProbing: each client's latest attempts of every kind given (at
+// least 3 in its last 30 log lines, the newest of the last 10 s: a
+// restarted pod's container logs anew) were all answered.
+func clientsProbing(ctx context.Context, client kubernetes.Interface, clients []string, kinds ...string) error {
 	for _, c := range clients {
 		log, err := client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{TailLines: ptrTo(int64(30))}).DoRaw(ctx)
 		if err != nil {
 			return err
 		}
-		samples := parseProbeLog(string(log))["svc"]
-		if len(samples) < 3 {
-			return fmt.Errorf("%s: %d Service requests logged so far", c, len(samples))
-		}
-		if newest := samples[len(samples)-1].at; time.Since(newest) > 10*time.Second {
-			return fmt.Errorf("%s: no Service request logged since %s", c, newest.Format(time.StampMilli))
-		}
-		for _, smp := range samples {
-			if !smp.ok {
-				return fmt.Errorf("%s: a Service request failed at %s", c, smp.at.Format(time.StampMilli))
+		for _, kind := range kinds {
+			samples := parseProbeLog(string(log))[kind]
+			if len(samples) < 3 {
+				return fmt.Errorf("%s: %d %s attempts logged so far", c, len(samples), kind)
+			}
+			if newest := samples[len(samples)-1].at; time.Since(newest) > 10*time.Second {
+				return fmt.Errorf("%s: no %s attempt logged since %s", c, kind, newest.Format(time.StampMilli))
+			}
+			for _, smp := range samples {
+				if !smp.ok {
+					return fmt.Errorf("%s: a %s attempt failed at %s", c, kind, smp.at.Format(time.StampMilli))
+				}
 			}
 		}
 	}
