@@ -34,7 +34,7 @@ const (
 	// convergeFloor is the least any eventually waits (client-go's watch
 	// backoff after an outage reaches a minute).
 	convergeFloor = 2 * time.Minute
-	runTimeout    = 12 * time.Minute
+	runTimeout    = 20 * time.Minute
 	// staticNode is installed with the static-pod option (build/static-pods)
 	// instead of the DaemonSets, and is the one that reboots.
 	staticNode = "node2"
