@@ -15,6 +15,21 @@ import (
 // block as written, so the guide and the test cannot drift apart.
 const stepMarker = "<!-- step: "
 
+// GuideSteps lists the names of the steps guide marks, in order.
+func (o *Operator) GuideSteps(guide string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(o.Dir, guide))
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(l), stepMarker); ok {
+			names = append(names, strings.TrimSuffix(name, " -->"))
+		}
+	}
+	return names, nil
+}
+
 // GuideStep returns the shell block marked `<!-- step: name -->` in guide
 // (a path in the checkout, e.g. build/README.md), its indentation removed.
 func (o *Operator) GuideStep(guide, name string) (string, error) {

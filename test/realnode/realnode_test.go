@@ -292,8 +292,10 @@ func TestRealNodes(t *testing.T) {
 	}
 
 	// Runs a step of the guide and records its window for the traffic report.
+	ranSteps := map[string]bool{}
 	step := func(name string, env ...string) {
 		t.Helper()
+		ranSteps[name] = true
 		w := window{name: strings.Join(append([]string{name}, env...), " "), start: time.Now()}
 		if out, err := op.RunStep(ctx, guide, name, env...); err != nil {
 			t.Fatal(err)
@@ -464,6 +466,16 @@ func TestRealNodes(t *testing.T) {
 			return fmt.Errorf("answered only by nodeunit1: %v", seen)
 		})
 		reportTraffic(clients, windows[reported:])
+		// Every step the guide marks has run: none can be added untested.
+		marked, err := op.GuideSteps(guide)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range marked {
+			if !ranSteps[name] {
+				t.Errorf("%s marks step %q, which this test never runs", guide, name)
+			}
+		}
 	})
 
 }
