@@ -65,7 +65,7 @@ func TestManifestsPodSecurity(t *testing.T) {
 	// controller's admits nothing beyond restricted.
 	admin := kubernetes.NewForConfigOrDie(cp.Config)
 	var namespaces []string
-	for _, obj := range renderedObjects(t, k, "default") {
+	for _, obj := range append(renderedObjects(t, k, "prerequisites"), renderedObjects(t, k, "default")...) {
 		if obj["kind"] != "Namespace" {
 			continue
 		}
@@ -89,7 +89,7 @@ func TestManifestsPodSecurity(t *testing.T) {
 		}
 	}
 	if !slices.Contains(namespaces, "edge-system") || !slices.Contains(namespaces, "servicegroup-system") {
-		t.Errorf("default renders namespaces %q, want edge-system and servicegroup-system", namespaces)
+		t.Errorf("prerequisites and default render namespaces %q, want edge-system and servicegroup-system", namespaces)
 	}
 
 	// The workloads themselves: admission warns about their pod templates.

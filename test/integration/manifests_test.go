@@ -74,7 +74,7 @@ func TestManifestsServerDryRun(t *testing.T) {
 	// The namespaces must exist for a dry run of the objects inside them.
 	applyNamespaces(k)
 
-	for _, dir := range []string{"default", "coredns-shared"} {
+	for _, dir := range []string{"prerequisites", "default", "coredns-shared"} {
 		out := k.must("apply", "--server-side", "--dry-run=server", "-k", manifestDir(dir))
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		rendered := k.must("kustomize", manifestDir(dir))
@@ -94,7 +94,7 @@ func TestManifestsServerDryRun(t *testing.T) {
 	}
 	out := k.must("-n", "kube-system", "patch", "daemonset", "kube-proxy", "--dry-run=server", "-o", "yaml",
 		"--patch-file", manifestDir("kube-proxy", "kube-proxy-patch.yaml"))
-	for _, want := range []string{"key: superedge.io/edge-node", "operator: NotIn", "- enable", "image: registry.k8s.io/kube-proxy"} {
+	for _, want := range []string{"key: servicegroup.io/kube-proxy", "operator: DoesNotExist", "image: registry.k8s.io/kube-proxy"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("patched kube-proxy lacks %q:\n%s", want, out)
 		}
@@ -109,6 +109,7 @@ func TestManifestsRBAC(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	k := newKubectl(t, cp)
 	applyNamespaces(k)
+	k.must("apply", "--server-side", "-k", manifestDir("prerequisites"))
 	k.must("apply", "--server-side", "-k", manifestDir("default"))
 	k.must("apply", "--server-side", "-k", manifestDir("coredns-shared"))
 	k.must("apply", "--server-side", "-k", manifestDir("node-identity"))

@@ -20,7 +20,8 @@ type Operator struct {
 	Dir string
 	// Kubectl is the kubectl binary, Kubeconfig an admin kubeconfig.
 	Kubectl, Kubeconfig string
-	version             string
+	// Version is what `make images` stamps (git describe of the checkout).
+	Version string
 }
 
 // NewOperator copies the checkout's files (tracked and untracked, not
@@ -56,7 +57,7 @@ func NewOperator(ctx context.Context, dir, kubectl, kubeconfig string) (*Operato
 	if err != nil {
 		return nil, fmt.Errorf("git describe: %w", err)
 	}
-	return &Operator{Dir: dir, Kubectl: kubectl, Kubeconfig: kubeconfig, version: strings.TrimSpace(string(version))}, nil
+	return &Operator{Dir: dir, Kubectl: kubectl, Kubeconfig: kubeconfig, Version: strings.TrimSpace(string(version))}, nil
 }
 
 // SetUpstream edits manifests/upstream/upstream.env as build/README.md's
@@ -84,28 +85,16 @@ func (o *Operator) SetUpstream(host string, port int) error {
 	return os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644)
 }
 
-// KubeProxyLeavesConntrackMax sets conntrack.maxPerCore: 0 in the
-// kube-proxy-edge configuration (build/README.md: "change mode there"):
+// KubeProxyLeavesConntrackMax sets --conntrack-max-per-core=0 for the
+// static-pod install's kube-proxy (kube-proxy-edge and the stock one read
+// the cluster's KubeProxyConfiguration, which says so already):
 // nf_conntrack_max is host-wide and writable only from the host's own
 // network namespace, where none of these nodes runs; kube-proxy refuses to
 // start when it cannot raise it.
 func (o *Operator) KubeProxyLeavesConntrackMax() error {
-	path := filepath.Join(o.Dir, "build/manifests/kube-proxy/configmap.yaml")
+	path := filepath.Join(o.Dir, "build/static-pods/servicegroup-edge.yaml")
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
-	}
-	const anchor = "    kind: KubeProxyConfiguration\n"
-	if !strings.Contains(string(data), anchor) {
-		return fmt.Errorf("%s: no %q line", path, strings.TrimSpace(anchor))
-	}
-	out := strings.Replace(string(data), anchor, anchor+"    conntrack:\n      maxPerCore: 0\n", 1)
-	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-		return err
-	}
-	// The same for the static-pod install's kube-proxy (flags).
-	path = filepath.Join(o.Dir, "build/static-pods/servicegroup-edge.yaml")
-	if data, err = os.ReadFile(path); err != nil {
 		return err
 	}
 	const flag = "    - --proxy-mode=iptables\n"
@@ -135,8 +124,14 @@ mkdir -p bin/static-pods
 // MakeImages runs `make images PLATFORMS=<this machine> REGISTRY=<registry>`
 // in the scratch checkout.
 func (o *Operator) MakeImages(ctx context.Context, registry string) (string, error) {
+	return o.MakeImagesVersion(ctx, registry, o.Version)
+}
+
+// MakeImagesVersion is MakeImages with another version stamped into the
+// binaries and tags: the next release's build, for the upgrade.
+func (o *Operator) MakeImagesVersion(ctx context.Context, registry, version string) (string, error) {
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "images",
-		"PLATFORMS=linux/"+goarch(), "REGISTRY="+registry, "VERSION="+o.version)
+		"PLATFORMS=linux/"+goarch(), "REGISTRY="+registry, "VERSION="+version)
 	cmd.Dir = o.Dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {

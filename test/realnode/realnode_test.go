@@ -32,14 +32,22 @@ const (
 	gridService  = "servicegrid-demo-svc"
 	statefulGrid = "statefulsetgrid-demo"
 	echoSelector = "appGrid=echo"
-	runTimeout   = 12 * time.Minute
+	// convergeFloor is the least any eventually waits (client-go's watch
+	// backoff after an outage reaches a minute).
+	convergeFloor = 2 * time.Minute
+	runTimeout    = 20 * time.Minute
 	// staticNode is installed with the static-pod option (build/static-pods)
 	// instead of the DaemonSets, and is the one that reboots.
 	staticNode = "node2"
 	// nodeLocalDNS is the static install's CoreDNS address and that node's
 	// clusterDNS (build/static-pods/Corefile).
 	nodeLocalDNS = "169.254.20.10"
-	requests     = 50
+	// pinnedDNS is the coredns-gridhosts Service's pinned clusterIP, the
+	// other nodes' clusterDNS from their first boot (build/README.md,
+	// Install step 4).
+	pinnedDNS = "10.96.0.53"
+	requests  = 50
+	guide     = "build/README.md"
 )
 
 // TestRealNodes installs the shipped artefacts with the operator guide's
@@ -200,6 +208,10 @@ func TestRealNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := NewNode(cfg, sn.name, fabric.Nodes[i], map[string]string{gridKey: sn.unit}, kc, filepath.Join(run, sn.name))
+			n.ClusterDNS = pinnedDNS
+			if n.Name == staticNode {
+				n.ClusterDNS = nodeLocalDNS
+			}
 			nodes = append(nodes, n)
 			if err := n.Start(ctx); err != nil {
 				t.Fatal(err)
@@ -210,31 +222,116 @@ func TestRealNodes(t *testing.T) {
 		})
 	})
 
+	// What a kubeadm cluster runs before anything of ours: the stock
+	// kube-proxy on every node. Then the client pods start measuring.
+	var windows []window
+	clients := make([]string, len(names))
+	costs.step("kubeadm kube-proxy, probe, clients", func() {
+		stock, err := os.ReadFile("testdata/kubeadm-kube-proxy.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stockFile := filepath.Join(run, "kubeadm-kube-proxy.yaml")
+		apiserver := fmt.Sprintf("%s:%d", fabric.RootIP, apiPort(cp))
+		if err := os.WriteFile(stockFile, []byte(strings.ReplaceAll(string(stock), "APISERVER", apiserver)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(ctx, t, op, "apply", "-f", stockFile)
+		deploy, svc := probeObjects(staticNode)
+		if _, err := client.AppsV1().Deployments("default").Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if svc, err = client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for i, sn := range seedNodes {
+			clients[i] = "client-" + sn.name
+			if _, err := client.CoreV1().Pods("default").Create(ctx, clientPod(sn.name, svc.Spec.ClusterIP), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(ctx, t, 0, "the stock kube-proxy on every node, the probe's pods and the clients Ready, every client reaching the probe Service", func(ctx context.Context) error {
+			ds, err := client.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if int(ds.Status.NumberReady) != len(names) {
+				return fmt.Errorf("kube-proxy: %d of %d ready", ds.Status.NumberReady, len(names))
+			}
+			return clientsProbing(ctx, client, clients, "svc")
+		})
+	})
+
+	// The report of the clients' traffic during each window. No Service
+	// request may fail in any; no DNS query either, where the client
+	// resolved right before the step, but for the steps that remove the
+	// node's CoreDNS on purpose (build/README.md explains them all).
+	removesDNS := func(w, c string) bool {
+		switch w {
+		case "uninstall-cluster", "uninstall-stock-kube-proxy", "remove-crds":
+			return true
+		}
+		return w == "uninstall-static-node NODE="+staticNode && c == "client-"+staticNode
+	}
+	reportTraffic := func(clients []string, windows []window) {
+		t.Helper()
+		report, table, err := trafficReport(ctx, client, clients, windows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("traffic during each step (failed of all attempts, longest time without a success):\n%s", table)
+		for _, w := range windows {
+			for c, r := range report[w.name] {
+				if r["svc"].failed > 0 {
+					t.Errorf("%s: %s: %d of %d Service requests failed", w.name, c, r["svc"].failed, r["svc"].attempts)
+				}
+				if dns := r["dns"]; dns.workedBefore && !removesDNS(w.name, c) && dns.failed > 0 {
+					t.Errorf("%s: %s: %d of %d DNS queries failed", w.name, c, dns.failed, dns.attempts)
+				}
+			}
+		}
+	}
+
+	// Runs a step of the guide and records its window for the traffic report.
+	ranSteps := map[string]bool{}
+	step := func(name string, env ...string) {
+		t.Helper()
+		ranSteps[name] = true
+		w := window{name: strings.Join(append([]string{name}, env...), " "), start: time.Now()}
+		if out, err := op.RunStep(ctx, guide, name, env...); err != nil {
+			t.Fatal(err)
+		} else {
+			t.Logf("%s:\n%s", w.name, lastLines(out, 12))
+		}
+		w.end = time.Now()
+		windows = append(windows, w)
+	}
+
 	costs.step("install", func() {
 		if err := op.SetUpstream(fabric.RootIP.String(), apiPort(cp)); err != nil {
 			t.Fatal(err)
 		}
 		// The one change a test machine needs: these nodes share one kernel,
-		// whose conntrack table size only the host may set.
+		// whose conntrack table size only the host may set (the cluster's
+		// KubeProxyConfiguration says so already, testdata/).
 		if err := op.KubeProxyLeavesConntrackMax(); err != nil {
 			t.Fatal(err)
-		}
-		for _, n := range names {
-			if n != staticNode {
-				mustRun(ctx, t, op, "label", "node", n, "superedge.io/edge-node=enable")
-			}
 		}
 		overlay := filepath.Join(op.Dir, "bin/images/kustomization.yaml")
 		if _, err := os.Stat(overlay); err != nil {
 			t.Fatalf("make images wrote no kustomize overlay (build/README.md's install step applies bin/images): %v", err)
 		}
-		mustRun(ctx, t, op, "apply", "--server-side", "-k", "bin/images")
-		// build/README.md's kube-proxy patch keeps a stock kube-proxy
-		// DaemonSet off edge nodes; this cluster has none to patch.
+		step("install-cluster")
+		step("static-node-kube-proxy", "NODE="+staticNode)
+		for _, n := range names {
+			if n != staticNode {
+				step("install-node", "NODE="+n)
+			}
+		}
 
 		// The static-pod option on staticNode, as build/README.md says:
 		// the node identity's rights, the rendered pod, the Corefile, the
-		// node-local DNS address and clusterDNS.
+		// node-local DNS address (clusterDNS names it from the first boot).
 		mustRun(ctx, t, op, "apply", "--server-side", "-k", "build/manifests/node-identity")
 		manifest, err := op.RenderStaticPods(ctx)
 		if err != nil {
@@ -257,31 +354,21 @@ func TestRealNodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// build/README.md, Configure: kubelet's clusterDNS is that Service
-		// (the static install: the node-local address).
-		for _, n := range nodes {
-			n.ClusterDNS = svc.Spec.ClusterIP
-			if n.Name == staticNode {
-				n.ClusterDNS = nodeLocalDNS
-			}
-			if err := n.RestartKubelet(ctx); err != nil {
-				t.Fatal(err)
+		if svc.Spec.ClusterIP != pinnedDNS {
+			t.Fatalf("coredns-gridhosts has clusterIP %s, the guide pins %s", svc.Spec.ClusterIP, pinnedDNS)
+		}
+		for _, n := range names {
+			out := mustRun(ctx, t, op, "-n", "kube-system", "get", "pods", "-o", "name", "--field-selector", "spec.nodeName="+n, "-l", "k8s-app=kube-proxy")
+			if strings.TrimSpace(out) != "" {
+				t.Errorf("%s still runs the stock kube-proxy: %s", n, out)
 			}
 		}
-		eventually(ctx, t, 0, "every node Ready after the clusterDNS change", func(ctx context.Context) error {
-			return nodesReady(ctx, client, names)
-		})
 	})
 
 	var pods map[string]corev1.Pod
 	costs.step("checks", func() {
 		repo, _ := harness.RepoRoot()
 		mustRun(ctx, t, op, "apply", "-f", filepath.Join(repo, "examples"))
-		for _, sn := range seedNodes {
-			if _, err := client.CoreV1().Pods("default").Create(ctx, clientPod(sn.name), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
 		eventually(ctx, t, 4*time.Minute, "the seeds' grids' 10 pods and the 3 client pods Running and Ready", func(ctx context.Context) error {
 			var err error
 			pods, err = readyPods(ctx, client, 10)
@@ -290,9 +377,108 @@ func TestRealNodes(t *testing.T) {
 		checkNodeunits(ctx, t, client, op, pods)
 	})
 
+	// The next build's images (another version stamped: other binaries,
+	// other digests), installed as build/README.md's Upgrade says.
+	costs.step("upgrade", func() {
+		before, err := workloadImages(ctx, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := op.MakeImagesVersion(ctx, reg.Addr+"/servicegroup", op.Version+"-next"); err != nil {
+			t.Fatal(err)
+		} else {
+			t.Logf("make images (next):\n%s", lastLines(out, 4))
+		}
+		step("upgrade")
+		after, err := workloadImages(ctx, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for w, img := range after {
+			ours := !strings.Contains(w, "kube-proxy")
+			if changed := img != before[w]; changed != ours {
+				t.Errorf("%s: %s before the upgrade, %s after (ours: %v)", w, before[w], img, ours)
+			}
+		}
+		t.Logf("upgraded: %v", after)
+		eventually(ctx, t, 0, "the DaemonSets' pods on the labelled nodes Ready after the upgrade", func(ctx context.Context) error {
+			return componentsReady(ctx, client, len(names)-1, staticNode)
+		})
+	})
+	// Before the reboot: the static node's client restarts with it (its
+	// log starts anew).
+	reportTraffic(clients, windows)
+	reported := len(windows)
+
 	costs.step("reboot", func() {
 		rebootWithCloudAway(ctx, t, client, cp, reg, nodeByName(nodes, staticNode), pods)
 	})
+
+	// The uninstall, as build/README.md says, with the apiserver back: the
+	// DaemonSet nodes, the static node (its pod file removed, as on a real
+	// node), our components, the stock kube-proxy's affinity.
+	costs.step("uninstall", func() {
+		if err := cp.StartAPIServer(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eventually(ctx, t, 0, "every node Ready and every client's Service requests and DNS queries answered again with the apiserver back", func(ctx context.Context) error {
+			if err := nodesReady(ctx, client, names); err != nil {
+				return err
+			}
+			return clientsProbing(ctx, client, clients, "svc", "dns")
+		})
+		for _, n := range names {
+			if n != staticNode {
+				step("uninstall-node", "NODE="+n)
+			}
+		}
+		if err := os.Remove(filepath.Join(nodeByName(nodes, staticNode).StaticPods, "servicegroup-edge.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		step("uninstall-static-node", "NODE="+staticNode)
+		step("uninstall-cluster")
+		step("uninstall-stock-kube-proxy")
+		// The explicit removal of the grids (orphaning their workloads)
+		// and the CRDs: the workloads stay.
+		step("remove-crds")
+		if _, err := client.AppsV1().Deployments("default").Get(ctx, "deploymentgrid-demo-nodeunit1", metav1.GetOptions{}); err != nil {
+			t.Errorf("the grid's Deployment is gone with the CRDs: %v", err)
+		}
+		// The stock kube-proxy is back in charge on node0: the grid's
+		// Service, no longer filtered by nodeunit, reaches pods of both.
+		svc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		eventually(ctx, t, 0, "client-node0 reaches nodeunit2's pods through the stock kube-proxy", func(ctx context.Context) error {
+			got, err := curlPods(ctx, op, "client-node0", "http://"+svc.Spec.ClusterIP+":80/", 20)
+			if err != nil {
+				return err
+			}
+			for p, c := range got {
+				seen[p] += c
+			}
+			for p := range seen {
+				if !podsInUnit(pods, "nodeunit1")[p] {
+					return nil
+				}
+			}
+			return fmt.Errorf("answered only by nodeunit1: %v", seen)
+		})
+		reportTraffic(clients, windows[reported:])
+		// Every step the guide marks has run: none can be added untested.
+		marked, err := op.GuideSteps(guide)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range marked {
+			if !ranSteps[name] {
+				t.Errorf("%s marks step %q, which this test never runs", guide, name)
+			}
+		}
+	})
+
 }
 
 // rebootWithCloudAway: the static node loses power (kubelet, containerd,
@@ -569,7 +755,38 @@ func curlPods(ctx context.Context, op *Operator, caller, url string, n int) (map
 	return got, nil
 }
 
-func clientPod(node string) *corev1.Pod {
+func ptrTo[T any](v T) *T { return &v }
+
+// clientsProbing: each client's latest attempts of every kind given (at
+// least 3 in its last 30 log lines, the newest of the last 10 s: a
+// restarted pod's container logs anew) were all answered.
+func clientsProbing(ctx context.Context, client kubernetes.Interface, clients []string, kinds ...string) error {
+	for _, c := range clients {
+		log, err := client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{TailLines: ptrTo(int64(30))}).DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		for _, kind := range kinds {
+			samples := parseProbeLog(string(log))[kind]
+			if len(samples) < 3 {
+				return fmt.Errorf("%s: %d %s attempts logged so far", c, len(samples), kind)
+			}
+			if newest := samples[len(samples)-1].at; time.Since(newest) > 10*time.Second {
+				return fmt.Errorf("%s: no %s attempt logged since %s", c, kind, newest.Format(time.StampMilli))
+			}
+			for _, smp := range samples {
+				if !smp.ok {
+					return fmt.Errorf("%s: a %s attempt failed at %s", c, kind, smp.at.Format(time.StampMilli))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// clientPod runs on node, requesting the probe Service at clusterIP and
+// resolving its name all along (probeLoop); the checks exec into it.
+func clientPod(node, clusterIP string) *corev1.Pod {
 	zero := int64(0)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "client-" + node, Labels: map[string]string{"app": "realnode-client"}},
@@ -578,6 +795,7 @@ func clientPod(node string) *corev1.Pod {
 			TerminationGracePeriodSeconds: &zero,
 			Containers: []corev1.Container{{
 				Name: "client", Image: ClientImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"sh", "-c", probeLoop(clusterIP)},
 			}},
 		},
 	}
@@ -684,6 +902,36 @@ func componentsReady(ctx context.Context, client kubernetes.Interface, nodes int
 		}
 	}
 	return nil
+}
+
+// workloadImages are the images of our workloads' containers, by
+// kind/namespace/name/container.
+func workloadImages(ctx context.Context, client kubernetes.Interface) (map[string]string, error) {
+	out := map[string]string{}
+	add := func(kind, ns, name string, spec corev1.PodSpec) {
+		for _, c := range append(spec.InitContainers, spec.Containers...) {
+			out[kind+"/"+ns+"/"+name+"/"+c.Name] = c.Image
+		}
+	}
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=servicegroup"}
+	ds, err := client.AppsV1().DaemonSets("").List(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range ds.Items {
+		add("DaemonSet", d.Namespace, d.Name, d.Spec.Template.Spec)
+	}
+	deps, err := client.AppsV1().Deployments("").List(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range deps.Items {
+		add("Deployment", d.Namespace, d.Name, d.Spec.Template.Spec)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no workload labelled %s", sel.LabelSelector)
+	}
+	return out, nil
 }
 
 func apiPort(cp *controlplane.ControlPlane) int {

@@ -1,0 +1,178 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The client pods measure what an application on the node sees while the
+// operator works: a request to a plain Service (probeService, its pods
+// anywhere) and a DNS query of its name through the pod's own resolver
+// (kubelet's clusterDNS), each every ~0.2 s, each logged with its time.
+const (
+	probeService = "probe"
+	probeName    = probeService + ".default.svc.cluster.local"
+	probeLabel   = "realnode-probe"
+)
+
+// probeObjects are the probe's Deployment (two echo servers, kept off the
+// node that reboots: a step's report then shows the step, not the reboot's
+// aftermath) and Service.
+func probeObjects(avoid string) (*appsv1.Deployment, *corev1.Service) {
+	two := int32(2)
+	zero := int64(0)
+	labels := map[string]string{"app": probeLabel}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: probeService},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &two,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: &zero,
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+						RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+							NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+								Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpNotIn, Values: []string{avoid},
+							}}}},
+						},
+					}},
+					Containers: []corev1.Container{{
+						Name: "echo", Image: echoImages[0], ImagePullPolicy: corev1.PullIfNotPresent,
+						Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+							HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}}},
+					}},
+				},
+			},
+		},
+	}
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: probeService},
+		Spec: corev1.ServiceSpec{
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	return d, s
+}
+
+// probeLoop is the client container's main process: two loops side by
+// side (a failing query's timeout does not slow the other kind), one line
+// per attempt, "<unix ms> svc|dns ok|fail", an attempt every ~0.2 s plus
+// its own duration. An attempt fails when no answer came within 3 s (curl)
+// or 2 s (dig): longer than a lost SYN's or datagram's first
+// retransmission, so that a slow answer on a loaded machine shows as a gap,
+// and only a lost request as a failure.
+func probeLoop(clusterIP string) string {
+	return fmt.Sprintf(`while :; do
+  if curl -sf -o /dev/null --max-time 3 http://%[1]s/; then r=ok; else r=fail; fi
+  echo "$(date +%%s%%3N) svc $r"
+  sleep 0.2
+done &
+while :; do
+  if [ "$(dig +short +time=2 +tries=1 %[2]s)" = %[1]s ]; then r=ok; else r=fail; fi
+  echo "$(date +%%s%%3N) dns $r"
+  sleep 0.2
+done &
+wait`, clusterIP, probeName)
+}
+
+// window is a stretch of the run (one operator step) to report on.
+type window struct {
+	name       string
+	start, end time.Time
+}
+
+// probeResult is what one client saw of one kind of request in a window.
+type probeResult struct {
+	attempts, failed int
+	// gap is the longest time without a success (from the window's start
+	// to the first success, between two, from the last to its end).
+	gap time.Duration
+	// workedBefore: the last attempt before the window succeeded.
+	workedBefore bool
+}
+
+type probeSample struct {
+	at time.Time
+	ok bool
+}
+
+// parseProbeLog reads the client's log into samples by kind (svc, dns).
+func parseProbeLog(log string) map[string][]probeSample {
+	out := map[string][]probeSample{}
+	for _, line := range strings.Split(log, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		ms, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		out[f[1]] = append(out[f[1]], probeSample{at: time.UnixMilli(ms), ok: f[2] == "ok"})
+	}
+	return out
+}
+
+func measure(samples []probeSample, w window) probeResult {
+	var r probeResult
+	last := w.start
+	for _, s := range samples {
+		if s.at.Before(w.start) {
+			r.workedBefore = s.ok
+			continue
+		}
+		if s.at.After(w.end) {
+			continue
+		}
+		r.attempts++
+		if !s.ok {
+			r.failed++
+			continue
+		}
+		r.gap = max(r.gap, s.at.Sub(last))
+		last = s.at
+	}
+	r.gap = max(r.gap, w.end.Sub(last))
+	return r
+}
+
+// trafficReport reads every client's log and returns, per window and
+// client, what its Service requests and DNS queries saw.
+func trafficReport(ctx context.Context, client kubernetes.Interface, clients []string, windows []window) (map[string]map[string]map[string]probeResult, string, error) {
+	results := map[string]map[string]map[string]probeResult{}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-34s %-14s %27s %27s\n", "step", "client", "Service: failed/tries gap", "DNS: failed/tries gap")
+	logs := map[string]map[string][]probeSample{}
+	for _, c := range clients {
+		raw, err := client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			return nil, "", fmt.Errorf("logs of %s: %w", c, err)
+		}
+		logs[c] = parseProbeLog(string(raw))
+	}
+	sort.Strings(clients)
+	for _, w := range windows {
+		results[w.name] = map[string]map[string]probeResult{}
+		for _, c := range clients {
+			svc, dns := measure(logs[c]["svc"], w), measure(logs[c]["dns"], w)
+			results[w.name][c] = map[string]probeResult{"svc": svc, "dns": dns}
+			fmt.Fprintf(&b, "%-34s %-14s %10d/%-5d %9s %10d/%-5d %9s\n", w.name, c,
+				svc.failed, svc.attempts, svc.gap.Round(10*time.Millisecond), dns.failed, dns.attempts, dns.gap.Round(10*time.Millisecond))
+		}
+	}
+	return results, b.String(), nil
+}
