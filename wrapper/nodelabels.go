@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"math"
 	"sync"
@@ -129,12 +130,26 @@ func (n *nodeLabels) summariesListed(ctx context.Context) (bool, error) {
 	defer cancel()
 	l, err := n.meta.Resource(nodeLabelSummaries).List(ctx, metav1.ListOptions{Limit: 1})
 	switch {
+	case apierrors.IsNotFound(err) && !n.upstreamReady(ctx):
+		// A kube-apiserver that has just started answers 404 for every
+		// custom resource until its CRD informer has synced: that says
+		// nothing about the kind, and a wrapper coming back after an outage
+		// must not fall back to watching every Node for it.
+		return false, errors.New("upstream is not ready yet: a 404 for NodeLabelSummaries does not tell whether they are served")
 	case apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsMethodNotSupported(err):
 		return false, nil
 	case err != nil:
 		return false, err
 	}
 	return len(l.Items) > 0, nil
+}
+
+// upstreamReady reports whether upstream's /readyz answers 200 (which a
+// kube-apiserver does only once its CRD handlers are in place). An upstream
+// that does not let us read it (403) is taken as ready: it cannot tell more.
+func (n *nodeLabels) upstreamReady(ctx context.Context) bool {
+	err := n.grids.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+	return err == nil || apierrors.IsForbidden(err)
 }
 
 // followSummaries mirrors the summaries into store until ctx ends or the

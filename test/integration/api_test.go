@@ -201,10 +201,13 @@ func TestExamplesApplyWithKubectl(t *testing.T) {
 			t.Errorf("kubectl apply output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, short := range []string{"dg", "ssg", "sg"} {
-		out := run("get", short, "-o", "name")
-		if strings.Count(out, "\n") != 1 {
-			t.Errorf("kubectl get %s: %q", short, out)
+	for short, want := range map[string]string{
+		"dg":  "deploymentgrid.superedge.io/deploymentgrid-demo\ndeploymentgrid.superedge.io/deploymentgrid-rollout\n",
+		"ssg": "statefulsetgrid.superedge.io/statefulsetgrid-demo\n",
+		"sg":  "servicegrid.superedge.io/servicegrid-demo\n",
+	} {
+		if out := run("get", short, "-o", "name"); out != want {
+			t.Errorf("kubectl get %s -o name: %q, want %q", short, out, want)
 		}
 	}
 	// Printer columns come from the generated CRD.
