@@ -2,7 +2,7 @@ package wrapper
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"sync"
@@ -53,6 +53,9 @@ type nodeLabels struct {
 	watchErrors func(cache.SharedIndexInformer) error
 	// recheck is how often, while following Nodes, summaries are looked for.
 	recheck time.Duration
+	// ambiguousSince: when upstream first gave a 404/403 while not ready
+	// (summariesListed; only the run goroutine touches it).
+	ambiguousSince time.Time
 
 	// mu serializes changes to store: the informer's handler and the
 	// clean-up when a source has synced.
@@ -126,30 +129,47 @@ func (n *nodeLabels) summariesPresent(ctx context.Context) (bool, error) {
 }
 
 func (n *nodeLabels) summariesListed(ctx context.Context) (bool, error) {
+	now := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	l, err := n.meta.Resource(nodeLabelSummaries).List(ctx, metav1.ListOptions{Limit: 1})
 	switch {
-	case apierrors.IsNotFound(err) && !n.upstreamReady(ctx):
+	case (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)) && !n.upstreamReady(ctx) && time.Since(n.firstAmbiguous(now)) < ambiguousGrace:
 		// A kube-apiserver that has just started answers 404 for every
-		// custom resource until its CRD informer has synced: that says
-		// nothing about the kind, and a wrapper coming back after an outage
-		// must not fall back to watching every Node for it.
-		return false, errors.New("upstream is not ready yet: a 404 for NodeLabelSummaries does not tell whether they are served")
+		// custom resource until its CRD handlers are in place, and 403
+		// until its RBAC authorizer has synced: that says nothing about
+		// the kind, and a wrapper coming back after an outage must not fall
+		// back to watching every Node for it. Asked again (backoff) until
+		// upstream is ready, for at most ambiguousGrace.
+		return false, fmt.Errorf("upstream is not ready yet, so %w does not tell whether NodeLabelSummaries are served", err)
 	case apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsMethodNotSupported(err):
+		n.ambiguousSince = time.Time{}
 		return false, nil
 	case err != nil:
 		return false, err
 	}
+	n.ambiguousSince = time.Time{}
 	return len(l.Items) > 0, nil
 }
 
+// ambiguousGrace bounds how long 404/403 answers from an upstream whose
+// /readyz is not 200 are taken as "not ready yet" rather than "no summaries":
+// an upstream that never lets us read /readyz still gets an answer.
+const ambiguousGrace = time.Minute
+
+// firstAmbiguous returns when the current run of ambiguous answers began.
+func (n *nodeLabels) firstAmbiguous(now time.Time) time.Time {
+	if n.ambiguousSince.IsZero() {
+		n.ambiguousSince = now
+	}
+	return n.ambiguousSince
+}
+
 // upstreamReady reports whether upstream's /readyz answers 200 (which a
-// kube-apiserver does only once its CRD handlers are in place). An upstream
-// that does not let us read it (403) is taken as ready: it cannot tell more.
+// kube-apiserver does only once its CRD handlers and authorizer are in
+// place).
 func (n *nodeLabels) upstreamReady(ctx context.Context) bool {
-	err := n.grids.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
-	return err == nil || apierrors.IsForbidden(err)
+	return n.grids.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error() == nil
 }
 
 // followSummaries mirrors the summaries into store until ctx ends or the

@@ -107,6 +107,10 @@ func (c *Cluster) UpstreamLists() ([]UpstreamList, error) {
 		}
 		var kind string
 		switch {
+		case ev.Verb == "list" && q.Get("limit") == "1":
+			// A presence probe (the wrapper asks whether any
+			// NodeLabelSummary exists), not a fetch of the state.
+			continue
 		case ev.Verb == "list" && ev.Stage == auditv1.StageResponseComplete && ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusOK:
 			kind = "list"
 		case ev.Verb == "watch" && ev.Stage == auditv1.StageResponseStarted && ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusOK:
