@@ -53,10 +53,12 @@ func TestNodeRestrictedKeys(t *testing.T) {
 	}
 
 	must(c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))(t)
-	for svc, key := range map[string]string{"forged": "zone1", "fallback": "zone1", "trusted": restricted} {
-		s := newService(ns, svc, key, true)
-		if svc == "fallback" {
-			s.Annotations = map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1","*"]`}
+	// A label value cannot hold the restricted key's "/": that Service names
+	// it in topologyKeys.
+	for svc, keys := range map[string]string{"forged": "", "fallback": `["zone1","*"]`, "trusted": fmt.Sprintf(`[%q]`, restricted)} {
+		s := newService(ns, svc, "zone1", true)
+		if keys != "" {
+			s.Annotations = map[string]string{superedgev1.AnnotationTopologyKeys: keys}
 		}
 		must(c.kube.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{}))(t)
 		must(c.kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, newSlice(ns, svc+"-1", svc, 8080,
