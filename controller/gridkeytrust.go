@@ -3,20 +3,13 @@ package controller
 import (
 	"fmt"
 	"strings"
+
+	"github.com/servicegroup/servicegroup/topology"
 )
 
-// NodeRestrictionDomain is the label prefix the NodeRestriction admission
-// plugin forbids kubelets to set on their own Node (as
-// node-restriction.kubernetes.io/ or a subdomain of it): only an identity
-// that may update Nodes through RBAC, an administrator, can.
-const NodeRestrictionDomain = "node-restriction.kubernetes.io"
-
-// IsNodeRestrictedKey reports whether a node label key is one a kubelet
-// cannot set on its own Node under NodeRestriction.
-func IsNodeRestrictedKey(key string) bool {
-	prefix, _, ok := strings.Cut(key, "/")
-	return ok && (prefix == NodeRestrictionDomain || strings.HasSuffix(prefix, "."+NodeRestrictionDomain))
-}
+// NodeRestrictionDomain is the label prefix kubelets cannot set on their own
+// Node; the rule is package topology's, shared with the wrapper and gridhosts.
+const NodeRestrictionDomain = topology.NodeRestrictionDomain
 
 // untrustedGridKey says why key may not be a grid key when only keys a
 // compromised node cannot set on itself are accepted; nil when it may.
@@ -25,7 +18,7 @@ func IsNodeRestrictedKey(key string) bool {
 // nodeunit, get that nodeunit's copy of every grid (its Secrets and
 // ConfigMaps mounted) and its traffic.
 func untrustedGridKey(key string) error {
-	if IsNodeRestrictedKey(key) {
+	if topology.IsNodeRestrictedKey(key) {
 		return nil
 	}
 	return fmt.Errorf("spec.gridUniqKey %q can be set by a node's kubelet on its own Node, and only keys under %s/ are accepted (--require-node-restricted-grid-keys): label nodes with e.g. %s/%s and key the grid on that",

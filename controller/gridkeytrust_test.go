@@ -2,7 +2,7 @@ package controller
 
 import "testing"
 
-func TestIsNodeRestrictedKey(t *testing.T) {
+func TestUntrustedGridKey(t *testing.T) {
 	for key, want := range map[string]bool{
 		"node-restriction.kubernetes.io/zone":      true,
 		"edge.node-restriction.kubernetes.io/zone": true,
@@ -12,9 +12,6 @@ func TestIsNodeRestrictedKey(t *testing.T) {
 		"evilnode-restriction.kubernetes.io/zone":      false,
 		"node-restriction.kubernetes.io":               false,
 	} {
-		if got := IsNodeRestrictedKey(key); got != want {
-			t.Errorf("IsNodeRestrictedKey(%q) = %v, want %v", key, got, want)
-		}
 		if err := untrustedGridKey(key); (err == nil) != want {
 			t.Errorf("untrustedGridKey(%q) = %v", key, err)
 		}

@@ -42,6 +42,10 @@ var (
 		Namespace: metricsNamespace, Name: "served_objects",
 		Help: "Objects served by resource.",
 	}, []string{"resource"})
+	forgeableTopologyKeys = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Name: "forgeable_topology_keys_ignored_total",
+		Help: "Services (counted once per change of their keys) whose topologyKeys name labels a node can set on itself, ignored by --require-node-restricted-topology-keys.",
+	})
 	eventLogBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: metricsNamespace, Name: "event_log_bytes",
 		Help: "Protobuf-encoded size of the events the event log holds, by resource (bounded by --event-log-bytes and, for live watchers, --watch-max-lag-bytes).",
@@ -49,6 +53,6 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(requestsTotal, watchersGauge, watchersCutOff, eventsSent, refilterSeconds, servedObjects, eventLogBytes,
+	Registry.MustRegister(requestsTotal, watchersGauge, watchersCutOff, eventsSent, refilterSeconds, servedObjects, eventLogBytes, forgeableTopologyKeys,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

@@ -57,6 +57,10 @@ type Options struct {
 	// StateDir keeps the snapshot of what is served, so a restart while
 	// upstream is away serves it at once; "" keeps nothing on disk.
 	StateDir string
+	// RequireNodeRestrictedTopologyKeys treats topology keys a node's
+	// kubelet can set on its own Node (any key not under
+	// node-restriction.kubernetes.io/) as never matching.
+	RequireNodeRestrictedTopologyKeys bool
 	// OnDemandIdleTimeout is how long v1 Endpoints, and the Services and
 	// EndpointSlices kube-proxy's selector leaves out, are still fetched
 	// from upstream after the last client that asked for them went away
@@ -244,6 +248,7 @@ func New(opts Options) (*Server, error) {
 	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
 	selfInf := selfFactory.Core().V1().Nodes().Informer()
 	s.syncer = newSyncer(opts.NodeName, Caches{Self: selfInf.GetIndexer()}, s.stores)
+	s.syncer.restrictedKeys = opts.RequireNodeRestrictedTopologyKeys
 	services := newMergedCache(cache.Indexers{}, s.syncer.serviceHandler())
 	slices := newMergedCache(sliceIndexers, s.syncer.sliceHandler())
 	s.syncer.caches.Services, s.syncer.caches.EndpointSlices = services, slices

@@ -32,6 +32,30 @@ func (s *Syncer) syncAll(ctx context.Context) {
 	}
 }
 
+// trustedKeys drops, with --require-node-restricted-topology-keys, the keys
+// a compromised node could set on its own Node to join another nodeunit's
+// routing: they never match, so the rule falls to the next key or "*". The
+// result is non-nil, so the Service stays filtered even with no key left.
+func (s *Syncer) trustedKeys(logger klog.Logger, svc *corev1.Service, keys []string) []string {
+	if !s.restrictedKeys {
+		return keys
+	}
+	kept, forgeable := topology.NodeRestrictedKeys(keys)
+	key := svc.Namespace + "/" + svc.Name
+	if forgeable == nil {
+		s.forgeableKeys.clear(key)
+		return keys
+	}
+	if s.forgeableKeys.first(key, fmt.Sprint(forgeable)) {
+		forgeableTopologyKeys.Inc()
+		logger.Info("Ignoring topology keys a node can set on itself", "service", klog.KObj(svc), "keys", forgeable, "requiredPrefix", topology.NodeRestrictionDomain+"/")
+	}
+	if kept == nil {
+		return []string{}
+	}
+	return kept
+}
+
 // sync recomputes the served form of one Service, its Endpoints and its
 // EndpointSlices from the caches and updates the stores; the stores emit
 // events only for objects whose served form changed.
@@ -66,7 +90,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 					logger.Error(err, "Serving Service unfiltered", "service", klog.KObj(svc))
 				}
 			} else {
-				keys = parsed
+				keys = s.trustedKeys(logger, svc, parsed)
 			}
 		}
 	} else {
@@ -74,6 +98,9 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	}
 	if !invalid {
 		s.badAnnotation.clear(key)
+	}
+	if keys == nil {
+		s.forgeableKeys.clear(key)
 	}
 	if keys != nil {
 		s.topologyServices.Insert(key)

@@ -56,6 +56,9 @@ type Syncer struct {
 	sliceOwner       map[string]string   // slice key -> service key
 	badAnnotation    logOnce             // service key -> invalid topologyKeys logged
 	badLocalEndpoint logOnce             // default/kubernetes -> invalid local endpoint logged
+	forgeableKeys    logOnce             // service key -> forgeable topology keys logged
+	// restrictedKeys: topology keys a node can set on itself never match.
+	restrictedKeys bool
 	// localRanges bound where default/kubernetes may be redirected.
 	localRanges []netip.Prefix
 }
@@ -72,6 +75,7 @@ func newSyncer(self string, caches Caches, stores Stores) *Syncer {
 		sliceOwner:       map[string]string{},
 		badAnnotation:    logOnce{},
 		badLocalEndpoint: logOnce{},
+		forgeableKeys:    logOnce{},
 		localRanges:      DefaultLocalEndpointRanges,
 	}
 }

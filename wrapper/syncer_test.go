@@ -154,3 +154,49 @@ func TestTopologyFromNodeMetadata(t *testing.T) {
 		t.Fatalf("served %v", o)
 	}
 }
+
+// With node-restricted topology keys required, a Service's forgeable keys
+// are logged when they appear or change, not on every re-filter.
+func TestForgeableKeysLoggedOnce(t *testing.T) {
+	infos := map[string]int{}
+	logger := funcr.New(func(_, args string) {}, funcr.Options{})
+	logger = logr.New(&infoCountingSink{LogSink: logger.GetSink(), infos: infos})
+	ctx := klog.NewContext(context.Background(), logger)
+	c := Caches{
+		Services:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+		Endpoints:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, endpointsIndexers),
+		EndpointSlices: cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
+		Nodes:          cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+	}
+	s := newSyncer("node0", c, benchStores())
+	s.restrictedKeys = true
+	svc := syncKey{namespace: "ns", name: "svc"}
+	for _, step := range []struct {
+		annotation string
+		want       int
+	}{
+		{`["zone1"]`, 1},
+		{`["zone1"]`, 1}, // unchanged: silent
+		{`["zone1","*"]`, 1},
+		{`["zone1","zone2"]`, 2}, // other keys: logged
+		{`["node-restriction.kubernetes.io/zone"]`, 2},
+		{`["zone1","zone2"]`, 3}, // came back: logged again
+	} {
+		_ = c.Services.Update(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc",
+			Annotations: map[string]string{superedgev1.AnnotationTopologyKeys: step.annotation}}})
+		s.sync(ctx, svc)
+		if n := infos["Ignoring topology keys a node can set on itself"]; n != step.want {
+			t.Fatalf("after %q: logged %d times, want %d", step.annotation, n, step.want)
+		}
+		if !s.topologyServices.Has("ns/svc") {
+			t.Fatalf("after %q: the Service is no longer filtered", step.annotation)
+		}
+	}
+}
+
+type infoCountingSink struct {
+	logr.LogSink
+	infos map[string]int
+}
+
+func (c *infoCountingSink) Info(level int, msg string, kv ...any) { c.infos[msg]++ }

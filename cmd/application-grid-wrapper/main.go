@@ -71,6 +71,7 @@ func run(ctx context.Context, args []string) error {
 		snapInterval = fs.Duration("snapshot-interval", 10*time.Second, "the most often the snapshot is rewritten after a change (and once more on a clean shutdown)")
 		snapMaxAge   = fs.Duration("snapshot-max-age", wrapper.DefaultSnapshotMaxAge, "ignore a snapshot written longer ago than this at start-up; 0 serves any")
 		chownState   = fs.String("chown-state-dir", "", "UID:GID: create --state-dir, give it to UID:GID with mode 0700 and exit (for a root init container; a hostPath DirectoryOrCreate is created root-owned)")
+		restrictKeys = fs.Bool("require-node-restricted-topology-keys", false, "treat topologyKeys not under node-restriction.kubernetes.io/ (labels the NodeRestriction admission plugin lets a kubelet set on its own Node) as never matching: a Service keyed on one falls to its next key or \"*\"; without it a compromised node can label itself into any nodeunit's routing")
 		printVersion = fs.Bool("version", false, "print the version and exit")
 	)
 	fs.Var(&maxLag, "watch-max-lag-bytes", "how far (encoded size of events, e.g. 64Mi) a watcher may fall behind before it gets 410 Expired and relists")
@@ -127,7 +128,8 @@ func run(ctx context.Context, args []string) error {
 		*snapMaxAge = -1 // Options: negative is no limit
 	}
 	srv, err := wrapper.New(wrapper.Options{
-		NodeName: *nodeName, Upstream: cfg, Debug: *debug,
+		RequireNodeRestrictedTopologyKeys: *restrictKeys,
+		NodeName:                          *nodeName, Upstream: cfg, Debug: *debug,
 		BookmarkInterval: *bookmarks, WatchWriteTimeout: *writeTimeout, WatchMaxLagBytes: int64(maxLag), EventLogBytes: int64(eventLog),
 		StateDir: *stateDir, SnapshotInterval: *snapInterval, SnapshotMaxAge: *snapMaxAge,
 		AllowedHosts:        allowedHosts(*bindAddress),

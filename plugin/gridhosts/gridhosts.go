@@ -39,6 +39,10 @@ type GridHosts struct {
 	Node string
 	// Clients selects per-client answers by the query's source address.
 	Clients bool
+	// RestrictKeys treats keys a node's kubelet can set on its own Node
+	// (any not under node-restriction.kubernetes.io/) as never matching.
+	RestrictKeys bool
+	keyTrust     keyTrust
 
 	// ClientConfig reaches the apiserver; nil means in-cluster.
 	ClientConfig clientcmd.ClientConfig
@@ -257,6 +261,9 @@ func remoteIP(w dns.ResponseWriter) (netip.Addr, bool) {
 func (g *GridHosts) lookup(x *Index, state request.Request, qname string, q queryName, node *nodeObj, zone string) (answer, extra []dns.RR, exists bool) {
 	switch q.kind {
 	case nameMember:
+		if gr, ok := x.grids[nsName{q.namespace, q.grid}]; ok && g.RestrictKeys && !g.keyTrust.gridKey(q.namespace, q.grid, gr.Key) {
+			return nil, nil, false
+		}
 		p := x.member(q.namespace, q.grid, q.ordinal, q.service, node)
 		if p == nil {
 			return nil, nil, false
@@ -264,7 +271,10 @@ func (g *GridHosts) lookup(x *Index, state request.Request, qname string, q quer
 		return g.addressRecords(qname, state.QType(), p.IPs), nil, true
 	case nameService:
 		sv, keys := x.gridService(q.namespace, q.service)
-		if sv == nil {
+		if sv != nil && g.RestrictKeys {
+			keys = g.keyTrust.serviceKeys(q.namespace, q.service, keys)
+		}
+		if sv == nil || len(keys) == 0 {
 			return nil, nil, false
 		}
 		eps, _ := x.localEndpoints(q.namespace, q.service, keys, node)
@@ -281,7 +291,10 @@ func (g *GridHosts) lookup(x *Index, state request.Request, qname string, q quer
 		return answer, extra, true
 	case nameSRV:
 		sv, keys := x.gridService(q.namespace, q.service)
-		if sv == nil {
+		if sv != nil && g.RestrictKeys {
+			keys = g.keyTrust.serviceKeys(q.namespace, q.service, keys)
+		}
+		if sv == nil || len(keys) == 0 {
 			return nil, nil, false
 		}
 		eps, ports := x.localEndpoints(q.namespace, q.service, keys, node)

@@ -411,3 +411,23 @@ func TestIncrementalUpdates(t *testing.T) {
 		t.Fatalf("%d grids left, want 1", grids)
 	}
 }
+
+// With require_node_restricted_keys, a member name of a grid keyed on a
+// label nodes set themselves (zone1) is not ours: it falls through, or is
+// NXDOMAIN without fallthrough.
+func TestServeForgeableGridKey(t *testing.T) {
+	g := demoHandler(demoObjects())
+	g.Node = "node-1"
+	g.RestrictKeys = true
+	g.Next = test.NextHandler(dns.RcodeRefused, nil)
+	g.Fall = fall.Root
+	rec := dnstest.NewRecorder(&test.ResponseWriter{})
+	code, err := g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(demoName, dns.TypeA))
+	if err != nil || code != dns.RcodeRefused {
+		t.Errorf("%s: got rcode %d, %v; want the next plugin's REFUSED", demoName, code, err)
+	}
+	g.Fall = fall.F{}
+	run(t, g, "", []test.Case{nxdomain(demoName, dns.TypeA)})
+	g.RestrictKeys = false
+	run(t, g, "", []test.Case{{Qname: demoName, Qtype: dns.TypeA, Answer: []dns.RR{test.A(demoName + "	5	IN	A	10.1.1.1")}}})
+}

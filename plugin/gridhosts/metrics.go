@@ -17,6 +17,13 @@ var (
 		Help:      "Queries inside the gridhosts zones, by result.",
 	}, []string{"result"})
 
+	forgeableKeysIgnored = promauto.NewCounter(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "gridhosts",
+		Name:      "forgeable_keys_ignored_total",
+		Help:      "Services and grids (once per change of their keys) whose keys a node can set on itself, ignored by require_node_restricted_keys.",
+	})
+
 	recordsServed = promauto.NewCounter(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
 		Subsystem: "gridhosts",

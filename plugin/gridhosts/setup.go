@@ -172,6 +172,7 @@ func parseSnapshot(args []string) (string, time.Duration, error) {
 //	    ttl SECONDS
 //	    fallthrough [ZONES...]
 //	    snapshot PATH [INTERVAL]
+//	    require_node_restricted_keys
 //	}
 func parse(c *caddy.Controller) (*GridHosts, error) {
 	var g *GridHosts
@@ -191,7 +192,7 @@ func parse(c *caddy.Controller) (*GridHosts, error) {
 		for c.NextBlock() {
 			prop := c.Val()
 			switch prop {
-			case "kubeconfig", "node", "clients", "ttl", "fallthrough", "snapshot":
+			case "kubeconfig", "node", "clients", "ttl", "fallthrough", "snapshot", "require_node_restricted_keys":
 				if seen[prop] {
 					return nil, c.Errf("'%s' given twice", prop)
 				}
@@ -236,6 +237,11 @@ func parse(c *caddy.Controller) (*GridHosts, error) {
 					return nil, c.Errf("ttl must be a number of seconds from 0 to %d, not '%s'", maxTTL, args[0])
 				}
 				g.TTL = uint32(t) // 0..maxTTL, checked above
+			case "require_node_restricted_keys":
+				if len(c.RemainingArgs()) != 0 {
+					return nil, c.ArgErr()
+				}
+				g.RestrictKeys = true
 			case "fallthrough":
 				g.Fall.SetZonesFromArgs(c.RemainingArgs())
 			case "snapshot":

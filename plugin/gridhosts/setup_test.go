@@ -27,6 +27,7 @@ func TestParse(t *testing.T) {
 		// snapshot PATH and interval; "" = none
 		snapPath  string
 		snapEvery time.Duration
+		restrict  bool
 	}{
 		{input: "gridhosts {\nnode n1\n}", zones: []string{"cluster.local."}, node: "n1", ttl: 5},
 		{input: "gridhosts cluster.local example.org {\nclients\nttl 30\nfallthrough\n}", zones: []string{"cluster.local.", "example.org."}, clients: true, ttl: 30, fall: fall.Root},
@@ -62,6 +63,9 @@ func TestParse(t *testing.T) {
 		{input: "gridhosts {\nnode n1\nsnapshot /var/lib/g/s 25h\n}", wantErr: "interval must be a duration"},
 		{input: "gridhosts {\nnode n1\nsnapshot /var/lib/g/s 60\n}", wantErr: "not '60'"},
 		{input: "gridhosts {\nnode n1\nsnapshot /a\nsnapshot /b\n}", wantErr: "'snapshot' given twice"},
+		{input: "gridhosts {\nnode n1\nrequire_node_restricted_keys\n}", zones: []string{"cluster.local."}, node: "n1", ttl: 5, restrict: true},
+		{input: "gridhosts {\nnode n1\nrequire_node_restricted_keys yes\n}", wantErr: "Wrong argument count"},
+		{input: "gridhosts {\nnode n1\nrequire_node_restricted_keys\nrequire_node_restricted_keys\n}", wantErr: "given twice"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.ReplaceAll(tc.input, "\n", ";"), func(t *testing.T) {
@@ -77,8 +81,8 @@ func TestParse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Join(g.Zones, ",") != strings.Join(tc.zones, ",") || g.Node != tc.node || g.Clients != tc.clients || g.TTL != tc.ttl || !g.Fall.Equal(tc.fall) {
-				t.Fatalf("got zones %v node %q clients %v ttl %d fall %v", g.Zones, g.Node, g.Clients, g.TTL, g.Fall)
+			if strings.Join(g.Zones, ",") != strings.Join(tc.zones, ",") || g.Node != tc.node || g.Clients != tc.clients || g.TTL != tc.ttl || !g.Fall.Equal(tc.fall) || g.RestrictKeys != tc.restrict {
+				t.Fatalf("got zones %v node %q clients %v ttl %d fall %v restrict %v", g.Zones, g.Node, g.Clients, g.TTL, g.Fall, g.RestrictKeys)
 			}
 			switch {
 			case tc.snapPath == "" && g.snapshot != nil:
