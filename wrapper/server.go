@@ -256,8 +256,8 @@ func New(opts Options) (*Server, error) {
 	s.nodeLabels.watchErrors = s.watchUpstreamErrors
 	s.nodeLabels.recheck = opts.NodeLabelRecheckInterval
 	s.syncer.caches.Nodes = s.nodeLabels.store
-	s.endpoints = newEndpointsOnDemand(client, s.syncer.serviceHandler(), s.syncer.syncAll, s.watchUpstreamErrors)
-	s.unproxied = newUnproxiedOnDemand(client, services, slices, s.syncer.syncAll, s.watchUpstreamErrors)
+	s.endpoints = newEndpointsOnDemand(client, s.syncer.serviceHandler(), s.syncer.refilterAll, s.watchUpstreamErrors)
+	s.unproxied = newUnproxiedOnDemand(client, services, slices, s.syncer.refilterAll, s.watchUpstreamErrors)
 	if opts.OnDemandIdleTimeout > 0 {
 		s.endpoints.idle, s.unproxied.idle = opts.OnDemandIdleTimeout, opts.OnDemandIdleTimeout
 	}
@@ -324,7 +324,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.endpoints.waitIfFetching(ctx)
 	s.unproxied.waitIfFetching(ctx)
-	s.syncer.syncAll(ctx)
+	s.syncer.startServing(ctx)
 	s.confirmSnapshot(logger)
 	go s.syncer.Run(ctx)
 	s.ready.Store(true)

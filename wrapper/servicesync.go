@@ -15,7 +15,31 @@ import (
 	"github.com/servicegroup/servicegroup/topology"
 )
 
-// syncAll re-filters everything in the caches (start-up).
+// startServing re-filters everything once every cache the syncer reads has
+// synced and this node's labels are known; only from then on does
+// refilterAll re-filter.
+func (s *Syncer) startServing(ctx context.Context) {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	s.syncAll(ctx)
+	s.started = true
+}
+
+// refilterAll re-filters everything once startServing has: an on-demand
+// fetch that syncs earlier (upstream back after an outage, before this
+// node's labels or the other nodes' are) would otherwise serve what those
+// missing labels make of the snapshot's Services, and then the real form:
+// every client sees a change that is none. What it fetched is in the caches
+// before it calls this, so startServing's own pass serves it.
+func (s *Syncer) refilterAll(ctx context.Context) {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	if s.started {
+		s.syncAll(ctx)
+	}
+}
+
+// syncAll re-filters everything in the caches.
 func (s *Syncer) syncAll(ctx context.Context) {
 	keys := sets.New[syncKey]()
 	for _, o := range s.caches.Services.List() {

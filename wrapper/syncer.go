@@ -50,6 +50,11 @@ type Syncer struct {
 	stores Stores
 	queue  workqueue.TypedRateLimitingInterface[syncKey]
 
+	// startMu orders on-demand refilterAll calls after startServing, which
+	// sets started.
+	startMu sync.Mutex
+	started bool
+
 	mu               sync.Mutex // serializes re-filtering and guards the maps below
 	topologyServices sets.Set[string]
 	servedSlices     map[string][]string // service key -> sorted slice keys served for it

@@ -155,6 +155,44 @@ func TestTopologyFromNodeMetadata(t *testing.T) {
 	}
 }
 
+// An on-demand fetch that syncs before start-up's own re-filter (upstream
+// back after an outage, this node's labels not yet listed) serves nothing:
+// it would serve the Service without its endpoints, then with them.
+func TestNoRefilterBeforeStartServing(t *testing.T) {
+	c := Caches{
+		Services:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+		Endpoints:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, endpointsIndexers),
+		EndpointSlices: cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
+		Nodes:          cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+	}
+	_ = c.Services.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc",
+		Annotations: map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1"]`}}})
+	n0 := "node0"
+	slice := func(name string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "svc"}},
+			Endpoints:  []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, NodeName: &n0}},
+		}
+	}
+	_ = c.EndpointSlices.Add(slice("svc-a"))
+	s := newSyncer("node0", c, benchStores())
+	ctx := context.Background()
+	s.refilterAll(ctx)
+	if o, ok := s.stores.EndpointSlices.Get("ns/svc-a"); ok {
+		t.Fatalf("served before start-up's re-filter: %v", o)
+	}
+	_ = c.Nodes.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "node0", Labels: map[string]string{"zone1": "u1"}}})
+	s.startServing(ctx)
+	_ = c.EndpointSlices.Add(slice("svc-b"))
+	s.refilterAll(ctx)
+	for _, k := range []string{"ns/svc-a", "ns/svc-b"} {
+		o, ok := s.stores.EndpointSlices.Get(k)
+		if !ok || len(o.(*discoveryv1.EndpointSlice).Endpoints) != 1 {
+			t.Fatalf("%s served %v (%v)", k, o, ok)
+		}
+	}
+}
+
 // With node-restricted topology keys required, a Service's forgeable keys
 // are logged when they appear or change, not on every re-filter.
 func TestForgeableKeysLoggedOnce(t *testing.T) {
