@@ -50,7 +50,8 @@ func TestStatefulSetSelectorChangeOnEachAPIServer(t *testing.T) {
 			}
 			var before *appsv1.StatefulSet
 			eventually(t, time.Minute, "db-a", func(ctx context.Context) error {
-				before, err = e.kube.AppsV1().StatefulSets(ns).Get(ctx, "db-a", metav1.GetOptions{})
+				sts, err := e.kube.AppsV1().StatefulSets(ns).Get(ctx, "db-a", metav1.GetOptions{})
+				before = sts // err is the closure's own: the subtests run in parallel
 				return err
 			})
 			if v, err := e.kube.Discovery().ServerVersion(); err != nil || v.GitVersion != r.Version {
