@@ -4,136 +4,35 @@ import (
 	"bufio"
 	"context"
 	"debug/buildinfo"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
-// KubeProxyRelease is one kube-proxy build the version matrix runs.
-type KubeProxyRelease struct {
-	// Version is the k8s.io/kubernetes release it was built from.
-	Version string
-	// Binary is its path.
-	Binary string
-}
-
-// kubeProxyVersionsFile lists the older releases, for hack/kube-proxy-bins.sh
-// and for KubeProxyReleases.
-const kubeProxyVersionsFile = "hack/kube-proxy-versions.txt"
+// KubeProxyRelease is one kube-proxy build the version matrix runs: the
+// k8s.io/kubernetes release it was built from and its path.
+type KubeProxyRelease = controlplane.OlderRelease
 
 // KubeProxyReleases returns the control plane's own kube-proxy followed by
 // each release in hack/kube-proxy-versions.txt, built by
-// hack/kube-proxy-bins.sh into its cache. When one is missing and either
-// build is wanted (CI) or a build is already under way (`make test` starts
-// one in the background), it runs the script, which waits for that build or
-// does it, within ctx. Otherwise the error names what is missing and how to
-// build it.
+// hack/kube-proxy-bins.sh into its cache (see controlplane.OlderReleases:
+// built when CI asks or a build is under way, else the error says how).
 func KubeProxyReleases(ctx context.Context) ([]KubeProxyRelease, error) {
 	current, err := controlplane.Binary(controlplane.KubeProxy)
 	if err != nil {
 		return nil, err
 	}
-	out := []KubeProxyRelease{{Version: controlplane.KubernetesVersion, Binary: current}}
-	versions, err := olderKubeProxyVersions()
+	older, err := controlplane.OlderReleases(ctx, "kube-proxy", controlplane.KubeProxy)
 	if err != nil {
 		return nil, err
 	}
-	var missing []string
-	for _, v := range versions {
-		if _, err := os.Stat(kubeProxyBinary(v)); err != nil {
-			missing = append(missing, v)
-		}
-	}
-	if len(missing) > 0 && (os.Getenv("CI") != "" || kubeProxyBuildUnderWay()) {
-		if err := buildKubeProxyReleases(ctx, missing); err != nil {
-			return nil, err
-		}
-	}
-	for _, v := range versions {
-		bin := kubeProxyBinary(v)
-		if _, err := os.Stat(bin); err != nil {
-			return nil, fmt.Errorf("kube-proxy %s not found in %s: run 'make kube-proxy-bins' (hack/kube-proxy-bins.sh)", v, filepath.Dir(bin))
-		}
-		out = append(out, KubeProxyRelease{Version: v, Binary: bin})
-	}
-	return out, nil
-}
-
-func kubeProxyBinary(version string) string {
-	return filepath.Join(kubeProxyCacheDir(version), "kube-proxy")
-}
-
-// kubeProxyBuildUnderWay tells whether hack/kube-proxy-bins.sh holds its lock.
-func kubeProxyBuildUnderWay() bool {
-	f, err := os.Open(filepath.Join(controlplane.CacheRoot(), "kube-proxy-bins.lock"))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
-		return errors.Is(err, syscall.EWOULDBLOCK)
-	}
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return false
-}
-
-// buildKubeProxyReleases runs hack/kube-proxy-bins.sh for versions; the
-// script's lock makes it wait for a build already under way.
-func buildKubeProxyReleases(ctx context.Context, versions []string) error {
-	root, err := RepoRoot()
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "kube-proxy-bins.sh"), versions...)
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("hack/kube-proxy-bins.sh %s: %w\n%s", strings.Join(versions, " "), err, out)
-	}
-	klog.InfoS("Older kube-proxy releases ready", "versions", versions, "waited", time.Since(start).Round(time.Second))
-	return nil
-}
-
-func olderKubeProxyVersions() ([]string, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(filepath.Join(root, kubeProxyVersionsFile))
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		line, _, _ = strings.Cut(line, "#")
-		if line = strings.TrimSpace(line); line != "" {
-			out = append(out, line)
-		}
-	}
-	return out, nil
-}
-
-// kubeProxyCacheDir is where hack/kube-proxy-bins.sh puts a release:
-// $SERVICEGROUP_CACHE/kube-proxy-<release>-<go version>/bin (the same cache
-// root as hack/k8s-bins.sh; the go version of the test binary is the one the
-// script builds with).
-func kubeProxyCacheDir(version string) string {
-	return filepath.Join(controlplane.CacheRoot(), fmt.Sprintf("kube-proxy-%s-%s", version, runtime.Version()), "bin")
+	return append([]KubeProxyRelease{{Version: controlplane.KubernetesVersion, Binary: current}}, older...), nil
 }
 
 // BuiltVersion reads which k8s.io/kubernetes release a binary was built from,
