@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"net"
 	"os"
@@ -9,13 +8,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coredns/coredns/core/dnsserver"
 
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testcoredns"
 )
 
 func TestDirectiveOrder(t *testing.T) {
@@ -100,7 +99,7 @@ current-context: c
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out testcoredns.Log
 	cmd := exec.CommandContext(t.Context(), bin, "-log-format", "json", "-conf", corefile, "-dns.port", "0")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -122,23 +121,4 @@ current-context: c
 			t.Errorf("not a JSON line: %q", line)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer the process's two output streams and the test
-// can share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
