@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Sourced by hack/k8s-bins.sh and hack/kube-proxy-bins.sh.
+# Sourced by hack/k8s-bins.sh and the older-release scripts
+# (hack/lib/older-release-bins.sh).
 
 # cache_root prints the cache root of every built binary (test/controlplane's
 # CacheRoot is the same rule).
