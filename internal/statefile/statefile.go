@@ -1,7 +1,10 @@
-// Package statefile writes and reads the small state files the wrapper and
+// Package statefile writes and reads the state files the wrapper and
 // gridhosts keep on a node's disk (their snapshots, the wrapper's
 // resourceVersion reservation): replaced atomically, durable once written,
-// never read unbounded or from anything but a regular file.
+// never read unbounded or from anything but a regular file. Files that
+// must not be used when damaged or written by another format (the
+// snapshots) are framed with their kind, version and a checksum
+// (framing.go). Every reason not to use a file is one Error.
 package statefile
 
 import (
@@ -9,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -101,41 +105,52 @@ func CheckWritable(dir, name string) error {
 	return os.Remove(f.Name())
 }
 
-// ErrNotRegular is returned (wrapped) for a path that is not a regular file.
+// ErrNotRegular is wrapped in an Error for a path that is not a regular
+// file.
 var ErrNotRegular = errors.New("not a regular file")
 
-// ErrTooLarge is returned (wrapped) for a file larger than the read limit.
+// ErrTooLarge is wrapped in an Error for a file larger than the read limit.
 var ErrTooLarge = errors.New("larger than the limit")
 
 // Read reads path whole. It refuses anything that is not a regular file
 // before opening it (opening a FIFO would block) and again on the open
 // file (it may have been replaced in between), and a file larger than
-// limit. A missing file's error satisfies errors.Is(err, fs.ErrNotExist).
+// limit. Every error is an *Error; a missing file's satisfies
+// errors.Is(err, fs.ErrNotExist).
 func Read(path string, limit int64) ([]byte, error) {
+	fail := func(reason string, err error) ([]byte, error) {
+		return nil, &Error{Path: path, Reason: reason, Err: err}
+	}
 	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fail(ReasonMissing, err)
+	}
 	if err != nil {
-		return nil, err
+		return fail(ReasonUnreadable, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is %w (%s)", path, ErrNotRegular, st.Mode().Type())
+		return fail(ReasonNotRegular, fmt.Errorf("%w (%s)", ErrNotRegular, st.Mode().Type()))
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return fail(ReasonUnreadable, err)
 	}
 	defer f.Close()
 	if st, err = f.Stat(); err != nil {
-		return nil, err
+		return fail(ReasonUnreadable, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is %w (%s)", path, ErrNotRegular, st.Mode().Type())
+		return fail(ReasonNotRegular, fmt.Errorf("%w (%s)", ErrNotRegular, st.Mode().Type()))
 	}
 	if st.Size() > limit {
-		return nil, fmt.Errorf("%s is %d bytes, %w of %d", path, st.Size(), ErrTooLarge, limit)
+		return fail(ReasonTooLarge, fmt.Errorf("%d bytes, %w of %d", st.Size(), ErrTooLarge, limit))
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err == nil && int64(len(b)) > limit {
-		err = fmt.Errorf("%s grew while being read: %w of %d", path, ErrTooLarge, limit)
+	if err != nil {
+		return fail(ReasonUnreadable, err)
 	}
-	return b, err
+	if int64(len(b)) > limit {
+		return fail(ReasonTooLarge, fmt.Errorf("grew while being read: %w of %d", ErrTooLarge, limit))
+	}
+	return b, nil
 }

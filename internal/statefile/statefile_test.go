@@ -88,8 +88,9 @@ func TestReadRefuses(t *testing.T) {
 	go func() { _, err := Read(fifo, 100); done <- err }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrNotRegular) {
-			t.Fatalf("FIFO: %v, want ErrNotRegular", err)
+		var se *Error
+		if !errors.Is(err, ErrNotRegular) || !errors.As(err, &se) || se.Reason != ReasonNotRegular {
+			t.Fatalf("FIFO: %v, want an Error with ErrNotRegular", err)
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatal("Read blocked on a FIFO")
