@@ -2,7 +2,6 @@ package wrapper
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -18,32 +17,42 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/util/framer"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
-// The on-disk snapshot of what the wrapper serves. Layout, every part a
-// length-delimited frame (4-byte big-endian length, as apimachinery's framer
-// writes protobuf watch streams):
+// The on-disk snapshot of what the wrapper serves: package statefile's
+// framing (kind, version, checksum) around a payload of length-delimited
+// frames (4-byte big-endian length, as apimachinery's framer writes protobuf
+// watch streams):
 //
-//	header (JSON) | one protobuf List per section, in header order | SHA-256 of all bytes before it
+//	header (JSON) | one protobuf List per section, in header order
 //
-// The trailing checksum detects truncation and corruption anywhere; the
-// header carries the format version, the node and upstream it belongs to and,
-// per resource, the resourceVersions its served state was current for.
+// The header carries the node and upstream the snapshot belongs to and, per
+// resource, the resourceVersions its served state was current for.
 const (
-	snapshotKind          = "ApplicationGridWrapperSnapshot"
-	snapshotFormatVersion = 1
 	// snapshotMaxBytes bounds what is read back: far above any real node's state.
 	snapshotMaxBytes = 1 << 30
 )
 
+// snapshotFormat is the snapshot's framing. The layout before the framing
+// (header frame first, kind ApplicationGridWrapperSnapshot) is recognized
+// and not read: the snapshot is rewritten within seconds of upstream
+// answering, so only a restart in that window during an outage misses it.
+var snapshotFormat = statefile.Format{Kind: "wrapper-snapshot", Version: 1, Previous: isUnframedSnapshot}
+
+// isUnframedSnapshot recognizes the layout before statefile's framing: a
+// length-delimited JSON header of kind ApplicationGridWrapperSnapshot.
+func isUnframedSnapshot(data []byte) bool {
+	return len(data) > 4 && bytes.HasPrefix(data[4:], []byte(`{"kind":"ApplicationGridWrapperSnapshot"`))
+}
+
 // snapshotHeader is the first frame of a snapshot.
 type snapshotHeader struct {
-	Kind          string            `json:"kind"`
-	FormatVersion int               `json:"formatVersion"`
-	NodeName      string            `json:"nodeName"`
-	Upstream      string            `json:"upstream"`
-	WrittenAt     time.Time         `json:"writtenAt"`
-	Sections      []snapshotSection `json:"sections"`
+	NodeName  string            `json:"nodeName"`
+	Upstream  string            `json:"upstream"`
+	WrittenAt time.Time         `json:"writtenAt"`
+	Sections  []snapshotSection `json:"sections"`
 }
 
 // snapshotSection describes one resource's frame. The writing process served
@@ -93,14 +102,13 @@ type snapshotList struct {
 	items   []Object
 }
 
-// encode writes a snapshot of lists to w.
+// encode writes a snapshot's payload of lists to w.
 func (c snapshotCodec) encode(w io.Writer, h snapshotHeader, lists []snapshotList) error {
-	h.Kind, h.Sections = snapshotKind, nil
+	h.Sections = nil
 	for _, l := range lists {
 		h.Sections = append(h.Sections, l.section)
 	}
-	hash := sha256.New()
-	fw := framer.NewLengthDelimitedFrameWriter(io.MultiWriter(w, hash))
+	fw := framer.NewLengthDelimitedFrameWriter(w)
 	hb, err := json.Marshal(h)
 	if err != nil {
 		return err
@@ -119,32 +127,20 @@ func (c snapshotCodec) encode(w io.Writer, h snapshotHeader, lists []snapshotLis
 			return err
 		}
 	}
-	_, err = framer.NewLengthDelimitedFrameWriter(w).Write(hash.Sum(nil))
-	return err
+	return nil
 }
 
-// snapshotError says why a snapshot was not used; Reason is a short word
-// for logs and tests.
-type snapshotError struct {
-	Reason string
-	Err    error
-}
-
-func (e *snapshotError) Error() string { return e.Reason + ": " + e.Err.Error() }
-func (e *snapshotError) Unwrap() error { return e.Err }
-
+// badSnapshot is why a snapshot's payload is not used.
 func badSnapshot(reason, format string, args ...any) error {
-	return &snapshotError{Reason: reason, Err: fmt.Errorf(format, args...)}
+	return statefile.Errorf(reason, format, args...)
 }
 
-// Reasons a snapshot is not used.
+// Reasons a snapshot's payload is not used (package statefile's).
 const (
-	snapEmpty     = "empty"
-	snapTruncated = "truncated"
-	snapCorrupt   = "corrupt"
-	snapVersion   = "unsupported-version"
-	snapForeign   = "foreign"
-	snapInvalid   = "invalid"
+	snapTruncated = statefile.ReasonTruncated
+	snapCorrupt   = statefile.ReasonCorrupt
+	snapForeign   = statefile.ReasonForeign
+	snapInvalid   = statefile.ReasonInvalid
 )
 
 // nextFrame splits one length-delimited frame off b.
@@ -159,36 +155,17 @@ func nextFrame(b []byte) (frame, rest []byte, err error) {
 	return b[4 : 4+n], b[4+n:], nil
 }
 
-// decode checks and decodes a snapshot written for node and upstream. Every
-// problem is a *snapshotError; nothing in data can make it panic.
+// decode checks and decodes a snapshot's payload written for node and
+// upstream. Every problem is a *statefile.Error; nothing in data can make it
+// panic.
 func (c snapshotCodec) decode(data []byte, node, upstream string) (*snapshot, error) {
-	if len(data) == 0 {
-		return nil, badSnapshot(snapEmpty, "the file is empty")
-	}
-	const trailer = 4 + sha256.Size
-	if len(data) < trailer {
-		return nil, badSnapshot(snapTruncated, "%d bytes, shorter than the checksum", len(data))
-	}
-	body, sum := data[:len(data)-trailer], data[len(data)-trailer:]
-	if binary.BigEndian.Uint32(sum) != sha256.Size {
-		return nil, badSnapshot(snapTruncated, "no checksum at the end (cut short or not a snapshot)")
-	}
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum[4:]) {
-		return nil, badSnapshot(snapCorrupt, "checksum mismatch")
-	}
-	hb, rest, err := nextFrame(body)
+	hb, rest, err := nextFrame(data)
 	if err != nil {
 		return nil, err
 	}
 	var h snapshotHeader
 	if err := json.Unmarshal(hb, &h); err != nil {
 		return nil, badSnapshot(snapCorrupt, "header: %v", err)
-	}
-	if h.Kind != snapshotKind {
-		return nil, badSnapshot(snapCorrupt, "header kind %q, want %q", h.Kind, snapshotKind)
-	}
-	if h.FormatVersion != snapshotFormatVersion {
-		return nil, badSnapshot(snapVersion, "format version %d, this wrapper reads %d", h.FormatVersion, snapshotFormatVersion)
 	}
 	if h.NodeName != node {
 		return nil, badSnapshot(snapForeign, "written for node %q, this is node %q", h.NodeName, node)
@@ -282,9 +259,8 @@ func (c snapshotCodec) decodeList(frame []byte, res *resource, node string, sec 
 	return out, nil
 }
 
-// isSnapshotError reports whether err is about the snapshot's content (as
-// opposed to reading the file).
+// isSnapshotError reports whether err says why a snapshot is not used.
 func isSnapshotError(err error) bool {
-	var se *snapshotError
+	var se *statefile.Error
 	return errors.As(err, &se)
 }

@@ -74,23 +74,25 @@ func (p *persister) path() string { return filepath.Join(p.dir, snapshotFile) }
 // in one line and give nil: the wrapper then starts as without one.
 func (p *persister) load(logger klog.Logger) *snapshot {
 	statefile.RemoveTemps(p.dir, snapshotFile)
-	data, err := statefile.Read(p.path(), snapshotMaxBytes)
+	data, err := statefile.ReadFramed(p.path(), snapshotFormat, snapshotMaxBytes)
+	var sn *snapshot
+	if err == nil {
+		sn, err = p.codec.decode(data, p.node, p.upstream)
+	}
+	var se *statefile.Error
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		logger.Info("No snapshot to serve before upstream answers", "path", p.path())
 		return nil
-	case err != nil:
-		logger.Info("Ignoring snapshot: cannot read it", "path", p.path(), "err", err)
+	case errors.As(err, &se) && se.Reason == statefile.ReasonPreviousFormat:
+		logger.Info("Ignoring snapshot: written by an earlier version in a layout this one does not read; serving once upstream answers, and writing the new layout then",
+			"path", p.path(), "reason", se.Reason)
 		return nil
-	}
-	sn, err := p.codec.decode(data, p.node, p.upstream)
-	if err != nil {
-		var se *snapshotError
-		reason := "invalid"
-		if errors.As(err, &se) {
-			reason = se.Reason
-		}
-		logger.Info("Ignoring snapshot", "path", p.path(), "reason", reason, "err", err)
+	case errors.As(err, &se):
+		logger.Info("Ignoring snapshot", "path", p.path(), "reason", se.Reason, "err", err)
+		return nil
+	case err != nil:
+		logger.Info("Ignoring snapshot", "path", p.path(), "reason", statefile.ReasonInvalid, "err", err)
 		return nil
 	}
 	if v := snapshottrust.TooOld(sn.header.WrittenAt, p.maxAge, time.Now()); !v.Serve {
@@ -122,7 +124,7 @@ func (p *persister) write(logger klog.Logger) {
 		lists = append(lists, snapshotList{res: r.resource, items: objs,
 			section: snapshotSection{Resource: r.name, From: from, At: at, Objects: len(objs)}})
 	}
-	h := snapshotHeader{FormatVersion: snapshotFormatVersion, NodeName: p.node, Upstream: p.upstream, WrittenAt: time.Now().UTC()}
+	h := snapshotHeader{NodeName: p.node, Upstream: p.upstream, WrittenAt: time.Now().UTC()}
 	n, err := p.writeFile(func(w io.Writer) error { return p.codec.encode(w, h, lists) })
 	if err != nil {
 		snapshotWrites.WithLabelValues("error").Inc()
@@ -150,5 +152,5 @@ func (p *persister) writeFile(write func(io.Writer) error) (int64, error) {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return 0, err
 	}
-	return statefile.WriteAtomic(p.dir, snapshotFile, write)
+	return statefile.WriteFramed(p.dir, snapshotFile, snapshotFormat, write)
 }

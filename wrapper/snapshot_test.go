@@ -2,8 +2,10 @@ package wrapper
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
 const (
@@ -172,22 +176,37 @@ func TestBadSnapshotsIgnored(t *testing.T) {
 		b[i] ^= 0x40
 		return b
 	}
-	reencode := func(mut func(h *snapshotHeader, lists []snapshotList) []snapshotList) []byte {
-		p := newTestPersister(t.TempDir(), 1000)
+	reframe := func(format statefile.Format, mut func(h *snapshotHeader, lists []snapshotList) []snapshotList) []byte {
+		dir := t.TempDir()
+		p := newTestPersister(dir, 1000)
 		fill(p)
 		var lists []snapshotList
 		for _, r := range p.resources {
 			objs, from, at := r.store.snapshotState()
 			lists = append(lists, snapshotList{res: r.resource, items: objs, section: snapshotSection{Resource: r.name, From: from, At: at, Objects: len(objs)}})
 		}
-		h := snapshotHeader{FormatVersion: snapshotFormatVersion, NodeName: testNode, Upstream: testUpstream, WrittenAt: time.Now()}
+		h := snapshotHeader{NodeName: testNode, Upstream: testUpstream, WrittenAt: time.Now()}
 		lists = mut(&h, lists)
-		var buf bytes.Buffer
-		if err := p.codec.encode(&buf, h, lists); err != nil {
+		if _, err := statefile.WriteFramed(dir, snapshotFile, format, func(w io.Writer) error { return p.codec.encode(w, h, lists) }); err != nil {
 			t.Fatal(err)
 		}
-		return buf.Bytes()
+		b, err := os.ReadFile(p.path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
+	reencode := func(mut func(h *snapshotHeader, lists []snapshotList) []snapshotList) []byte {
+		return reframe(snapshotFormat, mut)
+	}
+	newer := snapshotFormat
+	newer.Version++
+	// The layout before statefile's framing: a JSON header frame first,
+	// the SHA-256 frame last.
+	unframed := []byte(`{"kind":"ApplicationGridWrapperSnapshot","formatVersion":1,"nodeName":"node0"}`)
+	unframed = append(binary.BigEndian.AppendUint32(nil, uint32(len(unframed))), unframed...)
+	unframed = append(unframed, 0, 0, 0, 32)
+	unframed = append(unframed, make([]byte, 32)...)
 	secretList := &resource{name: ResourceServices, gv: corev1.SchemeGroupVersion, namespaced: true,
 		newList: func(items []Object, rv string) runtime.Object {
 			return &corev1.SecretList{ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: []corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}}}}
@@ -200,17 +219,17 @@ func TestBadSnapshotsIgnored(t *testing.T) {
 		maxAge       time.Duration
 	}{
 		{name: "missing", reason: "No snapshot"},
-		{name: "empty", data: []byte{}, reason: snapEmpty},
+		{name: "empty", data: []byte{}, reason: statefile.ReasonEmpty},
 		{name: "truncated to 3 bytes", data: good[:3], reason: snapTruncated},
 		{name: "truncated to half", data: good[:len(good)/2], reason: snapTruncated},
 		{name: "truncated by one byte", data: good[:len(good)-1], reason: snapTruncated},
 		{name: "one byte more", data: append(bytes.Clone(good), 0), reason: snapTruncated},
+		{name: "the layout before the framing", data: unframed, reason: statefile.ReasonPreviousFormat},
 		{name: "corrupt header", data: flip(10), reason: snapCorrupt},
 		{name: "corrupt body", data: flip(len(good) / 2), reason: snapCorrupt},
 		{name: "corrupt checksum", data: flip(len(good) - 1), reason: snapCorrupt},
-		{name: "not a snapshot", data: bytes.Repeat([]byte("kube"), 100), reason: snapTruncated},
-		{name: "wrong version", reason: snapVersion, data: reencode(func(h *snapshotHeader, l []snapshotList) []snapshotList {
-			h.FormatVersion = 2
+		{name: "not a snapshot", data: bytes.Repeat([]byte("kube"), 100), reason: statefile.ReasonUnknownFormat},
+		{name: "wrong version", reason: statefile.ReasonVersion, data: reframe(newer, func(_ *snapshotHeader, l []snapshotList) []snapshotList {
 			return l
 		})},
 		{name: "foreign node", reason: snapForeign, data: reencode(func(h *snapshotHeader, l []snapshotList) []snapshotList {
@@ -241,8 +260,8 @@ func TestBadSnapshotsIgnored(t *testing.T) {
 			l[2].section.From = 1
 			return l
 		})},
-		{name: "a directory", dir: true, reason: "cannot read"},
-		{name: "a FIFO", fifo: true, reason: "cannot read"},
+		{name: "a directory", dir: true, reason: statefile.ReasonNotRegular},
+		{name: "a FIFO", fifo: true, reason: statefile.ReasonNotRegular},
 		{name: "too old", data: good, maxAge: time.Nanosecond, reason: "too-old"},
 	}
 	for _, c := range cases {
@@ -432,7 +451,10 @@ func TestSnapshotWriteFailures(t *testing.T) {
 }
 
 func FuzzSnapshotDecode(f *testing.F) {
-	good := goodSnapshot(f, f.TempDir())
+	good, err := statefile.Unframe(goodSnapshot(f, f.TempDir()), snapshotFormat)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Add(good)
 	f.Add(good[:len(good)/2])
 	f.Add([]byte{})

@@ -112,11 +112,10 @@ func (s *snapshotter) write(x *Index, final bool) error {
 			return nil
 		}
 	}
-	data, err := encodeSnapshot(snapHeader{Owner: s.owner, Written: asOf.UTC()}, body)
-	if err == nil {
-		dir, name := filepath.Split(s.path)
-		_, err = statefile.WriteAtomic(dir, name, func(w io.Writer) error { _, err := w.Write(data); return err })
-	}
+	dir, name := filepath.Split(s.path)
+	_, err = statefile.WriteFramed(dir, name, snapshotFormat, func(w io.Writer) error {
+		return encodePayload(w, snapHeader{Owner: s.owner, Written: asOf.UTC()}, body)
+	})
 	if err != nil {
 		snapshotFailed.Inc()
 		s.report(err)
@@ -152,8 +151,17 @@ func (g *GridHosts) loadSnapshot(logger klog.Logger) (*Index, *snapBody, snapHea
 	s := g.snapshot
 	s.prepare()
 	h, b, err := readSnapshot(s.path, s.owner)
-	if err != nil {
-		logger.Info("Snapshot not used", "reason", err.Error())
+	var se *statefile.Error
+	switch {
+	case errors.As(err, &se) && se.Reason == statefile.ReasonPreviousFormat:
+		logger.Info("Snapshot not used: written by an earlier version in a layout this one does not read; answering once the informers sync, and writing the new layout then",
+			"path", s.path, "reason", se.Reason)
+		return nil, nil, snapHeader{}
+	case errors.As(err, &se):
+		logger.Info("Snapshot not used", "path", s.path, "reason", se.Reason, "err", err)
+		return nil, nil, snapHeader{}
+	case err != nil:
+		logger.Info("Snapshot not used", "path", s.path, "err", err)
 		return nil, nil, snapHeader{}
 	}
 	return b.index(), b, h

@@ -3,13 +3,11 @@ package gridhosts
 import (
 	"bytes"
 	"cmp"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/gob"
-	"errors"
 	"fmt"
+	"io"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -27,21 +25,26 @@ import (
 // Its own record types decouple the file format from the in-memory types:
 // a change to either needs a new snapshotVersion.
 //
-// Layout (integers big-endian):
+// The file is package statefile's framing (kind, version, checksum) around
+// a payload of (integers big-endian):
 //
-//	magic "GHSNAP\r\n" | uint32 version | uint32 header length | header (gob)
-//	| uint64 body length | body (gob) | SHA-256 of every byte before it
+//	uint32 header length | header (gob) | body (gob)
 //
 // The header names the owner (node, mode, zones) and the write time; the
 // body holds the objects, sorted, with maps as sorted pairs, so that equal
 // content gives equal bytes and an unchanged index is not rewritten.
 const (
-	snapshotMagic   = "GHSNAP\r\n"
-	snapshotVersion = 1
 	// maxSnapshotSize bounds what a load reads into memory: far above any
 	// real index (10k grid pods are about 1 MB).
 	maxSnapshotSize = 256 << 20
 )
+
+// snapshotFormat is the snapshot's framing. The layout before it (magic
+// "GHSNAP\r\n") is recognized and not read: the snapshot is rewritten as
+// soon as the informers sync, so only a restart in that window during an
+// outage misses it.
+var snapshotFormat = statefile.Format{Kind: "gridhosts-snapshot", Version: 1,
+	Previous: func(data []byte) bool { return bytes.HasPrefix(data, []byte("GHSNAP\r\n")) }}
 
 // snapOwner identifies whom a snapshot belongs to: the node (node mode),
 // the mode, and the zones of the gridhosts block. Another owner's snapshot
@@ -137,23 +140,6 @@ type snapBody struct {
 	Nodes    []snapNode
 	Slices   []snapSlice
 }
-
-// snapshotError is why a snapshot file was not used; the message is the
-// one log line.
-type snapshotError struct {
-	path   string
-	reason string
-	err    error
-}
-
-func (e *snapshotError) Error() string {
-	if e.err != nil {
-		return fmt.Sprintf("snapshot %s %s: %v", e.path, e.reason, e.err)
-	}
-	return fmt.Sprintf("snapshot %s %s", e.path, e.reason)
-}
-
-func (e *snapshotError) Unwrap() error { return e.err }
 
 func metaOf(t *tiny) snapMeta { return snapMeta{Namespace: t.Namespace, Name: t.Name, UID: t.UID} }
 
@@ -282,93 +268,62 @@ func gobBytes(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// encodeSnapshot lays out one snapshot file from a header and an encoded
+// encodePayload writes one snapshot's payload from a header and an encoded
 // body.
-func encodeSnapshot(h snapHeader, body []byte) ([]byte, error) {
+func encodePayload(w io.Writer, h snapHeader, body []byte) error {
 	hb, err := gobBytes(h)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]byte, 0, len(snapshotMagic)+4+4+len(hb)+8+len(body)+sha256.Size)
-	out = append(out, snapshotMagic...)
-	out = binary.BigEndian.AppendUint32(out, snapshotVersion)
-	out = binary.BigEndian.AppendUint32(out, uint32(len(hb)))
-	out = append(out, hb...)
-	out = binary.BigEndian.AppendUint64(out, uint64(len(body)))
-	out = append(out, body...)
-	sum := sha256.Sum256(out)
-	return append(out, sum[:]...), nil
+	if _, err := w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(hb)))); err != nil {
+		return err
+	}
+	if _, err := w.Write(hb); err != nil {
+		return err
+	}
+	_, err = w.Write(body)
+	return err
 }
 
-// decodeSnapshot checks and decodes one snapshot file's bytes. Each way a
-// file can be unusable has its own reason; nothing is decoded before the
-// checksum matched.
-func decodeSnapshot(path string, data []byte) (snapHeader, *snapBody, error) {
-	bad := func(reason string, err error) (snapHeader, *snapBody, error) {
-		return snapHeader{}, nil, &snapshotError{path: path, reason: reason, err: err}
+// decodePayload decodes one snapshot's payload (its framing already
+// checked). Every error is a *statefile.Error.
+func decodePayload(data []byte) (snapHeader, *snapBody, error) {
+	bad := func(reason, format string, args ...any) (snapHeader, *snapBody, error) {
+		return snapHeader{}, nil, statefile.Errorf(reason, format, args...)
 	}
-	const fixed = len(snapshotMagic) + 4 + 4
-	switch {
-	case len(data) == 0:
-		return bad("is empty", nil)
-	case len(data) < len(snapshotMagic) && strings.HasPrefix(snapshotMagic, string(data)):
-		return bad(fmt.Sprintf("is truncated (%d bytes)", len(data)), nil)
-	case !bytes.HasPrefix(data, []byte(snapshotMagic)):
-		return bad("is not a gridhosts snapshot (no magic bytes)", nil)
-	case len(data) < fixed:
-		return bad(fmt.Sprintf("is truncated (%d bytes)", len(data)), nil)
+	if len(data) < 4 {
+		return bad(statefile.ReasonTruncated, "%d bytes, no header length", len(data))
 	}
-	if v := binary.BigEndian.Uint32(data[len(snapshotMagic):]); v != snapshotVersion {
-		return bad(fmt.Sprintf("has format version %d, this build reads version %d", v, snapshotVersion), nil)
-	}
-	hlen := uint64(binary.BigEndian.Uint32(data[len(snapshotMagic)+4:]))
-	rest := uint64(len(data) - fixed)
-	if rest < hlen+8 {
-		return bad(fmt.Sprintf("is truncated (%d bytes)", len(data)), nil)
-	}
-	blen := binary.BigEndian.Uint64(data[uint64(fixed)+hlen:])
-	want := hlen + 8 + blen + sha256.Size
-	if blen > maxSnapshotSize || rest < want {
-		return bad(fmt.Sprintf("is truncated (%d bytes, its header announces %d)", len(data), uint64(fixed)+want), nil)
-	}
-	if rest > want {
-		return bad(fmt.Sprintf("is corrupt (%d bytes after its end)", rest-want), nil)
-	}
-	end := len(data) - sha256.Size
-	if sum := sha256.Sum256(data[:end]); !bytes.Equal(sum[:], data[end:]) {
-		return bad("is corrupt (checksum mismatch)", nil)
+	hlen := uint64(binary.BigEndian.Uint32(data))
+	if uint64(len(data)-4) < hlen {
+		return bad(statefile.ReasonTruncated, "a header of %d bytes announced, %d left", hlen, len(data)-4)
 	}
 	var h snapHeader
-	if err := gob.NewDecoder(bytes.NewReader(data[fixed : uint64(fixed)+hlen])).Decode(&h); err != nil {
-		return bad("has an undecodable header", err)
+	if err := gob.NewDecoder(bytes.NewReader(data[4 : 4+hlen])).Decode(&h); err != nil {
+		return bad(statefile.ReasonCorrupt, "undecodable header: %v", err)
 	}
 	b := &snapBody{}
-	bodyStart := uint64(fixed) + hlen + 8
-	if err := gob.NewDecoder(bytes.NewReader(data[bodyStart : bodyStart+blen])).Decode(b); err != nil {
-		return bad("has an undecodable body", err)
+	if err := gob.NewDecoder(bytes.NewReader(data[4+hlen:])).Decode(b); err != nil {
+		return bad(statefile.ReasonCorrupt, "undecodable body: %v", err)
 	}
 	return h, b, nil
 }
 
-// readSnapshot reads and checks the snapshot at path for owner. A missing
-// file is a snapshotError too ("does not exist"): the caller logs every
-// reason alike.
+// readSnapshot reads and checks the snapshot at path for owner. Every error
+// is a *statefile.Error naming path.
 func readSnapshot(path string, owner snapOwner) (snapHeader, *snapBody, error) {
-	data, err := statefile.Read(path, maxSnapshotSize)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return snapHeader{}, nil, &snapshotError{path: path, reason: "does not exist (first start, or wiped)"}
-	case errors.Is(err, statefile.ErrTooLarge):
-		return snapHeader{}, nil, &snapshotError{path: path, reason: fmt.Sprintf("is larger than %d bytes", maxSnapshotSize)}
-	case err != nil:
-		return snapHeader{}, nil, &snapshotError{path: path, reason: "cannot be read", err: err}
-	}
-	h, b, err := decodeSnapshot(path, data)
+	data, err := statefile.ReadFramed(path, snapshotFormat, maxSnapshotSize)
 	if err != nil {
+		return snapHeader{}, nil, err
+	}
+	h, b, err := decodePayload(data)
+	if err != nil {
+		err.(*statefile.Error).Path = path
 		return h, nil, err
 	}
 	if !h.Owner.equal(owner) {
-		return h, nil, &snapshotError{path: path, reason: fmt.Sprintf("belongs to another owner (%s; this is %s)", h.Owner, owner)}
+		return h, nil, &statefile.Error{Path: path, Reason: statefile.ReasonForeign,
+			Err: fmt.Errorf("belongs to another owner (%s; this is %s)", h.Owner, owner)}
 	}
 	return h, b, nil
 }

@@ -3,8 +3,8 @@ package gridhosts
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +17,8 @@ import (
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
 	"k8s.io/klog/v2/textlogger"
+
+	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
 var demoOwner = snapOwner{Node: "node-1", Zones: []string{"cluster.local."}}
@@ -210,10 +212,25 @@ func TestSnapshotBadFiles(t *testing.T) {
 		c[at] ^= 0x40
 		return c
 	}
-	version := bytes.Clone(good)
-	binary.BigEndian.PutUint32(version[len(snapshotMagic):], snapshotVersion+1)
-	hlen := int(binary.BigEndian.Uint32(good[len(snapshotMagic)+4:]))
-	bodyAt := len(snapshotMagic) + 8 + hlen + 8
+	framed := func(f statefile.Format, payload []byte) []byte {
+		dir := t.TempDir()
+		if _, err := statefile.WriteFramed(dir, "s", f, func(w io.Writer) error { _, err := w.Write(payload); return err }); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	payload, err := statefile.Unframe(good, snapshotFormat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := snapshotFormat
+	newer.Version++
+	// The layout before statefile's framing began with these magic bytes.
+	unframed := append([]byte("GHSNAP\r\n\x00\x00\x00\x01"), payload...)
 
 	fifoData := []byte("fifo") // a marker: a named pipe at the path
 	cases := []struct {
@@ -222,20 +239,17 @@ func TestSnapshotBadFiles(t *testing.T) {
 		owner snapOwner
 		want  string
 	}{
-		{"missing", nil, demoOwner, "does not exist"},
+		{"missing", nil, demoOwner, "reason=\"missing\""},
 		{"a FIFO", fifoData, demoOwner, "not a regular file"}, // opening it would block
-		{"empty", []byte{}, demoOwner, "is empty"},
-		{"truncated in the magic", good[:3], demoOwner, "is truncated (3 bytes)"},
-		{"truncated in the header", good[:len(snapshotMagic)+10], demoOwner, "is truncated"},
-		{"truncated in the body", good[:bodyAt+10], demoOwner, "is truncated"},
-		{"truncated checksum", good[:len(good)-1], demoOwner, "is truncated"},
-		{"trailing bytes", append(bytes.Clone(good), 0), demoOwner, "is corrupt (1 bytes after its end)"},
-		{"flipped body byte", flip(bodyAt + 20), demoOwner, "is corrupt (checksum mismatch)"},
-		{"flipped header byte", flip(len(snapshotMagic) + 8 + 3), demoOwner, "is corrupt (checksum mismatch)"},
-		{"flipped checksum byte", flip(len(good) - 1), demoOwner, "is corrupt (checksum mismatch)"},
-		{"huge announced length", flip(bodyAt - 8), demoOwner, "is truncated"},
-		{"not a snapshot", []byte("10.0.0.1 web-0.svc.default.svc.cluster.local\n"), demoOwner, "is not a gridhosts snapshot"},
-		{"wrong version", version, demoOwner, "has format version 2, this build reads version 1"},
+		{"empty", []byte{}, demoOwner, "reason=\"empty\""},
+		{"truncated", good[:len(good)/2], demoOwner, "reason=\"truncated\""},
+		{"trailing bytes", append(bytes.Clone(good), 0), demoOwner, "reason=\"truncated\""},
+		{"flipped byte", flip(len(good) / 2), demoOwner, "checksum mismatch"},
+		{"not a snapshot", []byte("10.0.0.1 web-0.svc.default.svc.cluster.local\n"), demoOwner, "reason=\"unknown-format\""},
+		{"the layout before the framing", unframed, demoOwner, "reason=\"previous-format\""},
+		{"wrong version", framed(newer, payload), demoOwner, "gridhosts-snapshot version 2, this build reads version 1"},
+		{"undecodable body", framed(snapshotFormat, payload[:len(payload)-5]), demoOwner, "undecodable body"},
+		{"header length beyond the payload", framed(snapshotFormat, []byte{0, 1, 0, 0, 1}), demoOwner, "reason=\"truncated\""},
 		{"foreign node", good, snapOwner{Node: "node-2", Zones: []string{"cluster.local."}}, "belongs to another owner (node node-1, node mode, zones cluster.local.; this is node node-2, node mode"},
 		{"other mode", good, snapOwner{Node: "node-1", Clients: true, Zones: []string{"cluster.local."}}, "clients mode"},
 		{"other zones", good, snapOwner{Node: "node-1", Zones: []string{"example.org."}}, "zones example.org."},
@@ -277,11 +291,15 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(good)
-	f.Add([]byte(snapshotMagic))
+	payload, err := statefile.Unframe(good, snapshotFormat)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(payload)
+	f.Add([]byte{0, 0, 0, 1})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, b, err := decodeSnapshot("fuzz", data); err == nil {
+		if _, b, err := decodePayload(data); err == nil {
 			b.index()
 		}
 	})
