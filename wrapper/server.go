@@ -338,18 +338,18 @@ func (s *Server) Run(ctx context.Context) error {
 		t := time.NewTicker(s.opts.SnapshotInterval)
 		defer t.Stop()
 		snapshots = t.C
-		s.persist.maybeWrite(logger)
+		s.persist.maybeWrite(logger, false)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			s.ready.Store(false)
 			if s.persist != nil {
-				s.persist.maybeWrite(logger)
+				s.persist.maybeWrite(logger, true)
 			}
 			return nil
 		case <-snapshots:
-			s.persist.maybeWrite(logger)
+			s.persist.maybeWrite(logger, false)
 		case <-ticker.C:
 			for _, r := range s.resources {
 				r.store.Bookmark()

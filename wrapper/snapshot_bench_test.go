@@ -108,7 +108,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		cpu := cpuTime()
 		for b.Loop() {
 			p.written = 0
-			p.write(logger)
+			p.write(logger, time.Now())
 			if p.failing {
 				b.Fatal(p.lastError.Load())
 			}
@@ -151,7 +151,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	})
 	b.Run("start-to-first-list", func(b *testing.B) {
 		p.written = 0
-		p.write(logger)
+		p.write(logger, time.Now())
 		cpu := cpuTime()
 		for b.Loop() {
 			srv, err := New(Options{NodeName: testNode, Upstream: up, StateDir: dir})

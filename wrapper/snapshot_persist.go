@@ -32,9 +32,8 @@ var (
 	// servingSnapshotSince is the writtenAt (Unix nanoseconds) of the
 	// snapshot being served while upstream has not confirmed it; 0 otherwise.
 	servingSnapshotSince atomic.Int64
-	// snapshotAge has gridhosts' name and meaning: the wrapper writes
-	// only when its served state changed, and changes come from upstream,
-	// so the write time is when the data was last known current.
+	// snapshotAge has gridhosts' name and meaning: writtenAt is when
+	// upstream last answered before the write (snapshottrust.Stamp).
 	snapshotAge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: metricsNamespace, Name: "snapshot_age_seconds",
 		Help: "While answers come from a snapshot upstream has not confirmed: seconds since its data was last known current, an upper bound of how old the answers are; 0 while answers are live.",
@@ -59,8 +58,12 @@ type persister struct {
 	resources           []*servedResource // in servedResources order
 	clock               *Clock
 
-	written uint64 // clock value of the last successful write
-	failing bool   // the last write failed (one error line per run of failures)
+	// stamp gives each snapshot its writtenAt (package snapshottrust's
+	// rule, gridhosts' too).
+	stamp    snapshottrust.Stamp
+	written  uint64    // clock value of the last successful write
+	lastAsOf time.Time // writtenAt of the last successful write; zero before
+	failing  bool      // the last write failed (one error line per run of failures)
 	// lastError is the last write's error ("" after a success), for /readyz.
 	lastError atomic.Value
 }
@@ -103,19 +106,27 @@ func (p *persister) load(logger klog.Logger) *snapshot {
 	return sn
 }
 
-// maybeWrite writes a snapshot when something was served since the last one.
-func (p *persister) maybeWrite(logger klog.Logger) {
-	if p.clock.Current() == p.written {
+// maybeWrite writes a snapshot when something was served since the last
+// one, and an unchanged one again only to move its writtenAt on
+// (snapshottrust.Rewrite): at shutdown (final) or hourly. Upstream is
+// probed only for a write that may happen.
+func (p *persister) maybeWrite(logger klog.Logger, final bool) {
+	unchanged := p.clock.Current() == p.written && !p.lastAsOf.IsZero()
+	if unchanged && !snapshottrust.RefreshDue(p.lastAsOf, time.Now(), final) {
 		return
 	}
-	p.write(logger)
+	asOf := p.stamp.Next(time.Now())
+	if unchanged && !snapshottrust.Rewrite(p.lastAsOf, asOf, final) {
+		return
+	}
+	p.write(logger, asOf)
 }
 
 // write collects every store (each consistent in itself, see
-// snapshotState) and replaces the snapshot file. A failure (full disk,
+// snapshotState) and replaces the snapshot file, stamped asOf. A failure (full disk,
 // read-only or foreign-owned directory) is logged once per run of
 // failures; the wrapper goes on serving from memory and tries again later.
-func (p *persister) write(logger klog.Logger) {
+func (p *persister) write(logger klog.Logger, asOf time.Time) {
 	start := time.Now()
 	clockAt := p.clock.Current()
 	lists := make([]snapshotList, 0, len(p.resources))
@@ -124,7 +135,7 @@ func (p *persister) write(logger klog.Logger) {
 		lists = append(lists, snapshotList{res: r.resource, items: objs,
 			section: snapshotSection{Resource: r.name, From: from, At: at, Objects: len(objs)}})
 	}
-	h := snapshotHeader{NodeName: p.node, Upstream: p.upstream, WrittenAt: time.Now().UTC()}
+	h := snapshotHeader{NodeName: p.node, Upstream: p.upstream, WrittenAt: asOf.UTC()}
 	n, err := p.writeFile(func(w io.Writer) error { return p.codec.encode(w, h, lists) })
 	if err != nil {
 		snapshotWrites.WithLabelValues("error").Inc()
@@ -141,7 +152,7 @@ func (p *persister) write(logger klog.Logger) {
 	}
 	p.failing = false
 	p.lastError.Store("")
-	p.written = clockAt
+	p.written, p.lastAsOf = clockAt, asOf
 	snapshotWrites.WithLabelValues("ok").Inc()
 	snapshotBytes.Set(float64(n))
 	snapshotWriteSeconds.Set(time.Since(start).Seconds())

@@ -1,6 +1,7 @@
 package wrapper
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -15,6 +16,10 @@ func (s *Server) loadSnapshot() *snapshot {
 	}
 	s.persist = &persister{dir: s.opts.StateDir, node: s.opts.NodeName, upstream: s.opts.Upstream.Host,
 		maxAge: s.opts.SnapshotMaxAge, codec: newSnapshotCodec()}
+	s.persist.stamp.Probe = func(ctx context.Context) error {
+		_, err := s.client.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(ctx)
+		return err
+	}
 	return s.persist.load(klog.Background())
 }
 

@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -101,7 +102,7 @@ func goodSnapshot(t testing.TB, dir string) []byte {
 	t.Helper()
 	p := newTestPersister(dir, 1000)
 	fill(p)
-	p.write(logr.Discard())
+	p.write(logr.Discard(), time.Now())
 	b, err := os.ReadFile(p.path())
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +116,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	fill(p)
 	p.store(ResourceServices).Set("ns/svc2", testService("svc2"))
 	p.store(ResourceServices).Delete("ns/svc") // the last change of services is a deletion
-	p.write(logr.Discard())
+	p.write(logr.Discard(), time.Now())
 
 	st, err := os.Stat(p.path())
 	if err != nil {
@@ -164,6 +165,55 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	// The services section starts at the deletion, not at its newest object (1005).
 	if sec := sn.section(ResourceServices); sec.From != 1006 {
 		t.Fatalf("services section from %d, want 1006 (the deletion)", sec.From)
+	}
+}
+
+// TestSnapshotTimeIsLastReachable: a snapshot's writtenAt is when upstream
+// last answered (gridhosts' rule). With upstream away, an unchanged state
+// is not rewritten (not even at shutdown) and a changed one keeps that
+// time; reachable again, the time moves on at shutdown; an unchanged state
+// is not rewritten before the refresh interval otherwise, and upstream is
+// not asked.
+func TestSnapshotTimeIsLastReachable(t *testing.T) {
+	dir := t.TempDir()
+	p := newTestPersister(dir, 1000)
+	fill(p)
+	var away error
+	probes := 0
+	p.stamp.Probe = func(context.Context) error { probes++; return away }
+	writtenAt := func() time.Time {
+		t.Helper()
+		sn := newTestPersister(dir, 5000).load(logr.Discard())
+		if sn == nil {
+			t.Fatal("no snapshot")
+		}
+		return sn.header.WrittenAt
+	}
+	p.maybeWrite(logr.Discard(), false)
+	online := writtenAt()
+
+	p.maybeWrite(logr.Discard(), false)
+	if probes != 1 {
+		t.Fatalf("unchanged, not due: %d probes, want 1 (the first write's)", probes)
+	}
+	away = errors.New("connection refused")
+	p.maybeWrite(logr.Discard(), true)
+	if got := writtenAt(); !got.Equal(online) {
+		t.Fatalf("unchanged at shutdown during an outage: written %v, want %v", got, online)
+	}
+	p.store(ResourceServices).Set("ns/other", testService("other"))
+	p.maybeWrite(logr.Discard(), false)
+	if got := writtenAt(); !got.Equal(online) {
+		t.Fatalf("changed during an outage: written %v, want the last reachable time %v", got, online)
+	}
+	if sn := newTestPersister(dir, 5000).load(logr.Discard()); len(sn.objects[ResourceServices]) != 2 {
+		t.Fatalf("changed state not written: %d Services", len(sn.objects[ResourceServices]))
+	}
+
+	away = nil
+	p.maybeWrite(logr.Discard(), true)
+	if got := writtenAt(); !got.After(online) {
+		t.Fatalf("reachable again: written %v, want after %v", got, online)
 	}
 }
 
@@ -365,9 +415,9 @@ func TestSnapshotWriteHelper(t *testing.T) {
 	p := newTestPersister(dir, 1000)
 	fill(p)
 	var logs lineLogger
-	p.write(logs.logger())
+	p.write(logs.logger(), time.Now())
 	p.store(ResourceServices).Set("ns/other", testService("other"))
-	p.write(logs.logger()) // a second failure is not logged again
+	p.write(logs.logger(), time.Now()) // a second failure is not logged again
 	e, _ := p.lastError.Load().(string)
 	fmt.Printf("RESULT failing=%v lines=%d lastError=%q\n", p.failing, len(logs.all()), e)
 	for _, l := range logs.all() {

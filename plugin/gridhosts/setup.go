@@ -98,7 +98,7 @@ func (g *GridHosts) start() error {
 		g.serveSnapshot(logger, saved, header)
 	}
 	if g.snapshot != nil {
-		g.snapshot.probe = g.watcher.probe
+		g.snapshot.stamp.Probe = g.watcher.probe
 		ctx, cancel := context.WithCancel(context.Background())
 		g.snapCancel, g.snapDone = cancel, make(chan struct{})
 		go func() {

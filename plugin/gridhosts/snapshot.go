@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
@@ -25,12 +26,6 @@ const (
 	defaultSnapshotInterval = 10 * time.Second
 	minSnapshotInterval     = time.Second
 	maxSnapshotInterval     = 24 * time.Hour
-	// snapshotRefresh rewrites an unchanged snapshot now and then while
-	// the apiserver is reachable, so the age a restart reports overstates
-	// the data's staleness by at most this.
-	snapshotRefresh = time.Hour
-	// probeTimeout bounds the reachability probe before a write.
-	probeTimeout = time.Second
 )
 
 // snapshotter keeps the on-disk snapshot of one gridhosts block: it writes
@@ -43,16 +38,13 @@ type snapshotter struct {
 	interval time.Duration
 	owner    snapOwner
 
-	// probe checks that the apiserver answers; nil counts as reachable.
-	// A snapshot's time is when the apiserver was last known reachable,
-	// not when the file was written: during an outage the data ages.
-	probe func(context.Context) error
-
-	mu        sync.Mutex // one write at a time: the ticker and shutdown
-	lastBody  [sha256.Size]byte
-	lastAsOf  time.Time // the time of the last snapshot written; zero before
-	reachable time.Time // when the apiserver last answered the probe
-	problem   string    // the write failure last logged; "" while writes work
+	mu sync.Mutex // one write at a time: the ticker and shutdown
+	// stamp gives each snapshot its time (package snapshottrust's rule,
+	// the wrapper's too); its Probe is set once the client is.
+	stamp    snapshottrust.Stamp
+	lastBody [sha256.Size]byte
+	lastAsOf time.Time // the time of the last snapshot written; zero before
+	problem  string    // the write failure last logged; "" while writes work
 }
 
 func newSnapshotter(path string, interval time.Duration, owner snapOwner) *snapshotter {
@@ -81,36 +73,25 @@ func (s *snapshotter) prepare() {
 
 // write stores x's content, stamped with the last time the apiserver was
 // known reachable. Content equal to what was last written is rewritten
-// only to advance that time: by snapshotRefresh, or at all when final
-// (shutdown), so a restart reports the data's age, not the file's.
+// only to advance that time (snapshottrust.Rewrite), and the apiserver is
+// probed only for a write that may happen.
 func (s *snapshotter) write(x *Index, final bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	if s.probe == nil {
-		s.reachable = now
-	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		if s.probe(ctx) == nil {
-			s.reachable = now
-		}
-		cancel()
-	}
-	asOf := s.reachable
-	if asOf.IsZero() {
-		asOf = now // first write, right after the informers synced
-	}
 	body, err := gobBytes(bodyOf(x))
 	if err != nil {
 		return fmt.Errorf("encoding the snapshot: %w", err)
 	}
 	sum := sha256.Sum256(body)
-	if !s.lastAsOf.IsZero() && sum == s.lastBody {
-		advance := asOf.Sub(s.lastAsOf)
-		if advance <= 0 || (!final && advance < snapshotRefresh) {
-			snapshotUnchanged.Inc()
-			return nil
-		}
+	unchanged := !s.lastAsOf.IsZero() && sum == s.lastBody
+	if unchanged && !snapshottrust.RefreshDue(s.lastAsOf, time.Now(), final) {
+		snapshotUnchanged.Inc()
+		return nil
+	}
+	asOf := s.stamp.Next(time.Now())
+	if unchanged && !snapshottrust.Rewrite(s.lastAsOf, asOf, final) {
+		snapshotUnchanged.Inc()
+		return nil
 	}
 	dir, name := filepath.Split(s.path)
 	_, err = statefile.WriteFramed(dir, name, snapshotFormat, func(w io.Writer) error {

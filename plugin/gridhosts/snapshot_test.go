@@ -145,7 +145,7 @@ func TestSnapshotAgeDuringOutage(t *testing.T) {
 	x := demoHandler(demoObjects()).index
 	var away error
 	s := newSnapshotter(path, time.Minute, demoOwner)
-	s.probe = func(context.Context) error { return away }
+	s.stamp.Probe = func(context.Context) error { return away }
 	written := func() time.Time {
 		t.Helper()
 		h, _, err := readSnapshot(path, demoOwner)
