@@ -2,99 +2,23 @@ package wrapper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
-	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/endpoints/request"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-
-	"github.com/servicegroup/servicegroup/client/clientset/versioned"
-)
-
-// Options configure a wrapper Server.
-type Options struct {
-	// NodeName is the node this wrapper serves (required).
-	NodeName string
-	// Upstream is the (lite-)apiserver the wrapper reads from and proxies to.
-	Upstream *rest.Config
-	// BookmarkInterval between BOOKMARKs to watchers that allow them (default 30s).
-	BookmarkInterval time.Duration
-	// EventLogBytes is the encoded size of the newest events per resource a
-	// watch can resume from (default 4 MiB).
-	EventLogBytes int64
-	// WatchMaxLagBytes is how far (encoded bytes of events) a live watcher
-	// may fall behind before it gets 410 Expired and relists (default 64
-	// MiB). Only a burst larger than this outruns a watcher that reads at
-	// full speed.
-	WatchMaxLagBytes int64
-	// WatchWriteTimeout is how long a watch may wait for its client to take
-	// a batch of events before it is cut off (default 30s).
-	WatchWriteTimeout time.Duration
-	// Debug serves pprof under /debug/pprof/.
-	Debug bool
-	// StartVersion is the first resourceVersion (default: now in nanoseconds,
-	// so versions increase across restarts).
-	StartVersion uint64
-	// StateDir keeps the snapshot of what is served, so a restart while
-	// upstream is away serves it at once; "" keeps nothing on disk.
-	StateDir string
-	// RequireNodeRestrictedTopologyKeys treats topology keys a node's
-	// kubelet can set on its own Node (any key not under
-	// node-restriction.kubernetes.io/) as never matching.
-	RequireNodeRestrictedTopologyKeys bool
-	// OnDemandIdleTimeout is how long v1 Endpoints, and the Services and
-	// EndpointSlices kube-proxy's selector leaves out, are still fetched
-	// from upstream after the last client that asked for them went away
-	// (default 5m).
-	OnDemandIdleTimeout time.Duration
-	// NodeLabelRecheckInterval is how often a wrapper that watches every
-	// Node because the controller writes no NodeLabelSummaries looks again
-	// (default 5m).
-	NodeLabelRecheckInterval time.Duration
-	// SnapshotInterval is the most often a snapshot is written after a
-	// change (default 10s); one more is written on a clean shutdown.
-	SnapshotInterval time.Duration
-	// SnapshotMaxAge ignores snapshots written longer ago (0:
-	// DefaultSnapshotMaxAge; negative: no limit).
-	SnapshotMaxAge time.Duration
-	// RequestWriteTimeout bounds the write of every answer but a watch
-	// (default DefaultRequestWriteTimeout).
-	RequestWriteTimeout time.Duration
-	// MaxRequestsInFlight caps requests other than watches served at once,
-	// MaxWatches watches; beyond, 429 with Retry-After (defaults
-	// DefaultMaxRequestsInFlight, DefaultMaxWatches).
-	MaxRequestsInFlight, MaxWatches int
-	// LocalEndpointRanges bound where the local-endpoint annotations may
-	// redirect default/kubernetes (nil: DefaultLocalEndpointRanges).
-	LocalEndpointRanges []netip.Prefix
-	// AllowedHosts are the Host names (besides localhost and loopback
-	// addresses, always accepted) requests may carry; "*" accepts any.
-	AllowedHosts []string
-}
-
-// Defaults of the event log's bounds (per resource).
-const (
-	DefaultEventLogBytes    = 4 << 20
-	DefaultWatchMaxLagBytes = 64 << 20
 )
 
 // Server is the application-grid-wrapper: informer caches, filter, served
@@ -135,44 +59,9 @@ type Server struct {
 
 // New builds a Server; Run starts it.
 func New(opts Options) (*Server, error) {
-	if opts.NodeName == "" {
-		return nil, errors.New("node name is required")
-	}
-	if opts.Upstream == nil {
-		return nil, errors.New("upstream config is required")
-	}
-	if opts.BookmarkInterval <= 0 {
-		opts.BookmarkInterval = 30 * time.Second
-	}
-	if opts.EventLogBytes <= 0 {
-		opts.EventLogBytes = DefaultEventLogBytes
-	}
-	if opts.WatchMaxLagBytes <= 0 {
-		opts.WatchMaxLagBytes = DefaultWatchMaxLagBytes
-	}
-	if opts.WatchWriteTimeout <= 0 {
-		opts.WatchWriteTimeout = 30 * time.Second
-	}
-	if opts.SnapshotMaxAge == 0 {
-		opts.SnapshotMaxAge = DefaultSnapshotMaxAge
-	}
-	if opts.RequestWriteTimeout <= 0 {
-		opts.RequestWriteTimeout = DefaultRequestWriteTimeout
-	}
-	if opts.MaxRequestsInFlight <= 0 {
-		opts.MaxRequestsInFlight = DefaultMaxRequestsInFlight
-	}
-	if opts.MaxWatches <= 0 {
-		opts.MaxWatches = DefaultMaxWatches
-	}
-	if opts.StartVersion == 0 {
-		opts.StartVersion = uint64(time.Now().UnixNano())
-	}
-	if opts.NodeLabelRecheckInterval <= 0 {
-		opts.NodeLabelRecheckInterval = DefaultNodeLabelRecheckInterval
-	}
-	if opts.SnapshotInterval <= 0 {
-		opts.SnapshotInterval = 10 * time.Second
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	client, err := kubernetes.NewForConfig(protobufConfig(opts.Upstream))
 	if err != nil {
@@ -193,109 +82,11 @@ func New(opts Options) (*Server, error) {
 			GrouplessAPIPrefixes: sets.NewString("api"),
 		},
 	}
-	snap := s.loadSnapshot()
-	start := opts.StartVersion
-	if snap != nil {
-		start = max(start, snap.maxVersion()+1)
-	}
-	var reservation *rvReservation
-	if opts.StateDir != "" {
-		// Unreadable (only a damaged disk: it is written atomically): serve
-		// on, with the clock and the snapshot as the only floor.
-		reserved, err := loadRVReservation(opts.StateDir)
-		if err != nil {
-			klog.Background().Error(err, "Ignoring the resourceVersion reservation: versions may repeat if the clock was stepped back")
-		}
-		start = max(start, reserved+1)
-		// The start version itself is served (lists of an unchanged store):
-		// reserve it before anything is.
-		reservation = &rvReservation{dir: opts.StateDir}
-		reservation.cover(start)
-	}
-	clock := NewClock(start)
-	clock.reserve = reservation
-	stores := map[string]*Store{}
-	for _, r := range servedResources {
-		st := NewStore(r.name, clock, r.newEmpty, r.fields, LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes})
-		stores[r.name] = st
-		s.resources[r.gv.WithResource(r.name)] = &servedResource{resource: r, store: st}
-	}
-	if err := s.seed(snap, clock); err != nil {
+	if err := s.openStores(); err != nil {
 		return nil, err
 	}
-	s.stores = Stores{Services: stores[ResourceServices], Endpoints: stores[ResourceEndpoints], EndpointSlices: stores[ResourceEndpointSlices], Nodes: stores[ResourceNodes]}
-
-	// Services and EndpointSlices as kube-proxy selects them; the rest only
-	// while a client asks (unproxied_demand.go).
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kubeProxySelector }))
-	metaClient, err := metadata.NewForConfig(opts.Upstream)
-	if err != nil {
+	if err := s.watchUpstream(client); err != nil {
 		return nil, err
-	}
-	gridClient, err := versioned.NewForConfig(opts.Upstream)
-	if err != nil {
-		return nil, err
-	}
-	// Every node's labels decide topology, but only this node is served:
-	// the others' labels come from the controller's summaries (or their
-	// metadata, nodelabels.go), this one in full.
-	selfFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.NodeName).String()
-		}))
-	svcInf := factory.Core().V1().Services().Informer()
-	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
-	selfInf := selfFactory.Core().V1().Nodes().Informer()
-	s.syncer = newSyncer(opts.NodeName, Caches{Self: selfInf.GetIndexer()}, s.stores)
-	s.syncer.restrictedKeys = opts.RequireNodeRestrictedTopologyKeys
-	services := newMergedCache(cache.Indexers{}, s.syncer.serviceHandler())
-	slices := newMergedCache(sliceIndexers, s.syncer.sliceHandler())
-	s.syncer.caches.Services, s.syncer.caches.EndpointSlices = services, slices
-	s.nodeLabels = newNodeLabels(metaClient, gridClient, s.syncer.nodeHandler())
-	s.nodeLabels.watchErrors = s.watchUpstreamErrors
-	s.nodeLabels.recheck = opts.NodeLabelRecheckInterval
-	s.syncer.caches.Nodes = s.nodeLabels.store
-	s.endpoints = newEndpointsOnDemand(client, s.syncer.serviceHandler(), s.syncer.refilterAll, s.watchUpstreamErrors)
-	s.unproxied = newUnproxiedOnDemand(client, services, slices, s.syncer.refilterAll, s.watchUpstreamErrors)
-	if opts.OnDemandIdleTimeout > 0 {
-		s.endpoints.idle, s.unproxied.idle = opts.OnDemandIdleTimeout, opts.OnDemandIdleTimeout
-	}
-	s.syncer.caches.Endpoints = s.endpoints.cache
-	if opts.LocalEndpointRanges != nil {
-		s.syncer.localRanges = opts.LocalEndpointRanges
-	}
-	for _, h := range []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{
-		{svcInf, services.sourceHandler(sourceMain)},
-		{sliceInf, slices.sourceHandler(sourceMain)},
-		{selfInf, s.syncer.selfNodeHandler()},
-	} {
-		reg, err := h.inf.AddEventHandler(h.h)
-		if err != nil {
-			return nil, err
-		}
-		// Synced once the handler has seen the initial list: only then may
-		// seeded objects that were not confirmed be dropped.
-		s.synced = append(s.synced, reg.HasSynced)
-	}
-	s.synced = append(s.synced, s.nodeLabels.HasSynced)
-	for _, inf := range []cache.SharedIndexInformer{svcInf, sliceInf, selfInf} {
-		if err := s.watchUpstreamErrors(inf); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := selfInf.AddEventHandler(s.selfNodeIdentityHandler(klog.Background())); err != nil {
-		return nil, err
-	}
-	s.start = func(ctx context.Context) {
-		factory.Start(ctx.Done())
-		go s.nodeLabels.run(ctx)
-		go s.endpoints.run(ctx)
-		go s.unproxied.run(ctx)
-		selfFactory.Start(ctx.Done())
 	}
 	return s, nil
 }

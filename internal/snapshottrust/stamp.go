@@ -11,6 +11,12 @@ import (
 // Both components stamp their snapshots so, and snapshot_age_seconds and
 // the maximum age count from it.
 
+// DefaultWriteInterval bounds how often either component rewrites its
+// snapshot after a change: the same bound in both, so a node that loses
+// power comes back with grid names no further behind than its Service
+// rules.
+const DefaultWriteInterval = 10 * time.Second
+
 // RefreshInterval: an unchanged snapshot is rewritten this often while the
 // apiserver answers, so its time is at most this far behind and a quiet
 // cluster's snapshot never grows too old to serve.

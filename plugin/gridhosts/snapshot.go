@@ -21,9 +21,8 @@ import (
 const (
 	// defaultSnapshotInterval bounds how often the snapshot is rewritten
 	// (only when the index changed, so a quiet grid writes nothing): the
-	// wrapper's bound too, so a node that loses power comes back with grid
-	// names no further behind than its Service rules.
-	defaultSnapshotInterval = 10 * time.Second
+	// wrapper's bound too.
+	defaultSnapshotInterval = snapshottrust.DefaultWriteInterval
 	minSnapshotInterval     = time.Second
 	maxSnapshotInterval     = 24 * time.Hour
 )

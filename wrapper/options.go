@@ -1,0 +1,132 @@
+package wrapper
+
+import (
+	"errors"
+	"net/netip"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/servicegroup/servicegroup/internal/snapshottrust"
+)
+
+// Options configure a wrapper Server.
+type Options struct {
+	// NodeName is the node this wrapper serves (required).
+	NodeName string
+	// Upstream is the (lite-)apiserver the wrapper reads from and proxies to.
+	Upstream *rest.Config
+	// BookmarkInterval between BOOKMARKs to watchers that allow them
+	// (default DefaultBookmarkInterval).
+	BookmarkInterval time.Duration
+	// EventLogBytes is the encoded size of the newest events per resource a
+	// watch can resume from (default DefaultEventLogBytes).
+	EventLogBytes int64
+	// WatchMaxLagBytes is how far (encoded bytes of events) a live watcher
+	// may fall behind before it gets 410 Expired and relists (default
+	// DefaultWatchMaxLagBytes). Only a burst larger than this outruns a
+	// watcher that reads at full speed.
+	WatchMaxLagBytes int64
+	// WatchWriteTimeout is how long a watch may wait for its client to take
+	// a batch of events before it is cut off (default
+	// DefaultWatchWriteTimeout).
+	WatchWriteTimeout time.Duration
+	// Debug serves pprof under /debug/pprof/.
+	Debug bool
+	// StartVersion is the first resourceVersion (default: now in nanoseconds,
+	// so versions increase across restarts).
+	StartVersion uint64
+	// StateDir keeps the snapshot of what is served, so a restart while
+	// upstream is away serves it at once; "" keeps nothing on disk.
+	StateDir string
+	// RequireNodeRestrictedTopologyKeys treats topology keys a node's
+	// kubelet can set on its own Node (any key not under
+	// node-restriction.kubernetes.io/) as never matching.
+	RequireNodeRestrictedTopologyKeys bool
+	// OnDemandIdleTimeout is how long v1 Endpoints, and the Services and
+	// EndpointSlices kube-proxy's selector leaves out, are still fetched
+	// from upstream after the last client that asked for them went away
+	// (default DefaultOnDemandIdleTimeout).
+	OnDemandIdleTimeout time.Duration
+	// NodeLabelRecheckInterval is how often a wrapper that watches every
+	// Node because the controller writes no NodeLabelSummaries looks again
+	// (default DefaultNodeLabelRecheckInterval).
+	NodeLabelRecheckInterval time.Duration
+	// SnapshotInterval is the most often a snapshot is written after a
+	// change (default DefaultSnapshotInterval); one more is written on a
+	// clean shutdown.
+	SnapshotInterval time.Duration
+	// SnapshotMaxAge ignores snapshots written longer ago (0:
+	// DefaultSnapshotMaxAge; negative: no limit).
+	SnapshotMaxAge time.Duration
+	// RequestWriteTimeout bounds the write of every answer but a watch
+	// (default DefaultRequestWriteTimeout).
+	RequestWriteTimeout time.Duration
+	// MaxRequestsInFlight caps requests other than watches served at once,
+	// MaxWatches watches; beyond, 429 with Retry-After (defaults
+	// DefaultMaxRequestsInFlight, DefaultMaxWatches).
+	MaxRequestsInFlight, MaxWatches int
+	// LocalEndpointRanges bound where the local-endpoint annotations may
+	// redirect default/kubernetes (nil: DefaultLocalEndpointRanges).
+	LocalEndpointRanges []netip.Prefix
+	// AllowedHosts are the Host names (besides localhost and loopback
+	// addresses, always accepted) requests may carry; "*" accepts any.
+	AllowedHosts []string
+}
+
+// Defaults of Options, the command's flags' too (the other defaults live
+// beside what they bound: limits.go, demand.go, nodelabels.go,
+// localendpoint.go, snapshot_trust.go).
+const (
+	DefaultBookmarkInterval  = 30 * time.Second
+	DefaultWatchWriteTimeout = 30 * time.Second
+	// The event log's bounds, per resource.
+	DefaultEventLogBytes    = 4 << 20
+	DefaultWatchMaxLagBytes = 64 << 20
+	// DefaultSnapshotInterval: gridhosts' bound too.
+	DefaultSnapshotInterval = snapshottrust.DefaultWriteInterval
+)
+
+// withDefaults checks the required options and fills in the defaults.
+func (opts Options) withDefaults() (Options, error) {
+	if opts.NodeName == "" {
+		return opts, errors.New("node name is required")
+	}
+	if opts.Upstream == nil {
+		return opts, errors.New("upstream config is required")
+	}
+	if opts.BookmarkInterval <= 0 {
+		opts.BookmarkInterval = DefaultBookmarkInterval
+	}
+	if opts.EventLogBytes <= 0 {
+		opts.EventLogBytes = DefaultEventLogBytes
+	}
+	if opts.WatchMaxLagBytes <= 0 {
+		opts.WatchMaxLagBytes = DefaultWatchMaxLagBytes
+	}
+	if opts.WatchWriteTimeout <= 0 {
+		opts.WatchWriteTimeout = DefaultWatchWriteTimeout
+	}
+	if opts.SnapshotMaxAge == 0 {
+		opts.SnapshotMaxAge = DefaultSnapshotMaxAge
+	}
+	if opts.RequestWriteTimeout <= 0 {
+		opts.RequestWriteTimeout = DefaultRequestWriteTimeout
+	}
+	if opts.MaxRequestsInFlight <= 0 {
+		opts.MaxRequestsInFlight = DefaultMaxRequestsInFlight
+	}
+	if opts.MaxWatches <= 0 {
+		opts.MaxWatches = DefaultMaxWatches
+	}
+	if opts.StartVersion == 0 {
+		opts.StartVersion = uint64(time.Now().UnixNano())
+	}
+	if opts.NodeLabelRecheckInterval <= 0 {
+		opts.NodeLabelRecheckInterval = DefaultNodeLabelRecheckInterval
+	}
+	if opts.SnapshotInterval <= 0 {
+		opts.SnapshotInterval = DefaultSnapshotInterval
+	}
+	return opts, nil
+}

@@ -1,0 +1,95 @@
+package wrapper
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+)
+
+// watchUpstream sets up what the stores are fed from: the informers on
+// upstream, the Syncer that filters what they deliver into the stores, and
+// the on-demand fetches. They start in Run (s.start).
+func (s *Server) watchUpstream(client kubernetes.Interface) error {
+	opts := s.opts
+	// Services and EndpointSlices as kube-proxy selects them; the rest only
+	// while a client asks (unproxied_demand.go).
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kubeProxySelector }))
+	metaClient, err := metadata.NewForConfig(opts.Upstream)
+	if err != nil {
+		return err
+	}
+	gridClient, err := versioned.NewForConfig(opts.Upstream)
+	if err != nil {
+		return err
+	}
+	// Every node's labels decide topology, but only this node is served:
+	// the others' labels come from the controller's summaries (or their
+	// metadata, nodelabels.go), this one in full.
+	selfFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.NodeName).String()
+		}))
+	svcInf := factory.Core().V1().Services().Informer()
+	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
+	selfInf := selfFactory.Core().V1().Nodes().Informer()
+	s.syncer = newSyncer(opts.NodeName, Caches{Self: selfInf.GetIndexer()}, s.stores)
+	s.syncer.restrictedKeys = opts.RequireNodeRestrictedTopologyKeys
+	services := newMergedCache(cache.Indexers{}, s.syncer.serviceHandler())
+	slices := newMergedCache(sliceIndexers, s.syncer.sliceHandler())
+	s.syncer.caches.Services, s.syncer.caches.EndpointSlices = services, slices
+	s.nodeLabels = newNodeLabels(metaClient, gridClient, s.syncer.nodeHandler())
+	s.nodeLabels.watchErrors = s.watchUpstreamErrors
+	s.nodeLabels.recheck = opts.NodeLabelRecheckInterval
+	s.syncer.caches.Nodes = s.nodeLabels.store
+	s.endpoints = newEndpointsOnDemand(client, s.syncer.serviceHandler(), s.syncer.refilterAll, s.watchUpstreamErrors)
+	s.unproxied = newUnproxiedOnDemand(client, services, slices, s.syncer.refilterAll, s.watchUpstreamErrors)
+	if opts.OnDemandIdleTimeout > 0 {
+		s.endpoints.idle, s.unproxied.idle = opts.OnDemandIdleTimeout, opts.OnDemandIdleTimeout
+	}
+	s.syncer.caches.Endpoints = s.endpoints.cache
+	if opts.LocalEndpointRanges != nil {
+		s.syncer.localRanges = opts.LocalEndpointRanges
+	}
+	for _, h := range []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{svcInf, services.sourceHandler(sourceMain)},
+		{sliceInf, slices.sourceHandler(sourceMain)},
+		{selfInf, s.syncer.selfNodeHandler()},
+	} {
+		reg, err := h.inf.AddEventHandler(h.h)
+		if err != nil {
+			return err
+		}
+		// Synced once the handler has seen the initial list: only then may
+		// seeded objects that were not confirmed be dropped.
+		s.synced = append(s.synced, reg.HasSynced)
+	}
+	s.synced = append(s.synced, s.nodeLabels.HasSynced)
+	for _, inf := range []cache.SharedIndexInformer{svcInf, sliceInf, selfInf} {
+		if err := s.watchUpstreamErrors(inf); err != nil {
+			return err
+		}
+	}
+	if _, err := selfInf.AddEventHandler(s.selfNodeIdentityHandler(klog.Background())); err != nil {
+		return err
+	}
+	s.start = func(ctx context.Context) {
+		factory.Start(ctx.Done())
+		go s.nodeLabels.run(ctx)
+		go s.endpoints.run(ctx)
+		go s.unproxied.run(ctx)
+		selfFactory.Start(ctx.Done())
+	}
+	return nil
+}
