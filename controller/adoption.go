@@ -43,7 +43,7 @@ func (c *gridController[G, C, A]) recheck(ctx context.Context, grid G) error {
 
 // release drops our controller reference from a child we no longer select.
 func (c *gridController[G, C, A]) release(ctx context.Context, grid G, ch C) error {
-	_, err := c.ops.patch(ctx, ch.GetNamespace(), ch.GetName(), types.StrategicMergePatchType, releasePatch(grid, ch))
+	_, err := c.ops.client.patch(ctx, ch.GetNamespace(), ch.GetName(), types.StrategicMergePatchType, releasePatch(grid, ch))
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -76,7 +76,7 @@ func ownedByUpdate(obj metav1.Object) bool {
 // apply), guarded by the child's resourceVersion. It reads the child live:
 // the cache keeps only our own managedFields entries.
 func (c *gridController[G, C, A]) migrateOwnership(ctx context.Context, cached C) error {
-	live, err := c.ops.getLive(ctx, cached.GetNamespace(), cached.GetName())
+	live, err := c.ops.client.getLive(ctx, cached.GetNamespace(), cached.GetName())
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (c *gridController[G, C, A]) migrateOwnership(ctx context.Context, cached C
 	if err != nil || data == nil {
 		return err
 	}
-	if _, err := c.ops.patch(ctx, live.GetNamespace(), live.GetName(), types.JSONPatchType, data); err != nil {
+	if _, err := c.ops.client.patch(ctx, live.GetNamespace(), live.GetName(), types.JSONPatchType, data); err != nil {
 		return fmt.Errorf("migrate field ownership of %s %s: %w", c.ops.childKind, live.GetName(), err)
 	}
 	klog.FromContext(ctx).V(2).Info("Moved field ownership from Update to Apply", "child", klog.KObj(live), "manager", FieldManager)

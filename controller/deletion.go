@@ -107,7 +107,7 @@ func (c *gridController[G, C, A]) removeVanished(ctx context.Context, grid G, co
 			continue
 		}
 		uid := ch.GetUID()
-		err := c.ops.remove(ctx, ch.GetNamespace(), name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		err := c.ops.client.remove(ctx, ch.GetNamespace(), name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete %s %s: %w", c.ops.childKind, name, err))
 			continue

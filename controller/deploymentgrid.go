@@ -50,31 +50,13 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 		extract: func(d *appsv1.Deployment) (*appsv1apply.DeploymentApplyConfiguration, error) {
 			return appsv1apply.ExtractDeployment(d, FieldManager)
 		},
-		apply: func(ctx context.Context, ns string, cfg *appsv1apply.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
-			return client.Deployments(ns).Apply(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-		},
-		patch: func(ctx context.Context, ns, name string, pt types.PatchType, data []byte) (*appsv1.Deployment, error) {
-			return client.Deployments(ns).Patch(ctx, name, pt, data, metav1.PatchOptions{FieldManager: FieldManager})
-		},
-		getLive: func(ctx context.Context, ns, name string) (*appsv1.Deployment, error) {
-			return client.Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		},
-		create: func(ctx context.Context, ns string, cfg *appsv1apply.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
-			obj := &appsv1.Deployment{}
-			if err := fromTemplate(cfg, obj); err != nil {
-				return nil, err
-			}
-			return client.Deployments(ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-		},
+		client:      newChildClient(client.Deployments, func() *appsv1.Deployment { return &appsv1.Deployment{} }),
 		setUID:      func(cfg *appsv1apply.DeploymentApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
 		recreatable: true,
-		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-			return client.Deployments(ns).Delete(ctx, name, opts)
-		},
-		ready:    deploymentReady,
-		healthy:  deploymentHealthy,
-		failure:  deploymentFailure,
-		strategy: func(g *superedgev1.DeploymentGrid) *superedgev1.RolloutStrategy { return g.Spec.Rollout },
+		ready:       deploymentReady,
+		healthy:     deploymentHealthy,
+		failure:     deploymentFailure,
+		strategy:    func(g *superedgev1.DeploymentGrid) *superedgev1.RolloutStrategy { return g.Spec.Rollout },
 		rollout: func(g *superedgev1.DeploymentGrid) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {
 			return g.Status.Rollout, g.Status.Units
 		},

@@ -69,15 +69,10 @@ type kindOps[G, C object, A any] struct {
 	children func(namespace, grid string) ([]C, error)
 	desired  func(G, unit) (A, error)
 	extract  func(C) (A, error)
-	apply    func(ctx context.Context, namespace string, cfg A) (C, error)
-	patch    func(ctx context.Context, namespace, name string, pt types.PatchType, data []byte) (C, error)
-	// getLive reads a child from the apiserver (full managedFields).
-	getLive func(ctx context.Context, namespace, name string) (C, error)
-	// create makes a new child; it fails if the name is taken.
-	create func(ctx context.Context, namespace string, cfg A) (C, error)
+	// client writes children.
+	client childClient[C, A]
 	// setUID makes an apply fail unless the object is the one we read.
 	setUID func(cfg A, uid types.UID)
-	remove func(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 
 	// recreatable: a child whose update hits immutable fields may be deleted
 	// (orphaning its pods) and created anew (workloads: pods are re-adopted).
@@ -380,7 +375,7 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 	}
 	logger := klog.FromContext(ctx)
 	if !hasLive {
-		obj, err := c.ops.create(ctx, grid.GetNamespace(), cfg)
+		obj, err := c.ops.client.create(ctx, grid.GetNamespace(), cfg)
 		if err != nil {
 			return zero, err
 		}
@@ -409,7 +404,7 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 		}
 	}
 	c.ops.setUID(cfg, live.GetUID())
-	obj, err := c.ops.apply(ctx, grid.GetNamespace(), cfg)
+	obj, err := c.ops.client.apply(ctx, grid.GetNamespace(), cfg)
 	if ic, ok := asImmutableChange(err); ok {
 		if !ic.selector && selectorChanged(live, cfg) {
 			ic.selector = true
@@ -440,7 +435,7 @@ var errRecreating = errors.New("re-creating")
 func (c *gridController[G, C, A]) recreate(ctx context.Context, grid G, live C, ic immutableChange) error {
 	uid := live.GetUID()
 	orphan := metav1.DeletePropagationOrphan
-	err := c.ops.remove(ctx, live.GetNamespace(), live.GetName(), metav1.DeleteOptions{PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := c.ops.client.remove(ctx, live.GetNamespace(), live.GetName(), metav1.DeleteOptions{PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s %s to re-create it: %w", c.ops.childKind, live.GetName(), err)
 	}

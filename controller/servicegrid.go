@@ -47,27 +47,9 @@ func newServiceGridController(deps Deps) (*gridController[*superedgev1.ServiceGr
 		extract: func(s *corev1.Service) (*corev1apply.ServiceApplyConfiguration, error) {
 			return corev1apply.ExtractService(s, FieldManager)
 		},
-		apply: func(ctx context.Context, ns string, cfg *corev1apply.ServiceApplyConfiguration) (*corev1.Service, error) {
-			return client.Services(ns).Apply(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-		},
-		patch: func(ctx context.Context, ns, name string, pt types.PatchType, data []byte) (*corev1.Service, error) {
-			return client.Services(ns).Patch(ctx, name, pt, data, metav1.PatchOptions{FieldManager: FieldManager})
-		},
-		getLive: func(ctx context.Context, ns, name string) (*corev1.Service, error) {
-			return client.Services(ns).Get(ctx, name, metav1.GetOptions{})
-		},
-		create: func(ctx context.Context, ns string, cfg *corev1apply.ServiceApplyConfiguration) (*corev1.Service, error) {
-			obj := &corev1.Service{}
-			if err := fromTemplate(cfg, obj); err != nil {
-				return nil, err
-			}
-			return client.Services(ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-		},
+		client: newChildClient(client.Services, func() *corev1.Service { return &corev1.Service{} }),
 		setUID: func(cfg *corev1apply.ServiceApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
-		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-			return client.Services(ns).Delete(ctx, name, opts)
-		},
-		ready: func(*corev1.Service) bool { return true },
+		ready:  func(*corev1.Service) bool { return true },
 		// A ServiceGrid has no rollout: its one Service changes at once.
 		strategy: func(*superedgev1.ServiceGrid) *superedgev1.RolloutStrategy { return nil },
 		rollout: func(*superedgev1.ServiceGrid) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {

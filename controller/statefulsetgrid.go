@@ -52,31 +52,13 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 		extract: func(s *appsv1.StatefulSet) (*appsv1apply.StatefulSetApplyConfiguration, error) {
 			return appsv1apply.ExtractStatefulSet(s, FieldManager)
 		},
-		apply: func(ctx context.Context, ns string, cfg *appsv1apply.StatefulSetApplyConfiguration) (*appsv1.StatefulSet, error) {
-			return client.StatefulSets(ns).Apply(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-		},
-		patch: func(ctx context.Context, ns, name string, pt types.PatchType, data []byte) (*appsv1.StatefulSet, error) {
-			return client.StatefulSets(ns).Patch(ctx, name, pt, data, metav1.PatchOptions{FieldManager: FieldManager})
-		},
-		getLive: func(ctx context.Context, ns, name string) (*appsv1.StatefulSet, error) {
-			return client.StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-		},
-		create: func(ctx context.Context, ns string, cfg *appsv1apply.StatefulSetApplyConfiguration) (*appsv1.StatefulSet, error) {
-			obj := &appsv1.StatefulSet{}
-			if err := fromTemplate(cfg, obj); err != nil {
-				return nil, err
-			}
-			return client.StatefulSets(ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-		},
+		client:      newChildClient(client.StatefulSets, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} }),
 		setUID:      func(cfg *appsv1apply.StatefulSetApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
 		recreatable: true,
-		remove: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-			return client.StatefulSets(ns).Delete(ctx, name, opts)
-		},
-		ready:    statefulSetReady,
-		healthy:  statefulSetHealthy,
-		failure:  statefulSetFailure,
-		strategy: func(g *superedgev1.StatefulSetGrid) *superedgev1.RolloutStrategy { return g.Spec.Rollout },
+		ready:       statefulSetReady,
+		healthy:     statefulSetHealthy,
+		failure:     statefulSetFailure,
+		strategy:    func(g *superedgev1.StatefulSetGrid) *superedgev1.RolloutStrategy { return g.Spec.Rollout },
 		rollout: func(g *superedgev1.StatefulSetGrid) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {
 			return g.Status.Rollout, g.Status.Units
 		},
