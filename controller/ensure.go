@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+)
+
+// ensure makes the child match the grid unless it already does: a missing
+// child is created (a create fails instead of taking over an object someone
+// made meanwhile), an existing one gets its field ownership migrated once
+// and is applied with its UID (the apply fails if the name now holds a
+// different object).
+func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, live C, hasLive bool) (C, error) {
+	var zero C
+	cfg, err := c.ops.desired(grid, u)
+	if err != nil {
+		return zero, err
+	}
+	logger := klog.FromContext(ctx)
+	if !hasLive {
+		obj, err := c.ops.client.create(ctx, grid.GetNamespace(), cfg)
+		if err != nil {
+			return zero, err
+		}
+		countChildWrite(c.ops.kind)
+		logger.V(2).Info("Created child", "child", klog.KObj(obj), "nodeunit", u.value)
+		return obj, nil
+	}
+	if metav1.IsControlledBy(live, grid) {
+		want, err := toJSONMap(cfg)
+		if err != nil {
+			return zero, err
+		}
+		if c.applied.hashOf(live) == nestedString(want, "metadata", "annotations", AnnotationAppliedHash) &&
+			live.GetAnnotations()[AnnotationAppliedHash] != c.applied.hashOf(live) {
+			return live, nil // applied already; the cache has not caught up (its update event follows)
+		}
+		if ext, err := c.ops.extract(live); err == nil {
+			if same, err := upToDate(live, want, ext); err == nil && same {
+				return live, nil
+			}
+		}
+	}
+	if ownedByUpdate(live) {
+		if err := c.migrateOwnership(ctx, live); err != nil {
+			return zero, err
+		}
+	}
+	c.ops.setUID(cfg, live.GetUID())
+	obj, err := c.ops.client.apply(ctx, grid.GetNamespace(), cfg)
+	if ic, ok := asImmutableChange(err); ok {
+		if !ic.selector && selectorChanged(live, cfg) {
+			ic.selector = true
+			ic.fields = append(ic.fields, "spec.selector")
+		}
+		if c.ops.recreatable && !ic.selector && metav1.IsControlledBy(live, grid) {
+			return zero, c.recreate(ctx, grid, live, ic)
+		}
+		return zero, ic
+	}
+	if err != nil {
+		return zero, err
+	}
+	countChildWrite(c.ops.kind)
+	c.applied.remember(live, obj)
+	logger.V(2).Info("Applied child", "child", klog.KObj(obj), "nodeunit", u.value)
+	return obj, nil
+}
+
+// errRecreating: the child was deleted (orphaning its pods) to be created
+// anew with a field that cannot change in place.
+var errRecreating = errors.New("re-creating")
+
+// recreate deletes a child whose wanted spec changes immutable fields,
+// orphaning its pods; the next sync creates it anew and the workload
+// controller adopts the pods (same selector), so none restarts unless the
+// pod template changed too.
+func (c *gridController[G, C, A]) recreate(ctx context.Context, grid G, live C, ic immutableChange) error {
+	uid := live.GetUID()
+	orphan := metav1.DeletePropagationOrphan
+	err := c.ops.client.remove(ctx, live.GetNamespace(), live.GetName(), metav1.DeleteOptions{PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s %s to re-create it: %w", c.ops.childKind, live.GetName(), err)
+	}
+	klog.FromContext(ctx).Info("Re-creating child for fields that cannot change in place", "child", klog.KObj(live), "fields", ic.fields)
+	c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonRecreating, "Re-creating %s %s: %v; its pods are kept and adopted by the new one",
+		c.ops.childKind, live.GetName(), ic)
+	return errRecreating
+}
