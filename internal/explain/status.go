@@ -92,12 +92,15 @@ func WorkloadStatus(grid *unstructured.Unstructured, nodes []corev1.Node, childr
 		}
 	}
 	units := nodeUnits(r.GridUniqKey, nodes)
-	recorded := rolloutUnits(grid)
+	recorded := map[string]RecordedUnit{}
+	for _, ru := range RolloutUnits(grid) {
+		recorded[ru.NodeUnit] = ru
+	}
 	for _, v := range sortedKeys(units) {
 		choice := templateOf(grid, v)
 		u := UnitReport{NodeUnit: v, Nodes: units[v], Template: choice.Name, TemplateReason: choice.Reason, Ready: "0/0"}
 		if ru, ok := recorded[v]; ok {
-			u.Wave, u.Phase, u.Revision = ru.wave, ru.phase, ru.revision
+			u.Wave, u.Phase, u.Revision = ru.Wave, ru.Phase, ru.Revision
 		}
 		want := gridunit.ChildName(grid.GetName(), v)
 		c, ok := byUnit[v]
@@ -208,26 +211,28 @@ func templateOf(grid *unstructured.Unstructured, value string) gridunit.Template
 	return gridunit.Template(templates, def, value)
 }
 
-type recordedUnit struct{ wave, phase, revision string }
+// RecordedUnit is one nodeunit's place in the rollout as the controller
+// recorded it in status.units; "" where it recorded nothing.
+type RecordedUnit struct{ NodeUnit, Wave, Phase, Revision string }
 
-// rolloutUnits reads status.units' rollout fields, by nodeunit. Waves are
-// shown from 1, as the grid's status.rollout.wave counts them.
-func rolloutUnits(grid *unstructured.Unstructured) map[string]recordedUnit {
-	out := map[string]recordedUnit{}
+// RolloutUnits reads status.units' rollout fields, in their order. Waves
+// are shown from 1, as the grid's status.rollout.wave counts them.
+func RolloutUnits(grid *unstructured.Unstructured) []RecordedUnit {
+	var out []RecordedUnit
 	list, _, _ := unstructured.NestedSlice(grid.Object, "status", "units")
 	for _, item := range list {
 		m, ok := item.(map[string]any)
 		if !ok {
 			continue
 		}
-		name, _, _ := unstructured.NestedString(m, "name")
-		phase, _, _ := unstructured.NestedString(m, "phase")
-		rev, _, _ := unstructured.NestedString(m, "revision")
-		ru := recordedUnit{phase: phase, revision: rev}
+		var ru RecordedUnit
+		ru.NodeUnit, _, _ = unstructured.NestedString(m, "name")
+		ru.Phase, _, _ = unstructured.NestedString(m, "phase")
+		ru.Revision, _, _ = unstructured.NestedString(m, "revision")
 		if w, ok, _ := unstructured.NestedInt64(m, "wave"); ok {
-			ru.wave = fmt.Sprint(w + 1)
+			ru.Wave = fmt.Sprint(w + 1)
 		}
-		out[name] = ru
+		out = append(out, ru)
 	}
 	return out
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/explain"
 )
 
 // newRolloutCommand is `kubectl grid rollout status|pause|resume|undo`,
@@ -229,20 +230,8 @@ func rolloutReport(grid *unstructured.Unstructured) RolloutReport {
 	if msg, ok, _ := unstructured.NestedString(grid.Object, "status", "rollout", "halted", "message"); ok {
 		r.Message = msg
 	}
-	units, _, _ := unstructured.NestedSlice(grid.Object, "status", "units")
-	for _, item := range units {
-		m, ok := item.(map[string]any)
-		if !ok {
-			continue
-		}
-		name, _, _ := unstructured.NestedString(m, "name")
-		phase, _, _ := unstructured.NestedString(m, "phase")
-		rev, _, _ := unstructured.NestedString(m, "revision")
-		wave := "-"
-		if w, ok, _ := unstructured.NestedInt64(m, "wave"); ok {
-			wave = fmt.Sprint(w + 1)
-		}
-		r.Units = append(r.Units, strings.Join([]string{name, wave, orDash(phase), orDash(rev)}, " "))
+	for _, u := range explain.RolloutUnits(grid) {
+		r.Units = append(r.Units, strings.Join([]string{u.NodeUnit, orDash(u.Wave), orDash(u.Phase), orDash(u.Revision)}, " "))
 	}
 	return r
 }
