@@ -2,14 +2,12 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
@@ -61,11 +59,7 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 			return g.Status.Rollout, g.Status.Units
 		},
 		templateJSON: func(g *superedgev1.DeploymentGrid, name string) ([]byte, error) {
-			t, err := pickTemplate(g.Spec.Template, g.Spec.TemplatePool, name)
-			if err != nil {
-				return nil, err
-			}
-			return json.Marshal(t)
+			return templateJSON(g.Spec.Template, g.Spec.TemplatePool, name)
 		},
 		conditions: func(g *superedgev1.DeploymentGrid) []metav1.Condition { return g.Status.Conditions },
 		writeStatus: func(ctx context.Context, g *superedgev1.DeploymentGrid, kept []child[*appsv1.Deployment], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) error {
@@ -80,13 +74,8 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 					ReadyReplicas: s.ReadyReplicas, AvailableReplicas: s.AvailableReplicas, UnavailableReplicas: s.UnavailableReplicas,
 					Conditions: deepCopyDeploymentConditions(s.Conditions),
 				}
-				st.NodeUnits++
-				if deploymentReady(ch.obj) {
-					st.ReadyNodeUnits++
-				}
-				st.Units = append(st.Units, unitStatus(ch, deploymentReady(ch.obj)))
 			}
-			sortUnits(st.Units)
+			st.NodeUnits, st.ReadyNodeUnits, st.Units = unitCounts(kept, deploymentReady)
 			if statusEqual(g.Status, st) {
 				return nil
 			}
@@ -105,14 +94,7 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 
 // desiredDeployment is the Deployment a DeploymentGrid wants in one nodeunit.
 func desiredDeployment(g *superedgev1.DeploymentGrid, u unit) (*appsv1apply.DeploymentApplyConfiguration, error) {
-	tmpl, err := pickTemplate(g.Spec.Template, g.Spec.TemplatePool, u.template)
-	if u.override != nil {
-		// A fresh value: decoding into tmpl would write through its slices
-		// into the cached grid.
-		var last appsv1.DeploymentSpec
-		err = json.Unmarshal(u.override, &last)
-		tmpl = last
-	}
+	tmpl, err := unitTemplate(g.Spec.Template, g.Spec.TemplatePool, u)
 	if err != nil {
 		return nil, err
 	}
@@ -120,15 +102,7 @@ func desiredDeployment(g *superedgev1.DeploymentGrid, u unit) (*appsv1apply.Depl
 	if err := fromTemplate(tmpl, spec); err != nil {
 		return nil, fmt.Errorf("template %q: %w", u.template, err)
 	}
-	// The pod template stays the user's (plus the nodeSelector), exactly
-	// as SuperEdge builds it: switching controllers restarts no pod.
-	if spec.Template == nil {
-		spec.Template = &corev1apply.PodTemplateSpecApplyConfiguration{}
-	}
-	if spec.Template.Spec == nil {
-		spec.Template.Spec = &corev1apply.PodSpecApplyConfiguration{}
-	}
-	spec.Template.Spec.WithNodeSelector(map[string]string{g.Spec.GridUniqKey: u.value})
+	spec.Template = pinToNodeUnit(spec.Template, g.Spec.GridUniqKey, u.value)
 	d := appsv1apply.Deployment(u.name, g.Namespace).
 		WithLabels(g.Labels).
 		WithLabels(gridLabels(g.Name, g.Spec.GridUniqKey)).

@@ -2,14 +2,12 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
@@ -63,11 +61,7 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 			return g.Status.Rollout, g.Status.Units
 		},
 		templateJSON: func(g *superedgev1.StatefulSetGrid, name string) ([]byte, error) {
-			t, err := pickTemplate(g.Spec.Template, g.Spec.TemplatePool, name)
-			if err != nil {
-				return nil, err
-			}
-			return json.Marshal(t)
+			return templateJSON(g.Spec.Template, g.Spec.TemplatePool, name)
 		},
 		conditions: func(g *superedgev1.StatefulSetGrid) []metav1.Condition { return g.Status.Conditions },
 		writeStatus: func(ctx context.Context, g *superedgev1.StatefulSetGrid, kept []child[*appsv1.StatefulSet], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) error {
@@ -86,13 +80,8 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 					CurrentReplicas: s.CurrentReplicas, UpdatedReplicas: s.UpdatedReplicas, AvailableReplicas: s.AvailableReplicas,
 					CurrentRevision: s.CurrentRevision, UpdateRevision: s.UpdateRevision, Conditions: sc,
 				}
-				st.NodeUnits++
-				if statefulSetReady(ch.obj) {
-					st.ReadyNodeUnits++
-				}
-				st.Units = append(st.Units, unitStatus(ch, statefulSetReady(ch.obj)))
 			}
-			sortUnits(st.Units)
+			st.NodeUnits, st.ReadyNodeUnits, st.Units = unitCounts(kept, statefulSetReady)
 			if statusEqual(g.Status, st) {
 				return nil
 			}
@@ -113,14 +102,7 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 // spec.serviceName stays the template's: the gridhosts DNS plugin maps the
 // unified names onto each nodeunit's pods.
 func desiredStatefulSet(g *superedgev1.StatefulSetGrid, u unit) (*appsv1apply.StatefulSetApplyConfiguration, error) {
-	tmpl, err := pickTemplate(g.Spec.Template, g.Spec.TemplatePool, u.template)
-	if u.override != nil {
-		// A fresh value: decoding into tmpl would write through its slices
-		// into the cached grid.
-		var last appsv1.StatefulSetSpec
-		err = json.Unmarshal(u.override, &last)
-		tmpl = last
-	}
+	tmpl, err := unitTemplate(g.Spec.Template, g.Spec.TemplatePool, u)
 	if err != nil {
 		return nil, err
 	}
@@ -128,15 +110,7 @@ func desiredStatefulSet(g *superedgev1.StatefulSetGrid, u unit) (*appsv1apply.St
 	if err := fromTemplate(tmpl, spec); err != nil {
 		return nil, fmt.Errorf("template %q: %w", u.template, err)
 	}
-	// The pod template stays the user's (plus the nodeSelector), exactly
-	// as SuperEdge builds it: switching controllers restarts no pod.
-	if spec.Template == nil {
-		spec.Template = &corev1apply.PodTemplateSpecApplyConfiguration{}
-	}
-	if spec.Template.Spec == nil {
-		spec.Template.Spec = &corev1apply.PodSpecApplyConfiguration{}
-	}
-	spec.Template.Spec.WithNodeSelector(map[string]string{g.Spec.GridUniqKey: u.value})
+	spec.Template = pinToNodeUnit(spec.Template, g.Spec.GridUniqKey, u.value)
 	// Claim templates carry an empty status in their typed form: not ours to set.
 	for i := range spec.VolumeClaimTemplates {
 		spec.VolumeClaimTemplates[i].Status = nil
