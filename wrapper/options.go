@@ -95,38 +95,25 @@ func (opts Options) withDefaults() (Options, error) {
 	if opts.Upstream == nil {
 		return opts, errors.New("upstream config is required")
 	}
-	if opts.BookmarkInterval <= 0 {
-		opts.BookmarkInterval = DefaultBookmarkInterval
-	}
-	if opts.EventLogBytes <= 0 {
-		opts.EventLogBytes = DefaultEventLogBytes
-	}
-	if opts.WatchMaxLagBytes <= 0 {
-		opts.WatchMaxLagBytes = DefaultWatchMaxLagBytes
-	}
-	if opts.WatchWriteTimeout <= 0 {
-		opts.WatchWriteTimeout = DefaultWatchWriteTimeout
-	}
-	if opts.SnapshotMaxAge == 0 {
+	orDefault(&opts.BookmarkInterval, DefaultBookmarkInterval)
+	orDefault(&opts.EventLogBytes, DefaultEventLogBytes)
+	orDefault(&opts.WatchMaxLagBytes, DefaultWatchMaxLagBytes)
+	orDefault(&opts.WatchWriteTimeout, DefaultWatchWriteTimeout)
+	if opts.SnapshotMaxAge == 0 { // negative: no limit
 		opts.SnapshotMaxAge = DefaultSnapshotMaxAge
 	}
-	if opts.RequestWriteTimeout <= 0 {
-		opts.RequestWriteTimeout = DefaultRequestWriteTimeout
-	}
-	if opts.MaxRequestsInFlight <= 0 {
-		opts.MaxRequestsInFlight = DefaultMaxRequestsInFlight
-	}
-	if opts.MaxWatches <= 0 {
-		opts.MaxWatches = DefaultMaxWatches
-	}
-	if opts.StartVersion == 0 {
-		opts.StartVersion = uint64(time.Now().UnixNano())
-	}
-	if opts.NodeLabelRecheckInterval <= 0 {
-		opts.NodeLabelRecheckInterval = DefaultNodeLabelRecheckInterval
-	}
-	if opts.SnapshotInterval <= 0 {
-		opts.SnapshotInterval = DefaultSnapshotInterval
-	}
+	orDefault(&opts.RequestWriteTimeout, DefaultRequestWriteTimeout)
+	orDefault(&opts.MaxRequestsInFlight, DefaultMaxRequestsInFlight)
+	orDefault(&opts.MaxWatches, DefaultMaxWatches)
+	orDefault(&opts.StartVersion, uint64(time.Now().UnixNano()))
+	orDefault(&opts.NodeLabelRecheckInterval, DefaultNodeLabelRecheckInterval)
+	orDefault(&opts.SnapshotInterval, DefaultSnapshotInterval)
 	return opts, nil
+}
+
+// orDefault sets *v to def unless it is positive.
+func orDefault[T int | int64 | uint64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }

@@ -162,11 +162,16 @@ func unitOf(s *setObj) (string, bool) {
 	if !s.HasOwner || s.Owner.Kind != gridname.KindStatefulSetGrid {
 		return "", false
 	}
-	p := s.Owner.Name
-	if len(s.Name) <= len(p)+1 || !strings.HasPrefix(s.Name, p) || s.Name[len(p)] != '-' {
+	return suffixAfter(s.Name, s.Owner.Name)
+}
+
+// suffixAfter returns what follows "{prefix}-" in name, when name is
+// exactly that and more.
+func suffixAfter(name, prefix string) (string, bool) {
+	if len(name) <= len(prefix)+1 || !strings.HasPrefix(name, prefix) || name[len(prefix)] != '-' {
 		return "", false
 	}
-	return s.Name[len(p)+1:], true
+	return name[len(prefix)+1:], true
 }
 
 func (x *Index) addSet(s *setObj) {
@@ -193,12 +198,8 @@ func ordinalOf(p *podObj) (string, bool) {
 	if !p.HasOwner || p.Owner.Kind != gridname.KindStatefulSet {
 		return "", false
 	}
-	s := p.Owner.Name
-	if len(p.Name) <= len(s)+1 || !strings.HasPrefix(p.Name, s) || p.Name[len(s)] != '-' {
-		return "", false
-	}
-	ord := p.Name[len(s)+1:]
-	if !gridname.IsOrdinal(ord) {
+	ord, ok := suffixAfter(p.Name, p.Owner.Name)
+	if !ok || !gridname.IsOrdinal(ord) {
 		return "", false
 	}
 	return ord, true

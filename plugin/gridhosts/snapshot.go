@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
@@ -187,15 +188,5 @@ func (g *GridHosts) runSnapshots(ctx context.Context, live <-chan struct{}) {
 		return
 	case <-live:
 	}
-	g.snapshot.write(g.index, false)
-	t := time.NewTicker(g.snapshot.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			g.snapshot.write(g.index, false)
-		}
-	}
+	wait.UntilWithContext(ctx, func(context.Context) { g.snapshot.write(g.index, false) }, g.snapshot.interval)
 }
