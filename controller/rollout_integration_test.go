@@ -96,6 +96,24 @@ func rolloutGrid(ns, name string, strategy *superedgev1.RolloutStrategy) *supere
 
 func zone(i int) string { return fmt.Sprintf("z%02d", i) }
 
+// newRolloutEnv is a control plane with kube-controller-manager, namespace
+// ns and n nodes node-zNN, each its own nodeunit zone=zNN, with the test's
+// kubelet making ns's pods ready while kubelet is true (it starts true).
+// ctx ends with the test.
+func newRolloutEnv(t *testing.T, ns string, n int) (e *env, kubelet *atomic.Bool, ctx context.Context) {
+	e = newEnv(t, controlplane.Options{ControllerManager: true})
+	e.namespace(t, ns)
+	for i := range n {
+		e.node(t, "node-"+zone(i), map[string]string{"zone": zone(i)})
+	}
+	kubelet = &atomic.Bool{}
+	kubelet.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	e.fakeKubelet(ctx, t, ns, kubelet)
+	return e, kubelet, ctx
+}
+
 // imagesOf maps nodeunit -> image of the grid's children.
 func (e *env) imagesOf(ctx context.Context, ns, grid string) (map[string]string, []appsv1.Deployment, error) {
 	list, err := e.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: superedgev1.LabelGridSelector + "=" + grid})
@@ -160,17 +178,8 @@ func setImage(image string) func(*superedgev1.DeploymentGrid) {
 // out in waves, and a controller restarted mid-rollout resumes at the same
 // wave without touching the nodeunits already done.
 func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
-	e := newEnv(t, controlplane.Options{ControllerManager: true})
 	const ns, name = "rollout", "web"
-	e.namespace(t, ns)
-	for i := range 6 {
-		e.node(t, "node-"+zone(i), map[string]string{"zone": zone(i)})
-	}
-	kubelet := &atomic.Bool{}
-	kubelet.Store(true)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	e.fakeKubelet(ctx, t, ns, kubelet)
+	e, kubelet, ctx := newRolloutEnv(t, ns, 6)
 	_, writes, stop := e.startController(t, nil)
 
 	strategy := &superedgev1.RolloutStrategy{
@@ -441,18 +450,9 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 // unhealthy at any instant, sampled throughout the rollout; then a grid
 // without a strategy still changes every nodeunit at once.
 func TestRolloutMaxUnavailableUnits(t *testing.T) {
-	e := newEnv(t, controlplane.Options{ControllerManager: true})
 	const ns, name = "fleet", "web"
-	e.namespace(t, ns)
 	const units = 50
-	for i := range units {
-		e.node(t, "node-"+zone(i), map[string]string{"zone": zone(i)})
-	}
-	kubelet := &atomic.Bool{}
-	kubelet.Store(true)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	e.fakeKubelet(ctx, t, ns, kubelet)
+	e, kubelet, ctx := newRolloutEnv(t, ns, units)
 	_, writes, _ := e.startController(t, nil)
 	strategy := &superedgev1.RolloutStrategy{
 		Canary:              &superedgev1.RolloutCanary{NodeUnits: []string{"z00"}},
@@ -685,17 +685,8 @@ func TestTemplateChoiceAgreement(t *testing.T) {
 // image halts the rollout before any other nodeunit changes.
 func TestRolloutStatefulSetGrid(t *testing.T) {
 	t.Parallel() // its own control plane
-	e := newEnv(t, controlplane.Options{ControllerManager: true})
 	const ns, name = "stateful", "db"
-	e.namespace(t, ns)
-	for i := range 4 {
-		e.node(t, "node-"+zone(i), map[string]string{"zone": zone(i)})
-	}
-	kubelet := &atomic.Bool{}
-	kubelet.Store(true)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	e.fakeKubelet(ctx, t, ns, kubelet)
+	e, _, _ := newRolloutEnv(t, ns, 4)
 	e.startController(t, nil)
 	g := &superedgev1.StatefulSetGrid{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
