@@ -245,13 +245,13 @@ func TestSnapshotStateDirUnusable(t *testing.T) {
 	if err := os.WriteFile(state, []byte("not a directory"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	errorsBefore := metricValue(t, "application_grid_wrapper_snapshot_writes_total", map[string]string{"result": "error"})
+	errorsBefore := metricValue(t, "application_grid_wrapper_snapshot_writes_total", map[string]string{"result": "failed"})
 	w := startWrapper(t, cp, "node0", "", wrapper.Options{StateDir: state, SnapshotInterval: 100 * time.Millisecond})
 	inf := startInformers(t, w.URL(), protobuf, "node0")
 	eventually(t, "informers converge", 30*time.Second, func(ctx context.Context) (bool, error) {
 		return checkServed(ctx, admin, inf, ns, "node0")
 	})
-	if n := metricValue(t, "application_grid_wrapper_snapshot_writes_total", map[string]string{"result": "error"}); n <= errorsBefore {
+	if n := metricValue(t, "application_grid_wrapper_snapshot_writes_total", map[string]string{"result": "failed"}); n <= errorsBefore {
 		t.Fatalf("failed snapshot writes %v, want more than %v", n, errorsBefore)
 	}
 	if code, body := readyz(t, w); code != http.StatusOK || !strings.Contains(body, "snapshot not written (serving from memory only)") {

@@ -19,7 +19,7 @@ import (
 var (
 	snapshotWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Name: "snapshot_writes_total",
-		Help: "Snapshot writes by result (\"ok\", \"error\": the wrapper goes on in memory).",
+		Help: "Snapshot write attempts, by result: written, unchanged (skipped), failed (the wrapper goes on in memory); gridhosts' labels.",
 	}, []string{"result"})
 	snapshotBytes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: metricsNamespace, Name: "snapshot_bytes",
@@ -113,10 +113,12 @@ func (p *persister) load(logger klog.Logger) *snapshot {
 func (p *persister) maybeWrite(logger klog.Logger, final bool) {
 	unchanged := p.clock.Current() == p.written && !p.lastAsOf.IsZero()
 	if unchanged && !snapshottrust.RefreshDue(p.lastAsOf, time.Now(), final) {
+		snapshotWrites.WithLabelValues("unchanged").Inc()
 		return
 	}
 	asOf := p.stamp.Next(time.Now())
 	if unchanged && !snapshottrust.Rewrite(p.lastAsOf, asOf, final) {
+		snapshotWrites.WithLabelValues("unchanged").Inc()
 		return
 	}
 	p.write(logger, asOf)
@@ -138,7 +140,7 @@ func (p *persister) write(logger klog.Logger, asOf time.Time) {
 	h := snapshotHeader{NodeName: p.node, Upstream: p.upstream, WrittenAt: asOf.UTC()}
 	n, err := p.writeFile(func(w io.Writer) error { return p.codec.encode(w, h, lists) })
 	if err != nil {
-		snapshotWrites.WithLabelValues("error").Inc()
+		snapshotWrites.WithLabelValues("failed").Inc()
 		if !p.failing {
 			logger.Error(err, "Snapshot not written: serving from memory only; a restart while upstream is away would serve nothing until this is fixed",
 				"path", p.path())
@@ -153,7 +155,7 @@ func (p *persister) write(logger klog.Logger, asOf time.Time) {
 	p.failing = false
 	p.lastError.Store("")
 	p.written, p.lastAsOf = clockAt, asOf
-	snapshotWrites.WithLabelValues("ok").Inc()
+	snapshotWrites.WithLabelValues("written").Inc()
 	snapshotBytes.Set(float64(n))
 	snapshotWriteSeconds.Set(time.Since(start).Seconds())
 	logger.V(4).Info("Snapshot written", "path", p.path(), "bytes", n, "duration", time.Since(start))
