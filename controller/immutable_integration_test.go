@@ -26,17 +26,7 @@ func TestImmutableFieldsNeverWedge(t *testing.T) {
 	const ns = "default"
 	e.node(t, "n1", map[string]string{"zone": "a"})
 	e.startController(t, nil)
-	ssg := &superedgev1.StatefulSetGrid{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-		Spec: superedgev1.StatefulSetGridSpec{GridUniqKey: "zone", Template: appsv1.StatefulSetSpec{
-			Replicas: ptrInt32(1), ServiceName: "db",
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-			Template: podTemplate("db", "registry.example/db:1"),
-		}},
-	}
-	if _, err := e.grids.SuperedgeV1().StatefulSetGrids(ns).Create(ctx, ssg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.createDBGrid(t, ns)
 	var oldSet *appsv1.StatefulSet
 	var podUID string
 	eventually(t, time.Minute, "db-a and its pod", func(ctx context.Context) error {
@@ -134,4 +124,21 @@ func retryOnConflict(ctx context.Context, f func() error) error {
 		}
 	}
 	return fmt.Errorf("still conflicting")
+}
+
+// createDBGrid creates StatefulSetGrid db in ns: keyed on zone, one
+// replica of registry.example/db:1 selected by app=db.
+func (e *env) createDBGrid(t *testing.T, ns string) {
+	t.Helper()
+	ssg := &superedgev1.StatefulSetGrid{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+		Spec: superedgev1.StatefulSetGridSpec{GridUniqKey: "zone", Template: appsv1.StatefulSetSpec{
+			Replicas: ptrInt32(1), ServiceName: "db",
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: podTemplate("db", "registry.example/db:1"),
+		}},
+	}
+	if _, err := e.grids.SuperedgeV1().StatefulSetGrids(ns).Create(t.Context(), ssg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -37,17 +37,7 @@ func TestStatefulSetSelectorChangeOnEachAPIServer(t *testing.T) {
 			const ns = "default"
 			e.node(t, "n1", map[string]string{"zone": "a"})
 			e.startController(t, nil)
-			ssg := &superedgev1.StatefulSetGrid{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-				Spec: superedgev1.StatefulSetGridSpec{GridUniqKey: "zone", Template: appsv1.StatefulSetSpec{
-					Replicas: ptrInt32(1), ServiceName: "db",
-					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-					Template: podTemplate("db", "registry.example/db:1"),
-				}},
-			}
-			if _, err := e.grids.SuperedgeV1().StatefulSetGrids(ns).Create(ctx, ssg, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			e.createDBGrid(t, ns)
 			var before *appsv1.StatefulSet
 			eventually(t, time.Minute, "db-a", func(ctx context.Context) error {
 				sts, err := e.kube.AppsV1().StatefulSets(ns).Get(ctx, "db-a", metav1.GetOptions{})
