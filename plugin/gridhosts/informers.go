@@ -56,12 +56,19 @@ type watcher struct {
 	stopped       chan struct{}
 	// onError, when set before start, is told every list/watch error.
 	onError func(context.Context, error)
+
+	// nodeLabels, in node mode, replaces the Node informer: labels only,
+	// from NodeLabelSummaries when the controller writes them.
+	nodeLabels     *nodeLabelSource
+	nodeLabelsDone chan struct{}
 }
 
 func transform(obj any) (any, error) { return toTiny(obj) }
 
 // newWatcher builds (but does not start) the informers. In clients mode the
-// pod informer covers every running pod, for the source-IP index.
+// pod informer covers every running pod, for the source-IP index, and every
+// Node is watched for its InternalIPs; in node mode only nodes' labels are
+// followed (see nodeLabelSource).
 func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 	kcfg := rest.CopyConfig(cfg)
 	kcfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -92,19 +99,33 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 		grids: gridinformers.NewSharedInformerFactoryWithOptions(gc, 0, gridinformers.WithTransform(transform)),
 	}
 	h := handlerFor(idx)
-	for _, in := range []struct {
+	type informerOf struct {
 		resource string
 		inf      cache.SharedIndexInformer
 		optional bool
 		keep     **source
-	}{
+	}
+	informersOf := []informerOf{
 		{"statefulsetgrids.superedge.io", w.grids.Superedge().V1().StatefulSetGrids().Informer(), true, &w.gridSource},
 		{"statefulsets.apps", w.sets.Apps().V1().StatefulSets().Informer(), false, nil},
 		{"pods", w.pods.Core().V1().Pods().Informer(), false, nil},
 		{"services", w.kube.Core().V1().Services().Informer(), false, &w.serviceSource},
-		{"nodes", w.kube.Core().V1().Nodes().Informer(), false, nil},
 		{"endpointslices.discovery.k8s.io", w.slices.Discovery().V1().EndpointSlices().Informer(), false, nil},
-	} {
+	}
+	if clients {
+		informersOf = append(informersOf, informerOf{"nodes", w.kube.Core().V1().Nodes().Informer(), false, nil})
+	} else {
+		w.nodeLabels = newNodeLabelSource(kc, gc, idx)
+		src := &source{resource: "nodes", synced: w.nodeLabels.HasSynced, announced: &atomic.Bool{},
+			also: func(ctx context.Context, err error) {
+				if w.onError != nil {
+					w.onError(ctx, err)
+				}
+			}}
+		w.nodeLabels.onError = src.onError
+		w.sources = append(w.sources, src)
+	}
+	for _, in := range informersOf {
 		reg, err := in.inf.AddEventHandler(h)
 		if err != nil {
 			return nil, err
@@ -163,6 +184,13 @@ func (w *watcher) start(onKnown func()) {
 	for _, f := range []interface{ Start(<-chan struct{}) }{w.kube, w.pods, w.sets, w.slices, w.grids} {
 		f.Start(ctx.Done())
 	}
+	if w.nodeLabels != nil {
+		w.nodeLabelsDone = make(chan struct{})
+		go func() {
+			defer close(w.nodeLabelsDone)
+			w.nodeLabels.run(ctx)
+		}()
+	}
 	go func() {
 		defer close(w.stopped)
 		if w.sources.waitKnown(ctx, startupBound) {
@@ -171,6 +199,9 @@ func (w *watcher) start(onKnown func()) {
 		<-ctx.Done()
 		for _, f := range []interface{ Shutdown() }{w.kube, w.pods, w.sets, w.slices, w.grids} {
 			f.Shutdown()
+		}
+		if w.nodeLabelsDone != nil {
+			<-w.nodeLabelsDone
 		}
 	}()
 }
