@@ -33,6 +33,14 @@ var (
 	headlessSliceSelector = discoveryv1.LabelServiceName + "," + corev1.IsHeadlessService
 	// clients mode indexes every pod's IP; finished pods give theirs up.
 	runningPodSelector = "status.phase!=Succeeded,status.phase!=Failed"
+	// Services: every headless one (a grid Service may name its keys in a
+	// topologyKeys annotation alone, which no selector reaches; headless
+	// Services are few) and the others only with the grid key label (a
+	// unified name's Service must carry it), so a change of an ordinary
+	// Service, which the kubernetes plugin receives anyway, costs nothing.
+	headlessServiceSelector = "spec.clusterIP=None"
+	otherServiceSelector    = "spec.clusterIP!=None"
+	gridServiceSelector     = superedgev1.LabelGridUniqKey
 )
 
 // startupBound is the kubernetes plugin's default start-up wait: if grid
@@ -48,6 +56,8 @@ type watcher struct {
 	slices  informers.SharedInformerFactory
 	grids   gridinformers.SharedInformerFactory
 	sources sources
+
+	headlessServices, gridServices informers.SharedInformerFactory
 	// gridSource and serviceSource tell, before everything has synced,
 	// whether a name can already be known not to be a grid name.
 	gridSource    *source
@@ -97,8 +107,15 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 			o.LabelSelector = headlessSliceSelector
 		})),
 		grids: gridinformers.NewSharedInformerFactoryWithOptions(gc, 0, gridinformers.WithTransform(transform)),
+		headlessServices: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = headlessServiceSelector
+		})),
+		gridServices: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector, o.LabelSelector = otherServiceSelector, gridServiceSelector
+		})),
 	}
 	h := handlerFor(idx)
+	var headless *source
 	type informerOf struct {
 		resource string
 		inf      cache.SharedIndexInformer
@@ -109,7 +126,8 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 		{"statefulsetgrids.superedge.io", w.grids.Superedge().V1().StatefulSetGrids().Informer(), true, &w.gridSource},
 		{"statefulsets.apps", w.sets.Apps().V1().StatefulSets().Informer(), false, nil},
 		{"pods", w.pods.Core().V1().Pods().Informer(), false, nil},
-		{"services", w.kube.Core().V1().Services().Informer(), false, &w.serviceSource},
+		{"services", w.gridServices.Core().V1().Services().Informer(), false, &w.serviceSource},
+		{"services (headless)", w.headlessServices.Core().V1().Services().Informer(), false, &headless},
 		{"endpointslices.discovery.k8s.io", w.slices.Discovery().V1().EndpointSlices().Informer(), false, nil},
 	}
 	if clients {
@@ -144,6 +162,8 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 			*in.keep = src
 		}
 	}
+	grid := w.serviceSource
+	w.serviceSource = &source{resource: "services", synced: func() bool { return grid.synced() && headless.synced() }, announced: &atomic.Bool{}}
 	return w, nil
 }
 
@@ -181,7 +201,7 @@ func (w *watcher) start(onKnown func()) {
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithName(pluginName)))
 	w.cancel = cancel
 	w.stopped = make(chan struct{})
-	for _, f := range []interface{ Start(<-chan struct{}) }{w.kube, w.pods, w.sets, w.slices, w.grids} {
+	for _, f := range []interface{ Start(<-chan struct{}) }{w.kube, w.pods, w.sets, w.slices, w.grids, w.headlessServices, w.gridServices} {
 		f.Start(ctx.Done())
 	}
 	if w.nodeLabels != nil {
@@ -197,7 +217,7 @@ func (w *watcher) start(onKnown func()) {
 			onKnown()
 		}
 		<-ctx.Done()
-		for _, f := range []interface{ Shutdown() }{w.kube, w.pods, w.sets, w.slices, w.grids} {
+		for _, f := range []interface{ Shutdown() }{w.kube, w.pods, w.sets, w.slices, w.grids, w.headlessServices, w.gridServices} {
 			f.Shutdown()
 		}
 		if w.nodeLabelsDone != nil {

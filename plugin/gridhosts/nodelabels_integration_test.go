@@ -15,6 +15,7 @@ import (
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -162,4 +163,57 @@ func TestNodeModeLabelsFromSummaries(t *testing.T) {
 	must(c.grids.SuperedgeV1().NodeLabelSummaries().Create(ctx, summary("nodeunit3"), metav1.CreateOptions{}))(t)
 	source(nodeSourceSummaries)
 	answers("node-1's nodeunit from the new summary", "10.0.3.1")
+}
+
+// TestServicesSelected: gridhosts caches every headless Service (a grid one
+// may name its keys in a topologyKeys annotation alone) and only the other
+// Services that carry the grid key label, so an ordinary Service's changes
+// never reach it; the headless closed loop by annotation still answers.
+func TestServicesSelected(t *testing.T) {
+	t.Parallel() // its own control plane
+	c := startCluster(t)
+	c.seedDemo(t)
+	ctx := t.Context()
+	plain := newService("default", "plain", "", false)
+	must(c.kube.CoreV1().Services("default").Create(ctx, plain, metav1.CreateOptions{}))(t)
+	byAnnotation := newService("default", "hl-annotated", "", true)
+	byAnnotation.Annotations = map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1"]`}
+	must(c.kube.CoreV1().Services("default").Create(ctx, byAnnotation, metav1.CreateOptions{}))(t)
+	must(c.kube.DiscoveryV1().EndpointSlices("default").Create(ctx, newSlice("default", "hl-annotated-1", "hl-annotated", 80,
+		testEndpoint{ip: "10.9.1.1", node: "node-1", hostname: "a", ready: true},
+		testEndpoint{ip: "10.9.2.1", node: "node-2", hostname: "b", ready: true}), metav1.CreateOptions{}))(t)
+
+	g := New([]string{"cluster.local."})
+	g.Node = "node-2"
+	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
+	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false))(t)
+	if err := g.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.stop() })
+	poll(t, 30*time.Second, "closed loop by annotation", func() error {
+		rec := dnstest.NewRecorder(&test.ResponseWriter{})
+		g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion("hl-annotated.default.svc.cluster.local.", dns.TypeA))
+		var got []string
+		if rec.Msg != nil {
+			for _, rr := range rec.Msg.Answer {
+				got = append(got, rr.(*dns.A).A.String())
+			}
+		}
+		if !slices.Equal(got, []string{"10.9.2.1"}) {
+			return fmt.Errorf("got %v", got)
+		}
+		return nil
+	})
+	var cached []string
+	for _, inf := range []cache.SharedIndexInformer{g.watcher.gridServices.Core().V1().Services().Informer(), g.watcher.headlessServices.Core().V1().Services().Informer()} {
+		cached = append(cached, inf.GetStore().ListKeys()...)
+	}
+	slices.Sort(cached)
+	want := []string{"default/" + demoSvc, "default/hl-annotated"}
+	slices.Sort(want)
+	if !slices.Equal(cached, want) {
+		t.Fatalf("Services cached %v, want %v (the plain Service and default/kubernetes never)", cached, want)
+	}
 }
