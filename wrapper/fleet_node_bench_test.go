@@ -97,7 +97,7 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, node string) {
 	testcoredns.Start(tb, bin, text, fmt.Sprintf("http://127.0.0.1:%d/ready", ready), "NODE_NAME="+node)
 }
 
-// BenchmarkFleetNode: everything the project runs on an edge node, summed.
+// BenchmarkEdgeNodeFleet: everything the project runs on an edge node, summed.
 // The fleet of BenchmarkFleet (one real kube-apiserver with kube-controller-
 // manager's endpointslice and endpoints controllers, SG_FLEET_NODES (300)
 // Nodes in 6 nodeunits with kubelet-sized status, 100 topology Services with
@@ -107,7 +107,7 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, node string) {
 // shaped informers pointed straight at the apiserver for the same nodes, and
 // one CoreDNS of corefile/Corefile.clients (the clients mode's one shared
 // server). Per kind of event, bytes each received from the apiserver.
-func BenchmarkFleetNode(b *testing.B) {
+func BenchmarkEdgeNodeFleet(b *testing.B) {
 	b.Cleanup(testbin.Cleanup)
 	nodesN, edgeN := envInt("SG_FLEET_NODES", 300), envInt("SG_FLEET_DNS_NODES", 3)
 	const units, servicesN, churn = 6, 100, 20
@@ -260,11 +260,11 @@ func BenchmarkFleetNode(b *testing.B) {
 	b.Logf("%d nodes, %d Services, %d edge nodes with wrapper and CoreDNS (node mode), 1 CoreDNS in clients mode", nodesN, servicesN, len(edge))
 	line := func(kind string, f figures) {
 		sum := f.wrapper + f.dns
-		ratio := 0.0
+		ratio := "-"
 		if f.direct > 0 {
-			ratio = sum / f.direct
+			ratio = fmt.Sprintf("%.2fx", sum/f.direct)
 		}
-		b.Logf("%-42s kube-proxy direct %8.0f B | wrapper %8.0f B + node CoreDNS %8.0f B = edge node %8.0f B (%.2fx) | clients-mode CoreDNS %8.0f B",
+		b.Logf("%-44s kube-proxy direct %8.0f B | wrapper %8.0f B + node CoreDNS %8.0f B = edge node %8.0f B (%s) | clients-mode CoreDNS %8.0f B",
 			kind, f.direct, f.wrapper, f.dns, sum, ratio, f.shared)
 		unit := strings.ReplaceAll(kind, " ", "-")
 		b.ReportMetric(f.direct, "direct-B/"+unit)
