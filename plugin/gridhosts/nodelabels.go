@@ -52,6 +52,8 @@ type nodeLabelSource struct {
 	grids   versioned.Interface
 	idx     *Index
 	recheck time.Duration
+	// backoff spaces the questions while the apiserver cannot answer.
+	backoff wait.Backoff
 	// onError is told every list/watch error (the "nodes" source's state).
 	onError func(context.Context, *cache.Reflector, error)
 
@@ -65,7 +67,10 @@ type nodeLabelSource struct {
 }
 
 func newNodeLabelSource(kube kubernetes.Interface, grids versioned.Interface, idx *Index) *nodeLabelSource {
-	return &nodeLabelSource{kube: kube, grids: grids, idx: idx, recheck: defaultNodeRecheck, have: map[string]map[string]string{}}
+	return &nodeLabelSource{kube: kube, grids: grids, idx: idx, recheck: defaultNodeRecheck, have: map[string]map[string]string{},
+		// As client-go's informers retry: up to 30s apart, jittered, so many
+		// nodes whose link returns at once do not ask in step.
+		backoff: wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: 30 * time.Second}}
 }
 
 // HasSynced reports whether the first source has listed every node.
@@ -103,22 +108,26 @@ func (n *nodeLabelSource) run(ctx context.Context) {
 	}
 }
 
-// summariesPresent asks, retrying with client-go's informer backoff while
-// the apiserver cannot answer, whether any NodeLabelSummary exists. Not
-// served (no CRD) or not allowed (older RBAC) means no. The error is ctx's.
+// summariesPresent asks, retrying while the apiserver cannot answer, whether
+// any NodeLabelSummary exists. Not served (no CRD) or not allowed (older
+// RBAC) means no. The error is ctx's.
 func (n *nodeLabelSource) summariesPresent(ctx context.Context) (bool, error) {
-	var present bool
-	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: 30 * time.Second}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		var err error
-		present, err = n.summariesListed(ctx)
-		if err != nil {
-			klog.FromContext(ctx).V(2).Info("Cannot tell whether NodeLabelSummaries exist yet", "err", err)
-			return false, nil
+	// Not wait.ExponentialBackoffWithContext: it gives up once the cap is
+	// reached (about 30s), and a node that boots with the cloud away must
+	// keep asking until it is back.
+	backoff := n.backoff
+	for {
+		present, err := n.summariesListed(ctx)
+		if err == nil {
+			return present, nil
 		}
-		return true, nil
-	})
-	return present, err
+		klog.FromContext(ctx).V(2).Info("Cannot tell whether NodeLabelSummaries exist yet", "err", err)
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(backoff.Step()):
+		}
+	}
 }
 
 func (n *nodeLabelSource) summariesListed(ctx context.Context) (bool, error) {
