@@ -22,6 +22,7 @@ import (
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	gridinformersv1 "github.com/servicegroup/servicegroup/client/informers/externalversions/superedge/v1"
+	"github.com/servicegroup/servicegroup/gridname"
 	"github.com/servicegroup/servicegroup/topology"
 )
 
@@ -78,7 +79,8 @@ func newLabelSummaryWriter(deps Deps) (*labelSummaryWriter, error) {
 			return !maps.Equal(labelsOf(old), labelsOf(cur))
 		}},
 		{w.services, func(old, cur any) bool {
-			return annotation(old, superedgev1.AnnotationTopologyKeys) != annotation(cur, superedgev1.AnnotationTopologyKeys)
+			return annotation(old, superedgev1.AnnotationTopologyKeys) != annotation(cur, superedgev1.AnnotationTopologyKeys) ||
+				serviceGridKey(old) != serviceGridKey(cur)
 		}},
 		{w.summaries, func(_, _ any) bool { return true }},
 	}
@@ -171,11 +173,27 @@ func (w *labelSummaryWriter) processNext(ctx context.Context) bool {
 	return true
 }
 
+// serviceGridKey is the grid key a Service names itself (label or
+// annotation): gridhosts keeps a headless one in its nodeunit by that key
+// even when no grid uses it.
+func serviceGridKey(obj any) string {
+	m, ok := objectOf(obj)
+	if !ok {
+		return ""
+	}
+	k, _ := gridname.GridKeyRefOf(m.GetLabels(), m.GetAnnotations()).Key()
+	return k
+}
+
 // summarisedKeys are the label keys topology decides on: every key of a
-// valid topologyKeys annotation and every grid's gridUniqKey.
+// valid topologyKeys annotation, every grid's gridUniqKey and every grid key
+// a Service names.
 func (w *labelSummaryWriter) summarisedKeys() sets.Set[string] {
 	keys := sets.New[string]()
 	for _, obj := range w.services.GetStore().List() {
+		if k := serviceGridKey(obj); k != "" {
+			keys.Insert(k)
+		}
 		if v := annotation(obj, superedgev1.AnnotationTopologyKeys); v != "" {
 			parsed, err := topology.ParseKeys(v)
 			if err != nil {

@@ -53,6 +53,8 @@ type nodeLabels struct {
 	watchErrors func(cache.SharedIndexInformer) error
 	// recheck is how often, while following Nodes, summaries are looked for.
 	recheck time.Duration
+	// backoff spaces the questions while upstream cannot answer.
+	backoff wait.Backoff
 	// ambiguousSince: when upstream first gave a 404/403 while not ready
 	// (summariesListed; only the run goroutine touches it).
 	ambiguousSince time.Time
@@ -71,6 +73,9 @@ func newNodeLabels(meta metadata.Interface, grids versioned.Interface, handler c
 		meta:    meta,
 		grids:   grids,
 		recheck: DefaultNodeLabelRecheckInterval,
+		// As client-go's informers retry: up to 30s apart, jittered, so many
+		// wrappers whose link returns at once do not ask in step.
+		backoff: wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: 30 * time.Second},
 	}
 }
 
@@ -112,20 +117,22 @@ func (n *nodeLabels) run(ctx context.Context) {
 // whether any NodeLabelSummary exists. Not served (no CRD) or not allowed
 // (older RBAC) means no. The error is only ctx's.
 func (n *nodeLabels) summariesPresent(ctx context.Context) (bool, error) {
-	var present bool
-	// As client-go's informers retry: up to 30s apart, jittered, so many
-	// wrappers whose link returns at once do not ask in step.
-	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: 30 * time.Second}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		var err error
-		present, err = n.summariesListed(ctx)
-		if err != nil {
-			klog.FromContext(ctx).V(2).Info("Cannot tell whether NodeLabelSummaries exist yet", "err", err)
-			return false, nil
+	// Not wait.ExponentialBackoffWithContext: it gives up once the cap is
+	// reached (about 30s), and a wrapper started with the cloud away must
+	// keep asking until it is back.
+	backoff := n.backoff
+	for {
+		present, err := n.summariesListed(ctx)
+		if err == nil {
+			return present, nil
 		}
-		return true, nil
-	})
-	return present, err
+		klog.FromContext(ctx).V(2).Info("Cannot tell whether NodeLabelSummaries exist yet", "err", err)
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(backoff.Step()):
+		}
+	}
 }
 
 func (n *nodeLabels) summariesListed(ctx context.Context) (bool, error) {

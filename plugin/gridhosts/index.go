@@ -123,6 +123,12 @@ func (x *Index) remove(t any) bool {
 	case *podObj:
 		x.deletePod(nsName{o.Namespace, o.Name})
 	case *svcObj:
+		// Headless and other Services come from two informers: a Service
+		// that moved between them (to ExternalName) is deleted from one
+		// only if the other has not added it already.
+		if cur, ok := x.services[nsName{o.Namespace, o.Name}]; ok && cur.Headless != o.Headless {
+			return true
+		}
 		delete(x.services, nsName{o.Namespace, o.Name})
 	case *nodeObj:
 		x.deleteNode(o.Name)

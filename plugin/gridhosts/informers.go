@@ -33,6 +33,14 @@ var (
 	headlessSliceSelector = discoveryv1.LabelServiceName + "," + corev1.IsHeadlessService
 	// clients mode indexes every pod's IP; finished pods give theirs up.
 	runningPodSelector = "status.phase!=Succeeded,status.phase!=Failed"
+	// Services: every headless one (a grid Service may name its keys in a
+	// topologyKeys annotation alone, which no selector reaches; headless
+	// Services are few) and the others only with the grid key label (a
+	// unified name's Service must carry it), so a change of an ordinary
+	// Service, which the kubernetes plugin receives anyway, costs nothing.
+	headlessServiceSelector = "spec.clusterIP=None"
+	otherServiceSelector    = "spec.clusterIP!=None"
+	gridServiceSelector     = superedgev1.LabelGridUniqKey
 )
 
 // startupBound is the kubernetes plugin's default start-up wait: if grid
@@ -48,6 +56,8 @@ type watcher struct {
 	slices  informers.SharedInformerFactory
 	grids   gridinformers.SharedInformerFactory
 	sources sources
+
+	headlessServices, gridServices informers.SharedInformerFactory
 	// gridSource and serviceSource tell, before everything has synced,
 	// whether a name can already be known not to be a grid name.
 	gridSource    *source
@@ -56,12 +66,19 @@ type watcher struct {
 	stopped       chan struct{}
 	// onError, when set before start, is told every list/watch error.
 	onError func(context.Context, error)
+
+	// nodeLabels, in node mode, replaces the Node informer: labels only,
+	// from NodeLabelSummaries when the controller writes them.
+	nodeLabels     *nodeLabelSource
+	nodeLabelsDone chan struct{}
 }
 
 func transform(obj any) (any, error) { return toTiny(obj) }
 
 // newWatcher builds (but does not start) the informers. In clients mode the
-// pod informer covers every running pod, for the source-IP index.
+// pod informer covers every running pod, for the source-IP index, and every
+// Node is watched for its InternalIPs; in node mode only nodes' labels are
+// followed (see nodeLabelSource).
 func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 	kcfg := rest.CopyConfig(cfg)
 	kcfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -90,21 +107,43 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 			o.LabelSelector = headlessSliceSelector
 		})),
 		grids: gridinformers.NewSharedInformerFactoryWithOptions(gc, 0, gridinformers.WithTransform(transform)),
+		headlessServices: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = headlessServiceSelector
+		})),
+		gridServices: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector, o.LabelSelector = otherServiceSelector, gridServiceSelector
+		})),
 	}
 	h := handlerFor(idx)
-	for _, in := range []struct {
+	var headless *source
+	type informerOf struct {
 		resource string
 		inf      cache.SharedIndexInformer
 		optional bool
 		keep     **source
-	}{
+	}
+	informersOf := []informerOf{
 		{"statefulsetgrids.superedge.io", w.grids.Superedge().V1().StatefulSetGrids().Informer(), true, &w.gridSource},
 		{"statefulsets.apps", w.sets.Apps().V1().StatefulSets().Informer(), false, nil},
 		{"pods", w.pods.Core().V1().Pods().Informer(), false, nil},
-		{"services", w.kube.Core().V1().Services().Informer(), false, &w.serviceSource},
-		{"nodes", w.kube.Core().V1().Nodes().Informer(), false, nil},
+		{"services", w.gridServices.Core().V1().Services().Informer(), false, &w.serviceSource},
+		{"services (headless)", w.headlessServices.Core().V1().Services().Informer(), false, &headless},
 		{"endpointslices.discovery.k8s.io", w.slices.Discovery().V1().EndpointSlices().Informer(), false, nil},
-	} {
+	}
+	if clients {
+		informersOf = append(informersOf, informerOf{"nodes", w.kube.Core().V1().Nodes().Informer(), false, nil})
+	} else {
+		w.nodeLabels = newNodeLabelSource(kc, gc, idx)
+		src := &source{resource: "nodes", synced: w.nodeLabels.HasSynced, announced: &atomic.Bool{},
+			also: func(ctx context.Context, err error) {
+				if w.onError != nil {
+					w.onError(ctx, err)
+				}
+			}}
+		w.nodeLabels.onError = src.onError
+		w.sources = append(w.sources, src)
+	}
+	for _, in := range informersOf {
 		reg, err := in.inf.AddEventHandler(h)
 		if err != nil {
 			return nil, err
@@ -123,6 +162,8 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 			*in.keep = src
 		}
 	}
+	grid := w.serviceSource
+	w.serviceSource = &source{resource: "services", synced: func() bool { return grid.synced() && headless.synced() }, announced: &atomic.Bool{}}
 	return w, nil
 }
 
@@ -160,8 +201,15 @@ func (w *watcher) start(onKnown func()) {
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithName(pluginName)))
 	w.cancel = cancel
 	w.stopped = make(chan struct{})
-	for _, f := range []interface{ Start(<-chan struct{}) }{w.kube, w.pods, w.sets, w.slices, w.grids} {
+	for _, f := range []interface{ Start(<-chan struct{}) }{w.kube, w.pods, w.sets, w.slices, w.grids, w.headlessServices, w.gridServices} {
 		f.Start(ctx.Done())
+	}
+	if w.nodeLabels != nil {
+		w.nodeLabelsDone = make(chan struct{})
+		go func() {
+			defer close(w.nodeLabelsDone)
+			w.nodeLabels.run(ctx)
+		}()
 	}
 	go func() {
 		defer close(w.stopped)
@@ -169,8 +217,11 @@ func (w *watcher) start(onKnown func()) {
 			onKnown()
 		}
 		<-ctx.Done()
-		for _, f := range []interface{ Shutdown() }{w.kube, w.pods, w.sets, w.slices, w.grids} {
+		for _, f := range []interface{ Shutdown() }{w.kube, w.pods, w.sets, w.slices, w.grids, w.headlessServices, w.gridServices} {
 			f.Shutdown()
+		}
+		if w.nodeLabelsDone != nil {
+			<-w.nodeLabelsDone
 		}
 	}()
 }

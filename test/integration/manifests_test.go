@@ -162,6 +162,8 @@ func TestManifestsRBAC(t *testing.T) {
 		{wrapper, []string{"update", "nodelabelsummaries.superedge.io"}, false},
 
 		{coredns, []string{"watch", "statefulsetgrids.superedge.io"}, true},
+		{coredns, []string{"watch", "nodelabelsummaries.superedge.io"}, true},
+		{coredns, []string{"update", "nodelabelsummaries.superedge.io"}, false},
 		{coredns, []string{"list", "statefulsets.apps"}, true},
 		{coredns, []string{"list", "pods"}, true},
 		{coredns, []string{"list", "endpointslices.discovery.k8s.io"}, true},

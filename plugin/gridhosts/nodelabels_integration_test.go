@@ -1,0 +1,265 @@
+package gridhosts
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coredns/coredns/plugin/pkg/dnstest"
+	"github.com/coredns/coredns/plugin/test"
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+)
+
+// requestLog records the path of every request a client sends.
+type requestLog struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		l.mu.Lock()
+		l.paths = append(l.paths, req.URL.Path)
+		l.mu.Unlock()
+		return rt.RoundTrip(req)
+	})
+}
+
+// since returns the paths under prefix requested after the first n.
+func (l *requestLog) since(n int, prefix string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, p := range l.paths[min(n, len(l.paths)):] {
+		if strings.HasPrefix(p, prefix) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (l *requestLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.paths)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestNodeModeLabelsFromSummaries: in node mode, while NodeLabelSummaries
+// exist, gridhosts learns nodes' labels from them and sends no request for
+// Nodes at all, so other nodes' status reports cost the node nothing; a
+// label change in a summary moves the answers; when the summaries go it
+// watches Nodes (answers as before), and returns to summaries when they are
+// back.
+func TestNodeModeLabelsFromSummaries(t *testing.T) {
+	t.Parallel() // its own control plane
+	c := startCluster(t)
+	c.seedDemo(t)
+	ctx := t.Context()
+	summary := func(node1Unit string) *superedgev1.NodeLabelSummary {
+		s := &superedgev1.NodeLabelSummary{ObjectMeta: metav1.ObjectMeta{Name: "nodes-0"}, Keys: []string{"zone1"}}
+		for i := 1; i <= 3; i++ {
+			unit := fmt.Sprintf("nodeunit%d", i)
+			if i == 1 {
+				unit = node1Unit
+			}
+			s.Nodes = append(s.Nodes, superedgev1.NodeLabels{Name: fmt.Sprintf("node-%d", i), Labels: map[string]string{"zone1": unit}})
+		}
+		return s
+	}
+	must(c.grids.SuperedgeV1().NodeLabelSummaries().Create(ctx, summary("nodeunit1"), metav1.CreateOptions{}))(t)
+
+	g := New([]string{"cluster.local."})
+	g.Node = "node-1"
+	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
+	cfg := must(g.restConfig())(t)
+	log := &requestLog{}
+	cfg.Wrap(log.wrap)
+	g.watcher = must(newWatcher(cfg, g.index, false))(t)
+	g.watcher.nodeLabels.recheck = time.Second
+	if err := g.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.stop() })
+
+	ask := func() []string {
+		rec := dnstest.NewRecorder(&test.ResponseWriter{})
+		g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(demoNames(0), dns.TypeA))
+		var out []string
+		if rec.Msg != nil {
+			for _, rr := range rec.Msg.Answer {
+				out = append(out, rr.(*dns.A).A.String())
+			}
+		}
+		return out
+	}
+	answers := func(what string, want ...string) {
+		t.Helper()
+		poll(t, 30*time.Second, what, func() error {
+			if got := ask(); !slices.Equal(got, want) {
+				return fmt.Errorf("got %v, want %v", got, want)
+			}
+			return nil
+		})
+	}
+	source := func(want string) {
+		t.Helper()
+		poll(t, 30*time.Second, "node label source "+want, func() error {
+			if got := g.watcher.nodeLabels.Source(); got != want || !g.watcher.nodeLabels.HasSynced() {
+				return fmt.Errorf("source %q (synced %v)", got, g.watcher.nodeLabels.HasSynced())
+			}
+			return nil
+		})
+	}
+
+	source(nodeSourceSummaries)
+	answers("node-1's nodeunit from the summary", "10.0.1.1")
+	if got := log.since(0, "/api/v1/nodes"); len(got) != 0 {
+		t.Fatalf("requests for Nodes while summaries exist: %v", got)
+	}
+
+	// Other nodes' status reports: nothing reaches gridhosts.
+	before := log.len()
+	for i := range 5 {
+		n := must(c.kube.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{}))(t)
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+			LastHeartbeatTime: metav1.NewTime(time.Now().Add(time.Duration(i) * time.Second))}}
+		must(c.kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}))(t)
+	}
+	// The summary's relabel, written after the status reports, is seen;
+	// so had anything else been requested, it would be logged by now.
+	s := must(c.grids.SuperedgeV1().NodeLabelSummaries().Get(ctx, "nodes-0", metav1.GetOptions{}))(t)
+	s.Nodes = summary("nodeunit2").Nodes
+	must(c.grids.SuperedgeV1().NodeLabelSummaries().Update(ctx, s, metav1.UpdateOptions{}))(t)
+	answers("node-1's new nodeunit from the summary", "10.0.2.1")
+	if got := log.since(before, "/api/v1/nodes"); len(got) != 0 {
+		t.Fatalf("requests for Nodes after status reports: %v", got)
+	}
+
+	// Summaries gone (a rollback to a controller that writes none): Nodes
+	// decide, and node-1's own label says nodeunit1.
+	if err := c.grids.SuperedgeV1().NodeLabelSummaries().Delete(ctx, "nodes-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	source(nodeSourceNodes)
+	answers("node-1's nodeunit from its Node", "10.0.1.1")
+
+	// Summaries back: followed again, within the recheck.
+	must(c.grids.SuperedgeV1().NodeLabelSummaries().Create(ctx, summary("nodeunit3"), metav1.CreateOptions{}))(t)
+	source(nodeSourceSummaries)
+	answers("node-1's nodeunit from the new summary", "10.0.3.1")
+}
+
+// TestServicesSelected: gridhosts caches every headless Service (a grid one
+// may name its keys in a topologyKeys annotation alone) and only the other
+// Services that carry the grid key label, so an ordinary Service's changes
+// never reach it; the headless closed loop by annotation still answers.
+func TestServicesSelected(t *testing.T) {
+	t.Parallel() // its own control plane
+	c := startCluster(t)
+	c.seedDemo(t)
+	ctx := t.Context()
+	plain := newService("default", "plain", "", false)
+	must(c.kube.CoreV1().Services("default").Create(ctx, plain, metav1.CreateOptions{}))(t)
+	byAnnotation := newService("default", "hl-annotated", "", true)
+	byAnnotation.Annotations = map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1"]`}
+	must(c.kube.CoreV1().Services("default").Create(ctx, byAnnotation, metav1.CreateOptions{}))(t)
+	must(c.kube.DiscoveryV1().EndpointSlices("default").Create(ctx, newSlice("default", "hl-annotated-1", "hl-annotated", 80,
+		testEndpoint{ip: "10.9.1.1", node: "node-1", hostname: "a", ready: true},
+		testEndpoint{ip: "10.9.2.1", node: "node-2", hostname: "b", ready: true}), metav1.CreateOptions{}))(t)
+
+	g := New([]string{"cluster.local."})
+	g.Node = "node-2"
+	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
+	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false))(t)
+	if err := g.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.stop() })
+	poll(t, 30*time.Second, "closed loop by annotation", func() error {
+		rec := dnstest.NewRecorder(&test.ResponseWriter{})
+		g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion("hl-annotated.default.svc.cluster.local.", dns.TypeA))
+		var got []string
+		if rec.Msg != nil {
+			for _, rr := range rec.Msg.Answer {
+				got = append(got, rr.(*dns.A).A.String())
+			}
+		}
+		if !slices.Equal(got, []string{"10.9.2.1"}) {
+			return fmt.Errorf("got %v", got)
+		}
+		return nil
+	})
+	var cached []string
+	for _, inf := range []cache.SharedIndexInformer{g.watcher.gridServices.Core().V1().Services().Informer(), g.watcher.headlessServices.Core().V1().Services().Informer()} {
+		cached = append(cached, inf.GetStore().ListKeys()...)
+	}
+	slices.Sort(cached)
+	want := []string{"default/" + demoSvc, "default/hl-annotated"}
+	slices.Sort(want)
+	if !slices.Equal(cached, want) {
+		t.Fatalf("Services cached %v, want %v (the plain Service and default/kubernetes never)", cached, want)
+	}
+}
+
+// TestNodeLabelsAfterLongOutage: the node label source started while the
+// apiserver is away keeps asking however long it stays away (its backoff
+// reaches its cap many times over here) and follows the summaries once the
+// apiserver is back.
+func TestNodeLabelsAfterLongOutage(t *testing.T) {
+	t.Parallel() // its own control plane
+	c := startCluster(t)
+	c.seedDemo(t)
+	must(c.grids.SuperedgeV1().NodeLabelSummaries().Create(t.Context(), &superedgev1.NodeLabelSummary{
+		ObjectMeta: metav1.ObjectMeta{Name: "nodes-0"}, Keys: []string{"zone1"},
+		Nodes: []superedgev1.NodeLabels{{Name: "node-1", Labels: map[string]string{"zone1": "nodeunit1"}}},
+	}, metav1.CreateOptions{}))(t)
+	idx := NewIndex()
+	g := New([]string{"cluster.local."})
+	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
+	w := must(newWatcher(must(g.restConfig())(t), idx, false))(t)
+	src := w.nodeLabels
+	src.backoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 20 * time.Millisecond}
+	c.cp.StopAPIServer()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		src.run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(2 * time.Second) // about 100 refused questions, the cap reached at the 5th
+	select {
+	case <-done:
+		t.Fatal("the node label source gave up while the apiserver was away")
+	default:
+	}
+	if err := c.cp.StartAPIServer(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "summaries followed after the outage", func() error {
+		if src.Source() != nodeSourceSummaries || !src.HasSynced() {
+			return fmt.Errorf("source %q, synced %v", src.Source(), src.HasSynced())
+		}
+		return nil
+	})
+}

@@ -1,0 +1,326 @@
+package wrapper_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/controller"
+	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testcoredns"
+	"github.com/servicegroup/servicegroup/test/controlplane"
+	"github.com/servicegroup/servicegroup/wrapper"
+)
+
+// countingAPIProxy serves plain HTTP on loopback and forwards every request
+// to the apiserver, as its admin, through c's counting transport: a process
+// that cannot be handed a wrapped transport (CoreDNS) is counted exactly as
+// the in-process clients are (response bodies as client-go reads them). It
+// returns a kubeconfig pointing at it.
+func countingAPIProxy(tb testing.TB, cfg *rest.Config, c *byteCounter) string {
+	tb.Helper()
+	rt, err := rest.TransportFor(c.wrap(cfg))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			// Let the counting transport negotiate (and undo) compression
+			// itself, as it does for the in-process clients.
+			pr.Out.Header.Del("Accept-Encoding")
+		},
+		Transport:     rt,
+		FlushInterval: -1,
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	tb.Cleanup(func() { _ = srv.Close() })
+	path := filepath.Join(tb.TempDir(), "kubeconfig")
+	kc := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://%s\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n", ln.Addr())
+	if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// startShippedCoreDNS runs the custom CoreDNS with a Corefile of corefile/
+// made local: loopback ports, both plugins reading through kubeconfig, a
+// snapshot in a temporary directory, forward to a closed port.
+func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, node string) {
+	tb.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(self), "..", "corefile", file))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port, health, ready, prom := testcoredns.FreePort(tb), testcoredns.FreePort(tb), testcoredns.FreePort(tb), testcoredns.FreePort(tb)
+	text := string(data)
+	for _, r := range [][2]string{
+		{".:53 {", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
+		{"health {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
+		{"    ready\n", fmt.Sprintf("    ready 127.0.0.1:%d\n", ready)},
+		{"prometheus :9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
+		{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + kubeconfig},
+		{"kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig " + kubeconfig},
+		{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
+		{"snapshot /var/lib/coredns-gridhosts/gridhosts.snapshot", "snapshot " + filepath.Join(tb.TempDir(), "gridhosts.snapshot")},
+	} {
+		text = strings.Replace(text, r[0], r[1], 1)
+	}
+	testcoredns.Start(tb, bin, text, fmt.Sprintf("http://127.0.0.1:%d/ready", ready), "NODE_NAME="+node)
+}
+
+// BenchmarkEdgeNodeFleet: everything the project runs on an edge node, summed.
+// The fleet of BenchmarkFleet (one real kube-apiserver with kube-controller-
+// manager's endpointslice and endpoints controllers, SG_FLEET_NODES (300)
+// Nodes in 6 nodeunits with kubelet-sized status, 100 topology Services with
+// 2 ready pods each, the controller's summary writer); on SG_FLEET_DNS_NODES
+// (3) edge nodes the real wrapper and the real CoreDNS of
+// corefile/Corefile.node (gridhosts and kubernetes), next to kube-proxy-
+// shaped informers pointed straight at the apiserver for the same nodes, and
+// one CoreDNS of corefile/Corefile.clients (the clients mode's one shared
+// server). Per kind of event, bytes each received from the apiserver.
+func BenchmarkEdgeNodeFleet(b *testing.B) {
+	b.Cleanup(testbin.Cleanup)
+	nodesN, edgeN := envInt("SG_FLEET_NODES", 300), envInt("SG_FLEET_DNS_NODES", 3)
+	const units, servicesN, churn = 6, 100, 20
+	bin := testbin.Path(b, "coredns")
+	cp := controlplane.StartForTest(b, controlplane.Options{
+		ControllerManager: true,
+		Controllers:       "endpointslice-controller,endpoints-controller",
+	})
+	ctx := b.Context()
+	admin := adminClient(cp)
+	if err := controller.EnsureCRDs(ctx, apiextensionsclient.NewForConfigOrDie(cp.Config)); err != nil {
+		b.Fatal(err)
+	}
+	nodeName := func(i int) string { return fmt.Sprintf("fleet%03d", i) }
+	unitOf := func(i int) int { return i % units }
+	parallel := func(n int, f func(i int)) {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for i := range n {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				f(i)
+			})
+		}
+		wg.Wait()
+	}
+	beat := time.Now()
+	parallel(nodesN, func(i int) {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{
+			gridKey: fmt.Sprintf("unit-%d", unitOf(i)), "kubernetes.io/hostname": nodeName(i), "kubernetes.io/os": "linux",
+			"kubernetes.io/arch": "arm64", "node.kubernetes.io/instance-type": "edge-small", "topology.kubernetes.io/zone": fmt.Sprintf("z%d", unitOf(i)),
+		}}}
+		if _, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			b.Error(err)
+			return
+		}
+		if _, err := admin.CoreV1().Nodes().PatchStatus(ctx, n.Name, fleetNodeStatus(i, beat)); err != nil {
+			b.Error(err)
+		}
+	})
+	ns := "fleet"
+	createNamespace(b, admin, ns)
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	readyAt := time.Now().Add(-24 * time.Hour)
+	var atMu sync.Mutex
+	next := func() time.Time {
+		atMu.Lock()
+		defer atMu.Unlock()
+		readyAt = readyAt.Add(time.Second)
+		return readyAt
+	}
+	parallel(servicesN, func(k int) {
+		name := fmt.Sprintf("s%03d", k)
+		createService(b, admin, ns, name, `["zone1"]`)
+		setSelector(b, admin, ns, name, map[string]string{"app": name})
+		for j := range 2 {
+			node := (k*7 + j*13) % nodesN
+			fleetPod(b, admin, ns, name, fmt.Sprintf("%s-%d", name, j), nodeName(node), fmt.Sprintf("10.30.%d.%d", k, j+1), next())
+		}
+	})
+	addresses := func(ctx context.Context) int {
+		l, err := admin.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return -1
+		}
+		n := 0
+		for _, sl := range l.Items {
+			for _, e := range sl.Endpoints {
+				n += len(e.Addresses)
+			}
+		}
+		return n
+	}
+	eventually(b, "the endpointslice controller lists every pod", 5*time.Minute, func(ctx context.Context) (bool, error) {
+		return addresses(ctx) == 2*servicesN, nil
+	})
+	runController(b, cp.Config)
+	eventually(b, "node label summaries of every node", 5*time.Minute, func(ctx context.Context) (bool, error) {
+		return summarised(ctx, nodesFunc(func() ([]corev1.Node, error) {
+			l, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return l.Items, nil
+		}), versioned.NewForConfigOrDie(cp.Config), gridKey)
+	})
+
+	// Edge nodes outside nodeunit 5, where the churn happens.
+	var edge []int
+	for i := 0; i < nodesN && len(edge) < edgeN; i++ {
+		if unitOf(i) != units-1 {
+			edge = append(edge, i)
+		}
+	}
+	newCounter := func() *byteCounter { return &byteCounter{bytes: map[string]int64{}} }
+	viaWrapper, nodeDNS, direct := make([]*byteCounter, len(edge)), make([]*byteCounter, len(edge)), make([]*byteCounter, len(edge))
+	var directSynced []func() bool
+	for x, i := range edge {
+		viaWrapper[x], nodeDNS[x], direct[x] = newCounter(), newCounter(), newCounter()
+		startWrapper(b, cp, nodeName(i), "", wrapper.Options{Upstream: viaWrapper[x].wrap(cp.Config)})
+		startShippedCoreDNS(b, bin, "Corefile.node", countingAPIProxy(b, cp.Config, nodeDNS[x]), nodeName(i))
+		directSynced = append(directSynced, kubeProxyInformers(b, direct[x].wrap(cp.Config), nodeName(i)))
+	}
+	shared := []*byteCounter{newCounter()}
+	startShippedCoreDNS(b, bin, "Corefile.clients", countingAPIProxy(b, cp.Config, shared[0]), "")
+	eventually(b, "kube-proxy-shaped informers synced", 5*time.Minute, func(context.Context) (bool, error) {
+		for _, s := range directSynced {
+			if !s() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	total := func(cs []*byteCounter) int64 {
+		var n int64
+		for _, c := range cs {
+			c.mu.Lock()
+			for _, v := range c.bytes {
+				n += v
+			}
+			c.mu.Unlock()
+		}
+		return n
+	}
+	all := slices.Concat(viaWrapper, nodeDNS, direct, shared)
+	// settle waits until the counters have moved by no more than BOOKMARKs
+	// for 3s: every client has received what the changes sent it.
+	settle := func() {
+		last, still := int64(-1), 0
+		for still < 6 {
+			time.Sleep(500 * time.Millisecond)
+			cur := total(all)
+			if last >= 0 && cur-last < 4096 {
+				still++
+			} else {
+				still = 0
+			}
+			last = cur
+		}
+	}
+	settle()
+	perNode := func(cs []*byteCounter) float64 { return float64(total(cs)) / float64(len(cs)) }
+	type figures struct{ direct, wrapper, dns, shared float64 }
+	now := func() figures {
+		return figures{perNode(direct), perNode(viaWrapper), perNode(nodeDNS), perNode(shared)}
+	}
+	b.Logf("%d nodes, %d Services, %d edge nodes with wrapper and CoreDNS (node mode), 1 CoreDNS in clients mode", nodesN, servicesN, len(edge))
+	line := func(kind string, f figures) {
+		sum := f.wrapper + f.dns
+		ratio := "-"
+		if f.direct > 0 {
+			ratio = fmt.Sprintf("%.2fx", sum/f.direct)
+		}
+		b.Logf("%-44s kube-proxy direct %8.0f B | wrapper %8.0f B + node CoreDNS %8.0f B = edge node %8.0f B (%s) | clients-mode CoreDNS %8.0f B",
+			kind, f.direct, f.wrapper, f.dns, sum, ratio, f.shared)
+		unit := strings.ReplaceAll(kind, " ", "-")
+		b.ReportMetric(f.direct, "direct-B/"+unit)
+		b.ReportMetric(sum, "edge-node-B/"+unit)
+		b.ReportMetric(f.dns, "node-coredns-B/"+unit)
+		b.ReportMetric(f.shared, "clients-coredns-B/"+unit)
+	}
+	line("initial sync", now())
+	report := func(kind string, events int, change func()) {
+		before := now()
+		change()
+		settle()
+		after := now()
+		per := func(a, b float64) float64 { return (a - b) / float64(events) }
+		line(kind, figures{per(after.direct, before.direct), per(after.wrapper, before.wrapper), per(after.dns, before.dns), per(after.shared, before.shared)})
+	}
+	for range b.N {
+		report("another node's status report", nodesN-len(edge), func() {
+			beat = beat.Add(10 * time.Second)
+			parallel(nodesN, func(i int) {
+				if slices.Contains(edge, i) {
+					return
+				}
+				if _, err := admin.CoreV1().Nodes().PatchStatus(ctx, nodeName(i), fleetNodeStatus(i, beat)); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+		report("a non-topology label change on another node", churn, func() {
+			for k := range churn {
+				patch := fmt.Sprintf(`{"metadata":{"labels":{"example.com/rack":"r%d-%d"}}}`, k, time.Now().UnixNano())
+				if _, err := admin.CoreV1().Nodes().Patch(ctx, nodeName(units-1+(k%(nodesN/units))*units), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		want := addresses(ctx)
+		report("an endpoint change in another nodeunit", churn, func() {
+			for k := range churn {
+				// Pods on nodes of nodeunit 5, which holds no edge node.
+				node := units - 1 + ((k*5)%(nodesN/units))*units
+				want++
+				fleetPod(b, admin, ns, fmt.Sprintf("s%03d", k), fmt.Sprintf("s%03d-f%d", k, want), nodeName(node),
+					fmt.Sprintf("10.31.%d.%d", want/250, want%250), next())
+				eventually(b, "the controller's slice lists the pod", 2*time.Minute, func(ctx context.Context) (bool, error) {
+					return addresses(ctx) == want, nil
+				})
+			}
+		})
+		report("a Service change", churn, func() {
+			for k := range churn {
+				patch := fmt.Sprintf(`{"metadata":{"labels":{"example.com/revision":"r%d"}}}`, time.Now().UnixNano())
+				if _, err := admin.CoreV1().Services(ns).Patch(ctx, fmt.Sprintf("s%03d", k), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
