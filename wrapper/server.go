@@ -141,6 +141,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Upstream == nil {
 		return nil, errors.New("upstream config is required")
 	}
+	if resumeWatchesOnDialErrors {
+		opts.Upstream = resumeWatchesAcrossOutages(opts.Upstream)
+	}
 	if opts.BookmarkInterval <= 0 {
 		opts.BookmarkInterval = 30 * time.Second
 	}
