@@ -1,8 +1,6 @@
 package wrapper
 
 import (
-	"errors"
-	"net"
 	"net/http"
 	"syscall"
 
@@ -10,20 +8,22 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// resumeWatchesAcrossOutages makes an unreachable upstream look to
-// client-go like one that refuses connections. client-go's reflector
-// retries a watch that cannot connect from its resourceVersion, with its
+// resumeWatchesAcrossOutages makes a watch request that gets no answer
+// from upstream look to client-go like one whose connection was refused.
+// client-go's reflector resumes a watch from its resourceVersion, with its
 // jittered backoff (0.8s doubling to 30s, jitter 1.0), only when the
-// connection was refused; any other dial error (no route to host, a dial
-// timeout: what a cut cloud link gives) ends the watch and the next try is
-// a full relist. After an outage every edge node would then pull every
-// Service and EndpointSlice again at once; with this, each resumes its
-// watches and receives only what changed, and relists only when the
-// apiserver answers that the version is too old. The error keeps its own
-// text.
+// connection was refused (or on a 429); any other error before an answer
+// (no route to host or a dial timeout, what a cut cloud link gives; a TLS
+// handshake timeout, what a crowded apiserver gives when every edge node
+// comes back at once) ends the watch, and the next try is a full relist.
+// After an outage every edge node would then pull every Service and
+// EndpointSlice again at once; with this each resumes its watches and
+// receives only what changed, and relists only when the apiserver answers
+// that the version is too old. Only watches: client-go retries a failed
+// list in any case. The error keeps its own text.
 func resumeWatchesAcrossOutages(c *rest.Config) *rest.Config {
 	c = rest.CopyConfig(c)
-	c.Wrap(func(rt http.RoundTripper) http.RoundTripper { return unreachableAsRefused{rt} })
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper { return unansweredWatchAsRefused{rt} })
 	return c
 }
 
@@ -31,19 +31,24 @@ func resumeWatchesAcrossOutages(c *rest.Config) *rest.Config {
 // it saves.
 var resumeWatchesOnDialErrors = true
 
-type unreachableAsRefused struct{ http.RoundTripper }
+type unansweredWatchAsRefused struct{ http.RoundTripper }
 
-func (u unreachableAsRefused) RoundTrip(r *http.Request) (*http.Response, error) {
+func (u unansweredWatchAsRefused) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := u.RoundTripper.RoundTrip(r)
-	var op *net.OpError
-	if err != nil && errors.As(err, &op) && op.Op == "dial" && !utilnet.IsConnectionRefused(err) {
-		err = &upstreamUnreachable{err: err}
+	if err != nil && isWatch(r) && !utilnet.IsConnectionRefused(err) {
+		err = &upstreamUnanswered{err: err}
 	}
 	return resp, err
 }
 
-// upstreamUnreachable is a dial error that also reads as ECONNREFUSED.
-type upstreamUnreachable struct{ err error }
+func isWatch(r *http.Request) bool {
+	w := r.URL.Query().Get("watch")
+	return w == "true" || w == "1"
+}
 
-func (e *upstreamUnreachable) Error() string   { return e.err.Error() }
-func (e *upstreamUnreachable) Unwrap() []error { return []error{syscall.ECONNREFUSED, e.err} }
+// upstreamUnanswered is an error before any answer that also reads as
+// ECONNREFUSED.
+type upstreamUnanswered struct{ err error }
+
+func (e *upstreamUnanswered) Error() string   { return e.err.Error() }
+func (e *upstreamUnanswered) Unwrap() []error { return []error{syscall.ECONNREFUSED, e.err} }
