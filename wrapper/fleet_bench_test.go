@@ -419,8 +419,8 @@ func BenchmarkFleet(b *testing.B) {
 	time.Sleep(10 * time.Second)
 	idle1 := load()
 	idleRate := (idle1.cpuSeconds - idle0.cpuSeconds) / time.Since(idleStart).Seconds()
-	h0 := heap()
 	cpu0 := cycleCPU()
+	h0 := heap()
 
 	// syncCPU is the apiserver's CPU from l0 to now above its idle rate.
 	syncCPU := func(at time.Time, l0, l1 apiserverLoad) float64 {
@@ -443,7 +443,9 @@ func BenchmarkFleet(b *testing.B) {
 	wrapperSync := syncCPU(at, l0, l1)
 	wrapperInitial := perNode(up, all)
 	h1 := heap()
+	b.Logf("the first wrapper's upstream requests at start: %q", edge[0].upstream.requests())
 	cpu1 := cycleCPU()
+	h1b := heap()
 
 	at, l1 = time.Now(), load()
 	for _, e := range edge {
@@ -481,7 +483,7 @@ func BenchmarkFleet(b *testing.B) {
 	b.Logf("  RSS (MiB, moves with the Go runtime's returns of memory): no client %.0f, +%d wrappers %.0f, +%d kube-proxy %.0f",
 		l0.rssBytes/(1<<20), len(edge), l1.rssBytes/(1<<20), len(edge), l2.rssBytes/(1<<20))
 	if h0 >= 0 {
-		row("Go heap in use after a GC", (h2-h1)/n/1024, (h1-h0)/n/1024, "KiB")
+		row("Go heap in use after a GC", (h2-h1b)/n/1024, (h1-h0)/n/1024, "KiB")
 	}
 	row("CPU for the initial sync", directSync/n*1000, wrapperSync/n*1000, "ms")
 	row("CPU for a change cycle (median of 5)", (cpu2[2]-cpu1[2])/n*1000, (cpu1[2]-cpu0[2])/n*1000, "ms")
