@@ -74,7 +74,7 @@ test: host-deps k8s-bins build
 ## iteration under the default benchtime.
 bench: host-deps k8s-bins
 	@hack/host-deps.sh hack/bench-packages.txt
-	$(GO) test -run '^$$' -bench . -v -timeout 60m ./...
+	$(GO) test -run '^$$' -bench . -v -timeout 120m ./...
 
 ## bench-fleet: the fleet benchmark alone (wrapper/README.md, "Cost per edge node");
 ## SG_FLEET_NODES and SG_FLEET_WRAPPERS size it
