@@ -141,7 +141,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Upstream == nil {
 		return nil, errors.New("upstream config is required")
 	}
-	if resumeWatchesOnDialErrors {
+	if resumeUnansweredWatches {
 		opts.Upstream = resumeWatchesAcrossOutages(opts.Upstream)
 	}
 	if opts.BookmarkInterval <= 0 {

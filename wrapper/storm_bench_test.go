@@ -176,11 +176,11 @@ func BenchmarkReconnectStorm(b *testing.B) {
 	link := &cloudLink{conns: map[net.Conn]struct{}{}}
 	type edgeWrapper struct {
 		node   int
-		resume bool // dial errors read as refused connections (the default)
+		resume bool // unanswered watches read as refused connections (the default)
 		up     *upstreamRequests
 		w      *runningWrapper
 	}
-	// Every other wrapper as it was before dial errors read as refused, to
+	// Every other wrapper as it was before unanswered watches read as refused, to
 	// compare in the same run.
 	var edge []*edgeWrapper
 	for i := range min(wrappersN, nodesN) {
@@ -195,11 +195,11 @@ func BenchmarkReconnectStorm(b *testing.B) {
 		cfg.Transport = &http.Transport{DialContext: link.dial, TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true,
 			MaxIdleConnsPerHost: 25, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second}
 		e := &edgeWrapper{node: i, resume: i%2 == 0, up: &upstreamRequests{}}
-		wrapper.SetResumeWatchesOnDialErrors(e.resume)
+		wrapper.SetResumeUnansweredWatches(e.resume)
 		e.w = startWrapper(b, f.cp, fleetNodeName(i), "", wrapper.Options{Upstream: e.up.wrap(cfg)})
 		edge = append(edge, e)
 	}
-	wrapper.SetResumeWatchesOnDialErrors(true)
+	wrapper.SetResumeUnansweredWatches(true)
 	eventually(b, "every wrapper synced", 10*time.Minute, func(context.Context) (bool, error) {
 		for _, e := range edge {
 			if !e.w.srv.Ready() {
@@ -319,9 +319,9 @@ func BenchmarkReconnectStorm(b *testing.B) {
 					n++
 				}
 			}
-			name := "dial errors read as refused (now)"
+			name := "unanswered watches as refused (now)"
 			if !resume {
-				name = "dial errors as they are (before)"
+				name = "errors as they are (before)"
 			}
 			b.Logf("%-36s per wrapper: during the outage %.2f failed attempts; after it %.2f full lists (%.0f bytes), %.2f watches resumed from their resourceVersion (%.0f bytes with the missed events), %.2f failed; last full list %s, last resumption %s after the link came back",
 				name, float64(td.failed-t0.failed)/n, float64(t1.lists-td.lists)/n, float64(t1.fullListBytes-td.fullListBytes)/n,

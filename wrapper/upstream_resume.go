@@ -27,9 +27,9 @@ func resumeWatchesAcrossOutages(c *rest.Config) *rest.Config {
 	return c
 }
 
-// resumeWatchesOnDialErrors is off only in the benchmark that measures what
+// resumeUnansweredWatches is off only in the benchmark that measures what
 // it saves.
-var resumeWatchesOnDialErrors = true
+var resumeUnansweredWatches = true
 
 type unansweredWatchAsRefused struct{ http.RoundTripper }
 

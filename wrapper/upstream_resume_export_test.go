@@ -1,5 +1,6 @@
 package wrapper
 
-// SetResumeWatchesOnDialErrors sets whether wrappers built from now on
-// map dial errors to refused connections (BenchmarkReconnectStorm compares).
-func SetResumeWatchesOnDialErrors(on bool) { resumeWatchesOnDialErrors = on }
+// SetResumeUnansweredWatches sets whether wrappers built from now on
+// read an unanswered watch as a refused connection (BenchmarkReconnectStorm
+// compares).
+func SetResumeUnansweredWatches(on bool) { resumeUnansweredWatches = on }
