@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
-	e2e demo bench fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins images clean
+	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins images clean
 
 all: build
 
@@ -74,7 +74,17 @@ test: host-deps k8s-bins build
 ## iteration under the default benchtime.
 bench: host-deps k8s-bins
 	@hack/host-deps.sh hack/bench-packages.txt
-	$(GO) test -run '^$$' -bench . -v -timeout 60m ./...
+	$(GO) test -run '^$$' -bench . -v -timeout 120m ./...
+
+## bench-fleet: the fleet benchmark alone (wrapper/README.md, "Cost per edge node");
+## SG_FLEET_NODES and SG_FLEET_WRAPPERS size it
+bench-fleet: k8s-bins
+	CI=true $(GO) test -run '^$$' -bench '^BenchmarkFleet$$' -benchtime=1x -v -timeout 40m ./wrapper/
+
+## bench-storm: the reconnect storm alone (wrapper/README.md, "Reconnect storm");
+## SG_STORM_WRAPPERS, SG_STORM_NODES and SG_STORM_OUTAGE (seconds) size it
+bench-storm: k8s-bins
+	CI=true $(GO) test -run '^$$' -bench '^BenchmarkReconnectStorm$$' -benchtime=1x -v -timeout 40m ./wrapper/
 
 ## fuzz: each fuzz target for FUZZTIME
 FUZZTIME ?= 30s

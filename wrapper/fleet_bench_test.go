@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,7 +61,7 @@ func fleetNodeStatus(i int, beat time.Time) []byte {
 
 // kubeProxyInformers are client-go informers in kube-proxy v1.37's shape
 // (Services and EndpointSlices with its selector, its own Node), protobuf.
-func kubeProxyInformers(tb testing.TB, cfg *rest.Config, node string) func() bool {
+func kubeProxyInformers(tb testing.TB, cfg *rest.Config, node string) (synced func() bool, endpointSlices cache.Store) {
 	tb.Helper()
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = protobuf
@@ -72,7 +73,7 @@ func kubeProxyInformers(tb testing.TB, cfg *rest.Config, node string) func() boo
 	nf := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = "metadata.name=" + node
 	}))
-	synced := []cache.InformerSynced{
+	hasSynced := []cache.InformerSynced{
 		f.Core().V1().Services().Informer().HasSynced,
 		f.Discovery().V1().EndpointSlices().Informer().HasSynced,
 		nf.Core().V1().Nodes().Informer().HasSynced,
@@ -82,13 +83,13 @@ func kubeProxyInformers(tb testing.TB, cfg *rest.Config, node string) func() boo
 	f.Start(ctx.Done())
 	nf.Start(ctx.Done())
 	return func() bool {
-		for _, s := range synced {
+		for _, s := range hasSynced {
 			if !s() {
 				return false
 			}
 		}
 		return true
-	}
+	}, f.Discovery().V1().EndpointSlices().Informer().GetStore()
 }
 
 // fleetPod creates pod name of app on node and reports it ready at ip.
@@ -112,146 +113,269 @@ func fleetPod(tb testing.TB, c kubernetes.Interface, ns, app, name, node, ip str
 	}
 }
 
-// BenchmarkFleet: one real kube-apiserver with kube-controller-manager's
-// endpointslice and endpoints controllers, SG_FLEET_NODES (300) Nodes in 6
-// nodeunits with kubelet-sized status, 100 topology Services with 2 ready
-// pods each (slices made by the controller), the application-grid-
-// controller's summary writer, and SG_FLEET_WRAPPERS (50) real wrappers,
-// each for its own node in nodeunits 0-4, next to as many kube-proxy-shaped
-// informer sets pointed straight at the apiserver for the same nodes. Per
-// kind of event it reports the bytes each edge node received from the
-// apiserver: the wrapper's upstream and kube-proxy's, and their ratio.
-func BenchmarkFleet(b *testing.B) {
-	nodesN, wrappersN := envInt("SG_FLEET_NODES", 300), envInt("SG_FLEET_WRAPPERS", 50)
-	const units, servicesN, churn = 6, 100, 20
+// fleet is the cluster BenchmarkFleet and BenchmarkReconnectStorm share: a
+// real kube-apiserver with kube-controller-manager's endpointslice and
+// endpoints controllers, nodesN Nodes in fleetUnits nodeunits with
+// kubelet-sized status, servicesN topology Services with 2 ready pods each
+// (slices made by the controller), and the application-grid-controller's
+// summary writer.
+type fleet struct {
+	cp                *controlplane.ControlPlane
+	admin             kubernetes.Interface
+	nodesN, servicesN int
+	beat              time.Time
+
+	mu      sync.Mutex
+	readyAt time.Time // last pod's ready time: every pod's is distinct
+	pods    int       // ready pod addresses the slices list
+}
+
+const (
+	fleetUnits = 6
+	fleetNS    = "fleet"
+)
+
+func fleetNodeName(i int) string { return fmt.Sprintf("fleet%03d", i) }
+func fleetUnitOf(i int) int      { return i % fleetUnits }
+
+// fleetParallel runs f(0..n-1), 8 at a time.
+func fleetParallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
+}
+
+func startFleet(b *testing.B, nodesN, servicesN int) *fleet {
 	cp := controlplane.StartForTest(b, controlplane.Options{
 		ControllerManager: true,
 		Controllers:       "endpointslice-controller,endpoints-controller",
+		// Its heap profile forces a garbage collection: heap figures
+		// without the collector's timing in them.
+		APIServerArgs: []string{"--profiling=true"},
 	})
 	ctx := b.Context()
-	admin := adminClient(cp)
+	f := &fleet{cp: cp, admin: adminClient(cp), nodesN: nodesN, servicesN: servicesN, beat: time.Now(), readyAt: time.Now().Add(-24 * time.Hour)}
 	if err := controller.EnsureCRDs(ctx, apiextensionsclient.NewForConfigOrDie(cp.Config)); err != nil {
 		b.Fatal(err)
 	}
-	nodeName := func(i int) string { return fmt.Sprintf("fleet%03d", i) }
-	unitOf := func(i int) int { return i % units }
-	parallel := func(n int, f func(i int)) {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
-		for i := range n {
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				f(i)
-			})
-		}
-		wg.Wait()
-	}
-	beat := time.Now()
-	parallel(nodesN, func(i int) {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{
-			gridKey: fmt.Sprintf("unit-%d", unitOf(i)), "kubernetes.io/hostname": nodeName(i), "kubernetes.io/os": "linux",
-			"kubernetes.io/arch": "arm64", "node.kubernetes.io/instance-type": "edge-small", "topology.kubernetes.io/zone": fmt.Sprintf("z%d", unitOf(i)),
+	fleetParallel(nodesN, func(i int) {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fleetNodeName(i), Labels: map[string]string{
+			gridKey: fmt.Sprintf("unit-%d", fleetUnitOf(i)), "kubernetes.io/hostname": fleetNodeName(i), "kubernetes.io/os": "linux",
+			"kubernetes.io/arch": "arm64", "node.kubernetes.io/instance-type": "edge-small", "topology.kubernetes.io/zone": fmt.Sprintf("z%d", fleetUnitOf(i)),
 		}}}
-		if _, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		if _, err := f.admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			b.Error(err)
 			return
 		}
-		if _, err := admin.CoreV1().Nodes().PatchStatus(ctx, n.Name, fleetNodeStatus(i, beat)); err != nil {
+		if _, err := f.admin.CoreV1().Nodes().PatchStatus(ctx, n.Name, fleetNodeStatus(i, f.beat)); err != nil {
 			b.Error(err)
 		}
 	})
-	ns := "fleet"
-	createNamespace(b, admin, ns)
-	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+	createNamespace(b, f.admin, fleetNS)
+	if _, err := f.admin.CoreV1().ServiceAccounts(fleetNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	readyAt := time.Now().Add(-24 * time.Hour)
-	var atMu sync.Mutex
-	next := func() time.Time {
-		atMu.Lock()
-		defer atMu.Unlock()
-		readyAt = readyAt.Add(time.Second)
-		return readyAt
-	}
-	parallel(servicesN, func(k int) {
-		name := fmt.Sprintf("s%03d", k)
-		createService(b, admin, ns, name, `["zone1"]`)
-		setSelector(b, admin, ns, name, map[string]string{"app": name})
+	fleetParallel(servicesN, func(k int) {
+		name := fleetService(k)
+		createService(b, f.admin, fleetNS, name, `["zone1"]`)
+		setSelector(b, f.admin, fleetNS, name, map[string]string{"app": name})
 		for j := range 2 {
-			node := (k*7 + j*13) % nodesN
-			fleetPod(b, admin, ns, name, fmt.Sprintf("%s-%d", name, j), nodeName(node), fmt.Sprintf("10.30.%d.%d", k, j+1), next())
+			node, ip := f.initialPod(k, j)
+			fleetPod(b, f.admin, fleetNS, name, fmt.Sprintf("%s-%d", name, j), fleetNodeName(node), ip, f.next())
 		}
 	})
-	addresses := func(ctx context.Context) int {
-		l, err := admin.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return -1
-		}
-		n := 0
-		for _, sl := range l.Items {
-			for _, e := range sl.Endpoints {
-				n += len(e.Addresses)
-			}
-		}
-		return n
-	}
+	f.pods = 2 * servicesN
 	eventually(b, "the endpointslice controller lists every pod", 5*time.Minute, func(ctx context.Context) (bool, error) {
-		return addresses(ctx) == 2*servicesN, nil
+		return f.addresses(ctx) == f.pods, nil
 	})
 	runController(b, cp.Config)
 	eventually(b, "node label summaries of every node", 5*time.Minute, func(ctx context.Context) (bool, error) {
 		return summarised(ctx, nodesFunc(func() ([]corev1.Node, error) {
-			l, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			l, err := f.admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil, err
 			}
 			return l.Items, nil
 		}), versioned.NewForConfigOrDie(cp.Config), gridKey)
 	})
+	return f
+}
+
+func fleetService(k int) string { return fmt.Sprintf("s%03d", k) }
+
+// initialPod is where Service k's pod j runs and its address.
+func (f *fleet) initialPod(k, j int) (node int, ip string) {
+	return (k*7 + j*13) % f.nodesN, fmt.Sprintf("10.30.%d.%d", k, j+1)
+}
+
+func (f *fleet) next() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.readyAt = f.readyAt.Add(time.Second)
+	return f.readyAt
+}
+
+// addresses counts the addresses in the fleet's EndpointSlices (-1: not listed).
+func (f *fleet) addresses(ctx context.Context) int {
+	l, err := f.admin.DiscoveryV1().EndpointSlices(fleetNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, sl := range l.Items {
+		for _, e := range sl.Endpoints {
+			n += len(e.Addresses)
+		}
+	}
+	return n
+}
+
+// addPod adds a ready pod of Service k on node, waits until the
+// controller's slice lists it and returns its address.
+func (f *fleet) addPod(b *testing.B, k, node int) string {
+	f.mu.Lock()
+	f.pods++
+	want := f.pods
+	f.mu.Unlock()
+	ip := fmt.Sprintf("10.31.%d.%d", want/250, want%250)
+	fleetPod(b, f.admin, fleetNS, fleetService(k), fmt.Sprintf("%s-f%d", fleetService(k), want), fleetNodeName(node), ip, f.next())
+	eventually(b, "the controller's slice lists the pod", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		return f.addresses(ctx) == want, nil
+	})
+	return ip
+}
+
+// statusRound: every node for which report says so reports its status once.
+func (f *fleet) statusRound(b *testing.B, report func(i int) bool) {
+	f.beat = f.beat.Add(10 * time.Second)
+	fleetParallel(f.nodesN, func(i int) {
+		if !report(i) {
+			return
+		}
+		if _, err := f.admin.CoreV1().Nodes().PatchStatus(b.Context(), fleetNodeName(i), fleetNodeStatus(i, f.beat)); err != nil {
+			b.Error(err)
+		}
+	})
+}
+
+// touchServices changes a label of the first n Services.
+func (f *fleet) touchServices(b *testing.B, n int) {
+	for k := range n {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"example.com/revision":"r%d"}}}`, time.Now().UnixNano())
+		if _, err := f.admin.CoreV1().Services(fleetNS).Patch(b.Context(), fleetService(k), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// setReady reports the first pod of the first n Services ready or not.
+func (f *fleet) setReady(b *testing.B, n int, ready bool) {
+	status := "False"
+	if ready {
+		status = "True"
+	}
+	fleetParallel(n, func(k int) {
+		patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":%q,"lastTransitionTime":%q}]}}`, status, f.next().UTC().Format(time.RFC3339))
+		if _, err := f.admin.CoreV1().Pods(fleetNS).Patch(b.Context(), fleetService(k)+"-0", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			b.Error(err)
+		}
+	})
+}
+
+func (f *fleet) relabel(b *testing.B, node int, unit string) {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, gridKey, unit)
+	if _, err := f.admin.CoreV1().Nodes().Patch(b.Context(), fleetNodeName(node), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// fleetEdge is one edge node of BenchmarkFleet: its wrapper (bytes from
+// the apiserver counted), kube-proxy-shaped informers pointed straight at
+// the apiserver, and ones behind the wrapper (bytes from the wrapper).
+type fleetEdge struct {
+	node                   int
+	upstream, direct, down *byteCounter
+	wrapper                *runningWrapper
+	directSynced           func() bool
+	downSynced             func() bool
+	served                 cache.Store // the EndpointSlices the wrapper serves its kube-proxy
+}
+
+func (e *fleetEdge) serves(ip string) bool {
+	for _, o := range e.served.List() {
+		for _, ep := range o.(*discoveryv1.EndpointSlice).Endpoints {
+			if slices.Contains(ep.Addresses, ip) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func bytesOf(c *byteCounter) int64 {
+	var n int64
+	for _, k := range []string{"nodes", "node", "summaries", "endpoints", "other"} {
+		n += c.get(k)
+	}
+	return n
+}
+
+// BenchmarkFleet: the fleet above (SG_FLEET_NODES, 300 nodes; 100
+// Services) with SG_FLEET_WRAPPERS (50) real wrappers, each for its own
+// node in nodeunits 0-4, next to as many kube-proxy-shaped informer sets
+// pointed straight at the apiserver for the same nodes, and one behind
+// each wrapper. It reports, side by side in one run, the kube-apiserver's
+// CPU, memory and watches per added wrapper and per added kube-proxy-shaped
+// client, and per kind of event the bytes each edge node received from the
+// apiserver (wrapper upstream, kube-proxy direct) and what the wrapper then
+// sent its kube-proxy, with the time a change takes to reach every
+// wrapper's kube-proxy.
+func BenchmarkFleet(b *testing.B) {
+	nodesN, wrappersN := envInt("SG_FLEET_NODES", 300), envInt("SG_FLEET_WRAPPERS", 50)
+	const servicesN, churn = 100, 20
+	f := startFleet(b, nodesN, servicesN)
+	ctx := b.Context()
 
 	// Edge nodes: the first wrappersN nodes outside nodeunit 5.
-	var edge []int
+	var edge []*fleetEdge
 	for i := 0; i < nodesN && len(edge) < wrappersN; i++ {
-		if unitOf(i) != units-1 {
-			edge = append(edge, i)
+		if fleetUnitOf(i) != fleetUnits-1 {
+			edge = append(edge, &fleetEdge{node: i, upstream: &byteCounter{bytes: map[string]int64{}},
+				direct: &byteCounter{bytes: map[string]int64{}}, down: &byteCounter{bytes: map[string]int64{}}})
 		}
 	}
-	viaWrapper := make([]*byteCounter, len(edge))
-	direct := make([]*byteCounter, len(edge))
-	var directSynced []func() bool
-	for x, i := range edge {
-		viaWrapper[x] = &byteCounter{bytes: map[string]int64{}}
-		startWrapper(b, cp, nodeName(i), "", wrapper.Options{Upstream: viaWrapper[x].wrap(cp.Config)})
-		direct[x] = &byteCounter{bytes: map[string]int64{}}
-		directSynced = append(directSynced, kubeProxyInformers(b, direct[x].wrap(cp.Config), nodeName(i)))
-	}
-	eventually(b, "kube-proxy-shaped informers synced", 5*time.Minute, func(context.Context) (bool, error) {
-		for _, s := range directSynced {
-			if !s() {
-				return false, nil
+	all := func(*fleetEdge) bool { return true }
+	inUnit0 := func(e *fleetEdge) bool { return fleetUnitOf(e.node) == 0 }
+	perNode := func(of func(*fleetEdge) *byteCounter, who func(*fleetEdge) bool) float64 {
+		var n, k float64
+		for _, e := range edge {
+			if c := of(e); c != nil && who(e) {
+				n += float64(bytesOf(c))
+				k++
 			}
 		}
-		return true, nil
-	})
-	total := func(cs []*byteCounter) int64 {
-		var n int64
-		for _, c := range cs {
-			for _, k := range []string{"nodes", "node", "summaries", "endpoints", "other"} {
-				n += c.get(k)
-			}
-		}
-		return n
+		return n / k
 	}
+	up := func(e *fleetEdge) *byteCounter { return e.upstream }
+	direct := func(e *fleetEdge) *byteCounter { return e.direct }
+	down := func(e *fleetEdge) *byteCounter { return e.down }
+	everything := func() float64 { return perNode(up, all) + perNode(direct, all) + perNode(down, all) }
 	// settle waits until the counters have moved by no more than BOOKMARKs
-	// (a few hundred bytes a second across hundreds of watches) for 3s:
-	// every edge node has received what the changes sent it.
+	// (a few bytes a second per watch) for 3s: every edge node has
+	// received what the changes sent it.
 	settle := func() {
-		last, still := int64(-1), 0
+		last, still := -1.0, 0
 		for still < 6 {
 			time.Sleep(500 * time.Millisecond)
-			cur := total(viaWrapper) + total(direct)
-			if last >= 0 && cur-last < 4096 {
+			cur := everything()
+			if last >= 0 && cur-last < 100 {
 				still++
 			} else {
 				still = 0
@@ -259,68 +383,246 @@ func BenchmarkFleet(b *testing.B) {
 			last = cur
 		}
 	}
+	load := func() apiserverLoad { return readAPIServerLoad(b, f.cp, f.admin) }
+	// cycle is a fixed load of changes (every node reports its status,
+	// 20 Services change, 20 endpoints go unready and ready again); its
+	// CPU is the apiserver's over a 20s window from its start: the runs,
+	// sorted (median of 5, and the spread, which is the noise).
+	cycleCPU := func() []float64 {
+		var runs []float64
+		for range 5 {
+			start, l0 := time.Now(), load()
+			f.statusRound(b, func(int) bool { return true })
+			f.touchServices(b, churn)
+			f.setReady(b, churn, false)
+			f.setReady(b, churn, true)
+			time.Sleep(time.Until(start.Add(20 * time.Second)))
+			runs = append(runs, load().cpuSeconds-l0.cpuSeconds)
+		}
+		slices.Sort(runs)
+		return runs
+	}
+	// heap is the apiserver's Go heap in use right after a garbage
+	// collection (its heap profile forces one), median of 3.
+	heap := func() float64 {
+		var h []float64
+		for range 3 {
+			if _, err := f.admin.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/heap").Param("gc", "1").DoRaw(ctx); err != nil {
+				b.Fatal(err)
+			}
+			h = append(h, load().heapBytes)
+		}
+		slices.Sort(h)
+		return h[1]
+	}
+	idleStart, idle0 := time.Now(), load()
+	time.Sleep(10 * time.Second)
+	idle1 := load()
+	idleRate := (idle1.cpuSeconds - idle0.cpuSeconds) / time.Since(idleStart).Seconds()
+	cpu0 := cycleCPU()
+	h0 := heap()
+
+	// syncCPU is the apiserver's CPU from l0 to now above its idle rate.
+	syncCPU := func(at time.Time, l0, l1 apiserverLoad) float64 {
+		return l1.cpuSeconds - l0.cpuSeconds - idleRate*time.Since(at).Seconds()
+	}
+	at, l0 := time.Now(), load()
+	for _, e := range edge {
+		e.wrapper = startWrapper(b, f.cp, fleetNodeName(e.node), "", wrapper.Options{Upstream: e.upstream.wrap(f.cp.Config)})
+	}
+	eventually(b, "every wrapper synced", 5*time.Minute, func(context.Context) (bool, error) {
+		for _, e := range edge {
+			if !e.wrapper.srv.Ready() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 	settle()
-	perNode := func(cs []*byteCounter) float64 { return float64(total(cs)) / float64(len(cs)) }
-	b.Logf("%d nodes, %d Services, %d edge nodes (2026 run)", nodesN, servicesN, len(edge))
-	report := func(kind string, events int, change func()) {
-		w0, d0 := perNode(viaWrapper), perNode(direct)
-		change()
-		settle()
-		w, d := (perNode(viaWrapper)-w0)/float64(events), (perNode(direct)-d0)/float64(events)
+	l1 := load()
+	wrapperSync := syncCPU(at, l0, l1)
+	wrapperInitial := perNode(up, all)
+	h1 := heap()
+	b.Logf("the first wrapper's upstream requests at start: %q", edge[0].upstream.requests())
+	cpu1 := cycleCPU()
+	h1b := heap()
+
+	at, l1 = time.Now(), load()
+	for _, e := range edge {
+		e.directSynced, _ = kubeProxyInformers(b, e.direct.wrap(f.cp.Config), fleetNodeName(e.node))
+	}
+	eventually(b, "kube-proxy-shaped informers synced", 5*time.Minute, func(context.Context) (bool, error) {
+		for _, e := range edge {
+			if !e.directSynced() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	settle()
+	l2 := load()
+	directSync := syncCPU(at, l1, l2)
+	directInitial := perNode(direct, all)
+	h2 := heap()
+	cpu2 := cycleCPU()
+
+	n := float64(len(edge))
+	b.Logf("%d nodes, %d Services, %d edge nodes; apiserver idle %.3f CPU; load average %s", nodesN, servicesN, len(edge), idleRate, loadAverage())
+	b.Logf("kube-apiserver per added client        %12s %12s", "kube-proxy", "wrapper")
+	row := func(what string, d, w float64, unit string) {
 		ratio := 0.0
-		if d > 0 {
+		if d != 0 {
 			ratio = w / d
 		}
-		b.Logf("%-45s kube-proxy direct %8.0f B   wrapper upstream %8.0f B   ratio %.2f", kind, d, w, ratio)
+		b.Logf("  %-36s %12.3f %12.3f  ratio %.2f (%s)", what, d, w, ratio, unit)
+	}
+	row("watches", (l2.watches-l1.watches)/n, (l1.watches-l0.watches)/n, "open WATCH requests")
+	if l0.registered >= 0 {
+		row("registered watchers", (l2.registered-l1.registered)/n, (l1.registered-l0.registered)/n, "apiserver_registered_watchers")
+	}
+	b.Logf("  RSS (MiB, moves with the Go runtime's returns of memory): no client %.0f, +%d wrappers %.0f, +%d kube-proxy %.0f",
+		l0.rssBytes/(1<<20), len(edge), l1.rssBytes/(1<<20), len(edge), l2.rssBytes/(1<<20))
+	if h0 >= 0 {
+		row("Go heap in use after a GC", (h2-h1b)/n/1024, (h1-h0)/n/1024, "KiB")
+	}
+	row("CPU for the initial sync", directSync/n*1000, wrapperSync/n*1000, "ms")
+	row("CPU for a change cycle (median of 5)", (cpu2[2]-cpu1[2])/n*1000, (cpu1[2]-cpu0[2])/n*1000, "ms")
+	b.Logf("  change cycle CPU runs, s: no client %.2f, +%d wrappers %.2f, +%d kube-proxy %.2f (noise: runs of a phase spread %.2f-%.2f s)",
+		cpu0, len(edge), cpu1, len(edge), cpu2,
+		min(cpu0[4]-cpu0[0], cpu1[4]-cpu1[0], cpu2[4]-cpu2[0]), max(cpu0[4]-cpu0[0], cpu1[4]-cpu1[0], cpu2[4]-cpu2[0]))
+	// Long-running requests (the watches) count when they end: only short ones here.
+	for _, verb := range []string{"LIST", "GET"} {
+		row(verb+" requests at start", (l2.requests[verb]-l1.requests[verb])/n, (l1.requests[verb]-l0.requests[verb])/n, "requests")
+	}
+	b.ReportMetric((l1.watches-l0.watches)/n, "wrapper-watches/client")
+	b.ReportMetric((l2.watches-l1.watches)/n, "direct-watches/client")
+	b.ReportMetric((cpu1[2]-cpu0[2])/n*1000, "wrapper-cycle-ms/client")
+	b.ReportMetric((cpu2[2]-cpu1[2])/n*1000, "direct-cycle-ms/client")
+
+	// kube-proxy behind each wrapper: what the wrapper sends it.
+	for _, e := range edge {
+		e.downSynced, e.served = kubeProxyInformers(b, e.down.wrap(&rest.Config{Host: e.wrapper.URL(), QPS: -1}), fleetNodeName(e.node))
+	}
+	eventually(b, "kube-proxy behind every wrapper synced", 5*time.Minute, func(context.Context) (bool, error) {
+		for _, e := range edge {
+			if !e.downSynced() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	settle()
+	downInitial := perNode(down, all)
+
+	b.Logf("%-52s %12s %12s %12s %6s", "bytes per edge node", "kube-proxy", "wrapper", "wrapper to", "ratio")
+	b.Logf("%-52s %12s %12s %12s", "", "direct", "upstream", "kube-proxy")
+	line := func(kind string, d, w, k float64) {
+		// Below 10 bytes an event is BOOKMARK noise: nothing.
+		ratio := "-"
+		switch {
+		case d >= 10:
+			ratio = fmt.Sprintf("%.2f", w/d)
+		case w >= 10:
+			ratio = "more"
+		}
+		b.Logf("%-52s %12.0f %12.0f %12.0f %6s", kind, d, w, k, ratio)
 		unit := strings.ReplaceAll(kind, " ", "-")
 		b.ReportMetric(d, "direct-B/"+unit)
 		b.ReportMetric(w, "wrapper-B/"+unit)
 	}
-	b.Logf("%-45s kube-proxy direct %8.0f B   wrapper upstream %8.0f B   ratio %.2f", "initial sync per edge node", perNode(direct), perNode(viaWrapper), perNode(viaWrapper)/perNode(direct))
-	b.ReportMetric(perNode(direct), "direct-B/initial-sync")
-	b.ReportMetric(perNode(viaWrapper), "wrapper-B/initial-sync")
-
-	for range b.N {
-		// Another node's status report: every node outside the edge set reports once.
-		report("another node's status report", nodesN-len(edge), func() {
-			beat = beat.Add(10 * time.Second)
-			parallel(nodesN, func(i int) {
-				if slices.Contains(edge, i) {
-					return
+	line("initial sync", directInitial, wrapperInitial, downInitial)
+	report := func(kind string, events int, who func(*fleetEdge) bool, change func()) {
+		w0, d0, k0 := perNode(up, who), perNode(direct, who), perNode(down, who)
+		change()
+		settle()
+		e := float64(events)
+		line(kind, (perNode(direct, who)-d0)/e, (perNode(up, who)-w0)/e, (perNode(down, who)-k0)/e)
+	}
+	// reach waits until every edge node of nodeunit 0 serves ip (or none
+	// does), checks that no other edge node does, and returns how long
+	// the last one took from since.
+	reach := func(ip string, want bool, since time.Time) time.Duration {
+		var took time.Duration
+		eventually(b, fmt.Sprintf("every nodeunit-0 wrapper serves %s: %v", ip, want), 2*time.Minute, func(context.Context) (bool, error) {
+			for _, e := range edge {
+				if inUnit0(e) && e.serves(ip) != want {
+					return false, nil
 				}
-				if _, err := admin.CoreV1().Nodes().PatchStatus(ctx, nodeName(i), fleetNodeStatus(i, beat)); err != nil {
-					b.Error(err)
-				}
-			})
+			}
+			took = time.Since(since)
+			return true, nil
 		})
-		report("a non-topology label change on another node", churn, func() {
+		for _, e := range edge {
+			if !inUnit0(e) && e.serves(ip) {
+				b.Fatalf("the wrapper of %s (nodeunit %d) serves %s of nodeunit 0", fleetNodeName(e.node), fleetUnitOf(e.node), ip)
+			}
+		}
+		return took
+	}
+	// A node of nodeunit 5 that runs a pod, to move into nodeunit 0 and back.
+	moved, movedIP := -1, ""
+	for k := range servicesN {
+		if node, ip := f.initialPod(k, 0); fleetUnitOf(node) == fleetUnits-1 {
+			moved, movedIP = node, ip
+			break
+		}
+	}
+	var ownTook, relabelTook []time.Duration
+	for range b.N {
+		report("another node's status report", nodesN-len(edge), all, func() {
+			f.statusRound(b, func(i int) bool { return !slices.ContainsFunc(edge, func(e *fleetEdge) bool { return e.node == i }) })
+		})
+		report("a non-topology label change on another node", churn, all, func() {
 			for k := range churn {
 				patch := fmt.Sprintf(`{"metadata":{"labels":{"example.com/rack":"r%d"}}}`, k)
-				if _, err := admin.CoreV1().Nodes().Patch(ctx, nodeName(units-1+(k%(nodesN/units))*units), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				if _, err := f.admin.CoreV1().Nodes().Patch(ctx, fleetNodeName(fleetUnits-1+(k%(nodesN/fleetUnits))*fleetUnits), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
-		want := 2 * servicesN
-		report("an endpoint change in another nodeunit", churn, func() {
+		report("an endpoint change in another nodeunit", churn, all, func() {
 			for k := range churn {
 				// Pods on nodes of nodeunit 5, which holds no edge node.
-				node := units - 1 + ((k*5)%(nodesN/units))*units
-				want++
-				fleetPod(b, admin, ns, fmt.Sprintf("s%03d", k), fmt.Sprintf("s%03d-f%d", k, want), nodeName(node),
-					fmt.Sprintf("10.31.%d.%d", want/250, want%250), next())
-				eventually(b, "the controller's slice lists the pod", 2*time.Minute, func(ctx context.Context) (bool, error) {
-					return addresses(ctx) == want, nil
-				})
+				f.addPod(b, k, fleetUnits-1+((k*5)%(nodesN/fleetUnits))*fleetUnits)
 			}
 		})
-		report("a Service change", churn, func() {
+		report("an endpoint change in the own nodeunit (nodeunit 0)", churn, inUnit0, func() {
 			for k := range churn {
-				patch := fmt.Sprintf(`{"metadata":{"labels":{"example.com/revision":"r%d"}}}`, time.Now().UnixNano())
-				if _, err := admin.CoreV1().Services(ns).Patch(ctx, fmt.Sprintf("s%03d", k), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-					b.Fatal(err)
-				}
+				// Pods on nodes of nodeunit 0 past the edge nodes.
+				node := 10*fleetUnits + (k%((nodesN-10*fleetUnits)/fleetUnits))*fleetUnits
+				start := time.Now()
+				ip := f.addPod(b, k, node)
+				ownTook = append(ownTook, reach(ip, true, start))
 			}
 		})
+		report("a relabel of another node into the own nodeunit and back", 10, all, func() {
+			for range 5 {
+				start := time.Now()
+				f.relabel(b, moved, "unit-0")
+				relabelTook = append(relabelTook, reach(movedIP, true, start))
+				start = time.Now()
+				f.relabel(b, moved, fmt.Sprintf("unit-%d", fleetUnits-1))
+				relabelTook = append(relabelTook, reach(movedIP, false, start))
+			}
+		})
+		report("a Service change", churn, all, func() { f.touchServices(b, churn) })
 	}
+	q := func(d []time.Duration, p float64) time.Duration {
+		slices.Sort(d)
+		return d[int(p*float64(len(d)-1))]
+	}
+	b.Logf("until every nodeunit-0 wrapper serves it to kube-proxy: a new ready pod p50 %v max %v (%d); a relabel p50 %v max %v (%d)",
+		q(ownTook, 0.5).Round(time.Millisecond), q(ownTook, 1).Round(time.Millisecond), len(ownTook),
+		q(relabelTook, 0.5).Round(time.Millisecond), q(relabelTook, 1).Round(time.Millisecond), len(relabelTook))
+	b.ReportMetric(float64(q(ownTook, 0.5).Milliseconds()), "endpoint-reach-p50-ms")
+	b.ReportMetric(float64(q(relabelTook, 0.5).Milliseconds()), "relabel-reach-p50-ms")
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(raw))[:3], " ")
 }

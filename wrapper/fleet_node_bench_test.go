@@ -212,7 +212,8 @@ func BenchmarkEdgeNodeFleet(b *testing.B) {
 		viaWrapper[x], nodeDNS[x], direct[x] = newCounter(), newCounter(), newCounter()
 		startWrapper(b, cp, nodeName(i), "", wrapper.Options{Upstream: viaWrapper[x].wrap(cp.Config)})
 		startShippedCoreDNS(b, bin, "Corefile.node", countingAPIProxy(b, cp.Config, nodeDNS[x]), nodeName(i))
-		directSynced = append(directSynced, kubeProxyInformers(b, direct[x].wrap(cp.Config), nodeName(i)))
+		synced, _ := kubeProxyInformers(b, direct[x].wrap(cp.Config), nodeName(i))
+		directSynced = append(directSynced, synced)
 	}
 	shared := []*byteCounter{newCounter()}
 	startShippedCoreDNS(b, bin, "Corefile.clients", countingAPIProxy(b, cp.Config, shared[0]), "")

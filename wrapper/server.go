@@ -63,6 +63,9 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if resumeUnansweredWatches {
+		opts.Upstream = resumeWatchesAcrossOutages(opts.Upstream)
+	}
 	client, err := kubernetes.NewForConfig(protobufConfig(opts.Upstream))
 	if err != nil {
 		return nil, err
