@@ -86,6 +86,9 @@ type Options struct {
 	// LocalEndpointRanges bound where the local-endpoint annotations may
 	// redirect default/kubernetes (nil: DefaultLocalEndpointRanges).
 	LocalEndpointRanges []netip.Prefix
+	// SiteStream, when set, shares one upstream stream of Services and
+	// EndpointSlices among the wrappers of a site (sitestream.go).
+	SiteStream *SiteStreamOptions
 	// AllowedHosts are the Host names (besides localhost and loopback
 	// addresses, always accepted) requests may carry; "*" accepts any.
 	AllowedHosts []string
@@ -118,7 +121,10 @@ type Server struct {
 	// unproxied fetches what kube-proxy's selector leaves out while
 	// clients ask (unproxied_demand.go).
 	unproxied *demand
-	start     func(ctx context.Context)
+	// site shares the unit-wide streams with the site's other wrappers
+	// (sitestream.go); nil when off.
+	site  *siteStream
+	start func(ctx context.Context)
 
 	// Snapshot hooks (snapshot_serve.go).
 	persist    *persister               // nil without a StateDir
@@ -225,9 +231,18 @@ func New(opts Options) (*Server, error) {
 	}
 	s.stores = Stores{Services: stores[ResourceServices], Endpoints: stores[ResourceEndpoints], EndpointSlices: stores[ResourceEndpointSlices], Nodes: stores[ResourceNodes]}
 
-	// Services and EndpointSlices as kube-proxy selects them; the rest only
-	// while a client asks (unproxied_demand.go).
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields),
+	// Services and EndpointSlices as kube-proxy selects them (from the
+	// site's leader when there is one); the rest only while a client asks
+	// (unproxied_demand.go).
+	unitClient := kubernetes.Interface(client)
+	if opts.SiteStream != nil {
+		s.site, unitClient, err = newSiteStream(*opts.SiteStream, opts.NodeName, opts.Upstream, client,
+			LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes}, opts.WatchWriteTimeout)
+		if err != nil {
+			return nil, err
+		}
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(unitClient, 0, informers.WithTransform(dropManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kubeProxySelector }))
 	metaClient, err := metadata.NewForConfig(opts.Upstream)
 	if err != nil {
@@ -244,8 +259,12 @@ func New(opts Options) (*Server, error) {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.NodeName).String()
 		}))
-	svcInf := factory.Core().V1().Services().Informer()
-	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
+	var svcInf, sliceInf cache.SharedIndexInformer
+	if s.site != nil {
+		svcInf, sliceInf = s.site.informers(factory, kubeProxySelector)
+	} else {
+		svcInf, sliceInf = factory.Core().V1().Services().Informer(), factory.Discovery().V1().EndpointSlices().Informer()
+	}
 	selfInf := selfFactory.Core().V1().Nodes().Informer()
 	s.syncer = newSyncer(opts.NodeName, Caches{Self: selfInf.GetIndexer()}, s.stores)
 	s.syncer.restrictedKeys = opts.RequireNodeRestrictedTopologyKeys
@@ -296,6 +315,9 @@ func New(opts Options) (*Server, error) {
 		go s.endpoints.run(ctx)
 		go s.unproxied.run(ctx)
 		selfFactory.Start(ctx.Done())
+		if s.site != nil {
+			go s.site.run(ctx)
+		}
 	}
 	return s, nil
 }
