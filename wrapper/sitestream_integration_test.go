@@ -45,6 +45,7 @@ type cloudLink struct {
 	cut       atomic.Bool
 	mu        sync.Mutex
 	open      map[*meteredBody]string // open streams -> resource
+	lists     []string                // when and what each full list asked, for failures
 }
 
 func newCloudLink() *cloudLink { return &cloudLink{open: map[*meteredBody]string{}} }
@@ -239,7 +240,7 @@ type siteOptions struct {
 	token func() (string, error)
 }
 
-func startSiteWrapper(t *testing.T, cp *controlplane.ControlPlane, node string, ip int, so siteOptions) *siteWrapper {
+func startSiteWrapper(t testing.TB, cp *controlplane.ControlPlane, node string, ip int, so siteOptions) *siteWrapper {
 	t.Helper()
 	// A free port on this wrapper's own loopback address.
 	host := fmt.Sprintf("127.0.0.%d", ip)
@@ -302,7 +303,7 @@ type proxyView struct {
 	worstLag               time.Duration
 }
 
-func watchAsKubeProxy(t *testing.T, w *runningWrapper, node string, beats *heartbeat) *proxyView {
+func watchAsKubeProxy(t testing.TB, w *runningWrapper, node string, beats *heartbeat) *proxyView {
 	t.Helper()
 	c := clientFor(t, w.URL(), protobuf)
 	sel := "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
