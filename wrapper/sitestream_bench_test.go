@@ -35,7 +35,7 @@ const benchGen = "example.com/gen"
 // all-bytes (every response, Leases and each node's own reads included) over
 // the site's cloud links, for the site and for the direct kube-proxies, and
 // site/one-direct, the site's unit bytes over what ONE direct kube-proxy
-// pulled.
+// pulled; and the bytes per second over the links during 10 s with no change.
 func BenchmarkSiteStream(b *testing.B) {
 	sizes := []int{1, 5, 20, 50}
 	if v := os.Getenv("SG_SITE_SIZES"); v != "" {
@@ -144,6 +144,14 @@ func BenchmarkSiteStream(b *testing.B) {
 			iters := float64(b.N)
 			du, da = sum(directLinks, true)-du, sum(directLinks, false)-da
 			su, sa = sum(siteLinks, true)-su, sum(siteLinks, false)-sa
+			// A quiet spell: what the site pays with nothing changing (the
+			// Lease: the leader renews it, every follower reads it, each
+			// every RetryPeriod).
+			qd, qs := sum(directLinks, false), sum(siteLinks, false)
+			const quiet = 10 * time.Second
+			time.Sleep(quiet)
+			b.ReportMetric(float64(sum(directLinks, false)-qd)/quiet.Seconds(), "direct-quiet-B/s")
+			b.ReportMetric(float64(sum(siteLinks, false)-qs)/quiet.Seconds(), "site-quiet-B/s")
 			b.ReportMetric(float64(du)/iters, "direct-unit-B/op")
 			b.ReportMetric(float64(da)/iters, "direct-all-B/op")
 			b.ReportMetric(float64(su)/iters, "site-unit-B/op")
