@@ -16,9 +16,13 @@ func siteLeaseName(group string) string { return "application-grid-wrapper-site-
 // elect campaigns for the site's Lease and follows whoever holds it until
 // ctx ends. The leader serves its peers while it holds the Lease; one that
 // cannot renew it within RenewDeadline (cut off from the cloud) stops, and
-// its followers read from the apiserver or the next leader.
+// its followers read from the apiserver or the next leader. A follower
+// campaigns only while it has no usable leader (none known, or given up):
+// a leader that stops serving or answering is noticed over the site
+// network, so the Lease is read only then.
 func (ss *siteStream) elect(ctx context.Context, logger klog.Logger, group string) {
 	identity := ss.router.self
+	ss.router.site.Store(group)
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: ss.opts.Namespace, Name: siteLeaseName(group)},
 		Client:     ss.client.CoordinationV1(),
@@ -27,6 +31,20 @@ func (ss *siteStream) elect(ctx context.Context, logger klog.Logger, group strin
 	}
 	logger = logger.WithValues("site", group, "lease", lock.LeaseMeta.Namespace+"/"+lock.LeaseMeta.Name)
 	for ctx.Err() == nil {
+		// A follower whose leader serves it over the site network asks the
+		// cloud nothing: it campaigns (and so reads the Lease every
+		// RetryPeriod) only while it has no usable leader.
+		for {
+			following, changed := ss.router.following()
+			if !following {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+		}
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			LeaseDuration:   ss.opts.LeaseDuration,
@@ -40,8 +58,10 @@ func (ss *siteStream) elect(ctx context.Context, logger klog.Logger, group strin
 					ss.peers.setLeading(lead)
 				},
 				OnStoppedLeading: func() {
-					logger.Info("No longer leading the site stream")
-					ss.peers.setLeading(nil)
+					// Also called when a campaign ends without leading.
+					if ss.peers.setLeading(nil) {
+						logger.Info("No longer leading the site stream")
+					}
 				},
 				OnNewLeader: func(holder string) { ss.router.setLeader(logger, holder) },
 			},
@@ -50,7 +70,24 @@ func (ss *siteStream) elect(ctx context.Context, logger klog.Logger, group strin
 			logger.Error(err, "Site stream off")
 			return
 		}
-		le.Run(klog.NewContext(ctx, logger))
+		campaign, stop := context.WithCancel(ctx)
+		go func() {
+			// Stop campaigning once another wrapper serves this one.
+			for {
+				following, changed := ss.router.following()
+				if following && !le.IsLeader() {
+					stop()
+					return
+				}
+				select {
+				case <-campaign.Done():
+					return
+				case <-changed:
+				}
+			}
+		}()
+		le.Run(klog.NewContext(campaign, logger))
+		stop()
 		// Lost the Lease (or never got it and ctx ended): campaign again.
 		select {
 		case <-ctx.Done():

@@ -560,8 +560,9 @@ func TestSiteStream(t *testing.T) {
 	t.Run("peers authenticate", func(t *testing.T) {
 		url := "https://" + ws[lead].lan.addr + "/api/v1/services?labelSelector=" + strings.ReplaceAll("!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless", "!", "%21")
 		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
-		get := func(url string, tok func() (string, error)) int {
+		get := func(url, site string, tok func() (string, error)) int {
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+			req.Header.Set("X-Application-Grid-Wrapper-Site", site)
 			if tok != nil {
 				s, _ := tok()
 				req.Header.Set("Authorization", "Bearer "+s)
@@ -574,19 +575,19 @@ func TestSiteStream(t *testing.T) {
 			return resp.StatusCode
 		}
 		for _, tc := range []struct {
-			name string
-			url  string
-			tok  func() (string, error)
-			want int
+			name, url, site string
+			tok             func() (string, error)
+			want            int
 		}{
-			{"no token", url, nil, http.StatusUnauthorized},
-			{"a token for the apiserver", url, peerToken(t, admin, peerAccount), http.StatusUnauthorized},
-			{"another account", url, peerToken(t, admin, "someone-else", wrapper.PeerAudience), http.StatusForbidden},
-			{"outside kube-proxy's selection", "https://" + ws[lead].lan.addr + "/api/v1/services", token, http.StatusForbidden},
-			{"a Secret", "https://" + ws[lead].lan.addr + "/api/v1/secrets", token, http.StatusForbidden},
-			{"a wrapper of the site", url, token, http.StatusOK},
+			{"no token", url, "shop", nil, http.StatusUnauthorized},
+			{"a token for the apiserver", url, "shop", peerToken(t, admin, peerAccount), http.StatusUnauthorized},
+			{"another account", url, "shop", peerToken(t, admin, "someone-else", wrapper.PeerAudience), http.StatusForbidden},
+			{"outside kube-proxy's selection", "https://" + ws[lead].lan.addr + "/api/v1/services", "shop", token, http.StatusForbidden},
+			{"a Secret", "https://" + ws[lead].lan.addr + "/api/v1/secrets", "shop", token, http.StatusForbidden},
+			{"a wrapper of another site", url, "elsewhere", token, http.StatusTooManyRequests},
+			{"a wrapper of the site", url, "shop", token, http.StatusOK},
 		} {
-			if got := get(tc.url, tc.tok); got != tc.want {
+			if got := get(tc.url, tc.site, tc.tok); got != tc.want {
 				t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 			}
 		}

@@ -19,6 +19,11 @@ import (
 	"k8s.io/klog/v2"
 )
 
+// siteHeader names the follower's site: a leader serves its own site only
+// (a follower that read another site's holder, or a leader that lost its
+// Lease and won another, is refused and campaigns again).
+const siteHeader = "X-Application-Grid-Wrapper-Site"
+
 // peerTarget is a leader as its Lease names it.
 type peerTarget struct {
 	node, addr, pin string
@@ -44,11 +49,13 @@ func parseLeaderIdentity(id string) (node, addr, pin string, ok bool) {
 // from its resourceVersion, which the apiserver and every leader share.
 type peerRouter struct {
 	opts SiteStreamOptions
-	self string // this wrapper's identity in the Lease
+	self string       // this wrapper's identity in the Lease
+	site atomic.Value // string: this wrapper's site, sent to the leader
 
 	mu       sync.Mutex
-	leader   *peerTarget // nil: none, or this wrapper leads
-	badUntil time.Time   // the leader is not used before
+	leader   *peerTarget   // nil: none, or this wrapper leads
+	badUntil time.Time     // the leader is not used before
+	changed  chan struct{} // closed (and replaced) when leader or badUntil change
 	streams  map[*routedBody]struct{}
 	// leaderWatches counts watches served by a leader (tests, metrics).
 	leaderWatches atomic.Int64
@@ -60,7 +67,21 @@ type peerRouter struct {
 const peerRetry = 10 * time.Second
 
 func newPeerRouter(opts SiteStreamOptions, self string) *peerRouter {
-	return &peerRouter{opts: opts, self: self, streams: map[*routedBody]struct{}{}}
+	return &peerRouter{opts: opts, self: self, streams: map[*routedBody]struct{}{}, changed: make(chan struct{})}
+}
+
+// notifyLocked tells waiters the source may have changed; r.mu is held.
+func (r *peerRouter) notifyLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// following reports whether another wrapper serves this one (a leader that
+// has not been given up), and returns a channel closed at the next change.
+func (r *peerRouter) following() (bool, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leader != nil && r.badUntil.IsZero(), r.changed
 }
 
 func (r *peerRouter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -88,6 +109,7 @@ func (r *peerRouter) setLeader(logger klog.Logger, identity string) {
 		return
 	}
 	r.leader, r.badUntil = t, time.Time{}
+	r.notifyLocked()
 	cut := r.cutLocked(func(b *routedBody) bool { return b.target != t })
 	r.mu.Unlock()
 	if old != nil {
@@ -131,6 +153,7 @@ func (r *peerRouter) giveUp(logger klog.Logger, t *peerTarget, why string) {
 		return
 	}
 	r.badUntil = time.Now().Add(peerRetry)
+	r.notifyLocked()
 	r.cutLocked(func(b *routedBody) bool { return b.target == t })
 	r.mu.Unlock()
 	logger.Info("Site stream leader given up: reading from the apiserver", "leader", t.node, "reason", why, "retryIn", peerRetry)
@@ -190,6 +213,8 @@ func (r *peerRouter) viaLeader(req *http.Request, t *peerTarget) (*http.Response
 		}
 	}
 	out.Header.Set("Authorization", "Bearer "+token)
+	site, _ := r.site.Load().(string)
+	out.Header.Set(siteHeader, site)
 	resp, err := t.transport.RoundTrip(out)
 	if err != nil {
 		return nil, err
@@ -266,6 +291,7 @@ func (r *peerRouter) run(ctx context.Context) {
 			r.mu.Lock()
 			if r.leader == leader {
 				r.badUntil = time.Time{}
+				r.notifyLocked()
 				r.cutLocked(func(b *routedBody) bool { return b.target == nil })
 			}
 			r.mu.Unlock()
@@ -286,6 +312,8 @@ func (r *peerRouter) probe(ctx context.Context, t *peerTarget) error {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	site, _ := r.site.Load().(string)
+	req.Header.Set(siteHeader, site)
 	resp, err := t.transport.RoundTrip(req)
 	if err != nil {
 		return err

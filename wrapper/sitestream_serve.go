@@ -96,11 +96,14 @@ func (p *peerServer) resolveAllowedUsers(ctx context.Context, logger klog.Logger
 	return nil
 }
 
-// setLeading starts (ctx) or ends (nil) serving peers.
-func (p *peerServer) setLeading(ctx context.Context) {
+// setLeading starts (ctx) or ends (nil) serving peers; it reports whether
+// it was serving them.
+func (p *peerServer) setLeading(ctx context.Context) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	was := p.lead != nil
 	p.lead = ctx
+	return was
 }
 
 func (p *peerServer) leading() context.Context {
@@ -170,6 +173,9 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	lead := p.leading()
+	if site := p.ss.Group(); site == "" || req.Header.Get(siteHeader) != site {
+		lead = nil // not this follower's site's leader
+	}
 	if req.URL.Path == "/readyz" {
 		if lead == nil || !p.synced() {
 			http.Error(w, "not leading", http.StatusServiceUnavailable)
