@@ -12,21 +12,15 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
-	"github.com/servicegroup/servicegroup/client/clientset/versioned"
-	"github.com/servicegroup/servicegroup/controller"
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/internal/testcoredns"
-	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -110,93 +104,11 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, node string) {
 func BenchmarkEdgeNodeFleet(b *testing.B) {
 	b.Cleanup(testbin.Cleanup)
 	nodesN, edgeN := envInt("SG_FLEET_NODES", 300), envInt("SG_FLEET_DNS_NODES", 3)
-	const units, servicesN, churn = 6, 100, 20
+	const units, servicesN, churn = fleetUnits, 100, 20
 	bin := testbin.Path(b, "coredns")
-	cp := controlplane.StartForTest(b, controlplane.Options{
-		ControllerManager: true,
-		Controllers:       "endpointslice-controller,endpoints-controller",
-	})
-	ctx := b.Context()
-	admin := adminClient(cp)
-	if err := controller.EnsureCRDs(ctx, apiextensionsclient.NewForConfigOrDie(cp.Config)); err != nil {
-		b.Fatal(err)
-	}
-	nodeName := func(i int) string { return fmt.Sprintf("fleet%03d", i) }
-	unitOf := func(i int) int { return i % units }
-	parallel := func(n int, f func(i int)) {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
-		for i := range n {
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				f(i)
-			})
-		}
-		wg.Wait()
-	}
-	beat := time.Now()
-	parallel(nodesN, func(i int) {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{
-			gridKey: fmt.Sprintf("unit-%d", unitOf(i)), "kubernetes.io/hostname": nodeName(i), "kubernetes.io/os": "linux",
-			"kubernetes.io/arch": "arm64", "node.kubernetes.io/instance-type": "edge-small", "topology.kubernetes.io/zone": fmt.Sprintf("z%d", unitOf(i)),
-		}}}
-		if _, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			b.Error(err)
-			return
-		}
-		if _, err := admin.CoreV1().Nodes().PatchStatus(ctx, n.Name, fleetNodeStatus(i, beat)); err != nil {
-			b.Error(err)
-		}
-	})
-	ns := "fleet"
-	createNamespace(b, admin, ns)
-	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	readyAt := time.Now().Add(-24 * time.Hour)
-	var atMu sync.Mutex
-	next := func() time.Time {
-		atMu.Lock()
-		defer atMu.Unlock()
-		readyAt = readyAt.Add(time.Second)
-		return readyAt
-	}
-	parallel(servicesN, func(k int) {
-		name := fmt.Sprintf("s%03d", k)
-		createService(b, admin, ns, name, `["zone1"]`)
-		setSelector(b, admin, ns, name, map[string]string{"app": name})
-		for j := range 2 {
-			node := (k*7 + j*13) % nodesN
-			fleetPod(b, admin, ns, name, fmt.Sprintf("%s-%d", name, j), nodeName(node), fmt.Sprintf("10.30.%d.%d", k, j+1), next())
-		}
-	})
-	addresses := func(ctx context.Context) int {
-		l, err := admin.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return -1
-		}
-		n := 0
-		for _, sl := range l.Items {
-			for _, e := range sl.Endpoints {
-				n += len(e.Addresses)
-			}
-		}
-		return n
-	}
-	eventually(b, "the endpointslice controller lists every pod", 5*time.Minute, func(ctx context.Context) (bool, error) {
-		return addresses(ctx) == 2*servicesN, nil
-	})
-	runController(b, cp.Config)
-	eventually(b, "node label summaries of every node", 5*time.Minute, func(ctx context.Context) (bool, error) {
-		return summarised(ctx, nodesFunc(func() ([]corev1.Node, error) {
-			l, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			return l.Items, nil
-		}), versioned.NewForConfigOrDie(cp.Config), gridKey)
-	})
+	f := startFleet(b, nodesN, servicesN)
+	cp, admin, ctx := f.cp, f.admin, b.Context()
+	nodeName, unitOf := fleetNodeName, fleetUnitOf
 
 	// Edge nodes outside nodeunit 5, where the churn happens.
 	var edge []int
@@ -284,15 +196,7 @@ func BenchmarkEdgeNodeFleet(b *testing.B) {
 	}
 	for range b.N {
 		report("another node's status report", nodesN-len(edge), func() {
-			beat = beat.Add(10 * time.Second)
-			parallel(nodesN, func(i int) {
-				if slices.Contains(edge, i) {
-					return
-				}
-				if _, err := admin.CoreV1().Nodes().PatchStatus(ctx, nodeName(i), fleetNodeStatus(i, beat)); err != nil {
-					b.Error(err)
-				}
-			})
+			f.statusRound(b, func(i int) bool { return !slices.Contains(edge, i) })
 		})
 		report("a non-topology label change on another node", churn, func() {
 			for k := range churn {
@@ -302,26 +206,12 @@ func BenchmarkEdgeNodeFleet(b *testing.B) {
 				}
 			}
 		})
-		want := addresses(ctx)
 		report("an endpoint change in another nodeunit", churn, func() {
 			for k := range churn {
 				// Pods on nodes of nodeunit 5, which holds no edge node.
-				node := units - 1 + ((k*5)%(nodesN/units))*units
-				want++
-				fleetPod(b, admin, ns, fmt.Sprintf("s%03d", k), fmt.Sprintf("s%03d-f%d", k, want), nodeName(node),
-					fmt.Sprintf("10.31.%d.%d", want/250, want%250), next())
-				eventually(b, "the controller's slice lists the pod", 2*time.Minute, func(ctx context.Context) (bool, error) {
-					return addresses(ctx) == want, nil
-				})
+				f.addPod(b, k, units-1+((k*5)%(nodesN/units))*units)
 			}
 		})
-		report("a Service change", churn, func() {
-			for k := range churn {
-				patch := fmt.Sprintf(`{"metadata":{"labels":{"example.com/revision":"r%d"}}}`, time.Now().UnixNano())
-				if _, err := admin.CoreV1().Services(ns).Patch(ctx, fmt.Sprintf("s%03d", k), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		report("a Service change", churn, func() { f.touchServices(b, churn) })
 	}
 }

@@ -69,6 +69,9 @@ type Options struct {
 	// LocalEndpointRanges bound where the local-endpoint annotations may
 	// redirect default/kubernetes (nil: DefaultLocalEndpointRanges).
 	LocalEndpointRanges []netip.Prefix
+	// SiteStream, when set, shares one upstream stream of Services and
+	// EndpointSlices among the wrappers of a site (sitestream.go).
+	SiteStream *SiteStreamOptions
 	// AllowedHosts are the Host names (besides localhost and loopback
 	// addresses, always accepted) requests may carry; "*" accepts any.
 	AllowedHosts []string

@@ -42,7 +42,10 @@ type Server struct {
 	// unproxied fetches what kube-proxy's selector leaves out while
 	// clients ask (unproxied_demand.go).
 	unproxied *demand
-	start     func(ctx context.Context)
+	// site shares the unit-wide streams with the site's other wrappers
+	// (sitestream.go); nil when off.
+	site  *siteStream
+	start func(ctx context.Context)
 
 	// Snapshot hooks (snapshot_serve.go).
 	persist    *persister               // nil without a StateDir

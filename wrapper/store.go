@@ -130,6 +130,9 @@ type Store struct {
 	lastChange uint64              // RV of the last event (the start before any)
 	seeded     map[string]struct{} // keys seeded from a snapshot that no Set or Delete has confirmed yet
 	resume     seedWindow          // the previous process's versions this store's start state equals
+	// resumeAhead lets a watch resume from a version the store has not
+	// reached (sitestream_cache.go).
+	resumeAhead bool
 }
 
 // NewStore creates a store whose event log is bounded by limits. fieldsOf
@@ -417,7 +420,10 @@ func (s *Store) Watch(opts WatchOptions) (initial []Event, w *Watcher, err error
 			return nil, nil, &rvError{rv: opts.RV, bound: s.floor, tooOld: true}
 		}
 		if opts.RV > cur {
-			return nil, nil, &rvError{rv: opts.RV, bound: cur}
+			if !s.resumeAhead {
+				return nil, nil, &rvError{rv: opts.RV, bound: cur}
+			}
+			cur = opts.RV // sitestream_cache.go
 		}
 		for _, ev := range s.log {
 			if ev.RV <= opts.RV {
@@ -454,7 +460,7 @@ func (s *Store) Next(w *Watcher, buf []Event, limit int) ([]Event, <-chan struct
 	if len(pending) > 0 {
 		w.cursor.Store(pending[len(pending)-1].RV)
 	}
-	cur := s.clock.Current()
+	cur := max(s.clock.Current(), w.cursor.Load()) // a watcher may start ahead (resumeAhead)
 	s.mu.RUnlock()
 
 	for _, ev := range pending {

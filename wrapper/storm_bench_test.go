@@ -21,16 +21,16 @@ import (
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
-// cloudLink is the edge nodes' link to the apiserver: cut closes every
+// stormLink is the edge nodes' link to the apiserver: cut closes every
 // connection over it and fails every dial (no route to host) until
 // restore.
-type cloudLink struct {
+type stormLink struct {
 	mu    sync.Mutex
 	down  bool
 	conns map[net.Conn]struct{}
 }
 
-func (l *cloudLink) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+func (l *stormLink) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	l.mu.Lock()
 	down := l.down
 	l.mu.Unlock()
@@ -52,7 +52,7 @@ func (l *cloudLink) dial(ctx context.Context, network, addr string) (net.Conn, e
 	return c, nil
 }
 
-func (l *cloudLink) cut() {
+func (l *stormLink) cut() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.down = true
@@ -62,7 +62,7 @@ func (l *cloudLink) cut() {
 	clear(l.conns)
 }
 
-func (l *cloudLink) restore() {
+func (l *stormLink) restore() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.down = false
@@ -173,7 +173,7 @@ func BenchmarkReconnectStorm(b *testing.B) {
 	nodesN, wrappersN := envInt("SG_STORM_NODES", 1000), envInt("SG_STORM_WRAPPERS", 1000)
 	outage := time.Duration(envInt("SG_STORM_OUTAGE", 30)) * time.Second
 	f := startFleet(b, nodesN, 100)
-	link := &cloudLink{conns: map[net.Conn]struct{}{}}
+	link := &stormLink{conns: map[net.Conn]struct{}{}}
 	type edgeWrapper struct {
 		node   int
 		resume bool // unanswered watches read as refused connections (the default)

@@ -19,9 +19,19 @@ import (
 // the on-demand fetches. They start in Run (s.start).
 func (s *Server) watchUpstream(client kubernetes.Interface) error {
 	opts := s.opts
-	// Services and EndpointSlices as kube-proxy selects them; the rest only
-	// while a client asks (unproxied_demand.go).
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields),
+	// Services and EndpointSlices as kube-proxy selects them (from the
+	// site's leader when there is one); the rest only while a client asks
+	// (unproxied_demand.go).
+	unitClient := client
+	if opts.SiteStream != nil {
+		var err error
+		s.site, unitClient, err = newSiteStream(*opts.SiteStream, opts.NodeName, opts.Upstream, client,
+			LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes}, opts.WatchWriteTimeout)
+		if err != nil {
+			return err
+		}
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(unitClient, 0, informers.WithTransform(dropManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kubeProxySelector }))
 	metaClient, err := metadata.NewForConfig(opts.Upstream)
 	if err != nil {
@@ -38,8 +48,12 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.NodeName).String()
 		}))
-	svcInf := factory.Core().V1().Services().Informer()
-	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
+	var svcInf, sliceInf cache.SharedIndexInformer
+	if s.site != nil {
+		svcInf, sliceInf = s.site.informers(factory, kubeProxySelector)
+	} else {
+		svcInf, sliceInf = factory.Core().V1().Services().Informer(), factory.Discovery().V1().EndpointSlices().Informer()
+	}
 	selfInf := selfFactory.Core().V1().Nodes().Informer()
 	s.syncer = newSyncer(opts.NodeName, Caches{Self: selfInf.GetIndexer()}, s.stores)
 	s.syncer.restrictedKeys = opts.RequireNodeRestrictedTopologyKeys
@@ -90,6 +104,9 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 		go s.endpoints.run(ctx)
 		go s.unproxied.run(ctx)
 		selfFactory.Start(ctx.Done())
+		if s.site != nil {
+			go s.site.run(ctx)
+		}
 	}
 	return nil
 }

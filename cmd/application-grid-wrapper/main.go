@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string) error {
 		restrictKeys = fs.Bool("require-node-restricted-topology-keys", false, "treat topologyKeys not under node-restriction.kubernetes.io/ (labels the NodeRestriction admission plugin lets a kubelet set on its own Node) as never matching: a Service keyed on one falls to its next key or \"*\"; without it a compromised node can label itself into any nodeunit's routing")
 		printVersion = fs.Bool("version", false, "print the version and exit")
 	)
+	site := addSiteStreamFlags(fs)
 	fs.Var(&maxLag, "watch-max-lag-bytes", "how far (encoded size of events, e.g. 64Mi) a watcher may fall behind before it gets 410 Expired and relists")
 	fs.Var(&eventLog, "event-log-bytes", "encoded size of the newest events per resource (e.g. 4Mi) a watch can resume from")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -113,6 +114,10 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--local-endpoint-ranges: %w", err)
 	}
+	siteOpts, err := site.options()
+	if err != nil {
+		return err
+	}
 	var cfg *rest.Config
 	if *kubeconfig != "" {
 		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -135,6 +140,7 @@ func run(ctx context.Context, args []string) error {
 		AllowedHosts:        allowedHosts(*bindAddress),
 		LocalEndpointRanges: ranges,
 		RequestWriteTimeout: *reqTimeout, MaxRequestsInFlight: *maxInFlight, MaxWatches: *maxWatches,
+		SiteStream: siteOpts,
 	})
 	if err != nil {
 		return err
@@ -183,8 +189,11 @@ func run(ctx context.Context, args []string) error {
 		httpSrv.TLSConfig = tlsCfg
 	}
 
-	errCh := make(chan error, 3)
+	errCh := make(chan error, 4)
 	go func() { errCh <- srv.Run(ctx) }()
+	if peerSrv := servePeers(ctx, srv, *site.bind, errCh); peerSrv != nil {
+		defer peerSrv.Close()
+	}
 	// Both ports are bound as soon as they are free (another process may
 	// hold one: Listen waits, logs and shows it in /readyz).
 	go func() {

@@ -1,0 +1,237 @@
+package wrapper
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/klog/v2"
+)
+
+// PeerAudience is the audience of the tokens wrappers of a site present to
+// their leader (a projected ServiceAccount token with this audience): the
+// apiserver refuses them, so a leader cannot replay one upstream.
+const PeerAudience = "application-grid-wrapper-peer"
+
+// SiteStreamOptions turn on one cloud stream per site: the wrappers of the
+// nodes that carry the same value of GroupLabel elect a leader (a Lease per
+// site) that alone lists and watches the Services and EndpointSlices
+// upstream; the others list and watch them from the leader. Zero values get
+// the defaults below.
+type SiteStreamOptions struct {
+	// GroupLabel is the node label whose value names this node's site.
+	// A node without it streams from the apiserver on its own. Read once,
+	// at start-up.
+	GroupLabel string
+	// Group names the site directly (tests; overrides GroupLabel).
+	Group string
+	// Namespace holds the Leases (default kube-system).
+	Namespace string
+	// AdvertiseAddress is the host:port peers reach this wrapper's peer
+	// port at (PeerHandler served under PeerTLSConfig).
+	AdvertiseAddress string
+	// Token returns this wrapper's token for its leader (audience
+	// PeerAudience); it is asked before every connection.
+	Token func() (string, error)
+	// AllowedUsers are the users (as upstream's TokenReview names them)
+	// whose tokens the leader accepts; empty: this wrapper's own user (all
+	// wrappers run as one ServiceAccount).
+	AllowedUsers []string
+	// Lease timing (defaults 15s, 10s, 2s). A leader that cannot renew
+	// within RenewDeadline stops serving its peers.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// HeartbeatInterval is how often the leader sends its peers' watches a
+	// BOOKMARK (default 1s); a follower gives up a leader stream that
+	// brought nothing for IdleTimeout (default 5s) and reads from the
+	// apiserver until the leader answers again.
+	HeartbeatInterval, IdleTimeout time.Duration
+}
+
+func (o *SiteStreamOptions) defaults() {
+	if o.Namespace == "" {
+		o.Namespace = metav1.NamespaceSystem
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.RenewDeadline <= 0 {
+		o.RenewDeadline = 10 * time.Second
+	}
+	if o.RetryPeriod <= 0 {
+		o.RetryPeriod = 2 * time.Second
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = time.Second
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 5 * time.Second
+	}
+}
+
+// siteStream is one wrapper's part in its site's stream: the unit-wide
+// caches it can serve peers, the election, and the routing of its own
+// unit-wide reads to the leader.
+type siteStream struct {
+	opts   SiteStreamOptions
+	node   string
+	client kubernetes.Interface // upstream, for the Lease, its Node, TokenReview
+
+	services, slices *unitCache
+	router           *peerRouter
+	peers            *peerServer
+
+	cert tls.Certificate
+	pin  string // hex SHA-256 of cert's DER, published in the Lease
+
+	mu    sync.Mutex
+	group string // "" until known
+}
+
+// newSiteStream prepares the site stream; the returned client is what the
+// unit-wide informers read through (the leader when there is one).
+func newSiteStream(opts SiteStreamOptions, node string, upstream *rest.Config, client kubernetes.Interface, limits LogLimits, writeTimeout time.Duration) (*siteStream, kubernetes.Interface, error) {
+	opts.defaults()
+	if opts.AdvertiseAddress == "" {
+		return nil, nil, errors.New("site stream: an advertise address for the peer port is required")
+	}
+	host, _, err := net.SplitHostPort(opts.AdvertiseAddress)
+	if err != nil {
+		return nil, nil, err
+	}
+	if opts.Token == nil {
+		return nil, nil, errors.New("site stream: a peer token source is required")
+	}
+	if opts.Group == "" && opts.GroupLabel == "" {
+		return nil, nil, errors.New("site stream: a group label is required")
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, nil, err
+	}
+	sum := sha256.Sum256(cert.Certificate[0])
+	ss := &siteStream{opts: opts, node: node, client: client, cert: cert, pin: hex.EncodeToString(sum[:]), group: opts.Group}
+	var svcRes, sliceRes *resource
+	for _, r := range servedResources {
+		switch r.name {
+		case ResourceServices:
+			svcRes = r
+		case ResourceEndpointSlices:
+			sliceRes = r
+		}
+	}
+	ss.services, ss.slices = newUnitCache(svcRes, limits), newUnitCache(sliceRes, limits)
+	ss.router = newPeerRouter(opts, leaderIdentity(node, opts.AdvertiseAddress, ss.pin))
+	ss.peers = newPeerServer(ss, serializer.NewCodecFactory(scheme.Scheme), writeTimeout, map[*resource]*unitCache{svcRes: ss.services, sliceRes: ss.slices})
+	cfg := rest.CopyConfig(protobufConfig(upstream))
+	cfg.Wrap(ss.router.wrap)
+	routed, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ss, routed, nil
+}
+
+// informers registers the unit-wide informers in factory, their list and
+// watch tapped into the caches peers read.
+func (ss *siteStream) informers(factory informers.SharedInformerFactory, selector string) (services, slices cache.SharedIndexInformer) {
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = selector }
+	services = factory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				tweak(&o)
+				return c.CoreV1().Services("").List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				tweak(&o)
+				return c.CoreV1().Services("").Watch(ctx, o)
+			},
+		}
+		return cache.NewSharedIndexInformer(ss.services.tap(lw), &corev1.Service{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	})
+	slices = factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				tweak(&o)
+				return c.DiscoveryV1().EndpointSlices("").List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				tweak(&o)
+				return c.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
+			},
+		}
+		return cache.NewSharedIndexInformer(ss.slices.tap(lw), &discoveryv1.EndpointSlice{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	})
+	return services, slices
+}
+
+// run finds this node's site, then campaigns and follows its leader until
+// ctx ends. Until the site is known every read goes to the apiserver.
+func (ss *siteStream) run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithValues("siteStream", true)
+	go ss.router.run(ctx)
+	go ss.peers.heartbeat(ctx, ss.opts.HeartbeatInterval)
+	if err := wait.PollUntilContextCancel(ctx, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		return ss.resolveGroup(ctx, logger), nil
+	}); err != nil {
+		return
+	}
+	group := ss.Group()
+	if group == "" {
+		return
+	}
+	if err := ss.peers.resolveAllowedUsers(ctx, logger); err != nil {
+		logger.Error(err, "Site stream off: cannot tell which users its peers run as")
+		return
+	}
+	ss.elect(ctx, logger, group)
+}
+
+// resolveGroup reads this node's site from its label; true once decided.
+func (ss *siteStream) resolveGroup(ctx context.Context, logger klog.Logger) bool {
+	if ss.Group() != "" {
+		return true
+	}
+	n, err := ss.client.CoreV1().Nodes().Get(ctx, ss.node, metav1.GetOptions{})
+	if err != nil {
+		logger.V(2).Info("Cannot read this node's site yet", "err", err)
+		return false
+	}
+	group := n.Labels[ss.opts.GroupLabel]
+	if group == "" {
+		logger.Info("This node has no site label: streaming from the apiserver on its own", "label", ss.opts.GroupLabel)
+		return true
+	}
+	ss.mu.Lock()
+	ss.group = group
+	ss.mu.Unlock()
+	return true
+}
+
+// Group is this node's site ("" while unknown or without one).
+func (ss *siteStream) Group() string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.group
+}

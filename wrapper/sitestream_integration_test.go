@@ -1,0 +1,716 @@
+package wrapper_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/servicegroup/servicegroup/test/controlplane"
+	"github.com/servicegroup/servicegroup/wrapper"
+)
+
+const (
+	siteLabel   = "example.com/site"
+	peerAccount = "application-grid-wrapper"
+	peerNS      = "kube-system"
+)
+
+// cloudLink stands for one wrapper's link to the control plane: it counts
+// what crosses it and can be cut (requests fail at once and open streams
+// end, as when the link drops).
+type cloudLink struct {
+	bytes     atomic.Int64 // response bytes of every request
+	unitBytes atomic.Int64 // of Services and EndpointSlices lists and watches
+	unitLists atomic.Int64 // full lists of them: LIST, or a watch that sends the initial state
+	cut       atomic.Bool
+	mu        sync.Mutex
+	open      map[*meteredBody]string // open streams -> resource
+	lists     []string                // when and what each full list asked, for failures
+	// expired counts the 410 Expired ("too old resource version") the
+	// apiserver answered a resumed watch of them with: the one reason a
+	// follower may relist from the cloud.
+	expired atomic.Int64
+}
+
+func newCloudLink() *cloudLink { return &cloudLink{open: map[*meteredBody]string{}} }
+
+func (l *cloudLink) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if l.cut.Load() {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("cloud link cut by the test")}
+		}
+		resource := ""
+		switch req.URL.Path {
+		case "/api/v1/services", "/apis/discovery.k8s.io/v1/endpointslices":
+			resource = req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
+			q := req.URL.Query()
+			if q.Get("watch") == "" || q.Get("sendInitialEvents") == "true" {
+				l.unitLists.Add(1)
+				l.mu.Lock()
+				l.lists = append(l.lists, time.Now().Format("15:04:05.000")+" "+req.URL.RequestURI())
+				l.mu.Unlock()
+			}
+		}
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != ""}
+		resp.Body = b
+		l.mu.Lock()
+		l.open[b] = resource
+		l.mu.Unlock()
+		return resp, nil
+	})
+}
+
+// openWatches returns how many unit-wide streams are open over the link.
+func (l *cloudLink) openUnitStreams() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.open {
+		if r != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *cloudLink) setCut(cut bool) {
+	l.cut.Store(cut)
+	if !cut {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for b := range l.open {
+		_ = b.ReadCloser.Close()
+		delete(l.open, b)
+	}
+}
+
+type meteredBody struct {
+	io.ReadCloser
+	link *cloudLink
+	unit bool
+}
+
+func (b *meteredBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.link.bytes.Add(int64(n))
+	if b.unit {
+		b.link.unitBytes.Add(int64(n))
+		if bytes.Contains(p[:n], []byte("too old resource version")) {
+			b.link.expired.Add(1)
+		}
+	}
+	return n, err
+}
+
+func (b *meteredBody) Close() error {
+	b.link.mu.Lock()
+	delete(b.link.open, b)
+	b.link.mu.Unlock()
+	return b.ReadCloser.Close()
+}
+
+// siteLAN is one wrapper's peer port on the site network: it can refuse
+// (closed port, reset connections) or black-hole (nothing answered, as
+// when packets are dropped) until healed.
+type siteLAN struct {
+	addr    string
+	handler http.Handler
+	tls     *tls.Config
+
+	accepted atomic.Int64 // connections from peers
+
+	mu   sync.Mutex
+	srv  *http.Server
+	held chan struct{} // closed when a black hole heals
+}
+
+func (s *siteLAN) serve(t testing.TB) {
+	t.Helper()
+	ln, err := net.Listen("tcp", s.addr)
+	for i := 0; err != nil && i < 100; i++ { // a closed port may linger briefly
+		time.Sleep(50 * time.Millisecond)
+		ln, err = net.Listen("tcp", s.addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.srv = &http.Server{Handler: s.handler, TLSConfig: s.tls.Clone(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.ServeTLS(&lanListener{Listener: ln, lan: s}, "", "") }()
+}
+
+// refuse closes the port and every connection (the process is gone).
+func (s *siteLAN) refuse() {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
+}
+
+// blackHole stops every byte both ways until heal.
+func (s *siteLAN) blackHole() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = make(chan struct{})
+	}
+}
+
+func (s *siteLAN) heal() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held != nil {
+		close(s.held)
+		s.held = nil
+	}
+}
+
+func (s *siteLAN) hold() {
+	s.mu.Lock()
+	held := s.held
+	s.mu.Unlock()
+	if held != nil {
+		<-held
+	}
+}
+
+type lanListener struct {
+	net.Listener
+	lan *siteLAN
+}
+
+func (l *lanListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.lan.accepted.Add(1)
+	return &lanConn{Conn: c, lan: l.lan}, nil
+}
+
+type lanConn struct {
+	net.Conn
+	lan *siteLAN
+}
+
+func (c *lanConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.lan.hold()
+	return n, err
+}
+
+func (c *lanConn) Write(p []byte) (int, error) {
+	c.lan.hold()
+	return c.Conn.Write(p)
+}
+
+// siteWrapper is a wrapper of the site with its cloud link and peer port.
+type siteWrapper struct {
+	*runningWrapper
+	node  string
+	cloud *cloudLink
+	lan   *siteLAN
+	proxy *proxyView
+}
+
+type siteOptions struct {
+	group string // "" reads the site label
+	token func() (string, error)
+}
+
+func startSiteWrapper(t testing.TB, cp *controlplane.ControlPlane, node string, ip int, so siteOptions) *siteWrapper {
+	t.Helper()
+	// A free port on this wrapper's own loopback address.
+	host := fmt.Sprintf("127.0.0.%d", ip)
+	ln, err := net.Listen("tcp", host+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	link := newCloudLink()
+	up := rest.CopyConfig(cp.Config)
+	up.Wrap(link.wrap)
+	w := startWrapper(t, cp, node, "", wrapper.Options{
+		Upstream: up,
+		SiteStream: &wrapper.SiteStreamOptions{
+			GroupLabel: siteLabel, Group: so.group, Namespace: peerNS,
+			AdvertiseAddress: addr, Token: so.token,
+			AllowedUsers:  []string{"system:serviceaccount:" + peerNS + ":" + peerAccount},
+			LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second,
+			IdleTimeout: 3 * time.Second,
+		},
+	})
+	sw := &siteWrapper{runningWrapper: w, node: node, cloud: link,
+		lan: &siteLAN{addr: addr, handler: w.srv.PeerHandler(), tls: w.srv.PeerTLSConfig()}}
+	sw.lan.serve(t)
+	t.Cleanup(func() { sw.lan.heal(); sw.lan.refuse() })
+	return sw
+}
+
+// kill ends the wrapper as a crash does: its cloud link and peer port go
+// first, so it releases nothing.
+func (w *siteWrapper) kill() {
+	w.cloud.setCut(true)
+	w.lan.refuse()
+	w.Stop()
+}
+
+// peerToken is a token of the wrappers' ServiceAccount for audience aud.
+func peerToken(t testing.TB, c kubernetes.Interface, account string, aud ...string) func() (string, error) {
+	t.Helper()
+	expiry := int64(3600)
+	tr, err := c.CoreV1().ServiceAccounts(peerNS).CreateToken(t.Context(), account, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: aud, ExpirationSeconds: &expiry},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := tr.Status.Token
+	return func() (string, error) { return tok, nil }
+}
+
+// proxyView is what kube-proxy reads through one wrapper: its Services and
+// EndpointSlice informers (kube-proxy's selector) and its Node; it records
+// DELETED slices and how late each heartbeat arrived.
+type proxyView struct {
+	slices, services, node cache.SharedIndexInformer
+	mu                     sync.Mutex
+	deleted                []string
+	beats                  *heartbeat
+	worstLag               time.Duration
+}
+
+func watchAsKubeProxy(t testing.TB, w *runningWrapper, node string, beats *heartbeat) *proxyView {
+	t.Helper()
+	c := clientFor(t, w.URL(), protobuf)
+	sel := "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
+	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+	nf := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + node }))
+	v := &proxyView{slices: f.Discovery().V1().EndpointSlices().Informer(), services: f.Core().V1().Services().Informer(),
+		node: nf.Core().V1().Nodes().Informer(), beats: beats}
+	_, _ = v.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { v.sawBeat(obj.(*discoveryv1.EndpointSlice)) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			s := obj.(*discoveryv1.EndpointSlice)
+			v.mu.Lock()
+			v.deleted = append(v.deleted, s.Namespace+"/"+s.Name)
+			v.mu.Unlock()
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); f.Shutdown(); nf.Shutdown() })
+	f.Start(ctx.Done())
+	nf.Start(ctx.Done())
+	if !cache.WaitForCacheSync(t.Context().Done(), v.slices.HasSynced, v.services.HasSynced, v.node.HasSynced) {
+		t.Fatal("kube-proxy's informers did not sync")
+	}
+	return v
+}
+
+func (v *proxyView) sawBeat(s *discoveryv1.EndpointSlice) {
+	if v.beats == nil || s.Name != beatSlice {
+		return
+	}
+	n, err := strconv.Atoi(s.Annotations[beatAnnotation])
+	if err != nil {
+		return
+	}
+	lag := v.beats.lagOf(n)
+	v.mu.Lock()
+	v.worstLag = max(v.worstLag, lag)
+	v.mu.Unlock()
+}
+
+// takeWorstLag returns the longest delay of a heartbeat since the last call.
+func (v *proxyView) takeWorstLag() time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	l := v.worstLag
+	v.worstLag = 0
+	return l
+}
+
+func (v *proxyView) deletedSlices() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]string(nil), v.deleted...)
+}
+
+const (
+	beatSlice      = "heartbeat"
+	beatAnnotation = "example.com/beat"
+)
+
+// heartbeat changes one EndpointSlice every period, remembering when each
+// change was written, so every view can tell how late it saw it: the
+// longest of these is the longest gap a kube-proxy lived through.
+type heartbeat struct {
+	mu      sync.Mutex
+	written map[int]time.Time
+	seen    map[int]bool
+}
+
+func (h *heartbeat) lagOf(n int) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, ok := h.written[n]
+	if !ok {
+		return 0
+	}
+	return time.Since(at)
+}
+
+func startHeartbeat(t *testing.T, c kubernetes.Interface, ns string, period time.Duration) *heartbeat {
+	h := &heartbeat{written: map[int]time.Time{}}
+	createService(t, c, ns, beatSlice, "")
+	createSlice(t, c, ns, beatSlice, beatSlice, endpoint("10.1.0.1", "node0"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			h.mu.Lock()
+			h.written[n] = time.Now()
+			h.mu.Unlock()
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, beatAnnotation, n)
+			_, _ = c.DiscoveryV1().EndpointSlices(ns).Patch(ctx, beatSlice, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		}
+	}()
+	return h
+}
+
+// holder returns the node holding the site's Lease ("" for none).
+func holder(ctx context.Context, c kubernetes.Interface, group string) (string, error) {
+	l, err := c.CoordinationV1().Leases(peerNS).Get(ctx, "application-grid-wrapper-site-"+group, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if l.Spec.HolderIdentity == nil {
+		return "", nil
+	}
+	node, _, _ := strings.Cut(*l.Spec.HolderIdentity, "@")
+	return node, nil
+}
+
+// TestSiteStream runs three wrappers of one site against a real control
+// plane, each with kube-proxy's informers behind it and a cloud link the
+// test meters and cuts, through: the leader killed, cut from the cloud
+// only, cut from the site only (packets dropped), and two leaders at once.
+// After each, one wrapper alone holds the cloud streams, every kube-proxy
+// view equals the apiserver's truth, none saw a DELETED slice, and the
+// followers pulled no full list from the cloud. The longest delay of a
+// change written every 250ms is logged per scenario.
+func TestSiteStream(t *testing.T) {
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := adminClient(cp)
+	createNodes(t, admin)
+	nodes := []string{"node0", "node1", "node2"}
+	for _, n := range nodes {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"shop"}}}`, siteLabel)
+		if _, err := admin.CoreV1().Nodes().Patch(t.Context(), n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sa := range []string{peerAccount, "someone-else"} {
+		if _, err := admin.CoreV1().ServiceAccounts(peerNS).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := peerToken(t, admin, peerAccount, wrapper.PeerAudience)
+	const ns = "site"
+	createNamespace(t, admin, ns)
+	createNamespace(t, admin, "beat")
+	beats := startHeartbeat(t, admin, "beat", 250*time.Millisecond)
+	createService(t, admin, ns, "web", `["zone1"]`)
+	createSlice(t, admin, ns, "web", "web-a", endpoint("10.0.0.1", "node0"), endpoint("10.0.0.2", "node1"), endpoint("10.0.0.3", "node2"))
+
+	ws := map[string]*siteWrapper{}
+	start := func(i int, node string) {
+		w := startSiteWrapper(t, cp, node, 10+i, siteOptions{token: token})
+		w.proxy = watchAsKubeProxy(t, w.runningWrapper, node, beats)
+		ws[node] = w
+	}
+	for i, n := range nodes {
+		start(i, n)
+	}
+	created := 0
+	change := func() {
+		created++
+		createSlice(t, admin, ns, "web", fmt.Sprintf("web-%d", created), endpoint(fmt.Sprintf("10.0.1.%d", created), nodes[created%3]))
+	}
+	// settle waits until live (not excluded) wrappers have one leader that
+	// alone streams from the cloud and every view is the truth.
+	settle := func(t *testing.T, what string, exclude ...string) string {
+		t.Helper()
+		var lead string
+		eventually(t, what, 2*time.Minute, func(ctx context.Context) (bool, error) {
+			var err error
+			if lead, err = holder(ctx, admin, "shop"); err != nil {
+				return false, err
+			}
+			if ws[lead] == nil || slicesContain(exclude, lead) {
+				return false, fmt.Errorf("holder %q is not a live wrapper", lead)
+			}
+			cl, err := readCluster(ctx, admin, ns)
+			if err != nil {
+				return false, err
+			}
+			for _, n := range nodes {
+				w := ws[n]
+				if slicesContain(exclude, n) {
+					continue
+				}
+				if streams := w.cloud.openUnitStreams(); (n == lead) != (streams > 0) {
+					return false, fmt.Errorf("%s (leader %s) has %d cloud streams of Services and EndpointSlices", n, lead, streams)
+				}
+				if err := diffServed(w.proxy.slices.GetStore(), ns, cl.wantSlices(n)); err != nil {
+					return false, fmt.Errorf("%s: EndpointSlice %w", n, err)
+				}
+			}
+			return true, nil
+		})
+		return lead
+	}
+	type counts struct{ lists, expired int64 }
+	cloudLists := func() map[string]counts {
+		m := map[string]counts{}
+		for n, w := range ws {
+			m[n] = counts{w.cloud.unitLists.Load(), w.cloud.expired.Load()}
+		}
+		return m
+	}
+	// noRelists: followers other than skip pulled no full list from the
+	// cloud since before, but after the apiserver answered 410 Expired
+	// (its watch cache no longer held their version of a quiet resource:
+	// what a direct kube-proxy would have done too).
+	noRelists := func(t *testing.T, before map[string]counts, skip ...string) {
+		t.Helper()
+		for n, w := range ws {
+			if slicesContain(skip, n) {
+				continue
+			}
+			lists, expired := w.cloud.unitLists.Load()-before[n].lists, w.cloud.expired.Load()-before[n].expired
+			if lists > expired {
+				w.cloud.mu.Lock()
+				t.Errorf("%s pulled %d full lists of Services or EndpointSlices from the cloud after %d 410s: %v", n, lists, expired, w.cloud.lists[before[n].lists:])
+				w.cloud.mu.Unlock()
+			}
+			if lists > 0 {
+				t.Logf("%s relisted from the cloud %d times, each after a 410 Expired from the apiserver", n, lists)
+			}
+		}
+	}
+	report := func(t *testing.T, scenario string) {
+		t.Helper()
+		for _, n := range nodes {
+			if d := ws[n].proxy.deletedSlices(); len(d) > 0 {
+				t.Errorf("%s: kube-proxy behind %s saw slices DELETED that exist: %v", scenario, n, d)
+			}
+			t.Logf("%s: longest delay of a change seen by kube-proxy behind %s: %s", scenario, n, ws[n].proxy.takeWorstLag().Round(10*time.Millisecond))
+		}
+	}
+
+	lead := settle(t, "a leader streams for the site")
+	for _, n := range nodes {
+		ws[n].proxy.takeWorstLag()
+	}
+
+	t.Run("peers authenticate", func(t *testing.T) {
+		url := "https://" + ws[lead].lan.addr + "/api/v1/services?labelSelector=" + strings.ReplaceAll("!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless", "!", "%21")
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
+		get := func(url, site string, tok func() (string, error)) int {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+			req.Header.Set("X-Application-Grid-Wrapper-Site", site)
+			if tok != nil {
+				s, _ := tok()
+				req.Header.Set("Authorization", "Bearer "+s)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		for _, tc := range []struct {
+			name, url, site string
+			tok             func() (string, error)
+			want            int
+		}{
+			{"no token", url, "shop", nil, http.StatusUnauthorized},
+			{"a token for the apiserver", url, "shop", peerToken(t, admin, peerAccount), http.StatusUnauthorized},
+			{"another account", url, "shop", peerToken(t, admin, "someone-else", wrapper.PeerAudience), http.StatusForbidden},
+			{"outside kube-proxy's selection", "https://" + ws[lead].lan.addr + "/api/v1/services", "shop", token, http.StatusForbidden},
+			{"a Secret", "https://" + ws[lead].lan.addr + "/api/v1/secrets", "shop", token, http.StatusForbidden},
+			{"a wrapper of another site", url, "elsewhere", token, http.StatusTooManyRequests},
+			{"a wrapper of the site", url, "shop", token, http.StatusOK},
+		} {
+			if got := get(tc.url, tc.site, tc.tok); got != tc.want {
+				t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+			}
+		}
+	})
+
+	t.Run("leader killed", func(t *testing.T) {
+		before := cloudLists()
+		old := lead
+		ws[old].kill()
+		change()
+		lead = settle(t, "a new leader after the kill", old)
+		noRelists(t, before, old)
+		report(t, "leader killed")
+		start(slicesIndex(nodes, old), old)
+		lead = settle(t, "the killed wrapper back as a follower")
+	})
+
+	t.Run("leader cut from the cloud", func(t *testing.T) {
+		before := cloudLists()
+		old := lead
+		ws[old].cloud.setCut(true)
+		change()
+		lead = settle(t, "a new leader while the old one is cut from the cloud", old)
+		noRelists(t, before, old)
+		ws[old].cloud.setCut(false)
+		change()
+		lead = settle(t, "the old leader back")
+		report(t, "leader cut from the cloud")
+	})
+
+	t.Run("leader cut from the site", func(t *testing.T) {
+		before := cloudLists()
+		old := lead
+		ws[old].lan.blackHole()
+		change()
+		// The followers read from the cloud meanwhile: they see the change.
+		eventually(t, "the followers read from the cloud", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			cl, err := readCluster(ctx, admin, ns)
+			if err != nil {
+				return false, err
+			}
+			for _, n := range nodes {
+				if n == old {
+					continue
+				}
+				if ws[n].cloud.openUnitStreams() == 0 {
+					return false, fmt.Errorf("%s streams nothing from the cloud", n)
+				}
+				if err := diffServed(ws[n].proxy.slices.GetStore(), ns, cl.wantSlices(n)); err != nil {
+					return false, fmt.Errorf("%s: EndpointSlice %w", n, err)
+				}
+			}
+			return true, nil
+		})
+		ws[old].lan.heal()
+		change()
+		lead = settle(t, "the followers back on the leader")
+		noRelists(t, before)
+		report(t, "leader cut from the site")
+	})
+
+	t.Run("two leaders", func(t *testing.T) {
+		// A fourth wrapper leads a site of its own; the test writes it into
+		// this site's Lease while the leader still believes it leads: both
+		// serve until the old one fails to renew, then the Lease expires and
+		// the site elects again.
+		n3 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node3", Labels: map[string]string{gridKey: "nodeunit3"}}}
+		if _, err := admin.CoreV1().Nodes().Create(t.Context(), n3, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		other := startSiteWrapper(t, cp, "node3", 20, siteOptions{group: "elsewhere", token: token})
+		var otherID string
+		eventually(t, "the other site's leader", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			l, err := admin.CoordinationV1().Leases(peerNS).Get(ctx, "application-grid-wrapper-site-elsewhere", metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil {
+				return false, err
+			}
+			otherID = *l.Spec.HolderIdentity
+			return strings.Contains(otherID, other.lan.addr), nil
+		})
+		before := cloudLists()
+		l, err := admin.CoordinationV1().Leases(peerNS).Get(t.Context(), "application-grid-wrapper-site-shop", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := metav1.NowMicro()
+		l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime = &otherID, &now, &now
+		if _, err := admin.CoordinationV1().Leases(peerNS).Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		change()
+		eventually(t, "the followers on the other leader", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			for _, n := range nodes {
+				if ws[n].cloud.openUnitStreams() > 0 && n != lead {
+					return false, fmt.Errorf("%s streams from the cloud", n)
+				}
+			}
+			if other.lan.accepted.Load() == 0 {
+				return false, errors.New("no follower reached the other leader")
+			}
+			return true, nil
+		})
+		change()
+		lead = settle(t, "one leader of the site again")
+		noRelists(t, before)
+		report(t, "two leaders")
+	})
+}
+
+func slicesContain(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func slicesIndex(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}

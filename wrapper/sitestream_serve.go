@@ -1,0 +1,259 @@
+package wrapper
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/klog/v2"
+)
+
+// freshWait is how long a peer's list at a version the leader has not
+// reached yet waits for it, as the apiserver's watch cache waits, before it
+// is answered 504 (too large resource version; the follower then lists from
+// the apiserver). A watch from such a version is resumed at once
+// (unitCache's resumeAhead).
+const freshWait = 3 * time.Second
+
+// peerServer answers the list and watch requests of the site's other
+// wrappers from the unit-wide caches, while this wrapper leads.
+type peerServer struct {
+	ss      *siteStream
+	serving *Server // only its list/watch handlers, over the caches
+	caches  []*unitCache
+
+	mu      sync.Mutex
+	lead    context.Context // done when leadership ends; nil: not leading
+	authn   authenticator.Request
+	allowed sets.Set[string]
+}
+
+func newPeerServer(ss *siteStream, codecs serializer.CodecFactory, writeTimeout time.Duration, caches map[*resource]*unitCache) *peerServer {
+	srv := &Server{
+		opts:      Options{NodeName: ss.node, WatchWriteTimeout: writeTimeout},
+		codecs:    codecs,
+		resources: map[schema.GroupVersionResource]*servedResource{},
+		reqInfo: &request.RequestInfoFactory{
+			APIPrefixes:          sets.NewString("api", "apis"),
+			GrouplessAPIPrefixes: sets.NewString("api"),
+		},
+	}
+	srv.ready.Store(true)
+	p := &peerServer{ss: ss, serving: srv}
+	for r, c := range caches {
+		srv.resources[r.gv.WithResource(r.name)] = &servedResource{resource: r, store: c.store}
+		p.caches = append(p.caches, c)
+	}
+	return p
+}
+
+// resolveAllowedUsers builds the TokenReview authenticator and, unless
+// configured, allows the user this wrapper itself runs as.
+func (p *peerServer) resolveAllowedUsers(ctx context.Context, logger klog.Logger) error {
+	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+		TokenAccessReviewClient:  p.ss.client.AuthenticationV1(),
+		TokenAccessReviewTimeout: 5 * time.Second,
+		WebhookRetryBackoff:      &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5},
+		CacheTTL:                 10 * time.Minute,
+		APIAudiences:             authenticator.Audiences{PeerAudience},
+	}.New()
+	if err != nil {
+		return err
+	}
+	allowed := sets.New(p.ss.opts.AllowedUsers...)
+	if allowed.Len() == 0 {
+		var review *authenticationv1.SelfSubjectReview
+		if err := wait.PollUntilContextCancel(ctx, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			review, err = p.ss.client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+			if err != nil {
+				logger.V(2).Info("Cannot ask upstream who this wrapper is yet", "err", err)
+			}
+			return err == nil, nil
+		}); err != nil {
+			return err
+		}
+		allowed.Insert(review.Status.UserInfo.Username)
+	}
+	logger.Info("Site stream peers must authenticate as", "users", sets.List(allowed))
+	p.mu.Lock()
+	p.authn, p.allowed = authn, allowed
+	p.mu.Unlock()
+	return nil
+}
+
+// setLeading starts (ctx) or ends (nil) serving peers; it reports whether
+// it was serving them.
+func (p *peerServer) setLeading(ctx context.Context) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	was := p.lead != nil
+	p.lead = ctx
+	return was
+}
+
+func (p *peerServer) leading() context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lead != nil && p.lead.Err() != nil {
+		return nil
+	}
+	return p.lead
+}
+
+func (p *peerServer) synced() bool {
+	for _, c := range p.caches {
+		if !c.synced.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// heartbeat makes a BOOKMARK due for every peer watch each interval: a
+// follower that hears nothing for its idle timeout gives the leader up.
+func (p *peerServer) heartbeat(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, c := range p.caches {
+				c.store.Bookmark()
+			}
+		}
+	}
+}
+
+// TLSConfig serves the peer port under this process's own certificate,
+// whose SHA-256 the Lease publishes to the followers.
+func (p *peerServer) TLSConfig() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{p.ss.cert}, NextProtos: []string{"h2", "http/1.1"}}
+}
+
+// ServeHTTP answers a peer: authenticated, only list and watch of the
+// unit-wide resources within kube-proxy's selection, only while leading.
+func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	srv := p.serving
+	p.mu.Lock()
+	authn, allowed := p.authn, p.allowed
+	p.mu.Unlock()
+	if authn == nil {
+		w.Header().Set("Retry-After", "1")
+		srv.writeError(w, req, nil, apierrors.NewTooManyRequests("not ready for peers", 1))
+		return
+	}
+	// The TokenReview asks for the peer audience: a token the apiserver
+	// would accept is refused here, and the other way round.
+	resp, ok, err := authn.AuthenticateRequest(req.WithContext(authenticator.WithAudiences(req.Context(), authenticator.Audiences{PeerAudience})))
+	if err != nil || !ok {
+		klog.FromContext(req.Context()).V(1).Info("Refused a peer", "remote", req.RemoteAddr, "err", err)
+		srv.writeError(w, req, nil, apierrors.NewUnauthorized("a token of a wrapper of this site is required"))
+		return
+	}
+	if !allowed.Has(resp.User.GetName()) {
+		klog.FromContext(req.Context()).Info("Refused a peer", "remote", req.RemoteAddr, "user", resp.User.GetName())
+		srv.writeError(w, req, nil, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("user %q is not a wrapper of this site", resp.User.GetName())))
+		return
+	}
+	lead := p.leading()
+	if site := p.ss.Group(); site == "" || req.Header.Get(siteHeader) != site {
+		lead = nil // not this follower's site's leader
+	}
+	if req.URL.Path == "/readyz" {
+		if lead == nil || !p.synced() {
+			http.Error(w, "not leading", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+		return
+	}
+	if lead == nil || !p.synced() {
+		w.Header().Set("Retry-After", "1")
+		srv.writeError(w, req, nil, apierrors.NewTooManyRequests("not the site's leader", 1))
+		return
+	}
+	info, err := srv.reqInfo.NewRequestInfo(req)
+	if err != nil {
+		srv.writeError(w, req, nil, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	r := srv.route(req, info)
+	if r == nil || (info.Verb != "list" && info.Verb != "watch") || !p.withinSelection(req) {
+		srv.writeError(w, req, nil, apierrors.NewForbidden(schema.GroupResource{Resource: info.Resource}, info.Name, fmt.Errorf("peers list and watch only what kube-proxy selects")))
+		return
+	}
+	if info.Verb == "list" && !p.waitFresh(req, r) {
+		srv.writeError(w, req, r, tooLargeError(mustRV(req), r.store.clock.Current()))
+		return
+	}
+	if info.Verb == "watch" {
+		// A BOOKMARK at once: a watch with an event is resumed, not
+		// relisted, by a follower whose leader dies within a second.
+		time.AfterFunc(50*time.Millisecond, r.store.Bookmark)
+	}
+	// Peer watches end with leadership: the follower resumes elsewhere.
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	stop := context.AfterFunc(lead, cancel)
+	defer stop()
+	srv.serveResource(w, req.WithContext(ctx), info, r)
+}
+
+func (p *peerServer) withinSelection(req *http.Request) bool {
+	sel, err := labels.Parse(req.URL.Query().Get("labelSelector"))
+	return err == nil && withinKubeProxySelection(sel)
+}
+
+func mustRV(req *http.Request) uint64 {
+	v, _ := strconv.ParseUint(req.URL.Query().Get("resourceVersion"), 10, 64)
+	return v
+}
+
+// waitFresh waits (freshWait at most) until the cache has reached the
+// version a list names.
+func (p *peerServer) waitFresh(req *http.Request, r *servedResource) bool {
+	want := mustRV(req)
+	deadline := time.Now().Add(freshWait)
+	for r.store.clock.Current() < want {
+		if time.Now().After(deadline) || req.Context().Err() != nil {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// PeerHandler serves the site's other wrappers on the peer port (under
+// PeerTLSConfig); nil without a site stream.
+func (s *Server) PeerHandler() http.Handler {
+	if s.site == nil {
+		return nil
+	}
+	return withRequestLog(s.site.peers)
+}
+
+// PeerTLSConfig is the peer port's TLS configuration; nil without a site
+// stream.
+func (s *Server) PeerTLSConfig() *tls.Config {
+	if s.site == nil {
+		return nil
+	}
+	return s.site.peers.TLSConfig()
+}
