@@ -3,6 +3,7 @@ package wrapper_test
 import (
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -36,14 +37,28 @@ func BenchmarkWatchLatency(b *testing.B) {
 	createNamespace(b, admin, "latency")
 	createService(b, admin, "latency", "svc", `["zone1"]`)
 	w := startWrapper(b, cp, "node0", "", wrapper.Options{})
+	// The shipped setup: TLS, where client-go speaks HTTP/2 to the wrapper
+	// as it does to the apiserver.
+	tlsServer := httptest.NewUnstartedServer(w.srv.Handler())
+	tlsServer.EnableHTTP2 = true
+	tlsServer.StartTLS()
+	b.Cleanup(tlsServer.Close)
 
 	// seq numbers every change across the sub-benchmarks' runs: each patch
 	// changes the Service.
 	var seq int
-	for _, contentType := range []string{protobuf, "application/json"} {
-		b.Run(map[string]string{protobuf: "protobuf", "application/json": "json"}[contentType], func(b *testing.B) {
-			benchmarkWatchLatency(b, &seq, admin, kubernetes.NewForConfigOrDie(withContentType(cp.Config, contentType)), clientFor(b, w.URL(), contentType))
-		})
+	for _, transport := range []string{"http2-tls", "http1-plain"} {
+		for _, contentType := range []string{protobuf, "application/json"} {
+			name := transport + "/" + map[string]string{protobuf: "protobuf", "application/json": "json"}[contentType]
+			b.Run(name, func(b *testing.B) {
+				through := clientFor(b, w.URL(), contentType)
+				if transport == "http2-tls" {
+					through = kubernetes.NewForConfigOrDie(&rest.Config{Host: tlsServer.URL, QPS: -1, TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+						ContentConfig: rest.ContentConfig{ContentType: contentType, AcceptContentTypes: contentType + ",application/json"}})
+				}
+				benchmarkWatchLatency(b, &seq, admin, kubernetes.NewForConfigOrDie(withContentType(cp.Config, contentType)), through)
+			})
+		}
 	}
 }
 

@@ -20,10 +20,13 @@ import (
 // apiserver's WatchServer: the negotiated stream serializer and framer, each
 // object encoded into a WatchEvent, a flush after every batch.
 //
-// Every batch of writes gets a deadline, so a client that stops reading is
-// cut off after writeTimeout whatever the socket buffers hold; the end of the
-// watch (timeout, client gone) expires the deadline so that even a blocked
-// write returns.
+// Every batch of writes runs under a watchdog, so a client that stops
+// reading is cut off after writeTimeout whatever the socket buffers hold: when
+// it fires, it expires the write deadline, which ends the blocked write. The
+// end of the watch (timeout, client gone) expires it too. A batch that is
+// written in time sets no deadline at all: over HTTP/2 every
+// SetWriteDeadline is a round trip through the connection's serve loop, two
+// per event on a quiet watch.
 type watchServer struct {
 	ctx          context.Context // ends with the watch (timeout or client gone)
 	logger       klog.Logger
@@ -39,31 +42,36 @@ type watchServer struct {
 	stream   streaming.Encoder
 	buf      bytes.Buffer // the embedded object, reused
 
-	// deadlineMu guards the write deadline against the watch's end, which
-	// expires it from another goroutine.
+	// deadlineMu orders the batches against the watchdog and the watch's
+	// end, which expire the write deadline from other goroutines.
 	deadlineMu sync.Mutex
-	armed      time.Time // the deadline of the batch being written; zero: none
-	finished   bool      // serve returned: the deadline is the connection's again
+	watchdog   *time.Timer // cutOff, writeTimeout after a batch starts
+	batchStart time.Time   // when the batch being written started; zero: none
+	stalled    bool        // the watchdog cut a batch off
+	finished   bool        // serve returned: the deadline is the connection's again
 }
 
 // serve writes the response header, then initial (or 410 Expired for a
 // resourceVersion the store no longer has) and every event of the watcher
 // until the watch ends.
 func (ws *watchServer) serve(mediaType string, initial []Event, expired *rvError) {
+	ws.watchdog = time.AfterFunc(time.Hour, ws.cutOff)
+	ws.watchdog.Stop()
 	stopExpiring := context.AfterFunc(ws.ctx, ws.expireDeadline)
 	defer func() {
 		stopExpiring()
+		ws.watchdog.Stop()
 		ws.finish()
 	}()
 
 	ws.w.Header().Set("Content-Type", mediaType)
 	ws.w.Header().Set("Transfer-Encoding", "chunked")
 	ws.w.WriteHeader(http.StatusOK)
-	if err := ws.armDeadline(); err != nil {
+	if err := ws.startBatch(); err != nil {
 		return
 	}
 	_ = ws.rc.Flush()
-	ws.disarmDeadline()
+	ws.endBatch()
 	ws.stream = streaming.NewEncoder(ws.framer.NewFrameWriter(ws.w), ws.encoder)
 
 	if expired != nil {
@@ -112,13 +120,13 @@ func (ws *watchServer) follow() {
 	}
 }
 
-// sendAll writes events in batches, each under a fresh deadline, and
-// flushes after each batch.
+// sendAll writes events in batches, each under the watchdog, and flushes
+// after each batch.
 func (ws *watchServer) sendAll(events []Event) error {
 	for len(events) > 0 {
 		batch := events[:min(len(events), watchBatch)]
 		events = events[len(batch):]
-		if err := ws.armDeadline(); err != nil {
+		if err := ws.startBatch(); err != nil {
 			return err
 		}
 		for _, ev := range batch {
@@ -129,12 +137,12 @@ func (ws *watchServer) sendAll(events []Event) error {
 		if err := ws.rc.Flush(); err != nil {
 			return err
 		}
-		ws.disarmDeadline()
+		ws.endBatch()
 	}
 	return nil
 }
 
-// send writes one event; the caller has armed the deadline.
+// send writes one event; the caller has started a batch.
 func (ws *watchServer) send(typ watch.EventType, obj runtime.Object) error {
 	ws.buf.Reset()
 	if err := ws.embedded.Encode(shallowCopy(obj), &ws.buf); err != nil {
@@ -151,18 +159,16 @@ func (ws *watchServer) send(typ watch.EventType, obj runtime.Object) error {
 // event with 410 Expired, and the client relists.
 func (ws *watchServer) sendExpired(rvErr *rvError) {
 	status := apierrors.NewResourceExpired(rvErr.Error()).Status()
-	if err := ws.armDeadline(); err == nil && ws.send(watch.Error, &status) == nil {
+	if err := ws.startBatch(); err == nil && ws.send(watch.Error, &status) == nil {
 		_ = ws.rc.Flush()
 	}
 }
 
-// ended records why a write failed. net/http cancels the request on a failed
-// write, so a stalled client is told from an ended watch by the deadline: a
-// write that failed after its own deadline was blocked that long (an ended
-// watch expires the deadline at once, before it).
+// ended records why a write failed: net/http cancels the request on a failed
+// write, so a stalled client is told from an ended watch by the watchdog.
 func (ws *watchServer) ended(err error) {
 	ws.deadlineMu.Lock()
-	stalled := err != nil && !ws.armed.IsZero() && !time.Now().Before(ws.armed)
+	stalled := err != nil && ws.stalled
 	ws.deadlineMu.Unlock()
 	if stalled {
 		watchersCutOff.WithLabelValues(ws.resource.name, cutOffStalled).Inc()
@@ -172,29 +178,41 @@ func (ws *watchServer) ended(err error) {
 	ws.logger.V(4).Info("Watch ended", "resource", ws.resource.name, "err", err)
 }
 
-// armDeadline sets the write deadline for the next batch, unless the watch
-// has ended.
-func (ws *watchServer) armDeadline() error {
+// startBatch starts the watchdog for the next batch, unless the watch has
+// ended.
+func (ws *watchServer) startBatch() error {
 	ws.deadlineMu.Lock()
 	defer ws.deadlineMu.Unlock()
 	if err := ws.ctx.Err(); err != nil {
 		return err
 	}
-	ws.armed = time.Now().Add(ws.writeTimeout)
-	return ws.rc.SetWriteDeadline(ws.armed)
+	ws.batchStart = time.Now()
+	ws.watchdog.Reset(ws.writeTimeout)
+	return nil
 }
 
-// disarmDeadline clears the deadline once a batch is out: over HTTP/2 a
-// deadline resets the stream when it passes even with no write pending,
-// which would cut off every watcher that is merely idle.
-func (ws *watchServer) disarmDeadline() {
+// endBatch stops the watchdog once a batch is out. No deadline is left
+// behind: over HTTP/2 a deadline resets the stream when it passes even with
+// no write pending, which would cut off every watcher that is merely idle.
+func (ws *watchServer) endBatch() {
 	ws.deadlineMu.Lock()
 	defer ws.deadlineMu.Unlock()
-	if ws.finished || ws.ctx.Err() != nil {
+	ws.batchStart = time.Time{}
+	ws.watchdog.Stop()
+}
+
+// cutOff runs when the watchdog fires: a batch has been blocked for
+// writeTimeout, so its write is ended by expiring the deadline. A late run
+// for a batch that has ended meanwhile finds no batch, or a newer one, and
+// does nothing.
+func (ws *watchServer) cutOff() {
+	ws.deadlineMu.Lock()
+	defer ws.deadlineMu.Unlock()
+	if ws.finished || ws.batchStart.IsZero() || time.Since(ws.batchStart) < ws.writeTimeout {
 		return
 	}
-	ws.armed = time.Time{}
-	_ = ws.rc.SetWriteDeadline(time.Time{})
+	ws.stalled = true
+	_ = ws.rc.SetWriteDeadline(time.Now())
 }
 
 // expireDeadline runs when the watch ends. Only a write in progress needs
@@ -204,13 +222,13 @@ func (ws *watchServer) disarmDeadline() {
 func (ws *watchServer) expireDeadline() {
 	ws.deadlineMu.Lock()
 	defer ws.deadlineMu.Unlock()
-	if !ws.finished && !ws.armed.IsZero() {
+	if !ws.finished && !ws.batchStart.IsZero() {
 		_ = ws.rc.SetWriteDeadline(time.Now())
 	}
 }
 
 // finish clears the deadline for good: a keep-alive connection must not
-// carry this watch's deadline on.
+// carry an expired deadline of this watch on.
 func (ws *watchServer) finish() {
 	ws.deadlineMu.Lock()
 	defer ws.deadlineMu.Unlock()
