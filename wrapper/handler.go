@@ -172,7 +172,8 @@ func (s *Server) predicate(info *request.RequestInfo, r *servedResource, opts *m
 		if name != "" && o.GetName() != name {
 			return false
 		}
-		return lsel.Matches(labels.Set(o.GetLabels())) && fsel.Matches(r.fields(o))
+		// kube-proxy selects by label only: no field set is built for it.
+		return lsel.Matches(labels.Set(o.GetLabels())) && (fsel.Empty() || fsel.Matches(r.fields(o)))
 	}, nil
 }
 

@@ -1,21 +1,16 @@
 package wrapper
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	"k8s.io/klog/v2"
 )
@@ -53,11 +48,10 @@ func watchOptions(opts *metainternalversion.ListOptions) (WatchOptions, error) {
 	return wo, nil
 }
 
-// serveWatch streams events like the apiserver's WatchServer: the negotiated
-// stream serializer and framer, each object encoded into a WatchEvent,
-// flushed whenever no further event is pending.
+// serveWatch answers a watch request: it negotiates the stream encoding,
+// registers a watcher in the store and hands both to a watchServer, as the
+// apiserver's watch handler hands a cache watcher to its WatchServer.
 func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedResource, opts *metainternalversion.ListOptions, pred Predicate) {
-	logger := klog.FromContext(req.Context())
 	wo, err := watchOptions(opts)
 	if err != nil {
 		s.writeError(w, req, r, err)
@@ -73,8 +67,6 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		s.writeError(w, req, r, apierrors.NewBadRequest(fmt.Sprintf("no framer for %q", info.MediaType)))
 		return
 	}
-	encoder := s.codecs.EncoderForVersion(info.StreamSerializer.Serializer, r.gv)
-	embedded := s.codecs.EncoderForVersion(info.Serializer, r.gv)
 	mediaType := info.MediaType
 	if mediaType != runtime.ContentTypeJSON {
 		mediaType += ";stream=watch"
@@ -96,154 +88,19 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		defer r.store.StopWatch(watcher)
 	}
 
-	// Every batch of writes gets a deadline, so a client that stops reading
-	// is cut off after WatchWriteTimeout whatever the socket buffers hold;
-	// the end of the watch (timeout, client gone) expires the deadline so
-	// that even a blocked write returns.
 	ctx, cancel := context.WithTimeout(req.Context(), timeout)
 	defer cancel()
-	rc := http.NewResponseController(w)
-	var deadlineMu sync.Mutex
-	finished := false
-	var armed time.Time
-	arm := func() error {
-		deadlineMu.Lock()
-		defer deadlineMu.Unlock()
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		armed = time.Now().Add(s.opts.WatchWriteTimeout)
-		return rc.SetWriteDeadline(armed)
+	ws := &watchServer{
+		ctx:          ctx,
+		logger:       klog.FromContext(req.Context()),
+		resource:     r,
+		watcher:      watcher,
+		writeTimeout: s.opts.WatchWriteTimeout,
+		w:            w,
+		rc:           http.NewResponseController(w),
+		encoder:      s.codecs.EncoderForVersion(info.StreamSerializer.Serializer, r.gv),
+		embedded:     s.codecs.EncoderForVersion(info.Serializer, r.gv),
+		framer:       framer,
 	}
-	// disarm clears the deadline once a batch is out: over HTTP/2 a
-	// deadline resets the stream when it passes even with no write pending,
-	// which would cut off every watcher that is merely idle.
-	disarm := func() {
-		deadlineMu.Lock()
-		defer deadlineMu.Unlock()
-		if finished || ctx.Err() != nil {
-			return
-		}
-		armed = time.Time{}
-		_ = rc.SetWriteDeadline(time.Time{})
-	}
-	stopExpiring := context.AfterFunc(ctx, func() {
-		deadlineMu.Lock()
-		defer deadlineMu.Unlock()
-		// Only a write in progress needs ending: over HTTP/2 an expired
-		// deadline resets the stream (the client sees INTERNAL_ERROR, not
-		// the end of the watch), so an idle watch ends by returning.
-		if !finished && !armed.IsZero() {
-			_ = rc.SetWriteDeadline(time.Now())
-		}
-	})
-	defer func() {
-		stopExpiring()
-		deadlineMu.Lock()
-		defer deadlineMu.Unlock()
-		finished = true
-		// A keep-alive connection must not carry this watch's deadline on.
-		_ = rc.SetWriteDeadline(time.Time{})
-	}()
-
-	w.Header().Set("Content-Type", mediaType)
-	w.Header().Set("Transfer-Encoding", "chunked")
-	w.WriteHeader(http.StatusOK)
-	if err := arm(); err != nil {
-		return
-	}
-	_ = rc.Flush()
-	disarm()
-
-	enc := streaming.NewEncoder(framer.NewFrameWriter(w), encoder)
-	var buf bytes.Buffer
-	send := func(typ watch.EventType, obj runtime.Object) error {
-		buf.Reset()
-		if err := embedded.Encode(shallowCopy(obj), &buf); err != nil {
-			return err
-		}
-		if err := enc.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: buf.Bytes()}}); err != nil {
-			return err
-		}
-		eventsSent.WithLabelValues(r.name, string(typ)).Inc()
-		return nil
-	}
-	// sendAll writes events in batches, each under a fresh deadline, and
-	// flushes after each batch.
-	sendAll := func(events []Event) error {
-		for len(events) > 0 {
-			batch := events[:min(len(events), watchBatch)]
-			events = events[len(batch):]
-			if err := arm(); err != nil {
-				return err
-			}
-			for _, ev := range batch {
-				if err := send(ev.Type, ev.Object); err != nil {
-					return err
-				}
-			}
-			if err := rc.Flush(); err != nil {
-				return err
-			}
-			disarm()
-		}
-		return nil
-	}
-	ended := func(err error) {
-		// net/http cancels the request on a failed write, so tell a stalled
-		// client from an ended watch by the deadline: a write that failed
-		// after its own deadline was blocked that long (an ended watch
-		// expires the deadline at once, before it).
-		deadlineMu.Lock()
-		stalled := err != nil && !armed.IsZero() && !time.Now().Before(armed)
-		deadlineMu.Unlock()
-		if stalled {
-			watchersCutOff.WithLabelValues(r.name, cutOffStalled).Inc()
-			logger.V(2).Info("Watcher cut off: it stopped reading", "resource", r.name, "writeTimeout", s.opts.WatchWriteTimeout)
-			return
-		}
-		logger.V(4).Info("Watch ended", "resource", r.name, "err", err)
-	}
-	expired := func(rvErr *rvError) {
-		// As the apiserver's watch cache: an ERROR event, the client relists.
-		status := apierrors.NewResourceExpired(rvErr.Error()).Status()
-		if err := arm(); err == nil && send(watch.Error, &status) == nil {
-			_ = rc.Flush()
-		}
-	}
-
-	if rvErr != nil {
-		expired(rvErr)
-		return
-	}
-	if err := sendAll(initial); err != nil {
-		ended(err)
-		return
-	}
-	var events []Event
-	for {
-		var wait <-chan struct{}
-		events, wait, err = r.store.Next(watcher, events[:0], watchBatch)
-		if errors.As(err, &rvErr) {
-			watchersCutOff.WithLabelValues(r.name, cutOffBehind).Inc()
-			logger.V(2).Info("Watcher cut off: it fell behind the event log", "resource", r.name)
-			expired(rvErr)
-			return
-		}
-		if len(events) == 0 {
-			if wait == nil {
-				continue // events were read, none selected by this watch
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-wait:
-			}
-			continue
-		}
-		if err := sendAll(events); err != nil {
-			ended(err)
-			return
-		}
-	}
+	ws.serve(mediaType, initial, rvErr)
 }

@@ -3,12 +3,14 @@ package gridhosts
 import (
 	"net/netip"
 	"time"
+	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/gridname"
@@ -29,9 +31,15 @@ type tiny struct {
 	written  time.Time // the apiserver's latest write (managedFields), one-second grain
 }
 
+// intern returns a shared copy of s: the namespace, controller and node that
+// thousands of pods repeat are held once (a new copy at most once per garbage
+// collection, when the runtime forgets unused entries), not once per pod as
+// each decoded object brings them.
+func intern(s string) string { return unique.Make(s).Value() }
+
 func newTiny(m *metav1.ObjectMeta) tiny {
 	t := tiny{
-		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion},
+		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: intern(m.Namespace), UID: m.UID, ResourceVersion: m.ResourceVersion},
 		received:   time.Now(),
 	}
 	for _, f := range m.ManagedFields {
@@ -146,7 +154,9 @@ func toTiny(obj any) (any, error) {
 	case *appsv1.StatefulSet:
 		return &setObj{tiny: newTiny(&o.ObjectMeta), StatefulSet: gridname.StatefulSetOf(o)}, nil
 	case *corev1.Pod:
-		return &podObj{tiny: newTiny(&o.ObjectMeta), Pod: gridname.PodOf(o), NodeName: o.Spec.NodeName, Created: o.CreationTimestamp.Time}, nil
+		p := &podObj{tiny: newTiny(&o.ObjectMeta), Pod: gridname.PodOf(o), NodeName: intern(o.Spec.NodeName), Created: o.CreationTimestamp.Time}
+		p.Owner = gridname.ControllerRef{Kind: intern(p.Owner.Kind), Name: intern(p.Owner.Name), UID: types.UID(intern(string(p.Owner.UID)))}
+		return p, nil
 	case *corev1.Service:
 		s := &svcObj{tiny: newTiny(&o.ObjectMeta), Service: gridname.ServiceOf(o), Headless: o.Spec.ClusterIP == corev1.ClusterIPNone}
 		s.Keys, s.BadTopology = serviceKeys(s.GridKey, o.Annotations)
@@ -189,7 +199,7 @@ func toTiny(obj any) (any, error) {
 		for _, e := range o.Endpoints {
 			ep := sliceEndpoint{IPs: gridname.ParseIPs(e.Addresses), Ready: topology.DNSUsable(e.Conditions)}
 			if e.NodeName != nil {
-				ep.NodeName = *e.NodeName
+				ep.NodeName = intern(*e.NodeName)
 			}
 			if e.Hostname != nil {
 				ep.Hostname = *e.Hostname

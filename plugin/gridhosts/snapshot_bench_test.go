@@ -102,7 +102,7 @@ func BenchmarkSnapshotStartup(b *testing.B) {
 	must(c.kube.CoreV1().Services("default").Create(ctx, newService("default", demoSvc, "zone1", false), metav1.CreateOptions{}))(b)
 	set := must(c.kube.AppsV1().StatefulSets("default").Create(ctx,
 		newSet(grid, "nodeunit1", demoSvc, "", snapshotBenchPods), metav1.CreateOptions{}))(b)
-	createPodsConcurrently(b, c, set, 0, snapshotBenchPods)
+	createPodsConcurrently(b, c, set, "node-1", memoryPodIP, 0, snapshotBenchPods)
 	last := fmt.Sprintf("statefulsetgrid-demo-%d.%s.default.svc.cluster.local.", snapshotBenchPods-1, demoSvc)
 	answers := func(x *Index) {
 		g := New([]string{"cluster.local."})
