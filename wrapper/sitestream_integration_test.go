@@ -536,8 +536,7 @@ func TestSiteStream(t *testing.T) {
 				w.cloud.mu.Lock()
 				t.Errorf("%s pulled %d full lists of Services or EndpointSlices from the cloud after %d 410s: %v", n, lists, expired, w.cloud.lists[before[n].lists:])
 				w.cloud.mu.Unlock()
-			}
-			if lists > 0 {
+			} else if lists > 0 {
 				t.Logf("%s relisted from the cloud %d times, each after a 410 Expired from the apiserver", n, lists)
 			}
 		}
