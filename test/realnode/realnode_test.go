@@ -48,6 +48,8 @@ const (
 	pinnedDNS = "10.96.0.53"
 	requests  = 50
 	guide     = "build/README.md"
+	// migrationGuide is the switch from SuperEdge and back.
+	migrationGuide = "build/MIGRATION.md"
 )
 
 // TestRealNodes installs the shipped artefacts with the operator guide's
@@ -271,6 +273,9 @@ func TestRealNodes(t *testing.T) {
 		case "uninstall-cluster", "uninstall-stock-kube-proxy", "remove-crds":
 			return true
 		}
+		if node, ok := strings.CutPrefix(w, "rollback-node NODE="); ok {
+			return c == "client-"+node
+		}
 		return w == "uninstall-static-node NODE="+staticNode && c == "client-"+staticNode
 	}
 	reportTraffic := func(clients []string, windows []window) {
@@ -292,19 +297,29 @@ func TestRealNodes(t *testing.T) {
 		}
 	}
 
-	// Runs a step of the guide and records its window for the traffic report.
+	// Runs a step of a guide and records its window (named by the step and
+	// its node) for the traffic report.
 	ranSteps := map[string]bool{}
-	step := func(name string, env ...string) {
+	stepIn := func(g, name string, env ...string) {
 		t.Helper()
-		ranSteps[name] = true
-		w := window{name: strings.Join(append([]string{name}, env...), " "), start: time.Now()}
-		if out, err := op.RunStep(ctx, guide, name, env...); err != nil {
+		ranSteps[g+"#"+name] = true
+		w := window{name: name, start: time.Now()}
+		for _, e := range env {
+			if strings.HasPrefix(e, "NODE=") {
+				w.name += " " + e
+			}
+		}
+		if out, err := op.RunStep(ctx, g, name, env...); err != nil {
 			t.Fatal(err)
 		} else {
 			t.Logf("%s:\n%s", w.name, lastLines(out, 12))
 		}
 		w.end = time.Now()
 		windows = append(windows, w)
+	}
+	step := func(name string, env ...string) {
+		t.Helper()
+		stepIn(guide, name, env...)
 	}
 
 	costs.step("install", func() {
@@ -379,11 +394,13 @@ func TestRealNodes(t *testing.T) {
 
 	// The next build's images (another version stamped: other binaries,
 	// other digests), installed as build/README.md's Upgrade says.
+	var installed map[string]string // our workloads' images before the upgrade
 	costs.step("upgrade", func() {
 		before, err := workloadImages(ctx, client)
 		if err != nil {
 			t.Fatal(err)
 		}
+		installed = before
 		if out, err := op.MakeImagesVersion(ctx, reg.Addr+"/servicegroup", op.Version+"-next"); err != nil {
 			t.Fatal(err)
 		} else {
@@ -467,18 +484,121 @@ func TestRealNodes(t *testing.T) {
 			return fmt.Errorf("answered only by nodeunit1: %v", seen)
 		})
 		reportTraffic(clients, windows[reported:])
-		// Every step the guide marks has run: none can be added untested.
-		marked, err := op.GuideSteps(guide)
+	})
+	reported = len(windows)
+
+	// SuperEdge's data plane on the same nodes, as its manifests deploy it
+	// (testdata/superedge.yaml, stand-in images of ours): node0 and node1
+	// edge nodes, node2 a cloud node; then build/MIGRATION.md's steps to
+	// ours and back. The registry is back with the cloud.
+	apiserver := fmt.Sprintf("https://%s:%d", fabric.RootIP, apiPort(cp))
+	edgeNodes := []string{"node0", "node1"}
+	superEdgeOn := map[string]int{
+		"edge-system/application-grid-wrapper-node": len(edgeNodes), "edge-system/application-grid-wrapper-master": len(names) - len(edgeNodes),
+		"edge-system/edge-coredns": len(edgeNodes), "edge-system/statefulset-grid-daemon": len(edgeNodes),
+	}
+	superEdgeGone := map[string]int{}
+	for ds := range superEdgeOn {
+		superEdgeGone[ds] = 0
+	}
+	ours := map[string]int{"edge-system/application-grid-wrapper": len(edgeNodes), "edge-system/coredns-gridhosts": len(edgeNodes), "kube-system/kube-proxy-edge": len(edgeNodes)}
+	gridURL := func() string {
+		svc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "http://" + svc.Spec.ClusterIP + ":80/"
+	}
+	costs.step("superedge", func() {
+		if err := reg.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		manifests, err := op.WriteSuperEdgeManifests("testdata/superedge.yaml", apiserver, map[string]string{
+			"WRAPPER_IMAGE": installed["DaemonSet/edge-system/application-grid-wrapper/wrapper"],
+			"COREDNS_IMAGE": installed["DaemonSet/edge-system/coredns-gridhosts/coredns"],
+			"CLIENT_IMAGE":  ClientImage, "PAUSE_IMAGE": PauseImage,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range edgeNodes {
+			mustRun(ctx, t, op, "label", "node", n, "superedge.io/edge-node=enable")
+		}
+		mustRun(ctx, t, op, "apply", "-f", manifests)
+		eventually(ctx, t, 0, "SuperEdge's DaemonSets ready on their nodes", func(ctx context.Context) error {
+			return daemonSetsReady(ctx, client, superEdgeOn)
+		})
+		if err := PointKubeProxyAt(ctx, client, apiserver, superEdgeWrapperServer); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(ctx, t, op, "-n", "kube-system", "rollout", "restart", "daemonset", "kube-proxy")
+		mustRun(ctx, t, op, "-n", "kube-system", "rollout", "status", "daemonset", "kube-proxy", "--timeout=5m")
+		// kube-proxy reads through SuperEdge's wrapper: the grid's Service
+		// stays in node0's nodeunit again.
+		checkClusterIP(ctx, t, op, "client-node0", gridURL(), podsInUnit(pods, "nodeunit1"))
+	})
+
+	costs.step("migration from SuperEdge", func() {
+		stepIn(migrationGuide, "stop-superedge-controller")
+		stepIn(migrationGuide, "migrate-cluster")
+		for _, n := range edgeNodes {
+			stepIn(migrationGuide, "migrate-node", "NODE="+n)
+		}
+		stepIn(migrationGuide, "migrate-finish", "APISERVER="+apiserver)
+		eventually(ctx, t, 0, "ours ready on the edge nodes, SuperEdge's DaemonSets gone", func(ctx context.Context) error {
+			if err := daemonSetsReady(ctx, client, superEdgeGone); err != nil {
+				return err
+			}
+			return daemonSetsReady(ctx, client, ours)
+		})
+		// The grids again (their workloads were orphaned by remove-crds):
+		// the controller takes the orphans over, the edge nodes' wrapper and
+		// CoreDNS serve them.
+		repo, _ := harness.RepoRoot()
+		mustRun(ctx, t, op, "apply", "-f", filepath.Join(repo, "examples"))
+		eventually(ctx, t, 0, "the grids' 10 pods and the 3 clients Ready", func(ctx context.Context) error {
+			var err error
+			pods, err = readyPods(ctx, client, 10)
+			return err
+		})
+		for _, sn := range seedNodes[:len(edgeNodes)] {
+			caller := "client-" + sn.name
+			checkClusterIP(ctx, t, op, caller, gridURL(), podsInUnit(pods, sn.unit))
+			checkGridNames(ctx, t, op, caller, sn.unit, pods)
+		}
+	})
+
+	costs.step("rollback to SuperEdge", func() {
+		stepIn(migrationGuide, "rollback-cluster", "APISERVER="+apiserver)
+		for _, n := range edgeNodes {
+			stepIn(migrationGuide, "rollback-node", "NODE="+n)
+		}
+		stepIn(migrationGuide, "rollback-finish")
+		stepIn(migrationGuide, "rollback-remove-summaries")
+		eventually(ctx, t, 0, "SuperEdge's DaemonSets ready on their nodes, ours gone", func(ctx context.Context) error {
+			if err := daemonSetsReady(ctx, client, superEdgeOn); err != nil {
+				return err
+			}
+			return daemonSetsReady(ctx, client, map[string]int{"edge-system/application-grid-wrapper": 0, "edge-system/coredns-gridhosts": 0, "kube-system/kube-proxy-edge": 0})
+		})
+		// SuperEdge's wrapper (new pods, new ServiceAccount tokens) serves
+		// kube-proxy again.
+		checkClusterIP(ctx, t, op, "client-node0", gridURL(), podsInUnit(pods, "nodeunit1"))
+		reportTraffic(clients, windows[reported:])
+	})
+
+	// Every step the guides mark has run: none can be added untested.
+	for _, g := range []string{guide, migrationGuide} {
+		marked, err := op.GuideSteps(g)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range marked {
-			if !ranSteps[name] {
-				t.Errorf("%s marks step %q, which this test never runs", guide, name)
+			if !ranSteps[g+"#"+name] {
+				t.Errorf("%s marks step %q, which this test never runs", g, name)
 			}
 		}
-	})
-
+	}
 }
 
 // rebootWithCloudAway: the static node loses power (kubelet, containerd,
