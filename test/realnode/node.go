@@ -343,3 +343,10 @@ func waitUntil(ctx context.Context, timeout time.Duration, check func() error) e
 		}
 	}
 }
+
+// Enter is the command prefix that runs a command on the node: in its
+// network and mount namespaces (its own /etc/kubernetes, /var/lib/kubelet,
+// ... bound over the host's), as a shell on the node would.
+func (n *Node) Enter() []string {
+	return []string{"nsenter", "--net=" + n.netnsPath(), fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.holder.PID())}
+}

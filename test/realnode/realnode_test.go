@@ -35,7 +35,7 @@ const (
 	// convergeFloor is the least any eventually waits (client-go's watch
 	// backoff after an outage reaches a minute).
 	convergeFloor = 2 * time.Minute
-	runTimeout    = 20 * time.Minute
+	runTimeout    = 27 * time.Minute
 	// staticNode is installed with the static-pod option (build/static-pods)
 	// instead of the DaemonSets, and is the one that reboots.
 	staticNode = "node2"
@@ -183,14 +183,25 @@ func TestRealNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The steps of the guides that ran (guide#step).
+	ranSteps := map[string]bool{}
 	costs.step("images", func() {
 		if err := PushTestImages(ctx, reg, kubeProxy, controlplane.KubernetesVersion, run); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := op.MakeImages(ctx, reg.Addr+"/servicegroup"); err != nil {
+		// build/README.md's first block: upstream.env edited (by a sed as
+		// EDITOR), `make images` for this machine's platform into the
+		// site's registry.
+		op.Substitutions = map[string]string{"registry.example/edge": reg.Addr + "/servicegroup"}
+		editor := fmt.Sprintf("sed -i -e s/^KUBERNETES_SERVICE_HOST=.*/KUBERNETES_SERVICE_HOST=%s/ -e s/^KUBERNETES_SERVICE_PORT=.*/KUBERNETES_SERVICE_PORT=%d/", fabric.RootIP, apiPort(cp))
+		ranSteps[guide+"#before-you-start"] = true
+		out, err := op.RunStep(ctx, guide, "before-you-start", "EDITOR="+editor, "PLATFORMS=linux/"+goarch(), "VERSION="+op.Version)
+		if err != nil {
 			t.Fatal(err)
-		} else {
-			t.Logf("make images:\n%s", lastLines(out, 8))
+		}
+		t.Logf("before-you-start:\n%s", lastLines(out, 8))
+		if err := op.CheckUpstream(fabric.RootIP.String(), apiPort(cp)); err != nil {
+			t.Fatal(err)
 		}
 	})
 
@@ -297,10 +308,10 @@ func TestRealNodes(t *testing.T) {
 		}
 	}
 
-	// Runs a step of a guide and records its window (named by the step and
-	// its node) for the traffic report.
-	ranSteps := map[string]bool{}
-	stepIn := func(g, name string, env ...string) {
+	// Runs a step of a guide (on a node when onNode is set, see
+	// Node.Enter) and records its window (named by the step and its node)
+	// for the traffic report.
+	stepOn := func(onNode []string, g, name string, env ...string) {
 		t.Helper()
 		ranSteps[g+"#"+name] = true
 		w := window{name: name, start: time.Now()}
@@ -309,7 +320,7 @@ func TestRealNodes(t *testing.T) {
 				w.name += " " + e
 			}
 		}
-		if out, err := op.RunStep(ctx, g, name, env...); err != nil {
+		if out, err := op.RunStepOn(ctx, onNode, g, name, env...); err != nil {
 			t.Fatal(err)
 		} else {
 			t.Logf("%s:\n%s", w.name, lastLines(out, 12))
@@ -317,15 +328,16 @@ func TestRealNodes(t *testing.T) {
 		w.end = time.Now()
 		windows = append(windows, w)
 	}
+	stepIn := func(g, name string, env ...string) {
+		t.Helper()
+		stepOn(nil, g, name, env...)
+	}
 	step := func(name string, env ...string) {
 		t.Helper()
 		stepIn(guide, name, env...)
 	}
 
 	costs.step("install", func() {
-		if err := op.SetUpstream(fabric.RootIP.String(), apiPort(cp)); err != nil {
-			t.Fatal(err)
-		}
 		// The one change a test machine needs: these nodes share one kernel,
 		// whose conntrack table size only the host may set (the cluster's
 		// KubeProxyConfiguration says so already, testdata/).
@@ -345,26 +357,19 @@ func TestRealNodes(t *testing.T) {
 		}
 
 		// The static-pod option on staticNode, as build/README.md says:
-		// the node identity's rights, the rendered pod, the Corefile, the
-		// node-local DNS address (clusterDNS names it from the first boot).
-		mustRun(ctx, t, op, "apply", "--server-side", "-k", "build/manifests/node-identity")
-		manifest, err := op.RenderStaticPods(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// the node identity's rights and the rendered pod, the node-local
+		// DNS address (kept for every boot; clusterDNS names it from the
+		// first), the Corefile and the pod copied on the node.
+		step("static-pods-render")
 		static := nodeByName(nodes, staticNode)
-		if err := copyFile(filepath.Join(op.Dir, "build/static-pods/Corefile"), static.HostPath("/etc/servicegroup/coredns/Corefile")); err != nil {
-			t.Fatal(err)
-		}
-		if err := copyFile(manifest, filepath.Join(static.StaticPods, "servicegroup-edge.yaml")); err != nil {
-			t.Fatal(err)
-		}
 		if err := static.AddLoopbackAddr(ctx, nodeLocalDNS+"/32"); err != nil {
 			t.Fatal(err)
 		}
+		stepOn(static.Enter(), guide, "static-node-files", "NODE="+staticNode)
 		eventually(ctx, t, 0, "the controller, the DaemonSets' pods on the labelled nodes and "+staticNode+"'s static pod Ready", func(ctx context.Context) error {
 			return componentsReady(ctx, client, len(names)-1, staticNode)
 		})
+		step("check-images")
 		svc, err := client.CoreV1().Services("edge-system").Get(ctx, "coredns-gridhosts", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -449,9 +454,7 @@ func TestRealNodes(t *testing.T) {
 				step("uninstall-node", "NODE="+n)
 			}
 		}
-		if err := os.Remove(filepath.Join(nodeByName(nodes, staticNode).StaticPods, "servicegroup-edge.yaml")); err != nil {
-			t.Fatal(err)
-		}
+		stepOn(nodeByName(nodes, staticNode).Enter(), guide, "uninstall-static-node-files", "NODE="+staticNode)
 		step("uninstall-static-node", "NODE="+staticNode)
 		step("uninstall-cluster")
 		step("uninstall-stock-kube-proxy")
@@ -561,6 +564,7 @@ func TestRealNodes(t *testing.T) {
 			pods, err = readyPods(ctx, client, 10)
 			return err
 		})
+		stepIn(migrationGuide, "migrate-check")
 		for _, sn := range seedNodes[:len(edgeNodes)] {
 			caller := "client-" + sn.name
 			checkClusterIP(ctx, t, op, caller, gridURL(), podsInUnit(pods, sn.unit))
