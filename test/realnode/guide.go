@@ -65,11 +65,24 @@ func (o *Operator) GuideStep(guide, name string) (string, error) {
 // admin kubeconfig in KUBECONFIG, kubectl on PATH and env (e.g.
 // NODE=node0) added: what an operator at a shell with the guide runs.
 func (o *Operator) RunStep(ctx context.Context, guide, name string, env ...string) (string, error) {
+	return o.RunStepOn(ctx, nil, guide, name, env...)
+}
+
+// RunStepOn is RunStep for a step the guide runs on a node: the shell
+// starts through onNode (a command prefix entering the node's namespaces,
+// e.g. Node.Enter), in the scratch checkout as a copy of it on the node.
+// Substitutions replace the guide's placeholders (e.g. its example
+// registry) with this run's values; the block is otherwise as written.
+func (o *Operator) RunStepOn(ctx context.Context, onNode []string, guide, name string, env ...string) (string, error) {
 	script, err := o.GuideStep(guide, name)
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "sh", "-eu", "-c", script)
+	for from, to := range o.Substitutions {
+		script = strings.ReplaceAll(script, from, to)
+	}
+	args := append(append([]string(nil), onNode...), "sh", "-eu", "-c", "cd \"$0\"\n"+script, o.Dir)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Dir = o.Dir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+o.Kubeconfig,
 		"PATH="+filepath.Dir(o.Kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))

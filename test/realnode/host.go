@@ -56,6 +56,8 @@ var hostPaths = []string{
 	"/var/lib/application-grid-wrapper",
 	"/var/lib/coredns-gridhosts",
 	"/etc/servicegroup",
+	// SuperEdge's hosts file, for the migration (testdata/superedge.yaml).
+	"/var/lib/statefulset-grid-daemon",
 }
 
 // Host is this run's footprint on the host.

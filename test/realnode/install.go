@@ -22,6 +22,8 @@ type Operator struct {
 	Kubectl, Kubeconfig string
 	// Version is what `make images` stamps (git describe of the checkout).
 	Version string
+	// Substitutions replace placeholders of the guides' blocks (RunStepOn).
+	Substitutions map[string]string
 }
 
 // NewOperator copies the checkout's files (tracked and untracked, not
@@ -60,29 +62,25 @@ func NewOperator(ctx context.Context, dir, kubectl, kubeconfig string) (*Operato
 	return &Operator{Dir: dir, Kubectl: kubectl, Kubeconfig: kubeconfig, Version: strings.TrimSpace(string(version))}, nil
 }
 
-// SetUpstream edits manifests/upstream/upstream.env as build/README.md's
-// "Upstream" says: the apiserver address edge nodes use.
-func (o *Operator) SetUpstream(host string, port int) error {
+// CheckUpstream checks that manifests/upstream/upstream.env names the
+// apiserver edge nodes use, as build/README.md's first step has the
+// operator set it.
+func (o *Operator) CheckUpstream(host string, port int) error {
 	path := filepath.Join(o.Dir, "build/manifests/upstream/upstream.env")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	lines := strings.Split(string(data), "\n")
-	set := map[string]string{"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": fmt.Sprint(port)}
-	found := 0
-	for i, l := range lines {
-		if k, _, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(l, "#") {
-			if v, ok := set[k]; ok {
-				lines[i] = k + "=" + v
-				found++
-			}
+	want := map[string]string{"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": fmt.Sprint(port)}
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(l, "#") && want[k] == v {
+			delete(want, k)
 		}
 	}
-	if found != len(set) {
-		return fmt.Errorf("%s: expected KUBERNETES_SERVICE_HOST and _PORT lines, found %d", path, found)
+	if len(want) > 0 {
+		return fmt.Errorf("%s does not set %v:\n%s", path, want, data)
 	}
-	return os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644)
+	return nil
 }
 
 // KubeProxyLeavesConntrackMax sets --conntrack-max-per-core=0 for the
@@ -104,31 +102,9 @@ func (o *Operator) KubeProxyLeavesConntrackMax() error {
 	return os.WriteFile(path, []byte(strings.Replace(string(data), flag, flag+"    - --conntrack-max-per-core=0\n", 1)), 0o644)
 }
 
-// RenderStaticPods renders the static-pod install option as build/README.md
-// says: an overlay of build/static-pods with the images `make images`
-// pinned, rendered by kustomize into one manifest. It returns the path.
-func (o *Operator) RenderStaticPods(ctx context.Context) (string, error) {
-	script := `set -e
-mkdir -p bin/static-pods
-{ echo 'resources: [../../build/static-pods]'; sed -n '/^images:/,$p' bin/images/kustomization.yaml; } > bin/static-pods/kustomization.yaml
-"$KUBECTL" kustomize bin/static-pods > bin/static-pods/servicegroup-edge.yaml`
-	cmd := exec.CommandContext(ctx, "sh", "-c", script)
-	cmd.Dir = o.Dir
-	cmd.Env = append(os.Environ(), "KUBECTL="+o.Kubectl)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("render the static pods: %w: %s", err, out)
-	}
-	return filepath.Join(o.Dir, "bin/static-pods/servicegroup-edge.yaml"), nil
-}
-
-// MakeImages runs `make images PLATFORMS=<this machine> REGISTRY=<registry>`
-// in the scratch checkout.
-func (o *Operator) MakeImages(ctx context.Context, registry string) (string, error) {
-	return o.MakeImagesVersion(ctx, registry, o.Version)
-}
-
-// MakeImagesVersion is MakeImages with another version stamped into the
-// binaries and tags: the next release's build, for the upgrade.
+// MakeImagesVersion runs `make images PLATFORMS=<this machine>
+// REGISTRY=<registry> VERSION=<version>` in the scratch checkout: the next
+// release's build (other binaries, tags and digests), for the upgrade.
 func (o *Operator) MakeImagesVersion(ctx context.Context, registry, version string) (string, error) {
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "images",
 		"PLATFORMS=linux/"+goarch(), "REGISTRY="+registry, "VERSION="+version)

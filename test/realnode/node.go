@@ -141,8 +141,27 @@ func (n *Node) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("%s: containerd: %w", n.Name, err)
 	}
-	n.kubelet, err = n.start("kubelet", n.kubeletCommand(mntNS))
-	return err
+	// kubeadm's kubelet unit is restarted when it exits (systemd's
+	// Restart=always), and it does exit at start while containerd's CRI is
+	// not initialized yet ("server is not initialized yet", seen after a
+	// reboot on a loaded machine): the same here, a few times.
+	for attempt := 1; ; attempt++ {
+		if n.kubelet, err = n.start("kubelet", n.kubeletCommand(mntNS)); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(3 * time.Second):
+		}
+		done, perr := n.kubelet.Exited()
+		if !done {
+			return nil
+		}
+		if attempt == 5 {
+			return fmt.Errorf("%s: kubelet exited at start %d times: %v\n%s", n.Name, attempt, perr, n.kubelet.LogTail(20))
+		}
+	}
 }
 
 func (n *Node) kubeletCommand(mntNS string) *exec.Cmd {
@@ -342,4 +361,11 @@ func waitUntil(ctx context.Context, timeout time.Duration, check func() error) e
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// Enter is the command prefix that runs a command on the node: in its
+// network and mount namespaces (its own /etc/kubernetes, /var/lib/kubelet,
+// ... bound over the host's), as a shell on the node would.
+func (n *Node) Enter() []string {
+	return []string{"nsenter", "--net=" + n.netnsPath(), fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.holder.PID())}
 }

@@ -35,7 +35,7 @@ const (
 	// convergeFloor is the least any eventually waits (client-go's watch
 	// backoff after an outage reaches a minute).
 	convergeFloor = 2 * time.Minute
-	runTimeout    = 20 * time.Minute
+	runTimeout    = 27 * time.Minute
 	// staticNode is installed with the static-pod option (build/static-pods)
 	// instead of the DaemonSets, and is the one that reboots.
 	staticNode = "node2"
@@ -48,6 +48,8 @@ const (
 	pinnedDNS = "10.96.0.53"
 	requests  = 50
 	guide     = "build/README.md"
+	// migrationGuide is the switch from SuperEdge and back.
+	migrationGuide = "build/MIGRATION.md"
 )
 
 // TestRealNodes installs the shipped artefacts with the operator guide's
@@ -181,14 +183,25 @@ func TestRealNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The steps of the guides that ran (guide#step).
+	ranSteps := map[string]bool{}
 	costs.step("images", func() {
 		if err := PushTestImages(ctx, reg, kubeProxy, controlplane.KubernetesVersion, run); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := op.MakeImages(ctx, reg.Addr+"/servicegroup"); err != nil {
+		// build/README.md's first block: upstream.env edited (by a sed as
+		// EDITOR), `make images` for this machine's platform into the
+		// site's registry.
+		op.Substitutions = map[string]string{"registry.example/edge": reg.Addr + "/servicegroup"}
+		editor := fmt.Sprintf("sed -i -e s/^KUBERNETES_SERVICE_HOST=.*/KUBERNETES_SERVICE_HOST=%s/ -e s/^KUBERNETES_SERVICE_PORT=.*/KUBERNETES_SERVICE_PORT=%d/", fabric.RootIP, apiPort(cp))
+		ranSteps[guide+"#before-you-start"] = true
+		out, err := op.RunStep(ctx, guide, "before-you-start", "EDITOR="+editor, "PLATFORMS=linux/"+goarch(), "VERSION="+op.Version)
+		if err != nil {
 			t.Fatal(err)
-		} else {
-			t.Logf("make images:\n%s", lastLines(out, 8))
+		}
+		t.Logf("before-you-start:\n%s", lastLines(out, 8))
+		if err := op.CheckUpstream(fabric.RootIP.String(), apiPort(cp)); err != nil {
+			t.Fatal(err)
 		}
 	})
 
@@ -280,25 +293,38 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("traffic during each step (failed of all attempts, longest time without a success):\n%s", table)
+		// From the rollback of its node on, a client's DNS is gone on
+		// purpose: the node's CoreDNS leaves, and the test's kubelets do not
+		// name edge-coredns (build/MIGRATION.md).
+		rolledBack := map[string]bool{}
 		for _, w := range windows {
+			if node, ok := strings.CutPrefix(w.name, "rollback-node NODE="); ok {
+				rolledBack["client-"+node] = true
+			}
 			for c, r := range report[w.name] {
 				if r["svc"].failed > 0 {
 					t.Errorf("%s: %s: %d of %d Service requests failed", w.name, c, r["svc"].failed, r["svc"].attempts)
 				}
-				if dns := r["dns"]; dns.workedBefore && !removesDNS(w.name, c) && dns.failed > 0 {
+				if dns := r["dns"]; dns.workedBefore && !removesDNS(w.name, c) && !rolledBack[c] && dns.failed > 0 {
 					t.Errorf("%s: %s: %d of %d DNS queries failed", w.name, c, dns.failed, dns.attempts)
 				}
 			}
 		}
 	}
 
-	// Runs a step of the guide and records its window for the traffic report.
-	ranSteps := map[string]bool{}
-	step := func(name string, env ...string) {
+	// Runs a step of a guide (on a node when onNode is set, see
+	// Node.Enter) and records its window (named by the step and its node)
+	// for the traffic report.
+	stepOn := func(onNode []string, g, name string, env ...string) {
 		t.Helper()
-		ranSteps[name] = true
-		w := window{name: strings.Join(append([]string{name}, env...), " "), start: time.Now()}
-		if out, err := op.RunStep(ctx, guide, name, env...); err != nil {
+		ranSteps[g+"#"+name] = true
+		w := window{name: name, start: time.Now()}
+		for _, e := range env {
+			if strings.HasPrefix(e, "NODE=") {
+				w.name += " " + e
+			}
+		}
+		if out, err := op.RunStepOn(ctx, onNode, g, name, env...); err != nil {
 			t.Fatal(err)
 		} else {
 			t.Logf("%s:\n%s", w.name, lastLines(out, 12))
@@ -306,11 +332,16 @@ func TestRealNodes(t *testing.T) {
 		w.end = time.Now()
 		windows = append(windows, w)
 	}
+	stepIn := func(g, name string, env ...string) {
+		t.Helper()
+		stepOn(nil, g, name, env...)
+	}
+	step := func(name string, env ...string) {
+		t.Helper()
+		stepIn(guide, name, env...)
+	}
 
 	costs.step("install", func() {
-		if err := op.SetUpstream(fabric.RootIP.String(), apiPort(cp)); err != nil {
-			t.Fatal(err)
-		}
 		// The one change a test machine needs: these nodes share one kernel,
 		// whose conntrack table size only the host may set (the cluster's
 		// KubeProxyConfiguration says so already, testdata/).
@@ -330,26 +361,19 @@ func TestRealNodes(t *testing.T) {
 		}
 
 		// The static-pod option on staticNode, as build/README.md says:
-		// the node identity's rights, the rendered pod, the Corefile, the
-		// node-local DNS address (clusterDNS names it from the first boot).
-		mustRun(ctx, t, op, "apply", "--server-side", "-k", "build/manifests/node-identity")
-		manifest, err := op.RenderStaticPods(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// the node identity's rights and the rendered pod, the node-local
+		// DNS address (kept for every boot; clusterDNS names it from the
+		// first), the Corefile and the pod copied on the node.
+		step("static-pods-render")
 		static := nodeByName(nodes, staticNode)
-		if err := copyFile(filepath.Join(op.Dir, "build/static-pods/Corefile"), static.HostPath("/etc/servicegroup/coredns/Corefile")); err != nil {
-			t.Fatal(err)
-		}
-		if err := copyFile(manifest, filepath.Join(static.StaticPods, "servicegroup-edge.yaml")); err != nil {
-			t.Fatal(err)
-		}
 		if err := static.AddLoopbackAddr(ctx, nodeLocalDNS+"/32"); err != nil {
 			t.Fatal(err)
 		}
+		stepOn(static.Enter(), guide, "static-node-files", "NODE="+staticNode)
 		eventually(ctx, t, 0, "the controller, the DaemonSets' pods on the labelled nodes and "+staticNode+"'s static pod Ready", func(ctx context.Context) error {
 			return componentsReady(ctx, client, len(names)-1, staticNode)
 		})
+		step("check-images")
 		svc, err := client.CoreV1().Services("edge-system").Get(ctx, "coredns-gridhosts", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -379,11 +403,13 @@ func TestRealNodes(t *testing.T) {
 
 	// The next build's images (another version stamped: other binaries,
 	// other digests), installed as build/README.md's Upgrade says.
+	var installed map[string]string // our workloads' images before the upgrade
 	costs.step("upgrade", func() {
 		before, err := workloadImages(ctx, client)
 		if err != nil {
 			t.Fatal(err)
 		}
+		installed = before
 		if out, err := op.MakeImagesVersion(ctx, reg.Addr+"/servicegroup", op.Version+"-next"); err != nil {
 			t.Fatal(err)
 		} else {
@@ -432,9 +458,7 @@ func TestRealNodes(t *testing.T) {
 				step("uninstall-node", "NODE="+n)
 			}
 		}
-		if err := os.Remove(filepath.Join(nodeByName(nodes, staticNode).StaticPods, "servicegroup-edge.yaml")); err != nil {
-			t.Fatal(err)
-		}
+		stepOn(nodeByName(nodes, staticNode).Enter(), guide, "uninstall-static-node-files", "NODE="+staticNode)
 		step("uninstall-static-node", "NODE="+staticNode)
 		step("uninstall-cluster")
 		step("uninstall-stock-kube-proxy")
@@ -467,18 +491,122 @@ func TestRealNodes(t *testing.T) {
 			return fmt.Errorf("answered only by nodeunit1: %v", seen)
 		})
 		reportTraffic(clients, windows[reported:])
-		// Every step the guide marks has run: none can be added untested.
-		marked, err := op.GuideSteps(guide)
+	})
+	reported = len(windows)
+
+	// SuperEdge's data plane on the same nodes, as its manifests deploy it
+	// (testdata/superedge.yaml, stand-in images of ours): node0 and node1
+	// edge nodes, node2 a cloud node; then build/MIGRATION.md's steps to
+	// ours and back. The registry is back with the cloud.
+	apiserver := fmt.Sprintf("https://%s:%d", fabric.RootIP, apiPort(cp))
+	edgeNodes := []string{"node0", "node1"}
+	superEdgeOn := map[string]int{
+		"edge-system/application-grid-wrapper-node": len(edgeNodes), "edge-system/application-grid-wrapper-master": len(names) - len(edgeNodes),
+		"edge-system/edge-coredns": len(edgeNodes), "edge-system/statefulset-grid-daemon": len(edgeNodes),
+	}
+	superEdgeGone := map[string]int{}
+	for ds := range superEdgeOn {
+		superEdgeGone[ds] = 0
+	}
+	ours := map[string]int{"edge-system/application-grid-wrapper": len(edgeNodes), "edge-system/coredns-gridhosts": len(edgeNodes), "kube-system/kube-proxy-edge": len(edgeNodes)}
+	gridURL := func() string {
+		svc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "http://" + svc.Spec.ClusterIP + ":80/"
+	}
+	costs.step("superedge", func() {
+		if err := reg.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		manifests, err := op.WriteSuperEdgeManifests("testdata/superedge.yaml", apiserver, map[string]string{
+			"WRAPPER_IMAGE": installed["DaemonSet/edge-system/application-grid-wrapper/wrapper"],
+			"COREDNS_IMAGE": installed["DaemonSet/edge-system/coredns-gridhosts/coredns"],
+			"CLIENT_IMAGE":  ClientImage, "PAUSE_IMAGE": PauseImage,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range edgeNodes {
+			mustRun(ctx, t, op, "label", "node", n, "superedge.io/edge-node=enable")
+		}
+		mustRun(ctx, t, op, "apply", "-f", manifests)
+		eventually(ctx, t, 0, "SuperEdge's DaemonSets ready on their nodes", func(ctx context.Context) error {
+			return daemonSetsReady(ctx, client, superEdgeOn)
+		})
+		if err := PointKubeProxyAt(ctx, client, apiserver, superEdgeWrapperServer); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(ctx, t, op, "-n", "kube-system", "rollout", "restart", "daemonset", "kube-proxy")
+		mustRun(ctx, t, op, "-n", "kube-system", "rollout", "status", "daemonset", "kube-proxy", "--timeout=5m")
+		// kube-proxy reads through SuperEdge's wrapper: the grid's Service
+		// stays in node0's nodeunit again.
+		checkClusterIP(ctx, t, op, "client-node0", gridURL(), podsInUnit(pods, "nodeunit1"))
+	})
+
+	costs.step("migration from SuperEdge", func() {
+		stepIn(migrationGuide, "stop-superedge-controller")
+		stepIn(migrationGuide, "migrate-cluster")
+		for _, n := range edgeNodes {
+			stepIn(migrationGuide, "migrate-node", "NODE="+n)
+		}
+		stepIn(migrationGuide, "migrate-finish", "APISERVER="+apiserver)
+		eventually(ctx, t, 0, "ours ready on the edge nodes, SuperEdge's DaemonSets gone", func(ctx context.Context) error {
+			if err := daemonSetsReady(ctx, client, superEdgeGone); err != nil {
+				return err
+			}
+			return daemonSetsReady(ctx, client, ours)
+		})
+		// The grids again (their workloads were orphaned by remove-crds):
+		// the controller takes the orphans over, the edge nodes' wrapper and
+		// CoreDNS serve them.
+		repo, _ := harness.RepoRoot()
+		mustRun(ctx, t, op, "apply", "-f", filepath.Join(repo, "examples"))
+		eventually(ctx, t, 0, "the grids' 10 pods and the 3 clients Ready", func(ctx context.Context) error {
+			var err error
+			pods, err = readyPods(ctx, client, 10)
+			return err
+		})
+		stepIn(migrationGuide, "migrate-check")
+		for _, sn := range seedNodes[:len(edgeNodes)] {
+			caller := "client-" + sn.name
+			checkClusterIP(ctx, t, op, caller, gridURL(), podsInUnit(pods, sn.unit))
+			checkGridNames(ctx, t, op, caller, sn.unit, pods)
+		}
+	})
+
+	costs.step("rollback to SuperEdge", func() {
+		stepIn(migrationGuide, "rollback-cluster", "APISERVER="+apiserver)
+		for _, n := range edgeNodes {
+			stepIn(migrationGuide, "rollback-node", "NODE="+n)
+		}
+		stepIn(migrationGuide, "rollback-finish")
+		stepIn(migrationGuide, "rollback-remove-summaries")
+		eventually(ctx, t, 0, "SuperEdge's DaemonSets ready on their nodes, ours gone", func(ctx context.Context) error {
+			if err := daemonSetsReady(ctx, client, superEdgeOn); err != nil {
+				return err
+			}
+			return daemonSetsReady(ctx, client, map[string]int{"edge-system/application-grid-wrapper": 0, "edge-system/coredns-gridhosts": 0, "kube-system/kube-proxy-edge": 0})
+		})
+		// SuperEdge's wrapper (new pods, new ServiceAccount tokens) serves
+		// kube-proxy again.
+		checkClusterIP(ctx, t, op, "client-node0", gridURL(), podsInUnit(pods, "nodeunit1"))
+		reportTraffic(clients, windows[reported:])
+	})
+
+	// Every step the guides mark has run: none can be added untested.
+	for _, g := range []string{guide, migrationGuide} {
+		marked, err := op.GuideSteps(g)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range marked {
-			if !ranSteps[name] {
-				t.Errorf("%s marks step %q, which this test never runs", guide, name)
+			if !ranSteps[g+"#"+name] {
+				t.Errorf("%s marks step %q, which this test never runs", g, name)
 			}
 		}
-	})
-
+	}
 }
 
 // rebootWithCloudAway: the static node loses power (kubelet, containerd,

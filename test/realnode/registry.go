@@ -18,8 +18,9 @@ import (
 // every node's containerd pulls from (an edge site's local mirror).
 type Registry struct {
 	// Addr is host:port.
-	Addr   string
-	server *http.Server
+	Addr    string
+	server  *http.Server
+	handler http.Handler
 }
 
 // StartRegistry serves a registry on ip (port chosen by the kernel) with
@@ -28,23 +29,30 @@ func StartRegistry(ip net.IP, dir string) (*Registry, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	r := &Registry{Addr: net.JoinHostPort(ip.String(), "0"), handler: registry.New(
+		registry.Logger(log.New(io.Discard, "", 0)),
+		registry.WithBlobHandler(registry.NewDiskBlobHandler(dir)),
+	)}
+	return r, r.serve()
+}
+
+// Restart serves again after Close, on the same address and with what was
+// pushed (the handler keeps the manifests in memory, the blobs on disk).
+func (r *Registry) Restart() error { return r.serve() }
+
+func (r *Registry) serve() error {
+	l, err := net.Listen("tcp", r.Addr)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	srv := &http.Server{
-		Handler: registry.New(
-			registry.Logger(log.New(io.Discard, "", 0)),
-			registry.WithBlobHandler(registry.NewDiskBlobHandler(dir)),
-		),
-		ReadHeaderTimeout: 30 * time.Second,
-	}
-	go func() {
+	r.Addr = l.Addr().String()
+	r.server = &http.Server{Handler: r.handler, ReadHeaderTimeout: 30 * time.Second}
+	go func(srv *http.Server) {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Printf("registry: %v", err)
 		}
-	}()
-	return &Registry{Addr: l.Addr().String(), server: srv}, nil
+	}(r.server)
+	return nil
 }
 
 // Close stops the registry.
