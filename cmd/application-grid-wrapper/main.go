@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/logging"
+	"github.com/servicegroup/servicegroup/internal/securemetrics"
 	"github.com/servicegroup/servicegroup/internal/version"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
@@ -74,6 +75,8 @@ func run(ctx context.Context, args []string) error {
 		restrictKeys = fs.Bool("require-node-restricted-topology-keys", false, "treat topologyKeys not under node-restriction.kubernetes.io/ (labels the NodeRestriction admission plugin lets a kubelet set on its own Node) as never matching: a Service keyed on one falls to its next key or \"*\"; without it a compromised node can label itself into any nodeunit's routing")
 		printVersion = fs.Bool("version", false, "print the version and exit")
 	)
+	secureMetrics := securemetrics.DefaultOptions()
+	secureMetrics.AddFlags(fs)
 	fs.Var(&maxLag, "watch-max-lag-bytes", "how far (encoded size of events, e.g. 64Mi) a watcher may fall behind before it gets 410 Expired and relists")
 	fs.Var(&eventLog, "event-log-bytes", "encoded size of the newest events per resource (e.g. 4Mi) a watch can resume from")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -183,7 +186,12 @@ func run(ctx context.Context, args []string) error {
 		httpSrv.TLSConfig = tlsCfg
 	}
 
-	errCh := make(chan error, 3)
+	errCh := make(chan error, 4)
+	if secureMetrics.Enabled() {
+		if err := serveSecureMetrics(ctx, secureMetrics, cfg, errCh); err != nil {
+			return err
+		}
+	}
 	go func() { errCh <- srv.Run(ctx) }()
 	// Both ports are bound as soon as they are free (another process may
 	// hold one: Listen waits, logs and shows it in /readyz).
