@@ -77,6 +77,7 @@ func run(ctx context.Context, args []string) error {
 	)
 	secureMetrics := securemetrics.DefaultOptions()
 	secureMetrics.AddFlags(fs)
+	kubeProxyMetrics := fs.String("kube-proxy-metrics-url", "", "with --secure-metrics-bind-address: also serve this loopback URL (the node's kube-proxy's metrics, e.g. http://127.0.0.1:10249/metrics) at "+kubeProxyMetricsPath+" behind the same checks")
 	fs.Var(&maxLag, "watch-max-lag-bytes", "how far (encoded size of events, e.g. 64Mi) a watcher may fall behind before it gets 410 Expired and relists")
 	fs.Var(&eventLog, "event-log-bytes", "encoded size of the newest events per resource (e.g. 4Mi) a watch can resume from")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -188,7 +189,7 @@ func run(ctx context.Context, args []string) error {
 
 	errCh := make(chan error, 4)
 	if secureMetrics.Enabled() {
-		if err := serveSecureMetrics(ctx, secureMetrics, cfg, errCh); err != nil {
+		if err := serveSecureMetrics(ctx, secureMetrics, cfg, *kubeProxyMetrics, errCh); err != nil {
 			return err
 		}
 	}

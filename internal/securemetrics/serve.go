@@ -32,10 +32,17 @@ type Server struct {
 	tls      *tls.Config
 }
 
+// Route is one more path served behind the same checks (the caller needs
+// "get" on that non-resource URL).
+type Route struct {
+	Path    string
+	Handler http.Handler
+}
+
 // New checks the options, binds the address and builds the handler chain
-// around metrics; own is the component's apiserver configuration, used
-// unless o.Kubeconfig names another.
-func New(o Options, own *rest.Config, metrics http.Handler) (*Server, error) {
+// around metrics (served at /metrics) and extra; own is the component's
+// apiserver configuration, used unless o.Kubeconfig names another.
+func New(o Options, own *rest.Config, metrics http.Handler, extra ...Route) (*Server, error) {
 	if !o.Enabled() {
 		return nil, errors.New("secure metrics: no bind address")
 	}
@@ -59,7 +66,7 @@ func New(o Options, own *rest.Config, metrics http.Handler) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	handler, err := chain(o, client, metrics)
+	handler, err := chain(o, client, append([]Route{{"/metrics", metrics}}, extra...))
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +97,7 @@ func New(o Options, own *rest.Config, metrics http.Handler) (*Server, error) {
 
 // chain is kube-controller-manager's secure handler chain: request info,
 // authentication (TokenReview), authorization (SubjectAccessReview).
-func chain(o Options, client kubernetes.Interface, metrics http.Handler) (http.Handler, error) {
+func chain(o Options, client kubernetes.Interface, routes []Route) (http.Handler, error) {
 	// The apiserver's own retry backoff for its webhooks.
 	backoff := &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
@@ -112,7 +119,9 @@ func chain(o Options, client kubernetes.Interface, metrics http.Handler) (http.H
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics)
+	for _, r := range routes {
+		mux.Handle(r.Path, r.Handler)
+	}
 	h := genericapifilters.WithAuthorization(mux, authz, scheme.Codecs)
 	h = genericapifilters.WithAuthentication(h, authn, genericapifilters.Unauthorized(scheme.Codecs), nil, nil)
 	h = genericapifilters.WithRequestInfo(h, &request.RequestInfoFactory{
