@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string) error {
 		chownState   = fs.String("chown-state-dir", "", "UID:GID: create --state-dir, give it to UID:GID with mode 0700 and exit (for a root init container; a hostPath DirectoryOrCreate is created root-owned)")
 		restrictKeys = fs.Bool("require-node-restricted-topology-keys", false, "treat topologyKeys not under node-restriction.kubernetes.io/ (labels the NodeRestriction admission plugin lets a kubelet set on its own Node) as never matching: a Service keyed on one falls to its next key or \"*\"; without it a compromised node can label itself into any nodeunit's routing")
 		printVersion = fs.Bool("version", false, "print the version and exit")
+		getURL       = fs.String("get-loopback", "", "GET this loopback URL (e.g. http://127.0.0.1:51007/readyz), print the answer and exit, non-zero unless 200: for kubectl exec, the image having no shell")
 	)
 	secureMetrics := securemetrics.DefaultOptions()
 	secureMetrics.AddFlags(fs)
@@ -86,6 +87,9 @@ func run(ctx context.Context, args []string) error {
 	if *printVersion {
 		fmt.Println(version.Version)
 		return nil
+	}
+	if *getURL != "" {
+		return getLoopback(ctx, *getURL, os.Stdout)
 	}
 	if err := logOptions.Apply(); err != nil {
 		return err
