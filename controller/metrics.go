@@ -119,7 +119,7 @@ func Registry() *prometheus.Registry {
 		registry.MustRegister(
 			collectors.NewGoCollector(),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-			reconcileTotal, reconcileErrors, reconcileDuration, childWrites, crdApplies, gridReady,
+			reconcileTotal, reconcileErrors, reconcileDuration, childWrites, crdApplies, gridReady, nodeunitReadyPods,
 			wqDepth, wqAdds, wqLatency, wqWorkDuration, wqUnfinished, wqLongest, wqRetries,
 		)
 		// Queues built elsewhere in the process (none today) report here too.

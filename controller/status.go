@@ -48,6 +48,13 @@ func (c *gridController[G, C, A]) finish(ctx context.Context, grid G, kept []chi
 	}
 
 	recordGridReady(c.ops.kind, grid.GetNamespace(), grid.GetName(), readyCond.Status == metav1.ConditionTrue)
+	unitPods := map[string]int32{}
+	for _, ch := range kept {
+		if n, ok := readyPodsOf(ch.obj); ok {
+			unitPods[ch.value] = n
+		}
+	}
+	recordNodeunitPods(c.ops.kind, grid.GetNamespace(), grid.GetName(), unitPods)
 
 	conflictCond := metav1.Condition{Type: superedgev1.ConditionConflict, Status: metav1.ConditionFalse, Reason: ReasonNoConflict,
 		Message: "no child name is taken by someone else's object", ObservedGeneration: gen}

@@ -10,14 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/servicegroup/servicegroup/controller"
+	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/internal/version"
 )
 
 // checkCRDs compares the cluster's superedge.io CRDs with this release's
 // (the ones the controller of the same release installs and keeps).
 func (d *doctor) checkCRDs(ctx context.Context) error {
-	drifted, err := controller.CRDsDrifted(ctx, d.ext)
+	drifted, err := crds.Drifted(ctx, d.ext)
 	if err != nil {
 		return fmt.Errorf("checking CRDs: %w", err)
 	}
@@ -39,7 +39,12 @@ func (d *doctor) checkLeader(ctx context.Context) error {
 		d.report.add(subject, "kubectl apply --server-side -k build/manifests/default (build/README.md, Install)", "missing: no grid is reconciled")
 		return nil
 	}
-	o := controller.DefaultOptions()
+	// The controller's flag defaults (controller.DefaultOptions, which this
+	// package cannot import: the controller's tests run kubectl grid).
+	o := struct {
+		LeaderElect                                 bool
+		LeaderElectionNamespace, LeaderElectionName string
+	}{true, "kube-system", controllerName}
 	for _, c := range deploy.Spec.Template.Spec.Containers {
 		for _, a := range c.Args {
 			switch k, v, _ := strings.Cut(a, "="); k {
