@@ -48,14 +48,16 @@ start=$SECONDS
 	go mod init servicegroup.local/monitoring >/dev/null 2>&1
 	echo ">> building promtool (Prometheus module $PROMETHEUS) from the Go module proxy (once; cached in $DIR)" >&2
 	go get "github.com/prometheus/prometheus@$PROMETHEUS" >&2
-	go build -trimpath -ldflags "-s -w" -o "$DIR/promtool.tmp" github.com/prometheus/prometheus/cmd/promtool
+	# remove_all_sd: none of Prometheus's service-discovery SDKs (cloud
+	# providers' clients), which only `promtool check service-discovery` uses.
+	go build -trimpath -tags remove_all_sd -ldflags "-s -w" -o "$DIR/promtool.tmp" github.com/prometheus/prometheus/cmd/promtool
 	if ! json=$(go mod download -json "github.com/prometheus-operator/prometheus-operator@$OPERATOR"); then
 		echo "$json" >&2
 		exit 1
 	fi
 	src=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$json")
 	for c in "${CRDS[@]}"; do
-		cp "$src/example/prometheus-operator-crd/monitoring.coreos.com_$c.yaml" "$DIR/crds/"
+		install -m 0644 "$src/example/prometheus-operator-crd/monitoring.coreos.com_$c.yaml" "$DIR/crds/"
 	done
 )
 mv "$DIR/promtool.tmp" "$DIR/promtool"
