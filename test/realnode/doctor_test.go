@@ -51,11 +51,13 @@ func doctorProblems(ctx context.Context, kubeconfig string) (nodes, problems []s
 // with want (each once), on every edge node of names.
 func expectDoctor(ctx context.Context, t *testing.T, kubeconfig string, names []string, what string, want ...string) {
 	t.Helper()
+	var seen []string
 	eventually(ctx, t, 0, "kubectl grid doctor: "+what, func(ctx context.Context) error {
 		nodes, problems, err := doctorProblems(ctx, kubeconfig)
 		if err != nil {
 			return err
 		}
+		seen = problems
 		if !slices.Equal(nodes, names) {
 			return fmt.Errorf("edge nodes %v, want %v", nodes, names)
 		}
@@ -69,6 +71,7 @@ func expectDoctor(ctx context.Context, t *testing.T, kubeconfig string, names []
 		}
 		return nil
 	})
+	t.Logf("kubectl grid doctor, %s: %q", what, seen)
 }
 
 // checkDoctor: on the installed cluster doctor finds nothing, then each
