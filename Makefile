@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
-	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins images clean
+	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins monitoring-tools images clean
 
 all: build
 
@@ -62,11 +62,16 @@ kube-proxy-bins:
 apiserver-bins:
 	hack/apiserver-bins.sh
 
+## monitoring-tools: build (or reuse the cached) promtool and take prometheus-operator's CRDs, both from the
+## Go module proxy (hack/monitoring-versions.env), for the alert and monitoring-component tests
+monitoring-tools:
+	hack/monitoring-tools.sh
+
 ## test: unit, integration (real apiserver) and end-to-end tests, with -race, never from the test cache
 ## (the real binaries they run are outside what go test tracks). The tests run the binaries `make build`
 ## made (SERVICEGROUP_BIN), so each is compiled once per run; hack/test.sh builds the older kube-proxy
 ## releases while the tests run and prints the slowest packages and tests.
-test: host-deps k8s-bins build
+test: host-deps k8s-bins monitoring-tools build
 	SERVICEGROUP_BIN=$(abspath $(BIN)) TEST_FLAGS='$(TEST_FLAGS)' hack/test.sh
 
 ## bench: benchmarks against the real binaries, each reporting against its

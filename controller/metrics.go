@@ -119,11 +119,17 @@ func Registry() *prometheus.Registry {
 		registry.MustRegister(
 			collectors.NewGoCollector(),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-			reconcileTotal, reconcileErrors, reconcileDuration, childWrites, crdApplies,
+			reconcileTotal, reconcileErrors, reconcileDuration, childWrites, crdApplies, gridReady, nodeunitReadyPods,
 			wqDepth, wqAdds, wqLatency, wqWorkDuration, wqUnfinished, wqLongest, wqRetries,
 		)
 		// Queues built elsewhere in the process (none today) report here too.
 		workqueue.SetProvider(QueueMetrics{})
+		// Every kind's error series exists from the start at 0, so an alert's
+		// increase() sees the first error too.
+		for _, kind := range []string{"DeploymentGrid", "StatefulSetGrid", "ServiceGrid"} {
+			reconcileErrors.WithLabelValues(kind)
+			reconcileTotal.WithLabelValues(kind, "error")
+		}
 	})
 	return registry
 }

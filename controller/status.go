@@ -47,6 +47,15 @@ func (c *gridController[G, C, A]) finish(ctx context.Context, grid G, kept []chi
 		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, ReasonNotReady, fmt.Sprintf("%d/%d ready", ready, len(kept))
 	}
 
+	recordGridReady(c.ops.kind, grid.GetNamespace(), grid.GetName(), readyCond.Status == metav1.ConditionTrue)
+	unitPods := map[string]int32{}
+	for _, ch := range kept {
+		if n, ok := readyPodsOf(ch.obj); ok {
+			unitPods[ch.value] = n
+		}
+	}
+	recordNodeunitPods(c.ops.kind, grid.GetNamespace(), grid.GetName(), unitPods)
+
 	conflictCond := metav1.Condition{Type: superedgev1.ConditionConflict, Status: metav1.ConditionFalse, Reason: ReasonNoConflict,
 		Message: "no child name is taken by someone else's object", ObservedGeneration: gen}
 	var conflicts []string

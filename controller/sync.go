@@ -26,12 +26,14 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 	grid, err := c.ops.getGrid(key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		c.grace.forgetGrid(key)
+		forgetGridReady(c.ops.kind, key.Namespace, key.Name)
 		return nil // deleted: the garbage collector removes its children
 	}
 	if err != nil {
 		return err
 	}
 	if grid.GetDeletionTimestamp() != nil {
+		forgetGridReady(c.ops.kind, key.Namespace, key.Name)
 		return nil
 	}
 	logger := klog.FromContext(ctx).WithValues(strings.ToLower(c.ops.kind), klog.KObj(grid))

@@ -101,6 +101,7 @@ func New(opts Options) (*Server, error) {
 // ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	runningServer.Store(s)
 	s.checkUpstreamAtStart(ctx, logger)
 	s.serveSnapshot(logger)
 	defer s.ready.Store(false)

@@ -11,11 +11,13 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/controller"
 	"github.com/servicegroup/servicegroup/internal/logging"
+	"github.com/servicegroup/servicegroup/internal/securemetrics"
 	"github.com/servicegroup/servicegroup/internal/version"
 )
 
@@ -46,6 +48,8 @@ func main() {
 	fs.StringVar(&o.SuperEdgeLock, "superedge-lock", o.SuperEdgeLock, "namespace/name of SuperEdge's application-grid-controller leader lock (Endpoints or ConfigMap): do nothing while a live SuperEdge controller holds it (\"\" skips the check).")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving /metrics (\"0\" disables).")
 	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "Address serving /healthz and /readyz (\"0\" disables).")
+	secureMetrics := securemetrics.DefaultOptions()
+	secureMetrics.AddFlags(fs)
 	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	_ = fs.Parse(os.Args[1:])
 	if showVersion {
@@ -74,6 +78,19 @@ func main() {
 	if err != nil {
 		logger.Error(err, "Starting")
 		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	if secureMetrics.Enabled() {
+		sm, err := securemetrics.New(secureMetrics, cfg, promhttp.HandlerFor(controller.Registry(), promhttp.HandlerOpts{}))
+		if err != nil {
+			logger.Error(err, "Starting")
+			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+		}
+		go func() {
+			if err := sm.Serve(ctx); err != nil {
+				logger.Error(err, "Serving secure metrics")
+				stop()
+			}
+		}()
 	}
 	logger.Info("Starting application-grid-controller", "version", version.Version,
 		"metrics", m.Addr("metrics"), "health", m.Addr("health"), "leaderElect", o.LeaderElect)

@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/logging"
+	"github.com/servicegroup/servicegroup/internal/securemetrics"
 	"github.com/servicegroup/servicegroup/internal/version"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
@@ -73,8 +74,12 @@ func run(ctx context.Context, args []string) error {
 		chownState   = fs.String("chown-state-dir", "", "UID:GID: create --state-dir, give it to UID:GID with mode 0700 and exit (for a root init container; a hostPath DirectoryOrCreate is created root-owned)")
 		restrictKeys = fs.Bool("require-node-restricted-topology-keys", false, "treat topologyKeys not under node-restriction.kubernetes.io/ (labels the NodeRestriction admission plugin lets a kubelet set on its own Node) as never matching: a Service keyed on one falls to its next key or \"*\"; without it a compromised node can label itself into any nodeunit's routing")
 		printVersion = fs.Bool("version", false, "print the version and exit")
+		getURL       = fs.String("get-loopback", "", "GET this loopback URL (e.g. http://127.0.0.1:51007/readyz), print the answer and exit, non-zero unless 200: for kubectl exec, the image having no shell")
 	)
 	site := addSiteStreamFlags(fs)
+	secureMetrics := securemetrics.DefaultOptions()
+	secureMetrics.AddFlags(fs)
+	kubeProxyMetrics := fs.String("kube-proxy-metrics-url", "", "with --secure-metrics-bind-address: also serve this loopback URL (the node's kube-proxy's metrics, e.g. http://127.0.0.1:10249/metrics) at "+kubeProxyMetricsPath+" behind the same checks")
 	fs.Var(&maxLag, "watch-max-lag-bytes", "how far (encoded size of events, e.g. 64Mi) a watcher may fall behind before it gets 410 Expired and relists")
 	fs.Var(&eventLog, "event-log-bytes", "encoded size of the newest events per resource (e.g. 4Mi) a watch can resume from")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -83,6 +88,9 @@ func run(ctx context.Context, args []string) error {
 	if *printVersion {
 		fmt.Println(version.Version)
 		return nil
+	}
+	if *getURL != "" {
+		return getLoopback(ctx, *getURL, os.Stdout)
 	}
 	if err := logOptions.Apply(); err != nil {
 		return err
@@ -190,6 +198,11 @@ func run(ctx context.Context, args []string) error {
 	}
 
 	errCh := make(chan error, 4)
+	if secureMetrics.Enabled() {
+		if err := serveSecureMetrics(ctx, secureMetrics, cfg, *kubeProxyMetrics, errCh); err != nil {
+			return err
+		}
+	}
 	go func() { errCh <- srv.Run(ctx) }()
 	if peerSrv := servePeers(ctx, srv, *site.bind, errCh); peerSrv != nil {
 		defer peerSrv.Close()

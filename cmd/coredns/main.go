@@ -4,13 +4,18 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
+	"os"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 	_ "github.com/coredns/coredns/core/plugin" // every in-tree plugin
 	"github.com/coredns/coredns/coremain"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/servicegroup/servicegroup/internal/securemetrics"
 	"github.com/servicegroup/servicegroup/internal/version"
 	_ "github.com/servicegroup/servicegroup/plugin/gridhosts"
 )
@@ -44,4 +49,28 @@ func insertBefore(list []string, name, anchor string) ([]string, error) {
 	return nil, fmt.Errorf("directive %q not found", anchor)
 }
 
-func main() { coremain.Run() }
+// secureMetrics are CoreDNS's metrics (every plugin's, gridhosts' included)
+// served to scrapers the apiserver vouches for; the prometheus directive
+// stays on loopback.
+var secureMetrics = securemetrics.DefaultOptions()
+
+func init() { secureMetrics.AddFlags(flag.CommandLine) }
+
+func main() {
+	flag.Parse() // coremain.Run parses again; the same flags, the same values
+	if secureMetrics.Enabled() {
+		// CoreDNS's plugins register on the default registry.
+		s, err := securemetrics.New(secureMetrics, nil, promhttp.Handler())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "coredns:", err)
+			os.Exit(1)
+		}
+		go func() {
+			if err := s.Serve(context.Background()); err != nil {
+				fmt.Fprintln(os.Stderr, "coredns: secure metrics:", err)
+				os.Exit(1)
+			}
+		}()
+	}
+	coremain.Run()
+}

@@ -38,6 +38,6 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: table (default), json or yaml.")
-	root.AddCommand(newExplainCommand(o), newStatusCommand(o), newRolloutCommand(o))
+	root.AddCommand(newExplainCommand(o), newStatusCommand(o), newRolloutCommand(o), newDoctorCommand(o))
 	return root
 }

@@ -400,6 +400,7 @@ func TestRealNodes(t *testing.T) {
 		})
 		checkNodeunits(ctx, t, client, op, pods)
 	})
+	costs.step("doctor", func() { checkDoctor(ctx, t, client, cp, firstDaemonSetNode(nodes), names) })
 
 	// The next build's images (another version stamped: other binaries,
 	// other digests), installed as build/README.md's Upgrade says.

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http/httputil"
+	"net/url"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/rest"
+
+	"github.com/servicegroup/servicegroup/internal/securemetrics"
+	"github.com/servicegroup/servicegroup/wrapper"
+)
+
+// KubeProxyMetricsPath serves the node's kube-proxy metrics behind the same
+// checks, so kube-proxy's loopback-only metrics reach Prometheus too.
+const kubeProxyMetricsPath = "/metrics/kube-proxy"
+
+// serveSecureMetrics serves the wrapper's metrics (and, when kubeProxyURL is
+// set, the node's kube-proxy's) to scrapers the upstream apiserver vouches
+// for, beside the loopback-only probe address; a serving error ends up on
+// errCh like the other servers'.
+func serveSecureMetrics(ctx context.Context, o securemetrics.Options, upstream *rest.Config, kubeProxyURL string, errCh chan<- error) error {
+	var extra []securemetrics.Route
+	if kubeProxyURL != "" {
+		target, err := url.Parse(kubeProxyURL)
+		if err != nil || target.Scheme != "http" || !isLoopback(target.Host) {
+			return fmt.Errorf("--kube-proxy-metrics-url %q: want http://LOOPBACK:PORT/PATH", kubeProxyURL)
+		}
+		proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL, r.Out.Host = target, target.Host
+			r.Out.Header.Del("Authorization") // the scraper's token stays here
+		}}
+		extra = append(extra, securemetrics.Route{Path: kubeProxyMetricsPath, Handler: proxy})
+	}
+	s, err := securemetrics.New(o, upstream, promhttp.HandlerFor(wrapper.Registry, promhttp.HandlerOpts{}), extra...)
+	if err != nil {
+		return err
+	}
+	go func() { errCh <- s.Serve(ctx) }()
+	return nil
+}

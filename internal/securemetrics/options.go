@@ -1,0 +1,46 @@
+// Package securemetrics serves a component's /metrics over TLS to callers the
+// apiserver vouches for: a bearer token is checked with a TokenReview and the
+// caller's right to "get" the non-resource URL /metrics with a
+// SubjectAccessReview, both through k8s.io/apiserver's delegating
+// authenticator and authorizer (the ones its DelegatingAuthenticationOptions
+// and DelegatingAuthorizationOptions build for kube-controller-manager's
+// secure port), cached as there. Prometheus in the cluster scrapes it with its
+// ServiceAccount token; nobody else reads the metrics.
+package securemetrics
+
+import (
+	"flag"
+	"time"
+)
+
+// Options configure the secure metrics endpoint.
+type Options struct {
+	// BindAddress is host:port to serve on; "" or "0" turns it off.
+	BindAddress string
+	// CertFile and KeyFile are the serving certificate, reread when they
+	// change (cert-manager rotation); empty: a self-signed certificate made
+	// in memory at start (scrapers then skip verification).
+	CertFile, KeyFile string
+	// Kubeconfig reaches the apiserver that reviews tokens and access; empty:
+	// the component's own apiserver configuration.
+	Kubeconfig string
+
+	// Cache times, kube-controller-manager's defaults.
+	TokenCacheTTL, AllowCacheTTL, DenyCacheTTL time.Duration
+}
+
+// DefaultOptions: off, with kube-controller-manager's cache times.
+func DefaultOptions() Options {
+	return Options{TokenCacheTTL: 10 * time.Second, AllowCacheTTL: 10 * time.Second, DenyCacheTTL: 10 * time.Second}
+}
+
+// Enabled reports whether a bind address is set.
+func (o *Options) Enabled() bool { return o.BindAddress != "" && o.BindAddress != "0" }
+
+// AddFlags registers the --secure-metrics-* flags on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.BindAddress, "secure-metrics-bind-address", o.BindAddress, "host:port serving /metrics over TLS to callers whose token the apiserver accepts (TokenReview) and who may get the non-resource URL /metrics (SubjectAccessReview); \"\" or \"0\" turns it off")
+	fs.StringVar(&o.CertFile, "secure-metrics-tls-cert-file", o.CertFile, "serving certificate (PEM) of --secure-metrics-bind-address, reread when it changes; empty: self-signed, made in memory at start")
+	fs.StringVar(&o.KeyFile, "secure-metrics-tls-private-key-file", o.KeyFile, "private key (PEM) of --secure-metrics-tls-cert-file")
+	fs.StringVar(&o.Kubeconfig, "secure-metrics-kubeconfig", o.Kubeconfig, "kubeconfig of the apiserver that reviews scrapers' tokens and access; empty: the component's own apiserver configuration")
+}

@@ -1,0 +1,180 @@
+package securemetrics
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/klog/v2"
+)
+
+// Server is a bound, not yet serving, secure metrics endpoint.
+type Server struct {
+	listener net.Listener
+	handler  http.Handler
+	certs    *dynamiccertificates.DynamicCertKeyPairContent // nil: self-signed
+	tls      *tls.Config
+}
+
+// Route is one more path served behind the same checks (the caller needs
+// "get" on that non-resource URL).
+type Route struct {
+	Path    string
+	Handler http.Handler
+}
+
+// New checks the options, binds the address and builds the handler chain
+// around metrics (served at /metrics) and extra; own is the component's
+// apiserver configuration, used unless o.Kubeconfig names another.
+func New(o Options, own *rest.Config, metrics http.Handler, extra ...Route) (*Server, error) {
+	if !o.Enabled() {
+		return nil, errors.New("secure metrics: no bind address")
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return nil, errors.New("--secure-metrics-tls-cert-file and --secure-metrics-tls-private-key-file go together")
+	}
+	cfg := own
+	if o.Kubeconfig != "" {
+		var err error
+		if cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig); err != nil {
+			return nil, fmt.Errorf("--secure-metrics-kubeconfig: %w", err)
+		}
+	}
+	if cfg == nil {
+		var err error
+		if cfg, err = rest.InClusterConfig(); err != nil {
+			return nil, fmt.Errorf("secure metrics: no apiserver to review tokens (set --secure-metrics-kubeconfig): %w", err)
+		}
+	}
+	client, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
+	handler, err := chain(o, client, append([]Route{{"/metrics", metrics}}, extra...))
+	if err != nil {
+		return nil, err
+	}
+
+	s := &Server{handler: handler, tls: &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}}
+	if o.CertFile != "" {
+		if s.certs, err = dynamiccertificates.NewDynamicServingContentFromFiles("secure-metrics", o.CertFile, o.KeyFile); err != nil {
+			return nil, err
+		}
+		s.tls.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			c, k := s.certs.CurrentCertKeyContent()
+			pair, err := tls.X509KeyPair(c, k)
+			return &pair, err
+		}
+	}
+	if s.listener, err = net.Listen("tcp", o.BindAddress); err != nil {
+		return nil, fmt.Errorf("--secure-metrics-bind-address: %w", err)
+	}
+	if s.certs == nil {
+		host, _, _ := net.SplitHostPort(o.BindAddress)
+		if err := s.selfSign(host); err != nil {
+			_ = s.listener.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// chain is kube-controller-manager's secure handler chain: request info,
+// authentication (TokenReview), authorization (SubjectAccessReview).
+func chain(o Options, client kubernetes.Interface, routes []Route) (http.Handler, error) {
+	// The apiserver's own retry backoff for its webhooks.
+	backoff := &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+		TokenAccessReviewClient:  client.AuthenticationV1(),
+		TokenAccessReviewTimeout: 10 * time.Second,
+		WebhookRetryBackoff:      backoff,
+		CacheTTL:                 o.TokenCacheTTL,
+	}.New()
+	if err != nil {
+		return nil, err
+	}
+	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
+		SubjectAccessReviewClient: client.AuthorizationV1(),
+		AllowCacheTTL:             o.AllowCacheTTL,
+		DenyCacheTTL:              o.DenyCacheTTL,
+		WebhookRetryBackoff:       backoff,
+	}.New()
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	for _, r := range routes {
+		mux.Handle(r.Path, r.Handler)
+	}
+	h := genericapifilters.WithAuthorization(mux, authz, scheme.Codecs)
+	h = genericapifilters.WithAuthentication(h, authn, genericapifilters.Unauthorized(scheme.Codecs), nil, nil)
+	h = genericapifilters.WithRequestInfo(h, &request.RequestInfoFactory{
+		APIPrefixes: sets.NewString("api", "apis"), GrouplessAPIPrefixes: sets.NewString("api"),
+	})
+	return h, nil
+}
+
+// selfSign gives the listener a certificate made in memory for host (and
+// localhost); it is not kept, so each start has a new one.
+func (s *Server) selfSign(host string) error {
+	var ips []net.IP
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		ips = append(ips, ip)
+	}
+	name := host
+	if name == "" || net.ParseIP(name) != nil {
+		name = "localhost"
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(name, ips, nil)
+	if err != nil {
+		return fmt.Errorf("secure metrics: self-signed certificate: %w", err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return err
+	}
+	s.tls.Certificates = []tls.Certificate{pair}
+	return nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// Serve serves until ctx ends.
+func (s *Server) Serve(ctx context.Context) error {
+	if s.certs != nil {
+		if err := s.certs.RunOnce(ctx); err != nil {
+			return err
+		}
+		go s.certs.Run(ctx, 1)
+	}
+	srv := &http.Server{Handler: s.handler, TLSConfig: s.tls, ReadHeaderTimeout: 30 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	stop := context.AfterFunc(ctx, func() {
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	})
+	defer stop()
+	klog.FromContext(ctx).Info("Serving metrics to authorised scrapers", "address", s.Addr(), "selfSigned", s.certs == nil)
+	if err := srv.ServeTLS(s.listener, "", ""); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package integration
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testmonitoring"
+	"github.com/servicegroup/servicegroup/test/controlplane"
+)
+
+// TestMonitoringComponent installs build/manifests/default with the
+// monitoring component for real (prometheus-operator's own CRDs installed
+// first, so ServiceMonitors and the PrometheusRule meet their real schema),
+// then runs each of our binaries with its own ServiceAccount and the secure
+// metrics flag the component sets, and scrapes it as Prometheus would: no
+// credentials and a token without the shipped role are refused, the token of
+// the ServiceAccount the shipped binding names is served the component's
+// metrics.
+func TestMonitoringComponent(t *testing.T) {
+	t.Parallel() // its own control plane
+	crds := testmonitoring.CRDs(t)
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	k := newKubectl(t, cp)
+	applyNamespaces(k)
+	for _, crd := range crds {
+		k.must("apply", "--server-side", "-f", crd)
+	}
+	k.must("wait", "--for=condition=Established", "--timeout=120s",
+		"crd/servicemonitors.monitoring.coreos.com", "crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+	k.must("apply", "--server-side", "-k", manifestDir("prerequisites"))
+	k.must("wait", "--for=condition=Established", "--timeout=120s",
+		"crd/deploymentgrids.superedge.io", "crd/statefulsetgrids.superedge.io", "crd/servicegrids.superedge.io")
+
+	overlay := t.TempDir()
+	// kustomize takes only relative paths to other kustomizations.
+	abs := func(dir string) string {
+		p, err := filepath.Abs(manifestDir(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err = filepath.Rel(overlay, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	kustomization := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n", abs("default"), abs("monitoring"))
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rendered := k.must("kustomize", overlay)
+	for _, want := range []string{
+		"--secure-metrics-bind-address=:8443", "--secure-metrics-bind-address=:51008", "-secure-metrics-bind-address=:9443",
+		"kind: ServiceMonitor", "kind: PrometheusRule",
+	} {
+		if !strings.Contains(rendered, want) {
+			t.Errorf("default + monitoring renders no %q", want)
+		}
+	}
+	k.must("apply", "--server-side", "-k", overlay)
+
+	// What each side needs, and no more.
+	for _, tc := range []struct {
+		as, verb, what, want string
+	}{
+		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/metrics", "yes"},
+		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/debug/pprof/", "no"},
+		{"system:serviceaccount:monitoring:other", "get", "/metrics", "no"},
+		{"system:serviceaccount:edge-system:application-grid-wrapper", "create", "tokenreviews.authentication.k8s.io", "yes"},
+		{"system:serviceaccount:edge-system:coredns-gridhosts", "create", "subjectaccessreviews.authorization.k8s.io", "yes"},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "create", "tokenreviews.authentication.k8s.io", "yes"},
+	} {
+		out, _ := k.run("", "auth", "can-i", tc.verb, tc.what, "--as="+tc.as)
+		// The answer is the last line (a cluster-scoped resource gets a warning first).
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if got := lines[len(lines)-1]; got != tc.want {
+			t.Errorf("%s may %s %s: %q, want %q", tc.as, tc.verb, tc.what, got, tc.want)
+		}
+	}
+
+	ctx := t.Context()
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	token := func(name string) string {
+		t.Helper()
+		if _, err := admin.CoreV1().ServiceAccounts("monitoring").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := admin.CoreV1().ServiceAccounts("monitoring").CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	prometheus, stranger := token("prometheus-k8s"), token("other")
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node0", Labels: map[string]string{"zone1": "nodeunit1"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	saKubeconfig := func(namespace, name string) string {
+		path, _, err := cp.ServiceAccountKubeconfig(ctx, namespace, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // self-signed, as the shipped ServiceMonitors scrape
+	}}
+	scrape := func(ctx context.Context, addr, bearer string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
+		if err != nil {
+			return 0, "", err
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	// Every metric family the three components serve, from their answers.
+	var familiesMu sync.Mutex
+	families := map[string]bool{}
+	// checkScrapes waits until Prometheus's scrape has family, then asserts
+	// the three answers.
+	checkScrapes := func(t *testing.T, c *component, addr, family string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, body, err := scrape(ctx, addr, prometheus)
+			return err == nil && strings.Contains(body, "# TYPE "+family+" "), nil
+		})
+		if err != nil {
+			t.Fatalf("%s never served %s on %s", c.Name, family, addr)
+		}
+		for _, tc := range []struct {
+			name, bearer string
+			want         int
+		}{
+			{"no credentials", "", http.StatusUnauthorized},
+			{"a token without the reader role", stranger, http.StatusForbidden},
+			{"Prometheus's token", prometheus, http.StatusOK},
+		} {
+			code, body, err := scrape(ctx, addr, tc.bearer)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if code != tc.want {
+				t.Errorf("%s: status %d, want %d: %.300s", tc.name, code, tc.want, body)
+			}
+			if got := strings.Contains(body, "\n"+family+"{") || strings.Contains(body, "\n"+family+" "); got != (tc.want == http.StatusOK) {
+				t.Errorf("%s: %s in the answer = %v: %.300s", tc.name, family, got, body)
+			}
+			if tc.want == http.StatusOK {
+				familiesMu.Lock()
+				for _, l := range strings.Split(body, "\n") {
+					if rest, ok := strings.CutPrefix(l, "# TYPE "); ok {
+						families[strings.Fields(rest)[0]] = true
+					}
+				}
+				familiesMu.Unlock()
+			}
+		}
+		c.assertNoForbidden(t)
+	}
+
+	t.Run("controller", func(t *testing.T) {
+		addr := controlplane.FreeAddress(t)
+		c := startComponent(t, "application-grid-controller", testbin.Path(t, "application-grid-controller"),
+			"--kubeconfig="+saKubeconfig("servicegroup-system", "application-grid-controller"),
+			"--leader-elect=false", "--manage-crds=false", "--metrics-bind-address=0", "--health-bind-address=0",
+			"--secure-metrics-bind-address="+addr)
+		// A grid, so its Ready gauge exists.
+		createExamples(t, versioned.NewForConfigOrDie(cp.Config), "")
+		checkScrapes(t, c, addr, "application_grid_controller_grid_ready")
+		if !families["application_grid_controller_reconcile_errors_total"] {
+			t.Error("application_grid_controller_reconcile_errors_total is not served before the first error")
+		}
+	})
+	t.Run("wrapper", func(t *testing.T) {
+		addr := controlplane.FreeAddress(t)
+		c := startComponent(t, "application-grid-wrapper", testbin.Path(t, "application-grid-wrapper"),
+			"--kubeconfig="+saKubeconfig("edge-system", "application-grid-wrapper"), "--node-name=node0",
+			"--bind-address="+controlplane.FreeAddress(t), "--insecure-plain-http",
+			"--secure-metrics-bind-address="+addr, "--bookmark-interval=1s")
+		// served_objects is set once it serves, at each bookmark interval.
+		checkScrapes(t, c, addr, "application_grid_wrapper_served_objects")
+	})
+	t.Run("coredns", func(t *testing.T) {
+		kubeconfig := saKubeconfig("edge-system", "coredns-gridhosts")
+		dns, promAddr, addr := controlplane.FreeAddress(t), controlplane.FreeAddress(t), controlplane.FreeAddress(t)
+		_, dnsPort, _ := net.SplitHostPort(dns)
+		corefile := filepath.Join(t.TempDir(), "Corefile")
+		body := fmt.Sprintf(".:%s {\n    bind 127.0.0.1\n    prometheus %s\n    gridhosts cluster.local {\n        kubeconfig %s\n        node node0\n        fallthrough\n    }\n}\n", dnsPort, promAddr, kubeconfig)
+		if err := os.WriteFile(corefile, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c := startComponent(t, "coredns", testbin.Path(t, "coredns"), "-conf", corefile,
+			"-secure-metrics-bind-address="+addr, "-secure-metrics-kubeconfig="+kubeconfig)
+		checkScrapes(t, c, addr, "coredns_gridhosts_requests_total")
+	})
+	if !t.Failed() {
+		checkSeriesServed(t, families)
+	}
+}
