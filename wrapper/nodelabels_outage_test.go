@@ -16,6 +16,7 @@ import (
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/internal/nodelabels"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -36,13 +37,13 @@ func TestNodeLabelsAfterLongOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := newNodeLabels(metadata.NewForConfigOrDie(cp.Config), grids, cache.ResourceEventHandlerFuncs{})
-	n.backoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 20 * time.Millisecond}
+	n.Backoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 20 * time.Millisecond}
 	cp.StopAPIServer()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n.run(ctx)
+		n.Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	time.Sleep(2 * time.Second) // about 100 refused questions, the cap reached at the 5th
@@ -55,8 +56,8 @@ func TestNodeLabelsAfterLongOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		return n.Source() == labelSourceSummaries && n.HasSynced(), nil
+		return n.From() == nodelabels.FromSummaries && n.HasSynced(), nil
 	}); err != nil {
-		t.Fatal(fmt.Errorf("summaries not followed after the outage: source %q, synced %v: %w", n.Source(), n.HasSynced(), err))
+		t.Fatal(fmt.Errorf("summaries not followed after the outage: source %q, synced %v: %w", n.From(), n.HasSynced(), err))
 	}
 }

@@ -61,8 +61,8 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 	slices := newMergedCache(sliceIndexers, s.syncer.sliceHandler())
 	s.syncer.caches.Services, s.syncer.caches.EndpointSlices = services, slices
 	s.nodeLabels = newNodeLabels(metaClient, gridClient, s.syncer.nodeHandler())
-	s.nodeLabels.watchErrors = s.watchUpstreamErrors
-	s.nodeLabels.recheck = opts.NodeLabelRecheckInterval
+	s.nodeLabels.WatchErrors = s.watchUpstreamErrors
+	s.nodeLabels.Recheck = opts.NodeLabelRecheckInterval
 	s.syncer.caches.Nodes = s.nodeLabels.store
 	s.endpoints = newEndpointsOnDemand(client, s.syncer.serviceHandler(), s.syncer.refilterAll, s.watchUpstreamErrors)
 	s.unproxied = newUnproxiedOnDemand(client, services, slices, s.syncer.refilterAll, s.watchUpstreamErrors)
@@ -100,7 +100,7 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 	}
 	s.start = func(ctx context.Context) {
 		factory.Start(ctx.Done())
-		go s.nodeLabels.run(ctx)
+		go s.nodeLabels.Run(ctx)
 		go s.endpoints.run(ctx)
 		go s.unproxied.run(ctx)
 		selfFactory.Start(ctx.Done())

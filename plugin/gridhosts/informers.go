@@ -19,6 +19,7 @@ import (
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	gridinformers "github.com/servicegroup/servicegroup/client/informers/externalversions"
+	"github.com/servicegroup/servicegroup/internal/nodelabels"
 )
 
 // Label selectors that keep the caches small: an edge node holds only grid
@@ -69,7 +70,7 @@ type watcher struct {
 
 	// nodeLabels, in node mode, replaces the Node informer: labels only,
 	// from NodeLabelSummaries when the controller writes them.
-	nodeLabels     *nodeLabelSource
+	nodeLabels     *nodelabels.Source
 	nodeLabelsDone chan struct{}
 }
 
@@ -78,7 +79,7 @@ func transform(obj any) (any, error) { return toTiny(obj) }
 // newWatcher builds (but does not start) the informers. In clients mode the
 // pod informer covers every running pod, for the source-IP index, and every
 // Node is watched for its InternalIPs; in node mode only nodes' labels are
-// followed (see nodeLabelSource).
+// followed (see newNodeLabelSource).
 func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 	kcfg := rest.CopyConfig(cfg)
 	kcfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -133,14 +134,18 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 	if clients {
 		informersOf = append(informersOf, informerOf{"nodes", w.kube.Core().V1().Nodes().Informer(), false, nil})
 	} else {
-		w.nodeLabels = newNodeLabelSource(kc, gc, idx)
+		if w.nodeLabels, err = newNodeLabelSource(cfg, kc, gc, idx); err != nil {
+			return nil, err
+		}
 		src := &source{resource: "nodes", synced: w.nodeLabels.HasSynced, announced: &atomic.Bool{},
 			also: func(ctx context.Context, err error) {
 				if w.onError != nil {
 					w.onError(ctx, err)
 				}
 			}}
-		w.nodeLabels.onError = src.onError
+		w.nodeLabels.WatchErrors = func(inf cache.SharedIndexInformer) error {
+			return inf.SetWatchErrorHandlerWithContext(src.onError)
+		}
 		w.sources = append(w.sources, src)
 	}
 	for _, in := range informersOf {
@@ -208,7 +213,7 @@ func (w *watcher) start(onKnown func()) {
 		w.nodeLabelsDone = make(chan struct{})
 		go func() {
 			defer close(w.nodeLabelsDone)
-			w.nodeLabels.run(ctx)
+			w.nodeLabels.Run(ctx)
 		}()
 	}
 	go func() {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/nodelabels"
 )
 
 // requestLog records the path of every request a client sends.
@@ -93,7 +94,7 @@ func TestNodeModeLabelsFromSummaries(t *testing.T) {
 	log := &requestLog{}
 	cfg.Wrap(log.wrap)
 	g.watcher = must(newWatcher(cfg, g.index, false))(t)
-	g.watcher.nodeLabels.recheck = time.Second
+	g.watcher.nodeLabels.Recheck = time.Second
 	if err := g.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -122,14 +123,14 @@ func TestNodeModeLabelsFromSummaries(t *testing.T) {
 	source := func(want string) {
 		t.Helper()
 		poll(t, 30*time.Second, "node label source "+want, func() error {
-			if got := g.watcher.nodeLabels.Source(); got != want || !g.watcher.nodeLabels.HasSynced() {
+			if got := g.watcher.nodeLabels.From(); got != want || !g.watcher.nodeLabels.HasSynced() {
 				return fmt.Errorf("source %q (synced %v)", got, g.watcher.nodeLabels.HasSynced())
 			}
 			return nil
 		})
 	}
 
-	source(nodeSourceSummaries)
+	source(nodelabels.FromSummaries)
 	answers("node-1's nodeunit from the summary", "10.0.1.1")
 	if got := log.since(0, "/api/v1/nodes"); len(got) != 0 {
 		t.Fatalf("requests for Nodes while summaries exist: %v", got)
@@ -158,12 +159,12 @@ func TestNodeModeLabelsFromSummaries(t *testing.T) {
 	if err := c.grids.SuperedgeV1().NodeLabelSummaries().Delete(ctx, "nodes-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	source(nodeSourceNodes)
+	source(nodelabels.FromNodes)
 	answers("node-1's nodeunit from its Node", "10.0.1.1")
 
 	// Summaries back: followed again, within the recheck.
 	must(c.grids.SuperedgeV1().NodeLabelSummaries().Create(ctx, summary("nodeunit3"), metav1.CreateOptions{}))(t)
-	source(nodeSourceSummaries)
+	source(nodelabels.FromSummaries)
 	answers("node-1's nodeunit from the new summary", "10.0.3.1")
 }
 
@@ -238,13 +239,13 @@ func TestNodeLabelsAfterLongOutage(t *testing.T) {
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
 	w := must(newWatcher(must(g.restConfig())(t), idx, false))(t)
 	src := w.nodeLabels
-	src.backoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 20 * time.Millisecond}
+	src.Backoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 20 * time.Millisecond}
 	c.cp.StopAPIServer()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		src.run(ctx)
+		src.Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	time.Sleep(2 * time.Second) // about 100 refused questions, the cap reached at the 5th
@@ -257,8 +258,8 @@ func TestNodeLabelsAfterLongOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(t, 30*time.Second, "summaries followed after the outage", func() error {
-		if src.Source() != nodeSourceSummaries || !src.HasSynced() {
-			return fmt.Errorf("source %q, synced %v", src.Source(), src.HasSynced())
+		if src.From() != nodelabels.FromSummaries || !src.HasSynced() {
+			return fmt.Errorf("source %q, synced %v", src.From(), src.HasSynced())
 		}
 		return nil
 	})
