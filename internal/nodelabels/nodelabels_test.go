@@ -12,7 +12,7 @@ import (
 
 // recorder is a Sink that keeps what it was told and counts the calls.
 type recorder struct {
-	labels       map[string]map[string]string
+	labels        map[string]map[string]string
 	sets, deletes int
 }
 
