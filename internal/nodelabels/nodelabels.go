@@ -224,12 +224,7 @@ func (n *Source) followSummaries(ctx context.Context) {
 		logger.Error(err, "NodeLabelSummary informer")
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		inf.Run(ctx.Done())
-	}()
-	defer func() { cancel(); <-done }()
+	defer start(ctx, cancel, inf)()
 	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) || len(inf.GetStore().ListKeys()) == 0 {
 		return
 	}
@@ -267,12 +262,7 @@ func (n *Source) followNodes(ctx context.Context) {
 		logger.Error(err, "Node informer")
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		inf.Run(ctx.Done())
-	}()
-	defer func() { cancel(); <-done }()
+	defer start(ctx, cancel, inf)()
 	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return
 	}
@@ -282,6 +272,17 @@ func (n *Source) followNodes(ctx context.Context) {
 		present, err := n.summariesListed(ctx)
 		return err == nil && present, nil
 	})
+}
+
+// start runs inf until ctx ends; the returned stop cancels ctx and waits
+// until inf has stopped, so no handler runs after its follow* returned.
+func start(ctx context.Context, cancel context.CancelFunc, inf cache.SharedIndexInformer) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		inf.Run(ctx.Done())
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (n *Source) handleErrors(logger klog.Logger, inf cache.SharedIndexInformer) {
