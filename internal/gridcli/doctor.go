@@ -14,10 +14,13 @@ const (
 	edgeNamespace       = "edge-system"
 	controllerNamespace = "servicegroup-system"
 	wrapperName         = "application-grid-wrapper"
-	corednsName         = "coredns-gridhosts"
-	controllerName      = "application-grid-controller"
-	kubeProxyEdgeName   = "kube-proxy-edge"
-	nameLabel           = "app.kubernetes.io/name"
+	// Not SuperEdge's edge-system/application-grid-wrapper: its wide
+	// ClusterRoleBinding must never reach our wrapper.
+	wrapperServiceAccount = "servicegroup-wrapper"
+	corednsName           = "coredns-gridhosts"
+	controllerName        = "application-grid-controller"
+	kubeProxyEdgeName     = "kube-proxy-edge"
+	nameLabel             = "app.kubernetes.io/name"
 	// kubeadm's label on the stock kube-proxy's pods.
 	stockKubeProxyLabel = "k8s-app=kube-proxy"
 )
@@ -54,8 +57,9 @@ func newDoctorCommand(o *options) *cobra.Command {
   per-node CoreDNS;
   the superedge.io CRDs equal to this release's;
   exactly one application-grid-controller leading;
-  SuperEdge leftovers: its controller, wrapper and DNS DaemonSets, and its wide
-  ClusterRoleBinding on the wrapper's ServiceAccount.`,
+  SuperEdge leftovers: its controller, wrapper and DNS DaemonSets, its
+  wrapper's ServiceAccount and wide ClusterRoleBinding;
+  any ClusterRoleBinding giving our wrapper's ServiceAccount more than ours.`,
 		Example: "  kubectl grid doctor\n  kubectl grid doctor -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

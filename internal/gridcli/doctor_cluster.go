@@ -107,18 +107,20 @@ var superEdgeLeftovers = []struct{ kind, name, does string }{
 	{"daemonset", "application-grid-wrapper-master", "SuperEdge's wrapper holds 127.0.0.1:51006 on cloud nodes"},
 	{"daemonset", "edge-coredns", "SuperEdge's CoreDNS answers from a hosts file"},
 	{"daemonset", "statefulset-grid-daemon", "SuperEdge's hosts daemon writes that hosts file"},
+	{"serviceaccount", "application-grid-wrapper", "SuperEdge's wrapper's account"},
+	{"clusterrolebinding", "application-grid-wrapper", "SuperEdge's binding gives every verb on Secrets"},
 }
 
 // ourWrapperRoles are the cluster roles our manifests bind the wrapper's
 // ServiceAccount to.
 var ourWrapperRoles = []string{"servicegroup:application-grid-wrapper", "system:auth-delegator"}
 
-// checkSuperEdgeLeftovers finds SuperEdge's workloads and any other
-// ClusterRoleBinding on the ServiceAccount our wrapper shares with
-// SuperEdge's (its own grants every verb on Secrets).
+// checkSuperEdgeLeftovers finds SuperEdge's workloads and RBAC, and any
+// ClusterRoleBinding giving our wrapper's ServiceAccount more than ours.
 func (d *doctor) checkSuperEdgeLeftovers(ctx context.Context) error {
 	for _, l := range superEdgeLeftovers {
 		var found bool
+		subject, fix := l.kind+" "+edgeNamespace+"/"+l.name, fmt.Sprintf("kubectl -n %s delete %s %s, once every node moved (build/MIGRATION.md)", edgeNamespace, l.kind, l.name)
 		switch l.kind {
 		case "deployment":
 			obj, err := orNil(d.kube.AppsV1().Deployments(edgeNamespace).Get(ctx, l.name, metav1.GetOptions{}))
@@ -126,6 +128,19 @@ func (d *doctor) checkSuperEdgeLeftovers(ctx context.Context) error {
 				return err
 			}
 			found = obj != nil
+		case "serviceaccount":
+			obj, err := orNil(d.kube.CoreV1().ServiceAccounts(edgeNamespace).Get(ctx, l.name, metav1.GetOptions{}))
+			if err != nil {
+				return err
+			}
+			found = obj != nil
+		case "clusterrolebinding":
+			obj, err := orNil(d.kube.RbacV1().ClusterRoleBindings().Get(ctx, l.name, metav1.GetOptions{}))
+			if err != nil {
+				return err
+			}
+			found = obj != nil
+			subject, fix = l.kind+" "+l.name, fmt.Sprintf("kubectl delete %s %s, once every node moved (build/MIGRATION.md)", l.kind, l.name)
 		default:
 			obj, err := orNil(d.kube.AppsV1().DaemonSets(edgeNamespace).Get(ctx, l.name, metav1.GetOptions{}))
 			if err != nil {
@@ -134,7 +149,7 @@ func (d *doctor) checkSuperEdgeLeftovers(ctx context.Context) error {
 			found = obj != nil
 		}
 		if found {
-			d.report.add(l.kind+" "+edgeNamespace+"/"+l.name, fmt.Sprintf("kubectl -n %s delete %s %s, once every node moved (build/MIGRATION.md)", edgeNamespace, l.kind, l.name), "SuperEdge leftover: %s", l.does)
+			d.report.add(subject, fix, "SuperEdge leftover: %s", l.does)
 		}
 	}
 	bindings, err := d.kube.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
@@ -146,9 +161,9 @@ func (d *doctor) checkSuperEdgeLeftovers(ctx context.Context) error {
 			continue
 		}
 		for _, s := range b.Subjects {
-			if s.Kind == "ServiceAccount" && s.Namespace == edgeNamespace && s.Name == wrapperName {
-				d.report.add("clusterrolebinding "+b.Name, "kubectl delete clusterrolebinding "+b.Name+" (build/MIGRATION.md)",
-					"gives the wrapper's ServiceAccount %s/%s the ClusterRole %s beyond what it needs (SuperEdge's grants every verb on Secrets)", edgeNamespace, wrapperName, b.RoleRef.Name)
+			if s.Kind == "ServiceAccount" && s.Namespace == edgeNamespace && s.Name == wrapperServiceAccount {
+				d.report.add("clusterrolebinding "+b.Name, "kubectl delete clusterrolebinding "+b.Name,
+					"gives the wrapper's ServiceAccount %s/%s the ClusterRole %s beyond what it needs", edgeNamespace, wrapperServiceAccount, b.RoleRef.Name)
 			}
 		}
 	}

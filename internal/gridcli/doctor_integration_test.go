@@ -164,10 +164,18 @@ func TestDoctor(t *testing.T) {
 	checkDoctor(t, c, []string{"edge-a", "edge-b"}, append(nodeProblems, crdProblem, strangerProblem))
 
 	daemonSet(edgeNamespace, "application-grid-wrapper-node", map[string]string{"superedge.io/edge-node": "enable"})
-	must(kube.RbacV1().ClusterRoleBindings().Create(ctx, wrapperBinding("application-grid-wrapper", "application-grid-wrapper"), metav1.CreateOptions{}))
+	// SuperEdge's account and binding (on its own account, not ours), and
+	// a stray binding on ours.
+	must(kube.CoreV1().ServiceAccounts(edgeNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "application-grid-wrapper"}}, metav1.CreateOptions{}))
+	superEdgeBinding := wrapperBinding("application-grid-wrapper", "application-grid-wrapper")
+	superEdgeBinding.Subjects[0].Name = "application-grid-wrapper"
+	must(kube.RbacV1().ClusterRoleBindings().Create(ctx, superEdgeBinding, metav1.CreateOptions{}))
+	must(kube.RbacV1().ClusterRoleBindings().Create(ctx, wrapperBinding("stray", "cluster-admin"), metav1.CreateOptions{}))
 	checkDoctor(t, c, []string{"edge-a", "edge-b"}, append(nodeProblems, crdProblem, strangerProblem,
 		"daemonset edge-system/application-grid-wrapper-node: SuperEdge leftover: SuperEdge's wrapper holds 127.0.0.1:51006 on edge nodes",
-		"clusterrolebinding application-grid-wrapper: gives the wrapper's ServiceAccount edge-system/application-grid-wrapper the ClusterRole application-grid-wrapper"))
+		"serviceaccount edge-system/application-grid-wrapper: SuperEdge leftover: SuperEdge's wrapper's account",
+		"clusterrolebinding application-grid-wrapper: SuperEdge leftover: SuperEdge's binding gives every verb on Secrets",
+		"clusterrolebinding stray: gives the wrapper's ServiceAccount edge-system/servicegroup-wrapper the ClusterRole cluster-admin beyond what it needs"))
 
 	// With the wrapper missing cluster-wide: one line, not one per node.
 	must(nil, kube.AppsV1().DaemonSets(edgeNamespace).Delete(ctx, wrapperName, metav1.DeleteOptions{}))
@@ -176,14 +184,16 @@ func TestDoctor(t *testing.T) {
 		"daemonset edge-system/application-grid-wrapper: missing: no edge node has a wrapper",
 		"deployment servicegroup-system/application-grid-controller: 2 replicas without leader election would all reconcile",
 		"daemonset edge-system/application-grid-wrapper-node: SuperEdge leftover",
-		"clusterrolebinding application-grid-wrapper: gives the wrapper's ServiceAccount"})
+		"serviceaccount edge-system/application-grid-wrapper: SuperEdge leftover",
+		"clusterrolebinding application-grid-wrapper: SuperEdge leftover",
+		"clusterrolebinding stray: gives the wrapper's ServiceAccount"})
 }
 
 func wrapperBinding(name, role string) *rbacv1.ClusterRoleBinding {
 	return &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: edgeNamespace, Name: wrapperName}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: edgeNamespace, Name: wrapperServiceAccount}},
 	}
 }
 

@@ -137,7 +137,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	t.Run("wrapper", func(t *testing.T) {
 		addr := controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-wrapper", testbin.Path(t, "application-grid-wrapper"),
-			"--kubeconfig="+saKubeconfig("edge-system", "application-grid-wrapper"), "--node-name=node0", "--bind-address="+addr,
+			"--kubeconfig="+saKubeconfig("edge-system", "servicegroup-wrapper"), "--node-name=node0", "--bind-address="+addr,
 			// What its identity may do upstream is the point here, not TLS.
 			"--insecure-plain-http")
 		waitHTTP200(t, "http://"+addr+"/readyz", 60*time.Second)

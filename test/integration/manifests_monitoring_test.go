@@ -83,7 +83,7 @@ func TestMonitoringComponent(t *testing.T) {
 		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/metrics", "yes"},
 		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/debug/pprof/", "no"},
 		{"system:serviceaccount:monitoring:other", "get", "/metrics", "no"},
-		{"system:serviceaccount:edge-system:application-grid-wrapper", "create", "tokenreviews.authentication.k8s.io", "yes"},
+		{"system:serviceaccount:edge-system:servicegroup-wrapper", "create", "tokenreviews.authentication.k8s.io", "yes"},
 		{"system:serviceaccount:edge-system:coredns-gridhosts", "create", "subjectaccessreviews.authorization.k8s.io", "yes"},
 		{"system:serviceaccount:servicegroup-system:application-grid-controller", "create", "tokenreviews.authentication.k8s.io", "yes"},
 	} {
@@ -203,7 +203,7 @@ func TestMonitoringComponent(t *testing.T) {
 	t.Run("wrapper", func(t *testing.T) {
 		addr := controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-wrapper", testbin.Path(t, "application-grid-wrapper"),
-			"--kubeconfig="+saKubeconfig("edge-system", "application-grid-wrapper"), "--node-name=node0",
+			"--kubeconfig="+saKubeconfig("edge-system", "servicegroup-wrapper"), "--node-name=node0",
 			"--bind-address="+controlplane.FreeAddress(t), "--insecure-plain-http",
 			"--secure-metrics-bind-address="+addr, "--bookmark-interval=1s")
 		// served_objects is set once it serves, at each bookmark interval.

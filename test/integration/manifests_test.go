@@ -120,7 +120,7 @@ func TestManifestsRBAC(t *testing.T) {
 
 	const (
 		controller = "system:serviceaccount:servicegroup-system:application-grid-controller"
-		wrapper    = "system:serviceaccount:edge-system:application-grid-wrapper"
+		wrapper    = "system:serviceaccount:edge-system:servicegroup-wrapper"
 		coredns    = "system:serviceaccount:edge-system:coredns-gridhosts"
 		node       = "system:node:node0"
 	)

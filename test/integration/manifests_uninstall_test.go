@@ -17,10 +17,10 @@ import (
 
 // TestManifestsUninstallKeepsShared installs as build/README.md says
 // (prerequisites, then default), adds what a cluster shared with SuperEdge
-// holds (a grid, an object of SuperEdge's in edge-system), then runs the
-// guide's uninstall, `kubectl delete -k default`: every object of ours is
-// gone, while namespace edge-system, its foreign object, the CRDs and the
-// grid remain.
+// holds (a grid, objects of SuperEdge's in edge-system: a ConfigMap and its
+// wrapper's ServiceAccount), then runs the guide's uninstall, `kubectl delete
+// -k default`: every object of ours is gone, while namespace edge-system, its
+// foreign objects, the CRDs and the grid remain.
 func TestManifestsUninstallKeepsShared(t *testing.T) {
 	t.Parallel() // its own control plane
 	// The namespace controller finishes deleting servicegroup-system.
@@ -35,6 +35,7 @@ func TestManifestsUninstallKeepsShared(t *testing.T) {
 	k.cacheDir = t.TempDir()
 	k.must("apply", "-f", filepath.Join("..", "..", "examples", "deploymentgrid.yaml"))
 	k.must("-n", "edge-system", "create", "configmap", "edge-coredns", "--from-literal=hosts=")
+	k.must("-n", "edge-system", "create", "serviceaccount", "application-grid-wrapper")
 
 	// What default installs, by kind/namespace/name, to check it is all gone.
 	installed := renderedObjects(t, k, "default")
@@ -58,6 +59,7 @@ func TestManifestsUninstallKeepsShared(t *testing.T) {
 	}
 	k.must("get", "deploymentgrid", "deploymentgrid-demo")
 	k.must("-n", "edge-system", "get", "configmap", "edge-coredns")
+	k.must("-n", "edge-system", "get", "serviceaccount", "application-grid-wrapper")
 	ns, err := client.CoreV1().Namespaces().Get(ctx, "edge-system", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

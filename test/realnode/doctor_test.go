@@ -176,7 +176,7 @@ func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface,
 	}
 	expectDoctor(ctx, t, kubeconfig, sorted, "SuperEdge leftovers",
 		"daemonset edge-system/application-grid-wrapper-node: SuperEdge leftover",
-		"clusterrolebinding application-grid-wrapper: gives the wrapper's ServiceAccount")
+		"clusterrolebinding application-grid-wrapper: SuperEdge leftover")
 	if err := client.AppsV1().DaemonSets("edge-system").Delete(ctx, ds.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -590,8 +590,8 @@ func TestRealNodes(t *testing.T) {
 			}
 			return daemonSetsReady(ctx, client, map[string]int{"edge-system/application-grid-wrapper": 0, "edge-system/coredns-gridhosts": 0, "kube-system/kube-proxy-edge": 0})
 		})
-		// SuperEdge's wrapper (new pods, new ServiceAccount tokens) serves
-		// kube-proxy again.
+		// SuperEdge's wrapper (its own ServiceAccount, untouched by our
+		// uninstall) serves kube-proxy again.
 		checkClusterIP(ctx, t, op, "client-node0", gridURL(), podsInUnit(pods, "nodeunit1"))
 		reportTraffic(clients, windows[reported:])
 	})

@@ -23,7 +23,7 @@ import (
 
 // WrapperUser is the identity the wrapper's upstream requests carry (its
 // shipped ServiceAccount).
-const WrapperUser = "system:serviceaccount:edge-system:application-grid-wrapper"
+const WrapperUser = "system:serviceaccount:edge-system:servicegroup-wrapper"
 
 // auditPolicy records the wrapper's LISTs (when complete) and WATCHes (when
 // started, and when complete); nothing else.

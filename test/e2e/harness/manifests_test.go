@@ -33,7 +33,7 @@ func TestContainerForShippedWrapper(t *testing.T) {
 	if !slices.Contains(sc.Env, "KUBERNETES_SERVICE_HOST=10.0.0.1") || !slices.Contains(sc.Env, "NODE_NAME=node7") {
 		t.Errorf("env %v: want the upstream ConfigMap and NODE_NAME", sc.Env)
 	}
-	if sc.ServiceAccount != "application-grid-wrapper" || sc.Namespace != "edge-system" {
+	if sc.ServiceAccount != "servicegroup-wrapper" || sc.Namespace != "edge-system" {
 		t.Errorf("service account %s/%s", sc.Namespace, sc.ServiceAccount)
 	}
 }
