@@ -384,6 +384,7 @@ func (b *routedBody) cut() {
 
 func (b *routedBody) Close() error {
 	b.router.untrack(b)
+	b.ended.Store(true) // a read it interrupts is no failure of the leader
 	return b.ReadCloser.Close()
 }
 
