@@ -321,7 +321,9 @@ func (r *peerRouter) probe(ctx context.Context, t *peerTarget) error {
 }
 
 // routedBody is a watch's response body. Ended by the router, it reads as
-// a clean end of stream: the reflector re-watches from its version.
+// a clean end of stream: the reflector re-watches from its version. A
+// leader's stream that fails or ends by itself reads the same way (see
+// leaderStreamEnded).
 type routedBody struct {
 	io.ReadCloser
 	target   *peerTarget // nil: upstream
@@ -339,7 +341,28 @@ func (b *routedBody) Read(p []byte) (int, error) {
 	if err != nil && b.ended.Load() {
 		return n, io.EOF
 	}
+	if err != nil && b.target != nil {
+		return n, b.leaderStreamEnded(err)
+	}
 	return n, err
+}
+
+// leaderStreamEnded turns the end of a leader's stream that the router did
+// not cause into a clean end the reflector resumes from its version. Any
+// read error but EOF (the leader reset the stream, as it does when its
+// write to a follower that stopped hearing it times out, or the connection
+// broke) would reach the reflector as an ERROR event, and a stream that
+// ends within a second with no event as a "very short watch": both make it
+// relist, here from the apiserver while the leader is given up. A failed
+// stream gives the leader up, so the watch resumes from the apiserver.
+func (b *routedBody) leaderStreamEnded(err error) error {
+	if !errors.Is(err, io.EOF) {
+		b.router.giveUp(klog.Background(), b.target, "watch stream: "+err.Error())
+	}
+	if wait := shortestWatch - time.Since(b.started); wait > 0 {
+		time.Sleep(wait)
+	}
+	return io.EOF
 }
 
 // shortestWatch is how long a watch must have lasted for client-go's
@@ -361,6 +384,7 @@ func (b *routedBody) cut() {
 
 func (b *routedBody) Close() error {
 	b.router.untrack(b)
+	b.ended.Store(true) // a read it interrupts is no failure of the leader
 	return b.ReadCloser.Close()
 }
 
