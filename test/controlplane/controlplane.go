@@ -116,9 +116,12 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 			return nil, err
 		}
 	}
+	// `return nil, err` sets cp to nil before this runs: stop what was
+	// started through the pointer made above.
+	started := cp
 	defer func() {
 		if err != nil {
-			cp.Stop()
+			started.Stop()
 			cp = nil
 		}
 	}()
