@@ -80,7 +80,7 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, node string) {
 		{".:53 {", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
 		{"health {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
 		{"    ready\n", fmt.Sprintf("    ready 127.0.0.1:%d\n", ready)},
-		{"prometheus :9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
+		{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
 		{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + kubeconfig},
 		{"kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig " + kubeconfig},
 		{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
