@@ -106,7 +106,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 
 	cp = &ControlPlane{opts: opts, procs: map[string]*Process{}}
 	if opts.Dir == "" {
-		if cp.Dir, err = os.MkdirTemp("", "servicegroup-cp-"); err != nil {
+		if cp.Dir, err = OwnedTempDir("servicegroup-cp-"); err != nil {
 			return nil, err
 		}
 		cp.ownDir = true

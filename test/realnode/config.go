@@ -130,8 +130,10 @@ staticPodPath: %[5]q
 podLogsDir: %[6]q
 resolvConf: %[7]q
 clusterDomain: cluster.local
-%[8]s# Every kubelet sees the whole machine (and the other nodes' use).
-evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
+%[8]s# Every kubelet sees the whole machine (and the other nodes' use) on a
+# shared disk: absolute floors, since a percentage of it would measure the
+# other users. The test checks for enough free space before it starts.
+evictionHard: {memory.available: 100Mi, nodefs.available: 512Mi, imagefs.available: 512Mi, nodefs.inodesFree: 1%%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false

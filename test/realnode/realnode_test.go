@@ -64,8 +64,12 @@ func TestRealNodes(t *testing.T) {
 	costs := &stepCosts{t: t}
 	defer costs.report()
 
-	run, err := os.MkdirTemp("", "servicegroup-realnode-")
+	run, err := controlplane.OwnedTempDir("servicegroup-realnode-")
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := requireFreeDisk(run, minFreeDisk); err != nil {
+		os.RemoveAll(run)
 		t.Fatal(err)
 	}
 	SweepLeftovers(ctx)
@@ -137,9 +141,18 @@ func TestRealNodes(t *testing.T) {
 		}
 		teardown()
 		assertRestored(t, before, host, fabric)
-		if t.Failed() || os.Getenv("SERVICEGROUP_KEEP_E2E") != "" {
+		switch {
+		case os.Getenv("SERVICEGROUP_KEEP_E2E") != "":
 			t.Logf("run directory kept: %s", run)
-		} else {
+		case t.Failed():
+			// Logs and manifests are what a failure is read from; images
+			// and containerd's state are gigabytes on a shared disk.
+			if pruneToLogs(run) {
+				t.Logf("run directory kept, logs and manifests only: %s", run)
+			} else {
+				t.Logf("run directory kept whole (something is still mounted under it): %s", run)
+			}
+		default:
 			os.RemoveAll(run)
 		}
 	})

@@ -122,7 +122,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}()
 	if opts.Dir == "" {
-		if c.Dir, err = os.MkdirTemp("", "servicegroup-e2e-"); err != nil {
+		if c.Dir, err = controlplane.OwnedTempDir("servicegroup-e2e-"); err != nil {
 			return nil, err
 		}
 		c.ownDir = true

@@ -1,0 +1,50 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ownerFile names the process that made a temporary directory.
+const ownerFile = ".servicegroup-owner"
+
+// OwnedTempDir makes a temporary directory marked with this process's PID,
+// after removing the directories of the same prefix whose process is gone. A
+// test killed by its timeout runs no cleanup, and on a shared disk such
+// leftovers add up until the real-node kubelets see disk pressure and evict.
+func OwnedTempDir(prefix string) (string, error) {
+	SweepTempDirs(prefix)
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("mark %s as this process's: %w", dir, err)
+	}
+	return dir, nil
+}
+
+// SweepTempDirs removes the temporary directories of prefix whose owner has
+// exited. Directories without an owner mark (being made right now, or made by
+// something else) are left alone.
+func SweepTempDirs(prefix string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"))
+	for _, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, os.ErrNotExist) {
+			_ = os.RemoveAll(dir)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package realnode
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// minFreeDisk is what a run needs on the filesystem of its directory: the
+// nodes' containerd content and snapshots, the operator's image build and the
+// kubelets' logs take about 3 GiB, and the kubelets' eviction floors sit below
+// the rest.
+const minFreeDisk = 5 << 30
+
+// requireFreeDisk fails before anything starts when the disk is nearly full,
+// with the reason, instead of letting the kubelets evict pods mid-run.
+func requireFreeDisk(dir string, need uint64) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("free space of %s: %w", dir, err)
+	}
+	if free := st.Bavail * uint64(st.Bsize); free < need {
+		return fmt.Errorf("%s has %.1f GiB free, a real-node run needs %.1f GiB: free some disk space (old test directories in %s, the Go build cache) and run again",
+			dir, float64(free)/(1<<30), float64(need)/(1<<30), os.TempDir())
+	}
+	return nil
+}
+
+// pruneToLogs removes from a failed run's directory every file that is not a
+// small text file: what is kept is what the failure is read from. A directory
+// with anything still mounted under it is left whole: a bind mount would let
+// the walk reach host files.
+func pruneToLogs(dir string) bool {
+	if mounted(dir) {
+		return false
+	}
+	keep := map[string]bool{".log": true, ".yaml": true, ".yml": true, ".json": true, ".txt": true, ".conf": true, ".toml": true, ".md": true}
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err == nil && info.Mode().IsRegular() && info.Size() <= 1<<20 && keep[strings.ToLower(filepath.Ext(path))] {
+			return nil
+		}
+		_ = os.Remove(path)
+		return nil
+	})
+	// Empty directories left by the walk, deepest first.
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && path != dir {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = os.Remove(dirs[i])
+	}
+	return true
+}
+
+// mounted tells whether any mount point lies under dir.
+func mounted(dir string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		// Field 5 is the mount point, with spaces and the like octal-escaped.
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			return true
+		}
+	}
+	return false
+}
