@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/servicegroup/servicegroup/internal/testmonitoring"
@@ -93,9 +94,13 @@ func dashboardQueries(t *testing.T) map[string]string {
 // TestDashboard checks the dashboard against Grafana's model as far as its
 // fields go (identity, the datasource variable every panel uses, panel ids
 // unique, known panel types, places on the grid that do not overlap, a
-// query per target) and every query with Prometheus's own parser (promtool
-// check rules, each query as a recording rule). That its series exist is
-// TestMonitoringComponent's check, against the running components.
+// query per target), every query with Prometheus's own parser (promtool
+// check rules, each query as a recording rule), and every query evaluated
+// by Prometheus's engine on series shaped like ours against the results
+// servicegroup-test.yaml expects (promtool test rules). That its series
+// exist is TestMonitoringComponent's check, against the running components.
+// Not checked: Grafana's own schema (no well-kept JSON schema of it is
+// published) and how Grafana draws a result.
 func TestDashboard(t *testing.T) {
 	t.Parallel()
 	d := readDashboard(t)
@@ -156,5 +161,86 @@ func TestDashboard(t *testing.T) {
 	}
 	if out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput(); err != nil {
 		t.Errorf("a dashboard query does not parse (promtool check rules): %v\n%s", err, out)
+	}
+	checkDashboardResults(t, promtool, d)
+}
+
+// dashboardTest is build/dashboards/servicegroup-test.yaml: input series in
+// promtool's notation and, per panel query, the samples it must return.
+// Read with a YAML library that keeps scalars as written: sigs.k8s.io/yaml
+// would turn the series notation "0x20" into the number 32, as JSON does.
+type dashboardTest struct {
+	Interval    string `yaml:"interval"`
+	InputSeries []struct {
+		Series string `yaml:"series"`
+		Values string `yaml:"values"`
+	} `yaml:"input_series"`
+	Panels []struct {
+		Panel      int    `yaml:"panel"`
+		RefID      string `yaml:"refId"`
+		EvalTime   string `yaml:"eval_time"`
+		ExpSamples []struct {
+			Labels string  `yaml:"labels"`
+			Value  float64 `yaml:"value"`
+		} `yaml:"exp_samples"`
+	} `yaml:"panels"`
+}
+
+func readDashboardTest(t *testing.T) dashboardTest {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "build", "dashboards", "servicegroup-test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var dt dashboardTest
+	if err := dec.Decode(&dt); err != nil {
+		t.Fatalf("build/dashboards/servicegroup-test.yaml: %v", err)
+	}
+	return dt
+}
+
+// checkDashboardResults runs every panel query of d through promtool test
+// rules with servicegroup-test.yaml's series and expected samples; a query
+// without an expectation, or an expectation for no query, fails.
+func checkDashboardResults(t *testing.T, promtool string, d grafanaDashboard) {
+	t.Helper()
+	dt := readDashboardTest(t)
+	exprs := map[string]string{}
+	for _, p := range d.Panels {
+		for _, q := range p.Targets {
+			exprs[fmt.Sprintf("%d/%s", p.ID, q.RefID)] = q.Expr
+		}
+	}
+	expected := map[string]bool{}
+	var exprTests []map[string]any
+	for _, e := range dt.Panels {
+		key := fmt.Sprintf("%d/%s", e.Panel, e.RefID)
+		expr, ok := exprs[key]
+		if !ok {
+			t.Errorf("servicegroup-test.yaml expects results of panel %s, which the dashboard does not have", key)
+			continue
+		}
+		expected[key] = true
+		exprTests = append(exprTests, map[string]any{"expr": expr, "eval_time": e.EvalTime, "exp_samples": e.ExpSamples})
+	}
+	for key, expr := range exprs {
+		if !expected[key] {
+			t.Errorf("dashboard panel %s (%s) has no expected result in servicegroup-test.yaml", key, expr)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "dashboard-test.yaml")
+	data, err := yamlv3.Marshal(map[string]any{"tests": []any{map[string]any{
+		"name": "dashboard queries", "interval": dt.Interval, "input_series": dt.InputSeries, "promql_expr_test": exprTests,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "test", "rules", file).CombinedOutput(); err != nil {
+		t.Errorf("dashboard queries on series shaped like ours (promtool test rules): %v\n%s", err, out)
 	}
 }
