@@ -30,6 +30,9 @@ type grafanaDashboard struct {
 		From string `json:"from"`
 		To   string `json:"to"`
 	} `json:"time"`
+	Annotations struct {
+		List []any `json:"list"`
+	} `json:"annotations"`
 	Templating struct {
 		List []struct {
 			Name  string `json:"name"`
@@ -57,7 +60,11 @@ type grafanaDashboard struct {
 			Overrides []any `json:"overrides"`
 		} `json:"fieldConfig,omitempty"`
 		Targets []struct {
-			RefID        string `json:"refId"`
+			RefID      string `json:"refId"`
+			Datasource struct {
+				Type string `json:"type"`
+				UID  string `json:"uid"`
+			} `json:"datasource"`
 			Expr         string `json:"expr"`
 			LegendFormat string `json:"legendFormat"`
 		} `json:"targets"`
@@ -97,10 +104,12 @@ func dashboardQueries(t *testing.T) map[string]string {
 // query per target), every query with Prometheus's own parser (promtool
 // check rules, each query as a recording rule), and every query evaluated
 // by Prometheus's engine on series shaped like ours against the results
-// servicegroup-test.yaml expects (promtool test rules). That its series
-// exist is TestMonitoringComponent's check, against the running components.
-// Not checked: Grafana's own schema (no well-kept JSON schema of it is
-// published) and how Grafana draws a result.
+// servicegroup-test.yaml expects (promtool test rules), and the whole JSON
+// against Grafana's own schema (grafana-foundation-sdk's strict decoding:
+// unknown fields, wrong types, missing required fields, in the dashboard,
+// its panels' options and its Prometheus queries). That its series exist is
+// TestMonitoringComponent's check, against the running components. Not
+// checked: how a Grafana server renders it (no Grafana runs here).
 func TestDashboard(t *testing.T) {
 	t.Parallel()
 	d := readDashboard(t)
@@ -146,6 +155,9 @@ func TestDashboard(t *testing.T) {
 			if q.RefID == "" || q.Expr == "" {
 				t.Errorf("panel %q: target %+v without refId or expr", p.Title, q)
 			}
+			if q.Datasource != p.Datasource {
+				t.Errorf("panel %q: target %s's datasource %+v, want the panel's", p.Title, q.RefID, q.Datasource)
+			}
 			rules = append(rules, map[string]string{"record": fmt.Sprintf("dashboard:panel_%d:%s", p.ID, q.RefID), "expr": q.Expr})
 		}
 	}
@@ -163,6 +175,17 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("a dashboard query does not parse (promtool check rules): %v\n%s", err, out)
 	}
 	checkDashboardResults(t, promtool, d)
+
+	// Grafana's own schema, panel options and Prometheus queries included
+	// (each target names its datasource type: the schema picks the query's
+	// kind by it).
+	path, err := filepath.Abs(filepath.Join("..", "..", "build", "dashboards", "servicegroup.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(testmonitoring.DashboardCheck(t), path).CombinedOutput(); err != nil {
+		t.Errorf("the dashboard against Grafana's schema (hack/grafana-dashboard-check): %v\n%s", err, out)
+	}
 }
 
 // dashboardTest is build/dashboards/servicegroup-test.yaml: input series in
