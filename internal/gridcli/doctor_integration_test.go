@@ -155,6 +155,11 @@ func TestDoctor(t *testing.T) {
 		"node edge-b: the stock kube-proxy (pod kube-proxy-b) runs on an edge node",
 	}
 	checkDoctor(t, c, []string{"edge-a", "edge-b"}, nodeProblems)
+	jsonOut, _ := c.run("doctor", "-o", "json")
+	var r doctorReport
+	if err := json.Unmarshal([]byte(jsonOut), &r); err != nil || r.ControllerVersion != "v9.9.9-test" {
+		t.Errorf("doctor -o json: controllerVersion %q (%v), want the leader's v9.9.9-test:\n%s", r.ControllerVersion, err, jsonOut)
+	}
 
 	// Each cluster-wide problem, added one by one. First the leader built
 	// with another servicegrids schema and a CRD this cluster lacks.
