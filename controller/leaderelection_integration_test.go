@@ -11,6 +11,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/servicegroup/servicegroup/build/crds"
+	"github.com/servicegroup/servicegroup/internal/controllerlease"
+	"github.com/servicegroup/servicegroup/internal/version"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -28,6 +31,14 @@ func TestLeaderElection(t *testing.T) {
 		o.LeaderElectionNamespace = "default"
 		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
 	}
+	fingerprints, err := crds.Fingerprints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := controllerlease.Labels(version.Version, fingerprints)
+	if len(published) != 1+len(fingerprints) || len(fingerprints) == 0 {
+		t.Fatalf("labels %v for fingerprints %v", published, fingerprints)
+	}
 	_, wc1, stop1 := e.startController(t, func(o *Options) { leased(o); o.LeaderElectionIdentity = "first" })
 	eventually(t, 20*time.Second, "first leads", func(ctx context.Context) error {
 		l, err := e.kube.CoordinationV1().Leases("default").Get(ctx, "application-grid-controller", metav1.GetOptions{})
@@ -36,6 +47,12 @@ func TestLeaderElection(t *testing.T) {
 		}
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "first" {
 			return fmt.Errorf("holder %v", l.Spec.HolderIdentity)
+		}
+		// What kubectl grid doctor compares the cluster's CRDs with.
+		for k, v := range published {
+			if l.Labels[k] != v {
+				return fmt.Errorf("lease labels %v, want %v among them", l.Labels, published)
+			}
 		}
 		return nil
 	})

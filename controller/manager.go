@@ -30,9 +30,12 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	gridscheme "github.com/servicegroup/servicegroup/client/clientset/versioned/scheme"
 	gridinformers "github.com/servicegroup/servicegroup/client/informers/externalversions"
+	"github.com/servicegroup/servicegroup/internal/controllerlease"
+	"github.com/servicegroup/servicegroup/internal/version"
 )
 
 // Options configure the controller process.
@@ -81,9 +84,9 @@ func DefaultOptions() Options {
 	return Options{
 		Workers:                 5,
 		Resync:                  10 * time.Minute,
-		LeaderElect:             true,
-		LeaderElectionNamespace: "kube-system",
-		LeaderElectionName:      "application-grid-controller",
+		LeaderElect:             controllerlease.DefaultLeaderElect,
+		LeaderElectionNamespace: controllerlease.DefaultNamespace,
+		LeaderElectionName:      controllerlease.DefaultName,
 		LeaseDuration:           15 * time.Second,
 		RenewDeadline:           10 * time.Second,
 		RetryPeriod:             2 * time.Second,
@@ -227,12 +230,19 @@ func (m *Manager) Run(ctx context.Context) error {
 		host, _ := os.Hostname()
 		id = host + "_" + uuid.NewString()
 	}
+	// The leader publishes its release and its CRDs' schemas on the Lease,
+	// for kubectl grid doctor to compare the cluster's CRDs with.
+	fingerprints, err := crds.Fingerprints()
+	if err != nil {
+		return err
+	}
 	broadcaster, recorder := m.newRecorder(ctx)
 	defer broadcaster.Shutdown()
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: m.opts.LeaderElectionNamespace, Name: m.opts.LeaderElectionName},
 		Client:     m.kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id, EventRecorder: recorder},
+		Labels:     controllerlease.Labels(version.Version, fingerprints),
 	}
 	var leadErr error
 	started, done := make(chan struct{}), make(chan struct{})

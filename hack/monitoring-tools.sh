@@ -3,6 +3,7 @@
 # takes prometheus-operator's CRDs (ServiceMonitor, PodMonitor,
 # PrometheusRule) from its Go module, into a cache keyed on (Prometheus,
 # prometheus-operator, Go). A second run with the same key is a no-op.
+# Also builds the dashboard's schema checker (hack/grafana-dashboard-check.sh).
 #
 # Prints the directory (promtool, crds/) on its last line; with --print-dir
 # it only prints it and builds nothing.
@@ -25,6 +26,11 @@ have_all() {
 		[ -f "$DIR/crds/monitoring.coreos.com_$c.yaml" ] || return 1
 	done
 }
+
+# The dashboard's schema checker, cached on its own key.
+if [ "${1:-}" != "--print-dir" ]; then
+	"$(dirname "$0")/grafana-dashboard-check.sh" >/dev/null
+fi
 
 if [ "${1:-}" = "--print-dir" ] || have_all; then
 	echo "$DIR"

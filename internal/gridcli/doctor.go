@@ -34,8 +34,11 @@ type finding struct {
 
 // doctorReport is everything `kubectl grid doctor` found.
 type doctorReport struct {
-	EdgeNodes []string  `json:"edgeNodes"`
-	Problems  []finding `json:"problems"`
+	EdgeNodes []string `json:"edgeNodes"`
+	// ControllerVersion is the leading controller's release, as published
+	// on its Lease ("" if none publishes it).
+	ControllerVersion string    `json:"controllerVersion,omitempty"`
+	Problems          []finding `json:"problems"`
 }
 
 func (r *doctorReport) add(subject, fix, format string, args ...any) {
@@ -55,7 +58,9 @@ func newDoctorCommand(o *options) *cobra.Command {
   per edge node (the nodes the wrapper DaemonSet selects): a ready wrapper not
   serving its snapshot, a ready kube-proxy-edge and no stock kube-proxy, a ready
   per-node CoreDNS;
-  the superedge.io CRDs equal to this release's;
+  the superedge.io CRDs equal to the schemas the leading controller was
+  built with (published on its Lease), or to this release's when no
+  leader publishes them;
   exactly one application-grid-controller leading;
   SuperEdge leftovers: its controller, wrapper and DNS DaemonSets, its
   wrapper's ServiceAccount and wide ClusterRoleBinding;

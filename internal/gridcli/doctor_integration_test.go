@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/servicegroup/servicegroup/build/crds"
+	"github.com/servicegroup/servicegroup/internal/controllerlease"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -113,10 +116,17 @@ func TestDoctor(t *testing.T) {
 	deploy.Status.Replicas, deploy.Status.ReadyReplicas = 2, 2
 	must(kube.AppsV1().Deployments(controllerNamespace).UpdateStatus(ctx, deploy, metav1.UpdateOptions{}))
 	pod(controllerNamespace, "controller-x", "cloud-c", labels, true)
-	renewLease := func(holder string, renewed time.Time) {
+	// What a controller of release v9.9.9-test built with this tree's CRDs
+	// publishes on its Lease.
+	fingerprints, err := crds.Fingerprints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := controllerlease.Labels("v9.9.9-test", fingerprints)
+	renewLease := func(holder string, renewed time.Time, labels map[string]string) {
 		t.Helper()
 		lease := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: controllerName, Namespace: controllerNamespace},
+			ObjectMeta: metav1.ObjectMeta{Name: controllerName, Namespace: controllerNamespace, Labels: labels},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15),
 				RenewTime: &metav1.MicroTime{Time: renewed}},
 		}
@@ -125,11 +135,11 @@ func TestDoctor(t *testing.T) {
 			must(kube.CoordinationV1().Leases(controllerNamespace).Create(ctx, lease, metav1.CreateOptions{}))
 			return
 		}
-		old.Spec = lease.Spec
+		old.Spec, old.Labels = lease.Spec, labels
 		must(kube.CoordinationV1().Leases(controllerNamespace).Update(ctx, old, metav1.UpdateOptions{}))
 	}
 	// Renewed an hour ahead: live for the whole test.
-	renewLease("controller-x_1234", time.Now().Add(time.Hour))
+	renewLease("controller-x_1234", time.Now().Add(time.Hour), published)
 
 	// Our wrapper's binding, and the monitoring component's: not problems.
 	for name, role := range map[string]string{"servicegroup:application-grid-wrapper": "servicegroup:application-grid-wrapper", "servicegroup:metrics-auth-delegator": "system:auth-delegator"} {
@@ -145,21 +155,39 @@ func TestDoctor(t *testing.T) {
 		"node edge-b: the stock kube-proxy (pod kube-proxy-b) runs on an edge node",
 	}
 	checkDoctor(t, c, []string{"edge-a", "edge-b"}, nodeProblems)
+	jsonOut, _ := c.run("doctor", "-o", "json")
+	var r doctorReport
+	if err := json.Unmarshal([]byte(jsonOut), &r); err != nil || r.ControllerVersion != "v9.9.9-test" {
+		t.Errorf("doctor -o json: controllerVersion %q (%v), want the leader's v9.9.9-test:\n%s", r.ControllerVersion, err, jsonOut)
+	}
 
-	// Each cluster-wide problem, added one by one.
+	// Each cluster-wide problem, added one by one. First the leader built
+	// with another servicegrids schema and a CRD this cluster lacks.
+	other := maps.Clone(published)
+	other[controllerlease.CRDLabelPrefix+"servicegrids.superedge.io"] = strings.Repeat("0", 32)
+	other[controllerlease.CRDLabelPrefix+"extragrids.superedge.io"] = strings.Repeat("1", 32)
+	renewLease("controller-x_1234", time.Now().Add(time.Hour), other)
+	leader := "the leading controller controller-x_1234 (release v9.9.9-test)"
+	checkDoctor(t, c, []string{"edge-a", "edge-b"}, append(slices.Clone(nodeProblems),
+		"crd extragrids.superedge.io: missing: "+leader+" needs it",
+		"crd servicegrids.superedge.io: differs from the schema "+leader+" was built with"))
+	renewLease("controller-x_1234", time.Now().Add(time.Hour), published)
+
+	// A CRD edited in the cluster: against the leader's schema, then (no
+	// leader) against this release's.
 	var crd = "deploymentgrids.superedge.io"
 	live, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd, metav1.GetOptions{})
 	must(live, err)
 	live.Spec.Versions[0].AdditionalPrinterColumns = nil
 	must(ext.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, live, metav1.UpdateOptions{}))
+	checkDoctor(t, c, []string{"edge-a", "edge-b"}, append(slices.Clone(nodeProblems), "crd "+crd+": differs from the schema "+leader+" was built with"))
 	crdProblem := "crd " + crd + ": missing or different from release"
-	checkDoctor(t, c, []string{"edge-a", "edge-b"}, append(nodeProblems, crdProblem))
 
-	renewLease("controller-x_1234", time.Now().Add(-time.Minute))
+	renewLease("controller-x_1234", time.Now().Add(-time.Minute), published)
 	leaseProblem := "lease " + controllerNamespace + "/" + controllerName + ": no controller leads: controller-x_1234's lease ran out"
 	checkDoctor(t, c, []string{"edge-a", "edge-b"}, append(nodeProblems, crdProblem, leaseProblem))
 
-	renewLease("elsewhere_1", time.Now().Add(time.Hour))
+	renewLease("elsewhere_1", time.Now().Add(time.Hour), nil)
 	strangerProblem := "lease " + controllerNamespace + "/" + controllerName + `: held by "elsewhere_1", which is not a pod of deployment`
 	checkDoctor(t, c, []string{"edge-a", "edge-b"}, append(nodeProblems, crdProblem, strangerProblem))
 

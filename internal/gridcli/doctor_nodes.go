@@ -21,6 +21,7 @@ type doctor struct {
 	ext    apiextensionsclient.Interface
 	exec   podExecutor
 	report *doctorReport
+	lease  *leaseState // controllerLease's, read once
 }
 
 // staticPodName labels the static-pod option's pod.

@@ -1,5 +1,6 @@
 // Package testmonitoring finds what hack/monitoring-tools.sh built for the
-// tests: promtool, Prometheus's rule tester, and prometheus-operator's CRDs.
+// tests: promtool, Prometheus's rule tester, prometheus-operator's CRDs, and
+// grafana-dashboard-check, Grafana's dashboard schema as a checker.
 package testmonitoring
 
 import (
@@ -44,4 +45,26 @@ func CRDs(t testing.TB) []string {
 		t.Fatalf("no CRDs in %s: %v", Dir(t), err)
 	}
 	return paths
+}
+
+// DashboardCheck is the path of grafana-dashboard-check
+// (hack/grafana-dashboard-check.sh names it).
+func DashboardCheck(t testing.TB) string {
+	t.Helper()
+	root, err := testbin.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(root, "hack", "grafana-dashboard-check.sh"), "--print-path").Output()
+	if err != nil {
+		t.Fatalf("hack/grafana-dashboard-check.sh --print-path: %v", err)
+	}
+	bin := strings.TrimSpace(string(out))
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("grafana-dashboard-check is not built (%v): run 'make monitoring-tools'; CI=true makes this a failure", err)
+		}
+		t.Fatalf("grafana-dashboard-check required under CI: %v", err)
+	}
+	return bin
 }

@@ -180,6 +180,10 @@ func shippedSeriesNames(t *testing.T) map[string][]string {
 			add("alerts-test.yaml", name)
 		}
 	}
+	for _, s := range readDashboardTest(t).InputSeries {
+		name, _, _ := strings.Cut(s.Series, "{")
+		add("servicegroup-test.yaml", name)
+	}
 	for where, expr := range dashboardQueries(t) {
 		add(where, expr)
 	}

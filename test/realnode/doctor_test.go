@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"github.com/servicegroup/servicegroup/internal/gridcli"
 	"github.com/servicegroup/servicegroup/test/controlplane"
@@ -80,7 +82,8 @@ func expectDoctor(ctx context.Context, t *testing.T, kubeconfig string, names []
 // iptables rule in the node's network namespace; the kubelet, root, still
 // can), so it serves its snapshot; its kube-proxy label goes (kube-proxy-edge
 // leaves, the stock kube-proxy returns); the controller is scaled to zero
-// and a CRD edited; SuperEdge's wrapper DaemonSet and wide binding appear.
+// and a CRD edited, then it comes back without managing CRDs (the CRD
+// differs from the leader's schema) and with; SuperEdge's wrapper DaemonSet and wide binding appear.
 func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface, cp *controlplane.ControlPlane, snapshotNode *Node, names []string) {
 	kubeconfig := cp.Kubeconfig
 	sorted := slices.Sorted(slices.Values(names))
@@ -151,7 +154,32 @@ func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface,
 		"deployment servicegroup-system/application-grid-controller: no ready replica",
 		"lease servicegroup-system/application-grid-controller: no controller leads",
 		"crd servicegrids.superedge.io: missing or different")
-	scale(2)
+	// Back, but leaving CRDs alone: the edited CRD now differs from the
+	// schema the leader publishes it was built with.
+	manageCRDs := func(manage bool) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			d, err := client.AppsV1().Deployments("servicegroup-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			c := &d.Spec.Template.Spec.Containers[0]
+			c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--manage-crds=") })
+			if !manage {
+				c.Args = append(c.Args, "--manage-crds=false")
+			}
+			d.Spec.Replicas = ptr.To[int32](2)
+			_, err = client.AppsV1().Deployments("servicegroup-system").Update(ctx, d, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	manageCRDs(false)
+	expectDoctor(ctx, t, kubeconfig, sorted, "a controller with --manage-crds=false leads, the CRD still edited",
+		"crd servicegrids.superedge.io: differs from the schema the leading controller application-grid-controller-")
+	manageCRDs(true)
 	expectDoctor(ctx, t, kubeconfig, sorted, "the controller back, leading, its CRDs re-applied")
 
 	// SuperEdge's wrapper DaemonSet (on no node) and its wide binding.
