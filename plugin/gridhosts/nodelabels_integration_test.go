@@ -3,7 +3,6 @@ package gridhosts
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -219,48 +217,4 @@ func TestServicesSelected(t *testing.T) {
 	if !slices.Equal(cached, want) {
 		t.Fatalf("Services cached %v, want %v (the plain Service and default/kubernetes never)", cached, want)
 	}
-}
-
-// TestNodeLabelsAfterLongOutage: the node label source started while the
-// apiserver is away keeps asking however long it stays away (its backoff
-// reaches its cap many times over here) and follows the summaries once the
-// apiserver is back.
-func TestNodeLabelsAfterLongOutage(t *testing.T) {
-	t.Parallel() // its own control plane
-	c := startCluster(t)
-	c.seedDemo(t)
-	must(c.grids.SuperedgeV1().NodeLabelSummaries().Create(t.Context(), &superedgev1.NodeLabelSummary{
-		ObjectMeta: metav1.ObjectMeta{Name: "nodes-0"}, Keys: []string{"zone1"},
-		Nodes: []superedgev1.NodeLabels{{Name: "node-1", Labels: map[string]string{"zone1": "nodeunit1"}}},
-	}, metav1.CreateOptions{}))(t)
-	idx := NewIndex()
-	g := New([]string{"cluster.local."})
-	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
-	w := must(newWatcher(must(g.restConfig())(t), idx, false))(t)
-	src := w.nodeLabels
-	src.Backoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 20 * time.Millisecond}
-	c.cp.StopAPIServer()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		src.Run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	time.Sleep(2 * time.Second) // about 100 refused questions, the cap reached at the 5th
-	select {
-	case <-done:
-		t.Fatal("the node label source gave up while the apiserver was away")
-	default:
-	}
-	if err := c.cp.StartAPIServer(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, 30*time.Second, "summaries followed after the outage", func() error {
-		if src.From() != nodelabels.FromSummaries || !src.HasSynced() {
-			return fmt.Errorf("source %q, synced %v", src.From(), src.HasSynced())
-		}
-		return nil
-	})
 }
