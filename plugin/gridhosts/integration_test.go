@@ -186,7 +186,7 @@ func (c *cluster) setPodIPs(t testing.TB, ns, name string, ips ...string) {
 	must(c.kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}))(t)
 }
 
-// seedDemo creates the seeds' StatefulSetGrid example: three nodeunits of
+// seedDemo creates SuperEdge's StatefulSetGrid example: three nodeunits of
 // zone1, one StatefulSet each owned by the grid, three pods each.
 func (c *cluster) seedDemo(t testing.TB) {
 	ctx := context.Background()
