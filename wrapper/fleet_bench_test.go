@@ -203,17 +203,7 @@ func (f *fleet) next() time.Time {
 
 // addresses counts the addresses in the fleet's EndpointSlices (-1: not listed).
 func (f *fleet) addresses(ctx context.Context) int {
-	l, err := f.admin.DiscoveryV1().EndpointSlices(fleetNS).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return -1
-	}
-	n := 0
-	for _, sl := range l.Items {
-		for _, e := range sl.Endpoints {
-			n += len(e.Addresses)
-		}
-	}
-	return n
+	return sliceAddresses(ctx, f.admin, fleetNS, "")
 }
 
 // addPod adds a ready pod of Service k on node, waits until the

@@ -128,9 +128,14 @@ func readyPod(t testing.TB, c kubernetes.Interface, ns, app, name, node, ip stri
 	}
 }
 
-// sliceAddresses counts the addresses in service's EndpointSlices upstream.
+// sliceAddresses counts the addresses in service's EndpointSlices upstream
+// (every Service's in ns when service is "").
 func sliceAddresses(ctx context.Context, c kubernetes.Interface, ns, service string) int {
-	l, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+	var opts metav1.ListOptions
+	if service != "" {
+		opts.LabelSelector = discoveryv1.LabelServiceName + "=" + service
+	}
+	l, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, opts)
 	if err != nil {
 		return -1
 	}

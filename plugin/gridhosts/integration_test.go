@@ -479,17 +479,7 @@ func TestInProcessInformers(t *testing.T) {
 		return nil
 	})
 
-	ask := func(remote string) []string {
-		rec := dnstest.NewRecorder(&test.ResponseWriter{RemoteIP: remote})
-		g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(demoNames(0), dns.TypeA))
-		var out []string
-		if rec.Msg != nil {
-			for _, rr := range rec.Msg.Answer {
-				out = append(out, rr.(*dns.A).A.String())
-			}
-		}
-		return out
-	}
+	ask := func(remote string) []string { return aRecords(g, remote, demoNames(0)) }
 	if got := ask("127.0.0.12"); !slices.Equal(got, []string{"10.0.2.1"}) {
 		t.Fatalf("node-2 client got %v", got)
 	}
@@ -594,4 +584,18 @@ func TestHeadlessWithEndpointSliceController(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// aRecords asks g for name's A records as a client at remote ("": the test
+// writer's default address) and returns their addresses.
+func aRecords(g *GridHosts, remote, name string) []string {
+	rec := dnstest.NewRecorder(&test.ResponseWriter{RemoteIP: remote})
+	g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(name, dns.TypeA))
+	var out []string
+	if rec.Msg != nil {
+		for _, rr := range rec.Msg.Answer {
+			out = append(out, rr.(*dns.A).A.String())
+		}
+	}
+	return out
 }

@@ -1,7 +1,6 @@
 package gridhosts
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coredns/coredns/plugin/pkg/dnstest"
-	"github.com/coredns/coredns/plugin/test"
-	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -98,17 +94,7 @@ func TestNodeModeLabelsFromSummaries(t *testing.T) {
 	}
 	t.Cleanup(func() { g.stop() })
 
-	ask := func() []string {
-		rec := dnstest.NewRecorder(&test.ResponseWriter{})
-		g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(demoNames(0), dns.TypeA))
-		var out []string
-		if rec.Msg != nil {
-			for _, rr := range rec.Msg.Answer {
-				out = append(out, rr.(*dns.A).A.String())
-			}
-		}
-		return out
-	}
+	ask := func() []string { return aRecords(g, "", demoNames(0)) }
 	answers := func(what string, want ...string) {
 		t.Helper()
 		poll(t, 30*time.Second, what, func() error {
@@ -194,14 +180,7 @@ func TestServicesSelected(t *testing.T) {
 	}
 	t.Cleanup(func() { g.stop() })
 	poll(t, 30*time.Second, "closed loop by annotation", func() error {
-		rec := dnstest.NewRecorder(&test.ResponseWriter{})
-		g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion("hl-annotated.default.svc.cluster.local.", dns.TypeA))
-		var got []string
-		if rec.Msg != nil {
-			for _, rr := range rec.Msg.Answer {
-				got = append(got, rr.(*dns.A).A.String())
-			}
-		}
+		got := aRecords(g, "", "hl-annotated.default.svc.cluster.local.")
 		if !slices.Equal(got, []string{"10.9.2.1"}) {
 			return fmt.Errorf("got %v", got)
 		}
