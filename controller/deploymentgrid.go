@@ -60,9 +60,12 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 				}
 			}
 			st.NodeUnits, st.ReadyNodeUnits, st.Units = unitCounts(kept, deploymentReady)
+			if statusEqual(g.Status, st) {
+				return g, false
+			}
 			ng := g.DeepCopy()
 			ng.Status = st
-			return ng, !statusEqual(g.Status, st)
+			return ng, true
 		},
 	}
 	c := newGridController(ops, deps)

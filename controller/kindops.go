@@ -69,7 +69,8 @@ type kindOps[G, C object, A any] struct {
 	templateJSON func(G, string) ([]byte, error)
 	// conditions reads the grid's current conditions.
 	conditions func(G) []metav1.Condition
-	// status is a copy of the grid with the status its children and the
-	// conditions make, and whether that differs from the grid's own.
+	// status is the status the grid's children and the conditions make:
+	// false when the grid already has it, else true and a copy of the grid
+	// with it.
 	status func(grid G, children []child[C], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) (G, bool)
 }

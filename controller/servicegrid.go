@@ -45,9 +45,12 @@ func newServiceGridController(deps Deps) (*gridController[*superedgev1.ServiceGr
 				st.ServiceName = ch.obj.Name
 				st.ClusterIP = ch.obj.Spec.ClusterIP
 			}
+			if statusEqual(g.Status, st) {
+				return g, false
+			}
 			ng := g.DeepCopy()
 			ng.Status = st
-			return ng, !statusEqual(g.Status, st)
+			return ng, true
 		},
 	}
 	c := newGridController(ops, deps)

@@ -64,9 +64,12 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 				}
 			}
 			st.NodeUnits, st.ReadyNodeUnits, st.Units = unitCounts(kept, statefulSetReady)
+			if statusEqual(g.Status, st) {
+				return g, false
+			}
 			ng := g.DeepCopy()
 			ng.Status = st
-			return ng, !statusEqual(g.Status, st)
+			return ng, true
 		},
 	}
 	c := newGridController(ops, deps)
