@@ -543,15 +543,7 @@ func TestHeadlessWithEndpointSliceController(t *testing.T) {
 		c.createPod(t, p)
 	}
 
-	g := New([]string{"cluster.local."})
-	g.Node = "node-1"
-	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
-	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false))(t)
-	if err := g.start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.stop() })
+	g := c.startNodeMode(t, "node-1")
 
 	ask := func(name string, qtype uint16) []string {
 		rec := dnstest.NewRecorder(&test.ResponseWriter{})
@@ -598,4 +590,20 @@ func aRecords(g *GridHosts, remote, name string) []string {
 		}
 	}
 	return out
+}
+
+// startNodeMode starts gridhosts in node mode as node against c, stopped
+// when t ends.
+func (c *cluster) startNodeMode(t *testing.T, node string) *GridHosts {
+	t.Helper()
+	g := New([]string{"cluster.local."})
+	g.Node = node
+	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
+	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false))(t)
+	if err := g.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.stop() })
+	return g
 }

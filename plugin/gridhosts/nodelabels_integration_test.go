@@ -170,15 +170,7 @@ func TestServicesSelected(t *testing.T) {
 		testEndpoint{ip: "10.9.1.1", node: "node-1", hostname: "a", ready: true},
 		testEndpoint{ip: "10.9.2.1", node: "node-2", hostname: "b", ready: true}), metav1.CreateOptions{}))(t)
 
-	g := New([]string{"cluster.local."})
-	g.Node = "node-2"
-	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
-	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false))(t)
-	if err := g.start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.stop() })
+	g := c.startNodeMode(t, "node-2")
 	poll(t, 30*time.Second, "closed loop by annotation", func() error {
 		got := aRecords(g, "", "hl-annotated.default.svc.cluster.local.")
 		if !slices.Equal(got, []string{"10.9.2.1"}) {
