@@ -104,7 +104,7 @@ fuzz:
 e2e: host-deps k8s-bins kube-proxy-bins build
 	SERVICEGROUP_BIN=$(abspath $(BIN)) $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/...
 
-## demo: the seeds' demo on a real cluster on this machine, up until Ctrl-C (root)
+## demo: SuperEdge's demo on a real cluster on this machine, up until Ctrl-C (root)
 demo: host-deps k8s-bins
 	@echo ">> compiling the demo (the first time this takes a few minutes)"
 	$(GO) build -o $(BIN)/demo ./test/e2e/demo

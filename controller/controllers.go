@@ -50,23 +50,29 @@ func NewControllers(deps Deps) (*Controllers, error) {
 		Registry()
 		deps.MetricsProvider = QueueMetrics{}
 	}
-	dg, err := newDeploymentGridController(deps)
-	if err != nil {
-		return nil, err
+	c := &Controllers{}
+	for _, build := range []func(Deps) (runner, error){
+		asRunner(newDeploymentGridController), asRunner(newStatefulSetGridController),
+		asRunner(newServiceGridController), asRunner(newLabelSummaryWriter),
+	} {
+		r, err := build(deps)
+		if err != nil {
+			return nil, err
+		}
+		c.runners = append(c.runners, r.run)
 	}
-	ssg, err := newStatefulSetGridController(deps)
-	if err != nil {
-		return nil, err
-	}
-	sg, err := newServiceGridController(deps)
-	if err != nil {
-		return nil, err
-	}
-	summaries, err := newLabelSummaryWriter(deps)
-	if err != nil {
-		return nil, err
-	}
-	return &Controllers{runners: []func(context.Context, int){dg.run, ssg.run, sg.run, summaries.run}}, nil
+	return c, nil
+}
+
+// runner is one controller: run works until ctx ends.
+type runner interface {
+	run(ctx context.Context, workers int)
+}
+
+// asRunner lets the constructors of differently typed controllers stand in
+// one list.
+func asRunner[R runner](build func(Deps) (R, error)) func(Deps) (runner, error) {
+	return func(d Deps) (runner, error) { return build(d) }
 }
 
 // Run runs every controller with workers workers each until ctx ends and

@@ -1,12 +1,10 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -23,33 +21,19 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 		return nil, err
 	}
 	units := nodeUnits{indexer: nodes.Informer().GetIndexer()}
-	client := deps.Kube.AppsV1()
-	gridClient := deps.Grids.SuperedgeV1()
 
 	ops := kindOps[*superedgev1.DeploymentGrid, *appsv1.Deployment, *appsv1apply.DeploymentApplyConfiguration]{
 		kind:      kind,
 		childKind: "Deployment",
-		getGrid: func(ns, name string) (*superedgev1.DeploymentGrid, error) {
-			return grids.Lister().DeploymentGrids(ns).Get(name)
-		},
-		liveGrid: func(ctx context.Context, ns, name string) (*superedgev1.DeploymentGrid, error) {
-			return gridClient.DeploymentGrids(ns).Get(ctx, name, metav1.GetOptions{})
-		},
+		kindAccess: newKindAccess(grids.Lister().DeploymentGrids, deps.Grids.SuperedgeV1().DeploymentGrids,
+			children.Informer(), children.Lister().Deployments, deps.Kube.AppsV1().Deployments,
+			appsv1apply.ExtractDeployment, func() *appsv1.Deployment { return &appsv1.Deployment{} }),
 		gridKey: func(g *superedgev1.DeploymentGrid) string { return g.Spec.GridUniqKey },
 		units: func(g *superedgev1.DeploymentGrid) []unit {
 			return workloadUnits(g.Name, units.values(g.Spec.GridUniqKey), g.Spec.Templates, g.Spec.DefaultTemplateName)
 		},
-		validName: validDeploymentName,
-		getChild:  func(ns, name string) (*appsv1.Deployment, error) { return children.Lister().Deployments(ns).Get(name) },
-		children: func(ns, grid string) ([]*appsv1.Deployment, error) {
-			return byIndex[*appsv1.Deployment](children.Informer().GetIndexer(), ns, grid)
-		},
-		desired: desiredDeployment,
-		extract: func(d *appsv1.Deployment) (*appsv1apply.DeploymentApplyConfiguration, error) {
-			return appsv1apply.ExtractDeployment(d, FieldManager)
-		},
-		client:      newChildClient(client.Deployments, func() *appsv1.Deployment { return &appsv1.Deployment{} }),
-		setUID:      func(cfg *appsv1apply.DeploymentApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
+		validName:   validDeploymentName,
+		desired:     desiredDeployment,
 		recreatable: true,
 		ready:       deploymentReady,
 		healthy:     deploymentHealthy,
@@ -62,7 +46,7 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 			return templateJSON(g.Spec.Template, g.Spec.TemplatePool, name)
 		},
 		conditions: func(g *superedgev1.DeploymentGrid) []metav1.Condition { return g.Status.Conditions },
-		writeStatus: func(ctx context.Context, g *superedgev1.DeploymentGrid, kept []child[*appsv1.Deployment], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) error {
+		status: func(g *superedgev1.DeploymentGrid, kept []child[*appsv1.Deployment], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) (*superedgev1.DeploymentGrid, bool) {
 			st := superedgev1.DeploymentGridStatus{ObservedGeneration: g.Generation, Conditions: conds, Rollout: rollout}
 			for _, ch := range kept {
 				if st.States == nil {
@@ -77,12 +61,11 @@ func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.Deploy
 			}
 			st.NodeUnits, st.ReadyNodeUnits, st.Units = unitCounts(kept, deploymentReady)
 			if statusEqual(g.Status, st) {
-				return nil
+				return g, false
 			}
 			ng := g.DeepCopy()
 			ng.Status = st
-			_, err := gridClient.DeploymentGrids(g.Namespace).UpdateStatus(ctx, ng, metav1.UpdateOptions{FieldManager: FieldManager})
-			return err
+			return ng, true
 		},
 	}
 	c := newGridController(ops, deps)

@@ -241,7 +241,7 @@ func readExample(t testing.TB, name string) any {
 	return obj
 }
 
-// createExamples creates the seeds' three grids from examples/ in "default"
+// createExamples creates SuperEdge's three grids from examples/ in "default"
 // and returns them as created.
 func (e *env) createExamples(t testing.TB) (*superedgev1.DeploymentGrid, *superedgev1.StatefulSetGrid, *superedgev1.ServiceGrid) {
 	t.Helper()

@@ -1,11 +1,8 @@
 package controller
 
 import (
-	"context"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
@@ -44,22 +41,14 @@ type kindOps[G, C object, A any] struct {
 	kind      string // grid kind, e.g. "DeploymentGrid"
 	childKind string // e.g. "Deployment"
 
-	getGrid  func(namespace, name string) (G, error)
-	liveGrid func(ctx context.Context, namespace, name string) (G, error)
-	gridKey  func(G) string
+	kindAccess[G, C, A]
+
+	gridKey func(G) string
 	// units lists every child the grid wants, valid names or not.
 	units     func(G) []unit
 	validName func(name string) error
 
-	getChild func(namespace, name string) (C, error)
-	// children are the candidates: controlled by or labelled for the grid.
-	children func(namespace, grid string) ([]C, error)
-	desired  func(G, unit) (A, error)
-	extract  func(C) (A, error)
-	// client writes children.
-	client childClient[C, A]
-	// setUID makes an apply fail unless the object is the one we read.
-	setUID func(cfg A, uid types.UID)
+	desired func(G, unit) (A, error)
 
 	// recreatable: a child whose update hits immutable fields may be deleted
 	// (orphaning its pods) and created anew (workloads: pods are re-adopted).
@@ -80,7 +69,8 @@ type kindOps[G, C object, A any] struct {
 	templateJSON func(G, string) ([]byte, error)
 	// conditions reads the grid's current conditions.
 	conditions func(G) []metav1.Condition
-	// writeStatus builds the grid's status from its children and the
-	// conditions, and writes it only if it differs.
-	writeStatus func(ctx context.Context, grid G, children []child[C], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) error
+	// status is the status the grid's children and the conditions make:
+	// false when the grid already has it, else true and a copy of the grid
+	// with it.
+	status func(grid G, children []child[C], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) (G, bool)
 }

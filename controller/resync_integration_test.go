@@ -14,7 +14,7 @@ import (
 
 // TestResyncOfUnchangedWorldWritesNothing counts every write request the
 // controller's client sends while informer resyncs re-reconcile converged
-// grids of all three kinds (the seeds' templates, whose env fieldRefs the
+// grids of all three kinds (SuperEdge's templates, whose env fieldRefs the
 // apiserver defaults inside atomic fields): there must be none.
 func TestResyncOfUnchangedWorldWritesNothing(t *testing.T) {
 	// Not parallel: it counts reconciles on the process-wide metric, which

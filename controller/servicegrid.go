@@ -1,13 +1,11 @@
 package controller
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -24,51 +22,35 @@ func newServiceGridController(deps Deps) (*gridController[*superedgev1.ServiceGr
 		func(g *superedgev1.ServiceGrid) string { return g.Spec.GridUniqKey }); err != nil {
 		return nil, err
 	}
-	client := deps.Kube.CoreV1()
-	gridClient := deps.Grids.SuperedgeV1()
-
 	ops := kindOps[*superedgev1.ServiceGrid, *corev1.Service, *corev1apply.ServiceApplyConfiguration]{
 		kind:      kind,
 		childKind: "Service",
-		getGrid: func(ns, name string) (*superedgev1.ServiceGrid, error) {
-			return grids.Lister().ServiceGrids(ns).Get(name)
-		},
-		liveGrid: func(ctx context.Context, ns, name string) (*superedgev1.ServiceGrid, error) {
-			return gridClient.ServiceGrids(ns).Get(ctx, name, metav1.GetOptions{})
-		},
+		kindAccess: newKindAccess(grids.Lister().ServiceGrids, deps.Grids.SuperedgeV1().ServiceGrids,
+			children.Informer(), children.Lister().Services, deps.Kube.CoreV1().Services,
+			corev1apply.ExtractService, func() *corev1.Service { return &corev1.Service{} }),
 		gridKey:   func(g *superedgev1.ServiceGrid) string { return g.Spec.GridUniqKey },
 		units:     func(g *superedgev1.ServiceGrid) []unit { return []unit{{name: serviceName(g.Name)}} },
 		validName: validServiceName,
-		getChild:  func(ns, name string) (*corev1.Service, error) { return children.Lister().Services(ns).Get(name) },
-		children: func(ns, grid string) ([]*corev1.Service, error) {
-			return byIndex[*corev1.Service](children.Informer().GetIndexer(), ns, grid)
-		},
-		desired: desiredService,
-		extract: func(s *corev1.Service) (*corev1apply.ServiceApplyConfiguration, error) {
-			return corev1apply.ExtractService(s, FieldManager)
-		},
-		client: newChildClient(client.Services, func() *corev1.Service { return &corev1.Service{} }),
-		setUID: func(cfg *corev1apply.ServiceApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
-		ready:  func(*corev1.Service) bool { return true },
+		desired:   desiredService,
+		ready:     func(*corev1.Service) bool { return true },
 		// A ServiceGrid has no rollout: its one Service changes at once.
 		strategy: func(*superedgev1.ServiceGrid) *superedgev1.RolloutStrategy { return nil },
 		rollout: func(*superedgev1.ServiceGrid) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {
 			return nil, nil
 		},
 		conditions: func(g *superedgev1.ServiceGrid) []metav1.Condition { return g.Status.Conditions },
-		writeStatus: func(ctx context.Context, g *superedgev1.ServiceGrid, kept []child[*corev1.Service], conds []metav1.Condition, _ *superedgev1.RolloutStatus) error {
+		status: func(g *superedgev1.ServiceGrid, kept []child[*corev1.Service], conds []metav1.Condition, _ *superedgev1.RolloutStatus) (*superedgev1.ServiceGrid, bool) {
 			st := superedgev1.ServiceGridStatus{ObservedGeneration: g.Generation, Conditions: conds}
 			for _, ch := range kept {
 				st.ServiceName = ch.obj.Name
 				st.ClusterIP = ch.obj.Spec.ClusterIP
 			}
 			if statusEqual(g.Status, st) {
-				return nil
+				return g, false
 			}
 			ng := g.DeepCopy()
 			ng.Status = st
-			_, err := gridClient.ServiceGrids(g.Namespace).UpdateStatus(ctx, ng, metav1.UpdateOptions{FieldManager: FieldManager})
-			return err
+			return ng, true
 		},
 	}
 	c := newGridController(ops, deps)

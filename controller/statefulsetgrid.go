@@ -1,12 +1,10 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -23,35 +21,19 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 		return nil, err
 	}
 	units := nodeUnits{indexer: nodes.Informer().GetIndexer()}
-	client := deps.Kube.AppsV1()
-	gridClient := deps.Grids.SuperedgeV1()
 
 	ops := kindOps[*superedgev1.StatefulSetGrid, *appsv1.StatefulSet, *appsv1apply.StatefulSetApplyConfiguration]{
 		kind:      kind,
 		childKind: "StatefulSet",
-		getGrid: func(ns, name string) (*superedgev1.StatefulSetGrid, error) {
-			return grids.Lister().StatefulSetGrids(ns).Get(name)
-		},
-		liveGrid: func(ctx context.Context, ns, name string) (*superedgev1.StatefulSetGrid, error) {
-			return gridClient.StatefulSetGrids(ns).Get(ctx, name, metav1.GetOptions{})
-		},
+		kindAccess: newKindAccess(grids.Lister().StatefulSetGrids, deps.Grids.SuperedgeV1().StatefulSetGrids,
+			children.Informer(), children.Lister().StatefulSets, deps.Kube.AppsV1().StatefulSets,
+			appsv1apply.ExtractStatefulSet, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} }),
 		gridKey: func(g *superedgev1.StatefulSetGrid) string { return g.Spec.GridUniqKey },
 		units: func(g *superedgev1.StatefulSetGrid) []unit {
 			return workloadUnits(g.Name, units.values(g.Spec.GridUniqKey), g.Spec.Templates, g.Spec.DefaultTemplateName)
 		},
-		validName: validStatefulSetName,
-		getChild: func(ns, name string) (*appsv1.StatefulSet, error) {
-			return children.Lister().StatefulSets(ns).Get(name)
-		},
-		children: func(ns, grid string) ([]*appsv1.StatefulSet, error) {
-			return byIndex[*appsv1.StatefulSet](children.Informer().GetIndexer(), ns, grid)
-		},
-		desired: desiredStatefulSet,
-		extract: func(s *appsv1.StatefulSet) (*appsv1apply.StatefulSetApplyConfiguration, error) {
-			return appsv1apply.ExtractStatefulSet(s, FieldManager)
-		},
-		client:      newChildClient(client.StatefulSets, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} }),
-		setUID:      func(cfg *appsv1apply.StatefulSetApplyConfiguration, uid types.UID) { cfg.WithUID(uid) },
+		validName:   validStatefulSetName,
+		desired:     desiredStatefulSet,
 		recreatable: true,
 		ready:       statefulSetReady,
 		healthy:     statefulSetHealthy,
@@ -64,7 +46,7 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 			return templateJSON(g.Spec.Template, g.Spec.TemplatePool, name)
 		},
 		conditions: func(g *superedgev1.StatefulSetGrid) []metav1.Condition { return g.Status.Conditions },
-		writeStatus: func(ctx context.Context, g *superedgev1.StatefulSetGrid, kept []child[*appsv1.StatefulSet], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) error {
+		status: func(g *superedgev1.StatefulSetGrid, kept []child[*appsv1.StatefulSet], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) (*superedgev1.StatefulSetGrid, bool) {
 			st := superedgev1.StatefulSetGridStatus{ObservedGeneration: g.Generation, Conditions: conds, Rollout: rollout}
 			for _, ch := range kept {
 				if st.States == nil {
@@ -83,12 +65,11 @@ func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.State
 			}
 			st.NodeUnits, st.ReadyNodeUnits, st.Units = unitCounts(kept, statefulSetReady)
 			if statusEqual(g.Status, st) {
-				return nil
+				return g, false
 			}
 			ng := g.DeepCopy()
 			ng.Status = st
-			_, err := gridClient.StatefulSetGrids(g.Namespace).UpdateStatus(ctx, ng, metav1.UpdateOptions{FieldManager: FieldManager})
-			return err
+			return ng, true
 		},
 	}
 	c := newGridController(ops, deps)

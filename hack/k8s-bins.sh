@@ -38,20 +38,8 @@ if have_all; then
 	exit 0
 fi
 
-# One build at a time: CI starts this script in the background while it
-# checks the code, and `make test` runs it again, which then waits here for
-# that build instead of starting a second one.
 mkdir -p "$BIN_DIR"
-exec 9>"$CACHE_ROOT/k8s-bins.lock"
-flock 9
-if have_all; then
-	echo "$BIN_DIR"
-	exit 0
-fi
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
+build_once "$CACHE_ROOT/k8s-bins.lock" "$BIN_DIR"
 ldflags="-s -w"
 
 if [ ! -x "$BIN_DIR/etcd" ]; then

@@ -38,16 +38,7 @@ if [ "${1:-}" = "--print-dir" ] || have_all; then
 fi
 
 mkdir -p "$DIR/crds"
-exec 9>"$(cache_root)/monitoring-tools.lock"
-flock 9
-if have_all; then
-	echo "$DIR"
-	exit 0
-fi
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
+build_once "$(cache_root)/monitoring-tools.lock" "$DIR"
 start=$SECONDS
 (
 	cd "$work"

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 )
 
@@ -80,23 +81,16 @@ func (d *demand) run(ctx context.Context) {
 		d.start()
 	}
 	d.mu.Unlock()
-	t := time.NewTicker(max(d.idle/4, 100*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.mu.Lock()
-			if d.running != nil && d.users == 0 && time.Since(d.lastUse) >= d.idle {
-				klog.FromContext(ctx).Info("No client asked for a while: no longer fetching from upstream", "what", d.what, "idle", d.idle)
-				d.running()
-				d.running = nil
-				d.ready.Store(false)
-			}
-			d.mu.Unlock()
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.running != nil && d.users == 0 && time.Since(d.lastUse) >= d.idle {
+			klog.FromContext(ctx).Info("No client asked for a while: no longer fetching from upstream", "what", d.what, "idle", d.idle)
+			d.running()
+			d.running = nil
+			d.ready.Store(false)
 		}
-	}
+	}, max(d.idle/4, 100*time.Millisecond))
 }
 
 // await waits at most within for what is fetched to be served.

@@ -12,7 +12,7 @@ import (
 	"github.com/servicegroup/servicegroup/topology"
 )
 
-// The seeds' layout: node0 alone in nodeunit1, node1 and node2 in nodeunit2.
+// SuperEdge's layout: node0 alone in nodeunit1, node1 and node2 in nodeunit2.
 var seedNodes = map[string]map[string]string{
 	"node0": {"zone1": "nodeunit1", "region": "r1"},
 	"node1": {"zone1": "nodeunit2", "region": "r1"},

@@ -92,27 +92,6 @@ func kubeProxyInformers(tb testing.TB, cfg *rest.Config, node string) (synced fu
 	}, f.Discovery().V1().EndpointSlices().Informer().GetStore()
 }
 
-// fleetPod creates pod name of app on node and reports it ready at ip.
-func fleetPod(tb testing.TB, c kubernetes.Interface, ns, app, name, node, ip string, at time.Time) {
-	tb.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": app}},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
-			Name: "c", Image: "example.invalid/echo:1", Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
-		}}},
-	}
-	if _, err := c.CoreV1().Pods(ns).Create(tb.Context(), pod, metav1.CreateOptions{}); err != nil {
-		tb.Fatal(err)
-	}
-	now := at.UTC().Format(time.RFC3339)
-	status := fmt.Sprintf(`{"status":{"phase":"Running","podIP":%q,"podIPs":[{"ip":%q}],"conditions":[`+
-		`{"type":"Ready","status":"True","lastTransitionTime":%q},{"type":"ContainersReady","status":"True","lastTransitionTime":%q}]}}`,
-		ip, ip, now, now)
-	if _, err := c.CoreV1().Pods(ns).Patch(tb.Context(), name, types.StrategicMergePatchType, []byte(status), metav1.PatchOptions{}, "status"); err != nil {
-		tb.Fatal(err)
-	}
-}
-
 // fleet is the cluster BenchmarkFleet and BenchmarkReconnectStorm share: a
 // real kube-apiserver with kube-controller-manager's endpointslice and
 // endpoints controllers, nodesN Nodes in fleetUnits nodeunits with
@@ -188,7 +167,7 @@ func startFleet(b *testing.B, nodesN, servicesN int) *fleet {
 		setSelector(b, f.admin, fleetNS, name, map[string]string{"app": name})
 		for j := range 2 {
 			node, ip := f.initialPod(k, j)
-			fleetPod(b, f.admin, fleetNS, name, fmt.Sprintf("%s-%d", name, j), fleetNodeName(node), ip, f.next())
+			readyPod(b, f.admin, fleetNS, name, fmt.Sprintf("%s-%d", name, j), fleetNodeName(node), ip, f.next())
 		}
 	})
 	f.pods = 2 * servicesN
@@ -224,17 +203,7 @@ func (f *fleet) next() time.Time {
 
 // addresses counts the addresses in the fleet's EndpointSlices (-1: not listed).
 func (f *fleet) addresses(ctx context.Context) int {
-	l, err := f.admin.DiscoveryV1().EndpointSlices(fleetNS).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return -1
-	}
-	n := 0
-	for _, sl := range l.Items {
-		for _, e := range sl.Endpoints {
-			n += len(e.Addresses)
-		}
-	}
-	return n
+	return sliceAddresses(ctx, f.admin, fleetNS, "")
 }
 
 // addPod adds a ready pod of Service k on node, waits until the
@@ -245,7 +214,7 @@ func (f *fleet) addPod(b *testing.B, k, node int) string {
 	want := f.pods
 	f.mu.Unlock()
 	ip := fmt.Sprintf("10.31.%d.%d", want/250, want%250)
-	fleetPod(b, f.admin, fleetNS, fleetService(k), fmt.Sprintf("%s-f%d", fleetService(k), want), fleetNodeName(node), ip, f.next())
+	readyPod(b, f.admin, fleetNS, fleetService(k), fmt.Sprintf("%s-f%d", fleetService(k), want), fleetNodeName(node), ip, f.next())
 	eventually(b, "the controller's slice lists the pod", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		return f.addresses(ctx) == want, nil
 	})

@@ -317,11 +317,11 @@ func createNamespace(t testing.TB, c kubernetes.Interface, ns string) {
 	}
 }
 
-// TestSeedScenario runs the seeds' layout (node0 in nodeunit1, node1 and
+// TestSuperEdgeLayout runs SuperEdge's layout (node0 in nodeunit1, node1 and
 // node2 in nodeunit2) with one wrapper per node and kube-proxy-configured
 // informers through each, in JSON and protobuf, with WatchListClient on and
 // off, then relabels a node, changes the annotation and edits endpoints.
-func TestSeedScenario(t *testing.T) {
+func TestSuperEdgeLayout(t *testing.T) {
 	// Not parallel: it sets client-go's process-wide WatchListClient gate.
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
@@ -362,7 +362,7 @@ func TestSeedScenario(t *testing.T) {
 				}
 			}
 			converge("initial")
-			// The seeds' closed loop, spelled out.
+			// SuperEdge's closed loop, spelled out.
 			if got := sliceState(infs["node0"].slices.GetStore().List(), ns); !slices.Equal(got["svc-a"], []string{"10.0.0.1@node0"}) || len(got["svc-b"]) != 0 || len(got["plain-a"]) != 2 {
 				t.Fatalf("node0 served %v", got)
 			}

@@ -16,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
@@ -145,23 +142,12 @@ func (k *kubeProxyInNetns) programmed(ctx context.Context, ip string) (bool, err
 // programmed it, so every change can cost it a sync.
 func BenchmarkQuietForeignChanges(b *testing.B) {
 	const foreign = 10
-	cp := controlplane.StartForTest(b, controlplane.Options{
-		ControllerManager: true,
-		Controllers:       "endpointslice-controller,endpoints-controller",
-	})
-	admin := adminClient(cp)
-	createNodes(b, admin)
 	ns := "quietbench"
-	createNamespace(b, admin, ns)
-	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(b.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	createService(b, admin, ns, "svc", `["zone1"]`)
-	setSelector(b, admin, ns, "svc", map[string]string{"app": "quiet"})
+	cp, admin := startQuietService(b, ns)
 	readyAt := time.Now().Add(-24 * time.Hour)
 	next := func() time.Time { readyAt = readyAt.Add(time.Minute); return readyAt }
-	readyPod(b, admin, ns, "local-0", "node0", "10.5.0.1", next())
-	readyPod(b, admin, ns, "foreign-0", "node1", "10.5.0.2", next())
+	readyPod(b, admin, ns, "quiet", "local-0", "node0", "10.5.0.1", next())
+	readyPod(b, admin, ns, "quiet", "foreign-0", "node1", "10.5.0.2", next())
 	addresses := 2
 	eventually(b, "the endpointslice controller's slice lists both pods", convergeFloor, func(ctx context.Context) (bool, error) {
 		return sliceAddresses(ctx, admin, ns, "svc") == addresses, nil
@@ -221,7 +207,7 @@ current-context: wrapper
 	// One pod becomes ready; its slice write is awaited, so each change is
 	// one write of the controller.
 	podReady := func(name, node, ip string) {
-		readyPod(b, admin, ns, name, node, ip, next())
+		readyPod(b, admin, ns, "quiet", name, node, ip, next())
 		addresses++
 		eventually(b, fmt.Sprintf("%d addresses upstream", addresses), convergeFloor, func(ctx context.Context) (bool, error) {
 			return sliceAddresses(ctx, admin, ns, "svc") == addresses, nil

@@ -24,25 +24,14 @@ import (
 // change. The last pod, on node0, is the sentinel.
 func TestQuietForControllerMadeSlices(t *testing.T) {
 	const foreignChanges = 5
-	cp := controlplane.StartForTest(t, controlplane.Options{
-		ControllerManager: true,
-		Controllers:       "endpointslice-controller,endpoints-controller",
-	})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "quiet-kcm"
-	createNamespace(t, admin, ns)
-	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	createService(t, admin, ns, "svc", `["zone1"]`)
-	setSelector(t, admin, ns, "svc", map[string]string{"app": "quiet"})
+	cp, admin := startQuietService(t, ns)
 	// Pods become ready a minute apart, each stamped by its kubelet, so
 	// every slice update carries a new trigger time.
 	readyAt := time.Now().Add(-time.Hour)
 	next := func() time.Time { readyAt = readyAt.Add(time.Minute); return readyAt }
-	readyPod(t, admin, ns, "local-0", "node0", "10.4.0.1", next())
-	readyPod(t, admin, ns, "foreign-0", "node1", "10.4.0.2", next())
+	readyPod(t, admin, ns, "quiet", "local-0", "node0", "10.4.0.1", next())
+	readyPod(t, admin, ns, "quiet", "foreign-0", "node1", "10.4.0.2", next())
 	eventually(t, "the endpointslice controller's slice lists both pods", convergeFloor, func(ctx context.Context) (bool, error) {
 		return sliceAddresses(ctx, admin, ns, "svc") == 2, nil
 	})
@@ -53,14 +42,14 @@ func TestQuietForControllerMadeSlices(t *testing.T) {
 	served := watchSlicesFrom(t, through.DiscoveryV1().EndpointSlices(ns))
 
 	for i := range foreignChanges {
-		readyPod(t, admin, ns, fmt.Sprintf("foreign-%d", i+1), "node1", fmt.Sprintf("10.4.1.%d", i+1), next())
+		readyPod(t, admin, ns, "quiet", fmt.Sprintf("foreign-%d", i+1), "node1", fmt.Sprintf("10.4.1.%d", i+1), next())
 		// One slice write per change.
 		want := 3 + i
 		eventually(t, fmt.Sprintf("%d addresses upstream", want), convergeFloor, func(ctx context.Context) (bool, error) {
 			return sliceAddresses(ctx, admin, ns, "svc") == want, nil
 		})
 	}
-	readyPod(t, admin, ns, "local-1", "node0", "10.4.2.1", next()) // the sentinel
+	readyPod(t, admin, ns, "quiet", "local-1", "node0", "10.4.2.1", next()) // the sentinel
 
 	up, down := eventsUntil(t, upstream, "10.4.2.1"), eventsUntil(t, served, "10.4.2.1")
 	t.Logf("events for %d foreign-nodeunit pods and 1 local one, slices by kube-controller-manager: apiserver %d, wrapper for node0 %d", foreignChanges, up, down)
@@ -95,12 +84,32 @@ func setSelector(t testing.TB, c kubernetes.Interface, ns, name string, sel map[
 	}
 }
 
-// readyPod creates a pod of app=quiet on node and reports it running and
+// startQuietService starts a control plane whose kube-controller-manager
+// makes EndpointSlices from pods, with the test nodes and, in namespace ns,
+// Service svc (topologyKeys zone1) selecting app=quiet.
+func startQuietService(t testing.TB, ns string) (*controlplane.ControlPlane, kubernetes.Interface) {
+	t.Helper()
+	cp := controlplane.StartForTest(t, controlplane.Options{
+		ControllerManager: true,
+		Controllers:       "endpointslice-controller,endpoints-controller",
+	})
+	admin := adminClient(cp)
+	createNodes(t, admin)
+	createNamespace(t, admin, ns)
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createService(t, admin, ns, "svc", `["zone1"]`)
+	setSelector(t, admin, ns, "svc", map[string]string{"app": "quiet"})
+	return cp, admin
+}
+
+// readyPod creates pod name of app on node and reports it running and
 // ready at ip since at, as the node's kubelet would.
-func readyPod(t testing.TB, c kubernetes.Interface, ns, name, node, ip string, at time.Time) {
+func readyPod(t testing.TB, c kubernetes.Interface, ns, app, name, node, ip string, at time.Time) {
 	t.Helper()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "quiet"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": app}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
 			Name: "c", Image: "example.invalid/echo:1", Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
 		}}},
@@ -119,9 +128,14 @@ func readyPod(t testing.TB, c kubernetes.Interface, ns, name, node, ip string, a
 	}
 }
 
-// sliceAddresses counts the addresses in service's EndpointSlices upstream.
+// sliceAddresses counts the addresses in service's EndpointSlices upstream
+// (every Service's in ns when service is "").
 func sliceAddresses(ctx context.Context, c kubernetes.Interface, ns, service string) int {
-	l, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+	var opts metav1.ListOptions
+	if service != "" {
+		opts.LabelSelector = discoveryv1.LabelServiceName + "=" + service
+	}
+	l, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, opts)
 	if err != nil {
 		return -1
 	}

@@ -25,14 +25,20 @@ const (
 // `hot` Services include one on node "hot".
 func benchCluster(hot int) Caches { return sizedCluster(benchServices, benchNodes, hot) }
 
-// sizedCluster is benchCluster's layout with services Services on nodes nodes.
-func sizedCluster(services, nodes, hot int) Caches {
-	c := Caches{
+// emptyCaches are upstream caches with nothing in them, indexed as the
+// syncer needs.
+func emptyCaches() Caches {
+	return Caches{
 		Services:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		Endpoints:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, endpointsIndexers),
 		EndpointSlices: cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
 		Nodes:          cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 	}
+}
+
+// sizedCluster is benchCluster's layout with services Services on nodes nodes.
+func sizedCluster(services, nodes, hot int) Caches {
+	c := emptyCaches()
 	for i := range nodes {
 		_ = c.Nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i), Labels: map[string]string{"zone1": fmt.Sprintf("u%d", i%10)}}})
 	}

@@ -13,10 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -154,34 +152,19 @@ func newSiteStream(opts SiteStreamOptions, node string, upstream *rest.Config, c
 }
 
 // informers registers the unit-wide informers in factory, their list and
-// watch tapped into the caches peers read.
+// watch tapped into the caches peers read. client-go's ListWatch from the
+// REST client sends the same requests as the typed clients, and the tapped
+// ListWatch leaves the reflector's choice of watch-list as it is.
 func (ss *siteStream) informers(factory informers.SharedInformerFactory, selector string) (services, slices cache.SharedIndexInformer) {
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = selector }
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	services = factory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		lw := &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				tweak(&o)
-				return c.CoreV1().Services("").List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				tweak(&o)
-				return c.CoreV1().Services("").Watch(ctx, o)
-			},
-		}
-		return cache.NewSharedIndexInformer(ss.services.tap(lw), &corev1.Service{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		lw := cache.NewFilteredListWatchFromClient(c.CoreV1().RESTClient(), "services", metav1.NamespaceAll, tweak)
+		return cache.NewSharedIndexInformer(ss.services.tap(lw), &corev1.Service{}, resync, indexers)
 	})
 	slices = factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		lw := &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				tweak(&o)
-				return c.DiscoveryV1().EndpointSlices("").List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				tweak(&o)
-				return c.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
-			},
-		}
-		return cache.NewSharedIndexInformer(ss.slices.tap(lw), &discoveryv1.EndpointSlice{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		lw := cache.NewFilteredListWatchFromClient(c.DiscoveryV1().RESTClient(), "endpointslices", metav1.NamespaceAll, tweak)
+		return cache.NewSharedIndexInformer(ss.slices.tap(lw), &discoveryv1.EndpointSlice{}, resync, indexers)
 	})
 	return services, slices
 }

@@ -40,25 +40,24 @@ const (
 // what crosses it and can be cut (requests fail at once and open streams
 // end, as when the link drops).
 type cloudLink struct {
+	*cutLink               // the response bodies open over it
 	bytes     atomic.Int64 // response bytes of every request
 	unitBytes atomic.Int64 // of Services and EndpointSlices lists and watches
 	unitLists atomic.Int64 // full lists of them: LIST, or a watch that sends the initial state
-	cut       atomic.Bool
 	mu        sync.Mutex
-	open      map[*meteredBody]string // open streams -> resource
-	lists     []string                // when and what each full list asked, for failures
+	lists     []string // when and what each full list asked, for failures
 	// expired counts the 410 Expired ("too old resource version") the
 	// apiserver answered a resumed watch of them with: the one reason a
 	// follower may relist from the cloud.
 	expired atomic.Int64
 }
 
-func newCloudLink() *cloudLink { return &cloudLink{open: map[*meteredBody]string{}} }
+func newCloudLink() *cloudLink { return &cloudLink{cutLink: newCutLink()} }
 
 func (l *cloudLink) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if l.cut.Load() {
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("cloud link cut by the test")}
+		if l.isCut() {
+			return nil, errNoRoute("tcp")
 		}
 		resource := ""
 		switch req.URL.Path {
@@ -78,37 +77,22 @@ func (l *cloudLink) wrap(rt http.RoundTripper) http.RoundTripper {
 		}
 		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != ""}
 		resp.Body = b
-		l.mu.Lock()
-		l.open[b] = resource
-		l.mu.Unlock()
+		if !l.opened(b) {
+			return nil, errNoRoute("tcp")
+		}
 		return resp, nil
 	})
 }
 
-// openWatches returns how many unit-wide streams are open over the link.
+// openUnitStreams returns how many unit-wide streams are open over the link.
 func (l *cloudLink) openUnitStreams() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	n := 0
-	for _, r := range l.open {
-		if r != "" {
+	l.each(func(c io.Closer) {
+		if b, ok := c.(*meteredBody); ok && b.unit {
 			n++
 		}
-	}
+	})
 	return n
-}
-
-func (l *cloudLink) setCut(cut bool) {
-	l.cut.Store(cut)
-	if !cut {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for b := range l.open {
-		_ = b.ReadCloser.Close()
-		delete(l.open, b)
-	}
 }
 
 type meteredBody struct {
@@ -130,9 +114,7 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 }
 
 func (b *meteredBody) Close() error {
-	b.link.mu.Lock()
-	delete(b.link.open, b)
-	b.link.mu.Unlock()
+	b.link.closed(b)
 	return b.ReadCloser.Close()
 }
 

@@ -127,18 +127,11 @@ func (p *peerServer) synced() bool {
 // heartbeat makes a BOOKMARK due for every peer watch each interval: a
 // follower that hears nothing for its idle timeout gives the leader up.
 func (p *peerServer) heartbeat(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			for _, c := range p.caches {
-				c.store.Bookmark()
-			}
+	wait.UntilWithContext(ctx, func(context.Context) {
+		for _, c := range p.caches {
+			c.store.Bookmark()
 		}
-	}
+	}, every)
 }
 
 // TLSConfig serves the peer port under this process's own certificate,

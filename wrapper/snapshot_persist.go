@@ -17,11 +17,8 @@ import (
 )
 
 var (
-	snapshotWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: metricsNamespace, Name: "snapshot_writes_total",
-		Help: "Snapshot write attempts, by result: written, unchanged (skipped), failed (the wrapper goes on in memory); gridhosts' labels.",
-	}, []string{"result"})
-	snapshotBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+	snapshotWrites = prometheus.NewCounterVec(snapshottrust.WritesCounterOpts(metricsNamespace, ""), []string{"result"})
+	snapshotBytes  = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: metricsNamespace, Name: "snapshot_bytes",
 		Help: "Size of the last snapshot written.",
 	})
@@ -29,21 +26,10 @@ var (
 		Namespace: metricsNamespace, Name: "snapshot_write_duration_seconds",
 		Help: "Time the last snapshot write took (collect, encode, fsync, rename).",
 	})
-	// servingSnapshotSince is the writtenAt (Unix nanoseconds) of the
-	// snapshot being served while upstream has not confirmed it; 0 otherwise.
-	servingSnapshotSince atomic.Int64
-	// snapshotAge has gridhosts' name and meaning: writtenAt is when
-	// upstream last answered before the write (snapshottrust.Stamp).
-	snapshotAge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: metricsNamespace, Name: "snapshot_age_seconds",
-		Help: "While answers come from a snapshot upstream has not confirmed: seconds since its data was last known current, an upper bound of how old the answers are; 0 while answers are live.",
-	}, func() float64 {
-		since := servingSnapshotSince.Load()
-		if since == 0 {
-			return 0
-		}
-		return max(0, time.Since(time.Unix(0, since)).Seconds())
-	})
+	// servingSnapshotSince is the writtenAt of the snapshot being served
+	// while upstream has not confirmed it.
+	servingSnapshotSince snapshottrust.Age
+	snapshotAge          = prometheus.NewGaugeFunc(snapshottrust.AgeGaugeOpts(metricsNamespace, ""), servingSnapshotSince.Seconds)
 )
 
 func init() {

@@ -66,7 +66,7 @@ func (s *Server) serveSnapshot(logger klog.Logger) {
 	if snap == nil || s.snapshotRefused.Load() {
 		return
 	}
-	servingSnapshotSince.Store(snap.header.WrittenAt.UnixNano())
+	servingSnapshotSince.Serving(snap.header.WrittenAt)
 	s.ready.Store(true)
 	logger.Info("Serving the snapshot until upstream answers", "path", s.persist.path(),
 		"writtenAt", snap.header.WrittenAt, "age", time.Since(snap.header.WrittenAt).Round(time.Second),
@@ -87,7 +87,7 @@ func (s *Server) confirmSnapshot(logger klog.Logger) {
 		dropped += r.store.DropSeeded()
 	}
 	s.seededFrom.Store(nil)
-	servingSnapshotSince.Store(0)
+	servingSnapshotSince.Live()
 	logger.Info("Upstream synced: the snapshot's state is replaced by upstream's", "writtenAt", snap.header.WrittenAt,
 		"droppedObjects", dropped)
 }
@@ -96,7 +96,7 @@ func (s *Server) confirmSnapshot(logger klog.Logger) {
 // confirmed the snapshot.
 func (s *Server) stopServingSnapshot() {
 	if s.seededFrom.Load() != nil {
-		servingSnapshotSince.Store(0)
+		servingSnapshotSince.Live()
 	}
 }
 

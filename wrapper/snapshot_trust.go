@@ -78,7 +78,7 @@ func (s *Server) refuseSnapshot(logger klog.Logger, reason, why string) {
 	s.waiting.Store("not serving the snapshot: " + why)
 	if s.seededFrom.Load() != nil {
 		s.ready.Store(false)
-		servingSnapshotSince.Store(0)
+		servingSnapshotSince.Live()
 	}
 }
 

@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,53 +18,6 @@ import (
 
 	"github.com/servicegroup/servicegroup/wrapper"
 )
-
-// stormLink is the edge nodes' link to the apiserver: cut closes every
-// connection over it and fails every dial (no route to host) until
-// restore.
-type stormLink struct {
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]struct{}
-}
-
-func (l *stormLink) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	l.mu.Lock()
-	down := l.down
-	l.mu.Unlock()
-	if down {
-		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}
-	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.down {
-		_ = c.Close()
-		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}
-	}
-	l.conns[c] = struct{}{}
-	return c, nil
-}
-
-func (l *stormLink) cut() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.down = true
-	for c := range l.conns {
-		_ = c.Close()
-	}
-	clear(l.conns)
-}
-
-func (l *stormLink) restore() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.down = false
-}
 
 // upstreamRequests sorts one wrapper's upstream requests: full lists
 // (LIST, or a WATCH with sendInitialEvents, client-go's streaming list),
@@ -173,7 +124,7 @@ func BenchmarkReconnectStorm(b *testing.B) {
 	nodesN, wrappersN := envInt("SG_STORM_NODES", 1000), envInt("SG_STORM_WRAPPERS", 1000)
 	outage := time.Duration(envInt("SG_STORM_OUTAGE", 30)) * time.Second
 	f := startFleet(b, nodesN, 100)
-	link := &stormLink{conns: map[net.Conn]struct{}{}}
+	link := newCutLink() // the edge nodes' link to the apiserver
 	type edgeWrapper struct {
 		node   int
 		resume bool // unanswered watches read as refused connections (the default)
@@ -251,7 +202,7 @@ func BenchmarkReconnectStorm(b *testing.B) {
 	for range b.N {
 		l0 := readAPIServerLoad(b, f.cp, f.admin)
 		t0 := map[bool]upstreamTally{true: sumOf(group(true)), false: sumOf(group(false))}
-		link.cut()
+		link.setCut(true)
 		cutAt := time.Now()
 		// What happens meanwhile: every node reports, 20 Services change,
 		// 10 pods become ready (5 in nodeunit 0, 5 in nodeunit 5).
@@ -264,7 +215,7 @@ func BenchmarkReconnectStorm(b *testing.B) {
 		time.Sleep(time.Until(cutAt.Add(outage)))
 		lDown := readAPIServerLoad(b, f.cp, f.admin)
 		tDown := map[bool]upstreamTally{true: sumOf(group(true)), false: sumOf(group(false))}
-		link.restore()
+		link.setCut(false)
 		back := time.Now()
 		var allOpen time.Duration
 		eventually(b, "every wrapper watching again", 10*time.Minute, func(context.Context) (bool, error) {

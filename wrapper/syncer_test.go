@@ -25,12 +25,7 @@ func TestProblemsLoggedOnce(t *testing.T) {
 	logger = logr.New(&countingSink{LogSink: logger.GetSink(), errors: errors})
 	ctx := klog.NewContext(context.Background(), logger)
 
-	c := Caches{
-		Services:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-		Endpoints:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, endpointsIndexers),
-		EndpointSlices: cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
-		Nodes:          cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-	}
+	c := emptyCaches()
 	s := newSyncer("node0", c, benchStores())
 	setAnnotation := func(v string) {
 		_ = c.Services.Update(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc",
@@ -123,12 +118,7 @@ func TestCachedObjectsNeverModified(t *testing.T) {
 // Every node's labels come from a metadata-only informer: the syncer
 // filters by the labels of PartialObjectMetadata, slimmed by slimNodeMeta.
 func TestTopologyFromNodeMetadata(t *testing.T) {
-	c := Caches{
-		Services:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-		Endpoints:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, endpointsIndexers),
-		EndpointSlices: cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
-		Nodes:          cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-	}
+	c := emptyCaches()
 	for name, unit := range map[string]string{"node0": "u1", "node1": "u2"} {
 		m, err := slimNodeMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels: map[string]string{"zone1": unit}, Annotations: map[string]string{"big": "dropped"}}})
@@ -159,12 +149,7 @@ func TestTopologyFromNodeMetadata(t *testing.T) {
 // back after an outage, this node's labels not yet listed) serves nothing:
 // it would serve the Service without its endpoints, then with them.
 func TestNoRefilterBeforeStartServing(t *testing.T) {
-	c := Caches{
-		Services:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-		Endpoints:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, endpointsIndexers),
-		EndpointSlices: cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
-		Nodes:          cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-	}
+	c := emptyCaches()
 	_ = c.Services.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc",
 		Annotations: map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1"]`}}})
 	n0 := "node0"
@@ -200,12 +185,7 @@ func TestForgeableKeysLoggedOnce(t *testing.T) {
 	logger := funcr.New(func(_, args string) {}, funcr.Options{})
 	logger = logr.New(&infoCountingSink{LogSink: logger.GetSink(), infos: infos})
 	ctx := klog.NewContext(context.Background(), logger)
-	c := Caches{
-		Services:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-		Endpoints:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, endpointsIndexers),
-		EndpointSlices: cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
-		Nodes:          cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-	}
+	c := emptyCaches()
 	s := newSyncer("node0", c, benchStores())
 	s.restrictedKeys = true
 	svc := syncKey{namespace: "ns", name: "svc"}

@@ -1,11 +1,29 @@
 # shellcheck shell=bash
-# Sourced by hack/k8s-bins.sh and the older-release scripts
+# Sourced by hack/k8s-bins.sh, hack/monitoring-tools.sh and the older-release scripts
 # (hack/lib/older-release-bins.sh).
 
 # cache_root prints the cache root of every built binary (test/controlplane's
 # CacheRoot is the same rule).
 cache_root() {
 	echo "${SERVICEGROUP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/servicegroup}"
+}
+
+# build_once LOCK DIR: one build at a time (CI starts a build script in the
+# background while it checks the code, and `make test` runs it again, which
+# then waits here for that build instead of starting a second one). Exits
+# printing DIR when the caller's have_all finds everything built by then;
+# else sets work to a temporary directory removed on exit and exports the
+# Go settings of every build here.
+build_once() {
+	exec 9>"$1"
+	flock 9
+	if have_all; then
+		echo "$2"
+		exit 0
+	fi
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
 }
 
 # pinned KEY prints a release pinned in test/controlplane/versions.env.

@@ -62,20 +62,21 @@ type Child struct {
 
 // DeploymentChild and StatefulSetChild reduce a workload to a Child for key.
 func DeploymentChild(d *appsv1.Deployment, key string) Child {
-	return Child{
-		Name: d.Name, UID: d.UID, Controller: controllerUID(d.OwnerReferences),
-		NodeUnit: d.Spec.Template.Spec.NodeSelector[key], Desired: replicas(d.Spec.Replicas),
-		Ready: d.Status.ReadyReplicas, Updated: d.Status.UpdatedReplicas,
-		Generation: d.Generation, ObservedGeneration: d.Status.ObservedGeneration,
-	}
+	return workloadChild(&d.ObjectMeta, &d.Spec.Template, d.Spec.Replicas, d.Status.ReadyReplicas, d.Status.UpdatedReplicas, d.Status.ObservedGeneration, key)
 }
 
 func StatefulSetChild(s *appsv1.StatefulSet, key string) Child {
+	return workloadChild(&s.ObjectMeta, &s.Spec.Template, s.Spec.Replicas, s.Status.ReadyReplicas, s.Status.UpdatedReplicas, s.Status.ObservedGeneration, key)
+}
+
+// workloadChild takes the fields Deployments and StatefulSets share by
+// name but not by type.
+func workloadChild(meta *metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec, desired *int32, ready, updated int32, observed int64, key string) Child {
 	return Child{
-		Name: s.Name, UID: s.UID, Controller: controllerUID(s.OwnerReferences),
-		NodeUnit: s.Spec.Template.Spec.NodeSelector[key], Desired: replicas(s.Spec.Replicas),
-		Ready: s.Status.ReadyReplicas, Updated: s.Status.UpdatedReplicas,
-		Generation: s.Generation, ObservedGeneration: s.Status.ObservedGeneration,
+		Name: meta.Name, UID: meta.UID, Controller: controllerUID(meta.OwnerReferences),
+		NodeUnit: tmpl.Spec.NodeSelector[key], Desired: replicas(desired),
+		Ready: ready, Updated: updated,
+		Generation: meta.Generation, ObservedGeneration: observed,
 	}
 }
 

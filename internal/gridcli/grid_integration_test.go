@@ -28,7 +28,7 @@ import (
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
-// cluster is the seeds' demo on a real apiserver: the three example grids,
+// cluster is SuperEdge's demo on a real apiserver: the three example grids,
 // four nodes (node1, node2 in nodeunit1; node3 in nodeunit2; node4 in none),
 // and the children and EndpointSlices the controller and kube-controller-
 // manager would have made, written by the test so every value is known.

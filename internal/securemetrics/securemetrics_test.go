@@ -2,14 +2,12 @@ package securemetrics
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/servicegroup/servicegroup/internal/testmonitoring"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -107,25 +106,6 @@ func TestScrapeNeedsTokenAndRBAC(t *testing.T) {
 		}
 	})
 
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // self-signed, as in the shipped ServiceMonitors
-	}}
-	scrape := func(bearer, path string) (int, string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+s.Addr()+path, nil)
-		if err != nil {
-			return 0, "", err
-		}
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body), err
-	}
 	for _, tc := range []struct {
 		name, bearer, path string
 		want               int
@@ -136,7 +116,7 @@ func TestScrapeNeedsTokenAndRBAC(t *testing.T) {
 		{"the reader role, another path", token("scraper"), "/debug/pprof/", http.StatusForbidden},
 		{"a token with the reader role", token("scraper"), "/metrics", http.StatusOK},
 	} {
-		code, body, err := scrape(tc.bearer, tc.path)
+		code, body, err := testmonitoring.Scrape(ctx, s.Addr(), tc.path, tc.bearer)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

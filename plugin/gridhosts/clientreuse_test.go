@@ -1,15 +1,11 @@
 package gridhosts
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/coredns/coredns/plugin/pkg/dnstest"
-	"github.com/coredns/coredns/plugin/test"
-	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,17 +31,7 @@ func TestClientsReusedAddress(t *testing.T) {
 	t.Cleanup(func() { g.stop() })
 
 	const reused = "10.44.0.1"
-	answerFor := func() []string {
-		rec := dnstest.NewRecorder(&test.ResponseWriter{RemoteIP: reused})
-		g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(demoNames(0), dns.TypeA))
-		var out []string
-		if rec.Msg != nil {
-			for _, rr := range rec.Msg.Answer {
-				out = append(out, rr.(*dns.A).A.String())
-			}
-		}
-		return out
-	}
+	answerFor := func() []string { return aRecords(g, reused, demoNames(0)) }
 	want := func(what string, ips ...string) {
 		t.Helper()
 		poll(t, 30*time.Second, what, func() error {

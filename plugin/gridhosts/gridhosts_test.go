@@ -21,7 +21,7 @@ const (
 	soaLine  = "cluster.local.	5	IN	SOA	ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 5"
 )
 
-// demoObjects is the seeds' example: StatefulSetGrid statefulsetgrid-demo
+// demoObjects is SuperEdge's example: StatefulSetGrid statefulsetgrid-demo
 // with key zone1 over three nodeunits, two pods each, plus a grid whose name
 // contains a nodeunit value, and a headless grid Service.
 func demoObjects() []any {
@@ -46,7 +46,7 @@ func demoObjects() []any {
 			objs = append(objs, newPod(set, ord, []string{"node-1", "node-2", "node-3"}[i], podIPs...))
 		}
 	}
-	// The seeds' daemon cut "nodeunit1" at its first occurrence in the pod
+	// SuperEdge's daemon cut "nodeunit1" at its first occurrence in the pod
 	// name: here that is inside the grid name.
 	tricky := newGrid("default", "nodeunit1-db", "zone1", "db-uid")
 	trickySet := newSet(tricky, "nodeunit1", "db", "db-set-uid", 1)

@@ -186,7 +186,7 @@ func (c *cluster) setPodIPs(t testing.TB, ns, name string, ips ...string) {
 	must(c.kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}))(t)
 }
 
-// seedDemo creates the seeds' StatefulSetGrid example: three nodeunits of
+// seedDemo creates SuperEdge's StatefulSetGrid example: three nodeunits of
 // zone1, one StatefulSet each owned by the grid, three pods each.
 func (c *cluster) seedDemo(t testing.TB) {
 	ctx := context.Background()
@@ -479,17 +479,7 @@ func TestInProcessInformers(t *testing.T) {
 		return nil
 	})
 
-	ask := func(remote string) []string {
-		rec := dnstest.NewRecorder(&test.ResponseWriter{RemoteIP: remote})
-		g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(demoNames(0), dns.TypeA))
-		var out []string
-		if rec.Msg != nil {
-			for _, rr := range rec.Msg.Answer {
-				out = append(out, rr.(*dns.A).A.String())
-			}
-		}
-		return out
-	}
+	ask := func(remote string) []string { return aRecords(g, remote, demoNames(0)) }
 	if got := ask("127.0.0.12"); !slices.Equal(got, []string{"10.0.2.1"}) {
 		t.Fatalf("node-2 client got %v", got)
 	}
@@ -553,15 +543,7 @@ func TestHeadlessWithEndpointSliceController(t *testing.T) {
 		c.createPod(t, p)
 	}
 
-	g := New([]string{"cluster.local."})
-	g.Node = "node-1"
-	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
-	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false))(t)
-	if err := g.start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.stop() })
+	g := c.startNodeMode(t, "node-1")
 
 	ask := func(name string, qtype uint16) []string {
 		rec := dnstest.NewRecorder(&test.ResponseWriter{})
@@ -594,4 +576,34 @@ func TestHeadlessWithEndpointSliceController(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// aRecords asks g for name's A records as a client at remote ("": the test
+// writer's default address) and returns their addresses.
+func aRecords(g *GridHosts, remote, name string) []string {
+	rec := dnstest.NewRecorder(&test.ResponseWriter{RemoteIP: remote})
+	g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(name, dns.TypeA))
+	var out []string
+	if rec.Msg != nil {
+		for _, rr := range rec.Msg.Answer {
+			out = append(out, rr.(*dns.A).A.String())
+		}
+	}
+	return out
+}
+
+// startNodeMode starts gridhosts in node mode as node against c, stopped
+// when t ends.
+func (c *cluster) startNodeMode(t *testing.T, node string) *GridHosts {
+	t.Helper()
+	g := New([]string{"cluster.local."})
+	g.Node = node
+	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
+	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false))(t)
+	if err := g.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.stop() })
+	return g
 }

@@ -1,12 +1,11 @@
 package gridhosts
 
 import (
-	"sync/atomic"
-	"time"
-
 	"github.com/coredns/coredns/plugin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 )
 
 var (
@@ -52,11 +51,10 @@ var (
 	})
 )
 
-// Snapshot metrics. servingSnapshotWritten is the write time (Unix
-// nanoseconds) of the snapshot being answered from, 0 while answers are
-// live.
+// Snapshot metrics. servingSnapshotWritten is the time of the snapshot
+// being answered from.
 var (
-	servingSnapshotWritten atomic.Int64
+	servingSnapshotWritten snapshottrust.Age
 
 	snapshotServing = promauto.NewGauge(prometheus.GaugeOpts{
 		Namespace: plugin.Namespace,
@@ -65,25 +63,9 @@ var (
 		Help:      "1 while grid names are answered from the on-disk snapshot because the informers are not synced, else 0.",
 	})
 
-	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: plugin.Namespace,
-		Subsystem: "gridhosts",
-		Name:      "snapshot_age_seconds",
-		Help:      "While answers come from a snapshot upstream has not confirmed: seconds since its data was last known current, an upper bound of how old the answers are; 0 while answers are live.",
-	}, func() float64 {
-		w := servingSnapshotWritten.Load()
-		if w == 0 {
-			return 0
-		}
-		return time.Since(time.Unix(0, w)).Seconds()
-	})
+	_ = promauto.NewGaugeFunc(snapshottrust.AgeGaugeOpts(plugin.Namespace, "gridhosts"), servingSnapshotWritten.Seconds)
 
-	snapshotWrites = promauto.NewCounterVec(prometheus.CounterOpts{
-		Namespace: plugin.Namespace,
-		Subsystem: "gridhosts",
-		Name:      "snapshot_writes_total",
-		Help:      "Snapshot write attempts, by result: written, unchanged (skipped), failed.",
-	}, []string{"result"})
+	snapshotWrites = promauto.NewCounterVec(snapshottrust.WritesCounterOpts(plugin.Namespace, "gridhosts"), []string{"result"})
 )
 
 // Counters bound once: the query path does no label lookups.

@@ -244,7 +244,7 @@ func TestNeverWorseWithoutCRD(t *testing.T) {
 		t.Fatalf("no log line about the missing CRD:\n%s", p.proc.Log.String())
 	}
 
-	// Install the CRD and the seeds' grid: served once the informer's
+	// Install the CRD and SuperEdge's grid: served once the informer's
 	// retry lists it.
 	if err := crds.Install(t.Context(), apiextensionsclient.NewForConfigOrDie(cp.Config), 30*time.Second); err != nil {
 		t.Fatal(err)

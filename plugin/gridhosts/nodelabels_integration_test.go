@@ -1,9 +1,7 @@
 package gridhosts
 
 import (
-	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,12 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coredns/coredns/plugin/pkg/dnstest"
-	"github.com/coredns/coredns/plugin/test"
-	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -100,17 +94,7 @@ func TestNodeModeLabelsFromSummaries(t *testing.T) {
 	}
 	t.Cleanup(func() { g.stop() })
 
-	ask := func() []string {
-		rec := dnstest.NewRecorder(&test.ResponseWriter{})
-		g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(demoNames(0), dns.TypeA))
-		var out []string
-		if rec.Msg != nil {
-			for _, rr := range rec.Msg.Answer {
-				out = append(out, rr.(*dns.A).A.String())
-			}
-		}
-		return out
-	}
+	ask := func() []string { return aRecords(g, "", demoNames(0)) }
 	answers := func(what string, want ...string) {
 		t.Helper()
 		poll(t, 30*time.Second, what, func() error {
@@ -186,24 +170,9 @@ func TestServicesSelected(t *testing.T) {
 		testEndpoint{ip: "10.9.1.1", node: "node-1", hostname: "a", ready: true},
 		testEndpoint{ip: "10.9.2.1", node: "node-2", hostname: "b", ready: true}), metav1.CreateOptions{}))(t)
 
-	g := New([]string{"cluster.local."})
-	g.Node = "node-2"
-	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
-	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false))(t)
-	if err := g.start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.stop() })
+	g := c.startNodeMode(t, "node-2")
 	poll(t, 30*time.Second, "closed loop by annotation", func() error {
-		rec := dnstest.NewRecorder(&test.ResponseWriter{})
-		g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion("hl-annotated.default.svc.cluster.local.", dns.TypeA))
-		var got []string
-		if rec.Msg != nil {
-			for _, rr := range rec.Msg.Answer {
-				got = append(got, rr.(*dns.A).A.String())
-			}
-		}
+		got := aRecords(g, "", "hl-annotated.default.svc.cluster.local.")
 		if !slices.Equal(got, []string{"10.9.2.1"}) {
 			return fmt.Errorf("got %v", got)
 		}
@@ -219,48 +188,4 @@ func TestServicesSelected(t *testing.T) {
 	if !slices.Equal(cached, want) {
 		t.Fatalf("Services cached %v, want %v (the plain Service and default/kubernetes never)", cached, want)
 	}
-}
-
-// TestNodeLabelsAfterLongOutage: the node label source started while the
-// apiserver is away keeps asking however long it stays away (its backoff
-// reaches its cap many times over here) and follows the summaries once the
-// apiserver is back.
-func TestNodeLabelsAfterLongOutage(t *testing.T) {
-	t.Parallel() // its own control plane
-	c := startCluster(t)
-	c.seedDemo(t)
-	must(c.grids.SuperedgeV1().NodeLabelSummaries().Create(t.Context(), &superedgev1.NodeLabelSummary{
-		ObjectMeta: metav1.ObjectMeta{Name: "nodes-0"}, Keys: []string{"zone1"},
-		Nodes: []superedgev1.NodeLabels{{Name: "node-1", Labels: map[string]string{"zone1": "nodeunit1"}}},
-	}, metav1.CreateOptions{}))(t)
-	idx := NewIndex()
-	g := New([]string{"cluster.local."})
-	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
-	w := must(newWatcher(must(g.restConfig())(t), idx, false))(t)
-	src := w.nodeLabels
-	src.Backoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 20 * time.Millisecond}
-	c.cp.StopAPIServer()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		src.Run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	time.Sleep(2 * time.Second) // about 100 refused questions, the cap reached at the 5th
-	select {
-	case <-done:
-		t.Fatal("the node label source gave up while the apiserver was away")
-	default:
-	}
-	if err := c.cp.StartAPIServer(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, 30*time.Second, "summaries followed after the outage", func() error {
-		if src.From() != nodelabels.FromSummaries || !src.HasSynced() {
-			return fmt.Errorf("source %q, synced %v", src.From(), src.HasSynced())
-		}
-		return nil
-	})
 }

@@ -157,7 +157,7 @@ func (g *GridHosts) serveSnapshot(logger klog.Logger, x *Index, h snapHeader) {
 		return
 	}
 	g.snap.Store(x)
-	servingSnapshotWritten.Store(h.Written.UnixNano())
+	servingSnapshotWritten.Serving(h.Written)
 	snapshotServing.Set(1)
 	grids, sets, pods, services, nodes, slices := x.counts()
 	logger.Info("Apiserver not synced: answering grid names from the snapshot until it is",
@@ -174,7 +174,7 @@ func (g *GridHosts) goLive() bool {
 	if g.snap.Swap(nil) == nil {
 		return false
 	}
-	servingSnapshotWritten.Store(0)
+	servingSnapshotWritten.Live()
 	snapshotServing.Set(0)
 	return true
 }

@@ -81,7 +81,7 @@ func (g *GridHosts) refuseSnapshot(logger klog.Logger, v snapshottrust.Verdict) 
 	snapshotsRefused.WithLabelValues(v.Reason).Inc()
 	logger.Error(nil, "Not answering from the snapshot", "reason", v.Reason, "detail", v.Detail)
 	if g.snap.Swap(nil) != nil {
-		servingSnapshotWritten.Store(0)
+		servingSnapshotWritten.Live()
 		snapshotServing.Set(0)
 	}
 }

@@ -23,8 +23,8 @@ import (
 )
 
 // superEdgeStatefulSet builds the child StatefulSet {grid}-{value} the way
-// SuperEdge's StatefulSetGrid controller does (CreateStatefulSet in the
-// seeds): the grid's labels plus the two grid labels on the StatefulSet, a
+// SuperEdge's StatefulSetGrid controller does (its CreateStatefulSet):
+// the grid's labels plus the two grid labels on the StatefulSet, a
 // controller reference to the grid, spec = the grid's template with only
 // the nodeSelector {key}: {value} added. Nothing is added to the pods.
 func superEdgeStatefulSet(grid *superedgev1.StatefulSetGrid, value string) *appsv1.StatefulSet {

@@ -1,6 +1,10 @@
 package controlplane
 
-import "context"
+import (
+	"context"
+	"strings"
+	"testing"
+)
 
 // APIServerRelease is one kube-apiserver release and its binary.
 type APIServerRelease = OlderRelease
@@ -18,4 +22,18 @@ func APIServerReleases(ctx context.Context) ([]APIServerRelease, error) {
 		return nil, err
 	}
 	return append([]APIServerRelease{{Version: KubernetesVersion, Binary: current}}, older...), nil
+}
+
+// APIServerReleasesForTest is APIServerReleases for t: skipped when a
+// release is not built, failed on any other error.
+func APIServerReleasesForTest(t testing.TB) []APIServerRelease {
+	t.Helper()
+	releases, err := APIServerReleases(t.Context())
+	if err != nil {
+		if strings.Contains(err.Error(), "not found") {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	return releases
 }

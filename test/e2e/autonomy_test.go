@@ -36,7 +36,7 @@ func TestEdgeAutonomy(t *testing.T) {
 	if err := c.WaitGridCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ApplyExamplesWithKey(ctx, harness.GridKey, harness.SeedExamples...); err != nil {
+	if err := c.ApplyExamplesWithKey(ctx, harness.GridKey, harness.DemoExamples...); err != nil {
 		t.Fatal(err)
 	}
 	units, err := c.Nodeunits(ctx, harness.GridKey)
@@ -44,11 +44,11 @@ func TestEdgeAutonomy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pods []harness.PodInfo
-	eventually(ctx, t, 4*time.Minute, "the seeds' grids run one copy per nodeunit", func(ctx context.Context) error {
+	eventually(ctx, t, 4*time.Minute, "SuperEdge's grids run one copy per nodeunit", func(ctx context.Context) error {
 		if pods, err = c.Pods(ctx, echoSelector); err != nil {
 			return err
 		}
-		if ready := readyOnly(pods); len(ready) != seedPodsPerNU*len(distinct(units)) {
+		if ready := readyOnly(pods); len(ready) != demoPodsPerNU*len(distinct(units)) {
 			return fmt.Errorf("%d ready: %v", len(ready), pods)
 		}
 		return nil

@@ -59,11 +59,11 @@ func requireKubeProxyReleases(t *testing.T) []harness.KubeProxyRelease {
 	return releases
 }
 
-// versionNodes gives node i release (i+shift) mod n: the seeds' three nodes
+// versionNodes gives node i release (i+shift) mod n: SuperEdge's three nodes
 // (node0 in nodeunit1, node1 and node2 in nodeunit2), plus nodes alternating
 // between the nodeunits when there are more releases than that.
 func versionNodes(releases []harness.KubeProxyRelease, shift int) ([]harness.NodeSpec, map[string]harness.KubeProxyRelease) {
-	nodes := harness.SeedNodes()
+	nodes := harness.DemoNodes()
 	for i := len(nodes); i < len(releases); i++ {
 		unit := fmt.Sprintf("nodeunit%d", 1+i%2)
 		nodes = append(nodes, harness.NodeSpec{Name: fmt.Sprintf("node%d", i), Labels: map[string]string{harness.GridKey: unit, harness.ZoneKey: unit}})
@@ -87,7 +87,7 @@ func testKubeProxyVersions(t *testing.T, mode string, releases []harness.KubePro
 	if err := c.WaitGridCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ApplyExamples(ctx, harness.SeedExamples...); err != nil {
+	if err := c.ApplyExamples(ctx, harness.DemoExamples...); err != nil {
 		t.Fatal(err)
 	}
 	units, err := c.Nodeunits(ctx, harness.GridKey)
@@ -97,9 +97,9 @@ func testKubeProxyVersions(t *testing.T, mode string, releases []harness.KubePro
 	for _, n := range c.Nodes {
 		t.Logf("%s (%s): kube-proxy %s, %s mode", n.Name, units[n.Name], release[n.Name].Version, mode)
 	}
-	want := seedPodsPerNU * len(distinct(units))
+	want := demoPodsPerNU * len(distinct(units))
 	var pods []harness.PodInfo
-	eventually(ctx, t, 4*time.Minute, "the seeds' grids run one copy per nodeunit", func(ctx context.Context) error {
+	eventually(ctx, t, 4*time.Minute, "SuperEdge's grids run one copy per nodeunit", func(ctx context.Context) error {
 		if pods, err = c.Pods(ctx, echoSelector); err != nil {
 			return err
 		}

@@ -14,12 +14,12 @@ import (
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
 
-// The seeds' demo objects (examples/*.yaml) and what the controller makes of them.
+// SuperEdge's demo objects (examples/*.yaml) and what the controller makes of them.
 const (
 	gridService    = "servicegrid-demo-svc" // ServiceGrid servicegrid-demo's Service
 	statefulGrid   = "statefulsetgrid-demo"
 	echoSelector   = "appGrid=echo"
-	seedPodsPerNU  = 2 + 3 // DeploymentGrid replicas + StatefulSetGrid replicas
+	demoPodsPerNU  = 2 + 3 // DeploymentGrid replicas + StatefulSetGrid replicas
 	headlessGrid   = "servicegrid-headless"
 	headlessSvc    = headlessGrid + "-svc"
 	plainService   = "echo-everywhere"
@@ -28,8 +28,8 @@ const (
 
 var allComponents = harness.Components{Controller: true, Wrapper: true, CoreDNS: true}
 
-// headlessServiceGrid is a ServiceGrid whose Service is headless: the closed
-// loop the seeds list as missing, answered by gridhosts.
+// headlessServiceGrid is a ServiceGrid whose Service is headless: its
+// per-nodeunit names are answered by gridhosts.
 const headlessServiceGrid = `apiVersion: superedge.io/v1
 kind: ServiceGrid
 metadata:
@@ -46,12 +46,12 @@ spec:
       port: 8080
 `
 
-// TestServiceGroup reproduces the seeds' demos with every real component:
+// TestServiceGroup reproduces SuperEdge's demos with every real component:
 // our controller turns examples/*.yaml into Deployments, StatefulSets and a
 // Service; kube-controller-manager and kube-scheduler make and bind the Pods;
 // each node's kube-proxy reads through that node's wrapper; each node runs
 // our CoreDNS with gridhosts, and one more serves every node per client.
-// The iptables run applies the seeds' grids as they are (gridUniqKey zone1);
+// The iptables run applies SuperEdge's grids as they are (gridUniqKey zone1);
 // the nftables run keys the same grids on the prefixed label
 // topology.kubernetes.io/zone.
 func TestServiceGroup(t *testing.T) {
@@ -68,7 +68,7 @@ func testServiceGroup(t *testing.T, mode, gridKey string) {
 	if err := c.WaitGridCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ApplyExamplesWithKey(ctx, gridKey, harness.SeedExamples...); err != nil {
+	if err := c.ApplyExamplesWithKey(ctx, gridKey, harness.DemoExamples...); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("grids keyed on node label %q", gridKey)
@@ -78,13 +78,13 @@ func testServiceGroup(t *testing.T, mode, gridKey string) {
 	}
 	nodeunitCount := len(distinct(units))
 	var pods []harness.PodInfo
-	eventually(ctx, t, 4*time.Minute, "the seeds' grids run one copy per nodeunit", func(ctx context.Context) error {
+	eventually(ctx, t, 4*time.Minute, "SuperEdge's grids run one copy per nodeunit", func(ctx context.Context) error {
 		pods, err = c.Pods(ctx, echoSelector)
 		if err != nil {
 			return err
 		}
-		if ready := readyOnly(pods); len(ready) != seedPodsPerNU*nodeunitCount {
-			return fmt.Errorf("%d ready of %d wanted: %v", len(ready), seedPodsPerNU*nodeunitCount, pods)
+		if ready := readyOnly(pods); len(ready) != demoPodsPerNU*nodeunitCount {
+			return fmt.Errorf("%d ready of %d wanted: %v", len(ready), demoPodsPerNU*nodeunitCount, pods)
 		}
 		return nil
 	})

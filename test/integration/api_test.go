@@ -33,7 +33,7 @@ func installCRDs(t *testing.T, cp *controlplane.ControlPlane) {
 	}
 }
 
-// createExamples creates the seeds' three grids from examples/ through the
+// createExamples creates SuperEdge's three grids from examples/ through the
 // generated clientset, with the given field validation ("" for the default).
 func createExamples(t *testing.T, client versioned.Interface, fieldValidation string) {
 	t.Helper()
@@ -66,7 +66,7 @@ func createExamples(t *testing.T, client versioned.Interface, fieldValidation st
 }
 
 // TestAPIRoundTrip applies the generated CRDs to a real apiserver, creates the
-// seeds' three example grids through the generated clientset, reads them back
+// SuperEdge's three example grids through the generated clientset, reads them back
 // through a generated informer, and checks the schema rejects bad objects.
 func TestAPIRoundTrip(t *testing.T) {
 	t.Parallel()

@@ -2,9 +2,7 @@ package integration
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -123,25 +121,6 @@ func TestMonitoringComponent(t *testing.T) {
 		return path
 	}
 
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // self-signed, as the shipped ServiceMonitors scrape
-	}}
-	scrape := func(ctx context.Context, addr, bearer string) (int, string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
-		if err != nil {
-			return 0, "", err
-		}
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body), err
-	}
 	// Every metric family the three components serve, from their answers.
 	var familiesMu sync.Mutex
 	families := map[string]bool{}
@@ -150,7 +129,7 @@ func TestMonitoringComponent(t *testing.T) {
 	checkScrapes := func(t *testing.T, c *component, addr, family string) {
 		t.Helper()
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			_, body, err := scrape(ctx, addr, prometheus)
+			_, body, err := testmonitoring.Scrape(ctx, addr, "/metrics", prometheus)
 			return err == nil && strings.Contains(body, "# TYPE "+family+" "), nil
 		})
 		if err != nil {
@@ -164,7 +143,7 @@ func TestMonitoringComponent(t *testing.T) {
 			{"a token without the reader role", stranger, http.StatusForbidden},
 			{"Prometheus's token", prometheus, http.StatusOK},
 		} {
-			code, body, err := scrape(ctx, addr, tc.bearer)
+			code, body, err := testmonitoring.Scrape(ctx, addr, "/metrics", tc.bearer)
 			if err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}

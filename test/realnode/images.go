@@ -38,11 +38,11 @@ const (
 )
 
 // MirroredRegistries are the upstream registries each node resolves
-// through the local registry (the seeds' examples name gcr.io and docker.io
+// through the local registry (SuperEdge's examples name gcr.io and docker.io
 // echo servers, the manifests registry.k8s.io's kube-proxy).
 var MirroredRegistries = []string{"registry.k8s.io", "gcr.io", "docker.io"}
 
-// echoImages are the seeds' examples' images, served by our echoserver.
+// echoImages are SuperEdge's examples' images, served by our echoserver.
 var echoImages = []string{
 	"gcr.io/kubernetes-e2e-test-images/echoserver:2.2",
 	"docker.io/superedge/echoserver:2.2",

@@ -1,4 +1,4 @@
-// Command demo runs the seeds' service group demo on this machine, for real:
+// Command demo runs SuperEdge's service group demo on this machine, for real:
 // three nodes as network namespaces (node0 in nodeunit1, node1 and node2 in
 // nodeunit2), a real control plane, our controller, a wrapper + real
 // kube-proxy + our CoreDNS per node. It applies examples/*.yaml, prints which
@@ -80,8 +80,8 @@ func run(ctx context.Context, mode string, requests int, once, install bool) err
 	if err := c.WaitGridCRDs(startCtx); err != nil {
 		return err
 	}
-	say("Applying examples/%s as-is...", strings.Join(harness.SeedExamples, ", examples/"))
-	if err := c.ApplyExamples(startCtx, harness.SeedExamples...); err != nil {
+	say("Applying examples/%s as-is...", strings.Join(harness.DemoExamples, ", examples/"))
+	if err := c.ApplyExamples(startCtx, harness.DemoExamples...); err != nil {
 		return err
 	}
 	units, err := c.Nodeunits(startCtx, harness.GridKey)
@@ -168,7 +168,7 @@ func waitSeedDemo(ctx context.Context, c *harness.Cluster, units map[string]stri
 		}
 		select {
 		case <-ctx.Done():
-			return nil, "", fmt.Errorf("the seeds' grids did not come up: %w\n%s", ctx.Err(), c.Logs(20))
+			return nil, "", fmt.Errorf("SuperEdge's grids did not come up: %w\n%s", ctx.Err(), c.Logs(20))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

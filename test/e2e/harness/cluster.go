@@ -24,7 +24,7 @@ import (
 
 // Options shape a cluster.
 type Options struct {
-	// Nodes default to SeedNodes().
+	// Nodes default to DemoNodes().
 	Nodes []NodeSpec
 	// ProxyMode is kube-proxy's mode: ProxyModeIPTables (default) or ProxyModeNFTables.
 	ProxyMode string
@@ -109,7 +109,7 @@ type DNSServer struct {
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	logger := klog.FromContext(ctx)
 	if len(opts.Nodes) == 0 {
-		opts.Nodes = SeedNodes()
+		opts.Nodes = DemoNodes()
 	}
 	if opts.ProxyMode == "" {
 		opts.ProxyMode = ProxyModeIPTables

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// echoHandler answers like the seeds' echoserver: who served the request.
+// echoHandler answers like SuperEdge's echoserver: who served the request.
 // Tests and the demo grep the "pod name:" and "node name:" lines.
 func echoHandler(pod, namespace, node, ip string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -16,8 +16,8 @@ import (
 	"github.com/servicegroup/servicegroup/client/clientset/versioned/scheme"
 )
 
-// SeedExamples are the seeds' demo grids in examples/, applied as-is.
-var SeedExamples = []string{"deploymentgrid.yaml", "statefulsetgrid.yaml", "servicegrid.yaml"}
+// DemoExamples are SuperEdge's demo grids in examples/, applied as-is.
+var DemoExamples = []string{"deploymentgrid.yaml", "statefulsetgrid.yaml", "servicegrid.yaml"}
 
 // WaitGridCRDs waits until the superedge.io CRDs (installed by the
 // controller at start) are Established.

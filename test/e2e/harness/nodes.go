@@ -24,7 +24,7 @@ type NodeSpec struct {
 	KubeProxy string
 }
 
-// GridKey is the node label the seeds' grids use (gridUniqKey: zone1).
+// GridKey is the node label SuperEdge's grids use (gridUniqKey: zone1).
 const GridKey = "zone1"
 
 // ZoneKey is the well-known label most real clusters carry: a prefixed key,
@@ -32,9 +32,9 @@ const GridKey = "zone1"
 // controller, the wrapper and gridhosts agree on prefixed grid keys.
 const ZoneKey = corev1.LabelTopologyZone
 
-// SeedNodes are the seeds' demo nodes: node0 in nodeunit1, node1 and node2
+// DemoNodes are SuperEdge's demo nodes: node0 in nodeunit1, node1 and node2
 // in nodeunit2, by both GridKey and ZoneKey.
-func SeedNodes() []NodeSpec {
+func DemoNodes() []NodeSpec {
 	unit := func(v string) map[string]string { return map[string]string{GridKey: v, ZoneKey: v} }
 	return []NodeSpec{
 		{Name: "node0", Labels: unit("nodeunit1")},

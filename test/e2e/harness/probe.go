@@ -93,7 +93,7 @@ func (n *FabricNode) Resolver(dnsAddr string) *net.Resolver {
 }
 
 // Dig runs `dig +short @server name type` inside the node and returns the
-// answer lines sorted (the command the seeds' demo runs).
+// answer lines sorted (the command SuperEdge's demo runs).
 func (n *FabricNode) Dig(ctx context.Context, server, name, qtype string) ([]string, error) {
 	return n.DigFrom(ctx, "", server, name, qtype)
 }

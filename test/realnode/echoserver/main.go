@@ -1,6 +1,6 @@
-// Command echoserver stands in for the seeds' echoserver image in the
+// Command echoserver stands in for SuperEdge's echoserver image in the
 // real-node test: on :8080 it answers who served the request, in the
-// seeds' format ("node name: ...", "pod name: ..."), from the environment
+// SuperEdge's format ("node name: ...", "pod name: ..."), from the environment
 // the examples' pod templates set (NODE_NAME, POD_NAME, POD_NAMESPACE, POD_IP).
 package main
 

@@ -14,12 +14,12 @@ import (
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
-// TestSeedsExample reproduces the seeds' demo with kube-controller-manager:
+// TestSuperEdgeDemo reproduces SuperEdge's demo with kube-controller-manager:
 // node0 is nodeunit1, node1 and node2 are nodeunit2; the three example grids
 // give deploymentgrid-demo-nodeunit1/2, statefulsetgrid-demo-nodeunit1/2 and
 // servicegrid-demo-svc. Relabelling node0 moves its workload; deleting the
 // grids garbage-collects every child.
-func TestSeedsExample(t *testing.T) {
+func TestSuperEdgeDemo(t *testing.T) {
 	// Not parallel: it counts reconciles on the process-wide metric, which
 	// another test's controller would add to.
 	e := newEnv(t, controlplane.Options{ControllerManager: true})
