@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,13 +24,17 @@ func siteLeaseName(group string) string { return "application-grid-wrapper-site-
 func (ss *siteStream) elect(ctx context.Context, logger klog.Logger, group string) {
 	identity := ss.router.self
 	ss.router.site.Store(group)
-	lock := &resourcelock.LeaseLock{
+	lease := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: ss.opts.Namespace, Name: siteLeaseName(group)},
 		Client:     ss.client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 		Labels:     map[string]string{"app.kubernetes.io/name": "application-grid-wrapper"},
 	}
-	logger = logger.WithValues("site", group, "lease", lock.LeaseMeta.Namespace+"/"+lock.LeaseMeta.Name)
+	lock := &readLock{Interface: lease}
+	logger = logger.WithValues("site", group, "lease", lease.LeaseMeta.Namespace+"/"+lease.LeaseMeta.Name)
+	// Without the cloud, the site's peers tell who leads.
+	var campaignStart atomic.Int64
+	go ss.askPeers(ctx, logger, lock, &campaignStart)
 	for ctx.Err() == nil {
 		// A follower whose leader serves it over the site network asks the
 		// cloud nothing: it campaigns (and so reads the Lease every
@@ -71,6 +76,7 @@ func (ss *siteStream) elect(ctx context.Context, logger klog.Logger, group strin
 			return
 		}
 		campaign, stop := context.WithCancel(ctx)
+		campaignStart.Store(time.Now().UnixNano())
 		go func() {
 			// Stop campaigning once another wrapper serves this one.
 			for {
@@ -88,6 +94,7 @@ func (ss *siteStream) elect(ctx context.Context, logger klog.Logger, group strin
 		}()
 		le.Run(klog.NewContext(campaign, logger))
 		stop()
+		campaignStart.Store(0)
 		// Lost the Lease (or never got it and ctx ended): campaign again.
 		select {
 		case <-ctx.Done():

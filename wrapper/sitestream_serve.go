@@ -175,6 +175,12 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	lead := p.leading()
 	if site := p.ss.Group(); site == "" || req.Header.Get(siteHeader) != site {
 		lead = nil // not this follower's site's leader
+	} else {
+		p.ss.members.add(req.Header.Get(peerHeader))
+		if req.URL.Path == sitePath {
+			p.serveSite(w)
+			return
+		}
 	}
 	if req.URL.Path == "/readyz" {
 		if lead == nil || !p.synced() {
