@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,6 +99,7 @@ type siteStream struct {
 	router           *peerRouter
 	peers            *peerServer
 	members          *siteMembers
+	lock             atomic.Pointer[readLock] // the Lease, once the site is known
 
 	cert tls.Certificate
 	pin  string // hex SHA-256 of cert's DER, published in the Lease

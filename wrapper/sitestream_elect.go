@@ -2,7 +2,6 @@ package wrapper
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,10 +30,10 @@ func (ss *siteStream) elect(ctx context.Context, logger klog.Logger, group strin
 		Labels:     map[string]string{"app.kubernetes.io/name": "application-grid-wrapper"},
 	}
 	lock := &readLock{Interface: lease}
+	ss.lock.Store(lock)
 	logger = logger.WithValues("site", group, "lease", lease.LeaseMeta.Namespace+"/"+lease.LeaseMeta.Name)
 	// Without the cloud, the site's peers tell who leads.
-	var campaignStart atomic.Int64
-	go ss.askPeers(ctx, logger, lock, &campaignStart)
+	go ss.askPeers(ctx, logger, lock)
 	for ctx.Err() == nil {
 		// A follower whose leader serves it over the site network asks the
 		// cloud nothing: it campaigns (and so reads the Lease every
@@ -76,7 +75,6 @@ func (ss *siteStream) elect(ctx context.Context, logger klog.Logger, group strin
 			return
 		}
 		campaign, stop := context.WithCancel(ctx)
-		campaignStart.Store(time.Now().UnixNano())
 		go func() {
 			// Stop campaigning once another wrapper serves this one.
 			for {
@@ -94,7 +92,6 @@ func (ss *siteStream) elect(ctx context.Context, logger klog.Logger, group strin
 		}()
 		le.Run(klog.NewContext(campaign, logger))
 		stop()
-		campaignStart.Store(0)
 		// Lost the Lease (or never got it and ctx ended): campaign again.
 		select {
 		case <-ctx.Done():

@@ -20,8 +20,8 @@ import (
 // as an ex-leader, who took over). Its site's peers can tell it: every
 // wrapper answers, on its peer port, who it follows (or that it leads) and
 // which of the site's wrappers it has heard of. A wrapper asks them only
-// while it has no usable leader and the Lease has not been read since its
-// campaign began: with the cloud reachable the Lease alone decides.
+// while it has no usable leader and has not read the Lease lately: with the
+// cloud reachable the Lease alone decides.
 //
 // The answer comes from a wrapper authenticated like any peer (its
 // certificate pinned, its token reviewed as one of the site's wrappers'),
@@ -102,10 +102,11 @@ func (m *siteMembers) list() []string {
 	return out
 }
 
-// readLock records when the Lease was last read from the apiserver.
+// readLock records when the Lease was last read from the apiserver, and
+// last written by this wrapper.
 type readLock struct {
 	resourcelock.Interface
-	lastRead atomic.Int64 // unix nanoseconds
+	lastRead, lastWrite atomic.Int64 // unix nanoseconds
 }
 
 func (l *readLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -114,6 +115,35 @@ func (l *readLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord,
 		l.lastRead.Store(time.Now().UnixNano())
 	}
 	return rec, raw, err
+}
+
+func (l *readLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, rec)
+	if err == nil {
+		l.lastWrite.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+func (l *readLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Update(ctx, rec)
+	if err == nil {
+		l.lastWrite.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+// renewWindow is how recently a leader must have renewed the Lease to
+// serve its peers: half the RenewDeadline (5 s: two renewals missed with
+// the defaults), but room for two renewals and a slow answer, and never
+// beyond the RenewDeadline.
+func (ss *siteStream) renewWindow() time.Duration {
+	return min(max(ss.opts.RenewDeadline/2, 2*ss.opts.RetryPeriod+time.Second), ss.opts.RenewDeadline)
+}
+
+func (ss *siteStream) renewedRecently() bool {
+	l := ss.lock.Load()
+	return l != nil && time.Since(time.Unix(0, l.lastWrite.Load())) < ss.renewWindow()
 }
 
 // view is what this wrapper answers at sitePath.
@@ -132,12 +162,11 @@ func (p *peerServer) serveSite(w http.ResponseWriter) {
 	_ = json.NewEncoder(w).Encode(p.ss.view())
 }
 
-// askPeers runs while the wrapper campaigns: when it has no usable leader,
-// does not lead, and has not read the Lease since the campaign began (and
-// at least RetryPeriod ago), it asks the site's wrappers it knows who
-// leads, every RetryPeriod, and follows the first leader named that it has
-// not given up.
-func (ss *siteStream) askPeers(ctx context.Context, logger klog.Logger, lock *readLock, campaignStart *atomic.Int64) {
+// askPeers runs with the election: when this wrapper has no usable leader,
+// does not serve its peers, and has not read the Lease for two
+// RetryPeriods, it asks the site's wrappers it knows who leads, every
+// RetryPeriod, and follows the first leader named that it has not given up.
+func (ss *siteStream) askPeers(ctx context.Context, logger klog.Logger, lock *readLock) {
 	t := time.NewTicker(ss.opts.RetryPeriod)
 	defer t.Stop()
 	for {
@@ -147,9 +176,7 @@ func (ss *siteStream) askPeers(ctx context.Context, logger klog.Logger, lock *re
 		case <-t.C:
 		}
 		following, _ := ss.router.following()
-		started := campaignStart.Load()
-		if following || ss.peers.leading() != nil || started == 0 ||
-			lock.lastRead.Load() >= started || time.Since(time.Unix(0, started)) < ss.opts.RetryPeriod {
+		if following || ss.peers.leading() != nil || time.Since(time.Unix(0, lock.lastRead.Load())) < 2*ss.opts.RetryPeriod {
 			continue
 		}
 		if leader := ss.askForLeader(ctx); leader != "" {

@@ -37,10 +37,15 @@ type peerServer struct {
 	serving *Server // only its list/watch handlers, over the caches
 	caches  []*unitCache
 
-	mu      sync.Mutex
-	lead    context.Context // done when leadership ends; nil: not leading
-	authn   authenticator.Request
-	allowed sets.Set[string]
+	mu sync.Mutex
+	// leadership is done when the Lease is lost; nil: not leading. serve
+	// is done sooner, when the Lease has not been renewed recently (see
+	// renewedRecently): peer watches end with it.
+	leadership  context.Context
+	serve       context.Context
+	serveCancel context.CancelFunc
+	authn       authenticator.Request
+	allowed     sets.Set[string]
 }
 
 func newPeerServer(ss *siteStream, codecs serializer.CodecFactory, writeTimeout time.Duration, caches map[*resource]*unitCache) *peerServer {
@@ -101,18 +106,51 @@ func (p *peerServer) resolveAllowedUsers(ctx context.Context, logger klog.Logger
 func (p *peerServer) setLeading(ctx context.Context) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	was := p.lead != nil
-	p.lead = ctx
+	was := p.leadership != nil
+	if p.serveCancel != nil {
+		p.serveCancel()
+	}
+	p.leadership, p.serve, p.serveCancel = ctx, nil, nil
+	if ctx != nil {
+		p.serve, p.serveCancel = context.WithCancel(ctx)
+	}
 	return was
 }
 
+// leading is done when this wrapper stops serving its peers; nil while it
+// does not serve them.
 func (p *peerServer) leading() context.Context {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.lead != nil && p.lead.Err() != nil {
+	if p.serve != nil && p.serve.Err() != nil {
 		return nil
 	}
-	return p.lead
+	return p.serve
+}
+
+// checkRenewed stops serving peers while the Lease has not been renewed
+// recently, and serves them again once it is. A leader cut from the cloud
+// hears no more changes, and client-go's elector gives up the Lease only
+// after RenewDeadline, and then tries to release it for as long again:
+// serving its followers a frozen view all that while would hold them on it
+// (its heartbeats keep them), so it stops at once and they read from the
+// apiserver.
+func (p *peerServer) checkRenewed(logger klog.Logger) {
+	fresh := p.ss.renewedRecently()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leadership == nil || p.leadership.Err() != nil {
+		return
+	}
+	serving := p.serve != nil && p.serve.Err() == nil
+	switch {
+	case serving && !fresh:
+		p.serveCancel()
+		logger.Info("The site's Lease was not renewed lately: not serving peers until it is", "within", p.ss.renewWindow())
+	case !serving && fresh:
+		p.serve, p.serveCancel = context.WithCancel(p.leadership)
+		logger.Info("The site's Lease is renewed again: serving peers")
+	}
 }
 
 func (p *peerServer) synced() bool {
@@ -134,6 +172,7 @@ func (p *peerServer) heartbeat(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			p.checkRenewed(klog.FromContext(ctx))
 			for _, c := range p.caches {
 				c.store.Bookmark()
 			}
