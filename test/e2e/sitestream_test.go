@@ -185,6 +185,7 @@ func startSite(t *testing.T) *siteCluster {
 	t.Cleanup(func() {
 		stopObserving()
 		<-observed
+		sc.logTimeline()
 		if t.Failed() {
 			for _, n := range siteNodes {
 				for _, p := range []*controlplane.Process{sc.nodes[n].wrapper, sc.nodes[n].proxy} {
@@ -299,6 +300,7 @@ func (sc *siteCluster) waitRules(names ...string) {
 			if strings.Join(got, ",") != strings.Join(want, ",") {
 				return fmt.Errorf("rules have %v", got)
 			}
+			sc.record(n, got, time.Now())
 			return nil
 		})
 	}
@@ -312,26 +314,30 @@ func (sc *siteCluster) observe(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			now := time.Now()
-			sc.mu.Lock()
-			if len(got) == 0 {
-				sc.lost = append(sc.lost, fmt.Sprintf("%s at %s", n, now.Format(time.StampMilli)))
-			}
-			for _, ip := range got {
-				if k, ok := endpointWrite(ip); ok {
-					if sc.seen[n] == nil {
-						sc.seen[n] = map[int]time.Time{}
-					}
-					if _, dup := sc.seen[n][k]; !dup {
-						sc.seen[n][k] = now
-					}
-				}
-			}
-			sc.mu.Unlock()
+			sc.record(n, got, time.Now())
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// record notes what node's rules held at now.
+func (sc *siteCluster) record(node string, got []string, now time.Time) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if len(got) == 0 {
+		sc.lost = append(sc.lost, fmt.Sprintf("%s at %s", node, now.Format(time.StampMilli)))
+	}
+	for _, ip := range got {
+		if k, ok := endpointWrite(ip); ok {
+			if sc.seen[node] == nil {
+				sc.seen[node] = map[int]time.Time{}
+			}
+			if _, dup := sc.seen[node][k]; !dup {
+				sc.seen[node][k] = now
+			}
 		}
 	}
 }
@@ -408,6 +414,26 @@ func (sc *siteCluster) scenario(name string, skip []string, disrupt func()) {
 	if len(sc.lost) > 0 {
 		sc.t.Errorf("%s: kube-proxy's rules lost every endpoint of the Service (a spurious DELETE): %v", name, sc.lost)
 	}
+}
+
+var siteEvent = regexp.MustCompile(`Site stream|site stream|site's Lease|peer names`)
+
+// logTimeline logs every wrapper's site-stream events, in its own words.
+func (sc *siteCluster) logTimeline() {
+	var lines []string
+	for _, n := range siteNodes {
+		if p := sc.nodes[n].wrapper; p != nil {
+			for _, line := range strings.Split(p.Log(), "\n") {
+				if siteEvent.MatchString(line) {
+					if len(line) > 260 {
+						line = line[:260] + "..."
+					}
+					lines = append(lines, n+": "+line)
+				}
+			}
+		}
+	}
+	sc.t.Logf("site stream events (each wrapper's log):\n%s", strings.Join(lines, "\n"))
 }
 
 // holder is the node the site's Lease names ("" for none).
