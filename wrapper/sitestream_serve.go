@@ -122,7 +122,9 @@ func (p *peerServer) setLeading(ctx context.Context) bool {
 func (p *peerServer) leading() context.Context {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.serve != nil && p.serve.Err() != nil {
+	// Checked here too, not only by the heartbeat: a leader resuming from
+	// a pause serves nothing before its next tick.
+	if p.serve != nil && (p.serve.Err() != nil || !p.ss.renewedRecently()) {
 		return nil
 	}
 	return p.serve

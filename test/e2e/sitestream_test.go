@@ -323,6 +323,31 @@ func (sc *siteCluster) observe(ctx context.Context) {
 	}
 }
 
+// cloudLists counts the apiserver's LISTs of Services and EndpointSlices
+// so far (its apiserver_request_total): only the wrappers list them.
+func (sc *siteCluster) cloudLists() map[string]float64 {
+	sc.t.Helper()
+	raw, err := sc.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(sc.ctx)
+	if err != nil {
+		sc.t.Fatalf("apiserver metrics: %v", err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `verb="LIST"`) {
+			continue
+		}
+		for _, res := range []string{"services", "endpointslices"} {
+			if strings.Contains(line, `resource="`+res+`"`) {
+				var v float64
+				if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err == nil {
+					out[res] += v
+				}
+			}
+		}
+	}
+	return out
+}
+
 // record notes what node's rules held at now.
 func (sc *siteCluster) record(node string, got []string, now time.Time) {
 	sc.mu.Lock()
@@ -368,6 +393,10 @@ func (sc *siteCluster) scenario(name string, skip []string, disrupt func()) {
 	sc.mu.Lock()
 	first := sc.k + 1
 	sc.mu.Unlock()
+	listsBefore := sc.cloudLists()
+	if listsBefore["endpointslices"] == 0 {
+		sc.t.Fatal("the apiserver counts no LIST of EndpointSlices, though the leader listed them: the count is misread")
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -392,6 +421,17 @@ func (sc *siteCluster) scenario(name string, skip []string, disrupt func()) {
 		}
 	}
 	sc.waitRules(live...)
+	// The EndpointSlice changes every 500 ms, so every source still holds
+	// any version a wrapper resumes from: each resumes its watch, from the
+	// apiserver or a leader, and none lists EndpointSlices from the cloud
+	// again. (Services are quiet: a follower's version of them may be older
+	// than the apiserver's watch cache holds, which makes it relist them.)
+	lists := sc.cloudLists()
+	if d := lists["endpointslices"] - listsBefore["endpointslices"]; d != 0 {
+		sc.t.Errorf("%s: the site listed EndpointSlices from the apiserver %v times, want every watch resumed", name, d)
+	}
+	sc.t.Logf("%s: lists from the apiserver during it: EndpointSlices %v, Services %v", name,
+		lists["endpointslices"]-listsBefore["endpointslices"], lists["services"]-listsBefore["services"])
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	var report []string
