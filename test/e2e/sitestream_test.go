@@ -40,7 +40,7 @@ import (
 const (
 	siteLabelKey  = "sitestream.e2e/site"
 	siteValue     = "shop"
-	sitePeerPort  = "51008"
+	sitePeerPort  = "51009"
 	siteAccount   = "application-grid-wrapper"
 	siteNS        = "kube-system"
 	siteSvcNS     = "default"
