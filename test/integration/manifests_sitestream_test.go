@@ -27,7 +27,7 @@ import (
 )
 
 // TestSiteStreamComponent installs build/manifests/default with the
-// site-stream component for real, checks what the wrappers' ServiceAccount
+// site-stream component for real (no Pod Security warning), checks what the wrappers' ServiceAccount
 // may do, that the projected token's audience is one the apiserver itself
 // refuses, and runs two wrappers of one site with that ServiceAccount and
 // the component's flags: one takes the Lease, the other reads from it with
@@ -56,7 +56,11 @@ func TestSiteStreamComponent(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	k.must("apply", "--server-side", "-k", overlay)
+	// The namespaces carry their Pod Security labels: admission warns about
+	// a pod template the component made break them.
+	if out := k.must("apply", "--server-side", "-k", overlay); strings.Contains(out, "Warning") || strings.Contains(out, "PodSecurity") {
+		t.Errorf("default + site-stream: apply warned:\n%s", out)
+	}
 
 	ctx := t.Context()
 	admin := kubernetes.NewForConfigOrDie(cp.Config)
