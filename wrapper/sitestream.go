@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,6 +96,8 @@ type siteStream struct {
 	services, slices *unitCache
 	router           *peerRouter
 	peers            *peerServer
+	members          *siteMembers
+	lock             atomic.Pointer[readLock] // the Lease, once the site is known
 
 	cert tls.Certificate
 	pin  string // hex SHA-256 of cert's DER, published in the Lease
@@ -141,6 +144,7 @@ func newSiteStream(opts SiteStreamOptions, node string, upstream *rest.Config, c
 	}
 	ss.services, ss.slices = newUnitCache(svcRes, limits), newUnitCache(sliceRes, limits)
 	ss.router = newPeerRouter(opts, leaderIdentity(node, opts.AdvertiseAddress, ss.pin))
+	ss.members = ss.router.members
 	ss.peers = newPeerServer(ss, serializer.NewCodecFactory(scheme.Scheme), writeTimeout, map[*resource]*unitCache{svcRes: ss.services, sliceRes: ss.slices})
 	cfg := rest.CopyConfig(protobufConfig(upstream))
 	cfg.Wrap(ss.router.wrap)

@@ -23,13 +23,17 @@ func siteLeaseName(group string) string { return "application-grid-wrapper-site-
 func (ss *siteStream) elect(ctx context.Context, logger klog.Logger, group string) {
 	identity := ss.router.self
 	ss.router.site.Store(group)
-	lock := &resourcelock.LeaseLock{
+	lease := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: ss.opts.Namespace, Name: siteLeaseName(group)},
 		Client:     ss.client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 		Labels:     map[string]string{"app.kubernetes.io/name": "application-grid-wrapper"},
 	}
-	logger = logger.WithValues("site", group, "lease", lock.LeaseMeta.Namespace+"/"+lock.LeaseMeta.Name)
+	lock := &readLock{Interface: lease}
+	ss.lock.Store(lock)
+	logger = logger.WithValues("site", group, "lease", lease.LeaseMeta.Namespace+"/"+lease.LeaseMeta.Name)
+	// Without the cloud, the site's peers tell who leads.
+	go ss.askPeers(ctx, logger, lock)
 	for ctx.Err() == nil {
 		// A follower whose leader serves it over the site network asks the
 		// cloud nothing: it campaigns (and so reads the Lease every

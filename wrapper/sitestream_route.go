@@ -61,13 +61,15 @@ type peerRouter struct {
 	leaderWatches atomic.Int64
 	// upstream is the transport under the router (set by wrap).
 	upstream http.RoundTripper
+	// members are the site's wrappers heard of (sitestream_members.go).
+	members *siteMembers
 }
 
 // peerRetry is how long a leader that failed is left alone before a probe.
 const peerRetry = 10 * time.Second
 
 func newPeerRouter(opts SiteStreamOptions, self string) *peerRouter {
-	return &peerRouter{opts: opts, self: self, streams: map[*routedBody]struct{}{}, changed: make(chan struct{})}
+	return &peerRouter{opts: opts, self: self, streams: map[*routedBody]struct{}{}, changed: make(chan struct{}), members: newSiteMembers()}
 }
 
 // notifyLocked tells waiters the source may have changed; r.mu is held.
@@ -99,6 +101,7 @@ func (r *peerRouter) setLeader(logger klog.Logger, identity string) {
 	var t *peerTarget
 	if node, addr, pin, ok := parseLeaderIdentity(identity); ok && identity != r.self {
 		t = &peerTarget{node: node, addr: addr, pin: pin, transport: pinnedTransport(pin)}
+		r.members.add(identity)
 	} else if identity != "" && !ok {
 		logger.Info("Ignoring a Lease holder that is not a wrapper's identity", "holder", identity)
 	}
@@ -183,12 +186,71 @@ func (r *peerRouter) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		r.giveUp(logger, t, err.Error())
 	}
-	resp, err := upstream.RoundTrip(req)
-	if err != nil || !isWatch(req) {
+	resp, t, err := r.upstreamUntilLeader(req, upstream)
+	if err != nil || !isWatch(req) || t != nil { // a leader's watch is tracked by viaLeader
 		return resp, err
 	}
 	r.track(resp, nil)
 	return resp, nil
+}
+
+// upstreamUntilLeader sends req upstream, and to the leader instead if one
+// becomes usable before upstream answers: a request waiting on an apiserver
+// this wrapper cannot reach (its cloud link cut) moves to the leader it
+// learns of from its peers, rather than hanging until the connection to the
+// apiserver is found dead. It returns the leader that answered, or nil.
+func (r *peerRouter) upstreamUntilLeader(req *http.Request, upstream http.RoundTripper) (*http.Response, *peerTarget, error) {
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	done := make(chan result, 1)
+	go func() {
+		resp, err := upstream.RoundTrip(req.WithContext(ctx))
+		done <- result{resp, err}
+	}()
+	for {
+		_, changed := r.following()
+		select {
+		case res := <-done:
+			if res.err != nil {
+				cancel()
+				return nil, nil, res.err
+			}
+			res.resp.Body = &cancelOnClose{ReadCloser: res.resp.Body, cancel: cancel}
+			return res.resp, nil, nil
+		case <-changed:
+			t := r.source()
+			if t == nil {
+				continue
+			}
+			resp, err := r.viaLeader(req, t)
+			if err != nil {
+				r.giveUp(klog.FromContext(req.Context()), t, err.Error())
+				continue
+			}
+			cancel()
+			go func() {
+				if res := <-done; res.err == nil {
+					res.resp.Body.Close()
+				}
+			}()
+			return resp, t, nil
+		}
+	}
+}
+
+// cancelOnClose ends a request's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }
 
 // viaLeader sends req to t with this wrapper's peer token instead of its
@@ -210,6 +272,7 @@ func (r *peerRouter) viaLeader(req *http.Request, t *peerTarget) (*http.Response
 	out.Header.Set("Authorization", "Bearer "+token)
 	site, _ := r.site.Load().(string)
 	out.Header.Set(siteHeader, site)
+	out.Header.Set(peerHeader, r.self)
 	resp, err := t.transport.RoundTrip(out)
 	if err != nil {
 		return nil, err
@@ -257,11 +320,25 @@ func (r *peerRouter) run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	t := time.NewTicker(r.opts.IdleTimeout / 5)
 	defer t.Stop()
+	var membersFrom *peerTarget
+	var membersAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		// Learn the site's wrappers from the leader, to ask them who leads
+		// should the Lease become unreadable (sitestream_members.go).
+		if l := r.source(); l != nil && (l != membersFrom || time.Since(membersAt) > membersRefresh) {
+			membersFrom, membersAt = l, time.Now()
+			go func() {
+				actx, cancel := context.WithTimeout(ctx, peerAskTimeout)
+				defer cancel()
+				if v, err := r.askSite(actx, &peerTarget{addr: l.addr, pin: l.pin, transport: pinnedTransport(l.pin)}); err == nil {
+					r.members.add(v.Members...)
+				}
+			}()
 		}
 		r.mu.Lock()
 		leader, bad := r.leader, !r.badUntil.IsZero()
@@ -296,28 +373,40 @@ func (r *peerRouter) run(ctx context.Context) {
 }
 
 func (r *peerRouter) probe(ctx context.Context, t *peerTarget) error {
-	token, err := r.opts.Token()
+	ctx, cancel := context.WithTimeout(ctx, r.opts.IdleTimeout)
+	defer cancel()
+	resp, err := r.peerGet(ctx, t, "/readyz")
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.opts.IdleTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+t.addr+"/readyz", nil)
+	return resp.Body.Close()
+}
+
+// peerGet GETs path from a peer as this wrapper; any answer but 200 is an
+// error.
+func (r *peerRouter) peerGet(ctx context.Context, t *peerTarget, path string) (*http.Response, error) {
+	token, err := r.opts.Token()
 	if err != nil {
-		return err
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+t.addr+path, nil)
+	if err != nil {
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	site, _ := r.site.Load().(string)
 	req.Header.Set(siteHeader, site)
+	req.Header.Set(peerHeader, r.self)
 	resp, err := t.transport.RoundTrip(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("leader answered %s", resp.Status)
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		return nil, fmt.Errorf("peer answered %s", resp.Status)
 	}
-	return nil
+	return resp, nil
 }
 
 // routedBody is a watch's response body. Ended by the router, it reads as

@@ -37,10 +37,15 @@ type peerServer struct {
 	serving *Server // only its list/watch handlers, over the caches
 	caches  []*unitCache
 
-	mu      sync.Mutex
-	lead    context.Context // done when leadership ends; nil: not leading
-	authn   authenticator.Request
-	allowed sets.Set[string]
+	mu sync.Mutex
+	// leadership is done when the Lease is lost; nil: not leading. serve
+	// is done sooner, when the Lease has not been renewed recently (see
+	// renewedRecently): peer watches end with it.
+	leadership  context.Context
+	serve       context.Context
+	serveCancel context.CancelFunc
+	authn       authenticator.Request
+	allowed     sets.Set[string]
 }
 
 func newPeerServer(ss *siteStream, codecs serializer.CodecFactory, writeTimeout time.Duration, caches map[*resource]*unitCache) *peerServer {
@@ -101,18 +106,53 @@ func (p *peerServer) resolveAllowedUsers(ctx context.Context, logger klog.Logger
 func (p *peerServer) setLeading(ctx context.Context) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	was := p.lead != nil
-	p.lead = ctx
+	was := p.leadership != nil
+	if p.serveCancel != nil {
+		p.serveCancel()
+	}
+	p.leadership, p.serve, p.serveCancel = ctx, nil, nil
+	if ctx != nil {
+		p.serve, p.serveCancel = context.WithCancel(ctx)
+	}
 	return was
 }
 
+// leading is done when this wrapper stops serving its peers; nil while it
+// does not serve them.
 func (p *peerServer) leading() context.Context {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.lead != nil && p.lead.Err() != nil {
+	// Checked here too, not only by the heartbeat: a leader resuming from
+	// a pause serves nothing before its next tick.
+	if p.serve != nil && (p.serve.Err() != nil || !p.ss.renewedRecently()) {
 		return nil
 	}
-	return p.lead
+	return p.serve
+}
+
+// checkRenewed stops serving peers while the Lease has not been renewed
+// recently, and serves them again once it is. A leader cut from the cloud
+// hears no more changes, and client-go's elector gives up the Lease only
+// after RenewDeadline, and then tries to release it for as long again:
+// serving its followers a frozen view all that while would hold them on it
+// (its heartbeats keep them), so it stops at once and they read from the
+// apiserver.
+func (p *peerServer) checkRenewed(logger klog.Logger) {
+	fresh := p.ss.renewedRecently()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leadership == nil || p.leadership.Err() != nil {
+		return
+	}
+	serving := p.serve != nil && p.serve.Err() == nil
+	switch {
+	case serving && !fresh:
+		p.serveCancel()
+		logger.Info("The site's Lease was not renewed lately: not serving peers until it is", "within", p.ss.renewWindow())
+	case !serving && fresh:
+		p.serve, p.serveCancel = context.WithCancel(p.leadership)
+		logger.Info("The site's Lease is renewed again: serving peers")
+	}
 }
 
 func (p *peerServer) synced() bool {
@@ -127,7 +167,8 @@ func (p *peerServer) synced() bool {
 // heartbeat makes a BOOKMARK due for every peer watch each interval: a
 // follower that hears nothing for its idle timeout gives the leader up.
 func (p *peerServer) heartbeat(ctx context.Context, every time.Duration) {
-	wait.UntilWithContext(ctx, func(context.Context) {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		p.checkRenewed(klog.FromContext(ctx))
 		for _, c := range p.caches {
 			c.store.Bookmark()
 		}
@@ -168,6 +209,12 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	lead := p.leading()
 	if site := p.ss.Group(); site == "" || req.Header.Get(siteHeader) != site {
 		lead = nil // not this follower's site's leader
+	} else {
+		p.ss.members.add(req.Header.Get(peerHeader))
+		if req.URL.Path == sitePath {
+			p.serveSite(w)
+			return
+		}
 	}
 	if req.URL.Path == "/readyz" {
 		if lead == nil || !p.synced() {

@@ -204,7 +204,7 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	go func() { errCh <- srv.Run(ctx) }()
-	if peerSrv := servePeers(ctx, srv, *site.bind, errCh); peerSrv != nil {
+	if peerSrv := servePeers(ctx, srv, site, errCh); peerSrv != nil {
 		defer peerSrv.Close()
 	}
 	// Both ports are bound as soon as they are free (another process may

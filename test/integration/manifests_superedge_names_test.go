@@ -41,7 +41,7 @@ func TestManifestsNoSuperEdgeNames(t *testing.T) {
 
 	bin := controlplane.BinaryForTest(t, controlplane.Kubectl)
 	k := &kubectlRunner{t: t, bin: bin, kubeconfig: filepath.Join(t.TempDir(), "none"), cacheDir: t.TempDir()}
-	for _, dir := range []string{"default", "coredns-shared", "node-identity", "monitoring"} {
+	for _, dir := range []string{"default", "coredns-shared", "node-identity", "monitoring", "site-stream"} {
 		for _, o := range decodeObjects(t, k.must("kustomize", manifestDir(dir))) {
 			if o.GetKind() == "Namespace" {
 				continue

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/netutil"
+	certutil "k8s.io/client-go/util/cert"
+)
+
+// The peer port holds at most its connection limit open, closes a
+// connection that never finishes its TLS handshake, and so serves a real
+// peer even while a LAN client keeps opening silent connections beyond the
+// limit.
+func TestPeerPortLimits(t *testing.T) {
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 2
+	var open, most atomic.Int64
+	srv := newPeerServer(t.Context(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
+		&tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}, 300*time.Millisecond)
+	srv.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			n := open.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.ServeTLS(netutil.LimitListener(ln, limit), "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	// Silent connections, twice the limit: no TLS handshake, nothing sent.
+	var silent []net.Conn
+	for range 2 * limit {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		silent = append(silent, c)
+	}
+	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}, // the test's own certificate
+	}}
+	resp, err := client.Get("https://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatalf("a peer behind %d silent connections: %v", len(silent), err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a peer behind silent connections: %s", resp.Status)
+	}
+	client.CloseIdleConnections()
+	// The server closed every silent connection (it reads as EOF), without
+	// ever holding more than the limit open.
+	for i, c := range silent {
+		if err := c.SetReadDeadline(time.Now().Add(2 * time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.Read(make([]byte, 1))
+		if errors.Is(err, os.ErrDeadlineExceeded) || n > 0 {
+			t.Errorf("silent connection %d was not closed by the server (read %d bytes, %v)", i, n, err)
+		}
+	}
+	if m := most.Load(); m != limit {
+		t.Errorf("at most %d connections were open at once, want the limit %d reached and never passed", m, limit)
+	}
+}
