@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -40,8 +39,8 @@ const (
 	// staticNode is installed with the static-pod option (build/static-pods)
 	// instead of the DaemonSets, and is the one that reboots.
 	staticNode = "node2"
-	// nodeLocalDNS is the static install's CoreDNS address and that node's
-	// clusterDNS (build/static-pods/Corefile).
+	// nodeLocalDNS is the static install's CoreDNS address and, from the
+	// guide's static-node-dns step, that node's clusterDNS.
 	nodeLocalDNS = "169.254.20.10"
 	// pinnedDNS is the coredns-gridhosts Service's pinned clusterIP, which
 	// the other nodes' kubelets name from build/README.md's Install step 4.
@@ -227,9 +226,6 @@ func TestRealNodes(t *testing.T) {
 			}
 			n := NewNode(cfg, sn.name, fabric.Nodes[i], map[string]string{gridKey: sn.unit}, kc, filepath.Join(run, sn.name))
 			n.ClusterDNS = clusterDNS
-			if n.Name == staticNode {
-				n.ClusterDNS = nodeLocalDNS
-			}
 			nodes = append(nodes, n)
 			if err := n.Start(ctx); err != nil {
 				t.Fatal(err)
@@ -293,23 +289,14 @@ func TestRealNodes(t *testing.T) {
 			if int(ds.Status.NumberReady) != len(names) {
 				return fmt.Errorf("kube-proxy: %d of %d ready", ds.Status.NumberReady, len(names))
 			}
-			if err := clientsProbing(ctx, client, clients, "svc"); err != nil {
-				return err
-			}
-			return clientsProbing(ctx, client, slices.DeleteFunc(slices.Clone(clients), func(c string) bool { return c == "client-"+staticNode }), "dns")
+			return clientsProbing(ctx, client, clients, "svc", "dns")
 		})
 	})
 
 	// The report of the clients' traffic during each window. No Service
 	// request may fail in any; no DNS query either, where the client
-	// resolved right before the step, but for the steps that remove the
-	// node's CoreDNS on purpose (build/README.md explains them all).
-	removesDNS := func(w, c string) bool {
-		// Only the static node's client: its kubelet names its own CoreDNS,
-		// which this step removes (the others name the cluster DNS again by
-		// then, build/README.md's Uninstall step 1).
-		return w == "uninstall-static-node NODE="+staticNode && c == "client-"+staticNode
-	}
+	// resolved right before the step: every kubelet names another name
+	// server before the one it names goes (build/README.md).
 	reportTraffic := func(clients []string, windows []window) {
 		t.Helper()
 		report, table, err := trafficReport(ctx, client, clients, windows, earlierLogs)
@@ -322,7 +309,7 @@ func TestRealNodes(t *testing.T) {
 				if r["svc"].failed > 0 {
 					t.Errorf("%s: %s: %d of %d Service requests failed", w.name, c, r["svc"].failed, r["svc"].attempts)
 				}
-				if dns := r["dns"]; dns.workedBefore && !removesDNS(w.name, c) && dns.failed > 0 {
+				if dns := r["dns"]; dns.workedBefore && dns.failed > 0 {
 					t.Errorf("%s: %s: %d of %d DNS queries failed", w.name, c, dns.failed, dns.attempts)
 				}
 			}
@@ -411,8 +398,8 @@ func TestRealNodes(t *testing.T) {
 
 		// The static-pod option on staticNode, as build/README.md says:
 		// the node identity's rights and the rendered pod, the node-local
-		// DNS address (kept for every boot; clusterDNS names it from the
-		// first), the Corefile and the pod copied on the node.
+		// DNS address (kept for every boot), the Corefile and the pod copied
+		// on the node, then its kubelet's clusterDNS moved to that address.
 		step("static-pods-render")
 		static := nodeByName(nodes, staticNode)
 		if err := static.AddLoopbackAddr(ctx, nodeLocalDNS+"/32"); err != nil {
@@ -422,6 +409,7 @@ func TestRealNodes(t *testing.T) {
 		eventually(ctx, t, 0, "the controller, the DaemonSets' pods on the labelled nodes and "+staticNode+"'s static pod Ready", func(ctx context.Context) error {
 			return componentsReady(ctx, client, len(names)-1, staticNode)
 		})
+		moveDNS(static, nodeLocalDNS, guide, "static-node-dns")
 		step("check-images")
 		svc, err := client.CoreV1().Services("edge-system").Get(ctx, "coredns-gridhosts", metav1.GetOptions{})
 		if err != nil {
@@ -504,9 +492,7 @@ func TestRealNodes(t *testing.T) {
 			return clientsProbing(ctx, client, clients, "svc", "dns")
 		})
 		for _, n := range names {
-			if n != staticNode {
-				moveDNS(nodeByName(nodes, n), clusterDNS, guide, "uninstall-node-dns")
-			}
+			moveDNS(nodeByName(nodes, n), clusterDNS, guide, "uninstall-node-dns")
 		}
 		for _, n := range names {
 			if n != staticNode {
