@@ -141,10 +141,17 @@ func (n *Node) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("%s: containerd: %w", n.Name, err)
 	}
-	// kubeadm's kubelet unit is restarted when it exits (systemd's
-	// Restart=always), and it does exit at start while containerd's CRI is
-	// not initialized yet ("server is not initialized yet", seen after a
-	// reboot on a loaded machine): the same here, a few times.
+	return n.startKubelet(ctx, mntNS)
+}
+
+// startKubelet starts the kubelet and watches it for 3 s. kubeadm's kubelet
+// unit is restarted when it exits (systemd's Restart=always), and it does
+// exit at start while containerd's CRI is not initialized yet ("server is
+// not initialized yet", seen after a reboot on a loaded machine) or when
+// the CRI connection is reset at its first calls (seen on a restart under
+// load): the same here, a few times.
+func (n *Node) startKubelet(ctx context.Context, mntNS string) error {
+	var err error
 	for attempt := 1; ; attempt++ {
 		if n.kubelet, err = n.start("kubelet", n.kubeletCommand(mntNS)); err != nil {
 			return err
@@ -196,8 +203,7 @@ func (n *Node) RestartKubelet(ctx context.Context) error {
 	}
 	n.ClusterDNS = dns
 	n.kubelet.Stop(30 * time.Second)
-	n.kubelet, err = n.start("kubelet", n.kubeletCommand(fmt.Sprintf("/proc/%d/ns/mnt", n.holder.PID())))
-	return err
+	return n.startKubelet(ctx, fmt.Sprintf("/proc/%d/ns/mnt", n.holder.PID()))
 }
 
 // KubeletClusterDNS is the one clusterDNS entry of the kubelet's

@@ -186,8 +186,13 @@ func trafficReport(ctx context.Context, client kubernetes.Interface, clients []s
 // are answered.
 func recreateClient(ctx context.Context, client kubernetes.Interface, node, clusterIP string, earlier map[string]string) error {
 	name := "client-" + node
-	raw, err := client.CoreV1().Pods("default").GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
-	if err != nil {
+	// The node's kubelet, which serves the log, may have just restarted.
+	var raw []byte
+	if err := waitUntil(ctx, 3*time.Minute, func() error {
+		var err error
+		raw, err = client.CoreV1().Pods("default").GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		return err
+	}); err != nil {
 		return fmt.Errorf("logs of %s: %w", name, err)
 	}
 	earlier[name] += string(raw)
