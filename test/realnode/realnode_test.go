@@ -281,7 +281,7 @@ func TestRealNodes(t *testing.T) {
 			}
 		}
 		probeIP = svc.Spec.ClusterIP
-		eventually(ctx, t, 0, "the stock kube-proxy on every node, the probe's pods and the clients Ready, every client reaching the probe Service, those naming the cluster DNS resolving its name", func(ctx context.Context) error {
+		eventually(ctx, t, 0, "the stock kube-proxy on every node, the probe's pods and the clients Ready, every client reaching the probe Service and resolving its name through the cluster DNS", func(ctx context.Context) error {
 			ds, err := client.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -349,13 +349,13 @@ func TestRealNodes(t *testing.T) {
 	// clusterDNS elsewhere and restarts the kubelet; then the node's client
 	// pod is recreated and must name want as its only nameserver and
 	// resolve through it (nodeDNSStep).
-	moveDNS := func(n *Node, want, g, name string, env ...string) {
+	moveDNS := func(n *Node, want, g, name string) {
 		t.Helper()
 		extra, then, err := nodeDNSStep(ctx, n, filepath.Join(run, "node-bin"), op.Kubectl, want)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stepOnThen(n.Enter(), then, g, name, append(append([]string{"NODE=" + n.Name}, env...), extra...)...)
+		stepOnThen(n.Enter(), then, g, name, append([]string{"NODE=" + n.Name}, extra...)...)
 		if err := recreateClient(ctx, client, n.Name, probeIP, earlierLogs); err != nil {
 			t.Fatal(err)
 		}
