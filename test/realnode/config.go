@@ -106,7 +106,8 @@ func (n *Node) cniConfig() string {
 func (n *Node) kubeletConfig() string {
 	dns := ""
 	if n.ClusterDNS != "" {
-		dns = fmt.Sprintf("clusterDNS: [%q]\n", n.ClusterDNS)
+		// kubeadm's layout (a block list), which build/README.md's sed edits.
+		dns = fmt.Sprintf("clusterDNS:\n- %s\n", n.ClusterDNS)
 	}
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

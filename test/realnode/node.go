@@ -141,10 +141,17 @@ func (n *Node) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("%s: containerd: %w", n.Name, err)
 	}
-	// kubeadm's kubelet unit is restarted when it exits (systemd's
-	// Restart=always), and it does exit at start while containerd's CRI is
-	// not initialized yet ("server is not initialized yet", seen after a
-	// reboot on a loaded machine): the same here, a few times.
+	return n.startKubelet(ctx, mntNS)
+}
+
+// startKubelet starts the kubelet and watches it for 3 s. kubeadm's kubelet
+// unit is restarted when it exits (systemd's Restart=always), and it does
+// exit at start while containerd's CRI is not initialized yet ("server is
+// not initialized yet", seen after a reboot on a loaded machine) or when
+// the CRI connection is reset at its first calls (seen on a restart under
+// load): the same here, a few times.
+func (n *Node) startKubelet(ctx context.Context, mntNS string) error {
+	var err error
 	for attempt := 1; ; attempt++ {
 		if n.kubelet, err = n.start("kubelet", n.kubeletCommand(mntNS)); err != nil {
 			return err
@@ -185,16 +192,37 @@ func (n *Node) kubeletCommand(mntNS string) *exec.Cmd {
 // Kubelet is the running kubelet process (nil when powered off).
 func (n *Node) Kubelet() *controlplane.Process { return n.kubelet }
 
-// RestartKubelet stops and starts the kubelet alone (new configuration);
-// its pods keep running, as on `systemctl restart kubelet`.
+// RestartKubelet stops and starts the kubelet alone, which reads its
+// configuration files as they are on the node now (an operator's edit
+// included); its pods keep running, as on `systemctl restart kubelet`.
+// ClusterDNS follows the file, so that a later boot keeps the edit.
 func (n *Node) RestartKubelet(ctx context.Context) error {
-	if err := n.writeConfigs(); err != nil {
+	dns, err := n.KubeletClusterDNS()
+	if err != nil {
 		return err
 	}
+	n.ClusterDNS = dns
 	n.kubelet.Stop(30 * time.Second)
-	var err error
-	n.kubelet, err = n.start("kubelet", n.kubeletCommand(fmt.Sprintf("/proc/%d/ns/mnt", n.holder.PID())))
-	return err
+	return n.startKubelet(ctx, fmt.Sprintf("/proc/%d/ns/mnt", n.holder.PID()))
+}
+
+// KubeletClusterDNS is the one clusterDNS entry of the kubelet's
+// configuration file on the node (kubeadm's block list).
+func (n *Node) KubeletClusterDNS() (string, error) {
+	path := n.HostPath("/var/lib/kubelet/config.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		if l == "clusterDNS:" && i+1 < len(lines) {
+			if v, ok := strings.CutPrefix(lines[i+1], "- "); ok {
+				return strings.TrimSpace(v), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s: no clusterDNS entry:\n%s", path, data)
 }
 
 // PowerOff ends everything of the node at once, as a power cut does: the

@@ -39,18 +39,22 @@ const (
 	// staticNode is installed with the static-pod option (build/static-pods)
 	// instead of the DaemonSets, and is the one that reboots.
 	staticNode = "node2"
-	// nodeLocalDNS is the static install's CoreDNS address and that node's
-	// clusterDNS (build/static-pods/Corefile).
+	// nodeLocalDNS is the static install's CoreDNS address and, from the
+	// guide's static-node-dns step, that node's clusterDNS.
 	nodeLocalDNS = "169.254.20.10"
-	// pinnedDNS is the coredns-gridhosts Service's pinned clusterIP, the
-	// other nodes' clusterDNS from their first boot (build/README.md,
-	// Install step 4).
+	// pinnedDNS is the coredns-gridhosts Service's pinned clusterIP, which
+	// the other nodes' kubelets name from build/README.md's Install step 4.
 	pinnedDNS = "10.96.0.53"
 	requests  = 50
 	guide     = "build/README.md"
 	// migrationGuide is the switch from SuperEdge and back.
 	migrationGuide = "build/MIGRATION.md"
 )
+
+// clusterDNS is the cluster DNS of kubeadm (Service kube-dns,
+// testdata/kubeadm-coredns.yaml), the other nodes' clusterDNS at their
+// first boot.
+const clusterDNS = "10.96.0.10"
 
 // TestRealNodes installs the shipped artefacts with the operator guide's
 // commands on three real kubelets with their own containerd, in two
@@ -234,10 +238,7 @@ func TestRealNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := NewNode(cfg, sn.name, fabric.Nodes[i], map[string]string{gridKey: sn.unit}, kc, filepath.Join(run, sn.name))
-			n.ClusterDNS = pinnedDNS
-			if n.Name == staticNode {
-				n.ClusterDNS = nodeLocalDNS
-			}
+			n.ClusterDNS = clusterDNS
 			nodes = append(nodes, n)
 			if err := n.Start(ctx); err != nil {
 				t.Fatal(err)
@@ -252,6 +253,10 @@ func TestRealNodes(t *testing.T) {
 	// kube-proxy on every node. Then the client pods start measuring.
 	var windows []window
 	clients := make([]string, len(names))
+	// The probe Service's clusterIP, and the logs of clients replaced by a
+	// new pod of the same name (recreateClient).
+	var probeIP string
+	earlierLogs := map[string]string{}
 	costs.step("kubeadm kube-proxy, probe, clients", func() {
 		stock, err := os.ReadFile("testdata/kubeadm-kube-proxy.yaml")
 		if err != nil {
@@ -263,6 +268,18 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustRun(ctx, t, op, "apply", "-f", stockFile)
+		// kubeadm's cluster DNS, our CoreDNS image standing in for
+		// kubeadm's (pulled by the tag `make images` pushed).
+		kubeDNS, err := os.ReadFile("testdata/kubeadm-coredns.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kubeDNSFile := filepath.Join(run, "kubeadm-coredns.yaml")
+		kubeDNSText := strings.NewReplacer("COREDNS_IMAGE", reg.Addr+"/servicegroup/coredns-gridhosts:"+op.Version, "AVOID_NODE", staticNode).Replace(string(kubeDNS))
+		if err := os.WriteFile(kubeDNSFile, []byte(kubeDNSText), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(ctx, t, op, "apply", "-f", kubeDNSFile)
 		deploy, svc := probeObjects(staticNode)
 		if _, err := client.AppsV1().Deployments("default").Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -276,7 +293,8 @@ func TestRealNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		eventually(ctx, t, 0, "the stock kube-proxy on every node, the probe's pods and the clients Ready, every client reaching the probe Service", func(ctx context.Context) error {
+		probeIP = svc.Spec.ClusterIP
+		eventually(ctx, t, 0, "the stock kube-proxy on every node, the probe's pods and the clients Ready, every client reaching the probe Service and resolving its name through the cluster DNS", func(ctx context.Context) error {
 			ds, err := client.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -284,41 +302,27 @@ func TestRealNodes(t *testing.T) {
 			if int(ds.Status.NumberReady) != len(names) {
 				return fmt.Errorf("kube-proxy: %d of %d ready", ds.Status.NumberReady, len(names))
 			}
-			return clientsProbing(ctx, client, clients, "svc")
+			return clientsProbing(ctx, client, clients, "svc", "dns")
 		})
 	})
 
 	// The report of the clients' traffic during each window. No Service
 	// request may fail in any; no DNS query either, where the client
-	// resolved right before the step, but for the steps that remove the
-	// node's CoreDNS on purpose (build/README.md explains them all).
-	removesDNS := func(w, c string) bool {
-		switch w {
-		case "uninstall-cluster", "uninstall-stock-kube-proxy", "remove-crds":
-			return true
-		}
-		return w == "uninstall-static-node NODE="+staticNode && c == "client-"+staticNode
-	}
+	// resolved right before the step: every kubelet names another name
+	// server before the one it names goes (build/README.md).
 	reportTraffic := func(clients []string, windows []window) {
 		t.Helper()
-		report, table, err := trafficReport(ctx, client, clients, windows)
+		report, table, err := trafficReport(ctx, client, clients, windows, earlierLogs)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("traffic during each step (failed of all attempts, longest time without a success):\n%s", table)
-		// From the rollback of its node on, a client's DNS is gone on
-		// purpose: the node's CoreDNS leaves, and the test's kubelets do not
-		// name edge-coredns (build/MIGRATION.md).
-		rolledBack := map[string]bool{}
 		for _, w := range windows {
-			if node, ok := strings.CutPrefix(w.name, "rollback-node NODE="); ok {
-				rolledBack["client-"+node] = true
-			}
 			for c, r := range report[w.name] {
 				if r["svc"].failed > 0 {
 					t.Errorf("%s: %s: %d of %d Service requests failed", w.name, c, r["svc"].failed, r["svc"].attempts)
 				}
-				if dns := r["dns"]; dns.workedBefore && !removesDNS(w.name, c) && !rolledBack[c] && dns.failed > 0 {
+				if dns := r["dns"]; dns.workedBefore && dns.failed > 0 {
 					t.Errorf("%s: %s: %d of %d DNS queries failed", w.name, c, dns.failed, dns.attempts)
 				}
 			}
@@ -328,7 +332,7 @@ func TestRealNodes(t *testing.T) {
 	// Runs a step of a guide (on a node when onNode is set, see
 	// Node.Enter) and records its window (named by the step and its node)
 	// for the traffic report.
-	stepOn := func(onNode []string, g, name string, env ...string) {
+	stepOnThen := func(onNode []string, then func() error, g, name string, env ...string) {
 		t.Helper()
 		ranSteps[g+"#"+name] = true
 		w := window{name: name, start: time.Now()}
@@ -342,8 +346,33 @@ func TestRealNodes(t *testing.T) {
 		} else {
 			t.Logf("%s:\n%s", w.name, lastLines(out, 12))
 		}
+		if then != nil {
+			if err := then(); err != nil {
+				t.Fatalf("%s: %v", w.name, err)
+			}
+		}
 		w.end = time.Now()
 		windows = append(windows, w)
+	}
+	stepOn := func(onNode []string, g, name string, env ...string) {
+		t.Helper()
+		stepOnThen(onNode, nil, g, name, env...)
+	}
+	// moveDNS runs a guide step on node n that points its kubelet's
+	// clusterDNS elsewhere and restarts the kubelet; then the node's client
+	// pod is recreated and must name want as its only nameserver and
+	// resolve through it (nodeDNSStep).
+	moveDNS := func(n *Node, want, g, name string) {
+		t.Helper()
+		extra, then, err := nodeDNSStep(ctx, n, filepath.Join(run, "node-bin"), op.Kubectl, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stepOnThen(n.Enter(), then, g, name, append([]string{"NODE=" + n.Name}, extra...)...)
+		if err := recreateClient(ctx, client, n.Name, probeIP, earlierLogs); err != nil {
+			t.Fatal(err)
+		}
+		checkResolver(ctx, t, op, "client-"+n.Name, want)
 	}
 	stepIn := func(g, name string, env ...string) {
 		t.Helper()
@@ -372,11 +401,18 @@ func TestRealNodes(t *testing.T) {
 				step("install-node", "NODE="+n)
 			}
 		}
+		// Install step 4 on each such node: its kubelet names the node's
+		// CoreDNS; pods created from then on resolve through it.
+		for _, n := range names {
+			if n != staticNode {
+				moveDNS(nodeByName(nodes, n), pinnedDNS, guide, "node-dns")
+			}
+		}
 
 		// The static-pod option on staticNode, as build/README.md says:
 		// the node identity's rights and the rendered pod, the node-local
-		// DNS address (kept for every boot; clusterDNS names it from the
-		// first), the Corefile and the pod copied on the node.
+		// DNS address (kept for every boot), the Corefile and the pod copied
+		// on the node, then its kubelet's clusterDNS moved to that address.
 		step("static-pods-render")
 		static := nodeByName(nodes, staticNode)
 		if err := static.AddLoopbackAddr(ctx, nodeLocalDNS+"/32"); err != nil {
@@ -386,6 +422,7 @@ func TestRealNodes(t *testing.T) {
 		eventually(ctx, t, 0, "the controller, the DaemonSets' pods on the labelled nodes and "+staticNode+"'s static pod Ready", func(ctx context.Context) error {
 			return componentsReady(ctx, client, len(names)-1, staticNode)
 		})
+		moveDNS(static, nodeLocalDNS, guide, "static-node-dns")
 		step("check-images")
 		svc, err := client.CoreV1().Services("edge-system").Get(ctx, "coredns-gridhosts", metav1.GetOptions{})
 		if err != nil {
@@ -468,6 +505,9 @@ func TestRealNodes(t *testing.T) {
 			return clientsProbing(ctx, client, clients, "svc", "dns")
 		})
 		for _, n := range names {
+			moveDNS(nodeByName(nodes, n), clusterDNS, guide, "uninstall-node-dns")
+		}
+		for _, n := range names {
 			if n != staticNode {
 				step("uninstall-node", "NODE="+n)
 			}
@@ -482,6 +522,9 @@ func TestRealNodes(t *testing.T) {
 		if _, err := client.AppsV1().Deployments("default").Get(ctx, "deploymentgrid-demo-nodeunit1", metav1.GetOptions{}); err != nil {
 			t.Errorf("the grid's Deployment is gone with the CRDs: %v", err)
 		}
+		// Nothing of SuperEdge's runs here yet: the namespace holds nothing
+		// to keep, and its removal is the guide's last step.
+		step("remove-namespace")
 		// The stock kube-proxy is back in charge on node0: the grid's
 		// Service, no longer filtered by nodeunit, reaches pods of both.
 		svc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
@@ -564,6 +607,7 @@ func TestRealNodes(t *testing.T) {
 		stepIn(migrationGuide, "migrate-cluster")
 		for _, n := range edgeNodes {
 			stepIn(migrationGuide, "migrate-node", "NODE="+n)
+			moveDNS(nodeByName(nodes, n), pinnedDNS, migrationGuide, "migrate-node-dns")
 		}
 		stepIn(migrationGuide, "migrate-finish", "APISERVER="+apiserver)
 		eventually(ctx, t, 0, "ours ready on the edge nodes, SuperEdge's DaemonSets gone", func(ctx context.Context) error {
@@ -593,6 +637,7 @@ func TestRealNodes(t *testing.T) {
 	costs.step("rollback to SuperEdge", func() {
 		stepIn(migrationGuide, "rollback-cluster", "APISERVER="+apiserver)
 		for _, n := range edgeNodes {
+			moveDNS(nodeByName(nodes, n), clusterDNS, migrationGuide, "rollback-node-dns")
 			stepIn(migrationGuide, "rollback-node", "NODE="+n)
 		}
 		stepIn(migrationGuide, "rollback-finish")

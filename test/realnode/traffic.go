@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -150,9 +151,10 @@ func measure(samples []probeSample, w window) probeResult {
 	return r
 }
 
-// trafficReport reads every client's log and returns, per window and
-// client, what its Service requests and DNS queries saw.
-func trafficReport(ctx context.Context, client kubernetes.Interface, clients []string, windows []window) (map[string]map[string]map[string]probeResult, string, error) {
+// trafficReport reads every client's log (after the logs of its earlier
+// pods of the same name, earlier: see recreateClient) and returns, per
+// window and client, what its Service requests and DNS queries saw.
+func trafficReport(ctx context.Context, client kubernetes.Interface, clients []string, windows []window, earlier map[string]string) (map[string]map[string]map[string]probeResult, string, error) {
 	results := map[string]map[string]map[string]probeResult{}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-34s %-14s %27s %27s\n", "step", "client", "Service: failed/tries gap", "DNS: failed/tries gap")
@@ -162,7 +164,7 @@ func trafficReport(ctx context.Context, client kubernetes.Interface, clients []s
 		if err != nil {
 			return nil, "", fmt.Errorf("logs of %s: %w", c, err)
 		}
-		logs[c] = parseProbeLog(string(raw))
+		logs[c] = parseProbeLog(earlier[c] + string(raw))
 	}
 	sort.Strings(clients)
 	for _, w := range windows {
@@ -175,4 +177,41 @@ func trafficReport(ctx context.Context, client kubernetes.Interface, clients []s
 		}
 	}
 	return results, b.String(), nil
+}
+
+// recreateClient replaces the client pod of node with a new one of the
+// same name (a pod keeps the resolver it started with: only a new one
+// follows the kubelet's clusterDNS), keeping the old pod's log in earlier
+// for trafficReport; it waits until the new one's requests and queries
+// are answered.
+func recreateClient(ctx context.Context, client kubernetes.Interface, node, clusterIP string, earlier map[string]string) error {
+	name := "client-" + node
+	// The node's kubelet, which serves the log, may have just restarted.
+	var raw []byte
+	if err := waitUntil(ctx, 3*time.Minute, func() error {
+		var err error
+		raw, err = client.CoreV1().Pods("default").GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		return err
+	}); err != nil {
+		return fmt.Errorf("logs of %s: %w", name, err)
+	}
+	earlier[name] += string(raw)
+	if err := client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		return err
+	}
+	if err := waitUntil(ctx, 3*time.Minute, func() error {
+		_, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("%s not gone yet (%v)", name, err)
+	}); err != nil {
+		return err
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, clientPod(node, clusterIP), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return waitUntil(ctx, 3*time.Minute, func() error {
+		return clientsProbing(ctx, client, []string{name}, "svc", "dns")
+	})
 }
