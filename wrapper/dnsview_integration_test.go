@@ -1,0 +1,328 @@
+package wrapper_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testcoredns"
+	"github.com/servicegroup/servicegroup/test/controlplane"
+	"github.com/servicegroup/servicegroup/wrapper"
+)
+
+// dnsAnswer is what a test compares of a DNS answer: the rcode and the
+// answer and authority records, TTLs zeroed (each server's cache counts its
+// own down), sorted.
+func dnsAnswer(port int, name string, qtype uint16) (string, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	c := &dns.Client{Timeout: 5 * time.Second}
+	r, _, err := c.Exchange(m, fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return "", err
+	}
+	var rrs []string
+	for _, rr := range slices.Concat(r.Answer, r.Ns) {
+		rr.Header().Ttl = 0
+		if soa, ok := rr.(*dns.SOA); ok {
+			soa.Serial = 0 // the kubernetes plugin's serial is its last change's time
+		}
+		rrs = append(rrs, rr.String())
+	}
+	slices.Sort(rrs)
+	return dns.RcodeToString[r.Rcode] + " " + strings.Join(rrs, " | "), nil
+}
+
+func createDNSService(t testing.TB, c kubernetes.Interface, ns, name string, headless bool, topologyKeys string) *corev1.Service {
+	t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	if headless {
+		svc.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	if topologyKeys != "" {
+		svc.Annotations = map[string]string{superedgev1.AnnotationTopologyKeys: topologyKeys}
+	}
+	out, err := c.CoreV1().Services(ns).Create(t.Context(), svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func dnsSlice(ns, svc, name string, headless bool, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	port, proto, portName := int32(8080), corev1.ProtocolTCP, "http"
+	labels := map[string]string{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: "wrapper-test"}
+	if headless {
+		labels[corev1.IsHeadlessService] = ""
+	}
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   eps,
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
+	}
+}
+
+// TestCoreDNSThroughWrapperAnswersAsDirect: the real CoreDNS of
+// corefile/Corefile.node, twice: one with both plugins on the apiserver
+// (as before), one whose kubernetes plugin reads the wrapper's DNS view.
+// Every answer (ClusterIP, headless records with endpoints in another
+// nodeunit, SRV, endpoint hostnames, PTR, NXDOMAIN, namespaces) is the same,
+// before and after changes (a topology headless Service is gridhosts'
+// in both); no StatefulSetGrid CRD is installed, so
+// gridhosts falls through to kubernetes in both. The wrapper's kube-proxy
+// view keeps its nodeunit filter beside it.
+func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
+	t.Parallel() // its own control plane
+	bin := testbin.Path(t, "coredns")
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	ctx := t.Context()
+	admin := adminClient(cp)
+	createNodes(t, admin)
+	ns := "dnsview"
+	createNamespace(t, admin, ns)
+	plain := createDNSService(t, admin, ns, "plain", false, `["zone1"]`)
+	createSlice(t, admin, ns, "plain", "plain-a", endpoint("10.2.0.1", "node0"), endpoint("10.2.0.2", "node1"))
+	// A headless Service without topologyKeys: the kubernetes plugin
+	// answers it, with every endpoint. One with them: gridhosts answers it
+	// for this node's nodeunit, in both.
+	createDNSService(t, admin, ns, "headless", true, "")
+	createDNSService(t, admin, ns, "topohl", true, `["zone1"]`)
+	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, dnsSlice(ns, "topohl", "topohl-a", true,
+		endpoint("10.2.3.1", "node0"), endpoint("10.2.3.2", "node1")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	web0 := endpoint("10.2.1.1", "node0")
+	hostname := "web-0"
+	web0.Hostname = &hostname
+	sl := dnsSlice(ns, "headless", "headless-a", true, web0, endpoint("10.2.1.2", "node1"))
+	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, sl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ext"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.org"}}
+	if _, err := admin.CoreV1().Services(ns).Create(ctx, ext, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
+	direct := startShippedCoreDNS(t, bin, "Corefile.node", cp.Kubeconfig, "", "node0")
+	through := startShippedCoreDNS(t, bin, "Corefile.node", cp.Kubeconfig,
+		plainKubeconfig(t, w.URL()+wrapper.DNSPathPrefix), "node0")
+
+	type query struct {
+		name  string
+		qtype uint16
+	}
+	queries := []query{
+		{"plain.dnsview.svc.cluster.local", dns.TypeA},
+		{"plain.dnsview.svc.cluster.local", dns.TypeAAAA},
+		{"_http._tcp.plain.dnsview.svc.cluster.local", dns.TypeSRV},
+		{"headless.dnsview.svc.cluster.local", dns.TypeA},
+		{"topohl.dnsview.svc.cluster.local", dns.TypeA},
+		{"_http._tcp.headless.dnsview.svc.cluster.local", dns.TypeSRV},
+		{"web-0.headless.dnsview.svc.cluster.local", dns.TypeA},
+		{"1.1.2.10.in-addr.arpa", dns.TypePTR},
+		{"2.1.2.10.in-addr.arpa", dns.TypePTR},
+		{"ext.dnsview.svc.cluster.local", dns.TypeCNAME},
+		{"missing.dnsview.svc.cluster.local", dns.TypeA},
+		{"dnsview.svc.cluster.local", dns.TypeA},
+		{"nonamespace.svc.cluster.local", dns.TypeA},
+		{"later.dnsview.svc.cluster.local", dns.TypeA},
+		{"later.newns.svc.cluster.local", dns.TypeA},
+		{"kubernetes.default.svc.cluster.local", dns.TypeA},
+		{"dns-version.cluster.local", dns.TypeTXT},
+	}
+	same := func(what string, must map[query]string) {
+		t.Helper()
+		var diff string
+		eventually(t, what, 3*time.Minute, func(context.Context) (bool, error) {
+			diff = ""
+			for _, q := range queries {
+				a, err := dnsAnswer(direct, q.name, q.qtype)
+				if err != nil {
+					return false, err
+				}
+				b, err := dnsAnswer(through, q.name, q.qtype)
+				if err != nil {
+					return false, err
+				}
+				if a != b {
+					diff += fmt.Sprintf("\n%s %s: direct %q, through the wrapper %q", q.name, dns.TypeToString[q.qtype], a, b)
+				}
+				if want, ok := must[q]; ok && !strings.Contains(a, want) {
+					diff += fmt.Sprintf("\n%s %s: direct %q lacks %q", q.name, dns.TypeToString[q.qtype], a, want)
+				}
+			}
+			return diff == "", fmt.Errorf("answers differ:%s", diff)
+		})
+	}
+	same("the same answers", map[query]string{
+		{"plain.dnsview.svc.cluster.local", dns.TypeA}:          plain.Spec.ClusterIP,
+		{"headless.dnsview.svc.cluster.local", dns.TypeA}:       "10.2.1.2", // node1: another nodeunit
+		{"web-0.headless.dnsview.svc.cluster.local", dns.TypeA}: "10.2.1.1",
+		{"2.1.2.10.in-addr.arpa", dns.TypePTR}:                  "headless.dnsview.svc.cluster.local.",
+		{"missing.dnsview.svc.cluster.local", dns.TypeA}:        "NXDOMAIN",
+	})
+
+	// kube-proxy's view keeps the nodeunit filter: node0's endpoint only.
+	proxy := startInformers(t, w.URL(), protobuf, "node0")
+	eventually(t, "kube-proxy's filtered view", 2*time.Minute, func(context.Context) (bool, error) {
+		got := sliceState(proxy.slices.GetStore().List(), ns)
+		return slices.Equal(got["plain-a"], []string{"10.2.0.1@node0"}), fmt.Errorf("kube-proxy's view: %v", got)
+	})
+
+	// Changes reach both alike: an endpoint added, a Service deleted, a
+	// namespace and a Service created.
+	sl, err := admin.DiscoveryV1().EndpointSlices(ns).Get(ctx, "headless-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl.Endpoints = append(sl.Endpoints, endpoint("10.2.1.3", "node2"))
+	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CoreV1().Services(ns).Delete(ctx, "ext", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createNamespace(t, admin, "newns")
+	later := createDNSService(t, admin, "newns", "later", false, "")
+	createDNSService(t, admin, ns, "later", false, "")
+	same("the same answers after changes", map[query]string{
+		{"headless.dnsview.svc.cluster.local", dns.TypeA}: "10.2.1.3",
+		{"later.newns.svc.cluster.local", dns.TypeA}:      later.Spec.ClusterIP,
+		{"ext.dnsview.svc.cluster.local", dns.TypeCNAME}:  "NXDOMAIN",
+	})
+}
+
+// startKubernetesCoreDNS runs the real CoreDNS with only the kubernetes
+// plugin, configured as in corefile/Corefile.node, reading kubeconfig; it
+// returns the process and its DNS port.
+func startKubernetesCoreDNS(t testing.TB, bin, kubeconfig string) (*testcoredns.Process, int) {
+	t.Helper()
+	port, ready := testcoredns.FreePort(t), testcoredns.FreePort(t)
+	corefile := fmt.Sprintf(`.:%d {
+    bind 127.0.0.1
+    ready 127.0.0.1:%d
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig %s
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 30
+    }
+}
+`, port, ready, kubeconfig)
+	return testcoredns.Start(t, bin, corefile, fmt.Sprintf("http://127.0.0.1:%d/ready", ready)), port
+}
+
+// TestCoreDNSThroughWrapperFromSnapshot: the kubernetes plugin of a real
+// CoreDNS reads the wrapper's DNS view and answers as one reading the
+// apiserver; the wrapper stops (writing its snapshot), the apiserver goes
+// away, the wrapper starts again from its snapshot and a new CoreDNS (a
+// reboot) gives the same answers as before, with no apiserver.
+func TestCoreDNSThroughWrapperFromSnapshot(t *testing.T) {
+	t.Parallel() // its own control plane
+	bin := testbin.Path(t, "coredns")
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	ctx := t.Context()
+	admin := adminClient(cp)
+	createNodes(t, admin)
+	ns := "dnssnap"
+	createNamespace(t, admin, ns)
+	plain := createDNSService(t, admin, ns, "plain", false, `["zone1"]`)
+	createSlice(t, admin, ns, "plain", "plain-a", endpoint("10.3.0.1", "node0"), endpoint("10.3.0.2", "node1"))
+	createDNSService(t, admin, ns, "headless", true, "")
+	web0 := endpoint("10.3.1.1", "node0")
+	hostname := "web-0"
+	web0.Hostname = &hostname
+	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, dnsSlice(ns, "headless", "headless-a", true,
+		web0, endpoint("10.3.1.2", "node1")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := wrapper.Options{StateDir: t.TempDir(), SnapshotInterval: 100 * time.Millisecond}
+	w := startWrapper(t, cp, "node0", "", opts)
+	addr := w.addr
+	viaWrapper := plainKubeconfig(t, w.URL()+wrapper.DNSPathPrefix)
+	_, direct := startKubernetesCoreDNS(t, bin, cp.Kubeconfig)
+	through, throughPort := startKubernetesCoreDNS(t, bin, viaWrapper)
+
+	type query struct {
+		name  string
+		qtype uint16
+	}
+	queries := []query{
+		{"plain.dnssnap.svc.cluster.local", dns.TypeA},
+		{"_http._tcp.plain.dnssnap.svc.cluster.local", dns.TypeSRV},
+		{"headless.dnssnap.svc.cluster.local", dns.TypeA},
+		{"_http._tcp.headless.dnssnap.svc.cluster.local", dns.TypeSRV},
+		{"web-0.headless.dnssnap.svc.cluster.local", dns.TypeA},
+		{"2.1.3.10.in-addr.arpa", dns.TypePTR},
+		{"missing.dnssnap.svc.cluster.local", dns.TypeA},
+		{"dnssnap.svc.cluster.local", dns.TypeA},
+		{"nonamespace.svc.cluster.local", dns.TypeA},
+		{"kubernetes.default.svc.cluster.local", dns.TypeA},
+	}
+	answers := func(port int) ([]string, error) {
+		var out []string
+		for _, q := range queries {
+			a, err := dnsAnswer(port, q.name, q.qtype)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, q.name+" "+dns.TypeToString[q.qtype]+": "+a)
+		}
+		return out, nil
+	}
+	var before []string
+	eventually(t, "the same answers through the wrapper as direct", 3*time.Minute, func(context.Context) (bool, error) {
+		a, err := answers(direct)
+		if err != nil {
+			return false, err
+		}
+		b, err := answers(throughPort)
+		if err != nil {
+			return false, err
+		}
+		joined := strings.Join(a, "\n")
+		for _, want := range []string{plain.Spec.ClusterIP, "10.3.1.2", "10.3.1.1", "NXDOMAIN"} {
+			if !strings.Contains(joined, want) {
+				return false, fmt.Errorf("direct answers lack %s:\n%s", want, joined)
+			}
+		}
+		before = a
+		return slices.Equal(a, b), fmt.Errorf("direct:\n%s\nthrough the wrapper:\n%s", joined, strings.Join(b, "\n"))
+	})
+
+	// A reboot with the cloud away: everything on the node stops, the
+	// apiserver is unreachable, the wrapper and CoreDNS start again.
+	_ = through.Cmd.Process.Signal(os.Interrupt)
+	<-through.Done
+	w.Stop() // writes the snapshot
+	cp.StopAPIServer()
+	startWrapper(t, cp, "node0", addr, opts) // returns once ready: from the snapshot
+	_, again := startKubernetesCoreDNS(t, bin, viaWrapper)
+	eventually(t, "the answers from the wrapper's snapshot", 2*time.Minute, func(context.Context) (bool, error) {
+		a, err := answers(again)
+		if err != nil {
+			return false, err
+		}
+		return slices.Equal(a, before), fmt.Errorf("before the outage:\n%s\nfrom the snapshot:\n%s", strings.Join(before, "\n"), strings.Join(a, "\n"))
+	})
+}
