@@ -114,8 +114,9 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, kubeKubeconfig, n
 // Nodes in 6 nodeunits with kubelet-sized status, 100 topology Services with
 // 2 ready pods each, the controller's summary writer); on SG_FLEET_DNS_NODES
 // (3) edge nodes the real wrapper and the real CoreDNS of
-// corefile/Corefile.node (gridhosts and kubernetes), next to kube-proxy-
-// shaped informers pointed straight at the apiserver for the same nodes, and
+// corefile/Corefile.node (gridhosts on the apiserver, kubernetes through the
+// wrapper's DNS view), next to kube-proxy-shaped informers pointed straight
+// at the apiserver for the same nodes, and
 // one CoreDNS of corefile/Corefile.clients (the clients mode's one shared
 // server). Per kind of event, bytes each received from the apiserver.
 func BenchmarkEdgeNodeFleet(b *testing.B) {
