@@ -87,7 +87,8 @@ func dnsSlice(ns, svc, name string, headless bool, eps ...discoveryv1.Endpoint) 
 // before and after changes (a topology headless Service is gridhosts'
 // in both); no StatefulSetGrid CRD is installed, so
 // gridhosts falls through to kubernetes in both. The wrapper's kube-proxy
-// view keeps its nodeunit filter beside it.
+// view keeps its nodeunit filter beside it; a wrapper restart under the
+// running CoreDNS loses no change.
 func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 	t.Parallel() // its own control plane
 	bin := testbin.Path(t, "coredns")
@@ -208,6 +209,19 @@ func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 		{"headless.dnsview.svc.cluster.local", dns.TypeA}: "10.2.1.3",
 		{"later.newns.svc.cluster.local", dns.TypeA}:      later.Spec.ClusterIP,
 		{"ext.dnsview.svc.cluster.local", dns.TypeCNAME}:  "NXDOMAIN",
+	})
+
+	// The wrapper restarts under the running CoreDNS (its watches resume or
+	// relist, as from the apiserver's 410); a change made meanwhile
+	// reaches it.
+	addr := w.addr
+	w.Stop()
+	if err := admin.CoreV1().Services(ns).Delete(ctx, "later", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startWrapper(t, cp, "node0", addr, wrapper.Options{})
+	same("the same answers after a wrapper restart", map[query]string{
+		{"later.dnsview.svc.cluster.local", dns.TypeA}: "NXDOMAIN",
 	})
 }
 
