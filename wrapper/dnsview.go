@@ -252,14 +252,16 @@ func (s *Server) serveDNSView(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, r, apierrors.NewTooManyRequests("the wrapper serves a snapshot without the DNS view; upstream not synced yet", 1))
 		return
 	}
-	if s.ready.Load() && !snapshot {
+	if s.ready.Load() && r.name != ResourceServices { // Services: serveResource's own check
 		d := s.unproxied // every slice: headless ones too
 		if r.name == ResourceNamespaces {
 			d = s.dns.nsDemand
 		}
-		if r.name != ResourceServices { // Services: serveResource's own check
-			ready, release := d.use()
-			context.AfterFunc(req.Context(), release)
+		// Held for the request's life, also while a snapshot is served:
+		// the fetch then confirms the seeded objects when upstream returns.
+		ready, release := d.use()
+		context.AfterFunc(req.Context(), release)
+		if !snapshot {
 			if !ready && !d.await(req.Context(), onDemandWait) {
 				w.Header().Set("Retry-After", "1")
 				s.writeError(w, req, r, apierrors.NewTooManyRequests("fetching "+d.what+" from upstream", 1))

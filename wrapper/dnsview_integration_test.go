@@ -339,4 +339,26 @@ func TestCoreDNSThroughWrapperFromSnapshot(t *testing.T) {
 		}
 		return slices.Equal(a, before), fmt.Errorf("before the outage:\n%s\nfrom the snapshot:\n%s", strings.Join(before, "\n"), strings.Join(a, "\n"))
 	})
+
+	// The cloud comes back: upstream confirms the snapshot's objects (none
+	// is dropped under the running CoreDNS) and a change reaches it.
+	if err := cp.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CoreV1().Services(ns).Delete(ctx, "plain", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the answers once upstream is back", 2*time.Minute, func(context.Context) (bool, error) {
+		a, err := answers(again)
+		if err != nil {
+			return false, err
+		}
+		b, err := answers(direct)
+		if err != nil {
+			return false, err
+		}
+		return slices.Equal(a, b) && strings.Contains(strings.Join(a, "\n"), "plain.dnssnap.svc.cluster.local A: NXDOMAIN") &&
+				strings.Contains(strings.Join(a, "\n"), "10.3.1.2"),
+			fmt.Errorf("direct:\n%s\nthrough the wrapper:\n%s", strings.Join(b, "\n"), strings.Join(a, "\n"))
+	})
 }
