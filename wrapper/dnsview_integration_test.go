@@ -2,7 +2,9 @@ package wrapper_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -14,7 +16,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/internal/testbin"
@@ -361,4 +366,167 @@ func TestCoreDNSThroughWrapperFromSnapshot(t *testing.T) {
 				strings.Contains(strings.Join(a, "\n"), "10.3.1.2"),
 			fmt.Errorf("direct:\n%s\nthrough the wrapper:\n%s", strings.Join(b, "\n"), strings.Join(a, "\n"))
 	})
+}
+
+// TestDNSViewServesWhatTheAPIServerServes: unmodified client-go informers
+// (protobuf and JSON, every namespace, no selector: the kubernetes plugin's
+// shape) through the DNS view hold every Service, EndpointSlice and
+// Namespace exactly as the apiserver has them (but resourceVersion and
+// managedFields): topology Services' slices unfiltered, headless and other
+// proxies' ones included, and follow changes; a watch from a version the
+// wrapper does not know gets 410 Expired, as from the apiserver.
+func TestDNSViewServesWhatTheAPIServerServes(t *testing.T) {
+	t.Parallel() // its own control plane
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	ctx := t.Context()
+	admin := adminClient(cp)
+	createNodes(t, admin)
+	ns := "dnsview2"
+	createNamespace(t, admin, ns)
+	createService(t, admin, ns, "topo", `["zone1"]`)
+	createSlice(t, admin, ns, "topo", "topo-a", endpoint("10.4.0.1", "node0"), endpoint("10.4.0.2", "node1"))
+	createDNSService(t, admin, ns, "headless", true, "")
+	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, dnsSlice(ns, "headless", "headless-a", true,
+		endpoint("10.4.1.1", "node2")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other := dnsSlice(ns, "other", "other-a", false, endpoint("10.4.2.1", "node1"))
+	other.Labels["service.kubernetes.io/service-proxy-name"] = "other-proxy"
+	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
+
+	// bareOf is o's JSON without what differs by design: the wrapper's
+	// resourceVersion, the managedFields it drops, and the TypeMeta a
+	// decoder may or may not fill.
+	bareOf := func(o metav1.Object) string {
+		o.SetResourceVersion("")
+		o.SetManagedFields(nil)
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "kind")
+		delete(m, "apiVersion")
+		b, err = json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	want := func() (map[string]string, error) {
+		out := map[string]string{}
+		svcs, err := admin.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for i := range svcs.Items {
+			out["svc "+svcs.Items[i].Namespace+"/"+svcs.Items[i].Name] = bareOf(&svcs.Items[i])
+		}
+		sls, err := admin.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for i := range sls.Items {
+			out["slice "+sls.Items[i].Namespace+"/"+sls.Items[i].Name] = bareOf(&sls.Items[i])
+		}
+		nss, err := admin.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for i := range nss.Items {
+			out["ns "+nss.Items[i].Name] = bareOf(&nss.Items[i])
+		}
+		return out, nil
+	}
+	type view struct {
+		name              string
+		svcs, slices, nss cache.SharedIndexInformer
+	}
+	var views []view
+	for _, ct := range []string{protobuf, "application/json"} {
+		f := informers.NewSharedInformerFactory(clientFor(t, w.URL()+wrapper.DNSPathPrefix, ct), 0)
+		v := view{ct, f.Core().V1().Services().Informer(), f.Discovery().V1().EndpointSlices().Informer(), f.Core().V1().Namespaces().Informer()}
+		f.Start(ctx.Done())
+		t.Cleanup(f.Shutdown)
+		views = append(views, v)
+	}
+	got := func(v view) map[string]string {
+		out := map[string]string{}
+		for _, o := range v.svcs.GetStore().List() {
+			s := o.(*corev1.Service).DeepCopy()
+			out["svc "+s.Namespace+"/"+s.Name] = bareOf(s)
+		}
+		for _, o := range v.slices.GetStore().List() {
+			s := o.(*discoveryv1.EndpointSlice).DeepCopy()
+			out["slice "+s.Namespace+"/"+s.Name] = bareOf(s)
+		}
+		for _, o := range v.nss.GetStore().List() {
+			n := o.(*corev1.Namespace).DeepCopy()
+			out["ns "+n.Name] = bareOf(n)
+		}
+		return out
+	}
+	sameAsAPIServer := func(what string) {
+		t.Helper()
+		eventually(t, what, 2*time.Minute, func(context.Context) (bool, error) {
+			exp, err := want()
+			if err != nil {
+				return false, err
+			}
+			for _, v := range views {
+				g := got(v)
+				for k, e := range exp {
+					if g[k] != e {
+						return false, fmt.Errorf("%s: %s served %q, the apiserver has %q", v.name, k, g[k], e)
+					}
+				}
+				if len(g) != len(exp) {
+					return false, fmt.Errorf("%s: %d objects served, the apiserver has %d", v.name, len(g), len(exp))
+				}
+			}
+			return true, nil
+		})
+	}
+	sameAsAPIServer("the DNS view as the apiserver's")
+
+	sl, err := admin.DiscoveryV1().EndpointSlices(ns).Get(ctx, "topo-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl.Endpoints = append(sl.Endpoints, endpoint("10.4.0.3", "node2"))
+	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CoreV1().Services(ns).Delete(ctx, "headless", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createNamespace(t, admin, "dnsview3")
+	sameAsAPIServer("the DNS view as the apiserver's after changes")
+
+	// kube-proxy's view beside it: node0's endpoint of the topology Service.
+	proxy := startInformers(t, w.URL(), protobuf, "node0")
+	if got := sliceState(proxy.slices.GetStore().List(), ns)["topo-a"]; !slices.Equal(got, []string{"10.4.0.1@node0"}) {
+		t.Fatalf("kube-proxy's view of topo-a: %v", got)
+	}
+
+	wi, err := clientFor(t, w.URL()+wrapper.DNSPathPrefix, protobuf).CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{ResourceVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wi.Stop()
+	select {
+	case ev := <-wi.ResultChan():
+		st, ok := ev.Object.(*metav1.Status)
+		if ev.Type != watch.Error || !ok || st.Code != http.StatusGone {
+			t.Fatalf("a watch from an unknown version: %s %#v, want an ERROR with 410", ev.Type, ev.Object)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no event on a watch from an unknown version")
+	}
 }
