@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,11 +130,16 @@ func (d *demand) waitIfFetching(ctx context.Context) {
 	}
 }
 
+// errDemandIdle is why a fetch stops when no client asks any more; a fetch
+// stopped because the wrapper stops keeps what it fetched served (the last
+// snapshot is written after).
+var errDemandIdle = errors.New("no client asked for a while")
+
 // start runs fetch; d.mu is held. A previous fetch has been cancelled: the
 // new one starts once it has cleaned up.
 func (d *demand) start() {
-	ctx, cancel := context.WithCancel(d.ctx)
-	d.running = cancel
+	ctx, cancel := context.WithCancelCause(d.ctx)
+	d.running = func() { cancel(errDemandIdle) }
 	prev := d.done
 	done := make(chan struct{})
 	d.done = done

@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"context"
+	"errors"
 
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -75,6 +76,9 @@ func runMirrored(ctx context.Context, ms []mirrored, watchErrors func(cache.Shar
 	<-ctx.Done()
 	for range ms {
 		<-stopped
+	}
+	if !errors.Is(context.Cause(ctx), errDemandIdle) {
+		return // the wrapper stops: what is served stays for its final snapshot
 	}
 	for _, m := range ms {
 		m.cache.withdraw(m.src)

@@ -64,10 +64,26 @@ func countingAPIProxy(tb testing.TB, cfg *rest.Config, c *byteCounter) string {
 	return path
 }
 
+// plainKubeconfig writes a kubeconfig for a plain-HTTP server URL.
+func plainKubeconfig(tb testing.TB, server string) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "kubeconfig")
+	kc := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n", server)
+	if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
 // startShippedCoreDNS runs the custom CoreDNS with a Corefile of corefile/
-// made local: loopback ports, both plugins reading through kubeconfig, a
+// made local: loopback ports, gridhosts reading through kubeconfig and the
+// kubernetes plugin through kubeKubeconfig (the same when empty), a
 // snapshot in a temporary directory, forward to a closed port.
-func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, node string) {
+// It returns the DNS port.
+func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, kubeKubeconfig, node string) int {
+	if kubeKubeconfig == "" {
+		kubeKubeconfig = kubeconfig
+	}
 	tb.Helper()
 	_, self, _, _ := runtime.Caller(0)
 	data, err := os.ReadFile(filepath.Join(filepath.Dir(self), "..", "corefile", file))
@@ -82,13 +98,14 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, node string) {
 		{"    ready\n", fmt.Sprintf("    ready 127.0.0.1:%d\n", ready)},
 		{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
 		{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + kubeconfig},
-		{"kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig " + kubeconfig},
+		{"kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig " + kubeKubeconfig},
 		{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
 		{"snapshot /var/lib/coredns-gridhosts/gridhosts.snapshot", "snapshot " + filepath.Join(tb.TempDir(), "gridhosts.snapshot")},
 	} {
 		text = strings.Replace(text, r[0], r[1], 1)
 	}
 	testcoredns.Start(tb, bin, text, fmt.Sprintf("http://127.0.0.1:%d/ready", ready), "NODE_NAME="+node)
+	return port
 }
 
 // BenchmarkEdgeNodeFleet: everything the project runs on an edge node, summed.
@@ -97,8 +114,9 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, node string) {
 // Nodes in 6 nodeunits with kubelet-sized status, 100 topology Services with
 // 2 ready pods each, the controller's summary writer); on SG_FLEET_DNS_NODES
 // (3) edge nodes the real wrapper and the real CoreDNS of
-// corefile/Corefile.node (gridhosts and kubernetes), next to kube-proxy-
-// shaped informers pointed straight at the apiserver for the same nodes, and
+// corefile/Corefile.node (gridhosts on the apiserver, kubernetes through the
+// wrapper's DNS view), next to kube-proxy-shaped informers pointed straight
+// at the apiserver for the same nodes, and
 // one CoreDNS of corefile/Corefile.clients (the clients mode's one shared
 // server). Per kind of event, bytes each received from the apiserver.
 func BenchmarkEdgeNodeFleet(b *testing.B) {
@@ -122,13 +140,16 @@ func BenchmarkEdgeNodeFleet(b *testing.B) {
 	var directSynced []func() bool
 	for x, i := range edge {
 		viaWrapper[x], nodeDNS[x], direct[x] = newCounter(), newCounter(), newCounter()
-		startWrapper(b, cp, nodeName(i), "", wrapper.Options{Upstream: viaWrapper[x].wrap(cp.Config)})
-		startShippedCoreDNS(b, bin, "Corefile.node", countingAPIProxy(b, cp.Config, nodeDNS[x]), nodeName(i))
+		w := startWrapper(b, cp, nodeName(i), "", wrapper.Options{Upstream: viaWrapper[x].wrap(cp.Config)})
+		// The kubernetes plugin reads the wrapper's DNS view: its bytes
+		// from the apiserver are the wrapper's.
+		startShippedCoreDNS(b, bin, "Corefile.node", countingAPIProxy(b, cp.Config, nodeDNS[x]),
+			plainKubeconfig(b, "http://"+w.addr+wrapper.DNSPathPrefix), nodeName(i))
 		synced, _ := kubeProxyInformers(b, direct[x].wrap(cp.Config), nodeName(i))
 		directSynced = append(directSynced, synced)
 	}
 	shared := []*byteCounter{newCounter()}
-	startShippedCoreDNS(b, bin, "Corefile.clients", countingAPIProxy(b, cp.Config, shared[0]), "")
+	startShippedCoreDNS(b, bin, "Corefile.clients", countingAPIProxy(b, cp.Config, shared[0]), "", "")
 	eventually(b, "kube-proxy-shaped informers synced", 5*time.Minute, func(context.Context) (bool, error) {
 		for _, s := range directSynced {
 			if !s() {

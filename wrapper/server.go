@@ -44,7 +44,9 @@ type Server struct {
 	unproxied *demand
 	// site shares the unit-wide streams with the site's other wrappers
 	// (sitestream.go); nil when off.
-	site  *siteStream
+	site *siteStream
+	// dns is the DNS view for the node's CoreDNS (dnsview.go).
+	dns   *dnsView
 	start func(ctx context.Context)
 
 	// Snapshot hooks (snapshot_serve.go).
@@ -94,6 +96,7 @@ func New(opts Options) (*Server, error) {
 	if err := s.watchUpstream(client); err != nil {
 		return nil, err
 	}
+	s.startDNSView(client)
 	return s, nil
 }
 
@@ -122,6 +125,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.endpoints.waitIfFetching(ctx)
 	s.unproxied.waitIfFetching(ctx)
+	s.dnsWaitIfFetching(ctx)
 	s.syncer.startServing(ctx)
 	s.confirmSnapshot(logger)
 	go s.syncer.Run(ctx)
@@ -164,7 +168,7 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 // Handler returns the wrapper's HTTP handler: the API plus OpsHandler's paths.
 func (s *Server) Handler() http.Handler {
 	mux := s.opsMux()
-	mux.Handle("/", s.withLimits(http.HandlerFunc(s.serveAPI)))
+	mux.Handle("/", withDNSPrefix(s.withLimits(http.HandlerFunc(s.serveAPIOrDNS))))
 	return withRequestLog(withHostCheck(mux, s.opts.AllowedHosts))
 }
 

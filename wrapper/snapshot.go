@@ -176,13 +176,14 @@ func (c snapshotCodec) decode(data []byte, node, upstream string) (*snapshot, er
 	if h.WrittenAt.IsZero() {
 		return nil, badSnapshot(snapInvalid, "no writtenAt time")
 	}
-	if len(h.Sections) != len(servedResources) {
-		return nil, badSnapshot(snapInvalid, "%d sections, want %d", len(h.Sections), len(servedResources))
+	known := snapshotResources()
+	if len(h.Sections) != len(servedResources) && len(h.Sections) != len(known) {
+		return nil, badSnapshot(snapInvalid, "%d sections, want %d or %d", len(h.Sections), len(servedResources), len(known))
 	}
 	sn := &snapshot{header: h, objects: map[string]map[string]Object{}}
 	for _, sec := range h.Sections {
 		var res *resource
-		for _, r := range servedResources {
+		for _, r := range known {
 			if r.name == sec.Resource {
 				res = r
 			}
@@ -208,6 +209,13 @@ func (c snapshotCodec) decode(data []byte, node, upstream string) (*snapshot, er
 	}
 	if len(rest) != 0 {
 		return nil, badSnapshot(snapCorrupt, "%d bytes after the last section", len(rest))
+	}
+	// With every section known and none twice, this leaves kube-proxy's
+	// alone or all of them.
+	for _, r := range servedResources {
+		if _, ok := sn.objects[r.name]; !ok {
+			return nil, badSnapshot(snapInvalid, "no section %q", r.name)
+		}
 	}
 	return sn, nil
 }

@@ -42,18 +42,24 @@ func (s *Server) seed(snap *snapshot, clock *Clock) error {
 	for _, r := range servedResources {
 		s.persist.resources = append(s.persist.resources, s.resources[r.gv.WithResource(r.name)])
 	}
+	s.persist.resources = append(s.persist.resources, s.dnsSnapshotStores()...)
 	if snap == nil {
 		return nil
 	}
 	for _, r := range s.persist.resources {
+		objs, ok := snap.objects[r.name]
+		if !ok { // the DNS view's, from an older wrapper
+			continue
+		}
 		sec := snap.section(r.name)
-		if err := r.store.Seed(snap.objects[r.name], sec.From, sec.At); err != nil {
+		if err := r.store.Seed(objs, sec.From, sec.At); err != nil {
 			return fmt.Errorf("seeding %s from the snapshot: %w", r.name, err)
 		}
 	}
 	// Nothing is written until upstream confirms: a rewrite would pass the
 	// snapshot's state off as newer than it is.
 	s.persist.written = clock.Current()
+	_, s.dns.seeded = snap.objects[ResourceNamespaces]
 	s.seededFrom.Store(snap)
 	return nil
 }

@@ -17,6 +17,7 @@ func (s *Server) openStores() error {
 		stores[r.name] = st
 		s.resources[r.gv.WithResource(r.name)] = &servedResource{resource: r, store: st}
 	}
+	s.openDNSStores(clock)
 	if err := s.seed(snap, clock); err != nil {
 		return err
 	}

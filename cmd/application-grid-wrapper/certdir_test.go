@@ -130,6 +130,16 @@ func TestCertDirPinnedAndTakenPortWaited(t *testing.T) {
 		return err == nil && len(svcs.Items) > 0, nil
 	})
 	poll("/readyz ok", func() (bool, error) { code, _ := readyz(); return code == http.StatusOK, nil })
+	// dns.kubeconfig pins the same certificate and reaches the DNS view.
+	dnsCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(certDir, wrapper.DNSKubeconfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dnsClient := kubernetes.NewForConfigOrDie(dnsCfg)
+	poll("the DNS view serves Namespaces through "+wrapper.DNSKubeconfigFile, func() (bool, error) {
+		nss, err := dnsClient.CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
+		return err == nil && len(nss.Items) > 0, nil
+	})
 	pinned, err := os.ReadFile(filepath.Join(certDir, wrapper.ServingCertFile))
 	if err != nil {
 		t.Fatal(err)

@@ -170,6 +170,10 @@ func run(ctx context.Context, args []string) error {
 		if err := wrapper.WriteClientKubeconfig(filepath.Join(*certDir, wrapper.ClientKubeconfigFile), "https://"+*bindAddress, *certFile); err != nil {
 			return fmt.Errorf("--cert-dir: %w", err)
 		}
+		// The node's CoreDNS reads the DNS view through this one.
+		if err := wrapper.WriteClientKubeconfig(filepath.Join(*certDir, wrapper.DNSKubeconfigFile), "https://"+*bindAddress+wrapper.DNSPathPrefix, *certFile); err != nil {
+			return fmt.Errorf("--cert-dir: %w", err)
+		}
 	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: *idleConns,
 		BaseContext: func(net.Listener) context.Context { return ctx }}

@@ -1,0 +1,289 @@
+package wrapper
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// DNSPathPrefix is where the DNS view is served, on the same port, under the
+// same certificate and checks as kube-proxy's: a client-go client whose
+// kubeconfig's server ends in it (https://127.0.0.1:51006/dns) reads
+// Services, EndpointSlices and Namespaces as the apiserver would answer them
+// (unfiltered: the node's CoreDNS answers cluster names as the `kubernetes`
+// plugin alone would), with the wrapper's list/watch semantics. The node's
+// CoreDNS then costs the edge link nothing of its own for them.
+const DNSPathPrefix = "/dns"
+
+// DNSKubeconfigFile is the kubeconfig --cert-dir writes for the DNS view.
+const DNSKubeconfigFile = "dns.kubeconfig"
+
+// ResourceNamespaces is served in the DNS view only.
+const ResourceNamespaces = "namespaces"
+
+// dnsSlicesName names the DNS view's EndpointSlices (unfiltered) apart from
+// kube-proxy's (filtered) in the snapshot and metrics.
+const dnsSlicesName = "dns-endpointslices"
+
+var (
+	namespacesResource = &resource{
+		name: ResourceNamespaces, gv: corev1.SchemeGroupVersion, namespaced: false,
+		newEmpty: func() Object { return &corev1.Namespace{} },
+		newList: func(items []Object, rv string) runtime.Object {
+			return &corev1.NamespaceList{ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: listOf[corev1.Namespace](items)}
+		},
+		fields: func(o Object) fields.Set {
+			s := objectMetaFields(o, false)
+			s["status.phase"] = string(o.(*corev1.Namespace).Status.Phase)
+			return s
+		},
+	}
+	dnsSlicesResource = func() *resource {
+		for _, r := range servedResources {
+			if r.name == ResourceEndpointSlices {
+				c := *r
+				c.name = dnsSlicesName
+				return &c
+			}
+		}
+		panic("no EndpointSlices among the served resources")
+	}()
+	// dnsSnapshotResources are kept in the snapshot after servedResources;
+	// a snapshot without them (an older wrapper's) serves kube-proxy only.
+	dnsSnapshotResources = []*resource{dnsSlicesResource, namespacesResource}
+)
+
+// snapshotResources are the sections a snapshot may hold.
+func snapshotResources() []*resource { return slices.Concat(servedResources, dnsSnapshotResources) }
+
+// pathResource is the resource name a request path uses.
+func (r *resource) pathResource() string {
+	if r.name == dnsSlicesName {
+		return ResourceEndpointSlices
+	}
+	return r.name
+}
+
+// dnsView is what the DNS view serves. Services are kube-proxy's store
+// (served unmodified; a client without kube-proxy's selector has the
+// headless and other proxies' ones fetched on demand). EndpointSlices are
+// every slice the wrapper's caches hold, as upstream has them: no topology
+// filter and no default/kubernetes rewrite. Namespaces are fetched from
+// upstream only while a DNS client asks.
+type dnsView struct {
+	resources  map[schema.GroupVersionResource]*servedResource
+	slices     *Store
+	namespaces *Store
+	nsDemand   *demand
+	// seeded: the snapshot being served held the view's sections.
+	seeded bool
+}
+
+// dnsSliceTee feeds the DNS view's EndpointSlices from the merged slice
+// cache beside next (the syncer's handler).
+func (s *Server) dnsSliceTee(next cache.ResourceEventHandler) cache.ResourceEventHandler {
+	st := s.dns.slices
+	set := func(obj any) {
+		if o, ok := obj.(Object); ok {
+			st.Set(o.GetNamespace()+"/"+o.GetName(), shallowCopy(o).(Object))
+		}
+	}
+	return teeHandler{next: next, set: set, del: func(obj any) {
+		if o, ok := unwrap(obj).(Object); ok {
+			st.Delete(o.GetNamespace() + "/" + o.GetName())
+		}
+	}}
+}
+
+// teeHandler tells set/del of every change before next.
+type teeHandler struct {
+	next     cache.ResourceEventHandler
+	set, del func(obj any)
+}
+
+func (t teeHandler) OnAdd(obj any, initial bool) { t.set(obj); t.next.OnAdd(obj, initial) }
+func (t teeHandler) OnUpdate(old, obj any)       { t.set(obj); t.next.OnUpdate(old, obj) }
+func (t teeHandler) OnDelete(obj any)            { t.del(obj); t.next.OnDelete(obj) }
+
+// openDNSStores makes the DNS view's stores on the served stores' clock,
+// before a snapshot seeds them.
+func (s *Server) openDNSStores(clock *Clock) {
+	limits := LogLimits{Bytes: s.opts.EventLogBytes, MaxLagBytes: s.opts.WatchMaxLagBytes}
+	v := &dnsView{
+		resources:  map[schema.GroupVersionResource]*servedResource{},
+		slices:     NewStore(dnsSlicesName, clock, dnsSlicesResource.newEmpty, dnsSlicesResource.fields, limits),
+		namespaces: NewStore(ResourceNamespaces, clock, namespacesResource.newEmpty, namespacesResource.fields, limits),
+	}
+	svc := corev1.SchemeGroupVersion.WithResource(ResourceServices)
+	v.resources[svc] = s.resources[svc]
+	v.resources[dnsSlicesResource.gv.WithResource(ResourceEndpointSlices)] = &servedResource{resource: dnsSlicesResource, store: v.slices}
+	v.resources[corev1.SchemeGroupVersion.WithResource(ResourceNamespaces)] = &servedResource{resource: namespacesResource, store: v.namespaces}
+	s.dns = v
+}
+
+// dnsSnapshotStores are the DNS view's stores the snapshot keeps, in
+// dnsSnapshotResources order.
+func (s *Server) dnsSnapshotStores() []*servedResource {
+	return []*servedResource{
+		s.dns.resources[dnsSlicesResource.gv.WithResource(ResourceEndpointSlices)],
+		s.dns.resources[corev1.SchemeGroupVersion.WithResource(ResourceNamespaces)],
+	}
+}
+
+// dnsWaitIfFetching waits, before a snapshot is confirmed, until fetched
+// Namespaces have synced (seeded ones are confirmed, not dropped first).
+func (s *Server) dnsWaitIfFetching(ctx context.Context) {
+	if s.dns != nil && s.dns.nsDemand != nil {
+		s.dns.nsDemand.waitIfFetching(ctx)
+	}
+}
+
+// startDNSView adds the Namespaces on demand and the view's BOOKMARKs to
+// what Run starts.
+func (s *Server) startDNSView(client kubernetes.Interface) {
+	v := s.dns
+	ns := v.namespaces
+	nsCache := newMergedCache(cache.Indexers{}, cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { ns.Set(obj.(Object).GetName(), shallowCopy(obj.(Object)).(Object)) },
+		UpdateFunc: func(_, obj any) { ns.Set(obj.(Object).GetName(), shallowCopy(obj.(Object)).(Object)) },
+		DeleteFunc: func(obj any) {
+			if o, ok := unwrap(obj).(Object); ok {
+				ns.Delete(o.GetName())
+			}
+		},
+	})
+	v.nsDemand = &demand{what: "Namespaces", idle: DefaultOnDemandIdleTimeout}
+	if s.opts.OnDemandIdleTimeout > 0 {
+		v.nsDemand.idle = s.opts.OnDemandIdleTimeout
+	}
+	v.nsDemand.fetch = func(ctx context.Context, synced func()) {
+		runMirrored(ctx, []mirrored{
+			{coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{}), nsCache, sourceOnDemand},
+		}, s.watchUpstreamErrors, synced)
+	}
+	start := s.start
+	s.start = func(ctx context.Context) {
+		start(ctx)
+		go v.nsDemand.run(ctx)
+		go func() {
+			t := time.NewTicker(s.opts.BookmarkInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					for _, r := range v.resources {
+						if r.store != s.stores.Services { // Run bookmarks kube-proxy's
+							r.store.Bookmark()
+						}
+					}
+				}
+			}
+		}()
+	}
+}
+
+type dnsRequestKey struct{}
+
+// withDNSPrefix strips DNSPathPrefix and marks the request as one for the
+// DNS view before the shared limits and checks see it.
+func withDNSPrefix(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		p := req.URL.Path
+		if p != DNSPathPrefix && !strings.HasPrefix(p, DNSPathPrefix+"/") {
+			next.ServeHTTP(w, req)
+			return
+		}
+		r2 := req.Clone(context.WithValue(req.Context(), dnsRequestKey{}, true))
+		r2.URL.Path = strings.TrimPrefix(p, DNSPathPrefix)
+		if r2.URL.RawPath != "" {
+			r2.URL.RawPath = strings.TrimPrefix(r2.URL.RawPath, DNSPathPrefix)
+		}
+		next.ServeHTTP(w, r2)
+	})
+}
+
+// serveAPIOrDNS serves the DNS view for requests withDNSPrefix marked, the
+// API kube-proxy reads otherwise.
+func (s *Server) serveAPIOrDNS(w http.ResponseWriter, req *http.Request) {
+	if dns, _ := req.Context().Value(dnsRequestKey{}).(bool); dns {
+		s.serveDNSView(w, req)
+		return
+	}
+	s.serveAPI(w, req)
+}
+
+// serveDNSView answers get, list and watch of the DNS view's resources;
+// nothing is forwarded upstream from it. While an unconfirmed snapshot is
+// served the view is not ready (its objects are not in the snapshot): a
+// DNS client then stays unsynced, as when it cannot reach the apiserver.
+func (s *Server) serveDNSView(w http.ResponseWriter, req *http.Request) {
+	info, _ := request.RequestInfoFrom(req.Context()) // set by withLimits
+	var r *servedResource
+	if info.IsResourceRequest && info.Subresource == "" && (info.Verb == "get" || info.Verb == "list" || info.Verb == "watch") && s.dns != nil {
+		r = s.dns.resources[schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}]
+	}
+	if r == nil {
+		setLabels(w, "denied", "denied")
+		klog.FromContext(req.Context()).V(2).Info("Refused in the DNS view", "method", req.Method, "uri", req.RequestURI, "remote", req.RemoteAddr)
+		s.writeError(w, req, nil, apierrors.NewForbidden(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name,
+			errDNSViewServesOnly))
+		return
+	}
+	setLabels(w, info.Verb, "dns-"+r.pathResource())
+	snapshot := s.seededFrom.Load() != nil
+	if s.ready.Load() && snapshot && !s.dns.seeded {
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, req, r, apierrors.NewTooManyRequests("the wrapper serves a snapshot without the DNS view; upstream not synced yet", 1))
+		return
+	}
+	if s.ready.Load() && r.name != ResourceServices { // Services: serveResource's own check
+		d := s.unproxied // every slice: headless ones too
+		if r.name == ResourceNamespaces {
+			d = s.dns.nsDemand
+		}
+		// Held for the request's life, also while a snapshot is served:
+		// the fetch then confirms the seeded objects when upstream returns.
+		ready, release := d.use()
+		context.AfterFunc(req.Context(), release)
+		if !snapshot {
+			if !ready && !d.await(req.Context(), onDemandWait) {
+				w.Header().Set("Retry-After", "1")
+				s.writeError(w, req, r, apierrors.NewTooManyRequests("fetching "+d.what+" from upstream", 1))
+				return
+			}
+		}
+	}
+	if info.Verb == "get" && r.name == dnsSlicesName {
+		if _, ok := r.store.Get(info.Namespace + "/" + info.Name); !ok && s.ready.Load() {
+			s.writeError(w, req, r, apierrors.NewNotFound(schema.GroupResource{Group: r.gv.Group, Resource: ResourceEndpointSlices}, info.Name))
+			return
+		}
+	}
+	s.serveResource(w, req, info, r)
+}
+
+type dnsViewError string
+
+func (e dnsViewError) Error() string { return string(e) }
+
+const errDNSViewServesOnly = dnsViewError("the DNS view serves only get, list and watch of Services, EndpointSlices and Namespaces")
+
+// FetchingNamespaces tells whether Namespaces are being fetched from
+// upstream (only while a DNS client asks for them).
+func (s *Server) FetchingNamespaces() bool { return s.dns != nil && s.dns.nsDemand.Fetching() }

@@ -1,0 +1,65 @@
+package wrapper
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestSnapshotDNSSections: the DNS view's unfiltered slices and Namespaces
+// round-trip as two more sections; a snapshot of an older wrapper (without
+// them) still loads, one with only one of them does not.
+func TestSnapshotDNSSections(t *testing.T) {
+	write := func(dns ...*resource) string {
+		dir := t.TempDir()
+		p := newTestPersister(dir, 1000)
+		for _, r := range dns {
+			p.resources = append(p.resources, &servedResource{resource: r,
+				store: NewStore(r.name, p.clock, r.newEmpty, r.fields, LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})})
+		}
+		fill(p)
+		for _, r := range dns {
+			switch r {
+			case dnsSlicesResource:
+				p.store(dnsSlicesName).Set("ns/svc-1", testSlice("svc-1", "10.1.0.1", "10.9.0.9"))
+			case namespacesResource:
+				p.store(ResourceNamespaces).Set("ns", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}})
+			}
+		}
+		p.write(logr.Discard(), time.Now())
+		return dir
+	}
+	load := func(dir string) (*snapshot, []string) {
+		var logs lineLogger
+		return newTestPersister(dir, 5000).load(logs.logger()), logs.all()
+	}
+
+	dir := write(dnsSnapshotResources...)
+	sn, logs := load(dir)
+	if sn == nil {
+		t.Fatalf("snapshot with the DNS view's sections not loaded: %v", logs)
+	}
+	if sl, ok := sn.objects[dnsSlicesName]["ns/svc-1"].(*discoveryv1.EndpointSlice); !ok || len(sl.Endpoints) != 2 {
+		t.Fatalf("DNS slices: %v", sn.objects[dnsSlicesName])
+	}
+	if _, ok := sn.objects[ResourceNamespaces]["ns"]; !ok {
+		t.Fatalf("namespaces: %v", sn.objects[ResourceNamespaces])
+	}
+
+	dir = write()
+	if sn, logs := load(dir); sn == nil {
+		t.Fatalf("an older wrapper's snapshot not loaded: %v", logs)
+	} else if _, ok := sn.objects[ResourceNamespaces]; ok {
+		t.Fatal("an older wrapper's snapshot has Namespaces")
+	}
+
+	dir = write(namespacesResource)
+	if sn, logs := load(dir); sn != nil || !strings.Contains(strings.Join(logs, "\n"), "sections") {
+		t.Fatalf("a snapshot with only some of the DNS view's sections: loaded %v, logs %v", sn != nil, logs)
+	}
+}
