@@ -942,52 +942,6 @@ func curlPods(ctx context.Context, op *Operator, caller, url string, n int) (map
 	return got, nil
 }
 
-func ptrTo[T any](v T) *T { return &v }
-
-// clientsProbing: each client's latest attempts of every kind given (at
-// least 3 in its last 30 log lines, the newest of the last 10 s: a
-// restarted pod's container logs anew) were all answered.
-func clientsProbing(ctx context.Context, client kubernetes.Interface, clients []string, kinds ...string) error {
-	for _, c := range clients {
-		log, err := client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{TailLines: ptrTo(int64(30))}).DoRaw(ctx)
-		if err != nil {
-			return err
-		}
-		for _, kind := range kinds {
-			samples := parseProbeLog(string(log))[kind]
-			if len(samples) < 3 {
-				return fmt.Errorf("%s: %d %s attempts logged so far", c, len(samples), kind)
-			}
-			if newest := samples[len(samples)-1].at; time.Since(newest) > 10*time.Second {
-				return fmt.Errorf("%s: no %s attempt logged since %s", c, kind, newest.Format(time.StampMilli))
-			}
-			for _, smp := range samples {
-				if !smp.ok {
-					return fmt.Errorf("%s: a %s attempt failed at %s", c, kind, smp.at.Format(time.StampMilli))
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// clientPod runs on node, requesting the probe Service at clusterIP and
-// resolving its name all along (probeLoop); the checks exec into it.
-func clientPod(node, clusterIP string) *corev1.Pod {
-	zero := int64(0)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "client-" + node, Labels: map[string]string{"app": "realnode-client"}},
-		Spec: corev1.PodSpec{
-			NodeName:                      node,
-			TerminationGracePeriodSeconds: &zero,
-			Containers: []corev1.Container{{
-				Name: "client", Image: ClientImage, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: []string{"sh", "-c", probeLoop(clusterIP)},
-			}},
-		},
-	}
-}
-
 // readyPods waits for the seeds' echo pods (want of them) and the client
 // pods, all Running and Ready, and returns them by name.
 func readyPods(ctx context.Context, client kubernetes.Interface, want int) (map[string]corev1.Pod, error) {
