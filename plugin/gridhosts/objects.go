@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -19,17 +20,36 @@ import (
 
 // The informers store these small objects instead of the API types: an edge
 // node keeps only what the index needs (as plugin/kubernetes/object does).
-// Each embeds ObjectMeta with name, namespace, UID and resourceVersion only,
-// so cache keys and DeletedFinalStateUnknown work unchanged, and carries the
-// time the transform saw it, for the event-to-answerable metric.
+// Each carries its name, namespace, UID and resourceVersion (slimMeta), so
+// cache keys and DeletedFinalStateUnknown work unchanged, and carries the time the transform saw it, for the
+// event-to-answerable metric.
 
-// tiny is the part every small object shares.
+// tiny is the part every small object shares: the metadata the informer's
+// keys and the index need, in a few words rather than a full ObjectMeta and
+// TypeMeta (a pod's small form halves with it; the informers hold tens of
+// thousands of them).
 type tiny struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
+	slimMeta
 	received time.Time
-	written  time.Time // the apiserver's latest write (managedFields), one-second grain
+	written  int64 // the apiserver's latest write (managedFields), Unix seconds; 0: unknown
 }
+
+// slimMeta is an object's name, namespace, UID and resourceVersion. Client-go
+// reads metadata through meta.Accessor, which accepts an ObjectMetaAccessor:
+// GetObjectMeta hands out a copy, so nothing can change a cached object.
+type slimMeta struct {
+	Name, Namespace string
+	UID             types.UID
+	ResourceVersion string
+}
+
+func (m *slimMeta) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
+}
+
+// GetObjectKind: the small forms carry no kind (informers and the index
+// tell them apart by Go type).
+func (m *slimMeta) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // intern returns a shared copy of s: the namespace, controller and node that
 // thousands of pods repeat are held once (a new copy at most once per garbage
@@ -39,19 +59,25 @@ func intern(s string) string { return unique.Make(s).Value() }
 
 func newTiny(m *metav1.ObjectMeta) tiny {
 	t := tiny{
-		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: intern(m.Namespace), UID: m.UID, ResourceVersion: m.ResourceVersion},
-		received:   time.Now(),
+		slimMeta: slimMeta{Name: m.Name, Namespace: intern(m.Namespace), UID: m.UID, ResourceVersion: m.ResourceVersion},
+		received: time.Now(),
 	}
 	for _, f := range m.ManagedFields {
-		if f.Time != nil && f.Time.After(t.written) {
-			t.written = f.Time.Time
+		if f.Time != nil && f.Time.Unix() > t.written {
+			t.written = f.Time.Unix()
 		}
 	}
 	return t
 }
 
 func (t *tiny) receivedAt() time.Time { return t.received }
-func (t *tiny) writtenAt() time.Time  { return t.written }
+
+func (t *tiny) writtenAt() time.Time {
+	if t.written == 0 {
+		return time.Time{}
+	}
+	return time.Unix(t.written, 0)
+}
 
 // gridObj is a StatefulSetGrid: its UID and grid key.
 type gridObj struct {
