@@ -34,18 +34,46 @@ type tiny struct {
 	written  int64 // the apiserver's latest write (managedFields), Unix seconds; 0: unknown
 }
 
-// slimMeta is an object's name, namespace, UID and resourceVersion. Client-go
-// reads metadata through meta.Accessor, which accepts an ObjectMetaAccessor:
-// GetObjectMeta hands out a copy, so nothing can change a cached object.
+// slimMeta is an object's name, namespace, UID and resourceVersion, and is a
+// metav1.Object for client-go's keys and indexes (without an allocation per
+// call, which the informers make several times per object); the fields it
+// does not keep read as empty and their setters do nothing.
 type slimMeta struct {
 	Name, Namespace string
 	UID             types.UID
 	ResourceVersion string
 }
 
-func (m *slimMeta) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
-}
+func (m *slimMeta) GetNamespace() string                          { return m.Namespace }
+func (m *slimMeta) SetNamespace(v string)                         { m.Namespace = v }
+func (m *slimMeta) GetName() string                               { return m.Name }
+func (m *slimMeta) SetName(v string)                              { m.Name = v }
+func (m *slimMeta) GetUID() types.UID                             { return m.UID }
+func (m *slimMeta) SetUID(v types.UID)                            { m.UID = v }
+func (m *slimMeta) GetResourceVersion() string                    { return m.ResourceVersion }
+func (m *slimMeta) SetResourceVersion(v string)                   { m.ResourceVersion = v }
+func (m *slimMeta) GetGenerateName() string                       { return "" }
+func (m *slimMeta) SetGenerateName(string)                        {}
+func (m *slimMeta) GetGeneration() int64                          { return 0 }
+func (m *slimMeta) SetGeneration(int64)                           {}
+func (m *slimMeta) GetSelfLink() string                           { return "" }
+func (m *slimMeta) SetSelfLink(string)                            {}
+func (m *slimMeta) GetCreationTimestamp() metav1.Time             { return metav1.Time{} }
+func (m *slimMeta) SetCreationTimestamp(metav1.Time)              {}
+func (m *slimMeta) GetDeletionTimestamp() *metav1.Time            { return nil }
+func (m *slimMeta) SetDeletionTimestamp(*metav1.Time)             {}
+func (m *slimMeta) GetDeletionGracePeriodSeconds() *int64         { return nil }
+func (m *slimMeta) SetDeletionGracePeriodSeconds(*int64)          {}
+func (m *slimMeta) GetLabels() map[string]string                  { return nil }
+func (m *slimMeta) SetLabels(map[string]string)                   {}
+func (m *slimMeta) GetAnnotations() map[string]string             { return nil }
+func (m *slimMeta) SetAnnotations(map[string]string)              {}
+func (m *slimMeta) GetFinalizers() []string                       { return nil }
+func (m *slimMeta) SetFinalizers([]string)                        {}
+func (m *slimMeta) GetOwnerReferences() []metav1.OwnerReference   { return nil }
+func (m *slimMeta) SetOwnerReferences([]metav1.OwnerReference)    {}
+func (m *slimMeta) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+func (m *slimMeta) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
 
 // GetObjectKind: the small forms carry no kind (informers and the index
 // tell them apart by Go type).
