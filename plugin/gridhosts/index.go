@@ -16,6 +16,9 @@ type nsName struct{ ns, name string }
 // unitKey finds the StatefulSet {grid}-{value} of one nodeunit.
 type unitKey struct{ ns, grid, value string }
 
+// memberKey finds pod {set}-{ordinal}.
+type memberKey struct{ ns, set, ordinal string }
+
 // Index holds what the informers delivered, keyed so that every lookup a
 // query needs is a map access. Each informer event updates only the entries
 // of its own object; nothing is recomputed as a whole.
@@ -26,14 +29,11 @@ type Index struct {
 	sets       map[nsName]*setObj
 	setsByUnit map[unitKey]*setObj
 	pods       map[nsName]*podObj
+	members    map[memberKey]*podObj
 	services   map[nsName]*svcObj
 	nodes      map[string]*nodeObj
 	slices     map[nsName]*sliceObj
 	svcSlices  map[nsName]map[string]*sliceObj
-
-	// members counts the StatefulSet pods among pods; pod {set}-{ordinal}
-	// is found by its name, no second map of every pod.
-	members int
 
 	// clients mode only: source IP -> node. noClientAddrs (node mode, where
 	// no query reads them) leaves the pods' addresses out.
@@ -60,6 +60,7 @@ func newIndexSized(grids, sets, pods, services, nodes, slices int) *Index {
 		sets:       make(map[nsName]*setObj, sets),
 		setsByUnit: make(map[unitKey]*setObj, sets),
 		pods:       make(map[nsName]*podObj, pods),
+		members:    make(map[memberKey]*podObj, pods),
 		services:   make(map[nsName]*svcObj, services),
 		nodes:      make(map[string]*nodeObj, nodes),
 		slices:     make(map[nsName]*sliceObj, slices),
@@ -215,10 +216,10 @@ func ordinalOf(p *podObj) (string, bool) {
 func (x *Index) addPod(p *podObj) {
 	k := nsName{p.Namespace, p.Name}
 	x.pods[k] = p
-	// Every StatefulSet pod is found by its name and controller; member()
+	// Every StatefulSet pod is indexed by its controller's name; member()
 	// then checks that controller is a consistent child of a grid.
-	if _, ok := ordinalOf(p); ok {
-		x.members++
+	if ord, ok := ordinalOf(p); ok {
+		x.members[memberKey{p.Namespace, p.Owner.Name, ord}] = p
 	}
 	if p.NodeName != "" && !p.Finished && !x.noClientAddrs {
 		for _, ip := range p.IPs {
@@ -233,8 +234,11 @@ func (x *Index) addPod(p *podObj) {
 func (x *Index) replacePod(p *podObj) {
 	k := nsName{p.Namespace, p.Name}
 	if old, ok := x.pods[k]; ok {
-		if _, ok := ordinalOf(old); ok {
-			x.members--
+		if ord, ok := ordinalOf(old); ok {
+			mk := memberKey{old.Namespace, old.Owner.Name, ord}
+			if x.members[mk] == old {
+				delete(x.members, mk)
+			}
 		}
 		claims := p.NodeName != "" && !p.Finished
 		for _, ip := range old.IPs {
@@ -252,8 +256,11 @@ func (x *Index) deletePod(k nsName) {
 		return
 	}
 	delete(x.pods, k)
-	if _, ok := ordinalOf(p); ok {
-		x.members--
+	if ord, ok := ordinalOf(p); ok {
+		mk := memberKey{p.Namespace, p.Owner.Name, ord}
+		if x.members[mk] == p {
+			delete(x.members, mk)
+		}
 	}
 	for _, ip := range p.IPs {
 		x.clientPods.remove(ip, k)
@@ -364,14 +371,10 @@ func (f indexFinder) Service() *gridname.Service {
 }
 
 func (f indexFinder) Pod(set *gridname.StatefulSet) *gridname.Pod {
-	p, ok := f.x.pods[nsName{f.ns, set.Name + "-" + f.ordinal}]
-	if !ok || p.Owner.Name != set.Name {
-		return nil
+	if p, ok := f.x.members[memberKey{f.ns, set.Name, f.ordinal}]; ok {
+		return &p.Pod
 	}
-	if ord, ok := ordinalOf(p); !ok || ord != f.ordinal {
-		return nil
-	}
-	return &p.Pod
+	return nil
 }
 
 // gridService returns the headless grid Service ns/name and its topology
@@ -460,5 +463,5 @@ func (x *Index) nodeLabels(name string) (map[string]string, bool) {
 func (x *Index) counts() (grids, sets, pods, services, nodes, slices int) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return len(x.grids), len(x.sets), x.members, len(x.services), len(x.nodes), len(x.slices)
+	return len(x.grids), len(x.sets), len(x.members), len(x.services), len(x.nodes), len(x.slices)
 }
