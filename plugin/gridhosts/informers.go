@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -183,8 +182,8 @@ func handlerFor(idx *Index) cache.ResourceEventHandler {
 			}
 		},
 		UpdateFunc: func(old, cur any) {
-			if o, err := meta.Accessor(old); err == nil {
-				if c, err := meta.Accessor(cur); err == nil && o.GetResourceVersion() == c.GetResourceVersion() {
+			if o, ok := old.(metav1.Object); ok {
+				if c, ok := cur.(metav1.Object); ok && o.GetResourceVersion() == c.GetResourceVersion() {
 					return
 				}
 			}
