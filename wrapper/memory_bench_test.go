@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +44,10 @@ const (
 	memKubeconfigEnv = "SG_MEMBENCH_KUBECONFIG"
 	memAddrEnv       = "SG_MEMBENCH_ADDR" // the wrapper's listen address
 	memNodeEnv       = "SG_MEMBENCH_NODE"
-	memLinePrefix    = "membench: "
+	// memProfileEnv, when set, names a file prefix: each helper writes its
+	// heap profile (inuse_space, after the forced GC) to PREFIX-ROLE.pprof.
+	memProfileEnv = "SG_MEMBENCH_HEAPPROFILE"
+	memLinePrefix = "membench: "
 )
 
 // TestMemoryBenchHelper is a helper process of BenchmarkMemoryAtScale, not a
@@ -99,7 +103,22 @@ func TestMemoryBenchHelper(t *testing.T) {
 		debug.FreeOSMemory()
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
+		if prefix := os.Getenv(memProfileEnv); prefix != "" {
+			writeHeapProfile(t, prefix+"-"+role+".pprof")
+		}
 		fmt.Printf("%sheap %d\n", memLinePrefix, m.HeapInuse)
+	}
+}
+
+// writeHeapProfile writes the heap profile to path (go tool pprof -sample_index=inuse_space).
+func writeHeapProfile(t *testing.T, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -112,7 +131,14 @@ type memHelper struct {
 
 func startMemHelper(b *testing.B, role string, env ...string) *memHelper {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMemoryBenchHelper$", "-test.count=1", "-test.timeout=0")
+	return startMemHelperOf(b, os.Args[0], role, env...)
+}
+
+// startMemHelperOf runs the helper of test binary bin (another build of
+// this package's tests, for a before/after comparison in one run).
+func startMemHelperOf(b *testing.B, bin, role string, env ...string) *memHelper {
+	b.Helper()
+	cmd := exec.Command(bin, "-test.run=^TestMemoryBenchHelper$", "-test.count=1", "-test.timeout=0")
 	cmd.Env = append(append(os.Environ(), memRoleEnv+"="+role), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -318,6 +344,26 @@ func createScaleService(ctx context.Context, c kubernetes.Interface, rng *rand.R
 	return err
 }
 
+// measureOldWrapper runs the wrapper helper of another build of this
+// package's test binary (bin) the same way and returns its heap and RSS.
+func measureOldWrapper(b *testing.B, bin, kubeconfig string) (heap, rss float64) {
+	b.Helper()
+	port, err := controlplane.FreePort("127.0.0.1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	env := []string{memKubeconfigEnv + "=" + kubeconfig, memAddrEnv + "=" + addr, memNodeEnv + "=node0"}
+	if prefix := os.Getenv(memProfileEnv); prefix != "" {
+		env = append(env, memProfileEnv+"="+prefix+"-old")
+	}
+	h := startMemHelperOf(b, bin, "wrapper", env...)
+	h.expect(b, "ready", 5*time.Minute)
+	startInformers(b, "http://"+addr, protobuf, "node0")
+	heap, rss, _ = h.measure(b)
+	return heap, rss
+}
+
 // BenchmarkMemoryAtScale measures the wrapper's memory at 10,000 Services /
 // 100,000 endpoints (each Service with one EndpointSlice and one v1
 // Endpoints of 10 endpoints; half of them topology Services) against a
@@ -327,7 +373,9 @@ func createScaleService(ctx context.Context, c kubernetes.Interface, rng *rand.R
 // application-grid-wrapper binary, as the DaemonSet runs it: its RSS and
 // peak RSS (the start-up lists), which the DaemonSet's request and limit
 // must cover; SG_MEMBENCH_OLD_WRAPPER names another build (an older commit)
-// to measure the same way. A kube-proxy-like client lists and watches
+// to measure the same way, SG_MEMBENCH_OLD_TEST another build of this
+// package's test binary whose in-process wrapper is measured against the
+// same baseline. A kube-proxy-like client lists and watches
 // through each wrapper while it is measured. One iteration.
 func BenchmarkMemoryAtScale(b *testing.B) {
 	const (
@@ -381,6 +429,12 @@ func BenchmarkMemoryAtScale(b *testing.B) {
 		b.ReportMetric(basePeak/mib, "baseline-peak-RSS-MiB")
 		b.ReportMetric(peak/mib, "wrapper-peak-RSS-MiB")
 		b.ReportMetric(peak/basePeak, "peak-RSS-ratio")
+		if old := os.Getenv("SG_MEMBENCH_OLD_TEST"); old != "" {
+			oldHeap, oldRSS := measureOldWrapper(b, old, cp.Kubeconfig)
+			b.ReportMetric(oldHeap/mib, "old-wrapper-heap-MiB")
+			b.ReportMetric(oldHeap/baseHeap, "old-heap-ratio")
+			b.ReportMetric(oldRSS/baseRSS, "old-RSS-ratio")
+		}
 
 		b.Cleanup(testbin.Cleanup)
 		bin := testbin.Path(b, "application-grid-wrapper")

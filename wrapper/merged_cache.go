@@ -15,7 +15,21 @@ const (
 	sourceOnDemand
 	sourceProxyNamed
 	sourceHeadless
+	numSources
 )
+
+// holders is each source's latest object for one key (nil: not held). An
+// array, not a map: the cache keeps one per object, tens of thousands.
+type holders [numSources]any
+
+func (h *holders) empty() bool {
+	for _, o := range h {
+		if o != nil {
+			return false
+		}
+	}
+	return true
+}
 
 // mergedCache is an informer cache fed by several informers (sources) whose
 // selections may overlap or hand an object over to each other (a label
@@ -26,14 +40,14 @@ type mergedCache struct {
 	handler cache.ResourceEventHandler
 
 	mu   sync.Mutex
-	held map[string]map[int]any // key -> source -> its latest object
+	held map[string]*holders // key -> what each source holds
 }
 
 func newMergedCache(indexers cache.Indexers, handler cache.ResourceEventHandler) *mergedCache {
 	return &mergedCache{
 		Indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, indexers),
 		handler: handler,
-		held:    map[string]map[int]any{},
+		held:    map[string]*holders{},
 	}
 }
 
@@ -53,10 +67,12 @@ func (m *mergedCache) set(src int, obj any) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.held[key] == nil {
-		m.held[key] = map[int]any{}
+	h := m.held[key]
+	if h == nil {
+		h = &holders{}
+		m.held[key] = h
 	}
-	m.held[key][src] = obj
+	h[src] = obj
 	old, exists, _ := m.GetByKey(key)
 	_ = m.Add(obj)
 	if exists {
@@ -77,22 +93,25 @@ func (m *mergedCache) remove(src int, obj any) {
 }
 
 func (m *mergedCache) removeLocked(src int, key string) {
-	holders := m.held[key]
-	if _, ok := holders[src]; !ok {
+	h := m.held[key]
+	if h == nil || h[src] == nil {
 		return
 	}
-	delete(holders, src)
+	h[src] = nil
 	old, exists, _ := m.GetByKey(key)
 	if !exists {
 		return
 	}
-	if len(holders) == 0 {
+	if h.empty() {
 		delete(m.held, key)
 		_ = m.Delete(old)
 		m.handler.OnDelete(old)
 		return
 	}
-	for _, other := range holders {
+	for _, other := range h {
+		if other == nil {
+			continue
+		}
 		if other != old {
 			_ = m.Add(other)
 			m.handler.OnUpdate(old, other)
@@ -105,8 +124,8 @@ func (m *mergedCache) removeLocked(src int, key string) {
 func (m *mergedCache) withdraw(src int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for key, holders := range m.held {
-		if _, ok := holders[src]; ok {
+	for key, h := range m.held {
+		if h[src] != nil {
 			m.removeLocked(src, key)
 		}
 	}

@@ -35,9 +35,11 @@ type Index struct {
 	slices     map[nsName]*sliceObj
 	svcSlices  map[nsName]map[string]*sliceObj
 
-	// clients mode only: source IP -> node.
-	clientPods clientAddrs
-	nodeIPs    map[netip.Addr]string
+	// clients mode only: source IP -> node. noClientAddrs (node mode, where
+	// no query reads them) leaves the pods' addresses out.
+	clientPods    clientAddrs
+	noClientAddrs bool
+	nodeIPs       map[netip.Addr]string
 
 	// observe, when set, is told how long each event took from the
 	// transform's receipt to being answerable.
@@ -219,7 +221,7 @@ func (x *Index) addPod(p *podObj) {
 	if ord, ok := ordinalOf(p); ok {
 		x.members[memberKey{p.Namespace, p.Owner.Name, ord}] = p
 	}
-	if p.NodeName != "" && !p.Finished {
+	if p.NodeName != "" && !p.Finished && !x.noClientAddrs {
 		for _, ip := range p.IPs {
 			x.clientPods.add(ip, clientRef{pod: k, node: p.NodeName, created: p.Created, terminating: p.Terminating})
 		}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,7 +28,9 @@ var memoryPods = []int{1000, 10000}
 // plugin from a file, same Corefile shape, each after every name was
 // answered once. As many pods of the same grid run in another nodeunit
 // (their names are not this node's to answer). It reports the ratio per
-// size; the goal is <= 1.2.
+// size; the goal is <= 1.2. SG_MEMBENCH_OLD_COREDNS names another CoreDNS
+// build (an older commit) to measure the same way in the same run;
+// SG_MEMBENCH_HEAPPROFILE=PREFIX saves gridhosts' heap profile per size.
 func BenchmarkMemory(b *testing.B) {
 	c := startCluster(b)
 	bin := coreDNSBinary(b)
@@ -62,15 +66,33 @@ func BenchmarkMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 		gp, gready, hp, hready := freePort(b), freePort(b), freePort(b), freePort(b)
-		gridDNS := startCoreDNS(b, bin, fmt.Sprintf(`cluster.local:%d {
+		profile, pprofPort := os.Getenv("SG_MEMBENCH_HEAPPROFILE"), freePort(b)
+		pprofLine := ""
+		if profile != "" {
+			pprofLine = fmt.Sprintf("pprof 127.0.0.1:%d", pprofPort)
+		}
+		gridCorefile := func(port, ready int, extra string) string {
+			return fmt.Sprintf(`cluster.local:%d {
   bind 127.0.0.1
   ready 127.0.0.1:%d
+  %s
   gridhosts {
     kubeconfig %s
     node node-1
   }
 }
-`, gp, gready, c.cp.Kubeconfig), fmt.Sprintf("http://127.0.0.1:%d/ready", gready))
+`, port, ready, extra, c.cp.Kubeconfig)
+		}
+		// The older build, when given, starts first and is queried and read
+		// beside the others, so neither build syncs alone.
+		var oldDNS *coreDNS
+		var oldSrv string
+		if old := os.Getenv("SG_MEMBENCH_OLD_COREDNS"); old != "" {
+			op, oready := freePort(b), freePort(b)
+			oldDNS = startCoreDNS(b, old, gridCorefile(op, oready, ""), fmt.Sprintf("http://127.0.0.1:%d/ready", oready))
+			oldSrv = fmt.Sprintf("127.0.0.1:%d", op)
+		}
+		gridDNS := startCoreDNS(b, bin, gridCorefile(gp, gready, pprofLine), fmt.Sprintf("http://127.0.0.1:%d/ready", gready))
 		hostsDNS := startCoreDNS(b, bin, fmt.Sprintf(`cluster.local:%d {
   bind 127.0.0.1
   ready 127.0.0.1:%d
@@ -81,18 +103,51 @@ func BenchmarkMemory(b *testing.B) {
 }
 `, hp, hready, hostsFile), fmt.Sprintf("http://127.0.0.1:%d/ready", hready))
 		gs, hs := fmt.Sprintf("127.0.0.1:%d", gp), fmt.Sprintf("127.0.0.1:%d", hp)
-		for _, srv := range []string{gs, hs} {
+		gSynced := vmRSS(b, gridDNS.Cmd.Process.Pid)
+		servers := []string{gs, hs}
+		if oldDNS != nil {
+			servers = append(servers, oldSrv)
+		}
+		for _, srv := range servers {
 			expect(b, "", srv, names[n-1], dns.TypeA, memoryPodIP(n-1))
 			load(b, srv, names, len(names), 4) // every name answered once
 		}
 		g, h := vmRSS(b, gridDNS.Cmd.Process.Pid), vmRSS(b, hostsDNS.Cmd.Process.Pid)
+		if profile != "" {
+			saveHeapProfile(b, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", pprofPort), fmt.Sprintf("%s-%d.pprof", profile, n))
+		}
 		ratio := float64(g) / float64(h)
 		b.ReportMetric(ratio, fmt.Sprintf("rss-ratio-%dpods", n))
 		b.ReportMetric(float64(g)/1024, fmt.Sprintf("gridhosts-MiB-%dpods", n))
 		b.ReportMetric(float64(h)/1024, fmt.Sprintf("hosts-MiB-%dpods", n))
-		b.Logf("%d grid pods: gridhosts RSS %.1f MiB, hosts %.1f MiB, ratio %.2f", n, float64(g)/1024, float64(h)/1024, ratio)
+		if oldDNS != nil {
+			o := vmRSS(b, oldDNS.Cmd.Process.Pid)
+			b.ReportMetric(float64(o)/float64(h), fmt.Sprintf("old-rss-ratio-%dpods", n))
+			b.Logf("%d grid pods: older build's gridhosts RSS %.1f MiB, ratio %.2f", n, float64(o)/1024, float64(o)/float64(h))
+		}
+		b.Logf("%d grid pods: gridhosts RSS %.1f MiB (%.1f MiB before the queries, peak %.1f MiB), hosts %.1f MiB (peak %.1f MiB), ratio %.2f",
+			n, float64(g)/1024, float64(gSynced)/1024, float64(procStatusKiB(b, gridDNS.Cmd.Process.Pid, "VmHWM:"))/1024,
+			float64(h)/1024, float64(procStatusKiB(b, hostsDNS.Cmd.Process.Pid, "VmHWM:"))/1024, ratio)
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// saveHeapProfile writes the heap profile CoreDNS's pprof plugin serves at
+// url to path (go tool pprof -sample_index=inuse_space).
+func saveHeapProfile(b *testing.B, url, path string) {
+	b.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("heap profile: %v (HTTP %d)", err, resp.StatusCode)
+	}
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // memoryPodIP is the address of pod i.
@@ -151,6 +206,13 @@ func createPodsConcurrently(b *testing.B, c *cluster, set *appsv1.StatefulSet, n
 // vmRSS returns the resident set size of process pid in KiB.
 func vmRSS(b *testing.B, pid int) int {
 	b.Helper()
+	return procStatusKiB(b, pid, "VmRSS:")
+}
+
+// procStatusKiB returns field (VmRSS:, VmHWM: for the peak) of process pid
+// in KiB.
+func procStatusKiB(b *testing.B, pid int, field string) int {
+	b.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
@@ -158,7 +220,7 @@ func vmRSS(b *testing.B, pid int) int {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(s.Text(), field); ok {
 			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
 			if err != nil {
 				b.Fatal(err)
@@ -166,6 +228,6 @@ func vmRSS(b *testing.B, pid int) int {
 			return kb
 		}
 	}
-	b.Fatalf("no VmRSS for pid %d", pid)
+	b.Fatalf("no %s for pid %d", field, pid)
 	return 0
 }

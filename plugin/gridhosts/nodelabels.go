@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -48,13 +47,13 @@ type indexSink struct{ idx *Index }
 func (s indexSink) Set(name string, labels map[string]string, node any) {
 	o, ok := node.(*nodeObj)
 	if !ok {
-		o = &nodeObj{tiny: tiny{ObjectMeta: metav1.ObjectMeta{Name: name}, received: time.Now()}, Labels: labels}
+		o = &nodeObj{tiny: tiny{slimMeta: slimMeta{Name: name}, received: time.Now()}, Labels: labels}
 	}
 	s.idx.Upsert(o)
 }
 
 func (s indexSink) Delete(name string) {
-	s.idx.Delete(&nodeObj{tiny: tiny{ObjectMeta: metav1.ObjectMeta{Name: name}}})
+	s.idx.Delete(&nodeObj{tiny: tiny{slimMeta: slimMeta{Name: name}}})
 }
 
 // slimNode keeps a Node's name and labels: node mode places no client by

@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -19,17 +20,64 @@ import (
 
 // The informers store these small objects instead of the API types: an edge
 // node keeps only what the index needs (as plugin/kubernetes/object does).
-// Each embeds ObjectMeta with name, namespace, UID and resourceVersion only,
-// so cache keys and DeletedFinalStateUnknown work unchanged, and carries the
-// time the transform saw it, for the event-to-answerable metric.
+// Each carries its name, namespace, UID and resourceVersion (slimMeta), so
+// cache keys and DeletedFinalStateUnknown work unchanged, and carries the time the transform saw it, for the
+// event-to-answerable metric.
 
-// tiny is the part every small object shares.
+// tiny is the part every small object shares: the metadata the informer's
+// keys and the index need, in a few words rather than a full ObjectMeta and
+// TypeMeta (a pod's small form halves with it; the informers hold tens of
+// thousands of them).
 type tiny struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
+	slimMeta
 	received time.Time
-	written  time.Time // the apiserver's latest write (managedFields), one-second grain
+	written  int64 // the apiserver's latest write (managedFields), Unix seconds; 0: unknown
 }
+
+// slimMeta is an object's name, namespace, UID and resourceVersion, and is a
+// metav1.Object for client-go's keys and indexes (without an allocation per
+// call, which the informers make several times per object); the fields it
+// does not keep read as empty and their setters do nothing.
+type slimMeta struct {
+	Name, Namespace string
+	UID             types.UID
+	ResourceVersion string
+}
+
+func (m *slimMeta) GetNamespace() string                          { return m.Namespace }
+func (m *slimMeta) SetNamespace(v string)                         { m.Namespace = v }
+func (m *slimMeta) GetName() string                               { return m.Name }
+func (m *slimMeta) SetName(v string)                              { m.Name = v }
+func (m *slimMeta) GetUID() types.UID                             { return m.UID }
+func (m *slimMeta) SetUID(v types.UID)                            { m.UID = v }
+func (m *slimMeta) GetResourceVersion() string                    { return m.ResourceVersion }
+func (m *slimMeta) SetResourceVersion(v string)                   { m.ResourceVersion = v }
+func (m *slimMeta) GetGenerateName() string                       { return "" }
+func (m *slimMeta) SetGenerateName(string)                        {}
+func (m *slimMeta) GetGeneration() int64                          { return 0 }
+func (m *slimMeta) SetGeneration(int64)                           {}
+func (m *slimMeta) GetSelfLink() string                           { return "" }
+func (m *slimMeta) SetSelfLink(string)                            {}
+func (m *slimMeta) GetCreationTimestamp() metav1.Time             { return metav1.Time{} }
+func (m *slimMeta) SetCreationTimestamp(metav1.Time)              {}
+func (m *slimMeta) GetDeletionTimestamp() *metav1.Time            { return nil }
+func (m *slimMeta) SetDeletionTimestamp(*metav1.Time)             {}
+func (m *slimMeta) GetDeletionGracePeriodSeconds() *int64         { return nil }
+func (m *slimMeta) SetDeletionGracePeriodSeconds(*int64)          {}
+func (m *slimMeta) GetLabels() map[string]string                  { return nil }
+func (m *slimMeta) SetLabels(map[string]string)                   {}
+func (m *slimMeta) GetAnnotations() map[string]string             { return nil }
+func (m *slimMeta) SetAnnotations(map[string]string)              {}
+func (m *slimMeta) GetFinalizers() []string                       { return nil }
+func (m *slimMeta) SetFinalizers([]string)                        {}
+func (m *slimMeta) GetOwnerReferences() []metav1.OwnerReference   { return nil }
+func (m *slimMeta) SetOwnerReferences([]metav1.OwnerReference)    {}
+func (m *slimMeta) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+func (m *slimMeta) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
+
+// GetObjectKind: the small forms carry no kind (informers and the index
+// tell them apart by Go type).
+func (m *slimMeta) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // intern returns a shared copy of s: the namespace, controller and node that
 // thousands of pods repeat are held once (a new copy at most once per garbage
@@ -39,19 +87,25 @@ func intern(s string) string { return unique.Make(s).Value() }
 
 func newTiny(m *metav1.ObjectMeta) tiny {
 	t := tiny{
-		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: intern(m.Namespace), UID: m.UID, ResourceVersion: m.ResourceVersion},
-		received:   time.Now(),
+		slimMeta: slimMeta{Name: m.Name, Namespace: intern(m.Namespace), UID: m.UID, ResourceVersion: m.ResourceVersion},
+		received: time.Now(),
 	}
 	for _, f := range m.ManagedFields {
-		if f.Time != nil && f.Time.After(t.written) {
-			t.written = f.Time.Time
+		if f.Time != nil && f.Time.Unix() > t.written {
+			t.written = f.Time.Unix()
 		}
 	}
 	return t
 }
 
 func (t *tiny) receivedAt() time.Time { return t.received }
-func (t *tiny) writtenAt() time.Time  { return t.written }
+
+func (t *tiny) writtenAt() time.Time {
+	if t.written == 0 {
+		return time.Time{}
+	}
+	return time.Unix(t.written, 0)
+}
 
 // gridObj is a StatefulSetGrid: its UID and grid key.
 type gridObj struct {

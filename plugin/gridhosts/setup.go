@@ -34,6 +34,7 @@ func setup(c *caddy.Controller) error {
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
+	g.index.noClientAddrs = !g.Clients
 	w, err := newWatcher(cfg, g.index, g.Clients)
 	if err != nil {
 		return plugin.Error(pluginName, err)
