@@ -44,8 +44,12 @@ func manifestContainers(t *testing.T) []container {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests found: %v", err)
 	}
+	patches := kustomizePatches(t, files)
 	var out []container
 	for _, f := range files {
+		if patches[f] {
+			continue // a patch adds to containers checked where they are defined
+		}
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -61,6 +65,36 @@ func manifestContainers(t *testing.T) []container {
 				name, _ := c["name"].(string)
 				out = append(out, container{file: f, name: name, image: image, pullPolicy: policy})
 			})
+		}
+	}
+	return out
+}
+
+// kustomizePatches are the files that kustomizations among files name as
+// patches.
+func kustomizePatches(t *testing.T, files []string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, f := range files {
+		if filepath.Base(f) != "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k struct {
+			Patches []struct {
+				Path string `json:"path"`
+			} `json:"patches"`
+		}
+		if err := yaml.Unmarshal(data, &k); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, p := range k.Patches {
+			if p.Path != "" {
+				out[filepath.Join(filepath.Dir(f), p.Path)] = true
+			}
 		}
 	}
 	return out
