@@ -361,7 +361,10 @@ func TestRealNodes(t *testing.T) {
 	// moveDNS runs a guide step on node n that points its kubelet's
 	// clusterDNS elsewhere and restarts the kubelet; then the node's client
 	// pod is recreated and must name want as its only nameserver and
-	// resolve through it (nodeDNSStep).
+	// resolve through it (nodeDNSStep). When want is the node's CoreDNS,
+	// the guide's wait comes first: the restarted kubelet reports the pod
+	// not Ready until it has probed it again, and a client recreated
+	// before that loses queries.
 	moveDNS := func(n *Node, want, g, name string) {
 		t.Helper()
 		extra, then, err := nodeDNSStep(ctx, n, filepath.Join(run, "node-bin"), op.Kubectl, want)
@@ -369,6 +372,9 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		stepOnThen(n.Enter(), then, g, name, append([]string{"NODE=" + n.Name}, extra...)...)
+		if want == pinnedDNS {
+			stepOn(nil, guide, "node-dns-reprobed", "NODE="+n.Name)
+		}
 		if err := recreateClient(ctx, client, n.Name, probeIP, earlierLogs); err != nil {
 			t.Fatal(err)
 		}
