@@ -41,10 +41,10 @@ func TestMonitoringComponent(t *testing.T) {
 	for _, crd := range crds {
 		k.must("apply", "--server-side", "-f", crd)
 	}
-	k.must("wait", "--for=condition=Established", "--timeout=120s",
+	k.must("wait", `--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True`, "--timeout=120s",
 		"crd/servicemonitors.monitoring.coreos.com", "crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
 	k.must("apply", "--server-side", "-k", manifestDir("prerequisites"))
-	k.must("wait", "--for=condition=Established", "--timeout=120s",
+	k.must("wait", `--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True`, "--timeout=120s",
 		"crd/deploymentgrids.superedge.io", "crd/statefulsetgrids.superedge.io", "crd/servicegrids.superedge.io")
 
 	overlay := t.TempDir()

@@ -38,7 +38,7 @@ func TestSiteStreamComponent(t *testing.T) {
 	k := newKubectl(t, cp)
 	applyNamespaces(k)
 	k.must("apply", "--server-side", "-k", manifestDir("prerequisites"))
-	k.must("wait", "--for=condition=Established", "--timeout=120s",
+	k.must("wait", `--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True`, "--timeout=120s",
 		"crd/deploymentgrids.superedge.io", "crd/statefulsetgrids.superedge.io", "crd/servicegrids.superedge.io")
 
 	overlay := t.TempDir()
