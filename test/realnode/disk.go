@@ -6,9 +6,32 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 
 	"golang.org/x/sys/unix"
 )
+
+// hostLockPath serialises real-node runs on one machine: they share the
+// host's fixed paths, sysctls and cgroup roots, so a second run (another
+// checkout's `make test`) would read the first one's mount points as its own
+// leftovers.
+const hostLockPath = "/run/servicegroup-realnode.lock"
+
+// hostLock waits for any other real-node run on this machine to end.
+func hostLock(t *testing.T) (func(), error) {
+	f, err := os.OpenFile(hostLockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Logf("waiting for the other real-node run on this machine (%s)", hostLockPath)
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", hostLockPath, err)
+		}
+	}
+	return func() { f.Close() }, nil
+}
 
 // minFreeDisk is what a run needs on the filesystem of its directory: the
 // nodes' containerd content and snapshots, the operator's image build and the

@@ -62,6 +62,12 @@ const clusterDNS = "10.96.0.10"
 // while the apiserver is away.
 func TestRealNodes(t *testing.T) {
 	kubelet, kubectl, kubeProxy := requireHost(t)
+	// Before the run's clock starts: another run may hold the host.
+	unlock, err := hostLock(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unlock) // registered first, so it runs after the teardown
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
