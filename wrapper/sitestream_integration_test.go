@@ -219,32 +219,42 @@ func (c *lanConn) Write(p []byte) (int, error) {
 // siteWrapper is a wrapper of the site with its cloud link and peer port.
 type siteWrapper struct {
 	*runningWrapper
-	node  string
-	cloud *cloudLink
-	lan   *siteLAN
-	proxy *proxyView
+	node     string
+	cloud    *cloudLink
+	lan      *siteLAN
+	proxy    *proxyView
+	stateDir string
 }
 
 type siteOptions struct {
 	group string // "" reads the site label
 	token func() (string, error)
+	// stateDir keeps the snapshot; addr and peerAddr reuse a stopped
+	// wrapper's addresses ("" picks new ones); cut starts with the cloud
+	// link cut.
+	stateDir, addr, peerAddr string
+	cut                      bool
 }
 
 func startSiteWrapper(t testing.TB, cp *controlplane.ControlPlane, node string, ip int, so siteOptions) *siteWrapper {
 	t.Helper()
-	// A free port on this wrapper's own loopback address.
-	host := fmt.Sprintf("127.0.0.%d", ip)
-	ln, err := net.Listen("tcp", host+":0")
-	if err != nil {
-		t.Fatal(err)
+	addr := so.peerAddr
+	if addr == "" {
+		// A free port on this wrapper's own loopback address.
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:0", ip))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = ln.Addr().String()
+		ln.Close()
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	link := newCloudLink()
+	link.setCut(so.cut)
 	up := rest.CopyConfig(cp.Config)
 	up.Wrap(link.wrap)
-	w := startWrapper(t, cp, node, "", wrapper.Options{
+	w := startWrapper(t, cp, node, so.addr, wrapper.Options{
 		Upstream: up,
+		StateDir: so.stateDir, SnapshotInterval: 100 * time.Millisecond,
 		SiteStream: &wrapper.SiteStreamOptions{
 			GroupLabel: siteLabel, Group: so.group, Namespace: peerNS,
 			AdvertiseAddress: addr, Token: so.token,
@@ -253,7 +263,7 @@ func startSiteWrapper(t testing.TB, cp *controlplane.ControlPlane, node string, 
 			IdleTimeout: 3 * time.Second,
 		},
 	})
-	sw := &siteWrapper{runningWrapper: w, node: node, cloud: link,
+	sw := &siteWrapper{runningWrapper: w, node: node, cloud: link, stateDir: so.stateDir,
 		lan: &siteLAN{addr: addr, handler: w.srv.PeerHandler(), tls: w.srv.PeerTLSConfig()}}
 	sw.lan.serve(t)
 	t.Cleanup(func() { sw.lan.heal(); sw.lan.refuse() })
@@ -419,7 +429,8 @@ func holder(ctx context.Context, c kubernetes.Interface, group string) (string, 
 // TestSiteStream runs three wrappers of one site against a real control
 // plane, each with kube-proxy's informers behind it and a cloud link the
 // test meters and cuts, through: the leader killed, cut from the cloud
-// only, cut from the site only (packets dropped), and two leaders at once.
+// only, cut from the site only (packets dropped), two leaders at once, and
+// the whole site cut off (one wrapper restarted from its snapshot meanwhile).
 // After each, one wrapper alone holds the cloud streams, every kube-proxy
 // view equals the apiserver's truth, none saw a DELETED slice, and the
 // followers pulled no full list from the cloud. The longest delay of a
@@ -675,6 +686,122 @@ func TestSiteStream(t *testing.T) {
 		lead = settle(t, "one leader of the site again")
 		noRelists(t, before)
 		report(t, "two leaders")
+	})
+
+	outer := t
+	t.Run("whole site cut off", func(t *testing.T) {
+		// A follower started again with a state directory (the others
+		// run without), so it has a snapshot when the site is cut off.
+		restart := func(node string, cut bool) *siteWrapper {
+			old := ws[node]
+			old.lan.refuse()
+			old.Stop()
+			dir := old.stateDir
+			if dir == "" {
+				dir = outer.TempDir()
+			}
+			w := startSiteWrapper(outer, cp, node, 0, siteOptions{token: token, stateDir: dir,
+				addr: old.addr, peerAddr: old.lan.addr, cut: cut})
+			w.proxy = old.proxy
+			ws[node] = w
+			return w
+		}
+		restarted := nodes[(slicesIndex(nodes, lead)+1)%len(nodes)]
+		restart(restarted, false)
+		lead = settle(t, "the follower back with a state directory")
+
+		leadAtCut := lead
+		before := cloudLists()
+		want, err := readCluster(t.Context(), admin, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		services := map[string]int{}
+		for _, n := range nodes {
+			services[n] = len(ws[n].proxy.services.GetStore().List())
+			ws[n].cloud.setCut(true)
+		}
+		// The leader stops serving once it has not renewed for
+		// RenewDeadline, before its Lease expires.
+		eventually(t, "the site's Lease expires", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			l, err := admin.CoordinationV1().Leases(peerNS).Get(ctx, "application-grid-wrapper-site-shop", metav1.GetOptions{})
+			if err != nil || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+				return false, err
+			}
+			return time.Since(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second, nil
+		})
+		change() // reaches the site only when the link is back
+
+		// The wrapper restarted while the cloud is away serves its snapshot;
+		// kube-proxy's informers resume from it without relisting.
+		w := restart(restarted, true)
+		if code, body := readyz(t, w.runningWrapper); code != http.StatusOK || !strings.Contains(body, "serving the snapshot written at") {
+			t.Fatalf("/readyz of %s restarted while cut off: %d %q", restarted, code, body)
+		}
+		eventually(t, "kube-proxy's informers watch the restarted wrapper", 2*time.Minute, func(context.Context) (bool, error) {
+			for _, r := range []string{"services", "endpointslices", "nodes"} {
+				if got := w.openWatches(r); got != 1 {
+					return false, fmt.Errorf("%d watches of %s, want 1", got, r)
+				}
+			}
+			return true, nil
+		})
+		if l := relists(w.requestsSince(0)); len(l) != 0 {
+			t.Fatalf("kube-proxy's informers relisted from %s's snapshot: %q", restarted, l)
+		}
+		// Every kube-proxy keeps its full view from before the cut.
+		for _, n := range nodes {
+			if err := diffServed(ws[n].proxy.slices.GetStore(), ns, want.wantSlices(n)); err != nil {
+				t.Errorf("%s while the site is cut off: EndpointSlice %v", n, err)
+			}
+			if got := len(ws[n].proxy.services.GetStore().List()); got != services[n] {
+				t.Errorf("%s while the site is cut off: %d Services, %d before", n, got, services[n])
+			}
+		}
+
+		for _, n := range nodes {
+			ws[n].cloud.setCut(false)
+		}
+		lead = settle(t, "the site back on one leader, with the change")
+		eventually(t, "the restarted wrapper synced upstream", 2*time.Minute, func(context.Context) (bool, error) {
+			code, body := readyz(t, w.runningWrapper)
+			return code == http.StatusOK && body == "ok", nil
+		})
+		if l := relists(w.requestsSince(0)); len(l) != 0 {
+			t.Errorf("kube-proxy's informers relisted from %s after the link came back: %q", restarted, l)
+		}
+		// The leader at the cut relists each resource once: the cut ended
+		// its open cloud streams with a read error, which client-go's
+		// reflector takes for an ERROR event and answers with a full list
+		// (a link lost silently does the same: HTTP/2's health check ends
+		// the stream with "client connection lost"). The followers had no
+		// cloud stream open; their leader streams end cleanly.
+		noRelists(t, before, restarted, leadAtCut)
+		// atMostOneEach: n pulled at most one full list of Services and one
+		// of EndpointSlices from the cloud since from, but after 410s.
+		atMostOneEach := func(n string, from counts) {
+			l := ws[n].cloud
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			expired := l.expired.Load() - from.expired
+			lists := map[bool]int64{} // by whether of EndpointSlices
+			for _, u := range l.lists[from.lists:] {
+				lists[strings.Contains(u, "/endpointslices")]++
+			}
+			if lists[false] > 1+expired || lists[true] > 1+expired {
+				t.Errorf("%s pulled more than one full list of Services or of EndpointSlices from the cloud after %d 410s: %v", n, expired, l.lists[from.lists:])
+			} else {
+				t.Logf("%s pulled %d full lists of Services and %d of EndpointSlices from the cloud", n, lists[false], lists[true])
+			}
+		}
+		if leadAtCut != restarted {
+			atMostOneEach(leadAtCut, before[leadAtCut])
+		}
+		// The restarted wrapper's informers began with no version (the
+		// snapshot's are the wrapper's own, not the apiserver's): each
+		// lists once, from the cloud or from its leader.
+		atMostOneEach(restarted, counts{})
+		report(t, "whole site cut off")
 	})
 }
 
