@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/servicegroup/servicegroup/internal/owneddir"
 )
 
 // EnvBin names a directory of prebuilt commands (make build's ./bin).
@@ -126,7 +128,7 @@ func build(ctx context.Context, names []string) error {
 		return err
 	}
 	if dir == "" {
-		if dir, err = os.MkdirTemp("", "servicegroup-testbin-"); err != nil {
+		if dir, err = owneddir.Make("servicegroup-testbin-"); err != nil {
 			return err
 		}
 	}

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/servicegroup/servicegroup/internal/owneddir"
 )
 
 // Options shape one control plane. The zero value is an etcd and
@@ -106,7 +108,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 
 	cp = &ControlPlane{opts: opts, procs: map[string]*Process{}}
 	if opts.Dir == "" {
-		if cp.Dir, err = OwnedTempDir("servicegroup-cp-"); err != nil {
+		if cp.Dir, err = owneddir.Make("servicegroup-cp-"); err != nil {
 			return nil, err
 		}
 		cp.ownDir = true

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/servicegroup/servicegroup/internal/owneddir"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
@@ -74,7 +75,7 @@ func TestRealNodes(t *testing.T) {
 	costs := &stepCosts{t: t}
 	defer costs.report()
 
-	run, err := controlplane.OwnedTempDir("servicegroup-realnode-")
+	run, err := owneddir.Make("servicegroup-realnode-")
 	if err != nil {
 		t.Fatal(err)
 	}

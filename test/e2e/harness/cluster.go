@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/internal/owneddir"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -122,7 +123,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}()
 	if opts.Dir == "" {
-		if c.Dir, err = controlplane.OwnedTempDir("servicegroup-e2e-"); err != nil {
+		if c.Dir, err = owneddir.Make("servicegroup-e2e-"); err != nil {
 			return nil, err
 		}
 		c.ownDir = true

@@ -1,4 +1,6 @@
-package controlplane
+// Package owneddir makes temporary directories that name the process owning
+// them, so that a later run removes those a killed test left behind.
+package owneddir
 
 import (
 	"errors"
@@ -12,12 +14,12 @@ import (
 // ownerFile names the process that made a temporary directory.
 const ownerFile = ".servicegroup-owner"
 
-// OwnedTempDir makes a temporary directory marked with this process's PID,
+// Make makes a temporary directory marked with this process's PID,
 // after removing the directories of the same prefix whose process is gone. A
 // test killed by its timeout runs no cleanup, and on a shared disk such
 // leftovers add up until the real-node kubelets see disk pressure and evict.
-func OwnedTempDir(prefix string) (string, error) {
-	SweepTempDirs(prefix)
+func Make(prefix string) (string, error) {
+	Sweep(prefix)
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return "", err
@@ -29,10 +31,10 @@ func OwnedTempDir(prefix string) (string, error) {
 	return dir, nil
 }
 
-// SweepTempDirs removes the temporary directories of prefix whose owner has
+// Sweep removes the temporary directories of prefix whose owner has
 // exited. Directories without an owner mark (being made right now, or made by
 // something else) are left alone.
-func SweepTempDirs(prefix string) {
+func Sweep(prefix string) {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"))
 	for _, dir := range dirs {
 		data, err := os.ReadFile(filepath.Join(dir, ownerFile))

@@ -1,4 +1,4 @@
-package controlplane
+package owneddir
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func TestOwnedTempDirSweepsOnlyTheDead(t *testing.T) {
+func TestSweepsOnlyTheDead(t *testing.T) {
 	prefix := "servicegroup-sweeptest-" + strconv.Itoa(os.Getpid()) + "-"
 	t.Cleanup(func() {
 		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"))
@@ -30,7 +30,7 @@ func TestOwnedTempDirSweepsOnlyTheDead(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mine, err := OwnedTempDir(prefix)
+	mine, err := Make(prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
