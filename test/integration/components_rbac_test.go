@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -53,16 +54,25 @@ func (c *component) assertNoForbidden(t *testing.T) {
 
 func waitHTTP200(t *testing.T, url string, timeout time.Duration) {
 	t.Helper()
+	waitHTTP(t, url, timeout, func(string) bool { return true })
+}
+
+// waitHTTP waits for url to answer 200 with a body that ok accepts.
+func waitHTTP(t *testing.T, url string, timeout time.Duration, ok func(body string) bool) {
+	t.Helper()
+	var last string
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		resp, err := http.Get(url)
 		if err != nil {
 			return false, nil
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		last = string(body)
+		return err == nil && resp.StatusCode == http.StatusOK && ok(last), nil
 	})
 	if err != nil {
-		t.Fatalf("%s never answered 200: %v", url, err)
+		t.Fatalf("%s never answered 200 as wanted (last body %q): %v", url, last, err)
 	}
 }
 
@@ -100,7 +110,9 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 			"--kubeconfig="+saKubeconfig("servicegroup-system", "application-grid-controller"),
 			"--leader-elect=true", "--leader-elect-namespace=servicegroup-system",
 			"--manage-crds=true", "--metrics-bind-address=0", "--health-bind-address="+health)
-		waitHTTP200(t, "http://"+health+"/readyz", 60*time.Second)
+		// "ok" alone: leading, CRDs applied and Established, caches synced
+		// (a standby answers 200 too, before it has installed anything).
+		waitHTTP(t, "http://"+health+"/readyz", 2*time.Minute, func(body string) bool { return body == "ok" })
 
 		grids := versioned.NewForConfigOrDie(cp.Config)
 		createExamples(t, grids, "")
