@@ -75,7 +75,7 @@ func (l *cloudLink) wrap(rt http.RoundTripper) http.RoundTripper {
 		if err != nil {
 			return nil, err
 		}
-		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != ""}
+		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != "", resource: resource}
 		resp.Body = b
 		if !l.opened(b) {
 			return nil, errNoRoute("tcp")
@@ -95,10 +95,23 @@ func (l *cloudLink) openUnitStreams() int {
 	return n
 }
 
+// openStreamsOf returns how many streams of resource ("services",
+// "endpointslices") are open over the link.
+func (l *cloudLink) openStreamsOf(resource string) int {
+	n := 0
+	l.each(func(c io.Closer) {
+		if b, ok := c.(*meteredBody); ok && b.resource == resource {
+			n++
+		}
+	})
+	return n
+}
+
 type meteredBody struct {
 	io.ReadCloser
-	link *cloudLink
-	unit bool
+	link     *cloudLink
+	unit     bool
+	resource string // "services", "endpointslices" or "" for the rest
 }
 
 func (b *meteredBody) Read(p []byte) (int, error) {
@@ -131,6 +144,40 @@ type siteLAN struct {
 	mu   sync.Mutex
 	srv  *http.Server
 	held chan struct{} // closed when a black hole heals
+	// watching counts the open watches of each peer (its node) by
+	// resource ("node1 services").
+	watching map[string]int
+}
+
+// peerWatches returns how many watches of resource node has open here.
+func (s *siteLAN) peerWatches(node, resource string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watching[node+" "+resource]
+}
+
+// countWatches wraps the peer handler to count its open watches by peer.
+func (s *siteLAN) countWatches(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Query().Get("watch") != "true" {
+			h.ServeHTTP(w, req)
+			return
+		}
+		node, _, _ := strings.Cut(req.Header.Get("X-Application-Grid-Wrapper-Peer"), "@")
+		key := node + " " + req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
+		s.mu.Lock()
+		if s.watching == nil {
+			s.watching = map[string]int{}
+		}
+		s.watching[key]++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.watching[key]--
+			s.mu.Unlock()
+		}()
+		h.ServeHTTP(w, req)
+	})
 }
 
 func (s *siteLAN) serve(t testing.TB) {
@@ -145,7 +192,7 @@ func (s *siteLAN) serve(t testing.TB) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.srv = &http.Server{Handler: s.handler, TLSConfig: s.tls.Clone(), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: s.countWatches(s.handler), TLSConfig: s.tls.Clone(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.ServeTLS(&lanListener{Listener: ln, lan: s}, "", "") }()
 }
 
@@ -474,7 +521,11 @@ func TestSiteStream(t *testing.T) {
 		createSlice(t, admin, ns, "web", fmt.Sprintf("web-%d", created), endpoint(fmt.Sprintf("10.0.1.%d", created), nodes[created%3]))
 	}
 	// settle waits until live (not excluded) wrappers have one leader that
-	// alone streams from the cloud and every view is the truth.
+	// alone streams from the cloud and every view is the truth, with a
+	// watch of each resource open at its source: an informer that is
+	// still backing off after a cut (client-go retries a failed relist
+	// after 0.8s, doubling to 30s) would otherwise relist in the next
+	// scenario, from whatever source it has then.
 	settle := func(t *testing.T, what string, exclude ...string) string {
 		t.Helper()
 		var lead string
@@ -497,6 +548,14 @@ func TestSiteStream(t *testing.T) {
 				}
 				if streams := w.cloud.openUnitStreams(); (n == lead) != (streams > 0) {
 					return false, fmt.Errorf("%s (leader %s) has %d cloud streams of Services and EndpointSlices", n, lead, streams)
+				}
+				for _, r := range []string{"services", "endpointslices"} {
+					if n == lead && w.cloud.openStreamsOf(r) == 0 {
+						return false, fmt.Errorf("the leader %s watches no %s from the cloud", n, r)
+					}
+					if n != lead && ws[lead].lan.peerWatches(n, r) == 0 {
+						return false, fmt.Errorf("%s watches no %s from its leader %s", n, r, lead)
+					}
 				}
 				if err := diffServed(w.proxy.slices.GetStore(), ns, cl.wantSlices(n)); err != nil {
 					return false, fmt.Errorf("%s: EndpointSlice %w", n, err)
