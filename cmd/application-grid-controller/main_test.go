@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
-	"strings"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -125,15 +125,7 @@ func TestBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	started := false
-	for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
-		var entry struct{ Msg string }
-		if err := json.Unmarshal([]byte(line), &entry); err != nil {
-			t.Errorf("not a JSON line: %q", line)
-		}
-		started = started || entry.Msg == "Starting application-grid-controller"
-	}
-	if !started {
+	if !slices.Contains(testbin.JSONLogMessages(t, string(log)), "Starting application-grid-controller") {
 		t.Errorf("no JSON line with msg \"Starting application-grid-controller\" in:\n%s", log)
 	}
 }

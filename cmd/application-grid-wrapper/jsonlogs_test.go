@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
-	"strings"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -93,15 +93,7 @@ func TestJSONLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serving := false
-	for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
-		var entry struct{ Msg string }
-		if err := json.Unmarshal([]byte(line), &entry); err != nil {
-			t.Errorf("not a JSON line: %q", line)
-		}
-		serving = serving || entry.Msg == "Serving"
-	}
-	if !serving {
+	if !slices.Contains(testbin.JSONLogMessages(t, string(log)), "Serving") {
 		t.Errorf("no JSON line with msg \"Serving\" in:\n%s", log)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -115,10 +114,5 @@ current-context: c
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		var entry map[string]any
-		if err := json.Unmarshal([]byte(line), &entry); err != nil {
-			t.Errorf("not a JSON line: %q", line)
-		}
-	}
+	testbin.JSONLogMessages(t, out.String())
 }

@@ -7,6 +7,7 @@ package testbin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -181,4 +182,20 @@ func RepoRoot() (string, error) {
 		}
 		d = parent
 	}
+}
+
+// JSONLogMessages fails t for every line of log that is not a JSON object
+// (what `--logging-format json` promises) and returns each line's "msg".
+func JSONLogMessages(t testing.TB, log string) []string {
+	t.Helper()
+	var msgs []string
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		var entry struct{ Msg string }
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Errorf("not a JSON line: %q", line)
+			continue
+		}
+		msgs = append(msgs, entry.Msg)
+	}
+	return msgs
 }
