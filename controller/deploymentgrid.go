@@ -1,10 +1,7 @@
 package controller
 
 import (
-	"fmt"
-
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -14,85 +11,50 @@ import (
 func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.DeploymentGrid, *appsv1.Deployment, *appsv1apply.DeploymentApplyConfiguration], error) {
 	grids := deps.GridInformers.Superedge().V1().DeploymentGrids()
 	children := deps.KubeInformers.Apps().V1().Deployments()
-	nodes := deps.KubeInformers.Core().V1().Nodes()
-	const kind = "DeploymentGrid"
-	if err := wireIndexes(grids.Informer(), children.Informer(), nodes.Informer(), kind,
-		func(g *superedgev1.DeploymentGrid) string { return g.Spec.GridUniqKey }); err != nil {
-		return nil, err
-	}
-	units := nodeUnits{indexer: nodes.Informer().GetIndexer()}
-
-	ops := kindOps[*superedgev1.DeploymentGrid, *appsv1.Deployment, *appsv1apply.DeploymentApplyConfiguration]{
-		kind:      kind,
+	return newWorkloadGridController(deps, workloadKind[*superedgev1.DeploymentGrid, *appsv1.Deployment, *appsv1apply.DeploymentApplyConfiguration, appsv1.DeploymentSpec, superedgev1.DeploymentGridStatus]{
 		childKind: "Deployment",
-		kindAccess: newKindAccess(grids.Lister().DeploymentGrids, deps.Grids.SuperedgeV1().DeploymentGrids,
+		grids:     grids.Informer(),
+		children:  children.Informer(),
+		access: newKindAccess(grids.Lister().DeploymentGrids, deps.Grids.SuperedgeV1().DeploymentGrids,
 			children.Informer(), children.Lister().Deployments, deps.Kube.AppsV1().Deployments,
 			appsv1apply.ExtractDeployment, func() *appsv1.Deployment { return &appsv1.Deployment{} }),
-		gridKey: func(g *superedgev1.DeploymentGrid) string { return g.Spec.GridUniqKey },
-		units: func(g *superedgev1.DeploymentGrid) []unit {
-			return workloadUnits(g.Name, units.values(g.Spec.GridUniqKey), g.Spec.Templates, g.Spec.DefaultTemplateName)
+		spec: func(g *superedgev1.DeploymentGrid) workloadSpec[appsv1.DeploymentSpec] {
+			return workloadSpec[appsv1.DeploymentSpec]{g.Spec.GridUniqKey, &g.Spec.WorkloadGridSpecCommon, &g.Spec.Template, g.Spec.TemplatePool}
 		},
-		validName:   validDeploymentName,
-		desired:     desiredDeployment,
-		recreatable: true,
-		ready:       deploymentReady,
-		healthy:     deploymentHealthy,
-		failure:     deploymentFailure,
-		strategy:    func(g *superedgev1.DeploymentGrid) *superedgev1.RolloutStrategy { return g.Spec.Rollout },
-		rollout: func(g *superedgev1.DeploymentGrid) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {
-			return g.Status.Rollout, g.Status.Units
+		status: func(g *superedgev1.DeploymentGrid) *superedgev1.DeploymentGridStatus { return &g.Status },
+		shared: func(g *superedgev1.DeploymentGrid) *superedgev1.WorkloadGridStatusCommon {
+			return &g.Status.WorkloadGridStatusCommon
 		},
-		templateJSON: func(g *superedgev1.DeploymentGrid, name string) ([]byte, error) {
-			return templateJSON(g.Spec.Template, g.Spec.TemplatePool, name)
+		newStatus: func(g *superedgev1.DeploymentGrid, kept []child[*appsv1.Deployment], nodeUnits int32, shared superedgev1.WorkloadGridStatusCommon) superedgev1.DeploymentGridStatus {
+			return superedgev1.DeploymentGridStatus{ObservedGeneration: g.Generation, States: childStates(kept, deploymentState),
+				NodeUnits: nodeUnits, WorkloadGridStatusCommon: shared}
 		},
-		conditions: func(g *superedgev1.DeploymentGrid) []metav1.Condition { return g.Status.Conditions },
-		status: func(g *superedgev1.DeploymentGrid, kept []child[*appsv1.Deployment], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) (*superedgev1.DeploymentGrid, bool) {
-			st := superedgev1.DeploymentGridStatus{ObservedGeneration: g.Generation, Conditions: conds, Rollout: rollout}
-			for _, ch := range kept {
-				if st.States == nil {
-					st.States = map[string]superedgev1.DeploymentState{}
-				}
-				s := ch.obj.Status
-				st.States[ch.value] = superedgev1.DeploymentState{
-					ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas, UpdatedReplicas: s.UpdatedReplicas,
-					ReadyReplicas: s.ReadyReplicas, AvailableReplicas: s.AvailableReplicas, UnavailableReplicas: s.UnavailableReplicas,
-					Conditions: deepCopyDeploymentConditions(s.Conditions),
-				}
-			}
-			st.NodeUnits, st.ReadyNodeUnits, st.Units = unitCounts(kept, deploymentReady)
-			if statusEqual(g.Status, st) {
-				return g, false
-			}
-			ng := g.DeepCopy()
-			ng.Status = st
-			return ng, true
-		},
-	}
-	c := newGridController(ops, deps)
-	if err := register(c, grids.Informer(), children.Informer(), nodes.Informer()); err != nil {
-		return nil, err
-	}
-	return c, nil
+		validName: validDeploymentName,
+		desired:   desiredDeployment,
+		ready:     deploymentReady,
+		healthy:   deploymentHealthy,
+		failure:   deploymentFailure,
+	})
 }
 
 // desiredDeployment is the Deployment a DeploymentGrid wants in one nodeunit.
 func desiredDeployment(g *superedgev1.DeploymentGrid, u unit) (*appsv1apply.DeploymentApplyConfiguration, error) {
-	tmpl, err := unitTemplate(g.Spec.Template, g.Spec.TemplatePool, u)
-	if err != nil {
+	spec := &appsv1apply.DeploymentSpecApplyConfiguration{}
+	if err := unitSpec(g.Spec.Template, g.Spec.TemplatePool, u, spec); err != nil {
 		return nil, err
 	}
-	spec := &appsv1apply.DeploymentSpecApplyConfiguration{}
-	if err := fromTemplate(tmpl, spec); err != nil {
-		return nil, fmt.Errorf("template %q: %w", u.template, err)
-	}
 	spec.Template = pinToNodeUnit(spec.Template, g.Spec.GridUniqKey, u.value)
-	d := appsv1apply.Deployment(u.name, g.Namespace).
-		WithLabels(g.Labels).
-		WithLabels(gridLabels(g.Name, g.Spec.GridUniqKey)).
-		WithAnnotations(gridAnnotations(g.Spec.GridUniqKey)).
-		WithOwnerReferences(ownerReference(g, "DeploymentGrid")).
-		WithSpec(spec)
-	return stampHash(d, d.WithAnnotations)
+	return ownedChild(appsv1apply.Deployment(u.name, g.Namespace).WithSpec(spec), g, "DeploymentGrid", g.Spec.GridUniqKey)
+}
+
+// deploymentState is a Deployment's line in its grid's status.states.
+func deploymentState(d *appsv1.Deployment) superedgev1.DeploymentState {
+	s := d.Status
+	return superedgev1.DeploymentState{
+		ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas, UpdatedReplicas: s.UpdatedReplicas,
+		ReadyReplicas: s.ReadyReplicas, AvailableReplicas: s.AvailableReplicas, UnavailableReplicas: s.UnavailableReplicas,
+		Conditions: deepCopyDeploymentConditions(s.Conditions),
+	}
 }
 
 // deploymentReady: the Deployment controller has seen the current spec and

@@ -698,11 +698,11 @@ func TestRolloutStatefulSetGrid(t *testing.T) {
 				Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 				Template:    podTemplate(name, "registry.example/db:1"),
 			},
-			Rollout: &superedgev1.RolloutStrategy{
+			WorkloadGridSpecCommon: superedgev1.WorkloadGridSpecCommon{Rollout: &superedgev1.RolloutStrategy{
 				Canary:                  &superedgev1.RolloutCanary{NodeUnits: []string{"z02"}},
 				MaxUnavailableUnits:     ptr.To[int32](1),
 				ProgressDeadlineSeconds: ptr.To[int32](5),
-			},
+			}},
 		},
 	}
 	if _, err := e.grids.SuperedgeV1().StatefulSetGrids(ns).Create(t.Context(), g, metav1.CreateOptions{}); err != nil {

@@ -45,12 +45,7 @@ func newServiceGridController(deps Deps) (*gridController[*superedgev1.ServiceGr
 				st.ServiceName = ch.obj.Name
 				st.ClusterIP = ch.obj.Spec.ClusterIP
 			}
-			if statusEqual(g.Status, st) {
-				return g, false
-			}
-			ng := g.DeepCopy()
-			ng.Status = st
-			return ng, true
+			return withStatus(g, st, func(g *superedgev1.ServiceGrid) *superedgev1.ServiceGridStatus { return &g.Status })
 		},
 	}
 	c := newGridController(ops, deps)
@@ -81,14 +76,10 @@ func desiredService(g *superedgev1.ServiceGrid, u unit) (*corev1apply.ServiceApp
 		}
 	}
 	s := corev1apply.Service(u.name, g.Namespace).
-		WithLabels(g.Labels).
-		WithLabels(gridLabels(g.Name, g.Spec.GridUniqKey)).
 		WithAnnotations(withoutLastApplied(g.Annotations)).
 		WithAnnotations(map[string]string{superedgev1.AnnotationTopologyKeys: topologyKeys(g.Spec.GridUniqKey)}).
-		WithAnnotations(gridAnnotations(g.Spec.GridUniqKey)).
-		WithOwnerReferences(ownerReference(g, "ServiceGrid")).
 		WithSpec(spec)
-	return stampHash(s, s.WithAnnotations)
+	return ownedChild(s, g, "ServiceGrid", g.Spec.GridUniqKey)
 }
 
 // withoutLastApplied drops kubectl's copy of the grid itself, which has no

@@ -1,10 +1,7 @@
 package controller
 
 import (
-	"fmt"
-
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -14,95 +11,60 @@ import (
 func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.StatefulSetGrid, *appsv1.StatefulSet, *appsv1apply.StatefulSetApplyConfiguration], error) {
 	grids := deps.GridInformers.Superedge().V1().StatefulSetGrids()
 	children := deps.KubeInformers.Apps().V1().StatefulSets()
-	nodes := deps.KubeInformers.Core().V1().Nodes()
-	const kind = "StatefulSetGrid"
-	if err := wireIndexes(grids.Informer(), children.Informer(), nodes.Informer(), kind,
-		func(g *superedgev1.StatefulSetGrid) string { return g.Spec.GridUniqKey }); err != nil {
-		return nil, err
-	}
-	units := nodeUnits{indexer: nodes.Informer().GetIndexer()}
-
-	ops := kindOps[*superedgev1.StatefulSetGrid, *appsv1.StatefulSet, *appsv1apply.StatefulSetApplyConfiguration]{
-		kind:      kind,
+	return newWorkloadGridController(deps, workloadKind[*superedgev1.StatefulSetGrid, *appsv1.StatefulSet, *appsv1apply.StatefulSetApplyConfiguration, appsv1.StatefulSetSpec, superedgev1.StatefulSetGridStatus]{
 		childKind: "StatefulSet",
-		kindAccess: newKindAccess(grids.Lister().StatefulSetGrids, deps.Grids.SuperedgeV1().StatefulSetGrids,
+		grids:     grids.Informer(),
+		children:  children.Informer(),
+		access: newKindAccess(grids.Lister().StatefulSetGrids, deps.Grids.SuperedgeV1().StatefulSetGrids,
 			children.Informer(), children.Lister().StatefulSets, deps.Kube.AppsV1().StatefulSets,
 			appsv1apply.ExtractStatefulSet, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} }),
-		gridKey: func(g *superedgev1.StatefulSetGrid) string { return g.Spec.GridUniqKey },
-		units: func(g *superedgev1.StatefulSetGrid) []unit {
-			return workloadUnits(g.Name, units.values(g.Spec.GridUniqKey), g.Spec.Templates, g.Spec.DefaultTemplateName)
+		spec: func(g *superedgev1.StatefulSetGrid) workloadSpec[appsv1.StatefulSetSpec] {
+			return workloadSpec[appsv1.StatefulSetSpec]{g.Spec.GridUniqKey, &g.Spec.WorkloadGridSpecCommon, &g.Spec.Template, g.Spec.TemplatePool}
 		},
-		validName:   validStatefulSetName,
-		desired:     desiredStatefulSet,
-		recreatable: true,
-		ready:       statefulSetReady,
-		healthy:     statefulSetHealthy,
-		failure:     statefulSetFailure,
-		strategy:    func(g *superedgev1.StatefulSetGrid) *superedgev1.RolloutStrategy { return g.Spec.Rollout },
-		rollout: func(g *superedgev1.StatefulSetGrid) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {
-			return g.Status.Rollout, g.Status.Units
+		status: func(g *superedgev1.StatefulSetGrid) *superedgev1.StatefulSetGridStatus { return &g.Status },
+		shared: func(g *superedgev1.StatefulSetGrid) *superedgev1.WorkloadGridStatusCommon {
+			return &g.Status.WorkloadGridStatusCommon
 		},
-		templateJSON: func(g *superedgev1.StatefulSetGrid, name string) ([]byte, error) {
-			return templateJSON(g.Spec.Template, g.Spec.TemplatePool, name)
+		newStatus: func(g *superedgev1.StatefulSetGrid, kept []child[*appsv1.StatefulSet], nodeUnits int32, shared superedgev1.WorkloadGridStatusCommon) superedgev1.StatefulSetGridStatus {
+			return superedgev1.StatefulSetGridStatus{ObservedGeneration: g.Generation, States: childStates(kept, statefulSetState),
+				NodeUnits: nodeUnits, WorkloadGridStatusCommon: shared}
 		},
-		conditions: func(g *superedgev1.StatefulSetGrid) []metav1.Condition { return g.Status.Conditions },
-		status: func(g *superedgev1.StatefulSetGrid, kept []child[*appsv1.StatefulSet], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) (*superedgev1.StatefulSetGrid, bool) {
-			st := superedgev1.StatefulSetGridStatus{ObservedGeneration: g.Generation, Conditions: conds, Rollout: rollout}
-			for _, ch := range kept {
-				if st.States == nil {
-					st.States = map[string]superedgev1.StatefulSetState{}
-				}
-				s := ch.obj.Status
-				var sc []appsv1.StatefulSetCondition
-				for i := range s.Conditions {
-					sc = append(sc, *s.Conditions[i].DeepCopy())
-				}
-				st.States[ch.value] = superedgev1.StatefulSetState{
-					ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas, ReadyReplicas: s.ReadyReplicas,
-					CurrentReplicas: s.CurrentReplicas, UpdatedReplicas: s.UpdatedReplicas, AvailableReplicas: s.AvailableReplicas,
-					CurrentRevision: s.CurrentRevision, UpdateRevision: s.UpdateRevision, Conditions: sc,
-				}
-			}
-			st.NodeUnits, st.ReadyNodeUnits, st.Units = unitCounts(kept, statefulSetReady)
-			if statusEqual(g.Status, st) {
-				return g, false
-			}
-			ng := g.DeepCopy()
-			ng.Status = st
-			return ng, true
-		},
-	}
-	c := newGridController(ops, deps)
-	if err := register(c, grids.Informer(), children.Informer(), nodes.Informer()); err != nil {
-		return nil, err
-	}
-	return c, nil
+		validName: validStatefulSetName,
+		desired:   desiredStatefulSet,
+		ready:     statefulSetReady,
+		healthy:   statefulSetHealthy,
+		failure:   statefulSetFailure,
+	})
 }
 
 // desiredStatefulSet is the StatefulSet a StatefulSetGrid wants in one nodeunit.
 // spec.serviceName stays the template's: the gridhosts DNS plugin maps the
 // unified names onto each nodeunit's pods.
 func desiredStatefulSet(g *superedgev1.StatefulSetGrid, u unit) (*appsv1apply.StatefulSetApplyConfiguration, error) {
-	tmpl, err := unitTemplate(g.Spec.Template, g.Spec.TemplatePool, u)
-	if err != nil {
-		return nil, err
-	}
 	spec := &appsv1apply.StatefulSetSpecApplyConfiguration{}
-	if err := fromTemplate(tmpl, spec); err != nil {
-		return nil, fmt.Errorf("template %q: %w", u.template, err)
+	if err := unitSpec(g.Spec.Template, g.Spec.TemplatePool, u, spec); err != nil {
+		return nil, err
 	}
 	spec.Template = pinToNodeUnit(spec.Template, g.Spec.GridUniqKey, u.value)
 	// Claim templates carry an empty status in their typed form: not ours to set.
 	for i := range spec.VolumeClaimTemplates {
 		spec.VolumeClaimTemplates[i].Status = nil
 	}
-	s := appsv1apply.StatefulSet(u.name, g.Namespace).
-		WithLabels(g.Labels).
-		WithLabels(gridLabels(g.Name, g.Spec.GridUniqKey)).
-		WithAnnotations(gridAnnotations(g.Spec.GridUniqKey)).
-		WithOwnerReferences(ownerReference(g, "StatefulSetGrid")).
-		WithSpec(spec)
-	return stampHash(s, s.WithAnnotations)
+	return ownedChild(appsv1apply.StatefulSet(u.name, g.Namespace).WithSpec(spec), g, "StatefulSetGrid", g.Spec.GridUniqKey)
+}
+
+// statefulSetState is a StatefulSet's line in its grid's status.states.
+func statefulSetState(set *appsv1.StatefulSet) superedgev1.StatefulSetState {
+	s := set.Status
+	var sc []appsv1.StatefulSetCondition
+	for i := range s.Conditions {
+		sc = append(sc, *s.Conditions[i].DeepCopy())
+	}
+	return superedgev1.StatefulSetState{
+		ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas, ReadyReplicas: s.ReadyReplicas,
+		CurrentReplicas: s.CurrentReplicas, UpdatedReplicas: s.UpdatedReplicas, AvailableReplicas: s.AvailableReplicas,
+		CurrentRevision: s.CurrentRevision, UpdateRevision: s.UpdateRevision, Conditions: sc,
+	}
 }
 
 // statefulSetReady: the StatefulSet controller has seen the current spec and

@@ -84,7 +84,7 @@ func TestTakeoverFromSuperEdge(t *testing.T) {
 	}
 	ssg := &superedgev1.StatefulSetGrid{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-		Spec: superedgev1.StatefulSetGridSpec{GridUniqKey: key, DefaultTemplateName: superedgev1.DefaultTemplateName, Template: appsv1.StatefulSetSpec{
+		Spec: superedgev1.StatefulSetGridSpec{GridUniqKey: key, WorkloadGridSpecCommon: superedgev1.WorkloadGridSpecCommon{DefaultTemplateName: superedgev1.DefaultTemplateName}, Template: appsv1.StatefulSetSpec{
 			Replicas:    ptrInt32(1),
 			ServiceName: "db-svc",
 			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},

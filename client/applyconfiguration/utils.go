@@ -70,6 +70,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &superedgev1.StatefulSetStateApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("TemplateRevisions"):
 		return &superedgev1.TemplateRevisionsApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("WorkloadGridSpecCommon"):
+		return &superedgev1.WorkloadGridSpecCommonApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("WorkloadGridStatusCommon"):
+		return &superedgev1.WorkloadGridStatusCommonApplyConfiguration{}
 
 	}
 	return nil

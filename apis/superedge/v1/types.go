@@ -225,6 +225,55 @@ type NodeUnitStatus struct {
 	Since *metav1.Time `json:"since,omitempty"`
 }
 
+// WorkloadGridSpecCommon is the part of the spec DeploymentGrids and
+// StatefulSetGrids share: which template each nodeunit's child is built
+// from and how a template change rolls out. Embedded inline: its fields sit
+// in the spec itself, after the kind's own.
+type WorkloadGridSpecCommon struct {
+	// Templates maps a nodeunit value to the name of its template in
+	// TemplatePool; nodeunits not listed use DefaultTemplateName.
+	// +optional
+	Templates map[string]string `json:"templates,omitempty"`
+	// DefaultTemplateName is the template of nodeunits not listed in
+	// Templates: "default" (or empty) means Template, any other name an
+	// entry of TemplatePool.
+	// +optional
+	DefaultTemplateName string `json:"defaultTemplateName,omitempty"`
+	// AutoDeleteUnusedTemplate is accepted for SuperEdge compatibility.
+	// SuperEdge deleted unused TemplatePool entries from the spec; this
+	// controller never writes the spec: unused entries are left in place
+	// and ignored.
+	// +optional
+	AutoDeleteUnusedTemplate bool `json:"autoDeleteUnusedTemplate,omitempty"`
+	// Rollout, when set, rolls a template change across the nodeunits in
+	// waves, halting at the first nodeunit that does not become healthy.
+	// Without it every nodeunit's child is updated at once.
+	// +optional
+	Rollout *RolloutStrategy `json:"rollout,omitempty"`
+}
+
+// WorkloadGridStatusCommon is the part of the status DeploymentGrids and
+// StatefulSetGrids share (embedded inline, after the kind's own fields).
+type WorkloadGridStatusCommon struct {
+	// ReadyNodeUnits is how many of them have all their replicas ready.
+	// +optional
+	ReadyNodeUnits int32 `json:"readyNodeUnits,omitempty"`
+	// Units lists every nodeunit with a child or a pending action: its
+	// template, readiness and what the controller is waiting to do.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Units []NodeUnitStatus `json:"units,omitempty"`
+	// Rollout is the progress of the current rollout (grids with spec.rollout only).
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+	// Conditions summarise the grid's state.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
 // DeploymentGrid runs one Deployment per nodeunit, named {grid}-{value}.
 //
 // +genclient
@@ -260,26 +309,8 @@ type DeploymentGridSpec struct {
 	// per-nodeunit canary templates).
 	// +optional
 	TemplatePool map[string]appsv1.DeploymentSpec `json:"templatePool,omitempty"`
-	// Templates maps a nodeunit value to the name of its template in
-	// TemplatePool; nodeunits not listed use DefaultTemplateName.
-	// +optional
-	Templates map[string]string `json:"templates,omitempty"`
-	// DefaultTemplateName is the template of nodeunits not listed in
-	// Templates: "default" (or empty) means Template, any other name an
-	// entry of TemplatePool.
-	// +optional
-	DefaultTemplateName string `json:"defaultTemplateName,omitempty"`
-	// AutoDeleteUnusedTemplate is accepted for SuperEdge compatibility.
-	// SuperEdge deleted unused TemplatePool entries from the spec; this
-	// controller never writes the spec: unused entries are left in place
-	// and ignored.
-	// +optional
-	AutoDeleteUnusedTemplate bool `json:"autoDeleteUnusedTemplate,omitempty"`
-	// Rollout, when set, rolls a template change across the nodeunits in
-	// waves, halting at the first nodeunit that does not become healthy.
-	// Without it every nodeunit's child is updated at once.
-	// +optional
-	Rollout *RolloutStrategy `json:"rollout,omitempty"`
+
+	WorkloadGridSpecCommon `json:",inline"`
 }
 
 // DeploymentGridStatus is the observed state of a DeploymentGrid.
@@ -293,23 +324,8 @@ type DeploymentGridStatus struct {
 	// NodeUnits is how many nodeunits have a Deployment.
 	// +optional
 	NodeUnits int32 `json:"nodeUnits,omitempty"`
-	// ReadyNodeUnits is how many of them have all their replicas ready.
-	// +optional
-	ReadyNodeUnits int32 `json:"readyNodeUnits,omitempty"`
-	// Units lists every nodeunit with a child or a pending action: its
-	// template, readiness and what the controller is waiting to do.
-	// +optional
-	// +listType=map
-	// +listMapKey=name
-	Units []NodeUnitStatus `json:"units,omitempty"`
-	// Rollout is the progress of the current rollout (grids with spec.rollout only).
-	// +optional
-	Rollout *RolloutStatus `json:"rollout,omitempty"`
-	// Conditions summarise the grid's state.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	WorkloadGridStatusCommon `json:",inline"`
 }
 
 // DeploymentState mirrors one nodeunit's Deployment status. Its JSON fields
@@ -378,26 +394,8 @@ type StatefulSetGridSpec struct {
 	// per-nodeunit canary templates).
 	// +optional
 	TemplatePool map[string]appsv1.StatefulSetSpec `json:"templatePool,omitempty"`
-	// Templates maps a nodeunit value to the name of its template in
-	// TemplatePool; nodeunits not listed use DefaultTemplateName.
-	// +optional
-	Templates map[string]string `json:"templates,omitempty"`
-	// DefaultTemplateName is the template of nodeunits not listed in
-	// Templates: "default" (or empty) means Template, any other name an
-	// entry of TemplatePool.
-	// +optional
-	DefaultTemplateName string `json:"defaultTemplateName,omitempty"`
-	// AutoDeleteUnusedTemplate is accepted for SuperEdge compatibility.
-	// SuperEdge deleted unused TemplatePool entries from the spec; this
-	// controller never writes the spec: unused entries are left in place
-	// and ignored.
-	// +optional
-	AutoDeleteUnusedTemplate bool `json:"autoDeleteUnusedTemplate,omitempty"`
-	// Rollout, when set, rolls a template change across the nodeunits in
-	// waves, halting at the first nodeunit that does not become healthy.
-	// Without it every nodeunit's child is updated at once.
-	// +optional
-	Rollout *RolloutStrategy `json:"rollout,omitempty"`
+
+	WorkloadGridSpecCommon `json:",inline"`
 }
 
 // StatefulSetGridStatus is the observed state of a StatefulSetGrid.
@@ -411,23 +409,8 @@ type StatefulSetGridStatus struct {
 	// NodeUnits is how many nodeunits have a StatefulSet.
 	// +optional
 	NodeUnits int32 `json:"nodeUnits,omitempty"`
-	// ReadyNodeUnits is how many of them have all their replicas ready.
-	// +optional
-	ReadyNodeUnits int32 `json:"readyNodeUnits,omitempty"`
-	// Units lists every nodeunit with a child or a pending action: its
-	// template, readiness and what the controller is waiting to do.
-	// +optional
-	// +listType=map
-	// +listMapKey=name
-	Units []NodeUnitStatus `json:"units,omitempty"`
-	// Rollout is the progress of the current rollout (grids with spec.rollout only).
-	// +optional
-	Rollout *RolloutStatus `json:"rollout,omitempty"`
-	// Conditions summarise the grid's state.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	WorkloadGridStatusCommon `json:",inline"`
 }
 
 // StatefulSetState mirrors one nodeunit's StatefulSet status. Its JSON fields

@@ -34,23 +34,8 @@ type DeploymentGridSpecApplyConfiguration struct {
 	Template *appsv1.DeploymentSpec `json:"template,omitempty"`
 	// TemplatePool holds further named Deployment specs (SuperEdge's
 	// per-nodeunit canary templates).
-	TemplatePool map[string]appsv1.DeploymentSpec `json:"templatePool,omitempty"`
-	// Templates maps a nodeunit value to the name of its template in
-	// TemplatePool; nodeunits not listed use DefaultTemplateName.
-	Templates map[string]string `json:"templates,omitempty"`
-	// DefaultTemplateName is the template of nodeunits not listed in
-	// Templates: "default" (or empty) means Template, any other name an
-	// entry of TemplatePool.
-	DefaultTemplateName *string `json:"defaultTemplateName,omitempty"`
-	// AutoDeleteUnusedTemplate is accepted for SuperEdge compatibility.
-	// SuperEdge deleted unused TemplatePool entries from the spec; this
-	// controller never writes the spec: unused entries are left in place
-	// and ignored.
-	AutoDeleteUnusedTemplate *bool `json:"autoDeleteUnusedTemplate,omitempty"`
-	// Rollout, when set, rolls a template change across the nodeunits in
-	// waves, halting at the first nodeunit that does not become healthy.
-	// Without it every nodeunit's child is updated at once.
-	Rollout *RolloutStrategyApplyConfiguration `json:"rollout,omitempty"`
+	TemplatePool                             map[string]appsv1.DeploymentSpec `json:"templatePool,omitempty"`
+	WorkloadGridSpecCommonApplyConfiguration `json:""`
 }
 
 // DeploymentGridSpecApplyConfiguration constructs a declarative configuration of the DeploymentGridSpec type for use with
@@ -94,11 +79,11 @@ func (b *DeploymentGridSpecApplyConfiguration) WithTemplatePool(entries map[stri
 // If called multiple times, the entries provided by each call will be put on the Templates field,
 // overwriting an existing map entries in Templates field with the same key.
 func (b *DeploymentGridSpecApplyConfiguration) WithTemplates(entries map[string]string) *DeploymentGridSpecApplyConfiguration {
-	if b.Templates == nil && len(entries) > 0 {
-		b.Templates = make(map[string]string, len(entries))
+	if b.WorkloadGridSpecCommonApplyConfiguration.Templates == nil && len(entries) > 0 {
+		b.WorkloadGridSpecCommonApplyConfiguration.Templates = make(map[string]string, len(entries))
 	}
 	for k, v := range entries {
-		b.Templates[k] = v
+		b.WorkloadGridSpecCommonApplyConfiguration.Templates[k] = v
 	}
 	return b
 }
@@ -107,7 +92,7 @@ func (b *DeploymentGridSpecApplyConfiguration) WithTemplates(entries map[string]
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the DefaultTemplateName field is set to the value of the last call.
 func (b *DeploymentGridSpecApplyConfiguration) WithDefaultTemplateName(value string) *DeploymentGridSpecApplyConfiguration {
-	b.DefaultTemplateName = &value
+	b.WorkloadGridSpecCommonApplyConfiguration.DefaultTemplateName = &value
 	return b
 }
 
@@ -115,7 +100,7 @@ func (b *DeploymentGridSpecApplyConfiguration) WithDefaultTemplateName(value str
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the AutoDeleteUnusedTemplate field is set to the value of the last call.
 func (b *DeploymentGridSpecApplyConfiguration) WithAutoDeleteUnusedTemplate(value bool) *DeploymentGridSpecApplyConfiguration {
-	b.AutoDeleteUnusedTemplate = &value
+	b.WorkloadGridSpecCommonApplyConfiguration.AutoDeleteUnusedTemplate = &value
 	return b
 }
 
@@ -123,6 +108,6 @@ func (b *DeploymentGridSpecApplyConfiguration) WithAutoDeleteUnusedTemplate(valu
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Rollout field is set to the value of the last call.
 func (b *DeploymentGridSpecApplyConfiguration) WithRollout(value *RolloutStrategyApplyConfiguration) *DeploymentGridSpecApplyConfiguration {
-	b.Rollout = value
+	b.WorkloadGridSpecCommonApplyConfiguration.Rollout = value
 	return b
 }

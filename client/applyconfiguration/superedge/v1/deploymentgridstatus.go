@@ -32,16 +32,8 @@ type DeploymentGridStatusApplyConfiguration struct {
 	// States maps each nodeunit value to its Deployment's status.
 	States map[string]DeploymentStateApplyConfiguration `json:"states,omitempty"`
 	// NodeUnits is how many nodeunits have a Deployment.
-	NodeUnits *int32 `json:"nodeUnits,omitempty"`
-	// ReadyNodeUnits is how many of them have all their replicas ready.
-	ReadyNodeUnits *int32 `json:"readyNodeUnits,omitempty"`
-	// Units lists every nodeunit with a child or a pending action: its
-	// template, readiness and what the controller is waiting to do.
-	Units []NodeUnitStatusApplyConfiguration `json:"units,omitempty"`
-	// Rollout is the progress of the current rollout (grids with spec.rollout only).
-	Rollout *RolloutStatusApplyConfiguration `json:"rollout,omitempty"`
-	// Conditions summarise the grid's state.
-	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	NodeUnits                                  *int32 `json:"nodeUnits,omitempty"`
+	WorkloadGridStatusCommonApplyConfiguration `json:""`
 }
 
 // DeploymentGridStatusApplyConfiguration constructs a declarative configuration of the DeploymentGridStatus type for use with
@@ -84,7 +76,7 @@ func (b *DeploymentGridStatusApplyConfiguration) WithNodeUnits(value int32) *Dep
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the ReadyNodeUnits field is set to the value of the last call.
 func (b *DeploymentGridStatusApplyConfiguration) WithReadyNodeUnits(value int32) *DeploymentGridStatusApplyConfiguration {
-	b.ReadyNodeUnits = &value
+	b.WorkloadGridStatusCommonApplyConfiguration.ReadyNodeUnits = &value
 	return b
 }
 
@@ -96,7 +88,7 @@ func (b *DeploymentGridStatusApplyConfiguration) WithUnits(values ...*NodeUnitSt
 		if values[i] == nil {
 			panic("nil value passed to WithUnits")
 		}
-		b.Units = append(b.Units, *values[i])
+		b.WorkloadGridStatusCommonApplyConfiguration.Units = append(b.WorkloadGridStatusCommonApplyConfiguration.Units, *values[i])
 	}
 	return b
 }
@@ -105,7 +97,7 @@ func (b *DeploymentGridStatusApplyConfiguration) WithUnits(values ...*NodeUnitSt
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Rollout field is set to the value of the last call.
 func (b *DeploymentGridStatusApplyConfiguration) WithRollout(value *RolloutStatusApplyConfiguration) *DeploymentGridStatusApplyConfiguration {
-	b.Rollout = value
+	b.WorkloadGridStatusCommonApplyConfiguration.Rollout = value
 	return b
 }
 
@@ -117,7 +109,7 @@ func (b *DeploymentGridStatusApplyConfiguration) WithConditions(values ...*metav
 		if values[i] == nil {
 			panic("nil value passed to WithConditions")
 		}
-		b.Conditions = append(b.Conditions, *values[i])
+		b.WorkloadGridStatusCommonApplyConfiguration.Conditions = append(b.WorkloadGridStatusCommonApplyConfiguration.Conditions, *values[i])
 	}
 	return b
 }
