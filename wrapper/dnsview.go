@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -179,22 +178,13 @@ func (s *Server) startDNSView(client kubernetes.Interface) {
 	s.start = func(ctx context.Context) {
 		start(ctx)
 		go v.nsDemand.run(ctx)
-		go func() {
-			t := time.NewTicker(s.opts.BookmarkInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					for _, r := range v.resources {
-						if r.store != s.stores.Services { // Run bookmarks kube-proxy's
-							r.store.Bookmark()
-						}
-					}
+		go onTicks(ctx, s.opts.BookmarkInterval, func() {
+			for _, r := range v.resources {
+				if r.store != s.stores.Services { // Run bookmarks kube-proxy's
+					r.store.Bookmark()
 				}
 			}
-		}()
+		})
 	}
 }
 

@@ -167,23 +167,16 @@ func (p *peerServer) serveSite(w http.ResponseWriter) {
 // RetryPeriods, it asks the site's wrappers it knows who leads, every
 // RetryPeriod, and follows the first leader named that it has not given up.
 func (ss *siteStream) askPeers(ctx context.Context, logger klog.Logger, lock *readLock) {
-	t := time.NewTicker(ss.opts.RetryPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	onTicks(ctx, ss.opts.RetryPeriod, func() {
 		following, _ := ss.router.following()
 		if following || ss.peers.leading() != nil || time.Since(time.Unix(0, lock.lastRead.Load())) < 2*ss.opts.RetryPeriod {
-			continue
+			return
 		}
 		if leader := ss.askForLeader(ctx); leader != "" {
 			logger.Info("The Lease cannot be read: following the leader a peer names", "leader", leader)
 			ss.router.setLeader(logger, leader)
 		}
-	}
+	})
 }
 
 // askForLeader asks every known member at once; the first usable leader

@@ -257,10 +257,6 @@ func (c *cancelOnClose) Close() error {
 // upstream credentials. Any answer but success is an error: the caller asks
 // upstream instead.
 func (r *peerRouter) viaLeader(req *http.Request, t *peerTarget) (*http.Response, error) {
-	token, err := r.opts.Token()
-	if err != nil {
-		return nil, fmt.Errorf("peer token: %w", err)
-	}
 	out := req.Clone(req.Context())
 	out.URL.Scheme, out.URL.Host, out.Host = "https", t.addr, ""
 	out.Header.Del("Authorization")
@@ -269,18 +265,9 @@ func (r *peerRouter) viaLeader(req *http.Request, t *peerTarget) (*http.Response
 			out.Header.Del(k)
 		}
 	}
-	out.Header.Set("Authorization", "Bearer "+token)
-	site, _ := r.site.Load().(string)
-	out.Header.Set(siteHeader, site)
-	out.Header.Set(peerHeader, r.self)
-	resp, err := t.transport.RoundTrip(out)
+	resp, err := r.sendAsPeer(out, t, "leader")
 	if err != nil {
 		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		return nil, fmt.Errorf("leader answered %s", resp.Status)
 	}
 	if isWatch(req) {
 		r.track(resp, t)
@@ -385,13 +372,19 @@ func (r *peerRouter) probe(ctx context.Context, t *peerTarget) error {
 // peerGet GETs path from a peer as this wrapper; any answer but 200 is an
 // error.
 func (r *peerRouter) peerGet(ctx context.Context, t *peerTarget, path string) (*http.Response, error) {
-	token, err := r.opts.Token()
-	if err != nil {
-		return nil, err
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+t.addr+path, nil)
 	if err != nil {
 		return nil, err
+	}
+	return r.sendAsPeer(req, t, "peer")
+}
+
+// sendAsPeer sends req to t as this wrapper: its peer token, site and
+// identity. Any answer but 200 is an error saying who (leader, peer) gave it.
+func (r *peerRouter) sendAsPeer(req *http.Request, t *peerTarget, who string) (*http.Response, error) {
+	token, err := r.opts.Token()
+	if err != nil {
+		return nil, fmt.Errorf("peer token: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	site, _ := r.site.Load().(string)
@@ -404,7 +397,7 @@ func (r *peerRouter) peerGet(ctx context.Context, t *peerTarget, path string) (*
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
-		return nil, fmt.Errorf("peer answered %s", resp.Status)
+		return nil, fmt.Errorf("%s answered %s", who, resp.Status)
 	}
 	return resp, nil
 }

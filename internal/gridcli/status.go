@@ -12,6 +12,15 @@ import (
 	"github.com/servicegroup/servicegroup/internal/explain"
 )
 
+// childrenOf is a workload grid's children as status reports them.
+func childrenOf[T any](items []T, key string, child func(*T, string) explain.Child) []explain.Child {
+	var cs []explain.Child
+	for i := range items {
+		cs = append(cs, child(&items[i], key))
+	}
+	return cs
+}
+
 // gridKinds maps what a user types to the grid resource.
 var gridKinds = map[string]string{
 	"dg": "deploymentgrids", "deploymentgrid": "deploymentgrids", "deploymentgrids": "deploymentgrids",
@@ -60,21 +69,13 @@ func (o *options) status(cmd *cobra.Command, resource, name string) error {
 		if err != nil {
 			return err
 		}
-		var cs []explain.Child
-		for i := range l.Items {
-			cs = append(cs, explain.DeploymentChild(&l.Items[i], key))
-		}
-		r = explain.WorkloadStatus(grid, nodes, cs)
+		r = explain.WorkloadStatus(grid, nodes, childrenOf(l.Items, key, explain.DeploymentChild))
 	case "statefulsetgrids":
 		l, err := c.kube.AppsV1().StatefulSets(c.namespace).List(ctx, children)
 		if err != nil {
 			return err
 		}
-		var cs []explain.Child
-		for i := range l.Items {
-			cs = append(cs, explain.StatefulSetChild(&l.Items[i], key))
-		}
-		r = explain.WorkloadStatus(grid, nodes, cs)
+		r = explain.WorkloadStatus(grid, nodes, childrenOf(l.Items, key, explain.StatefulSetChild))
 	default:
 		svcName := name + "-svc"
 		svc, err := orNil(c.kube.CoreV1().Services(c.namespace).Get(ctx, svcName, metav1.GetOptions{}))

@@ -228,18 +228,24 @@ func (x *Index) addPod(p *podObj) {
 	}
 }
 
+// dropMember unindexes p as its StatefulSet's member, unless another
+// version of it took its place.
+func (x *Index) dropMember(p *podObj) {
+	if ord, ok := ordinalOf(p); ok {
+		mk := memberKey{p.Namespace, p.Owner.Name, ord}
+		if x.members[mk] == p {
+			delete(x.members, mk)
+		}
+	}
+}
+
 // replacePod indexes p in place of its former version. Addresses both
 // versions claim keep their claim (an update is not a new claim to a
 // reused address); the others are released.
 func (x *Index) replacePod(p *podObj) {
 	k := nsName{p.Namespace, p.Name}
 	if old, ok := x.pods[k]; ok {
-		if ord, ok := ordinalOf(old); ok {
-			mk := memberKey{old.Namespace, old.Owner.Name, ord}
-			if x.members[mk] == old {
-				delete(x.members, mk)
-			}
-		}
+		x.dropMember(old)
 		claims := p.NodeName != "" && !p.Finished
 		for _, ip := range old.IPs {
 			if !claims || !slices.Contains(p.IPs, ip) {
@@ -256,12 +262,7 @@ func (x *Index) deletePod(k nsName) {
 		return
 	}
 	delete(x.pods, k)
-	if ord, ok := ordinalOf(p); ok {
-		mk := memberKey{p.Namespace, p.Owner.Name, ord}
-		if x.members[mk] == p {
-			delete(x.members, mk)
-		}
-	}
+	x.dropMember(p)
 	for _, ip := range p.IPs {
 		x.clientPods.remove(ip, k)
 	}

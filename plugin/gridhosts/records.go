@@ -13,6 +13,19 @@ import (
 // The records an answer is made of, built from the index; the handler
 // (gridhosts.go) decides which name is asked and when to answer.
 
+// serviceKeys are the topology keys of the grid Service namespace/service
+// that gridhosts answers by (the trusted ones under RestrictKeys), or none.
+func (g *GridHosts) serviceKeys(x *Index, namespace, service string) []string {
+	sv, keys := x.gridService(namespace, service)
+	if sv == nil {
+		return nil
+	}
+	if g.RestrictKeys {
+		keys = g.keyTrust.serviceKeys(namespace, service, keys)
+	}
+	return keys
+}
+
 // lookup builds the answer for q (asked as qname) from x as seen from node. exists is false when
 // the name is not one gridhosts serves; an existing name with no records of
 // the asked type returns an empty answer (NODATA). Callers hold the lock.
@@ -28,11 +41,8 @@ func (g *GridHosts) lookup(x *Index, state request.Request, qname string, q quer
 		}
 		return g.addressRecords(qname, state.QType(), p.IPs), nil, true
 	case nameService:
-		sv, keys := x.gridService(q.namespace, q.service)
-		if sv != nil && g.RestrictKeys {
-			keys = g.keyTrust.serviceKeys(q.namespace, q.service, keys)
-		}
-		if sv == nil || len(keys) == 0 {
+		keys := g.serviceKeys(x, q.namespace, q.service)
+		if len(keys) == 0 {
 			return nil, nil, false
 		}
 		eps, _ := x.localEndpoints(q.namespace, q.service, keys, node)
@@ -48,11 +58,8 @@ func (g *GridHosts) lookup(x *Index, state request.Request, qname string, q quer
 		}
 		return answer, extra, true
 	case nameSRV:
-		sv, keys := x.gridService(q.namespace, q.service)
-		if sv != nil && g.RestrictKeys {
-			keys = g.keyTrust.serviceKeys(q.namespace, q.service, keys)
-		}
-		if sv == nil || len(keys) == 0 {
+		keys := g.serviceKeys(x, q.namespace, q.service)
+		if len(keys) == 0 {
 			return nil, nil, false
 		}
 		eps, ports := x.localEndpoints(q.namespace, q.service, keys, node)
