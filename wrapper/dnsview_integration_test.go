@@ -84,6 +84,67 @@ func dnsSlice(ns, svc, name string, headless bool, eps ...discoveryv1.Endpoint) 
 	}
 }
 
+func createDNSSlice(t testing.TB, c kubernetes.Interface, sl *discoveryv1.EndpointSlice) {
+	t.Helper()
+	if _, err := c.DiscoveryV1().EndpointSlices(sl.Namespace).Create(t.Context(), sl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createHeadlessWithHostname creates the headless Service "headless" with
+// two endpoints: ip0 on node0 named web-0, ip1 on node1 (another nodeunit).
+func createHeadlessWithHostname(t testing.TB, c kubernetes.Interface, ns, ip0, ip1 string) {
+	t.Helper()
+	createDNSService(t, c, ns, "headless", true, "")
+	web0 := endpoint(ip0, "node0")
+	hostname := "web-0"
+	web0.Hostname = &hostname
+	createDNSSlice(t, c, dnsSlice(ns, "headless", "headless-a", true, web0, endpoint(ip1, "node1")))
+}
+
+// addDNSEndpoint adds ep to the EndpointSlice ns/name.
+func addDNSEndpoint(t testing.TB, c kubernetes.Interface, ns, name string, ep discoveryv1.Endpoint) {
+	t.Helper()
+	sl, err := c.DiscoveryV1().EndpointSlices(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl.Endpoints = append(sl.Endpoints, ep)
+	if _, err := c.DiscoveryV1().EndpointSlices(ns).Update(t.Context(), sl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type dnsQuery struct {
+	name  string
+	qtype uint16
+}
+
+// dnsAnswers asks each port every query; answers[i][j] is port i's
+// answer to queries[j] (see dnsAnswer).
+func dnsAnswers(queries []dnsQuery, ports ...int) ([][]string, error) {
+	answers := make([][]string, len(ports))
+	for i, port := range ports {
+		for _, q := range queries {
+			a, err := dnsAnswer(port, q.name, q.qtype)
+			if err != nil {
+				return nil, err
+			}
+			answers[i] = append(answers[i], a)
+		}
+	}
+	return answers, nil
+}
+
+// labelled is answers to queries, one "name TYPE: answer" a line.
+func labelled(queries []dnsQuery, answers []string) string {
+	lines := make([]string, len(answers))
+	for j, a := range answers {
+		lines[j] = queries[j].name + " " + dns.TypeToString[queries[j].qtype] + ": " + a
+	}
+	return strings.Join(lines, "\n")
+}
+
 // TestCoreDNSThroughWrapperAnswersAsDirect: the real CoreDNS of
 // corefile/Corefile.node, twice: one with both plugins on the apiserver
 // (as before), one whose kubernetes plugin reads the wrapper's DNS view.
@@ -105,22 +166,12 @@ func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 	createNamespace(t, admin, ns)
 	plain := createDNSService(t, admin, ns, "plain", false, `["zone1"]`)
 	createSlice(t, admin, ns, "plain", "plain-a", endpoint("10.2.0.1", "node0"), endpoint("10.2.0.2", "node1"))
-	// A headless Service without topologyKeys: the kubernetes plugin
-	// answers it, with every endpoint. One with them: gridhosts answers it
-	// for this node's nodeunit, in both.
-	createDNSService(t, admin, ns, "headless", true, "")
+	// A headless Service without topologyKeys (headless, below): the
+	// kubernetes plugin answers it, with every endpoint. One with them:
+	// gridhosts answers it for this node's nodeunit, in both.
 	createDNSService(t, admin, ns, "topohl", true, `["zone1"]`)
-	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, dnsSlice(ns, "topohl", "topohl-a", true,
-		endpoint("10.2.3.1", "node0"), endpoint("10.2.3.2", "node1")), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	web0 := endpoint("10.2.1.1", "node0")
-	hostname := "web-0"
-	web0.Hostname = &hostname
-	sl := dnsSlice(ns, "headless", "headless-a", true, web0, endpoint("10.2.1.2", "node1"))
-	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, sl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createDNSSlice(t, admin, dnsSlice(ns, "topohl", "topohl-a", true, endpoint("10.2.3.1", "node0"), endpoint("10.2.3.2", "node1")))
+	createHeadlessWithHostname(t, admin, ns, "10.2.1.1", "10.2.1.2")
 	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ext"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.org"}}
 	if _, err := admin.CoreV1().Services(ns).Create(ctx, ext, metav1.CreateOptions{}); err != nil {
@@ -132,11 +183,7 @@ func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 	through := startShippedCoreDNS(t, bin, "Corefile.node", cp.Kubeconfig,
 		plainKubeconfig(t, w.URL()+wrapper.DNSPathPrefix), "node0")
 
-	type query struct {
-		name  string
-		qtype uint16
-	}
-	queries := []query{
+	queries := []dnsQuery{
 		{"plain.dnsview.svc.cluster.local", dns.TypeA},
 		{"plain.dnsview.svc.cluster.local", dns.TypeAAAA},
 		{"_http._tcp.plain.dnsview.svc.cluster.local", dns.TypeSRV},
@@ -155,20 +202,17 @@ func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 		{"kubernetes.default.svc.cluster.local", dns.TypeA},
 		{"dns-version.cluster.local", dns.TypeTXT},
 	}
-	same := func(what string, must map[query]string) {
+	same := func(what string, must map[dnsQuery]string) {
 		t.Helper()
 		var diff string
 		eventually(t, what, 3*time.Minute, func(context.Context) (bool, error) {
 			diff = ""
-			for _, q := range queries {
-				a, err := dnsAnswer(direct, q.name, q.qtype)
-				if err != nil {
-					return false, err
-				}
-				b, err := dnsAnswer(through, q.name, q.qtype)
-				if err != nil {
-					return false, err
-				}
+			answers, err := dnsAnswers(queries, direct, through)
+			if err != nil {
+				return false, err
+			}
+			for j, q := range queries {
+				a, b := answers[0][j], answers[1][j]
 				if a != b {
 					diff += fmt.Sprintf("\n%s %s: direct %q, through the wrapper %q", q.name, dns.TypeToString[q.qtype], a, b)
 				}
@@ -179,7 +223,7 @@ func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 			return diff == "", fmt.Errorf("answers differ:%s", diff)
 		})
 	}
-	same("the same answers", map[query]string{
+	same("the same answers", map[dnsQuery]string{
 		{"plain.dnsview.svc.cluster.local", dns.TypeA}:          plain.Spec.ClusterIP,
 		{"headless.dnsview.svc.cluster.local", dns.TypeA}:       "10.2.1.2", // node1: another nodeunit
 		{"web-0.headless.dnsview.svc.cluster.local", dns.TypeA}: "10.2.1.1",
@@ -196,21 +240,14 @@ func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 
 	// Changes reach both alike: an endpoint added, a Service deleted, a
 	// namespace and a Service created.
-	sl, err := admin.DiscoveryV1().EndpointSlices(ns).Get(ctx, "headless-a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sl.Endpoints = append(sl.Endpoints, endpoint("10.2.1.3", "node2"))
-	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	addDNSEndpoint(t, admin, ns, "headless-a", endpoint("10.2.1.3", "node2"))
 	if err := admin.CoreV1().Services(ns).Delete(ctx, "ext", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	createNamespace(t, admin, "newns")
 	later := createDNSService(t, admin, "newns", "later", false, "")
 	createDNSService(t, admin, ns, "later", false, "")
-	same("the same answers after changes", map[query]string{
+	same("the same answers after changes", map[dnsQuery]string{
 		{"headless.dnsview.svc.cluster.local", dns.TypeA}: "10.2.1.3",
 		{"later.newns.svc.cluster.local", dns.TypeA}:      later.Spec.ClusterIP,
 		{"ext.dnsview.svc.cluster.local", dns.TypeCNAME}:  "NXDOMAIN",
@@ -225,7 +262,7 @@ func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWrapper(t, cp, "node0", addr, wrapper.Options{})
-	same("the same answers after a wrapper restart", map[query]string{
+	same("the same answers after a wrapper restart", map[dnsQuery]string{
 		{"later.dnsview.svc.cluster.local", dns.TypeA}: "NXDOMAIN",
 	})
 }
@@ -266,14 +303,7 @@ func TestCoreDNSThroughWrapperFromSnapshot(t *testing.T) {
 	createNamespace(t, admin, ns)
 	plain := createDNSService(t, admin, ns, "plain", false, `["zone1"]`)
 	createSlice(t, admin, ns, "plain", "plain-a", endpoint("10.3.0.1", "node0"), endpoint("10.3.0.2", "node1"))
-	createDNSService(t, admin, ns, "headless", true, "")
-	web0 := endpoint("10.3.1.1", "node0")
-	hostname := "web-0"
-	web0.Hostname = &hostname
-	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, dnsSlice(ns, "headless", "headless-a", true,
-		web0, endpoint("10.3.1.2", "node1")), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createHeadlessWithHostname(t, admin, ns, "10.3.1.1", "10.3.1.2")
 
 	opts := wrapper.Options{StateDir: t.TempDir(), SnapshotInterval: 100 * time.Millisecond}
 	w := startWrapper(t, cp, "node0", "", opts)
@@ -282,11 +312,7 @@ func TestCoreDNSThroughWrapperFromSnapshot(t *testing.T) {
 	_, direct := startKubernetesCoreDNS(t, bin, cp.Kubeconfig)
 	through, throughPort := startKubernetesCoreDNS(t, bin, viaWrapper)
 
-	type query struct {
-		name  string
-		qtype uint16
-	}
-	queries := []query{
+	queries := []dnsQuery{
 		{"plain.dnssnap.svc.cluster.local", dns.TypeA},
 		{"_http._tcp.plain.dnssnap.svc.cluster.local", dns.TypeSRV},
 		{"headless.dnssnap.svc.cluster.local", dns.TypeA},
@@ -298,35 +324,21 @@ func TestCoreDNSThroughWrapperFromSnapshot(t *testing.T) {
 		{"nonamespace.svc.cluster.local", dns.TypeA},
 		{"kubernetes.default.svc.cluster.local", dns.TypeA},
 	}
-	answers := func(port int) ([]string, error) {
-		var out []string
-		for _, q := range queries {
-			a, err := dnsAnswer(port, q.name, q.qtype)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, q.name+" "+dns.TypeToString[q.qtype]+": "+a)
-		}
-		return out, nil
-	}
 	var before []string
 	eventually(t, "the same answers through the wrapper as direct", 3*time.Minute, func(context.Context) (bool, error) {
-		a, err := answers(direct)
+		answers, err := dnsAnswers(queries, direct, throughPort)
 		if err != nil {
 			return false, err
 		}
-		b, err := answers(throughPort)
-		if err != nil {
-			return false, err
-		}
-		joined := strings.Join(a, "\n")
+		a, b := answers[0], answers[1]
+		joined := labelled(queries, a)
 		for _, want := range []string{plain.Spec.ClusterIP, "10.3.1.2", "10.3.1.1", "NXDOMAIN"} {
 			if !strings.Contains(joined, want) {
 				return false, fmt.Errorf("direct answers lack %s:\n%s", want, joined)
 			}
 		}
 		before = a
-		return slices.Equal(a, b), fmt.Errorf("direct:\n%s\nthrough the wrapper:\n%s", joined, strings.Join(b, "\n"))
+		return slices.Equal(a, b), fmt.Errorf("direct:\n%s\nthrough the wrapper:\n%s", joined, labelled(queries, b))
 	})
 
 	// A reboot with the cloud away: everything on the node stops, the
@@ -338,11 +350,11 @@ func TestCoreDNSThroughWrapperFromSnapshot(t *testing.T) {
 	startWrapper(t, cp, "node0", addr, opts) // returns once ready: from the snapshot
 	_, again := startKubernetesCoreDNS(t, bin, viaWrapper)
 	eventually(t, "the answers from the wrapper's snapshot", 2*time.Minute, func(context.Context) (bool, error) {
-		a, err := answers(again)
+		answers, err := dnsAnswers(queries, again)
 		if err != nil {
 			return false, err
 		}
-		return slices.Equal(a, before), fmt.Errorf("before the outage:\n%s\nfrom the snapshot:\n%s", strings.Join(before, "\n"), strings.Join(a, "\n"))
+		return slices.Equal(answers[0], before), fmt.Errorf("before the outage:\n%s\nfrom the snapshot:\n%s", labelled(queries, before), labelled(queries, answers[0]))
 	})
 
 	// The cloud comes back: upstream confirms the snapshot's objects (none
@@ -354,17 +366,13 @@ func TestCoreDNSThroughWrapperFromSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the answers once upstream is back", 2*time.Minute, func(context.Context) (bool, error) {
-		a, err := answers(again)
+		answers, err := dnsAnswers(queries, again, direct)
 		if err != nil {
 			return false, err
 		}
-		b, err := answers(direct)
-		if err != nil {
-			return false, err
-		}
-		return slices.Equal(a, b) && strings.Contains(strings.Join(a, "\n"), "plain.dnssnap.svc.cluster.local A: NXDOMAIN") &&
-				strings.Contains(strings.Join(a, "\n"), "10.3.1.2"),
-			fmt.Errorf("direct:\n%s\nthrough the wrapper:\n%s", strings.Join(b, "\n"), strings.Join(a, "\n"))
+		a, b := labelled(queries, answers[0]), labelled(queries, answers[1])
+		return a == b && strings.Contains(a, "plain.dnssnap.svc.cluster.local A: NXDOMAIN") && strings.Contains(a, "10.3.1.2"),
+			fmt.Errorf("direct:\n%s\nthrough the wrapper:\n%s", b, a)
 	})
 }
 
@@ -386,15 +394,10 @@ func TestDNSViewServesWhatTheAPIServerServes(t *testing.T) {
 	createService(t, admin, ns, "topo", `["zone1"]`)
 	createSlice(t, admin, ns, "topo", "topo-a", endpoint("10.4.0.1", "node0"), endpoint("10.4.0.2", "node1"))
 	createDNSService(t, admin, ns, "headless", true, "")
-	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, dnsSlice(ns, "headless", "headless-a", true,
-		endpoint("10.4.1.1", "node2")), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createDNSSlice(t, admin, dnsSlice(ns, "headless", "headless-a", true, endpoint("10.4.1.1", "node2")))
 	other := dnsSlice(ns, "other", "other-a", false, endpoint("10.4.2.1", "node1"))
 	other.Labels["service.kubernetes.io/service-proxy-name"] = "other-proxy"
-	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createDNSSlice(t, admin, other)
 	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
 
 	// bareOf is o's JSON without what differs by design: the wrapper's
@@ -495,14 +498,7 @@ func TestDNSViewServesWhatTheAPIServerServes(t *testing.T) {
 	}
 	sameAsAPIServer("the DNS view as the apiserver's")
 
-	sl, err := admin.DiscoveryV1().EndpointSlices(ns).Get(ctx, "topo-a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sl.Endpoints = append(sl.Endpoints, endpoint("10.4.0.3", "node2"))
-	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	addDNSEndpoint(t, admin, ns, "topo-a", endpoint("10.4.0.3", "node2"))
 	if err := admin.CoreV1().Services(ns).Delete(ctx, "headless", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,13 +21,7 @@ import (
 )
 
 // The test binary doubles as the command when asked to.
-func TestMain(m *testing.M) {
-	if os.Getenv("RUN_APPLICATION_GRID_CONTROLLER") == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testbin.SelfMain(m, "RUN_APPLICATION_GRID_CONTROLLER", main) }
 
 // TestBinary runs the command against a real apiserver with its default
 // leader election and CRD management: it installs the CRDs, becomes ready,
@@ -39,27 +30,8 @@ func TestMain(m *testing.M) {
 func TestBinary(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	addr := controlplane.FreeAddress(t)
-	cmd := exec.Command(os.Args[0], "--kubeconfig", cp.Kubeconfig, "--leader-elect-namespace", "default",
+	cmd := testbin.StartSelf(t, "RUN_APPLICATION_GRID_CONTROLLER", "--kubeconfig", cp.Kubeconfig, "--leader-elect-namespace", "default",
 		"--metrics-bind-address", addr, "--health-bind-address", addr, "-v", "2", "--logging-format", "json")
-	cmd.Env = append(os.Environ(), "RUN_APPLICATION_GRID_CONTROLLER=1")
-	out, err := os.CreateTemp(t.TempDir(), "log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			log, _ := os.ReadFile(out.Name())
-			t.Logf("controller log:\n%s", log)
-		}
-	})
 
 	poll := func(what string, f func(ctx context.Context) error) {
 		t.Helper()
@@ -108,24 +80,9 @@ func TestBinary(t *testing.T) {
 		return err
 	})
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		exited <- err // for the cleanup
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit within 30s of SIGTERM")
-	}
-
-	log, err := os.ReadFile(out.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(testbin.JSONLogMessages(t, string(log)), "Starting application-grid-controller") {
+	cmd.Stop(t)
+	log := cmd.Log(t)
+	if !slices.Contains(testbin.JSONLogMessages(t, log), "Starting application-grid-controller") {
 		t.Errorf("no JSON line with msg \"Starting application-grid-controller\" in:\n%s", log)
 	}
 }

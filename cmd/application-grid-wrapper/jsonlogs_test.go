@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,13 +19,7 @@ import (
 
 // TestMain lets TestJSONLogs run this test binary as the command itself:
 // klog's output settings are process-wide.
-func TestMain(m *testing.M) {
-	if os.Getenv("RUN_APPLICATION_GRID_WRAPPER") == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testbin.SelfMain(m, "RUN_APPLICATION_GRID_WRAPPER", main) }
 
 // TestJSONLogs runs the command with --logging-format json against a real
 // apiserver until it is ready and exits on SIGTERM: every line it wrote,
@@ -40,27 +31,8 @@ func TestJSONLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, metricsAddr := controlplane.FreeAddress(t), controlplane.FreeAddress(t)
-	cmd := exec.Command(os.Args[0], "--kubeconfig", cp.Kubeconfig, "--node-name", "node0", "--bind-address", addr,
+	cmd := testbin.StartSelf(t, "RUN_APPLICATION_GRID_WRAPPER", "--kubeconfig", cp.Kubeconfig, "--node-name", "node0", "--bind-address", addr,
 		"--insecure-plain-http", "--metrics-bind-address", metricsAddr, "--state-dir", t.TempDir(), "-v", "4", "--logging-format", "json")
-	cmd.Env = append(os.Environ(), "RUN_APPLICATION_GRID_WRAPPER=1")
-	out, err := os.CreateTemp(t.TempDir(), "log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			log, _ := os.ReadFile(out.Name())
-			t.Logf("wrapper log:\n%s", log)
-		}
-	})
 
 	var last error
 	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -76,24 +48,9 @@ func TestJSONLogs(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("wrapper not ready: %v", last)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		exited <- err // for the cleanup
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v", err)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("no exit within 2m of SIGTERM")
-	}
-
-	log, err := os.ReadFile(out.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(testbin.JSONLogMessages(t, string(log)), "Serving") {
+	cmd.Stop(t)
+	log := cmd.Log(t)
+	if !slices.Contains(testbin.JSONLogMessages(t, log), "Serving") {
 		t.Errorf("no JSON line with msg \"Serving\" in:\n%s", log)
 	}
 }

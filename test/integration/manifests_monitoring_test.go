@@ -43,26 +43,8 @@ func TestMonitoringComponent(t *testing.T) {
 	}
 	k.must("wait", `--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True`, "--timeout=120s",
 		"crd/servicemonitors.monitoring.coreos.com", "crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
-	k.must("apply", "--server-side", "-k", manifestDir("prerequisites"))
-	k.must("wait", `--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True`, "--timeout=120s",
-		"crd/deploymentgrids.superedge.io", "crd/statefulsetgrids.superedge.io", "crd/servicegrids.superedge.io")
-
-	overlay := t.TempDir()
-	// kustomize takes only relative paths to other kustomizations.
-	abs := func(dir string) string {
-		p, err := filepath.Abs(manifestDir(dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p, err = filepath.Rel(overlay, p); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	kustomization := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n", abs("default"), abs("monitoring"))
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	applyPrerequisites(k)
+	overlay := defaultWithComponent(t, "monitoring")
 	rendered := k.must("kustomize", overlay)
 	for _, want := range []string{
 		"--secure-metrics-bind-address=:8443", "--secure-metrics-bind-address=:51008", "-secure-metrics-bind-address=:9443",

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -37,25 +36,8 @@ func TestSiteStreamComponent(t *testing.T) {
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	k := newKubectl(t, cp)
 	applyNamespaces(k)
-	k.must("apply", "--server-side", "-k", manifestDir("prerequisites"))
-	k.must("wait", `--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True`, "--timeout=120s",
-		"crd/deploymentgrids.superedge.io", "crd/statefulsetgrids.superedge.io", "crd/servicegrids.superedge.io")
-
-	overlay := t.TempDir()
-	rel := func(dir string) string {
-		p, err := filepath.Abs(manifestDir(dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p, err = filepath.Rel(overlay, p); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	kustomization := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n", rel("default"), rel("site-stream"))
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	applyPrerequisites(k)
+	overlay := defaultWithComponent(t, "site-stream")
 	// The namespaces carry their Pod Security labels: admission warns about
 	// a pod template the component made break them.
 	if out := k.must("apply", "--server-side", "-k", overlay); strings.Contains(out, "Warning") || strings.Contains(out, "PodSecurity") {
