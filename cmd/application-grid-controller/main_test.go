@@ -2,21 +2,18 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"slices"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -33,28 +30,11 @@ func TestBinary(t *testing.T) {
 	cmd := testbin.StartSelf(t, "RUN_APPLICATION_GRID_CONTROLLER", "--kubeconfig", cp.Kubeconfig, "--leader-elect-namespace", "default",
 		"--metrics-bind-address", addr, "--health-bind-address", addr, "-v", "2", "--logging-format", "json")
 
-	poll := func(what string, f func(ctx context.Context) error) {
+	poll := func(what string, check func(ctx context.Context) error) {
 		t.Helper()
-		var last error
-		if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-			last = f(ctx)
-			return last == nil, nil
-		}); err != nil {
-			t.Fatalf("%s: %v", what, last)
-		}
+		testwait.Eventually(t.Context(), t, testwait.Floor, what, check)
 	}
-	poll("/readyz", func(ctx context.Context) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	})
+	poll("/readyz", testwait.HTTPOK("http://"+addr+"/readyz"))
 
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	grids := versioned.NewForConfigOrDie(cp.Config)

@@ -1,19 +1,15 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"net/http"
 	"slices"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -34,20 +30,7 @@ func TestJSONLogs(t *testing.T) {
 	cmd := testbin.StartSelf(t, "RUN_APPLICATION_GRID_WRAPPER", "--kubeconfig", cp.Kubeconfig, "--node-name", "node0", "--bind-address", addr,
 		"--insecure-plain-http", "--metrics-bind-address", metricsAddr, "--state-dir", t.TempDir(), "-v", "4", "--logging-format", "json")
 
-	var last error
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metricsAddr+"/readyz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			last = err
-			return false, nil
-		}
-		resp.Body.Close()
-		last = fmt.Errorf("/readyz: status %d", resp.StatusCode)
-		return resp.StatusCode == http.StatusOK, nil
-	}); err != nil {
-		t.Fatalf("wrapper not ready: %v", last)
-	}
+	testwait.Eventually(t.Context(), t, testwait.Floor, "wrapper ready", testwait.HTTPOK("http://"+metricsAddr+"/readyz"))
 	cmd.Stop(t)
 	log := cmd.Log(t)
 	if !slices.Contains(testbin.JSONLogMessages(t, log), "Serving") {

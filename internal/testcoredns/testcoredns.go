@@ -7,9 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,20 +99,7 @@ func Start(t testing.TB, bin, corefile, readyURL string, env ...string) *Process
 			return fmt.Errorf("coredns exited: %s", p.Log.String())
 		default:
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("ready: %d %s", resp.StatusCode, body)
-		}
-		return nil
+		return testwait.HTTPOK(readyURL)(ctx)
 	})
 	return p
 }

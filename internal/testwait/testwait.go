@@ -4,6 +4,9 @@ package testwait
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -38,5 +41,25 @@ func Eventually(ctx context.Context, t testing.TB, timeout time.Duration, what s
 			t.Fatalf("%s: not within %s: %v", what, timeout, last)
 		case <-time.After(interval):
 		}
+	}
+}
+
+// HTTPOK is a check for Eventually: a GET of url answers 200.
+func HTTPOK(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, body)
+		}
+		return nil
 	}
 }
