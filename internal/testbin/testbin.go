@@ -2,7 +2,9 @@
 // the prebuilt one in $SERVICEGROUP_BIN (make build's ./bin) when that is
 // set, otherwise one built once per process with the Makefile's build
 // settings (CGO off, -trimpath), so the compiled packages come from the same
-// Go build cache entries as `make build` and the image builder.
+// Go build cache entries as `make build` and the image builder. A command's
+// own tests run their test binary as the command instead (StartSelf,
+// SelfMain).
 package testbin
 
 import (
