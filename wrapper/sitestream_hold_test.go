@@ -133,31 +133,59 @@ func TestUnansweredRequestHeld(t *testing.T) {
 // TestUpstreamStreamEndsResumable checks that a watch from the apiserver
 // that breaks (a reset stream: a cut link, a connection found dead) reads
 // as a clean end no earlier than a second, which client-go's reflector
-// resumes from its version instead of relisting.
+// resumes from its version instead of relisting; and that an ERROR the
+// apiserver sends (410: the version is gone) still reaches it, since only
+// a relist recovers from that.
 func TestUpstreamStreamEndsResumable(t *testing.T) {
-	apiserver := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		panic(http.ErrAbortHandler) // RST_STREAM INTERNAL_ERROR
-	}))
-	apiserver.EnableHTTP2 = true
-	apiserver.StartTLS()
-	defer apiserver.Close()
-	r := newPeerRouter(SiteStreamOptions{IdleTimeout: time.Minute, RetryPeriod: time.Second}, "self")
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	start := time.Now()
-	w, err := routedClient(t, r, apiserver.URL).CoreV1().Services("").Watch(ctx, metav1.ListOptions{ResourceVersion: "5"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ev := range w.ResultChan() {
-		if ev.Type == watch.Error {
-			t.Errorf("the watch got an ERROR event (the reflector relists): %v", ev.Object)
-		}
-	}
-	if d := time.Since(start); d < time.Second {
-		t.Errorf("the watch ended after %s with no event (the reflector relists)", d)
+	const expired = `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 5 (9)","reason":"Expired","code":410}}` + "\n"
+	for _, tc := range []struct {
+		name      string
+		serve     func(w http.ResponseWriter)
+		want410   bool
+		wantAfter time.Duration
+	}{
+		{"reset", func(w http.ResponseWriter) {
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // RST_STREAM INTERNAL_ERROR
+		}, false, time.Second},
+		{"410 Expired", func(w http.ResponseWriter) {
+			_, _ = w.Write([]byte(expired))
+		}, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			apiserver := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusOK)
+				tc.serve(w)
+			}))
+			apiserver.EnableHTTP2 = true
+			apiserver.StartTLS()
+			defer apiserver.Close()
+			r := newPeerRouter(SiteStreamOptions{IdleTimeout: time.Minute, RetryPeriod: time.Second}, "self")
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			start := time.Now()
+			w, err := routedClient(t, r, apiserver.URL).CoreV1().Services("").Watch(ctx, metav1.ListOptions{ResourceVersion: "5"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got410 := false
+			for ev := range w.ResultChan() {
+				if ev.Type != watch.Error {
+					continue
+				}
+				if st, ok := ev.Object.(*metav1.Status); ok && st.Code == http.StatusGone {
+					got410 = true
+				} else {
+					t.Errorf("the watch got an ERROR event (the reflector relists): %v", ev.Object)
+				}
+			}
+			if got410 != tc.want410 {
+				t.Errorf("410 Expired seen: %v, want %v", got410, tc.want410)
+			}
+			if d := time.Since(start); d < tc.wantAfter {
+				t.Errorf("the watch ended after %s with no event (the reflector relists)", d)
+			}
+		})
 	}
 }
