@@ -500,8 +500,8 @@ func (b *routedBody) Read(p []byte) (int, error) {
 // follows it.
 func (b *routedBody) upstreamStreamEnded(err error) error {
 	klog.Background().V(2).Info("Site stream: a stream from the apiserver broke; resuming it from its version", "err", err)
-	if wait := shortestWatch - time.Since(b.started); wait > 0 {
-		time.Sleep(wait)
+	if left := shortestWatch - time.Since(b.started); left > 0 {
+		time.Sleep(left)
 	}
 	return io.EOF
 }
