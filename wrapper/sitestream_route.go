@@ -16,7 +16,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 )
 
 // siteHeader names the follower's site: a leader serves its own site only
@@ -59,6 +62,9 @@ type peerRouter struct {
 	streams  map[*routedBody]struct{}
 	// leaderWatches counts watches served by a leader (tests, metrics).
 	leaderWatches atomic.Int64
+	// heldRequests counts requests held because upstream did not answer;
+	// failedRequests those that failed back to the informers (tests).
+	heldRequests, failedRequests atomic.Int64
 	// upstream is the transport under the router (set by wrap).
 	upstream http.RoundTripper
 	// members are the site's wrappers heard of (sitestream_members.go).
@@ -187,6 +193,9 @@ func (r *peerRouter) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.giveUp(logger, t, err.Error())
 	}
 	resp, t, err := r.upstreamUntilLeader(req, upstream)
+	if err != nil {
+		r.failedRequests.Add(1)
+	}
 	if err != nil || !isWatch(req) || t != nil { // a leader's watch is tracked by viaLeader
 		return resp, err
 	}
@@ -198,7 +207,10 @@ func (r *peerRouter) RoundTrip(req *http.Request) (*http.Response, error) {
 // becomes usable before upstream answers: a request waiting on an apiserver
 // this wrapper cannot reach (its cloud link cut) moves to the leader it
 // learns of from its peers, rather than hanging until the connection to the
-// apiserver is found dead. It returns the leader that answered, or nil.
+// apiserver is found dead. A request that upstream did not answer at all
+// is held the same way (see holdUnanswered), and sent upstream again every
+// RetryPeriod or so, until a source answers or the request's context ends.
+// It returns the leader that answered, or nil.
 func (r *peerRouter) upstreamUntilLeader(req *http.Request, upstream http.RoundTripper) (*http.Response, *peerTarget, error) {
 	type result struct {
 		resp *http.Response
@@ -206,20 +218,44 @@ func (r *peerRouter) upstreamUntilLeader(req *http.Request, upstream http.RoundT
 	}
 	ctx, cancel := context.WithCancel(req.Context())
 	done := make(chan result, 1)
-	go func() {
-		resp, err := upstream.RoundTrip(req.WithContext(ctx))
-		done <- result{resp, err}
-	}()
+	send := func() {
+		go func() {
+			resp, err := upstream.RoundTrip(req.WithContext(ctx))
+			done <- result{resp, err}
+		}()
+	}
+	send()
+	inFlight, held := true, false
+	var retry <-chan time.Time
+	var ended <-chan struct{} // the request's end, while none is in flight
 	for {
 		_, changed := r.following()
 		select {
 		case res := <-done:
-			if res.err != nil {
+			inFlight = false
+			if res.err == nil {
+				if held {
+					klog.FromContext(req.Context()).V(2).Info("Site stream request answered by the apiserver after it was held", "path", req.URL.Path)
+				}
+				res.resp.Body = &cancelOnClose{ReadCloser: res.resp.Body, cancel: cancel}
+				return res.resp, nil, nil
+			}
+			if !holdUnanswered(req, res.err) {
 				cancel()
 				return nil, nil, res.err
 			}
-			res.resp.Body = &cancelOnClose{ReadCloser: res.resp.Body, cancel: cancel}
-			return res.resp, nil, nil
+			if !held {
+				held = true
+				r.heldRequests.Add(1)
+				klog.FromContext(req.Context()).V(2).Info("Site stream request unanswered: holding it until a source answers", "path", req.URL.Path, "err", res.err)
+			}
+			retry, ended = time.After(wait.Jitter(r.opts.RetryPeriod, 0.5)), req.Context().Done()
+		case <-retry:
+			retry, ended, inFlight = nil, nil, true
+			send()
+		case <-ended:
+			cancel()
+			return nil, nil, req.Context().Err()
 		case <-changed:
 			t := r.source()
 			if t == nil {
@@ -231,14 +267,29 @@ func (r *peerRouter) upstreamUntilLeader(req *http.Request, upstream http.RoundT
 				continue
 			}
 			cancel()
-			go func() {
-				if res := <-done; res.err == nil {
-					res.resp.Body.Close()
-				}
-			}()
+			if inFlight {
+				go func() {
+					if res := <-done; res.err == nil {
+						res.resp.Body.Close()
+					}
+				}()
+			}
 			return resp, t, nil
 		}
 	}
+}
+
+// holdUnanswered reports whether a unit-wide request that upstream did not
+// answer (err: no response at all) is held rather than failed. Failed, it
+// would reach client-go's reflector, which tries again only at its next
+// backoff step (0.8 s doubling to 30 s, jittered): a wrapper cut from the
+// cloud would then stay on its old view for that long after a leader it
+// can read from became known. Held, it goes to that leader at once, or
+// upstream as soon as the apiserver answers. A refusal (401, 403, a
+// certificate the wrapper does not trust) is not held: the wrapper's
+// snapshot check must see it.
+func holdUnanswered(req *http.Request, err error) bool {
+	return req.Context().Err() == nil && !snapshottrust.UpstreamRefuses(err)
 }
 
 // cancelOnClose ends a request's context when its body is closed.
@@ -426,7 +477,26 @@ func (b *routedBody) Read(p []byte) (int, error) {
 	if err != nil && b.target != nil {
 		return n, b.leaderStreamEnded(err)
 	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return n, b.upstreamStreamEnded(err)
+	}
 	return n, err
+}
+
+// upstreamStreamEnded does for a stream from the apiserver what
+// leaderStreamEnded does for a leader's: a stream that broke (the cloud
+// link cut, or lost and found dead by HTTP/2's health check) reads as a
+// clean end, so the reflector resumes from its version, where the
+// apiserver still holds it, instead of listing everything again. The
+// resumed watch is held until a source answers (holdUnanswered); a
+// version the apiserver no longer holds gets its 410 and the relist that
+// follows it.
+func (b *routedBody) upstreamStreamEnded(err error) error {
+	klog.Background().V(2).Info("Site stream: a stream from the apiserver broke; resuming it from its version", "err", err)
+	if left := shortestWatch - time.Since(b.started); left > 0 {
+		time.Sleep(left)
+	}
+	return io.EOF
 }
 
 // leaderStreamEnded turns the end of a leader's stream that the router did
