@@ -430,6 +430,8 @@ func BenchmarkMemoryAtScale(b *testing.B) {
 		b.ReportMetric(baseHeap/mib, "baseline-heap-MiB")
 		b.ReportMetric(heap/mib, "wrapper-heap-MiB")
 		b.ReportMetric(heap/baseHeap, "heap-ratio")
+		b.ReportMetric(baseLive/mib, "baseline-live-MiB")
+		b.ReportMetric(live/mib, "wrapper-live-MiB")
 		b.ReportMetric(live/baseLive, "live-ratio")
 		b.ReportMetric(baseRSS/mib, "baseline-RSS-MiB")
 		b.ReportMetric(rss/mib, "wrapper-RSS-MiB")
