@@ -98,7 +98,7 @@ func (s *Server) dnsSliceTee(next cache.ResourceEventHandler) cache.ResourceEven
 	st := s.dns.slices
 	set := func(obj any) {
 		if o, ok := obj.(Object); ok {
-			st.Set(o.GetNamespace()+"/"+o.GetName(), shallowCopy(o).(Object))
+			st.Set(o.GetNamespace()+"/"+o.GetName(), o)
 		}
 	}
 	return teeHandler{next: next, set: set, del: func(obj any) {
@@ -157,8 +157,8 @@ func (s *Server) startDNSView(client kubernetes.Interface) {
 	v := s.dns
 	ns := v.namespaces
 	nsCache := newMergedCache(cache.Indexers{}, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { ns.Set(obj.(Object).GetName(), shallowCopy(obj.(Object)).(Object)) },
-		UpdateFunc: func(_, obj any) { ns.Set(obj.(Object).GetName(), shallowCopy(obj.(Object)).(Object)) },
+		AddFunc:    func(obj any) { ns.Set(obj.(Object).GetName(), obj.(Object)) },
+		UpdateFunc: func(_, obj any) { ns.Set(obj.(Object).GetName(), obj.(Object)) },
 		DeleteFunc: func(obj any) {
 			if o, ok := unwrap(obj).(Object); ok {
 				ns.Delete(o.GetName())

@@ -86,8 +86,8 @@ func FilterEndpoints(keys []string, t topology.Nodes, ep *corev1.Endpoints) *cor
 }
 
 // shareTop returns a new top-level struct sharing everything p points to:
-// the store may stamp its own resourceVersion on it while the rest stays the
-// informer cache's object, which nobody modifies (client-go's contract).
+// the filter sets its own fields on it while the rest stays the informer
+// cache's object, which nobody modifies (client-go's contract).
 func shareTop[T any](p *T) *T {
 	c := *p
 	return &c

@@ -99,20 +99,7 @@ func (s *Syncer) affectedByNode(name string, old, cur map[string]string, appeare
 	if name == s.self {
 		keys = s.topologyServices.Clone()
 	} else {
-		if objs, err := s.caches.EndpointSlices.ByIndex(indexByNode, name); err == nil {
-			for _, o := range objs {
-				if k := sliceGroup(o.(*discoveryv1.EndpointSlice)); !k.orphanSlice && s.topologyServices.Has(k.String()) {
-					keys.Insert(k.String())
-				}
-			}
-		}
-		if keysOnNode, err := s.caches.Endpoints.IndexKeys(indexByNode, name); err == nil {
-			for _, k := range keysOnNode {
-				if s.topologyServices.Has(k) {
-					keys.Insert(k)
-				}
-			}
-		}
+		keys.Insert(s.topologyNodes.on(name)...)
 	}
 	out := make([]syncKey, 0, len(keys))
 	for k := range keys {

@@ -106,7 +106,9 @@ func TestMemoryBenchHelper(t *testing.T) {
 		if prefix := os.Getenv(memProfileEnv); prefix != "" {
 			writeHeapProfile(t, prefix+"-"+role+".pprof")
 		}
-		fmt.Printf("%sheap %d\n", memLinePrefix, m.HeapInuse)
+		// Heap in use (whole spans: what the process holds) and the live
+		// objects in it (what the profile samples).
+		fmt.Printf("%sheap %d %d\n", memLinePrefix, m.HeapInuse, m.HeapAlloc)
 	}
 }
 
@@ -247,15 +249,20 @@ func runWrapperBinary(b *testing.B, bin, kubeconfig string) (rss, peak float64) 
 }
 
 // measure collects garbage in the helper and returns its heap in use, its
-// RSS and its peak RSS, in bytes.
-func (h *memHelper) measure(b *testing.B) (heap, rss, peak float64) {
+// RSS and its peak RSS, in bytes; live is the bytes of live objects in the
+// heap (0 from a build that does not report it).
+func (h *memHelper) measure(b *testing.B) (heap, rss, peak, live float64) {
 	b.Helper()
 	if _, err := io.WriteString(h.stdin, "gc\n"); err != nil {
 		b.Fatal(err)
 	}
-	heap, _ = strconv.ParseFloat(h.expect(b, "heap ", time.Minute), 64)
+	f := strings.Fields(h.expect(b, "heap ", time.Minute))
+	heap, _ = strconv.ParseFloat(f[0], 64)
+	if len(f) > 1 {
+		live, _ = strconv.ParseFloat(f[1], 64)
+	}
 	rss, peak = procMemory(b, h.cmd.Process.Pid)
-	return heap, rss, peak
+	return heap, rss, peak, live
 }
 
 // populateScale creates nodes nodes in units nodeunits and services
@@ -346,7 +353,7 @@ func createScaleService(ctx context.Context, c kubernetes.Interface, rng *rand.R
 
 // measureOldWrapper runs the wrapper helper of another build of this
 // package's test binary (bin) the same way and returns its heap and RSS.
-func measureOldWrapper(b *testing.B, bin, kubeconfig string) (heap, rss float64) {
+func measureOldWrapper(b *testing.B, bin, kubeconfig string) (heap, rss, live float64) {
 	b.Helper()
 	port, err := controlplane.FreePort("127.0.0.1")
 	if err != nil {
@@ -360,8 +367,8 @@ func measureOldWrapper(b *testing.B, bin, kubeconfig string) (heap, rss float64)
 	h := startMemHelperOf(b, bin, "wrapper", env...)
 	h.expect(b, "ready", 5*time.Minute)
 	startInformers(b, "http://"+addr, protobuf, "node0")
-	heap, rss, _ = h.measure(b)
-	return heap, rss
+	heap, rss, _, live = h.measure(b)
+	return heap, rss, live
 }
 
 // BenchmarkMemoryAtScale measures the wrapper's memory at 10,000 Services /
@@ -414,8 +421,8 @@ func BenchmarkMemoryAtScale(b *testing.B) {
 		// kube-proxy's view through the wrapper: list, then watch.
 		startInformers(b, "http://"+addr, protobuf, "node0")
 
-		baseHeap, baseRSS, basePeak := base.measure(b)
-		heap, rss, peak := wr.measure(b)
+		baseHeap, baseRSS, basePeak, baseLive := base.measure(b)
+		heap, rss, peak, live := wr.measure(b)
 		const mib = 1 << 20
 		b.ReportMetric(populate.Seconds(), "populate-s")
 		b.ReportMetric(baseSync.Seconds(), "baseline-sync-s")
@@ -423,6 +430,9 @@ func BenchmarkMemoryAtScale(b *testing.B) {
 		b.ReportMetric(baseHeap/mib, "baseline-heap-MiB")
 		b.ReportMetric(heap/mib, "wrapper-heap-MiB")
 		b.ReportMetric(heap/baseHeap, "heap-ratio")
+		b.ReportMetric(baseLive/mib, "baseline-live-MiB")
+		b.ReportMetric(live/mib, "wrapper-live-MiB")
+		b.ReportMetric(live/baseLive, "live-ratio")
 		b.ReportMetric(baseRSS/mib, "baseline-RSS-MiB")
 		b.ReportMetric(rss/mib, "wrapper-RSS-MiB")
 		b.ReportMetric(rss/baseRSS, "RSS-ratio")
@@ -430,9 +440,12 @@ func BenchmarkMemoryAtScale(b *testing.B) {
 		b.ReportMetric(peak/mib, "wrapper-peak-RSS-MiB")
 		b.ReportMetric(peak/basePeak, "peak-RSS-ratio")
 		if old := os.Getenv("SG_MEMBENCH_OLD_TEST"); old != "" {
-			oldHeap, oldRSS := measureOldWrapper(b, old, cp.Kubeconfig)
+			oldHeap, oldRSS, oldLive := measureOldWrapper(b, old, cp.Kubeconfig)
 			b.ReportMetric(oldHeap/mib, "old-wrapper-heap-MiB")
 			b.ReportMetric(oldHeap/baseHeap, "old-heap-ratio")
+			if oldLive > 0 {
+				b.ReportMetric(oldLive/baseLive, "old-live-ratio")
+			}
 			b.ReportMetric(oldRSS/baseRSS, "old-RSS-ratio")
 		}
 

@@ -80,8 +80,9 @@ func benchStores() Stores {
 
 // BenchmarkRefilterNodeLabelChange measures one node label change at 10,000
 // Services / 100,000 endpoints: finding the affected Services and
-// re-filtering them. Its cost follows the number of Services with an
-// endpoint on the node, not the size of the cluster.
+// re-filtering them. Finding them is a pass over one short list per
+// topology Service; re-filtering follows the number of Services with an
+// endpoint on the node.
 func BenchmarkRefilterNodeLabelChange(b *testing.B) {
 	for _, hot := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("affected=%d", hot), func(b *testing.B) {

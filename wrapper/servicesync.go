@@ -94,7 +94,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	if k.orphanSlice {
 		o, exists, _ := s.caches.EndpointSlices.GetByKey(key)
 		if exists && sliceGroup(o.(*discoveryv1.EndpointSlice)).orphanSlice {
-			s.stores.EndpointSlices.Set(key, shareTop(o.(*discoveryv1.EndpointSlice)))
+			s.stores.EndpointSlices.Set(key, o.(*discoveryv1.EndpointSlice))
 		} else if _, owned := s.sliceOwner[key]; !owned {
 			s.stores.EndpointSlices.Delete(key)
 		}
@@ -105,7 +105,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	invalid := false
 	if o, exists, _ := s.caches.Services.GetByKey(key); exists {
 		svc := o.(*corev1.Service)
-		s.stores.Services.Set(key, shareTop(svc))
+		s.stores.Services.Set(key, svc)
 		if v, ok := svc.Annotations[superedgev1.AnnotationTopologyKeys]; ok {
 			parsed, err := topology.ParseKeys(v)
 			if err != nil {
@@ -142,6 +142,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 		upstream = append(upstream, o.(*discoveryv1.EndpointSlice))
 	}
 	slices.SortFunc(upstream, func(a, b *discoveryv1.EndpointSlice) int { return compareStrings(a.Name, b.Name) })
+	s.topologyNodes.record(key, keys != nil, upstream, epObj)
 
 	var local *LocalEndpoint
 	if key == kubernetesKey {
@@ -158,9 +159,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	case keys != nil:
 		served = FilterEndpointSlices(keys, topo, upstream)
 	default:
-		for _, sl := range upstream {
-			served = append(served, shareTop(sl))
-		}
+		served = upstream
 	}
 	// A Service has few slices: a sorted list costs far less than a set.
 	now := make([]string, 0, len(served))
@@ -198,7 +197,7 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	case keys != nil:
 		s.stores.Endpoints.Set(key, FilterEndpoints(keys, topo, epObj))
 	default:
-		s.stores.Endpoints.Set(key, shareTop(epObj))
+		s.stores.Endpoints.Set(key, epObj)
 	}
 }
 

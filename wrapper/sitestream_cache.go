@@ -199,7 +199,7 @@ func objectKey(o Object) string {
 func (s *Store) resetAt(objs map[string]Object, rv uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.objects = objs
+	s.replaceObjectsLocked(objs)
 	clear(s.log)
 	s.log = nil
 	s.logBytes = 0

@@ -36,7 +36,7 @@ func (s *Store) Seed(objs map[string]Object, from, at uint64) error {
 	}
 	s.seeded = make(map[string]struct{}, len(objs))
 	for k, o := range objs {
-		s.objects[k] = o
+		s.objects[k] = servedAsIs(o)
 		s.seeded[k] = struct{}{}
 	}
 	s.resume = seedWindow{from: from, at: at, start: s.clock.Current()}

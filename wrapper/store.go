@@ -57,7 +57,9 @@ func (c *Clock) Current() uint64 { return c.v.Load() }
 // last served form for DELETED). Prev is the form a MODIFIED replaced, kept
 // only when its labels or selectable fields differ (a selector may then see
 // the object enter or leave); nil means the selection is Object's. Served
-// forms are immutable and shared, so an event holds no copy of its own.
+// forms are immutable and shared, so an event in the log holds no copy of
+// its own: what Watch and Next hand out carries RV on a copy of the
+// object's top-level struct (stamp).
 type Event struct {
 	Type   watch.EventType
 	Object Object
@@ -119,7 +121,7 @@ type Store struct {
 	limits   LogLimits
 
 	mu       sync.RWMutex
-	objects  map[string]Object
+	objects  map[string]served
 	log      []Event // ascending RV; log[0] is the oldest event kept
 	logBytes int64   // sum of the log's event sizes
 	floor    uint64  // every event with RV > floor is in the log
@@ -145,7 +147,7 @@ func NewStore(resource string, clock *Clock, newEmpty func() Object, fieldsOf fu
 		newEmpty: newEmpty,
 		fieldsOf: fieldsOf,
 		limits:   limits,
-		objects:  map[string]Object{},
+		objects:  map[string]served{},
 		floor:    clock.Current(),
 		watchers: map[*Watcher]struct{}{},
 		notify:   make(chan struct{}),
@@ -165,6 +167,40 @@ type Watcher struct {
 
 func setRV(o Object, rv uint64) { o.SetResourceVersion(strconv.FormatUint(rv, 10)) }
 
+// served is one object of a Store: the served form, which may be shared
+// with an informer cache and is never modified, and the resourceVersion it
+// is served at. The version is stamped on a copy of the top-level struct
+// only when the object is handed out, so the store keeps no copy of what it
+// serves unchanged.
+type served struct {
+	obj Object
+	rv  uint64
+}
+
+// servedAsIs serves o at the resourceVersion it carries (a snapshot's
+// objects, a site stream's upstream objects).
+func servedAsIs(o Object) served {
+	rv, _ := strconv.ParseUint(o.GetResourceVersion(), 10, 64)
+	return served{obj: o, rv: rv}
+}
+
+// stamp returns o as served at rv: a copy of its top-level struct carrying
+// rv, sharing everything it points to.
+func stamp(o Object, rv uint64) Object {
+	c := shallowCopy(o).(Object)
+	setRV(c, rv)
+	return c
+}
+
+// replaceObjectsLocked makes objs, served at the versions they carry, the
+// store's objects.
+func (s *Store) replaceObjectsLocked(objs map[string]Object) {
+	s.objects = make(map[string]served, len(objs))
+	for k, o := range objs {
+		s.objects[k] = servedAsIs(o)
+	}
+}
+
 // sameServedForm reports whether obj serves what old does. Upstream rewrites
 // two things on every change of a whole object, also on a change the filter
 // took away: an EndpointSlice's generation, and the last-change-trigger-time
@@ -174,19 +210,15 @@ func setRV(o Object, rv uint64) { o.SetResourceVersion(strconv.FormatUint(rv, 10
 // the next real change brings the new one).
 func sameServedForm(old, obj Object) bool {
 	// Compare with those fields (and the resourceVersion) set to old's, on
-	// obj's own top-level struct: what it points to may be shared with an
+	// a copy of obj's top-level struct: obj and old may be shared with an
 	// informer cache.
-	rv, gen, ann := obj.GetResourceVersion(), obj.GetGeneration(), obj.GetAnnotations()
-	obj.SetResourceVersion(old.GetResourceVersion())
-	obj.SetGeneration(old.GetGeneration())
-	if differOnlyInTriggerTime(old.GetAnnotations(), ann) {
-		obj.SetAnnotations(old.GetAnnotations())
+	c := shallowCopy(obj).(Object)
+	c.SetResourceVersion(old.GetResourceVersion())
+	c.SetGeneration(old.GetGeneration())
+	if differOnlyInTriggerTime(old.GetAnnotations(), obj.GetAnnotations()) {
+		c.SetAnnotations(old.GetAnnotations())
 	}
-	same := apiequality.Semantic.DeepEqual(old, obj)
-	obj.SetResourceVersion(rv)
-	obj.SetGeneration(gen)
-	obj.SetAnnotations(ann)
-	return same
+	return apiequality.Semantic.DeepEqual(old, c)
 }
 
 // differOnlyInTriggerTime reports whether a and b differ, and only in
@@ -226,27 +258,25 @@ func (s *Store) sameSelection(a, b Object) bool {
 	return s.fieldsOf == nil || maps.Equal(s.fieldsOf(a), s.fieldsOf(b))
 }
 
-// Set serves obj under key. obj's top-level struct is the store's from now
-// on (Set writes its resourceVersion); whatever it points to may be shared
-// with an informer cache but must never be modified. Nothing happens when
-// the served form is unchanged.
+// Set serves obj under key. obj may be shared with an informer cache: the
+// store never modifies it, nor may anyone else from now on. Nothing happens
+// when the served form is unchanged.
 func (s *Store) Set(key string, obj Object) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.seeded, key)
 	old, exists := s.objects[key]
-	if exists && sameServedForm(old, obj) {
+	if exists && sameServedForm(old.obj, obj) {
 		return false
 	}
 	rv := s.clock.Next()
-	setRV(obj, rv)
-	s.objects[key] = obj
+	s.objects[key] = served{obj: obj, rv: rv}
 	ev := Event{Type: watch.Added, Object: obj, RV: rv, size: objectSize(obj)}
 	if exists {
 		ev.Type = watch.Modified
-		if !s.sameSelection(old, obj) {
-			ev.Prev = old
-			ev.size += objectSize(old)
+		if !s.sameSelection(old.obj, obj) {
+			ev.Prev = old.obj
+			ev.size += objectSize(old.obj)
 		}
 	}
 	s.recordLocked(ev)
@@ -264,9 +294,8 @@ func (s *Store) Delete(key string) bool {
 	}
 	delete(s.objects, key)
 	rv := s.clock.Next()
-	gone := shallowCopy(old).(Object) // the last served form at the deletion's version
-	setRV(gone, rv)
-	s.recordLocked(Event{Type: watch.Deleted, Object: gone, RV: rv, size: objectSize(gone)})
+	// The last served form, at the deletion's version.
+	s.recordLocked(Event{Type: watch.Deleted, Object: old.obj, RV: rv, size: objectSize(old.obj)})
 	return true
 }
 
@@ -304,31 +333,27 @@ func (s *Store) trimLocked() {
 }
 
 // translate turns a store event into what a watcher with pred sees: an object
-// entering its selection is ADDED, one leaving it is DELETED.
+// entering its selection is ADDED, one leaving it is DELETED. The event's
+// object is stamped with its version, on a copy the watcher owns.
 func translate(ev Event, pred Predicate) (Event, bool) {
-	if pred == nil {
-		return ev, true
-	}
-	switch ev.Type {
-	case watch.Added, watch.Deleted:
-		return ev, pred(ev.Object)
-	case watch.Modified:
-		if ev.Prev == nil { // the selection did not change
-			return ev, pred(ev.Object)
-		}
-		cur, prev := pred(ev.Object), pred(ev.Prev)
+	typ, obj := ev.Type, ev.Object
+	if pred != nil {
 		switch {
-		case cur && prev:
-			return ev, true
-		case cur:
-			return Event{Type: watch.Added, Object: ev.Object, RV: ev.RV}, true
-		case prev:
-			gone := shallowCopy(ev.Prev).(Object)
-			setRV(gone, ev.RV)
-			return Event{Type: watch.Deleted, Object: gone, RV: ev.RV}, true
+		case ev.Type == watch.Modified && ev.Prev != nil:
+			cur, prev := pred(ev.Object), pred(ev.Prev)
+			switch {
+			case cur && !prev:
+				typ = watch.Added
+			case prev && !cur:
+				typ, obj = watch.Deleted, ev.Prev
+			case !cur && !prev:
+				return Event{}, false
+			}
+		case !pred(ev.Object): // the selection did not change
+			return Event{}, false
 		}
 	}
-	return Event{}, false
+	return Event{Type: typ, Object: stamp(obj, ev.RV), RV: ev.RV}, true
 }
 
 // List returns the served objects selected by pred, ordered by key, and the
@@ -340,14 +365,24 @@ func (s *Store) List(pred Predicate) ([]Object, uint64) {
 }
 
 func (s *Store) listLocked(pred Predicate) []Object {
+	sel := s.selectLocked(pred)
+	out := make([]Object, len(sel))
+	for i, o := range sel {
+		out[i] = stamp(o.obj, o.rv)
+	}
+	return out
+}
+
+// selectLocked returns the objects selected by pred, ordered by key.
+func (s *Store) selectLocked(pred Predicate) []served {
 	keys := make([]string, 0, len(s.objects))
 	for k, o := range s.objects {
-		if pred == nil || pred(o) {
+		if pred == nil || pred(o.obj) {
 			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
-	out := make([]Object, len(keys))
+	out := make([]served, len(keys))
 	for i, k := range keys {
 		out[i] = s.objects[k]
 	}
@@ -359,7 +394,10 @@ func (s *Store) Get(key string) (Object, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	o, ok := s.objects[key]
-	return o, ok
+	if !ok {
+		return nil, false
+	}
+	return stamp(o.obj, o.rv), true
 }
 
 // Len returns the number of served objects.
@@ -404,9 +442,8 @@ func (s *Store) Watch(opts WatchOptions) (initial []Event, w *Watcher, err error
 		if opts.RV > cur {
 			return nil, nil, &rvError{rv: opts.RV, bound: cur}
 		}
-		for _, o := range s.listLocked(opts.Pred) {
-			rv, _ := strconv.ParseUint(o.GetResourceVersion(), 10, 64)
-			initial = append(initial, Event{Type: watch.Added, Object: o, RV: rv})
+		for _, o := range s.selectLocked(opts.Pred) {
+			initial = append(initial, Event{Type: watch.Added, Object: stamp(o.obj, o.rv), RV: o.rv})
 		}
 		if opts.InitialEventsEnd {
 			bm := s.newEmpty()
@@ -524,8 +561,9 @@ func (s *Store) Watchers() int {
 }
 
 // shallowCopy copies the top-level struct of o, sharing everything it points
-// to: an encoder can set TypeMeta, or the store a resourceVersion, without
-// writing to an object shared between watchers (or with an informer cache).
+// to: the store can stamp a resourceVersion, or an encoder set TypeMeta,
+// without writing to an object shared between watchers (or with an
+// informer cache).
 func shallowCopy(o runtime.Object) runtime.Object {
 	v := reflect.ValueOf(o).Elem()
 	c := reflect.New(v.Type())

@@ -3,6 +3,7 @@ package wrapper
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -260,10 +261,18 @@ func TestStoreEventHoldsOneFormUnlessSelectionChanged(t *testing.T) {
 	if s.logBytes != sum || s.log[2].size != objectSize(s.log[2].Object)+objectSize(s.log[2].Prev) {
 		t.Fatalf("log charged %d bytes, events %d", s.logBytes, sum)
 	}
-	// The DELETED carries the last served form at its own version and shares
-	// its contents instead of copying them.
-	if d := s.log[3].Object.(*corev1.Service); d.ResourceVersion != "1004" || d.Labels["l"] != "x" ||
-		&d.Annotations == &relabelled.Annotations || d.Annotations["a"] != "002" {
+	// The DELETED holds the last served form itself, at its own version;
+	// a watcher gets it stamped with that version on a top-level copy that
+	// shares the contents, and the served form is never written to.
+	if ev := s.log[3]; ev.RV != 1004 || ev.Object != Object(relabelled) {
+		t.Fatalf("deleted event at %d holds %p, want 1004 and the served form %p", ev.RV, ev.Object, relabelled)
+	}
+	out, _ := translate(s.log[3], nil)
+	if d := out.Object.(*corev1.Service); d.ResourceVersion != "1004" || d.Labels["l"] != "x" || d == relabelled ||
+		reflect.ValueOf(d.Annotations).UnsafePointer() != reflect.ValueOf(relabelled.Annotations).UnsafePointer() || d.Annotations["a"] != "002" {
 		t.Fatalf("deleted form %+v", d.ObjectMeta)
+	}
+	if relabelled.ResourceVersion != "" {
+		t.Fatalf("the served form was stamped: %q", relabelled.ResourceVersion)
 	}
 }

@@ -15,7 +15,6 @@ import (
 
 const (
 	indexByService = "service"
-	indexByNode    = "node"
 	kubernetesKey  = "default/kubernetes"
 )
 
@@ -57,6 +56,7 @@ type Syncer struct {
 
 	mu               sync.Mutex // serializes re-filtering and guards the maps below
 	topologyServices sets.Set[string]
+	topologyNodes    topologyNodes       // topology Service key -> nodes of its endpoints
 	servedSlices     map[string][]string // service key -> sorted slice keys served for it
 	sliceOwner       map[string]string   // slice key -> service key
 	badAnnotation    logOnce             // service key -> invalid topologyKeys logged
@@ -76,6 +76,7 @@ func newSyncer(self string, caches Caches, stores Stores) *Syncer {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[syncKey](),
 			workqueue.TypedRateLimitingQueueConfig[syncKey]{Name: "application-grid-wrapper"}),
 		topologyServices: sets.New[string](),
+		topologyNodes:    topologyNodes{},
 		servedSlices:     map[string][]string{},
 		sliceOwner:       map[string]string{},
 		badAnnotation:    logOnce{},

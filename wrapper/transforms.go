@@ -1,11 +1,9 @@
 package wrapper
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -33,33 +31,9 @@ var (
 			}
 			return nil, nil
 		},
-		indexByNode: func(obj any) ([]string, error) {
-			s := obj.(*discoveryv1.EndpointSlice)
-			nodes := sets.New[string]()
-			for _, ep := range s.Endpoints {
-				if ep.NodeName != nil {
-					nodes.Insert(*ep.NodeName)
-				}
-			}
-			return sets.List(nodes), nil
-		},
 	}
-	endpointsIndexers = cache.Indexers{
-		indexByNode: func(obj any) ([]string, error) {
-			e := obj.(*corev1.Endpoints)
-			nodes := sets.New[string]()
-			for _, ss := range e.Subsets {
-				for _, list := range [][]corev1.EndpointAddress{ss.Addresses, ss.NotReadyAddresses} {
-					for _, a := range list {
-						if a.NodeName != nil {
-							nodes.Insert(*a.NodeName)
-						}
-					}
-				}
-			}
-			return sets.List(nodes), nil
-		},
-	}
+	// v1 Endpoints are read by key alone.
+	endpointsIndexers = cache.Indexers{}
 )
 
 // dropManagedFields keeps cached objects small.

@@ -145,7 +145,9 @@ func (ws *watchServer) sendAll(events []Event) error {
 // send writes one event; the caller has started a batch.
 func (ws *watchServer) send(typ watch.EventType, obj runtime.Object) error {
 	ws.buf.Reset()
-	if err := ws.embedded.Encode(shallowCopy(obj), &ws.buf); err != nil {
+	// obj is this watcher's own (the store stamps a copy per watcher), so
+	// the encoder may set its TypeMeta.
+	if err := ws.embedded.Encode(obj, &ws.buf); err != nil {
 		return err
 	}
 	if err := ws.stream.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: ws.buf.Bytes()}}); err != nil {
