@@ -521,6 +521,7 @@ func TestRealNodes(t *testing.T) {
 		for _, n := range names {
 			stepOn(nodeByName(nodes, n).Enter(), guide, "uninstall-node-address", "NODE="+n)
 		}
+		nodeByName(nodes, staticNode).ForgetLoopbackAddr(nodeLocalDNS + "/32")
 		step("uninstall-stock-kube-proxy")
 		// The explicit removal of the grids (orphaning their workloads)
 		// and the CRDs: the workloads stay.
