@@ -44,8 +44,8 @@ const (
 	// node's lo: every node has its own), each kubelet's clusterDNS from
 	// the guide's node-dns (DaemonSet install) or static-node-dns step.
 	nodeLocalDNS = "169.254.20.10"
-	requests  = 50
-	guide     = "build/README.md"
+	requests     = 50
+	guide        = "build/README.md"
 	// migrationGuide is the switch from SuperEdge and back.
 	migrationGuide = "build/MIGRATION.md"
 )
