@@ -180,8 +180,10 @@ func (s *Server) startDNSView(client kubernetes.Interface) {
 		go v.nsDemand.run(ctx)
 		go onTicks(ctx, s.opts.BookmarkInterval, func() {
 			for _, r := range v.resources {
-				if r.store != s.stores.Services { // Run bookmarks kube-proxy's
+				if r.store != s.stores.Services { // Run bookmarks and counts kube-proxy's
 					r.store.Bookmark()
+					servedObjects.WithLabelValues(r.name).Set(float64(r.store.Len()))
+					eventLogBytes.WithLabelValues(r.name).Set(float64(r.store.LogBytes()))
 				}
 			}
 		})

@@ -75,6 +75,10 @@ func plainKubeconfig(tb testing.TB, server string) string {
 	return path
 }
 
+// nodeDNSKubeconfigLine is Corefile.node's kubernetes plugin reading the
+// node's wrapper (the kubeconfig --cert-dir writes).
+const nodeDNSKubeconfigLine = "kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig"
+
 // startShippedCoreDNS runs the custom CoreDNS with a Corefile of corefile/
 // made local: loopback ports, gridhosts reading through kubeconfig and the
 // kubernetes plugin through kubeKubeconfig (the same when empty), a
@@ -92,13 +96,20 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, kubeKubeconfig, n
 	}
 	port, health, ready, prom := testcoredns.FreePort(tb), testcoredns.FreePort(tb), testcoredns.FreePort(tb), testcoredns.FreePort(tb)
 	text := string(data)
+	kubernetesKubeconfig := [2]string{"kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig " + kubeKubeconfig}
+	if strings.Contains(text, nodeDNSKubeconfigLine) { // Corefile.node: the wrapper's DNS view
+		kubernetesKubeconfig = [2]string{nodeDNSKubeconfigLine, "kubeconfig " + kubeKubeconfig}
+	}
 	for _, r := range [][2]string{
 		{".:53 {", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
+		{"    bind 169.254.20.10\n", ""},
 		{"health {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
+		{"health 127.0.0.1:8080 {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
 		{"    ready\n", fmt.Sprintf("    ready 127.0.0.1:%d\n", ready)},
+		{"    ready 127.0.0.1:8181\n", fmt.Sprintf("    ready 127.0.0.1:%d\n", ready)},
 		{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
 		{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + kubeconfig},
-		{"kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig " + kubeKubeconfig},
+		kubernetesKubeconfig,
 		{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
 		{"snapshot /var/lib/coredns-gridhosts/gridhosts.snapshot", "snapshot " + filepath.Join(tb.TempDir(), "gridhosts.snapshot")},
 	} {

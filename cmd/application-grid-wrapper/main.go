@@ -72,6 +72,7 @@ func run(ctx context.Context, args []string) error {
 		snapInterval = fs.Duration("snapshot-interval", wrapper.DefaultSnapshotInterval, "the most often the snapshot is rewritten after a change (and once more on a clean shutdown)")
 		snapMaxAge   = fs.Duration("snapshot-max-age", wrapper.DefaultSnapshotMaxAge, "ignore a snapshot written longer ago than this at start-up; 0 serves any")
 		chownState   = fs.String("chown-state-dir", "", "UID:GID: create --state-dir, give it to UID:GID with mode 0700 and exit (for a root init container; a hostPath DirectoryOrCreate is created root-owned)")
+		loopbackAddr = fs.String("add-loopback-address", "", "ADDRESS/32 (or /128): put it on the network namespace's lo interface unless it is there, and exit (for a host-network init container with CAP_NET_ADMIN only: the node-local address the node's CoreDNS binds, e.g. 169.254.20.10/32)")
 		restrictKeys = fs.Bool("require-node-restricted-topology-keys", false, "treat topologyKeys not under node-restriction.kubernetes.io/ (labels the NodeRestriction admission plugin lets a kubelet set on its own Node) as never matching: a Service keyed on one falls to its next key or \"*\"; without it a compromised node can label itself into any nodeunit's routing")
 		printVersion = fs.Bool("version", false, "print the version and exit")
 		getURL       = fs.String("get-loopback", "", "GET this loopback URL (e.g. http://127.0.0.1:51007/readyz), print the answer and exit, non-zero unless 200: for kubectl exec, the image having no shell")
@@ -97,6 +98,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *chownState != "" {
 		return prepareStateDir(*stateDir, *chownState)
+	}
+	if *loopbackAddr != "" {
+		return addLoopbackAddress(*loopbackAddr)
 	}
 	if *nodeName == "" {
 		return errors.New("--node-name (or $NODE_NAME) is required: the wrapper serves one node's view")

@@ -59,6 +59,9 @@ func init() { secureMetrics.AddFlags(flag.CommandLine) }
 func main() {
 	flag.Parse() // coremain.Run parses again; the same flags, the same values
 	if secureMetrics.Enabled() {
+		// CoreDNS's own listeners use SO_REUSEPORT (the node's DaemonSet is in
+		// the host network: old and new pod bind together during an update).
+		secureMetrics.ReusePort = true
 		// CoreDNS's plugins register on the default registry.
 		s, err := securemetrics.New(secureMetrics, nil, promhttp.Handler())
 		if err != nil {

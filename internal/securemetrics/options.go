@@ -27,6 +27,10 @@ type Options struct {
 
 	// Cache times, kube-controller-manager's defaults.
 	TokenCacheTTL, AllowCacheTTL, DenyCacheTTL time.Duration
+
+	// ReusePort binds with SO_REUSEPORT: a host-network DaemonSet's new pod
+	// binds the port beside the old one during a surge update.
+	ReusePort bool
 }
 
 // DefaultOptions: off, with kube-controller-manager's cache times.

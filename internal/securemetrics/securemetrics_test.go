@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/servicegroup/servicegroup/internal/testmonitoring"
@@ -144,5 +145,30 @@ func TestOptionsErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error containing %q", tc.o, err, tc.want)
 		}
+	}
+}
+
+// TestReusePortBindsBesideAnother: with ReusePort a second server binds the
+// port a first one holds (a host-network DaemonSet's new pod beside the old
+// during a surge update); without it the bind is refused.
+func TestReusePortBindsBesideAnother(t *testing.T) {
+	own := &rest.Config{Host: "https://127.0.0.1:1"} // never asked: nothing is scraped
+	o := DefaultOptions()
+	o.BindAddress, o.ReusePort = "127.0.0.1:0", true
+	first, err := New(o, own, http.NotFoundHandler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.listener.Close() })
+	o.BindAddress = first.Addr()
+	second, err := New(o, own, http.NotFoundHandler())
+	if err != nil {
+		t.Fatalf("second server with ReusePort on %s: %v", o.BindAddress, err)
+	}
+	_ = second.listener.Close()
+	o.ReusePort = false
+	if third, err := New(o, own, http.NotFoundHandler()); err == nil {
+		_ = third.listener.Close()
+		t.Fatalf("a server without ReusePort bound %s beside another", o.BindAddress)
 	}
 }

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -82,7 +85,11 @@ func New(o Options, own *rest.Config, metrics http.Handler, extra ...Route) (*Se
 			return &pair, err
 		}
 	}
-	if s.listener, err = net.Listen("tcp", o.BindAddress); err != nil {
+	var lc net.ListenConfig
+	if o.ReusePort {
+		lc.Control = reusePort
+	}
+	if s.listener, err = lc.Listen(context.Background(), "tcp", o.BindAddress); err != nil {
 		return nil, fmt.Errorf("--secure-metrics-bind-address: %w", err)
 	}
 	if s.certs == nil {
@@ -177,4 +184,15 @@ func (s *Server) Serve(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// reusePort sets SO_REUSEPORT on a socket before it binds.
+func reusePort(_, _ string, c syscall.RawConn) error {
+	var sockErr error
+	if err := c.Control(func(fd uintptr) {
+		sockErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); err != nil {
+		return err
+	}
+	return sockErr
 }

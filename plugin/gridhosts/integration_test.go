@@ -408,7 +408,7 @@ func runShipped(t *testing.T, c *cluster, bin, file string) {
 	}
 	port, health, ready, prom := freePort(t), freePort(t), freePort(t), freePort(t)
 	text := string(data)
-	for _, r := range [][2]string{
+	replacements := [][2]string{
 		{".:53 {", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
 		{"health {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
 		{"    ready\n", fmt.Sprintf("    ready 127.0.0.1:%d\n", ready)},
@@ -416,7 +416,19 @@ func runShipped(t *testing.T, c *cluster, bin, file string) {
 		{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + c.cp.Kubeconfig},
 		{"kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig " + c.cp.Kubeconfig},
 		{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
-	} {
+	}
+	if file == "Corefile.node" { // host network, node-local address, the wrapper's DNS view
+		replacements = [][2]string{
+			{".:53 {\n    bind 169.254.20.10", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
+			{"health 127.0.0.1:8080 {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
+			{"ready 127.0.0.1:8181", fmt.Sprintf("ready 127.0.0.1:%d", ready)},
+			{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
+			{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + c.cp.Kubeconfig},
+			{"kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "kubeconfig " + c.cp.Kubeconfig},
+			{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
+		}
+	}
+	for _, r := range replacements {
 		if !strings.Contains(text, r[0]) {
 			t.Fatalf("%s: no %q to adapt", file, r[0])
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -272,6 +273,12 @@ func (n *Node) PowerOff(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ForgetLoopbackAddr takes addr out of the node's boot configuration (the
+// guide's uninstall took it off lo already).
+func (n *Node) ForgetLoopbackAddr(addr string) {
+	n.LoopbackAddrs = slices.DeleteFunc(n.LoopbackAddrs, func(a string) bool { return a == addr })
 }
 
 // AddLoopbackAddr puts addr on the node's lo now and at every boot.

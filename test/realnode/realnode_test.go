@@ -40,14 +40,12 @@ const (
 	// staticNode is installed with the static-pod option (build/static-pods)
 	// instead of the DaemonSets, and is the one that reboots.
 	staticNode = "node2"
-	// nodeLocalDNS is the static install's CoreDNS address and, from the
-	// guide's static-node-dns step, that node's clusterDNS.
+	// nodeLocalDNS is the node's CoreDNS address (host network, on the
+	// node's lo: every node has its own), each kubelet's clusterDNS from
+	// the guide's node-dns (DaemonSet install) or static-node-dns step.
 	nodeLocalDNS = "169.254.20.10"
-	// pinnedDNS is the coredns-gridhosts Service's pinned clusterIP, which
-	// the other nodes' kubelets name from build/README.md's Install step 4.
-	pinnedDNS = "10.96.0.53"
-	requests  = 50
-	guide     = "build/README.md"
+	requests     = 50
+	guide        = "build/README.md"
 	// migrationGuide is the switch from SuperEdge and back.
 	migrationGuide = "build/MIGRATION.md"
 )
@@ -367,11 +365,11 @@ func TestRealNodes(t *testing.T) {
 	}
 	// moveDNS runs a guide step on node n that points its kubelet's
 	// clusterDNS elsewhere and restarts the kubelet; then the node's client
-	// pod is recreated and must name want as its only nameserver and
-	// resolve through it (nodeDNSStep). When want is the node's CoreDNS,
-	// the guide's wait comes first: the restarted kubelet reports the pod
-	// not Ready until it has probed it again, and a client recreated
-	// before that loses queries.
+	// pod is recreated at once and must name want as its only nameserver
+	// and resolve through it (nodeDNSStep). No wait for the restarted
+	// kubelet's probes: the node's CoreDNS is reached on its node-local
+	// address, not through a Service whose endpoint a not-yet-probed pod
+	// leaves.
 	moveDNS := func(n *Node, want, g, name string) {
 		t.Helper()
 		extra, then, err := nodeDNSStep(ctx, n, filepath.Join(run, "node-bin"), op.Kubectl, want)
@@ -379,9 +377,6 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		stepOnThen(n.Enter(), then, g, name, append([]string{"NODE=" + n.Name}, extra...)...)
-		if want == pinnedDNS {
-			stepOn(nil, guide, "node-dns-reprobed", "NODE="+n.Name)
-		}
 		if err := recreateClient(ctx, client, n.Name, probeIP, earlierLogs); err != nil {
 			t.Fatal(err)
 		}
@@ -418,7 +413,7 @@ func TestRealNodes(t *testing.T) {
 		// CoreDNS; pods created from then on resolve through it.
 		for _, n := range names {
 			if n != staticNode {
-				moveDNS(nodeByName(nodes, n), pinnedDNS, guide, "node-dns")
+				moveDNS(nodeByName(nodes, n), nodeLocalDNS, guide, "node-dns")
 			}
 		}
 
@@ -437,13 +432,6 @@ func TestRealNodes(t *testing.T) {
 		})
 		moveDNS(static, nodeLocalDNS, guide, "static-node-dns")
 		step("check-images")
-		svc, err := client.CoreV1().Services("edge-system").Get(ctx, "coredns-gridhosts", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if svc.Spec.ClusterIP != pinnedDNS {
-			t.Fatalf("coredns-gridhosts has clusterIP %s, the guide pins %s", svc.Spec.ClusterIP, pinnedDNS)
-		}
 		for _, n := range names {
 			out := mustRun(ctx, t, op, "-n", "kube-system", "get", "pods", "-o", "name", "--field-selector", "spec.nodeName="+n, "-l", "k8s-app=kube-proxy")
 			if strings.TrimSpace(out) != "" {
@@ -528,6 +516,12 @@ func TestRealNodes(t *testing.T) {
 		stepOn(nodeByName(nodes, staticNode).Enter(), guide, "uninstall-static-node-files", "NODE="+staticNode)
 		step("uninstall-static-node", "NODE="+staticNode)
 		step("uninstall-cluster")
+		// The node-local address off every node (on node2 it stood for
+		// the persistent network configuration's).
+		for _, n := range names {
+			stepOn(nodeByName(nodes, n).Enter(), guide, "uninstall-node-address", "NODE="+n)
+		}
+		nodeByName(nodes, staticNode).ForgetLoopbackAddr(nodeLocalDNS + "/32")
 		step("uninstall-stock-kube-proxy")
 		// The explicit removal of the grids (orphaning their workloads)
 		// and the CRDs: the workloads stay.
@@ -620,7 +614,7 @@ func TestRealNodes(t *testing.T) {
 		stepIn(migrationGuide, "migrate-cluster")
 		for _, n := range edgeNodes {
 			stepIn(migrationGuide, "migrate-node", "NODE="+n)
-			moveDNS(nodeByName(nodes, n), pinnedDNS, migrationGuide, "migrate-node-dns")
+			moveDNS(nodeByName(nodes, n), nodeLocalDNS, migrationGuide, "migrate-node-dns")
 		}
 		stepIn(migrationGuide, "migrate-finish", "APISERVER="+apiserver)
 		eventually(ctx, t, 0, "ours ready on the edge nodes, SuperEdge's DaemonSets gone", func(ctx context.Context) error {

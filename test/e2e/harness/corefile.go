@@ -47,6 +47,11 @@ func adaptCorefile(shipped, bindIP, kubeconfig, snapshot string) (string, error)
 			}
 			continue
 		}
+		// The shipped node-local address and the node's wrapper kubeconfig:
+		// this harness binds bindIP and gives its own credentials below.
+		if f := strings.Fields(trimmed); len(f) > 0 && (f[0] == "bind" || f[0] == "kubeconfig") {
+			continue
+		}
 		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
 		switch fields := strings.Fields(trimmed); {
 		case len(fields) > 0 && fields[0] == "health":

@@ -8,6 +8,7 @@ import (
 func TestAdaptCorefile(t *testing.T) {
 	shipped := `# comment
 .:53 {
+    bind 169.254.20.10
     errors
     health {
         lameduck 5s
@@ -20,6 +21,7 @@ func TestAdaptCorefile(t *testing.T) {
         snapshot /var/lib/coredns-gridhosts/gridhosts.snapshot 30s
     }
     kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig
         pods insecure
     }
     forward . /etc/resolv.conf {
