@@ -613,6 +613,19 @@ func TestRealNodes(t *testing.T) {
 			mustRun(ctx, t, op, "label", "node", n, "superedge.io/edge-node=enable")
 		}
 		mustRun(ctx, t, op, "apply", "-f", manifests)
+		// SuperEdge's grids, as a cluster running SuperEdge has them: the
+		// grid CRDs (which SuperEdge's controller installs at its start;
+		// ours stand in) and examples/ again, whose children, orphaned by
+		// remove-crds, stay orphans until our controller takes them over in
+		// migrate-cluster.
+		repo, _ := harness.RepoRoot()
+		var crds []string
+		for _, kind := range []string{"deploymentgrids", "statefulsetgrids", "servicegrids"} {
+			crds = append(crds, "-f", filepath.Join(repo, "build/crds/superedge.io_"+kind+".yaml"))
+		}
+		mustRun(ctx, t, op, append([]string{"apply", "--server-side"}, crds...)...)
+		mustRun(ctx, t, op, "wait", "--for=condition=Established", "--timeout=2m", "crd/deploymentgrids.superedge.io", "crd/statefulsetgrids.superedge.io", "crd/servicegrids.superedge.io")
+		mustRun(ctx, t, op, "apply", "-f", filepath.Join(repo, "examples"))
 		eventually(ctx, t, 0, "SuperEdge's DaemonSets ready on their nodes", func(ctx context.Context) error {
 			return daemonSetsReady(ctx, client, superEdgeOn)
 		})
@@ -674,11 +687,9 @@ func TestRealNodes(t *testing.T) {
 			}
 			return daemonSetsReady(ctx, client, ours)
 		})
-		// The grids again (their workloads were orphaned by remove-crds):
-		// the controller takes the orphans over, the edge nodes' wrapper and
+		// The grids (SuperEdge's, from the superedge step): the controller
+		// took their orphaned workloads over, the edge nodes' wrapper and
 		// CoreDNS serve them.
-		repo, _ := harness.RepoRoot()
-		mustRun(ctx, t, op, "apply", "-f", filepath.Join(repo, "examples"))
 		eventually(ctx, t, 0, "the grids' 10 pods and the 3 clients Ready", func(ctx context.Context) error {
 			var err error
 			pods, err = readyPods(ctx, client, 10)
