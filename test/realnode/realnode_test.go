@@ -660,10 +660,13 @@ func TestRealNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			stepIn(migrationGuide, "edge-coredns-reprobed", "NODE="+n.Name)
-			first := fmt.Sprintf("%s-%s-0", statefulGrid, sn.unit)
+			first, ok := pods[fmt.Sprintf("%s-%s-0", statefulGrid, sn.unit)]
+			if !ok {
+				t.Fatalf("no pod %s-%s-0", statefulGrid, sn.unit)
+			}
 			env := []corev1.EnvVar{
 				{Name: gridNameEnv, Value: fmt.Sprintf("%s-0.%s.default.svc.cluster.local", statefulGrid, gridService)},
-				{Name: gridIPEnv, Value: pods[first].Status.PodIP},
+				{Name: gridIPEnv, Value: first.Status.PodIP},
 			}
 			if err := recreateClientWith(ctx, client, n.Name, probeIP, earlierLogs, env); err != nil {
 				t.Fatal(err)
