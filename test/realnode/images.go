@@ -48,11 +48,15 @@ var echoImages = []string{
 	"docker.io/superedge/echoserver:2.2",
 }
 
+// hostsDaemonImage is SuperEdge's statefulset-grid-daemon image, served by
+// our stand-in (statefulsetgriddaemon/).
+const hostsDaemonImage = "docker.io/superedge/statefulset-grid-daemon:v0.2.0"
+
 // rootfsPackages are the Debian packages of the kube-proxy and client
 // images (the cache key of the root file system).
 var rootfsPackages = []string{"iptables", "nftables", "conntrack", "dnsutils", "curl", "iproute2"}
 
-// PushTestImages builds the pause, echo, kube-proxy and client images for
+// PushTestImages builds the pause, echo, hosts daemon, kube-proxy and client images for
 // the machine's platform and pushes them to reg under their mirrored
 // paths. kubeProxy is the kube-proxy binary; work is a scratch directory.
 func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag, work string) error {
@@ -62,7 +66,7 @@ func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag,
 		return err
 	}
 	bins := map[string]string{}
-	for _, cmd := range []string{"pause", "echoserver"} {
+	for _, cmd := range []string{"pause", "echoserver", "statefulsetgriddaemon"} {
 		out := filepath.Join(work, cmd)
 		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./test/realnode/"+cmd)
 		build.Dir = repo
@@ -89,6 +93,10 @@ func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag,
 	if err != nil {
 		return err
 	}
+	hostsDaemon, err := fileLayer(bins["statefulsetgriddaemon"], "statefulset-grid-daemon")
+	if err != nil {
+		return err
+	}
 	proxy, err := cachedFileLayer(ctx, kubeProxy, "usr/local/bin/kube-proxy")
 	if err != nil {
 		return err
@@ -100,6 +108,7 @@ func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag,
 	}{
 		{[]string{PauseImage}, []v1.Layer{pause}, []string{"/pause"}},
 		{echoImages, []v1.Layer{echo}, []string{"/echoserver"}},
+		{[]string{hostsDaemonImage}, []v1.Layer{hostsDaemon}, []string{"/statefulset-grid-daemon"}},
 		{[]string{"registry.k8s.io/kube-proxy:" + kubeProxyTag}, []v1.Layer{rootfsLayer, proxy}, []string{"/usr/local/bin/kube-proxy"}},
 		{[]string{ClientImage}, []v1.Layer{rootfsLayer}, []string{"sleep", "infinity"}},
 	}

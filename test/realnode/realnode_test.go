@@ -55,6 +55,11 @@ const (
 // first boot.
 const clusterDNS = "10.96.0.10"
 
+// edgeCoreDNS is SuperEdge's edge-coredns Service's clusterIP
+// (testdata/superedge.yaml), the edge nodes' clusterDNS while SuperEdge's
+// data plane runs.
+const edgeCoreDNS = "10.96.0.20"
+
 // TestRealNodes installs the shipped artefacts with the operator guide's
 // commands on three real kubelets with their own containerd, in two
 // nodeunits, and checks the grids from inside pods; then one node reboots
@@ -330,6 +335,9 @@ func TestRealNodes(t *testing.T) {
 				if dns := r["dns"]; dns.workedBefore && dns.failed > 0 {
 					t.Errorf("%s: %s: %d of %d DNS queries failed", w.name, c, dns.failed, dns.attempts)
 				}
+				if grid := r["grid"]; grid.workedBefore && grid.failed > 0 {
+					t.Errorf("%s: %s: %d of %d queries of the grid's unified name failed", w.name, c, grid.failed, grid.attempts)
+				}
 			}
 		}
 	}
@@ -369,14 +377,18 @@ func TestRealNodes(t *testing.T) {
 	// and resolve through it (nodeDNSStep). No wait for the restarted
 	// kubelet's probes: the node's CoreDNS is reached on its node-local
 	// address, not through a Service whose endpoint a not-yet-probed pod
-	// leaves.
-	moveDNS := func(n *Node, want, g, name string) {
+	// leaves. A move to edge-coredns (SuperEdge's, a Service answering only
+	// on its own node) waits first for the restarted kubelet to probe it.
+	moveDNS := func(n *Node, want, g, name string, env ...string) {
 		t.Helper()
 		extra, then, err := nodeDNSStep(ctx, n, filepath.Join(run, "node-bin"), op.Kubectl, want)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stepOnThen(n.Enter(), then, g, name, append([]string{"NODE=" + n.Name}, extra...)...)
+		stepOnThen(n.Enter(), then, g, name, append(append([]string{"NODE=" + n.Name}, extra...), env...)...)
+		if want == edgeCoreDNS {
+			stepOn(nil, migrationGuide, "edge-coredns-reprobed", "NODE="+n.Name)
+		}
 		if err := recreateClient(ctx, client, n.Name, probeIP, earlierLogs); err != nil {
 			t.Fatal(err)
 		}
@@ -587,7 +599,7 @@ func TestRealNodes(t *testing.T) {
 		manifests, err := op.WriteSuperEdgeManifests("testdata/superedge.yaml", apiserver, map[string]string{
 			"WRAPPER_IMAGE": installed["DaemonSet/edge-system/application-grid-wrapper/wrapper"],
 			"COREDNS_IMAGE": installed["DaemonSet/edge-system/coredns-gridhosts/coredns"],
-			"CLIENT_IMAGE":  ClientImage, "PAUSE_IMAGE": PauseImage,
+			"PAUSE_IMAGE":   PauseImage,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -596,6 +608,19 @@ func TestRealNodes(t *testing.T) {
 			mustRun(ctx, t, op, "label", "node", n, "superedge.io/edge-node=enable")
 		}
 		mustRun(ctx, t, op, "apply", "-f", manifests)
+		// SuperEdge's grids, as a cluster running SuperEdge has them: the
+		// grid CRDs (which SuperEdge's controller installs at its start;
+		// ours stand in) and examples/ again, whose children, orphaned by
+		// remove-crds, stay orphans until our controller takes them over in
+		// migrate-cluster.
+		repo, _ := harness.RepoRoot()
+		var crds []string
+		for _, kind := range []string{"deploymentgrids", "statefulsetgrids", "servicegrids"} {
+			crds = append(crds, "-f", filepath.Join(repo, "build/crds/superedge.io_"+kind+".yaml"))
+		}
+		mustRun(ctx, t, op, append([]string{"apply", "--server-side"}, crds...)...)
+		mustRun(ctx, t, op, "wait", "--for=condition=Established", "--timeout=2m", "crd/deploymentgrids.superedge.io", "crd/statefulsetgrids.superedge.io", "crd/servicegrids.superedge.io")
+		mustRun(ctx, t, op, "apply", "-f", filepath.Join(repo, "examples"))
 		eventually(ctx, t, 0, "SuperEdge's DaemonSets ready on their nodes", func(ctx context.Context) error {
 			return daemonSetsReady(ctx, client, superEdgeOn)
 		})
@@ -607,6 +632,43 @@ func TestRealNodes(t *testing.T) {
 		// kube-proxy reads through SuperEdge's wrapper: the grid's Service
 		// stays in node0's nodeunit again.
 		checkClusterIP(ctx, t, op, "client-node0", gridURL(), podsInUnit(pods, "nodeunit1"))
+
+		// What SuperEdge's installer does on each edge node: its kubelet
+		// names edge-coredns. The node's client is recreated to resolve
+		// through it, and from then on also resolves the grid's unified
+		// name, which edge-coredns answers from the hosts daemon's file.
+		svc, err := client.CoreV1().Services("edge-system").Get(ctx, "edge-coredns", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if svc.Spec.ClusterIP != edgeCoreDNS {
+			t.Fatalf("edge-coredns has clusterIP %s, testdata/superedge.yaml pins %s", svc.Spec.ClusterIP, edgeCoreDNS)
+		}
+		eventually(ctx, t, 0, "the grids' 10 pods and the 3 clients Ready", func(ctx context.Context) error {
+			var err error
+			pods, err = readyPods(ctx, client, 10)
+			return err
+		})
+		for _, sn := range seedNodes[:len(edgeNodes)] {
+			n := nodeByName(nodes, sn.name)
+			if err := NameEdgeCoreDNS(ctx, n, edgeCoreDNS); err != nil {
+				t.Fatal(err)
+			}
+			stepIn(migrationGuide, "edge-coredns-reprobed", "NODE="+n.Name)
+			first, ok := pods[fmt.Sprintf("%s-%s-0", statefulGrid, sn.unit)]
+			if !ok {
+				t.Fatalf("no pod %s-%s-0", statefulGrid, sn.unit)
+			}
+			env := []corev1.EnvVar{
+				{Name: gridNameEnv, Value: fmt.Sprintf("%s-0.%s.default.svc.cluster.local", statefulGrid, gridService)},
+				{Name: gridIPEnv, Value: first.Status.PodIP},
+			}
+			if err := recreateClientWith(ctx, client, n.Name, probeIP, earlierLogs, env); err != nil {
+				t.Fatal(err)
+			}
+			checkResolver(ctx, t, op, "client-"+n.Name, edgeCoreDNS)
+			checkGridNames(ctx, t, op, "client-"+n.Name, sn.unit, pods)
+		}
 	})
 
 	costs.step("migration from SuperEdge", func() {
@@ -623,11 +685,9 @@ func TestRealNodes(t *testing.T) {
 			}
 			return daemonSetsReady(ctx, client, ours)
 		})
-		// The grids again (their workloads were orphaned by remove-crds):
-		// the controller takes the orphans over, the edge nodes' wrapper and
+		// The grids (SuperEdge's, from the superedge step): the controller
+		// took their orphaned workloads over, the edge nodes' wrapper and
 		// CoreDNS serve them.
-		repo, _ := harness.RepoRoot()
-		mustRun(ctx, t, op, "apply", "-f", filepath.Join(repo, "examples"))
 		eventually(ctx, t, 0, "the grids' 10 pods and the 3 clients Ready", func(ctx context.Context) error {
 			var err error
 			pods, err = readyPods(ctx, client, 10)
@@ -642,9 +702,9 @@ func TestRealNodes(t *testing.T) {
 	})
 
 	costs.step("rollback to SuperEdge", func() {
-		stepIn(migrationGuide, "rollback-cluster", "APISERVER="+apiserver)
+		stepIn(migrationGuide, "rollback-cluster", "APISERVER="+apiserver, "EDGE_COREDNS="+edgeCoreDNS)
 		for _, n := range edgeNodes {
-			moveDNS(nodeByName(nodes, n), clusterDNS, migrationGuide, "rollback-node-dns")
+			moveDNS(nodeByName(nodes, n), edgeCoreDNS, migrationGuide, "rollback-node-dns", "EDGE_COREDNS="+edgeCoreDNS)
 			stepIn(migrationGuide, "rollback-node", "NODE="+n)
 		}
 		stepIn(migrationGuide, "rollback-finish")
@@ -656,8 +716,12 @@ func TestRealNodes(t *testing.T) {
 			return daemonSetsReady(ctx, client, map[string]int{"edge-system/application-grid-wrapper": 0, "edge-system/coredns-gridhosts": 0, "kube-system/kube-proxy-edge": 0})
 		})
 		// SuperEdge's wrapper (its own ServiceAccount, untouched by our
-		// uninstall) serves kube-proxy again.
+		// uninstall) serves kube-proxy again, and edge-coredns the edge
+		// nodes' names.
 		checkClusterIP(ctx, t, op, "client-node0", gridURL(), podsInUnit(pods, "nodeunit1"))
+		for _, sn := range seedNodes[:len(edgeNodes)] {
+			checkGridNames(ctx, t, op, "client-"+sn.name, sn.unit, pods)
+		}
 		reportTraffic(clients, windows[reported:])
 	})
 

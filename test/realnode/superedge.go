@@ -79,3 +79,30 @@ func daemonSetsReady(ctx context.Context, client kubernetes.Interface, want map[
 	}
 	return nil
 }
+
+// NameEdgeCoreDNS does to an edge node what SuperEdge's installer does
+// (its kubelet's --cluster-dns): the kubelet names edge-coredns's
+// clusterIP addr, written into kubeadm's block list in the node's
+// /var/lib/kubelet/config.yaml, and restarts.
+func NameEdgeCoreDNS(ctx context.Context, n *Node, addr string) error {
+	path := n.HostPath("/var/lib/kubelet/config.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	old, err := n.KubeletClusterDNS()
+	if err != nil {
+		return err
+	}
+	text := strings.Replace(string(data), "clusterDNS:\n- "+old+"\n", "clusterDNS:\n- "+addr+"\n", 1)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		return err
+	}
+	if err := n.RestartKubelet(ctx); err != nil {
+		return err
+	}
+	if n.ClusterDNS != addr {
+		return fmt.Errorf("%s: the kubelet's clusterDNS is %s, want %s", n.Name, n.ClusterDNS, addr)
+	}
+	return nil
+}

@@ -69,13 +69,15 @@ func probeObjects(avoid string) (*appsv1.Deployment, *corev1.Service) {
 	return d, s
 }
 
-// probeLoop is the client container's main process: two loops side by
-// side (a failing query's timeout does not slow the other kind), one line
-// per attempt, "<unix ms> svc|dns ok|fail", an attempt every ~0.2 s plus
+// probeLoop is the client container's main process: loops side by side
+// (a failing query's timeout does not slow the other kinds), one line per
+// attempt, "<unix ms> svc|dns|grid ok|fail", an attempt every ~0.2 s plus
 // its own duration. An attempt fails when no answer came within 3 s (curl)
 // or 2 s (dig): longer than a lost SYN's or datagram's first
 // retransmission, so that a slow answer on a loaded machine shows as a gap,
-// and only a lost request as a failure.
+// and only a lost request as a failure. The grid loop runs when the pod's
+// environment names a grid name and the address it must resolve to
+// (gridNameEnv, gridIPEnv).
 func probeLoop(clusterIP string) string {
 	return fmt.Sprintf(`while :; do
   if curl -sf -o /dev/null --max-time 3 http://%[1]s/; then r=ok; else r=fail; fi
@@ -87,8 +89,21 @@ while :; do
   echo "$(date +%%s%%3N) dns $r"
   sleep 0.2
 done &
-wait`, clusterIP, probeName)
+if [ -n "$%[3]s" ]; then while :; do
+  if [ "$(dig +short +time=2 +tries=1 "$%[3]s")" = "$%[4]s" ]; then r=ok; else r=fail; fi
+  echo "$(date +%%s%%3N) grid $r"
+  sleep 0.2
+done & fi
+wait`, clusterIP, probeName, gridNameEnv, gridIPEnv)
 }
+
+// The client's environment for its grid loop: a StatefulSetGrid's unified
+// name and the address of the pod of the client's nodeunit it must
+// resolve to.
+const (
+	gridNameEnv = "GRID_NAME"
+	gridIPEnv   = "GRID_IP"
+)
 
 // window is a stretch of the run (one operator step) to report on.
 type window struct {
@@ -157,7 +172,7 @@ func measure(samples []probeSample, w window) probeResult {
 func trafficReport(ctx context.Context, client kubernetes.Interface, clients []string, windows []window, earlier map[string]string) (map[string]map[string]map[string]probeResult, string, error) {
 	results := map[string]map[string]map[string]probeResult{}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-34s %-14s %27s %27s\n", "step", "client", "Service: failed/tries gap", "DNS: failed/tries gap")
+	fmt.Fprintf(&b, "%-34s %-14s %27s %27s %27s\n", "step", "client", "Service: failed/tries gap", "DNS: failed/tries gap", "grid name: failed/tries gap")
 	logs := map[string]map[string][]probeSample{}
 	for _, c := range clients {
 		raw, err := client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{}).DoRaw(ctx)
@@ -170,21 +185,35 @@ func trafficReport(ctx context.Context, client kubernetes.Interface, clients []s
 	for _, w := range windows {
 		results[w.name] = map[string]map[string]probeResult{}
 		for _, c := range clients {
-			svc, dns := measure(logs[c]["svc"], w), measure(logs[c]["dns"], w)
-			results[w.name][c] = map[string]probeResult{"svc": svc, "dns": dns}
-			fmt.Fprintf(&b, "%-34s %-14s %10d/%-5d %9s %10d/%-5d %9s\n", w.name, c,
-				svc.failed, svc.attempts, svc.gap.Round(10*time.Millisecond), dns.failed, dns.attempts, dns.gap.Round(10*time.Millisecond))
+			svc, dns, grid := measure(logs[c]["svc"], w), measure(logs[c]["dns"], w), measure(logs[c]["grid"], w)
+			results[w.name][c] = map[string]probeResult{"svc": svc, "dns": dns, "grid": grid}
+			gridCol := "-"
+			if grid.attempts > 0 {
+				gridCol = fmt.Sprintf("%10d/%-5d %9s", grid.failed, grid.attempts, grid.gap.Round(10*time.Millisecond))
+			}
+			fmt.Fprintf(&b, "%-34s %-14s %10d/%-5d %9s %10d/%-5d %9s %27s\n", w.name, c,
+				svc.failed, svc.attempts, svc.gap.Round(10*time.Millisecond), dns.failed, dns.attempts, dns.gap.Round(10*time.Millisecond), gridCol)
 		}
 	}
 	return results, b.String(), nil
 }
 
 // recreateClient replaces the client pod of node with a new one of the
-// same name (a pod keeps the resolver it started with: only a new one
-// follows the kubelet's clusterDNS), keeping the old pod's log in earlier
-// for trafficReport; it waits until the new one's requests and queries
-// are answered.
+// same name and environment (a pod keeps the resolver it started with:
+// only a new one follows the kubelet's clusterDNS), keeping the old pod's
+// log in earlier for trafficReport; it waits until the new one's requests
+// and queries are answered.
 func recreateClient(ctx context.Context, client kubernetes.Interface, node, clusterIP string, earlier map[string]string) error {
+	old, err := client.CoreV1().Pods("default").Get(ctx, "client-"+node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	return recreateClientWith(ctx, client, node, clusterIP, earlier, old.Spec.Containers[0].Env)
+}
+
+// recreateClientWith is recreateClient with the new pod's environment
+// given (a grid name to resolve, gridNameEnv).
+func recreateClientWith(ctx context.Context, client kubernetes.Interface, node, clusterIP string, earlier map[string]string, env []corev1.EnvVar) error {
 	name := "client-" + node
 	// The node's kubelet, which serves the log, may have just restarted.
 	var raw []byte
@@ -208,11 +237,19 @@ func recreateClient(ctx context.Context, client kubernetes.Interface, node, clus
 	}); err != nil {
 		return err
 	}
-	if _, err := client.CoreV1().Pods("default").Create(ctx, clientPod(node, clusterIP), metav1.CreateOptions{}); err != nil {
+	pod := clientPod(node, clusterIP)
+	pod.Spec.Containers[0].Env = env
+	if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	kinds := []string{"svc", "dns"}
+	for _, e := range env {
+		if e.Name == gridNameEnv {
+			kinds = append(kinds, "grid")
+		}
+	}
 	return waitUntil(ctx, 3*time.Minute, func() error {
-		return clientsProbing(ctx, client, []string{name}, "svc", "dns")
+		return clientsProbing(ctx, client, []string{name}, kinds...)
 	})
 }
 
