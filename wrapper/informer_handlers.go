@@ -30,6 +30,7 @@ func unwrap(obj any) any {
 // serviceHandler re-filters the Service of a changed Service or Endpoints.
 func (s *Syncer) serviceHandler() cache.ResourceEventHandler {
 	enqueue := func(obj any) {
+		stageStamp(unwrap(obj), "handler")
 		if o, err := meta.Accessor(unwrap(obj)); err == nil {
 			s.queue.Add(syncKey{namespace: o.GetNamespace(), name: o.GetName()})
 		}

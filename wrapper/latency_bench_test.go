@@ -83,18 +83,19 @@ func benchmarkWatchLatency(b *testing.B, next *int, admin, direct, through kuber
 	// Each watch is read all the time by its own goroutine, which stamps an
 	// event the moment client-go hands it over: no arrival waits for the
 	// patch's response or for the other watch.
-	arrivals := func(wi watch.Interface) <-chan arrival {
+	arrivals := func(wi watch.Interface, stage string) <-chan arrival {
 		out := make(chan arrival, 16)
 		go func() {
 			for ev := range wi.ResultChan() {
 				if s, ok := ev.Object.(*corev1.Service); ok && s.Labels["seq"] != "" {
+					wrapper.StageStampSeq(s.Labels["seq"], stage)
 					out <- arrival{seq: s.Labels["seq"], at: time.Now()}
 				}
 			}
 		}()
 		return out
 	}
-	directArrivals, viaArrivals := arrivals(open(direct)), arrivals(open(through))
+	directArrivals, viaArrivals := arrivals(open(direct), "direct"), arrivals(open(through), "via")
 	wait := func(from <-chan arrival, want string) time.Time {
 		timeout := time.After(10 * time.Second)
 		for {
@@ -122,6 +123,13 @@ func benchmarkWatchLatency(b *testing.B, next *int, admin, direct, through kuber
 		d, v, added = append(d, td.Sub(start)), append(v, tv.Sub(start)), append(added, tv.Sub(td))
 	}
 	b.StopTimer()
+	// Built with -tags latencystages, the wrapper stamps each change on its
+	// way through: the time from one stage to the next, and from the
+	// wrapper's upstream read to the client.
+	if stages := wrapper.StageReport([]string{"direct", "reflector", "handler", "sync", "stored", "woke", "encoded", "flushed", "via"}); stages != "" {
+		b.Logf("stages over %d changes:\n%s%s", b.N, stages, wrapper.StageReport([]string{"reflector", "via"}))
+	}
+	wrapper.StageReset()
 	pct := func(xs []time.Duration, p float64) float64 {
 		s := slices.Clone(xs)
 		slices.Sort(s)

@@ -105,7 +105,9 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	invalid := false
 	if o, exists, _ := s.caches.Services.GetByKey(key); exists {
 		svc := o.(*corev1.Service)
+		stageStamp(svc, "sync")
 		s.stores.Services.Set(key, svc)
+		stageStamp(svc, "stored")
 		if v, ok := svc.Annotations[superedgev1.AnnotationTopologyKeys]; ok {
 			parsed, err := topology.ParseKeys(v)
 			if err != nil {

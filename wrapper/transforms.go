@@ -38,6 +38,7 @@ var (
 
 // dropManagedFields keeps cached objects small.
 func dropManagedFields(obj any) (any, error) {
+	stageStamp(obj, "reflector")
 	if a, err := meta.Accessor(obj); err == nil {
 		a.SetManagedFields(nil)
 	}

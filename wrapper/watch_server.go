@@ -113,6 +113,9 @@ func (ws *watchServer) follow() {
 			}
 			continue
 		}
+		for _, ev := range events {
+			stageStamp(ev.Object, "woke")
+		}
 		if err := ws.sendAll(events); err != nil {
 			ws.ended(err)
 			return
@@ -134,8 +137,14 @@ func (ws *watchServer) sendAll(events []Event) error {
 				return err
 			}
 		}
+		for _, ev := range batch {
+			stageStamp(ev.Object, "encoded")
+		}
 		if err := ws.rc.Flush(); err != nil {
 			return err
+		}
+		for _, ev := range batch {
+			stageStamp(ev.Object, "flushed")
 		}
 		ws.endBatch()
 	}
