@@ -785,7 +785,7 @@ func rebootWithCloudAway(ctx context.Context, t *testing.T, client kubernetes.In
 	// after a change loses that change.
 	eventually(ctx, t, 0, n.Name+": the wrapper's and gridhosts' snapshots on the node hold the grids", func(ctx context.Context) error {
 		for file, needles := range map[string][]string{
-			n.HostPath("/var/lib/application-grid-wrapper/snapshot.pb"): append([]string{probeService}, wantIPs...),
+			n.HostPath("/var/lib/application-grid-wrapper/snapshot.pb"): append([]string{probe.Spec.ClusterIP}, wantIPs...),
 			n.HostPath("/var/lib/coredns-gridhosts/gridhosts.snapshot"): {statefulGrid + "-" + unit + "-0", statefulGrid + "-" + unit + "-1", statefulGrid + "-" + unit + "-2"},
 		} {
 			data, err := os.ReadFile(file)
