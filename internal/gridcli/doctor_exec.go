@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,7 +62,9 @@ func (e podExecutor) readyz(ctx context.Context, pod *corev1.Pod) (string, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
+	// Locked: after an error StreamWithContext may return while its copy
+	// goroutines still write.
+	var stdout, stderr lockedBuffer
 	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
 		// A not-ready answer is a non-zero exit with the reason on stdout.
@@ -69,11 +73,31 @@ func (e podExecutor) readyz(ctx context.Context, pod *corev1.Pod) (string, error
 	return stdout.String(), nil
 }
 
-// wrapperProbe finds the wrapper container and the URL of its readiness
-// probe (loopback: the wrapper runs in the host network).
+// lockedBuffer is a bytes.Buffer safe for one writer and a reader at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// wrapperProbe finds the wrapper container (in the static pod a sidecar,
+// among the init containers) and the URL of its readiness probe (loopback:
+// the wrapper runs in the host network).
 func wrapperProbe(pod *corev1.Pod) (*corev1.Container, string, error) {
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	all := slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers)
+	for i := range all {
+		c := &all[i]
 		if c.Name != wrapperContainer || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil {
 			continue
 		}

@@ -232,11 +232,23 @@ func TestManifestCorefilesMatch(t *testing.T) {
 		}
 		return out
 	}
+	// The static pod's gridhosts reads the apiserver with the kubelet's
+	// identity (no in-cluster config); all else is the node's Corefile.
+	dropKubeletConf := func(lines []string) []string {
+		var out []string
+		for _, l := range lines {
+			if strings.TrimSpace(l) != "kubeconfig /etc/kubernetes/kubelet.conf" {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
 	cases := []struct {
 		manifest, ready []string
 	}{
 		{read("build", "manifests", "coredns-node", "Corefile"), read("corefile", "Corefile.node")},
 		{read("build", "manifests", "coredns-shared", "Corefile"), dropNode(read("corefile", "Corefile.clients"))},
+		{dropKubeletConf(read("build", "static-pods", "Corefile")), read("corefile", "Corefile.node")},
 	}
 	for i, tc := range cases {
 		if strings.Join(tc.manifest, "\n") != strings.Join(tc.ready, "\n") {

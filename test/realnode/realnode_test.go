@@ -744,12 +744,18 @@ func TestRealNodes(t *testing.T) {
 // site's registry) stop, and the node boots again. With the apiserver still
 // away: kube-proxy's rules list exactly the nodeunit's pods again, the
 // ClusterIP answers only from the nodeunit, and the node-local CoreDNS
-// answers the unified names. Checked from the node's own network
+// answers the unified names (gridhosts' snapshot) and an ordinary Service's
+// name (its kubernetes plugin, from the wrapper's snapshot through the
+// wrapper's DNS view). Checked from the node's own network
 // namespace (its host network): no pod can be exec'd without the
 // apiserver, and the node's own API pods do not come back without it.
 func rebootWithCloudAway(ctx context.Context, t *testing.T, client kubernetes.Interface, cp *controlplane.ControlPlane, reg *Registry, n *Node, pods map[string]corev1.Pod) {
 	t.Helper()
 	svc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := client.CoreV1().Services("default").Get(ctx, probeService, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -779,7 +785,7 @@ func rebootWithCloudAway(ctx context.Context, t *testing.T, client kubernetes.In
 	// after a change loses that change.
 	eventually(ctx, t, 0, n.Name+": the wrapper's and gridhosts' snapshots on the node hold the grids", func(ctx context.Context) error {
 		for file, needles := range map[string][]string{
-			n.HostPath("/var/lib/application-grid-wrapper/snapshot.pb"): wantIPs,
+			n.HostPath("/var/lib/application-grid-wrapper/snapshot.pb"): append([]string{probe.Spec.ClusterIP}, wantIPs...),
 			n.HostPath("/var/lib/coredns-gridhosts/gridhosts.snapshot"): {statefulGrid + "-" + unit + "-0", statefulGrid + "-" + unit + "-1", statefulGrid + "-" + unit + "-2"},
 		} {
 			data, err := os.ReadFile(file)
@@ -852,6 +858,18 @@ func rebootWithCloudAway(ctx context.Context, t *testing.T, client kubernetes.In
 		return nil
 	})
 	t.Logf("%s after the reboot, apiserver away: %s answered by %v", n.Name, url, seen)
+	// A Service no grid names: only the kubernetes plugin answers it.
+	eventually(ctx, t, 0, fmt.Sprintf("%s: dig @%s %s answers its ClusterIP %s", n.Name, nodeLocalDNS, probeName, probe.Spec.ClusterIP), func(ctx context.Context) error {
+		out, err := n.Net.NS.Run(ctx, "dig", "+short", "+time=2", "+tries=1", "@"+nodeLocalDNS, probeName)
+		if err != nil {
+			return err
+		}
+		if got := strings.Fields(out); len(got) != 1 || got[0] != probe.Spec.ClusterIP {
+			return fmt.Errorf("answer %q", strings.TrimSpace(out))
+		}
+		return nil
+	})
+	t.Logf("%s after the reboot, apiserver away: %s resolves to %s through %s", n.Name, probeName, probe.Spec.ClusterIP, nodeLocalDNS)
 	for i := range 3 {
 		name := fmt.Sprintf("%s-%d.%s.default.svc.cluster.local", statefulGrid, i, gridService)
 		pod := pods[fmt.Sprintf("%s-%s-%d", statefulGrid, unit, i)]
