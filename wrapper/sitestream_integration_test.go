@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
@@ -751,13 +752,18 @@ func TestSiteStream(t *testing.T) {
 			return strings.Contains(otherID, other.lan.addr), nil
 		})
 		before := cloudLists()
-		l, err := admin.CoordinationV1().Leases(peerNS).Get(t.Context(), "application-grid-wrapper-site-shop", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		now := metav1.NowMicro()
-		l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime = &otherID, &now, &now
-		if _, err := admin.CoordinationV1().Leases(peerNS).Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+		// The leader renews this Lease every RetryPeriod: a write between the
+		// read and the update conflicts, so read again and retry.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			l, err := admin.CoordinationV1().Leases(peerNS).Get(t.Context(), "application-grid-wrapper-site-shop", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			now := metav1.NowMicro()
+			l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime = &otherID, &now, &now
+			_, err = admin.CoordinationV1().Leases(peerNS).Update(t.Context(), l, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 		change()
