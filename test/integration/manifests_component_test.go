@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // applyPrerequisites installs the grid CRDs (build/manifests/prerequisites)
@@ -12,8 +13,27 @@ import (
 func applyPrerequisites(k *kubectlRunner) {
 	k.t.Helper()
 	k.must("apply", "--server-side", "-k", manifestDir("prerequisites"))
-	k.must("wait", `--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True`, "--timeout=120s",
-		"crd/deploymentgrids.superedge.io", "crd/statefulsetgrids.superedge.io", "crd/servicegrids.superedge.io")
+	waitEstablished(k, "crd/deploymentgrids.superedge.io", "crd/statefulsetgrids.superedge.io", "crd/servicegrids.superedge.io")
+}
+
+// waitEstablished waits until the apiserver serves the CRDs. kubectl wait
+// with a jsonpath over conditions fails at once ("<nil> is not array or
+// slice") when a CRD has no status yet, so it is asked again until it
+// succeeds, for two minutes at most.
+func waitEstablished(k *kubectlRunner, crds ...string) {
+	k.t.Helper()
+	args := append([]string{"wait", `--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True`, "--timeout=120s"}, crds...)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out, err := k.run("", args...)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			k.t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // defaultWithComponent writes an overlay of build/manifests/default with the

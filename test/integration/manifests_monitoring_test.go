@@ -41,8 +41,7 @@ func TestMonitoringComponent(t *testing.T) {
 	for _, crd := range crds {
 		k.must("apply", "--server-side", "-f", crd)
 	}
-	k.must("wait", `--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True`, "--timeout=120s",
-		"crd/servicemonitors.monitoring.coreos.com", "crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+	waitEstablished(k, "crd/servicemonitors.monitoring.coreos.com", "crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
 	applyPrerequisites(k)
 	overlay := defaultWithComponent(t, "monitoring")
 	rendered := k.must("kustomize", overlay)
