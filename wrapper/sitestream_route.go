@@ -493,10 +493,7 @@ func (b *routedBody) Read(p []byte) (int, error) {
 // follows it.
 func (b *routedBody) upstreamStreamEnded(err error) error {
 	klog.Background().V(2).Info("Site stream: a stream from the apiserver broke; resuming it from its version", "err", err)
-	if left := shortestWatch - time.Since(b.started); left > 0 {
-		time.Sleep(left)
-	}
-	return io.EOF
+	return b.endCleanly()
 }
 
 // leaderStreamEnded turns the end of a leader's stream that the router did
@@ -511,6 +508,12 @@ func (b *routedBody) leaderStreamEnded(err error) error {
 	if !errors.Is(err, io.EOF) {
 		b.router.giveUp(klog.Background(), b.target, "watch stream: "+err.Error())
 	}
+	return b.endCleanly()
+}
+
+// endCleanly ends the stream as EOF, once it is old enough for the
+// reflector to resume it rather than relist.
+func (b *routedBody) endCleanly() error {
 	if wait := shortestWatch - time.Since(b.started); wait > 0 {
 		time.Sleep(wait)
 	}

@@ -12,8 +12,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
 
@@ -61,12 +59,7 @@ func TestLeaderStreamEndsResumable(t *testing.T) {
 			r := newPeerRouter(opts, "self")
 			r.setLeader(klog.Background(), leaderIdentity("leader", strings.TrimPrefix(leader.URL, "https://"), hex.EncodeToString(sum[:])))
 			// Upstream is never asked: a closed port.
-			cfg := &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
-			cfg.Wrap(r.wrap)
-			client, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			client := routedClient(t, r, "https://127.0.0.1:1")
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			start := time.Now()
