@@ -35,11 +35,8 @@ func TestAddLoopbackAddressWithNetAdminOnly(t *testing.T) {
 		t.Fatalf("ip netns add: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command(ip, "netns", "delete", ns).Run() })
-	asInitContainer := func(caps, prefix string) ([]byte, error) {
-		cmd := exec.Command(nsenter, "--net=/run/netns/"+ns, "--", setpriv, "--bounding-set=-all"+caps, "--inh-caps=-all", "--",
-			os.Args[0], "-test.run=^TestHelperLoopbackAddress$")
-		cmd.Env = append(os.Environ(), loopbackHelperEnv+"="+prefix)
-		return cmd.CombinedOutput()
+	addAs := func(caps, prefix string) ([]byte, error) {
+		return asInitContainer(setpriv, []string{nsenter, "--net=/run/netns/" + ns, "--"}, caps, "TestHelperLoopbackAddress", loopbackHelperEnv+"="+prefix)
 	}
 	loAddrs := func() string {
 		out, err := exec.Command(ip, "-n", ns, "-o", "address", "show", "dev", "lo").CombinedOutput()
@@ -49,14 +46,14 @@ func TestAddLoopbackAddressWithNetAdminOnly(t *testing.T) {
 		return string(out)
 	}
 
-	if out, err := asInitContainer("", "169.254.20.10/32"); err == nil {
+	if out, err := addAs("", "169.254.20.10/32"); err == nil {
 		t.Fatalf("added an address without CAP_NET_ADMIN:\n%s", out)
 	}
 	if strings.Contains(loAddrs(), "169.254.20.10") {
 		t.Fatal("the address is on lo after a refused run")
 	}
 	for _, run := range []string{"first start", "restart"} {
-		if out, err := asInitContainer(",+net_admin", "169.254.20.10/32"); err != nil {
+		if out, err := addAs(",+net_admin", "169.254.20.10/32"); err != nil {
 			t.Fatalf("%s: %v\n%s", run, err, out)
 		}
 		if got := loAddrs(); strings.Count(got, "inet 169.254.20.10/32 ") != 1 {

@@ -26,11 +26,8 @@ func TestChownStateDirWithCapChownOnly(t *testing.T) {
 	if err != nil {
 		t.Skip("setpriv (util-linux) not found")
 	}
-	asInitContainer := func(mode, dir string) ([]byte, error) {
-		cmd := exec.Command(setpriv, "--bounding-set=-all,+chown", "--inh-caps=-all", "--",
-			os.Args[0], "-test.run=^TestHelperStateDir$")
-		cmd.Env = append(os.Environ(), helperEnv+"="+mode, "WRAPPER_STATEDIR="+dir)
-		return cmd.CombinedOutput()
+	chownAs := func(mode, dir string) ([]byte, error) {
+		return asInitContainer(setpriv, nil, ",+chown", "TestHelperStateDir", helperEnv+"="+mode, "WRAPPER_STATEDIR="+dir)
 	}
 
 	// The sandbox is real: without CAP_FOWNER, root cannot chmod what it does not own.
@@ -41,7 +38,7 @@ func TestChownStateDirWithCapChownOnly(t *testing.T) {
 	if err := os.Chown(other, 65532, 65532); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := asInitContainer("chmod", other); err == nil {
+	if out, err := chownAs("chmod", other); err == nil {
 		t.Fatalf("chmod of a directory owned by 65532 succeeded with CAP_CHOWN only:\n%s", out)
 	}
 
@@ -50,7 +47,7 @@ func TestChownStateDirWithCapChownOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, run := range []string{"first start", "restart"} {
-		if out, err := asInitContainer("prepare", dir); err != nil {
+		if out, err := chownAs("prepare", dir); err != nil {
 			t.Fatalf("%s: %v\n%s", run, err, out)
 		}
 		st, err := os.Stat(dir)

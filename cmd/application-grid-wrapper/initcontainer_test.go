@@ -1,0 +1,18 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+)
+
+// asInitContainer runs the test binary's helper test as a shipped init
+// container runs: root with only the capabilities in caps (",+chown";
+// setpriv empties the bounding and inheritable sets), after prefix (e.g.
+// nsenter into a network namespace), with env added.
+func asInitContainer(setpriv string, prefix []string, caps, helperTest string, env ...string) ([]byte, error) {
+	args := append(append([]string{}, prefix...), setpriv, "--bounding-set=-all"+caps, "--inh-caps=-all", "--",
+		os.Args[0], "-test.run=^"+helperTest+"$")
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	return cmd.CombinedOutput()
+}
