@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -81,9 +80,6 @@ func (r *rvReservation) cover(v uint64) {
 }
 
 func (r *rvReservation) write(upTo uint64) error {
-	if err := os.MkdirAll(r.dir, 0o700); err != nil {
-		return err
-	}
 	_, err := statefile.WriteAtomic(r.dir, rvReservationFile, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "%d\n", upTo)
 		return err

@@ -52,9 +52,6 @@ func EnsureServingCert(logger klog.Logger, dir, host string) (certFile, keyFile 
 	if why == "" {
 		return certFile, keyFile, nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", "", err
-	}
 	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKeyWithOptions(certutil.SelfSignedCertKeyOptions{
 		Host: host, AlternateDNS: []string{"localhost"}, MaxAge: servingCertMaxAge,
 	})

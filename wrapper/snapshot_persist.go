@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -124,7 +123,7 @@ func (p *persister) write(logger klog.Logger, asOf time.Time) {
 			section: snapshotSection{Resource: r.name, From: from, At: at, Objects: len(objs)}})
 	}
 	h := snapshotHeader{NodeName: p.node, Upstream: p.upstream, WrittenAt: asOf.UTC()}
-	n, err := p.writeFile(func(w io.Writer) error { return p.codec.encode(w, h, lists) })
+	n, err := statefile.WriteFramed(p.dir, snapshotFile, snapshotFormat, func(w io.Writer) error { return p.codec.encode(w, h, lists) })
 	if err != nil {
 		snapshotWrites.WithLabelValues("failed").Inc()
 		if !p.failing {
@@ -145,11 +144,4 @@ func (p *persister) write(logger klog.Logger, asOf time.Time) {
 	snapshotBytes.Set(float64(n))
 	snapshotWriteSeconds.Set(time.Since(start).Seconds())
 	logger.V(4).Info("Snapshot written", "path", p.path(), "bytes", n, "duration", time.Since(start))
-}
-
-func (p *persister) writeFile(write func(io.Writer) error) (int64, error) {
-	if err := os.MkdirAll(p.dir, 0o700); err != nil {
-		return 0, err
-	}
-	return statefile.WriteFramed(p.dir, snapshotFile, snapshotFormat, write)
 }

@@ -26,8 +26,13 @@ func tempPattern(name string) string { return "." + name + ".*.tmp" }
 // temporary file in the same directory (mode 0600), synced, renamed over
 // name, and the directory synced so the rename itself is durable. Every
 // step's error is returned, the directory sync's included; on error the
-// temporary file is removed. It returns the bytes written.
+// temporary file is removed. A missing dir is made (0700), so a state
+// directory removed while its owner runs is there again at the next write.
+// It returns the bytes written.
 func WriteAtomic(dir, name string, write func(io.Writer) error) (n int64, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, err
+	}
 	f, err := os.CreateTemp(dir, tempPattern(name)) // 0600
 	if err != nil {
 		return 0, err

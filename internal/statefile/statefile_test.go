@@ -50,8 +50,27 @@ func TestWriteAtomicFailureKeepsOld(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, ".state.*")); len(left) != 0 {
 		t.Fatalf("temporary files left: %v", left)
 	}
-	if _, err := WriteAtomic(filepath.Join(dir, "missing"), "state", func(io.Writer) error { return nil }); err == nil {
-		t.Fatal("write into a missing directory succeeded")
+	notDir := filepath.Join(dir, "state") // a file: no directory can be made there
+	if _, err := WriteAtomic(notDir, "state", func(io.Writer) error { return nil }); err == nil {
+		t.Fatal("write below a regular file succeeded")
+	}
+}
+
+// TestWriteAtomicMakesDir: a missing directory is made, mode 0700.
+func TestWriteAtomicMakesDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "removed", "state")
+	if _, err := WriteAtomic(dir, "state", func(w io.Writer) error { _, err := io.WriteString(w, "x"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o700 {
+		t.Fatalf("directory mode %v, want 0700", st.Mode().Perm())
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "state")); string(b) != "x" {
+		t.Fatalf("content %q", b)
 	}
 }
 
