@@ -16,22 +16,7 @@ import (
 // Dir is the script's cache directory (it names it: one rule for both).
 func Dir(t testing.TB) string {
 	t.Helper()
-	root, err := testbin.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(filepath.Join(root, "hack", "monitoring-tools.sh"), "--print-dir").Output()
-	if err != nil {
-		t.Fatalf("hack/monitoring-tools.sh --print-dir: %v", err)
-	}
-	dir := strings.TrimSpace(string(out))
-	if _, err := os.Stat(filepath.Join(dir, "promtool")); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("promtool and the prometheus-operator CRDs are not built (%v): run 'make monitoring-tools'; CI=true makes this a failure", err)
-		}
-		t.Fatalf("promtool required under CI: %v", err)
-	}
-	return dir
+	return built(t, "monitoring-tools.sh", "--print-dir", "promtool", "promtool and the prometheus-operator CRDs")
 }
 
 // Promtool is the path of promtool.
@@ -51,20 +36,28 @@ func CRDs(t testing.TB) []string {
 // (hack/grafana-dashboard-check.sh names it).
 func DashboardCheck(t testing.TB) string {
 	t.Helper()
+	return built(t, "grafana-dashboard-check.sh", "--print-path", "", "grafana-dashboard-check")
+}
+
+// built asks hack/script for the path it builds to (printFlag) and checks
+// that path/inside exists: when it does not, the test is skipped, or fails
+// under CI; what names the tools in the message.
+func built(t testing.TB, script, printFlag, inside, what string) string {
+	t.Helper()
 	root, err := testbin.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(filepath.Join(root, "hack", "grafana-dashboard-check.sh"), "--print-path").Output()
+	out, err := exec.Command(filepath.Join(root, "hack", script), printFlag).Output()
 	if err != nil {
-		t.Fatalf("hack/grafana-dashboard-check.sh --print-path: %v", err)
+		t.Fatalf("hack/%s %s: %v", script, printFlag, err)
 	}
-	bin := strings.TrimSpace(string(out))
-	if _, err := os.Stat(bin); err != nil {
+	path := strings.TrimSpace(string(out))
+	if _, err := os.Stat(filepath.Join(path, inside)); err != nil {
 		if os.Getenv("CI") == "" {
-			t.Skipf("grafana-dashboard-check is not built (%v): run 'make monitoring-tools'; CI=true makes this a failure", err)
+			t.Skipf("%s: not built (%v): run 'make monitoring-tools'; CI=true makes this a failure", what, err)
 		}
-		t.Fatalf("grafana-dashboard-check required under CI: %v", err)
+		t.Fatalf("%s required under CI: %v", what, err)
 	}
-	return bin
+	return path
 }
