@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/internal/sockopt"
 )
 
 // Server is a bound, not yet serving, secure metrics endpoint.
@@ -87,7 +88,7 @@ func New(o Options, own *rest.Config, metrics http.Handler, extra ...Route) (*Se
 	}
 	var lc net.ListenConfig
 	if o.ReusePort {
-		lc.Control = reusePort
+		lc.Control = sockopt.Int(unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
 	}
 	if s.listener, err = lc.Listen(context.Background(), "tcp", o.BindAddress); err != nil {
 		return nil, fmt.Errorf("--secure-metrics-bind-address: %w", err)
@@ -184,15 +185,4 @@ func (s *Server) Serve(ctx context.Context) error {
 		return err
 	}
 	return nil
-}
-
-// reusePort sets SO_REUSEPORT on a socket before it binds.
-func reusePort(_, _ string, c syscall.RawConn) error {
-	var sockErr error
-	if err := c.Control(func(fd uintptr) {
-		sockErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-	}); err != nil {
-		return err
-	}
-	return sockErr
 }

@@ -3,7 +3,10 @@ package testnet
 
 import (
 	"net"
-	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/servicegroup/servicegroup/internal/sockopt"
 )
 
 // TinyReceiveBufferDialer dials sockets with a fixed 4 KiB receive buffer
@@ -11,13 +14,5 @@ import (
 // the server's writes block as soon as its own send buffer is full, whatever
 // the kernel's buffer sizes.
 func TinyReceiveBufferDialer() *net.Dialer {
-	return &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
+	return &net.Dialer{Control: sockopt.Int(unix.SOL_SOCKET, unix.SO_RCVBUF, 4096)}
 }
