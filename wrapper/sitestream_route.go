@@ -356,16 +356,9 @@ func (r *peerRouter) untrack(b *routedBody) {
 // leader after peerRetry; when it answers, the apiserver streams move to it.
 func (r *peerRouter) run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	t := time.NewTicker(r.opts.IdleTimeout / 5)
-	defer t.Stop()
 	var membersFrom *peerTarget
 	var membersAt time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	onTicks(ctx, r.opts.IdleTimeout/5, func() {
 		// Learn the site's wrappers from the leader, to ask them who leads
 		// should the Lease become unreadable (sitestream_members.go).
 		if l := r.source(); l != nil && (l != membersFrom || time.Since(membersAt) > membersRefresh) {
@@ -391,12 +384,12 @@ func (r *peerRouter) run(ctx context.Context) {
 		r.mu.Unlock()
 		if idle != nil {
 			r.giveUp(logger, idle.target, fmt.Sprintf("nothing heard for %s", r.opts.IdleTimeout))
-			continue
+			return
 		}
 		if retry && leader != nil {
 			if err := r.probe(ctx, leader); err != nil {
 				r.giveUp(logger, leader, "probe: "+err.Error())
-				continue
+				return
 			}
 			r.mu.Lock()
 			if r.leader == leader {
@@ -407,7 +400,7 @@ func (r *peerRouter) run(ctx context.Context) {
 			r.mu.Unlock()
 			logger.Info("Site stream leader answers again", "leader", leader.node)
 		}
-	}
+	})
 }
 
 func (r *peerRouter) probe(ctx context.Context, t *peerTarget) error {
