@@ -22,7 +22,7 @@ type endpointsOnDemand struct {
 // has synced; watchErrors classifies its list/watch errors.
 func newEndpointsOnDemand(client kubernetes.Interface, handler cache.ResourceEventHandler,
 	refilter func(context.Context), watchErrors func(cache.SharedIndexInformer) error) *endpointsOnDemand {
-	e := &endpointsOnDemand{cache: newMergedCache(endpointsIndexers, handler)}
+	e := &endpointsOnDemand{cache: newMergedCache(cache.Indexers{}, handler)} // Endpoints are read by key alone
 	e.what, e.idle = "Endpoints", DefaultOnDemandIdleTimeout
 	e.fetch = func(ctx context.Context, synced func()) {
 		inf := coreinformers.NewEndpointsInformer(client, "", 0, cache.Indexers{})

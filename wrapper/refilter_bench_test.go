@@ -30,7 +30,7 @@ func benchCluster(hot int) Caches { return sizedCluster(benchServices, benchNode
 func emptyCaches() Caches {
 	return Caches{
 		Services:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-		Endpoints:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, endpointsIndexers),
+		Endpoints:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		EndpointSlices: cache.NewIndexer(cache.MetaNamespaceKeyFunc, sliceIndexers),
 		Nodes:          cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 	}

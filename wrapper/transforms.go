@@ -32,8 +32,6 @@ var (
 			return nil, nil
 		},
 	}
-	// v1 Endpoints are read by key alone.
-	endpointsIndexers = cache.Indexers{}
 )
 
 // dropManagedFields keeps cached objects small.
