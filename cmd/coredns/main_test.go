@@ -12,8 +12,8 @@ import (
 
 	"github.com/coredns/coredns/core/dnsserver"
 
+	"github.com/servicegroup/servicegroup/internal/lockedbuffer"
 	"github.com/servicegroup/servicegroup/internal/testbin"
-	"github.com/servicegroup/servicegroup/internal/testcoredns"
 )
 
 func TestDirectiveOrder(t *testing.T) {
@@ -98,7 +98,7 @@ current-context: c
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out testcoredns.Log
+	var out lockedbuffer.Buffer
 	cmd := exec.CommandContext(t.Context(), bin, "-log-format", "json", "-conf", corefile, "-dns.port", "0")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

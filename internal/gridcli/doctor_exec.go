@@ -1,14 +1,12 @@
 package gridcli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/servicegroup/servicegroup/internal/lockedbuffer"
 )
 
 // The wrapper image's entrypoint (internal/imagebuild) and its container's
@@ -64,31 +64,13 @@ func (e podExecutor) readyz(ctx context.Context, pod *corev1.Pod) (string, error
 	defer cancel()
 	// Locked: after an error StreamWithContext may return while its copy
 	// goroutines still write.
-	var stdout, stderr lockedBuffer
+	var stdout, stderr lockedbuffer.Buffer
 	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
 		// A not-ready answer is a non-zero exit with the reason on stdout.
 		return stdout.String(), errors.New(strings.TrimSpace(stdout.String() + " " + stderr.String() + " " + err.Error()))
 	}
 	return stdout.String(), nil
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and a reader at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // wrapperProbe finds the wrapper container (in the static pod a sidecar,

@@ -4,17 +4,16 @@
 package testcoredns
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/servicegroup/servicegroup/internal/lockedbuffer"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 )
 
@@ -41,27 +40,9 @@ func FreePort(t testing.TB) int {
 // Process is one running CoreDNS.
 type Process struct {
 	Cmd      *exec.Cmd
-	Corefile string // its path: a test may rewrite it to trigger a reload
-	Log      *Log
-	Done     chan struct{} // closed when the process has exited
-}
-
-// Log is a process's output, safe to read while it is written.
-type Log struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *Log) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *Log) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	Corefile string               // its path: a test may rewrite it to trigger a reload
+	Log      *lockedbuffer.Buffer // its output, readable while it runs
+	Done     chan struct{}        // closed when the process has exited
 }
 
 // Start runs bin with corefile (and env added to this process's) until the
@@ -73,7 +54,7 @@ func Start(t testing.TB, bin, corefile, readyURL string, env ...string) *Process
 	if err := os.WriteFile(path, []byte(corefile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &Process{Corefile: path, Log: &Log{}, Done: make(chan struct{})}
+	p := &Process{Corefile: path, Log: &lockedbuffer.Buffer{}, Done: make(chan struct{})}
 	p.Cmd = exec.Command(bin, "-conf", path)
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Log, p.Log
 	p.Cmd.Env = append(os.Environ(), env...)
