@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/internal/controllerlease"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/internal/version"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
@@ -89,33 +89,11 @@ func TestMetricsAndHealth(t *testing.T) {
 	if _, err := e.grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, simpleDeploymentGrid("default", "web", "site", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	get := func(ctx context.Context, addr, path string) (int, string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
-		if err != nil {
-			return 0, "", err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body), err
+	for _, p := range []string{"/healthz", "/readyz"} {
+		eventually(t, 20*time.Second, p+" answers 200", testwait.HTTPOK("http://"+m.Addr("health")+p))
 	}
-	eventually(t, 20*time.Second, "healthz and readyz answer 200", func(ctx context.Context) error {
-		for _, p := range []string{"/healthz", "/readyz"} {
-			code, body, err := get(ctx, m.Addr("health"), p)
-			if err != nil {
-				return err
-			}
-			if code != http.StatusOK {
-				return fmt.Errorf("%s: %d %s", p, code, body)
-			}
-		}
-		return nil
-	})
 	eventually(t, 20*time.Second, "metrics exported", func(ctx context.Context) error {
-		code, body, err := get(ctx, m.Addr("metrics"), "/metrics")
+		code, body, err := testwait.Get(ctx, "http://"+m.Addr("metrics")+"/metrics")
 		if err != nil {
 			return err
 		}

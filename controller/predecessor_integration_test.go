@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -84,14 +83,11 @@ func TestStopsWhenSuperEdgeReturns(t *testing.T) {
 		if len(evs) == 0 {
 			return fmt.Errorf("no Event")
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.Addr("health")+"/readyz", nil)
-		resp, err := http.DefaultClient.Do(req)
+		_, body, err := testwait.Get(ctx, "http://"+m.Addr("health")+"/readyz")
 		if err != nil {
 			return err
 		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if !strings.Contains(string(body), "not reconciling") {
+		if !strings.Contains(body, "not reconciling") {
 			return fmt.Errorf("/readyz: %s", body)
 		}
 		return nil

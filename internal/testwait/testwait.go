@@ -47,19 +47,29 @@ func Eventually(ctx context.Context, t testing.TB, timeout time.Duration, what s
 // HTTPOK is a check for Eventually: a GET of url answers 200.
 func HTTPOK(url string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		code, body, err := Get(ctx, url)
 		if err != nil {
 			return err
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, body)
+		if code != http.StatusOK {
+			return fmt.Errorf("GET %s: %d %s", url, code, body[:min(len(body), 4<<10)])
 		}
 		return nil
 	}
+}
+
+// Get GETs url for a check that reads the answer: its status code and
+// body (the first 1 MiB).
+func Get(ctx context.Context, url string) (code int, body string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b), err
 }
