@@ -2,7 +2,6 @@ package wrapper_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -28,18 +27,7 @@ import (
 // are written); the wrapper waits with /readyz naming the taken port, and
 // once the impostor goes it binds and kube-proxy programs the real rules.
 func TestKubeProxyRefusesImpostor(t *testing.T) {
-	proxyBin, err := controlplane.Binary(controlplane.KubeProxy)
-	if err != nil {
-		t.Skip(err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces and to run the impostor as nobody")
-	}
-	for _, tool := range []string{"ip", "iptables-save", "openssl", "setpriv"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
+	proxyBin := kubeProxyHost(t, "network namespaces and to run the impostor as nobody", "openssl", "setpriv")
 	const addr = "127.0.0.1:51006"
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
@@ -48,10 +36,7 @@ func TestKubeProxyRefusesImpostor(t *testing.T) {
 	createService(t, admin, "kp", "svc", `["zone1"]`)
 	createSlice(t, admin, "kp", "svc", "svc-a", endpoint("10.9.0.1", "node0"))
 
-	ns := fmt.Sprintf("sgimp-%d", os.Getpid())
-	run(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	run(t, "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+	ns := newNetns(t, "sgimp")
 
 	// The impostor's key pair, readable by nobody.
 	impDir, err := os.MkdirTemp("", "sgimpostor")
@@ -132,22 +117,14 @@ func TestKubeProxyRefusesImpostor(t *testing.T) {
 		return code == http.StatusServiceUnavailable && strings.Contains(body, addr+" is in use by another process"), nil
 	})
 
-	kp, err := controlplane.StartProcess("kube-proxy", exec.Command("ip", "netns", "exec", ns, proxyBin, "--kubeconfig", kubeconfig,
-		"--proxy-mode=iptables", "--hostname-override=node0",
-		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256",
-		"--conntrack-max-per-core=0", "--conntrack-min=0",
-		"--conntrack-tcp-timeout-established=0s", "--conntrack-tcp-timeout-close-wait=0s", "-v=2"), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		kp.Stop(5 * time.Second)
 		if t.Failed() {
-			t.Logf("kube-proxy log:\n%s\nimpostor log:\n%s", kp.LogTail(100), impostor.LogTail(40))
+			t.Logf("impostor log:\n%s", impostor.LogTail(40))
 		}
 	})
+	kp := startKubeProxyInNetns(t, proxyBin, ns, kubeconfig, "-v=2")
 	eventually(t, "kube-proxy refuses the impostor's certificate", 2*time.Minute, func(context.Context) (bool, error) {
-		return strings.Contains(kp.LogTail(200), "certificate signed by unknown authority"), nil
+		return strings.Contains(kp.proc.LogTail(200), "certificate signed by unknown authority"), nil
 	})
 	if log := impostor.LogTail(200); strings.Contains(log, "GET ") || strings.Contains(log, "POST ") {
 		t.Fatalf("kube-proxy sent the impostor requests:\n%s", log)
@@ -171,9 +148,7 @@ func TestKubeProxyRefusesImpostor(t *testing.T) {
 		t.Fatal("the wrapper did not bind within 2 minutes of the port being free")
 	}
 	eventually(t, "kube-proxy's rules from the wrapper", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		if exited, err := kp.Exited(); exited {
-			t.Fatalf("kube-proxy exited: %v\n%s", err, kp.LogTail(40))
-		}
+		kp.alive(t)
 		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "iptables-save", "-t", "nat").CombinedOutput()
 		return err == nil && strings.Contains(string(out), "--to-destination 10.9.0.1:8080"), err
 	})

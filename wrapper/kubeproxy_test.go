@@ -28,13 +28,99 @@ func listenInNetns(ns, addr string) (ln net.Listener, err error) {
 	return ln, err
 }
 
-func run(t *testing.T, name string, args ...string) string {
+func run(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	out, err := exec.CommandContext(t.Context(), name, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 	}
 	return string(out)
+}
+
+// kubeProxyHost is the kube-proxy binary; the test is skipped unless it
+// can run one in a network namespace (root, the binary, ip, iptables-save
+// and the further tools named).
+func kubeProxyHost(t *testing.T, why string, tools ...string) string {
+	t.Helper()
+	proxyBin, err := controlplane.Binary(controlplane.KubeProxy)
+	if err != nil {
+		t.Skip(err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for " + why)
+	}
+	for _, tool := range append([]string{"ip", "iptables-save"}, tools...) {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	return proxyBin
+}
+
+// newNetns makes the network namespace prefix-PID with lo up, deleted when
+// t ends.
+func newNetns(t testing.TB, prefix string) string {
+	t.Helper()
+	ns := fmt.Sprintf("%s-%d", prefix, os.Getpid())
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	run(t, "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+	return ns
+}
+
+// wrapperKubeconfig writes a kubeconfig by which kube-proxy reads from
+// the wrapper at addr over plain HTTP, and returns its path.
+func wrapperKubeconfig(t testing.TB, addr string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kube-proxy.kubeconfig")
+	if err := os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: wrapper, cluster: {server: "http://`+addr+`"}}]
+users: [{name: kube-proxy, user: {}}]
+contexts: [{name: wrapper, context: {cluster: wrapper, user: kube-proxy}}]
+current-context: wrapper
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// kubeProxyInNetns is a real kube-proxy (iptables mode, node0) in its own
+// network namespace.
+type kubeProxyInNetns struct {
+	ns   string
+	proc *controlplane.Process
+}
+
+// startKubeProxyInNetns runs kube-proxy from bin in ns with kubeconfig
+// (and args added) until t ends; its log is shown when t failed.
+func startKubeProxyInNetns(t testing.TB, bin, ns, kubeconfig string, args ...string) *kubeProxyInNetns {
+	t.Helper()
+	p, err := controlplane.StartProcess("kube-proxy-"+ns, exec.Command("ip", append([]string{"netns", "exec", ns, bin, "--kubeconfig", kubeconfig,
+		"--proxy-mode=iptables", "--hostname-override=node0",
+		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256",
+		"--conntrack-max-per-core=0", "--conntrack-min=0",
+		"--conntrack-tcp-timeout-established=0s", "--conntrack-tcp-timeout-close-wait=0s"}, args...)...), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop(5 * time.Second)
+		if t.Failed() {
+			t.Logf("kube-proxy in %s, log:\n%s", ns, p.LogTail(200))
+		}
+	})
+	return &kubeProxyInNetns{ns: ns, proc: p}
+}
+
+// alive fails t as soon as kube-proxy has exited (it exits, for one, on a
+// DELETED of its own Node or on a request it cannot live without),
+// whatever was being waited for.
+func (k *kubeProxyInNetns) alive(t testing.TB) {
+	t.Helper()
+	if exited, err := k.proc.Exited(); exited {
+		t.Fatalf("kube-proxy in %s exited (%v); last lines of its log:\n%s", k.ns, err, k.proc.LogTail(40))
+	}
 }
 
 // TestKubeProxyThroughWrapper runs the real kube-proxy (iptables mode) in a
@@ -44,18 +130,7 @@ func run(t *testing.T, name string, args ...string) string {
 func TestKubeProxyThroughWrapper(t *testing.T) {
 	// Not parallel: it reads the process-wide wrapper metrics, which another
 	// test's wrapper would change.
-	proxyBin, err := controlplane.Binary(controlplane.KubeProxy)
-	if err != nil {
-		t.Skip(err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
-	for _, tool := range []string{"ip", "iptables-save"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
+	proxyBin := kubeProxyHost(t, "network namespaces")
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
 	createNodes(t, admin)
@@ -63,10 +138,7 @@ func TestKubeProxyThroughWrapper(t *testing.T) {
 	createService(t, admin, "kp", "svc", `["zone1"]`)
 	createSlice(t, admin, "kp", "svc", "svc-a", endpoint("10.9.0.1", "node0"), endpoint("10.9.0.2", "node1"))
 
-	ns := fmt.Sprintf("sgwrap-%d", os.Getpid())
-	run(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	run(t, "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+	ns := newNetns(t, "sgwrap")
 
 	// startWrapper serves a new wrapper process's worth (server, listener)
 	// inside the namespace; the returned func stops it.
@@ -91,40 +163,10 @@ func TestKubeProxyThroughWrapper(t *testing.T) {
 	}
 	stopWrapper := startWrapper()
 
-	kubeconfig := filepath.Join(t.TempDir(), "kube-proxy.kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: wrapper, cluster: {server: "http://127.0.0.1:51006"}}]
-users: [{name: kube-proxy, user: {}}]
-contexts: [{name: wrapper, context: {cluster: wrapper, user: kube-proxy}}]
-current-context: wrapper
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := wrapperKubeconfig(t, "127.0.0.1:51006")
 	deniedBefore := metricValue(t, "application_grid_wrapper_requests_total", map[string]string{"verb": "denied"})
-	kp, err := controlplane.StartProcess("kube-proxy", exec.Command("ip", "netns", "exec", ns, proxyBin, "--kubeconfig", kubeconfig,
-		"--proxy-mode=iptables", "--hostname-override=node0",
-		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256",
-		"--conntrack-max-per-core=0", "--conntrack-min=0",
-		"--conntrack-tcp-timeout-established=0s", "--conntrack-tcp-timeout-close-wait=0s", "-v=2"), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		kp.Stop(5 * time.Second)
-		if t.Failed() {
-			t.Logf("kube-proxy log:\n%s", kp.LogTail(200))
-		}
-	})
-	// alive fails the test as soon as kube-proxy has exited (it exits, for
-	// one, on a DELETED of its own Node or on a request it cannot live
-	// without), whatever was being waited for.
-	alive := func() {
-		t.Helper()
-		if exited, err := kp.Exited(); exited {
-			t.Fatalf("kube-proxy exited (%v); last lines of its log:\n%s", err, kp.LogTail(40))
-		}
-	}
+	kp := startKubeProxyInNetns(t, proxyBin, ns, kubeconfig, "-v=2")
+	alive := func() { kp.alive(t) }
 
 	rules := func(want, notWant string) {
 		t.Helper()

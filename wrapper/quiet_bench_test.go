@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,35 +53,6 @@ func relayIntoNetns(b *testing.B, ns, addr string) {
 			go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
 		}
 	}()
-}
-
-// kubeProxyInNetns is a real kube-proxy (iptables mode, node0) in its own
-// network namespace.
-type kubeProxyInNetns struct {
-	ns   string
-	proc *controlplane.Process
-}
-
-func startKubeProxyInNetns(b *testing.B, bin, ns, kubeconfig string) *kubeProxyInNetns {
-	b.Helper()
-	p, err := controlplane.StartProcess("kube-proxy-"+ns, exec.Command("ip", "netns", "exec", ns, bin, "--kubeconfig", kubeconfig,
-		"--proxy-mode=iptables", "--hostname-override=node0",
-		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256",
-		"--conntrack-max-per-core=0", "--conntrack-min=0",
-		"--conntrack-tcp-timeout-established=0s", "--conntrack-tcp-timeout-close-wait=0s"), b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { p.Stop(5 * time.Second) })
-	return &kubeProxyInNetns{ns: ns, proc: p}
-}
-
-// alive fails the benchmark as soon as kube-proxy has exited.
-func (k *kubeProxyInNetns) alive(b *testing.B) {
-	b.Helper()
-	if exited, err := k.proc.Exited(); exited {
-		b.Fatalf("kube-proxy in %s exited (%v):\n%s", k.ns, err, k.proc.LogTail(30))
-	}
 }
 
 // syncs returns kube-proxy's count of rule syncs from its own /metrics
@@ -163,16 +133,7 @@ func BenchmarkQuietForeignChanges(b *testing.B) {
 	}
 	w := startWrapper(b, cp, "node0", "", wrapper.Options{})
 	if withKubeProxy {
-		nsDirect, nsBehind := fmt.Sprintf("sgqd-%d", os.Getpid()), fmt.Sprintf("sgqw-%d", os.Getpid())
-		for _, n := range []string{nsDirect, nsBehind} {
-			if out, err := exec.Command("ip", "netns", "add", n).CombinedOutput(); err != nil {
-				b.Fatalf("ip netns add %s: %v %s", n, err, out)
-			}
-			b.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n).Run() })
-			if out, err := exec.Command("ip", "netns", "exec", n, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-				b.Fatalf("lo up in %s: %v %s", n, err, out)
-			}
-		}
+		nsDirect, nsBehind := newNetns(b, "sgqd"), newNetns(b, "sgqw")
 		u, err := url.Parse(cp.URL)
 		if err != nil {
 			b.Fatal(err)
@@ -184,16 +145,7 @@ func BenchmarkQuietForeignChanges(b *testing.B) {
 			b.Fatal(err)
 		}
 		relayIntoNetns(b, nsBehind, w.addr)
-		behindKC := filepath.Join(b.TempDir(), "kube-proxy-behind.kubeconfig")
-		if err := os.WriteFile(behindKC, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: wrapper, cluster: {server: "http://`+w.addr+`"}}]
-users: [{name: kube-proxy, user: {}}]
-contexts: [{name: wrapper, context: {cluster: wrapper, user: kube-proxy}}]
-current-context: wrapper
-`), 0o600); err != nil {
-			b.Fatal(err)
-		}
+		behindKC := wrapperKubeconfig(b, w.addr)
 		direct = startKubeProxyInNetns(b, proxyBin, nsDirect, directKC)
 		behind = startKubeProxyInNetns(b, proxyBin, nsBehind, behindKC)
 		for _, k := range []*kubeProxyInNetns{direct, behind} {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,18 +24,7 @@ import (
 // (no full list from the cloud unless it answered 410), kube-proxy neither
 // exited nor missed the change.
 func TestSiteStreamKubeProxy(t *testing.T) {
-	proxyBin, err := controlplane.Binary(controlplane.KubeProxy)
-	if err != nil {
-		t.Skip(err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
-	for _, tool := range []string{"ip", "iptables-save"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
+	proxyBin := kubeProxyHost(t, "network namespaces")
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	admin := adminClient(cp)
 	createNodes(t, admin)
@@ -66,10 +53,7 @@ func TestSiteStreamKubeProxy(t *testing.T) {
 		return follower.cloud.openUnitStreams() == 0 && leader.cloud.openUnitStreams() > 0, nil
 	})
 
-	ns := fmt.Sprintf("sgsite-%d", os.Getpid())
-	run(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	run(t, "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+	ns := newNetns(t, "sgsite")
 	ln, err := listenInNetns(ns, "127.0.0.1:51006")
 	if err != nil {
 		t.Fatal(err)
@@ -78,36 +62,8 @@ func TestSiteStreamKubeProxy(t *testing.T) {
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close() })
 
-	kubeconfig := filepath.Join(t.TempDir(), "kube-proxy.kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: wrapper, cluster: {server: "http://127.0.0.1:51006"}}]
-users: [{name: kube-proxy, user: {}}]
-contexts: [{name: wrapper, context: {cluster: wrapper, user: kube-proxy}}]
-current-context: wrapper
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kp, err := controlplane.StartProcess("kube-proxy", exec.Command("ip", "netns", "exec", ns, proxyBin, "--kubeconfig", kubeconfig,
-		"--proxy-mode=iptables", "--hostname-override=node0",
-		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256",
-		"--conntrack-max-per-core=0", "--conntrack-min=0",
-		"--conntrack-tcp-timeout-established=0s", "--conntrack-tcp-timeout-close-wait=0s", "-v=2"), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		kp.Stop(5 * time.Second)
-		if t.Failed() {
-			t.Logf("kube-proxy log:\n%s", kp.LogTail(200))
-		}
-	})
-	alive := func() {
-		t.Helper()
-		if exited, err := kp.Exited(); exited {
-			t.Fatalf("kube-proxy exited (%v); last lines of its log:\n%s", err, kp.LogTail(40))
-		}
-	}
+	kp := startKubeProxyInNetns(t, proxyBin, ns, wrapperKubeconfig(t, "127.0.0.1:51006"), "-v=2")
+	alive := func() { kp.alive(t) }
 	// rules waits until kube-proxy's DNAT targets for the Service are
 	// exactly want: node0's nodeunit's endpoints in the apiserver.
 	rules := func(want ...string) time.Time {
