@@ -508,6 +508,22 @@ func (sc *siteCluster) waitLeader(name string) {
 	})
 }
 
+// waitLeaderOtherThan waits until a node other than name holds the site's
+// Lease, and returns it.
+func (sc *siteCluster) waitLeaderOtherThan(name string) string {
+	sc.t.Helper()
+	var leader string
+	testwait.Eventually(sc.ctx, sc.t, 2*time.Minute, "a node other than "+name+" leads", func(ctx context.Context) error {
+		h, err := sc.holder(ctx)
+		if err == nil && (h == name || h == "") {
+			err = fmt.Errorf("the Lease names %q", h)
+		}
+		leader = h
+		return err
+	})
+	return leader
+}
+
 var (
 	sourceChanged = regexp.MustCompile(`"Site stream source changed" .*leader="([^"]*)"`)
 	leaderAnswers = regexp.MustCompile(`"Site stream leader (given up: reading from the apiserver|answers again)" .*leader="([^"]*)"`)
@@ -611,15 +627,7 @@ func TestSiteStreamNetnsLeaderCutFromCloud(t *testing.T) {
 	sc := startSite(t)
 	sc.scenario("leader cut from the cloud", nil, func() {
 		sc.cut("site0", sc.fabric.RootIP)
-		var leader string
-		testwait.Eventually(sc.ctx, t, 2*time.Minute, "another node leads", func(ctx context.Context) error {
-			h, err := sc.holder(ctx)
-			if err == nil && (h == "site0" || h == "") {
-				err = fmt.Errorf("the Lease names %q", h)
-			}
-			leader = h
-			return err
-		})
+		leader := sc.waitLeaderOtherThan("site0")
 		sc.waitFollows("site0", leader)
 		for _, n := range others("site0") {
 			if n != leader {
@@ -663,14 +671,7 @@ func TestSiteStreamNetnsTwoLeaders(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-		testwait.Eventually(sc.ctx, t, 2*time.Minute, "another node leads", func(ctx context.Context) error {
-			h, err := sc.holder(ctx)
-			if err == nil && (h == "site0" || h == "") {
-				err = fmt.Errorf("the Lease names %q", h)
-			}
-			leader = h
-			return err
-		})
+		leader = sc.waitLeaderOtherThan("site0")
 		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
