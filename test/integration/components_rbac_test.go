@@ -44,6 +44,17 @@ func startComponent(t *testing.T, name, bin string, args ...string) *component {
 	return &component{p}
 }
 
+// saKubeconfig is a kubeconfig that authenticates as ServiceAccount
+// namespace/name (its token from the TokenRequest API).
+func saKubeconfig(t *testing.T, cp *controlplane.ControlPlane, namespace, name string) string {
+	t.Helper()
+	path, _, err := cp.ServiceAccountKubeconfig(t.Context(), namespace, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // assertNoForbidden fails if a component logged an authorization failure.
 func (c *component) assertNoForbidden(t *testing.T) {
 	t.Helper()
@@ -96,18 +107,11 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	saKubeconfig := func(namespace, name string) string {
-		path, _, err := cp.ServiceAccountKubeconfig(ctx, namespace, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
 
 	t.Run("controller", func(t *testing.T) {
 		health := controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-controller", testbin.Path(t, "application-grid-controller"),
-			"--kubeconfig="+saKubeconfig("servicegroup-system", "application-grid-controller"),
+			"--kubeconfig="+saKubeconfig(t, cp, "servicegroup-system", "application-grid-controller"),
 			"--leader-elect=true", "--leader-elect-namespace=servicegroup-system",
 			"--manage-crds=true", "--metrics-bind-address=0", "--health-bind-address="+health)
 		// "ok" alone: leading, CRDs applied and Established, caches synced
@@ -149,7 +153,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	t.Run("wrapper", func(t *testing.T) {
 		addr := controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-wrapper", testbin.Path(t, "application-grid-wrapper"),
-			"--kubeconfig="+saKubeconfig("edge-system", "servicegroup-wrapper"), "--node-name=node0", "--bind-address="+addr,
+			"--kubeconfig="+saKubeconfig(t, cp, "edge-system", "servicegroup-wrapper"), "--node-name=node0", "--bind-address="+addr,
 			// What its identity may do upstream is the point here, not TLS.
 			"--insecure-plain-http")
 		waitHTTP200(t, "http://"+addr+"/readyz", 60*time.Second)
@@ -181,7 +185,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	})
 
 	t.Run("coredns", func(t *testing.T) {
-		kubeconfig := saKubeconfig("edge-system", "coredns-gridhosts")
+		kubeconfig := saKubeconfig(t, cp, "edge-system", "coredns-gridhosts")
 		dns, ready := controlplane.FreeAddress(t), controlplane.FreeAddress(t)
 		_, dnsPort, _ := net.SplitHostPort(dns)
 		corefile := filepath.Join(t.TempDir(), "Corefile")

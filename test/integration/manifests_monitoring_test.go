@@ -94,13 +94,6 @@ func TestMonitoringComponent(t *testing.T) {
 	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node0", Labels: map[string]string{"zone1": "nodeunit1"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	saKubeconfig := func(namespace, name string) string {
-		path, _, err := cp.ServiceAccountKubeconfig(ctx, namespace, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
 
 	// Every metric family the three components serve, from their answers.
 	var familiesMu sync.Mutex
@@ -150,7 +143,7 @@ func TestMonitoringComponent(t *testing.T) {
 	t.Run("controller", func(t *testing.T) {
 		addr := controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-controller", testbin.Path(t, "application-grid-controller"),
-			"--kubeconfig="+saKubeconfig("servicegroup-system", "application-grid-controller"),
+			"--kubeconfig="+saKubeconfig(t, cp, "servicegroup-system", "application-grid-controller"),
 			"--leader-elect=false", "--manage-crds=false", "--metrics-bind-address=0", "--health-bind-address=0",
 			"--secure-metrics-bind-address="+addr)
 		// A grid, so its Ready gauge exists.
@@ -163,14 +156,14 @@ func TestMonitoringComponent(t *testing.T) {
 	t.Run("wrapper", func(t *testing.T) {
 		addr := controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-wrapper", testbin.Path(t, "application-grid-wrapper"),
-			"--kubeconfig="+saKubeconfig("edge-system", "servicegroup-wrapper"), "--node-name=node0",
+			"--kubeconfig="+saKubeconfig(t, cp, "edge-system", "servicegroup-wrapper"), "--node-name=node0",
 			"--bind-address="+controlplane.FreeAddress(t), "--insecure-plain-http",
 			"--secure-metrics-bind-address="+addr, "--bookmark-interval=1s")
 		// served_objects is set once it serves, at each bookmark interval.
 		checkScrapes(t, c, addr, "application_grid_wrapper_served_objects")
 	})
 	t.Run("coredns", func(t *testing.T) {
-		kubeconfig := saKubeconfig("edge-system", "coredns-gridhosts")
+		kubeconfig := saKubeconfig(t, cp, "edge-system", "coredns-gridhosts")
 		dns, promAddr, addr := controlplane.FreeAddress(t), controlplane.FreeAddress(t), controlplane.FreeAddress(t)
 		_, dnsPort, _ := net.SplitHostPort(dns)
 		corefile := filepath.Join(t.TempDir(), "Corefile")
