@@ -211,16 +211,7 @@ func TestVersionsNeverRepeatAfterCrashAndClockStepBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer wi.Stop()
-	select {
-	case ev := <-wi.ResultChan():
-		st, ok := ev.Object.(*metav1.Status)
-		if ev.Type != "ERROR" || !ok || st.Code != http.StatusGone {
-			t.Fatalf("watch from %d: %s %v; want ERROR 410", served, ev.Type, ev.Object)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("watch from the crashed process's version: no event")
-	}
+	expectGone(t, wi, fmt.Sprintf("watch from the crashed process's version %d", served))
 }
 
 // TestSnapshotTakenOffWhenUpstreamReturnsRefusing: the wrapper starts
