@@ -44,6 +44,18 @@ lines:
 	return sum
 }
 
+// send sends req and returns the answer's status code and body.
+func send(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // TestForwardOnlyWhatKubeProxyNeeds: requests kube-proxy never makes, and any
 // request asking to impersonate, are refused with a 403 Status and never
 // reach the apiserver; what kube-proxy needs is forwarded without the
@@ -64,13 +76,7 @@ func TestForwardOnlyWhatKubeProxyNeeds(t *testing.T) {
 		if body != "" {
 			req.Header.Set("Content-Type", "application/json")
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return send(t, req)
 	}
 	event := `{"apiVersion":"v1","kind":"Event","metadata":{"name":"e%s","namespace":"default"},"involvedObject":{"kind":"Node","name":"node0"},"reason":"Test","message":"m","type":"Normal"}`
 	impersonate := http.Header{"Impersonate-User": {"admin"}, "Impersonate-Group": {"system:masters"}}
@@ -151,13 +157,7 @@ func TestRefusesForeignHostsAndEncodedPaths(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, w.URL()+path, nil)
 		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return send(t, req)
 	}
 	for _, host := range []string{"rebind.example:" + port, "rebind.example", "192.0.2.1:" + port, "localhost.rebind.example:" + port} {
 		for _, path := range []string{"/api/v1/services", "/api/v1/nodes/node0", "/readyz", "/version"} {
