@@ -250,13 +250,7 @@ func TestNeverWorseWithoutCRD(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.seedDemo(t)
-	poll(t, 90*time.Second, "unified name after the CRD appears", func() error {
-		_, got, err := query("udp", "", p.server, demoNames(0), dns.TypeA)
-		if err != nil || !slices.Equal(got, []string{"10.0.1.1"}) {
-			return fmt.Errorf("got %v, %v", got, err)
-		}
-		return nil
-	})
+	waitDemoAnswer(t, p.server, "unified name after the CRD appears", "10.0.1.1")
 	sameAnswers(t, p.ref, p.server)
 }
 
@@ -360,13 +354,7 @@ func TestNeverWorseApiserverAway(t *testing.T) {
 
 		c.setPodIPs(t, "default", "statefulsetgrid-demo-nodeunit1-0", "10.0.1.77")
 		proxy.start(t, proxyAddr)
-		poll(t, 90*time.Second, "change followed after the apiserver is back", func() error {
-			_, got, err := query("udp", "", p.server, demoNames(0), dns.TypeA)
-			if err != nil || !slices.Equal(got, []string{"10.0.1.77"}) {
-				return fmt.Errorf("got %v, %v", got, err)
-			}
-			return nil
-		})
+		waitDemoAnswer(t, p.server, "change followed after the apiserver is back", "10.0.1.77")
 		sameAnswers(t, p.ref, p.server)
 	})
 }
@@ -449,4 +437,17 @@ func must2[A, B any](a A, b B, err error) func(testing.TB) (A, B) {
 		}
 		return a, b
 	}
+}
+
+// waitDemoAnswer waits until server answers the first demo name's A query
+// with want alone.
+func waitDemoAnswer(t *testing.T, server, what, want string) {
+	t.Helper()
+	poll(t, 90*time.Second, what, func() error {
+		_, got, err := query("udp", "", server, demoNames(0), dns.TypeA)
+		if err != nil || !slices.Equal(got, []string{want}) {
+			return fmt.Errorf("got %v, %v", got, err)
+		}
+		return nil
+	})
 }
