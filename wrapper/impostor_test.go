@@ -66,11 +66,7 @@ func TestKubeProxyRefusesImpostor(t *testing.T) {
 	impCmd := exec.Command("ip", "netns", "exec", ns, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
 		"openssl", "s_server", "-accept", addr, "-cert", filepath.Join(impDir, "imp.crt"), "-key", filepath.Join(impDir, "imp.key"))
 	impCmd.Stdin = stdin
-	impostor, err := controlplane.StartProcess("impostor", impCmd, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { impostor.Stop(5 * time.Second) })
+	impostor := controlplane.StartProcessForTest(t, "impostor", impCmd)
 	eventually(t, "the impostor listens", 2*time.Minute, func(context.Context) (bool, error) {
 		if exited, err := impostor.Exited(); exited {
 			t.Fatalf("impostor exited: %v\n%s", err, impostor.LogTail(20))
@@ -117,11 +113,6 @@ func TestKubeProxyRefusesImpostor(t *testing.T) {
 		return code == http.StatusServiceUnavailable && strings.Contains(body, addr+" is in use by another process"), nil
 	})
 
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("impostor log:\n%s", impostor.LogTail(40))
-		}
-	})
 	kp := startKubeProxyInNetns(t, proxyBin, ns, kubeconfig, "-v=2")
 	eventually(t, "kube-proxy refuses the impostor's certificate", 2*time.Minute, func(context.Context) (bool, error) {
 		return strings.Contains(kp.proc.LogTail(200), "certificate signed by unknown authority"), nil

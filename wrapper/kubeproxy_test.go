@@ -96,20 +96,11 @@ type kubeProxyInNetns struct {
 // (and args added) until t ends; its log is shown when t failed.
 func startKubeProxyInNetns(t testing.TB, bin, ns, kubeconfig string, args ...string) *kubeProxyInNetns {
 	t.Helper()
-	p, err := controlplane.StartProcess("kube-proxy-"+ns, exec.Command("ip", append([]string{"netns", "exec", ns, bin, "--kubeconfig", kubeconfig,
+	p := controlplane.StartProcessForTest(t, "kube-proxy-"+ns, exec.Command("ip", append([]string{"netns", "exec", ns, bin, "--kubeconfig", kubeconfig,
 		"--proxy-mode=iptables", "--hostname-override=node0",
 		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256",
 		"--conntrack-max-per-core=0", "--conntrack-min=0",
-		"--conntrack-tcp-timeout-established=0s", "--conntrack-tcp-timeout-close-wait=0s"}, args...)...), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Stop(5 * time.Second)
-		if t.Failed() {
-			t.Logf("kube-proxy in %s, log:\n%s", ns, p.LogTail(200))
-		}
-	})
+		"--conntrack-tcp-timeout-established=0s", "--conntrack-tcp-timeout-close-wait=0s"}, args...)...))
 	return &kubeProxyInNetns{ns: ns, proc: p}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/x509/pkix"
 	"net"
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,24 @@ func StartForTest(t testing.TB, opts Options) *ControlPlane {
 		cp.Stop()
 	})
 	return cp
+}
+
+// StartProcessForTest runs cmd as name until t ends (its log in a
+// directory of t's), stopping it then; the log's last lines are shown when
+// t failed.
+func StartProcessForTest(t testing.TB, name string, cmd *exec.Cmd) *Process {
+	t.Helper()
+	p, err := StartProcess(name, cmd, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop(10 * time.Second)
+		if t.Failed() {
+			t.Logf("----- %s log -----\n%s", name, p.LogTail(100))
+		}
+	})
+	return p
 }
 
 // requireBinaries skips t when the binaries are missing and $CI is unset;

@@ -31,17 +31,7 @@ type component struct {
 
 func startComponent(t *testing.T, name, bin string, args ...string) *component {
 	t.Helper()
-	p, err := controlplane.StartProcess(name, exec.Command(bin, args...), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Stop(10 * time.Second)
-		if t.Failed() {
-			t.Logf("----- %s log -----\n%s", name, p.LogTail(60))
-		}
-	})
-	return &component{p}
+	return &component{controlplane.StartProcessForTest(t, name, exec.Command(bin, args...))}
 }
 
 // saKubeconfig is a kubeconfig that authenticates as ServiceAccount
