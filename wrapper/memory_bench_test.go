@@ -394,15 +394,34 @@ func BenchmarkMemoryAtScale(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("SG_MEMBENCH_SERVICES")); err == nil && v > 0 {
 		services = v // a quick trial of the benchmark itself
 	}
-	cp := controlplane.StartForTest(b, controlplane.Options{})
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.QPS, cfg.WarningHandler = -1, rest.NoWarnings{}
-	admin := kubernetes.NewForConfigOrDie(cfg)
-	start := time.Now()
-	populateScale(b, admin, "scale", nodes, units, services, perService)
-	populate := time.Since(start)
-	b.Logf("created %d nodes, %d Services, EndpointSlices and Endpoints with %d endpoints each in %s",
-		nodes, services, perService, populate.Round(time.Second))
+	// Creating the objects takes most of the run: SG_MEMBENCH_KEEP=FILE
+	// writes the populated apiserver's kubeconfig path to FILE and keeps the
+	// apiserver until FILE is removed; SG_MEMBENCH_REUSE=KUBECONFIG measures
+	// against such an apiserver instead of creating one.
+	kubeconfig := os.Getenv("SG_MEMBENCH_REUSE")
+	var populate time.Duration
+	if kubeconfig == "" {
+		cp := controlplane.StartForTest(b, controlplane.Options{})
+		kubeconfig = cp.Kubeconfig
+		cfg := rest.CopyConfig(cp.Config)
+		cfg.QPS, cfg.WarningHandler = -1, rest.NoWarnings{}
+		admin := kubernetes.NewForConfigOrDie(cfg)
+		start := time.Now()
+		populateScale(b, admin, "scale", nodes, units, services, perService)
+		populate = time.Since(start)
+		b.Logf("created %d nodes, %d Services, EndpointSlices and Endpoints with %d endpoints each in %s",
+			nodes, services, perService, populate.Round(time.Second))
+		if keep := os.Getenv("SG_MEMBENCH_KEEP"); keep != "" {
+			if err := os.WriteFile(keep, []byte(kubeconfig+"\n"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				for _, err := os.Stat(keep); err == nil; _, err = os.Stat(keep) {
+					time.Sleep(time.Second)
+				}
+			})
+		}
+	}
 
 	port, err := controlplane.FreePort("127.0.0.1")
 	if err != nil {
@@ -410,12 +429,12 @@ func BenchmarkMemoryAtScale(b *testing.B) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	for range b.N {
-		start = time.Now()
-		base := startMemHelper(b, "baseline", memKubeconfigEnv+"="+cp.Kubeconfig)
+		start := time.Now()
+		base := startMemHelper(b, "baseline", memKubeconfigEnv+"="+kubeconfig)
 		base.expect(b, "ready", 5*time.Minute)
 		baseSync := time.Since(start)
 		start = time.Now()
-		wr := startMemHelper(b, "wrapper", memKubeconfigEnv+"="+cp.Kubeconfig, memAddrEnv+"="+addr, memNodeEnv+"=node0")
+		wr := startMemHelper(b, "wrapper", memKubeconfigEnv+"="+kubeconfig, memAddrEnv+"="+addr, memNodeEnv+"=node0")
 		wr.expect(b, "ready", 5*time.Minute)
 		wrapperSync := time.Since(start)
 		// kube-proxy's view through the wrapper: list, then watch.
@@ -440,7 +459,7 @@ func BenchmarkMemoryAtScale(b *testing.B) {
 		b.ReportMetric(peak/mib, "wrapper-peak-RSS-MiB")
 		b.ReportMetric(peak/basePeak, "peak-RSS-ratio")
 		if old := os.Getenv("SG_MEMBENCH_OLD_TEST"); old != "" {
-			oldHeap, oldRSS, oldLive := measureOldWrapper(b, old, cp.Kubeconfig)
+			oldHeap, oldRSS, oldLive := measureOldWrapper(b, old, kubeconfig)
 			b.ReportMetric(oldHeap/mib, "old-wrapper-heap-MiB")
 			b.ReportMetric(oldHeap/baseHeap, "old-heap-ratio")
 			if oldLive > 0 {
@@ -449,13 +468,16 @@ func BenchmarkMemoryAtScale(b *testing.B) {
 			b.ReportMetric(oldRSS/baseRSS, "old-RSS-ratio")
 		}
 
+		if os.Getenv("SG_MEMBENCH_SKIP_BINARY") != "" {
+			continue // iterating on the in-process wrapper only
+		}
 		b.Cleanup(testbin.Cleanup)
 		bin := testbin.Path(b, "application-grid-wrapper")
-		binRSS, binPeak := runWrapperBinary(b, bin, cp.Kubeconfig)
+		binRSS, binPeak := runWrapperBinary(b, bin, kubeconfig)
 		b.ReportMetric(binRSS/mib, "binary-RSS-MiB")
 		b.ReportMetric(binPeak/mib, "binary-peak-RSS-MiB")
 		if old := os.Getenv("SG_MEMBENCH_OLD_WRAPPER"); old != "" {
-			oldRSS, oldPeak := runWrapperBinary(b, old, cp.Kubeconfig)
+			oldRSS, oldPeak := runWrapperBinary(b, old, kubeconfig)
 			b.ReportMetric(oldRSS/mib, "old-binary-RSS-MiB")
 			b.ReportMetric(oldPeak/mib, "old-binary-peak-RSS-MiB")
 			b.ReportMetric(binRSS/oldRSS, "binary-vs-old-RSS-ratio")

@@ -168,11 +168,14 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	for _, sl := range served {
 		sk := sl.Namespace + "/" + sl.Name
 		now = append(now, sk)
-		s.sliceOwner[sk] = key
+		if s.sliceOwner[sk] != key { // an assignment would hold the new strings
+			s.sliceOwner[sk] = key
+		}
 		s.stores.EndpointSlices.Set(sk, sl)
 	}
 	slices.Sort(now)
-	for _, sk := range s.servedSlices[key] {
+	held := s.servedSlices[key]
+	for _, sk := range held {
 		if _, kept := slices.BinarySearch(now, sk); !kept && s.sliceOwner[sk] == key {
 			delete(s.sliceOwner, sk)
 			if o, exists, _ := s.caches.EndpointSlices.GetByKey(sk); !exists || sliceGroup(o.(*discoveryv1.EndpointSlice)) != k {
@@ -185,9 +188,12 @@ func (s *Syncer) sync(ctx context.Context, k syncKey) {
 			}
 		}
 	}
-	if len(now) > 0 {
+	switch {
+	case len(now) > 0 && !slices.Equal(held, now):
 		s.servedSlices[key] = now
-	} else {
+	case len(now) > 0:
+		// Unchanged: keep the list held (now is dropped at once).
+	default:
 		delete(s.servedSlices, key)
 	}
 

@@ -209,6 +209,9 @@ func (s *Store) replaceObjectsLocked(objs map[string]Object) {
 // unchanged, and kube-proxy gets no event for it (old keeps its annotation;
 // the next real change brings the new one).
 func sameServedForm(old, obj Object) bool {
+	if old == obj {
+		return true // the same cached object again (a re-filter of what did not change)
+	}
 	// Compare with those fields (and the resourceVersion) set to old's, on
 	// a copy of obj's top-level struct: obj and old may be shared with an
 	// informer cache.

@@ -51,7 +51,12 @@ func (t topologyNodes) record(key string, topology bool, sls []*discoveryv1.Endp
 		}
 	}
 	slices.Sort(nodes)
-	t[key] = slices.Clip(slices.Compact(nodes))
+	nodes = slices.Compact(nodes)
+	// Re-filters mostly find the same nodes: keep the list held, and hold
+	// a new one sized exactly (what was collected here is dropped).
+	if held, ok := t[key]; !ok || !slices.Equal(held, nodes) {
+		t[key] = slices.Clone(nodes)
+	}
 }
 
 // on returns the topology Services with an endpoint on node.
