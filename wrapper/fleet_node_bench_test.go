@@ -81,7 +81,8 @@ const nodeDNSKubeconfigLine = "kubeconfig /var/lib/application-grid-wrapper/pki/
 
 // startShippedCoreDNS runs the custom CoreDNS with a Corefile of corefile/
 // made local: loopback ports, gridhosts reading through kubeconfig and the
-// kubernetes plugin through kubeKubeconfig (the same when empty), a
+// kubernetes plugin (and, in Corefile.node, gridhosts' Services and
+// EndpointSlices) through kubeKubeconfig (the same when empty), a
 // snapshot in a temporary directory, forward to a closed port.
 // It returns the DNS port.
 func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, kubeKubeconfig, node string) int {
@@ -97,8 +98,12 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, kubeKubeconfig, n
 	port, health, ready, prom := testcoredns.FreePort(tb), testcoredns.FreePort(tb), testcoredns.FreePort(tb), testcoredns.FreePort(tb)
 	text := string(data)
 	kubernetesKubeconfig := [2]string{"kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig " + kubeKubeconfig}
-	if strings.Contains(text, nodeDNSKubeconfigLine) { // Corefile.node: the wrapper's DNS view
-		kubernetesKubeconfig = [2]string{nodeDNSKubeconfigLine, "kubeconfig " + kubeKubeconfig}
+	// Corefile.node: gridhosts' Services and EndpointSlices and the
+	// kubernetes plugin read the wrapper's DNS view.
+	servicesKubeconfig := [2]string{}
+	if strings.Contains(text, nodeDNSKubeconfigLine) {
+		kubernetesKubeconfig = [2]string{" " + nodeDNSKubeconfigLine, " kubeconfig " + kubeKubeconfig}
+		servicesKubeconfig = [2]string{"services_" + nodeDNSKubeconfigLine, "services_kubeconfig " + kubeKubeconfig}
 	}
 	for _, r := range [][2]string{
 		{".:53 {", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
@@ -109,6 +114,7 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, kubeKubeconfig, n
 		{"    ready 127.0.0.1:8181\n", fmt.Sprintf("    ready 127.0.0.1:%d\n", ready)},
 		{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
 		{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + kubeconfig},
+		servicesKubeconfig,
 		kubernetesKubeconfig,
 		{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
 		{"snapshot /var/lib/coredns-gridhosts/gridhosts.snapshot", "snapshot " + filepath.Join(tb.TempDir(), "gridhosts.snapshot")},

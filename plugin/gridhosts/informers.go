@@ -81,12 +81,31 @@ func transform(obj any) (any, error) { return toTiny(obj) }
 // Node is watched for its InternalIPs; in node mode only nodes' labels are
 // followed (see newNodeLabelSource).
 func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
+	return newWatcherWithServices(cfg, nil, idx, clients)
+}
+
+// protobufClient is a clientset for cfg speaking protobuf.
+func protobufClient(cfg *rest.Config) (*kubernetes.Clientset, error) {
 	kcfg := rest.CopyConfig(cfg)
 	kcfg.ContentType = "application/vnd.kubernetes.protobuf"
 	kcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	kc, err := kubernetes.NewForConfig(kcfg)
+	return kubernetes.NewForConfig(kcfg)
+}
+
+// newWatcherWithServices is newWatcher reading Services and EndpointSlices
+// through services when it is not nil: on an edge node the node wrapper's
+// DNS view, the one cache and upstream the kubernetes plugin reads too, so
+// a Service or endpoint change crosses the edge link once for the node.
+func newWatcherWithServices(cfg, services *rest.Config, idx *Index, clients bool) (*watcher, error) {
+	kc, err := protobufClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	sc := kc
+	if services != nil {
+		if sc, err = protobufClient(services); err != nil {
+			return nil, fmt.Errorf("kubernetes client for Services and EndpointSlices: %w", err)
+		}
 	}
 	gc, err := versioned.NewForConfig(cfg)
 	if err != nil {
@@ -104,14 +123,14 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 		sets: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = gridObjectSelector
 		})),
-		slices: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		slices: informers.NewSharedInformerFactoryWithOptions(sc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = headlessSliceSelector
 		})),
 		grids: gridinformers.NewSharedInformerFactoryWithOptions(gc, 0, gridinformers.WithTransform(transform)),
-		headlessServices: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		headlessServices: informers.NewSharedInformerFactoryWithOptions(sc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = headlessServiceSelector
 		})),
-		gridServices: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		gridServices: informers.NewSharedInformerFactoryWithOptions(sc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector, o.LabelSelector = otherServiceSelector, gridServiceSelector
 		})),
 	}

@@ -424,7 +424,8 @@ func runShipped(t *testing.T, c *cluster, bin, file string) {
 			{"ready 127.0.0.1:8181", fmt.Sprintf("ready 127.0.0.1:%d", ready)},
 			{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
 			{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + c.cp.Kubeconfig},
-			{"kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "kubeconfig " + c.cp.Kubeconfig},
+			{"services_kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "services_kubeconfig " + c.cp.Kubeconfig},
+			{"    kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "    kubeconfig " + c.cp.Kubeconfig},
 			{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
 		}
 	}
