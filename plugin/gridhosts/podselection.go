@@ -270,21 +270,9 @@ func (p *podSelection) start(ctx context.Context, names []string, all bool) *pod
 	}
 	h := handlerFor(p.idx)
 	w.reg, _ = w.inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			if w.isLive() {
-				h.OnAdd(obj, initial)
-			}
-		},
-		UpdateFunc: func(old, obj any) {
-			if w.isLive() {
-				h.OnUpdate(old, obj)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if w.isLive() {
-				h.OnDelete(obj)
-			}
-		},
+		AddFunc:    func(obj any, initial bool) { w.ifLive(func() { h.OnAdd(obj, initial) }) },
+		UpdateFunc: func(old, obj any) { w.ifLive(func() { h.OnUpdate(old, obj) }) },
+		DeleteFunc: func(obj any) { w.ifLive(func() { h.OnDelete(obj) }) },
 	})
 	go func() {
 		defer close(w.done)
@@ -293,11 +281,14 @@ func (p *podSelection) start(ctx context.Context, names []string, all bool) *pod
 	return w
 }
 
-// isLive holds w.mu while the handler runs: the switch cannot interleave.
-func (w *podWatch) isLive() bool {
+// ifLive applies an event to the index while w is live, under w.mu: the
+// switch and the retirement never interleave with an event being applied.
+func (w *podWatch) ifLive(apply func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.live
+	if w.live {
+		apply()
+	}
 }
 
 // await waits until next has synced; false if ctx ended or the selection
