@@ -151,7 +151,9 @@ func labelled(queries []dnsQuery, answers []string) string {
 // Every answer (ClusterIP, headless records with endpoints in another
 // nodeunit, SRV, endpoint hostnames, PTR, NXDOMAIN, namespaces) is the same,
 // before and after changes (a topology headless Service is gridhosts'
-// in both); no StatefulSetGrid CRD is installed, so
+// in both, and through the wrapper gridhosts reads Services and
+// EndpointSlices from the DNS view: it asks the apiserver for neither);
+// no StatefulSetGrid CRD is installed, so
 // gridhosts falls through to kubernetes in both. The wrapper's kube-proxy
 // view keeps its nodeunit filter beside it; a wrapper restart under the
 // running CoreDNS loses no change.
@@ -180,8 +182,24 @@ func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 
 	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
 	direct := startShippedCoreDNS(t, bin, "Corefile.node", cp.Kubeconfig, "", "node0")
-	through := startShippedCoreDNS(t, bin, "Corefile.node", cp.Kubeconfig,
+	// gridhosts' own requests to the apiserver, counted: Services and
+	// EndpointSlices come from the wrapper's view instead.
+	gridhostsUpstream := &byteCounter{bytes: map[string]int64{}}
+	through := startShippedCoreDNS(t, bin, "Corefile.node", countingAPIProxy(t, cp.Config, gridhostsUpstream),
 		plainKubeconfig(t, w.URL()+wrapper.DNSPathPrefix), "node0")
+	noServicesUpstream := func() {
+		t.Helper()
+		gridhostsUpstream.mu.Lock()
+		defer gridhostsUpstream.mu.Unlock()
+		for _, u := range gridhostsUpstream.uris {
+			if strings.Contains(u, "/services") || strings.Contains(u, "/endpointslices") {
+				t.Errorf("gridhosts asked the apiserver %s: Services and EndpointSlices must come from the wrapper's DNS view", u)
+			}
+		}
+		if len(gridhostsUpstream.uris) == 0 {
+			t.Error("gridhosts asked the apiserver nothing: is its kubeconfig the counting proxy?")
+		}
+	}
 
 	queries := []dnsQuery{
 		{"plain.dnsview.svc.cluster.local", dns.TypeA},
@@ -226,6 +244,7 @@ func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 	same("the same answers", map[dnsQuery]string{
 		{"plain.dnsview.svc.cluster.local", dns.TypeA}:          plain.Spec.ClusterIP,
 		{"headless.dnsview.svc.cluster.local", dns.TypeA}:       "10.2.1.2", // node1: another nodeunit
+		{"topohl.dnsview.svc.cluster.local", dns.TypeA}:         "10.2.3.1", // gridhosts: node0's nodeunit only
 		{"web-0.headless.dnsview.svc.cluster.local", dns.TypeA}: "10.2.1.1",
 		{"2.1.2.10.in-addr.arpa", dns.TypePTR}:                  "headless.dnsview.svc.cluster.local.",
 		{"missing.dnsview.svc.cluster.local", dns.TypeA}:        "NXDOMAIN",
@@ -241,6 +260,7 @@ func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 	// Changes reach both alike: an endpoint added, a Service deleted, a
 	// namespace and a Service created.
 	addDNSEndpoint(t, admin, ns, "headless-a", endpoint("10.2.1.3", "node2"))
+	addDNSEndpoint(t, admin, ns, "topohl-a", endpoint("10.2.3.3", "node0"))
 	if err := admin.CoreV1().Services(ns).Delete(ctx, "ext", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -251,6 +271,7 @@ func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 		{"headless.dnsview.svc.cluster.local", dns.TypeA}: "10.2.1.3",
 		{"later.newns.svc.cluster.local", dns.TypeA}:      later.Spec.ClusterIP,
 		{"ext.dnsview.svc.cluster.local", dns.TypeCNAME}:  "NXDOMAIN",
+		{"topohl.dnsview.svc.cluster.local", dns.TypeA}:   "10.2.3.3",
 	})
 
 	// The wrapper restarts under the running CoreDNS (its watches resume or
@@ -265,6 +286,7 @@ func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 	same("the same answers after a wrapper restart", map[dnsQuery]string{
 		{"later.dnsview.svc.cluster.local", dns.TypeA}: "NXDOMAIN",
 	})
+	noServicesUpstream()
 }
 
 // startKubernetesCoreDNS runs the real CoreDNS with only the kubernetes

@@ -81,10 +81,17 @@ const nodeDNSKubeconfigLine = "kubeconfig /var/lib/application-grid-wrapper/pki/
 
 // startShippedCoreDNS runs the custom CoreDNS with a Corefile of corefile/
 // made local: loopback ports, gridhosts reading through kubeconfig and the
-// kubernetes plugin through kubeKubeconfig (the same when empty), a
+// kubernetes plugin (and, in Corefile.node, gridhosts' Services and
+// EndpointSlices) through kubeKubeconfig (the same when empty), a
 // snapshot in a temporary directory, forward to a closed port.
 // It returns the DNS port.
 func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, kubeKubeconfig, node string) int {
+	return startShippedCoreDNSEdited(tb, bin, file, kubeconfig, kubeKubeconfig, node, nil)
+}
+
+// startShippedCoreDNSEdited is startShippedCoreDNS with edit applied to the
+// Corefile last (another build's Corefile).
+func startShippedCoreDNSEdited(tb testing.TB, bin, file, kubeconfig, kubeKubeconfig, node string, edit func(string) string) int {
 	if kubeKubeconfig == "" {
 		kubeKubeconfig = kubeconfig
 	}
@@ -97,8 +104,12 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, kubeKubeconfig, n
 	port, health, ready, prom := testcoredns.FreePort(tb), testcoredns.FreePort(tb), testcoredns.FreePort(tb), testcoredns.FreePort(tb)
 	text := string(data)
 	kubernetesKubeconfig := [2]string{"kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig " + kubeKubeconfig}
-	if strings.Contains(text, nodeDNSKubeconfigLine) { // Corefile.node: the wrapper's DNS view
-		kubernetesKubeconfig = [2]string{nodeDNSKubeconfigLine, "kubeconfig " + kubeKubeconfig}
+	// Corefile.node: gridhosts' Services and EndpointSlices and the
+	// kubernetes plugin read the wrapper's DNS view.
+	servicesKubeconfig := [2]string{}
+	if strings.Contains(text, nodeDNSKubeconfigLine) {
+		kubernetesKubeconfig = [2]string{" " + nodeDNSKubeconfigLine, " kubeconfig " + kubeKubeconfig}
+		servicesKubeconfig = [2]string{"services_" + nodeDNSKubeconfigLine, "services_kubeconfig " + kubeKubeconfig}
 	}
 	for _, r := range [][2]string{
 		{".:53 {", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
@@ -109,11 +120,15 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, kubeKubeconfig, n
 		{"    ready 127.0.0.1:8181\n", fmt.Sprintf("    ready 127.0.0.1:%d\n", ready)},
 		{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
 		{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + kubeconfig},
+		servicesKubeconfig,
 		kubernetesKubeconfig,
 		{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
 		{"snapshot /var/lib/coredns-gridhosts/gridhosts.snapshot", "snapshot " + filepath.Join(tb.TempDir(), "gridhosts.snapshot")},
 	} {
 		text = strings.Replace(text, r[0], r[1], 1)
+	}
+	if edit != nil {
+		text = edit(text)
 	}
 	testcoredns.Start(tb, bin, text, fmt.Sprintf("http://127.0.0.1:%d/ready", ready), "NODE_NAME="+node)
 	return port
@@ -125,18 +140,35 @@ func startShippedCoreDNS(tb testing.TB, bin, file, kubeconfig, kubeKubeconfig, n
 // Nodes in 6 nodeunits with kubelet-sized status, 100 topology Services with
 // 2 ready pods each, the controller's summary writer); on SG_FLEET_DNS_NODES
 // (3) edge nodes the real wrapper and the real CoreDNS of
-// corefile/Corefile.node (gridhosts on the apiserver, kubernetes through the
-// wrapper's DNS view), next to kube-proxy-shaped informers pointed straight
+// corefile/Corefile.node (kubernetes and gridhosts' Services and
+// EndpointSlices through the wrapper's DNS view, the rest of gridhosts on
+// the apiserver), next to kube-proxy-shaped informers pointed straight
 // at the apiserver for the same nodes, and
 // one CoreDNS of corefile/Corefile.clients (the clients mode's one shared
-// server). Per kind of event, bytes each received from the apiserver.
+// server). A StatefulSetGrid with a child and 3 pods per nodeunit, its
+// headless grid Service and a headless topology Service give the changes
+// the node's DNS answers depend on. Per kind of event, bytes each received
+// from the apiserver. SG_FLEET_OLD_COREDNS=PATH runs another build's CoreDNS
+// (an older commit) beside each node's, with Corefile.node as that build had
+// it (no services_kubeconfig), counted apart: before and after in one run.
 func BenchmarkEdgeNodeFleet(b *testing.B) {
 	b.Cleanup(testbin.Cleanup)
 	nodesN, edgeN := envInt("SG_FLEET_NODES", 300), envInt("SG_FLEET_DNS_NODES", 3)
 	const units, servicesN, churn = fleetUnits, 100, 20
 	bin := testbin.Path(b, "coredns")
 	f := startFleet(b, nodesN, servicesN)
+	grids := startFleetGrids(b, f)
 	cp, admin, ctx := f.cp, f.admin, b.Context()
+	oldBin := os.Getenv("SG_FLEET_OLD_COREDNS")
+	withoutServicesKubeconfig := func(text string) string {
+		var out []string
+		for _, l := range strings.Split(text, "\n") {
+			if f := strings.Fields(l); len(f) == 0 || f[0] != "services_kubeconfig" {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
 	nodeName, unitOf := fleetNodeName, fleetUnitOf
 
 	// Edge nodes outside nodeunit 5, where the churn happens.
@@ -148,6 +180,7 @@ func BenchmarkEdgeNodeFleet(b *testing.B) {
 	}
 	newCounter := func() *byteCounter { return &byteCounter{bytes: map[string]int64{}} }
 	viaWrapper, nodeDNS, direct := make([]*byteCounter, len(edge)), make([]*byteCounter, len(edge)), make([]*byteCounter, len(edge))
+	var oldDNS []*byteCounter
 	var directSynced []func() bool
 	for x, i := range edge {
 		viaWrapper[x], nodeDNS[x], direct[x] = newCounter(), newCounter(), newCounter()
@@ -156,6 +189,12 @@ func BenchmarkEdgeNodeFleet(b *testing.B) {
 		// from the apiserver are the wrapper's.
 		startShippedCoreDNS(b, bin, "Corefile.node", countingAPIProxy(b, cp.Config, nodeDNS[x]),
 			plainKubeconfig(b, "http://"+w.addr+wrapper.DNSPathPrefix), nodeName(i))
+		if oldBin != "" {
+			c := newCounter()
+			oldDNS = append(oldDNS, c)
+			startShippedCoreDNSEdited(b, oldBin, "Corefile.node", countingAPIProxy(b, cp.Config, c),
+				plainKubeconfig(b, "http://"+w.addr+wrapper.DNSPathPrefix), nodeName(i), withoutServicesKubeconfig)
+		}
 		synced, _ := kubeProxyInformers(b, direct[x].wrap(cp.Config), nodeName(i))
 		directSynced = append(directSynced, synced)
 	}
@@ -180,7 +219,7 @@ func BenchmarkEdgeNodeFleet(b *testing.B) {
 		}
 		return n
 	}
-	all := slices.Concat(viaWrapper, nodeDNS, direct, shared)
+	all := slices.Concat(viaWrapper, nodeDNS, direct, shared, oldDNS)
 	// settle waits until the counters have moved by no more than BOOKMARKs
 	// for 3s: every client has received what the changes sent it.
 	settle := func() {
@@ -197,10 +236,15 @@ func BenchmarkEdgeNodeFleet(b *testing.B) {
 		}
 	}
 	settle()
-	perNode := func(cs []*byteCounter) float64 { return float64(total(cs)) / float64(len(cs)) }
-	type figures struct{ direct, wrapper, dns, shared float64 }
+	perNode := func(cs []*byteCounter) float64 {
+		if len(cs) == 0 {
+			return 0
+		}
+		return float64(total(cs)) / float64(len(cs))
+	}
+	type figures struct{ direct, wrapper, dns, shared, oldDNS float64 }
 	now := func() figures {
-		return figures{perNode(direct), perNode(viaWrapper), perNode(nodeDNS), perNode(shared)}
+		return figures{perNode(direct), perNode(viaWrapper), perNode(nodeDNS), perNode(shared), perNode(oldDNS)}
 	}
 	b.Logf("%d nodes, %d Services, %d edge nodes with wrapper and CoreDNS (node mode), 1 CoreDNS in clients mode", nodesN, servicesN, len(edge))
 	line := func(kind string, f figures) {
@@ -209,8 +253,13 @@ func BenchmarkEdgeNodeFleet(b *testing.B) {
 		if f.direct > 0 {
 			ratio = fmt.Sprintf("%.2fx", sum/f.direct)
 		}
-		b.Logf("%-44s kube-proxy direct %8.0f B | wrapper %8.0f B + node CoreDNS %8.0f B = edge node %8.0f B (%s) | clients-mode CoreDNS %8.0f B",
-			kind, f.direct, f.wrapper, f.dns, sum, ratio, f.shared)
+		before := ""
+		if oldBin != "" {
+			before = fmt.Sprintf(" | before: node CoreDNS %8.0f B, edge node %8.0f B", f.oldDNS, f.wrapper+f.oldDNS)
+			b.ReportMetric(f.oldDNS, "old-node-coredns-B/"+strings.ReplaceAll(kind, " ", "-"))
+		}
+		b.Logf("%-52s kube-proxy direct %8.0f B | wrapper %8.0f B + node CoreDNS %8.0f B = edge node %8.0f B (%s)%s | clients-mode CoreDNS %8.0f B",
+			kind, f.direct, f.wrapper, f.dns, sum, ratio, before, f.shared)
 		unit := strings.ReplaceAll(kind, " ", "-")
 		b.ReportMetric(f.direct, "direct-B/"+unit)
 		b.ReportMetric(sum, "edge-node-B/"+unit)
@@ -224,7 +273,7 @@ func BenchmarkEdgeNodeFleet(b *testing.B) {
 		settle()
 		after := now()
 		per := func(a, b float64) float64 { return (a - b) / float64(events) }
-		line(kind, figures{per(after.direct, before.direct), per(after.wrapper, before.wrapper), per(after.dns, before.dns), per(after.shared, before.shared)})
+		line(kind, figures{per(after.direct, before.direct), per(after.wrapper, before.wrapper), per(after.dns, before.dns), per(after.shared, before.shared), per(after.oldDNS, before.oldDNS)})
 	}
 	for range b.N {
 		report("another node's status report", nodesN-len(edge), func() {
@@ -245,5 +294,8 @@ func BenchmarkEdgeNodeFleet(b *testing.B) {
 			}
 		})
 		report("a Service change", churn, func() { f.touchServices(b, churn) })
+		report("a StatefulSet pod status change in another nodeunit", churn, func() { grids.podStatusChanges(b, units-1, churn) })
+		report("a headless endpoint change in another nodeunit", churn, func() { grids.headlessEndpointChanges(b, units-1, churn) })
+		report("a child StatefulSet status change in another nodeunit", churn, func() { grids.childStatusChanges(b, units-1, churn) })
 	}
 }

@@ -45,6 +45,9 @@ type GridHosts struct {
 
 	// ClientConfig reaches the apiserver; nil means in-cluster.
 	ClientConfig clientcmd.ClientConfig
+	// ServicesConfig, when set, is where Services and EndpointSlices are
+	// read instead (the node wrapper's DNS view).
+	ServicesConfig clientcmd.ClientConfig
 
 	index   *Index
 	synced  atomic.Bool

@@ -72,6 +72,9 @@ type watcher struct {
 	// from NodeLabelSummaries when the controller writes them.
 	nodeLabels     *nodelabels.Source
 	nodeLabelsDone chan struct{}
+	// podSelection, in node mode, runs the pod informer instead of pods.
+	podSelection     *podSelection
+	podSelectionDone chan struct{}
 }
 
 func transform(obj any) (any, error) { return toTiny(obj) }
@@ -80,13 +83,35 @@ func transform(obj any) (any, error) { return toTiny(obj) }
 // pod informer covers every running pod, for the source-IP index, and every
 // Node is watched for its InternalIPs; in node mode only nodes' labels are
 // followed (see newNodeLabelSource).
-func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
+func newWatcher(cfg *rest.Config, idx *Index, clients bool, node string) (*watcher, error) {
+	return newWatcherWithServices(cfg, nil, idx, clients, node)
+}
+
+// protobufClient is a clientset for cfg speaking protobuf.
+func protobufClient(cfg *rest.Config) (*kubernetes.Clientset, error) {
 	kcfg := rest.CopyConfig(cfg)
 	kcfg.ContentType = "application/vnd.kubernetes.protobuf"
 	kcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	kc, err := kubernetes.NewForConfig(kcfg)
+	return kubernetes.NewForConfig(kcfg)
+}
+
+// newWatcherWithServices is newWatcher reading Services and EndpointSlices
+// through services when it is not nil: on an edge node the node wrapper's
+// DNS view, the one cache and upstream the kubernetes plugin reads too, so
+// a Service or endpoint change crosses the edge link once for the node.
+//
+// In node mode (node set, not clients) pods are selected by name, only
+// those of node's nodeunit (see podSelection).
+func newWatcherWithServices(cfg, services *rest.Config, idx *Index, clients bool, node string) (*watcher, error) {
+	kc, err := protobufClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	sc := kc
+	if services != nil {
+		if sc, err = protobufClient(services); err != nil {
+			return nil, fmt.Errorf("kubernetes client for Services and EndpointSlices: %w", err)
+		}
 	}
 	gc, err := versioned.NewForConfig(cfg)
 	if err != nil {
@@ -104,14 +129,14 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 		sets: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = gridObjectSelector
 		})),
-		slices: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		slices: informers.NewSharedInformerFactoryWithOptions(sc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = headlessSliceSelector
 		})),
 		grids: gridinformers.NewSharedInformerFactoryWithOptions(gc, 0, gridinformers.WithTransform(transform)),
-		headlessServices: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		headlessServices: informers.NewSharedInformerFactoryWithOptions(sc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = headlessServiceSelector
 		})),
-		gridServices: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		gridServices: informers.NewSharedInformerFactoryWithOptions(sc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector, o.LabelSelector = otherServiceSelector, gridServiceSelector
 		})),
 	}
@@ -123,18 +148,42 @@ func newWatcher(cfg *rest.Config, idx *Index, clients bool) (*watcher, error) {
 		optional bool
 		keep     **source
 	}
+	setsInformer := w.sets.Apps().V1().StatefulSets().Informer()
 	informersOf := []informerOf{
 		{"statefulsetgrids.superedge.io", w.grids.Superedge().V1().StatefulSetGrids().Informer(), true, &w.gridSource},
-		{"statefulsets.apps", w.sets.Apps().V1().StatefulSets().Informer(), false, nil},
-		{"pods", w.pods.Core().V1().Pods().Informer(), false, nil},
+		{"statefulsets.apps", setsInformer, false, nil},
 		{"services", w.gridServices.Core().V1().Services().Informer(), false, &w.serviceSource},
 		{"services (headless)", w.headlessServices.Core().V1().Services().Informer(), false, &headless},
 		{"endpointslices.discovery.k8s.io", w.slices.Discovery().V1().EndpointSlices().Informer(), false, nil},
 	}
+	sink := indexSink{idx: idx}
+	if clients || node == "" {
+		informersOf = append(informersOf, informerOf{"pods", w.pods.Core().V1().Pods().Informer(), false, nil})
+	} else {
+		setsReg, err := setsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{})
+		if err != nil {
+			return nil, err
+		}
+		w.podSelection = newPodSelection(kc, idx, setsInformer.GetStore(), func() bool {
+			return setsReg.HasSynced() && w.nodeLabels.HasSynced()
+		})
+		if _, err := setsInformer.AddEventHandler(w.podSelection.setHandler()); err != nil {
+			return nil, err
+		}
+		src := &source{resource: "pods", synced: w.podSelection.HasSynced, announced: &atomic.Bool{},
+			also: func(ctx context.Context, err error) {
+				if w.onError != nil {
+					w.onError(ctx, err)
+				}
+			}}
+		w.podSelection.onError = src.onError
+		w.sources = append(w.sources, src)
+		sink.self, sink.sel = node, w.podSelection
+	}
 	if clients {
 		informersOf = append(informersOf, informerOf{"nodes", w.kube.Core().V1().Nodes().Informer(), false, nil})
 	} else {
-		if w.nodeLabels, err = newNodeLabelSource(cfg, kc, gc, idx); err != nil {
+		if w.nodeLabels, err = newNodeLabelSource(cfg, kc, gc, sink); err != nil {
 			return nil, err
 		}
 		src := &source{resource: "nodes", synced: w.nodeLabels.HasSynced, announced: &atomic.Bool{},
@@ -216,6 +265,13 @@ func (w *watcher) start(onKnown func()) {
 			w.nodeLabels.Run(ctx)
 		}()
 	}
+	if w.podSelection != nil {
+		w.podSelectionDone = make(chan struct{})
+		go func() {
+			defer close(w.podSelectionDone)
+			w.podSelection.run(ctx)
+		}()
+	}
 	go func() {
 		defer close(w.stopped)
 		if w.sources.waitKnown(ctx, startupBound) {
@@ -227,6 +283,9 @@ func (w *watcher) start(onKnown func()) {
 		}
 		if w.nodeLabelsDone != nil {
 			<-w.nodeLabelsDone
+		}
+		if w.podSelectionDone != nil {
+			<-w.podSelectionDone
 		}
 	}()
 }

@@ -424,7 +424,8 @@ func runShipped(t *testing.T, c *cluster, bin, file string) {
 			{"ready 127.0.0.1:8181", fmt.Sprintf("ready 127.0.0.1:%d", ready)},
 			{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
 			{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + c.cp.Kubeconfig},
-			{"kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "kubeconfig " + c.cp.Kubeconfig},
+			{"services_kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "services_kubeconfig " + c.cp.Kubeconfig},
+			{"    kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "    kubeconfig " + c.cp.Kubeconfig},
 			{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
 		}
 	}
@@ -474,7 +475,7 @@ func TestInProcessInformers(t *testing.T) {
 	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
 	cfg := must(g.restConfig())(t)
-	g.watcher = must(newWatcher(cfg, g.index, g.Clients))(t)
+	g.watcher = must(newWatcher(cfg, g.index, g.Clients, g.Node))(t)
 	if err := g.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -612,7 +613,7 @@ func (c *cluster) startNodeMode(t *testing.T, node string) *GridHosts {
 	g.Node = node
 	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
-	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false))(t)
+	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false, g.Node))(t)
 	if err := g.start(); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 // labels matter (InternalIPs place clients, which node mode does not do):
 // from the NodeLabelSummaries when upstream has any, else from every Node
 // (informer slimmed to name and labels).
-func newNodeLabelSource(cfg *rest.Config, kube kubernetes.Interface, grids versioned.Interface, idx *Index) (*nodelabels.Source, error) {
+func newNodeLabelSource(cfg *rest.Config, kube kubernetes.Interface, grids versioned.Interface, sink indexSink) (*nodelabels.Source, error) {
 	meta, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("metadata client: %w", err)
@@ -38,22 +38,36 @@ func newNodeLabelSource(cfg *rest.Config, kube kubernetes.Interface, grids versi
 			}
 			return o.Name, o.Labels, true
 		},
-	}, indexSink{idx}), nil
+	}, sink), nil
 }
 
-// indexSink puts nodes' labels in the Index.
-type indexSink struct{ idx *Index }
+// indexSink puts nodes' labels in the Index; this node's (self) go to the
+// pod selection, which applies them once the pods they select are there.
+type indexSink struct {
+	idx  *Index
+	self string
+	sel  *podSelection
+}
 
 func (s indexSink) Set(name string, labels map[string]string, node any) {
 	o, ok := node.(*nodeObj)
 	if !ok {
 		o = &nodeObj{tiny: tiny{slimMeta: slimMeta{Name: name}, received: time.Now()}, Labels: labels}
 	}
+	if s.sel != nil && name == s.self {
+		s.sel.setSelf(&selfChange{node: o})
+		return
+	}
 	s.idx.Upsert(o)
 }
 
 func (s indexSink) Delete(name string) {
-	s.idx.Delete(&nodeObj{tiny: tiny{slimMeta: slimMeta{Name: name}}})
+	o := &nodeObj{tiny: tiny{slimMeta: slimMeta{Name: name}}}
+	if s.sel != nil && name == s.self {
+		s.sel.setSelf(&selfChange{node: o, deleted: true})
+		return
+	}
+	s.idx.Delete(o)
 }
 
 // slimNode keeps a Node's name and labels: node mode places no client by

@@ -115,10 +115,14 @@ type gridObj struct {
 
 func (o *gridObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 
-// setObj is a StatefulSet: what the unified-name rule checks.
+// setObj is a StatefulSet: what the unified-name rule checks, and (node
+// mode) which of its pods the pod selection names.
 type setObj struct {
 	tiny
 	gridname.StatefulSet
+	// OrdinalStart is spec.ordinals.start; Replicas spec.replicas (1 when
+	// unset); StatusReplicas status.replicas (pods it still has).
+	OrdinalStart, Replicas, StatusReplicas int32
 }
 
 func (o *setObj) DeepCopyObject() runtime.Object { c := *o; return &c }
@@ -206,7 +210,14 @@ func toTiny(obj any) (any, error) {
 	case *superedgev1.StatefulSetGrid:
 		return &gridObj{tiny: newTiny(&o.ObjectMeta), Grid: gridname.GridOf(o)}, nil
 	case *appsv1.StatefulSet:
-		return &setObj{tiny: newTiny(&o.ObjectMeta), StatefulSet: gridname.StatefulSetOf(o)}, nil
+		so := &setObj{tiny: newTiny(&o.ObjectMeta), StatefulSet: gridname.StatefulSetOf(o), Replicas: 1, StatusReplicas: o.Status.Replicas}
+		if o.Spec.Replicas != nil {
+			so.Replicas = *o.Spec.Replicas
+		}
+		if o.Spec.Ordinals != nil {
+			so.OrdinalStart = o.Spec.Ordinals.Start
+		}
+		return so, nil
 	case *corev1.Pod:
 		p := &podObj{tiny: newTiny(&o.ObjectMeta), Pod: gridname.PodOf(o), NodeName: intern(o.Spec.NodeName), Created: o.CreationTimestamp.Time}
 		p.Owner = gridname.ControllerRef{Kind: intern(p.Owner.Kind), Name: intern(p.Owner.Name), UID: types.UID(intern(string(p.Owner.UID)))}

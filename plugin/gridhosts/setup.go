@@ -34,8 +34,14 @@ func setup(c *caddy.Controller) error {
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
+	var services *rest.Config
+	if g.ServicesConfig != nil {
+		if services, err = g.ServicesConfig.ClientConfig(); err != nil {
+			return plugin.Error(pluginName, fmt.Errorf("services_kubeconfig: %w", err))
+		}
+	}
 	g.index.noClientAddrs = !g.Clients
-	w, err := newWatcher(cfg, g.index, g.Clients)
+	w, err := newWatcherWithServices(cfg, services, g.index, g.Clients, g.Node)
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
@@ -169,6 +175,7 @@ func parseSnapshot(args []string) (string, time.Duration, error) {
 //
 //	gridhosts [ZONES...] {
 //	    kubeconfig PATH [CONTEXT]
+//	    services_kubeconfig PATH [CONTEXT]
 //	    node NAME | clients
 //	    ttl SECONDS
 //	    fallthrough [ZONES...]
@@ -193,14 +200,14 @@ func parse(c *caddy.Controller) (*GridHosts, error) {
 		for c.NextBlock() {
 			prop := c.Val()
 			switch prop {
-			case "kubeconfig", "node", "clients", "ttl", "fallthrough", "snapshot", "require_node_restricted_keys":
+			case "kubeconfig", "services_kubeconfig", "node", "clients", "ttl", "fallthrough", "snapshot", "require_node_restricted_keys":
 				if seen[prop] {
 					return nil, c.Errf("'%s' given twice", prop)
 				}
 				seen[prop] = true
 			}
 			switch prop {
-			case "kubeconfig":
+			case "kubeconfig", "services_kubeconfig":
 				args := c.RemainingArgs()
 				if len(args) != 1 && len(args) != 2 {
 					return nil, c.ArgErr()
@@ -209,8 +216,13 @@ func parse(c *caddy.Controller) (*GridHosts, error) {
 				if len(args) == 2 {
 					overrides.CurrentContext = args[1]
 				}
-				g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+				cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 					&clientcmd.ClientConfigLoadingRules{ExplicitPath: args[0]}, overrides)
+				if prop == "kubeconfig" {
+					g.ClientConfig = cc
+				} else {
+					g.ServicesConfig = cc
+				}
 			case "node":
 				args := c.RemainingArgs()
 				if len(args) != 1 {

@@ -28,6 +28,8 @@ func TestParse(t *testing.T) {
 		snapPath  string
 		snapEvery time.Duration
 		restrict  bool
+		// services: services_kubeconfig given
+		services bool
 	}{
 		{input: "gridhosts {\nnode n1\n}", zones: []string{"cluster.local."}, node: "n1", ttl: 5},
 		{input: "gridhosts cluster.local example.org {\nclients\nttl 30\nfallthrough\n}", zones: []string{"cluster.local.", "example.org."}, clients: true, ttl: 30, fall: fall.Root},
@@ -49,6 +51,10 @@ func TestParse(t *testing.T) {
 		{input: "gridhosts {\nnode n1\nkubeconfig\n}", wantErr: "Wrong argument count"},
 		{input: "gridhosts {\nnode n1\nkubeconfig a b c\n}", wantErr: "Wrong argument count"},
 		{input: "gridhosts {\nnode n1\nkubeconfig a\nkubeconfig b\n}", wantErr: "'kubeconfig' given twice"},
+		{input: "gridhosts {\nnode n1\nservices_kubeconfig " + kubeconfig + "\n}", zones: []string{"cluster.local."}, node: "n1", ttl: 5, services: true},
+		{input: "gridhosts {\nnode n1\nservices_kubeconfig\n}", wantErr: "Wrong argument count"},
+		{input: "gridhosts {\nnode n1\nservices_kubeconfig a b c\n}", wantErr: "Wrong argument count"},
+		{input: "gridhosts {\nnode n1\nservices_kubeconfig a\nservices_kubeconfig b\n}", wantErr: "'services_kubeconfig' given twice"},
 		{input: "gridhosts {\nnode n1\nfallthrough\nfallthrough\n}", wantErr: "'fallthrough' given twice"},
 		{input: "gridhosts {\nnode n1\nendpoint http://x\n}", wantErr: "unknown property 'endpoint'"},
 		{input: "gridhosts 10.in-addr.arpa {\nnode n1\n}", wantErr: "reverse zone"},
@@ -84,6 +90,9 @@ func TestParse(t *testing.T) {
 			if strings.Join(g.Zones, ",") != strings.Join(tc.zones, ",") || g.Node != tc.node || g.Clients != tc.clients || g.TTL != tc.ttl || !g.Fall.Equal(tc.fall) || g.RestrictKeys != tc.restrict {
 				t.Fatalf("got zones %v node %q clients %v ttl %d fall %v restrict %v", g.Zones, g.Node, g.Clients, g.TTL, g.Fall, g.RestrictKeys)
 			}
+			if (g.ServicesConfig != nil) != tc.services || (tc.services && g.ClientConfig != nil) {
+				t.Fatalf("services config %v, kubeconfig %v; want services config %v only", g.ServicesConfig, g.ClientConfig, tc.services)
+			}
 			switch {
 			case tc.snapPath == "" && g.snapshot != nil:
 				t.Fatalf("snapshot %+v, want none", g.snapshot)
@@ -103,6 +112,14 @@ func TestSetupFailsOnBadKubeconfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "plugin/gridhosts: kubeconfig") {
 		t.Fatalf("setup error %v", err)
 	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:9\ncontexts:\n- name: c\n  context:\n    cluster: c\ncurrent-context: c\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c = caddy.NewTestController("dns", "gridhosts {\nnode n1\nkubeconfig "+kubeconfig+"\nservices_kubeconfig "+filepath.Join(t.TempDir(), "missing")+"\n}")
+	if err := setup(c); err == nil || !strings.Contains(err.Error(), "plugin/gridhosts: services_kubeconfig") {
+		t.Fatalf("setup with a missing services_kubeconfig: %v", err)
+	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	c = caddy.NewTestController("dns", "gridhosts {\nnode n1\n}")
 	if err := setup(c); err == nil || !strings.Contains(err.Error(), "not in a cluster") {
@@ -113,7 +130,7 @@ func TestSetupFailsOnBadKubeconfig(t *testing.T) {
 // FuzzParse feeds arbitrary blocks to the Corefile parser: it may reject
 // them, never panic.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"gridhosts {\nnode n1\n}", "gridhosts a b {\nclients\nttl 9\nfallthrough x\n}", "gridhosts {\nkubeconfig a b\n}", "gridhosts {\nnode n\nsnapshot /a/b 5m\n}"} {
+	for _, s := range []string{"gridhosts {\nnode n1\n}", "gridhosts a b {\nclients\nttl 9\nfallthrough x\n}", "gridhosts {\nkubeconfig a b\n}", "gridhosts {\nnode n\nsnapshot /a/b 5m\n}", "gridhosts {\nnode n\nservices_kubeconfig a b\n}"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, input string) {

@@ -119,8 +119,9 @@ func TestManifestsUpstreamOnePlace(t *testing.T) {
 	}
 
 	// The node CoreDNS's gridhosts takes in-cluster config only when its block
-	// names no kubeconfig or endpoint of its own; its kubernetes plugin reads
-	// the node's wrapper (the DNS view's kubeconfig) and nothing else.
+	// names no kubeconfig or endpoint of its own; its kubernetes plugin, and
+	// gridhosts for Services and EndpointSlices, read the node's wrapper (the
+	// DNS view's kubeconfig) and nothing else.
 	corefile, err := os.ReadFile(manifestDir("coredns-node", "Corefile"))
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +132,10 @@ func TestManifestsUpstreamOnePlace(t *testing.T) {
 		switch {
 		case len(f) > 1 && f[len(f)-1] == "{" && (f[0] == "gridhosts" || f[0] == "kubernetes"):
 			block = f[0]
+		case len(f) > 0 && f[0] == "services_kubeconfig":
+			if block != "gridhosts" || line != "        services_kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig" {
+				t.Errorf("coredns-node/Corefile: %q in %s is not the node's wrapper", strings.TrimSpace(line), block)
+			}
 		case len(f) > 0 && (f[0] == "kubeconfig" || f[0] == "endpoint"):
 			if block != "kubernetes" || line != "        kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig" {
 				t.Errorf("coredns-node/Corefile: %q in %s bypasses the upstream ConfigMap or the node's wrapper", strings.TrimSpace(line), block)

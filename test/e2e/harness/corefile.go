@@ -17,7 +17,8 @@ const (
 // adaptCorefile turns a shipped Corefile into one for the test cluster,
 // changing only what differs from a real cluster:
 //   - `bind IP` inside the server block: answer on the namespace's address;
-//   - `kubeconfig PATH` in the gridhosts and kubernetes blocks, unless
+//   - `kubeconfig PATH` in the gridhosts and kubernetes blocks (gridhosts'
+//     `services_kubeconfig` dropped: it reads them there too), unless
 //     kubeconfig is "" (the node CoreDNS runs with in-cluster config, as
 //     the shipped DaemonSet does; the shared one has no such manifest);
 //   - no `forward` block: nothing may leave the machine (upstream resolvers
@@ -47,9 +48,10 @@ func adaptCorefile(shipped, bindIP, kubeconfig, snapshot string) (string, error)
 			}
 			continue
 		}
-		// The shipped node-local address and the node's wrapper kubeconfig:
-		// this harness binds bindIP and gives its own credentials below.
-		if f := strings.Fields(trimmed); len(f) > 0 && (f[0] == "bind" || f[0] == "kubeconfig") {
+		// The shipped node-local address and the node's wrapper kubeconfigs
+		// (gridhosts' Services and EndpointSlices too): this harness binds
+		// bindIP and gives its own credentials below.
+		if f := strings.Fields(trimmed); len(f) > 0 && (f[0] == "bind" || f[0] == "kubeconfig" || f[0] == "services_kubeconfig") {
 			continue
 		}
 		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]

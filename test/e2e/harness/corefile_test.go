@@ -17,6 +17,7 @@ func TestAdaptCorefile(t *testing.T) {
     prometheus :9153
     gridhosts cluster.local {
         node {$NODE_NAME}
+        services_kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig
         fallthrough
         snapshot /var/lib/coredns-gridhosts/gridhosts.snapshot 30s
     }

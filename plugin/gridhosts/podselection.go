@@ -1,0 +1,384 @@
+package gridhosts
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// maxSelectorBytes bounds the pod selector: it travels in every list and
+// watch URL, and the apiserver takes request headers up to 1 MiB in all.
+// Beyond it every StatefulSet pod is watched, as before the selection.
+const maxSelectorBytes = 512 << 10
+
+// podSelection, in node mode, keeps the pod informer on the pods this
+// node's unified names can resolve to and no others: {set}-{ordinal} for
+// every grid StatefulSet of this node's nodeunit (its nodeSelector names
+// this node's value of its grid key), ordinals from 0 to spec.ordinals.start
+// plus the larger of spec.replicas and status.replicas, plus every pod of
+// such a set the current selection already holds (a pod being scaled away
+// keeps its answer until it is deleted, as before). Selected server-side by
+// `statefulset.kubernetes.io/pod-name in (...)`: another nodeunit's pod
+// changes reach this node not at all.
+//
+// When the wanted names change (a set of this nodeunit scaled, created or
+// deleted; this node relabelled) a new informer lists and watches the new
+// selection while the current one keeps feeding the index; once it has
+// synced, its pods go into the index, then (on a relabel) this node's new
+// labels, then the pods only the old selection had leave, and the old
+// informer stops. No answer goes missing or names another nodeunit's pod
+// meanwhile: until the switch, answers are those of the labels the index
+// has, from pods of that nodeunit.
+type podSelection struct {
+	client  kubernetes.Interface
+	idx     *Index
+	sets    cache.Store
+	ready   func() bool // sets and node labels listed
+	onError cache.WatchErrorHandlerWithContext
+
+	mu sync.Mutex
+	// self is this node's labels as the index has them; pendingSelf, when
+	// set, the labels it will have after the next switch.
+	self        map[string]string
+	pendingSelf *selfChange
+	cur         *podWatch
+	synced      bool
+	kick        chan struct{}
+}
+
+// podWatch is one selection's informer; live once its pods are the index's.
+type podWatch struct {
+	names    []string // sorted; nil with all: every StatefulSet pod
+	all      bool
+	inf      cache.SharedIndexInformer
+	reg      cache.ResourceEventHandlerRegistration
+	stop     context.CancelFunc
+	done     chan struct{}
+	mu       sync.Mutex
+	live     bool
+	selector string
+}
+
+func newPodSelection(client kubernetes.Interface, idx *Index, sets cache.Store, ready func() bool) *podSelection {
+	return &podSelection{client: client, idx: idx, sets: sets, ready: ready, kick: make(chan struct{}, 1)}
+}
+
+// changed asks the loop to recompute the selection.
+func (p *podSelection) changed() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// selfChange is this node's labels (or its deletion) from the node label
+// source, waiting for the switch.
+type selfChange struct {
+	node    *nodeObj
+	deleted bool
+}
+
+// setSelf takes this node's labels from the node label source: applied to
+// the index at once when they select the same pods, else with the switch.
+func (p *podSelection) setSelf(c *selfChange) {
+	p.mu.Lock()
+	p.pendingSelf = c
+	p.mu.Unlock()
+	p.changed()
+}
+
+// labels is what a pending change leaves this node's labels.
+func (c *selfChange) labels() map[string]string {
+	if c.deleted {
+		return nil
+	}
+	return c.node.Labels
+}
+
+// HasSynced: the first selection has synced and is the index's.
+func (p *podSelection) HasSynced() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.synced
+}
+
+// setHandler tells the loop about every grid StatefulSet change.
+func (p *podSelection) setHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { p.changed() },
+		UpdateFunc: func(any, any) { p.changed() },
+		DeleteFunc: func(any) { p.changed() },
+	}
+}
+
+// run keeps the selection current until ctx ends.
+func (p *podSelection) run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	defer func() {
+		p.mu.Lock()
+		cur := p.cur
+		p.mu.Unlock()
+		if cur != nil {
+			cur.stop()
+			<-cur.done
+		}
+	}()
+	tick := time.NewTicker(100 * time.Millisecond) // until sets and labels are listed
+	defer tick.Stop()
+	ticks := tick.C
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		case <-ticks:
+		}
+		if !p.ready() {
+			continue
+		}
+		ticks = nil // from now on every change kicks
+		p.mu.Lock()
+		labels, pending := p.self, p.pendingSelf
+		if pending != nil {
+			labels = pending.labels()
+		}
+		cur := p.cur
+		p.mu.Unlock()
+		names, all := p.wanted(labels, cur)
+		if cur != nil && cur.all == all && slices.Equal(cur.names, names) {
+			if pending != nil {
+				p.applySelf(pending)
+			}
+			continue
+		}
+		next := p.start(ctx, names, all)
+		if !p.await(ctx, next) {
+			next.stop()
+			<-next.done
+			continue // ctx ended, or the wanted names changed again: recompute
+		}
+		p.switchTo(next, pending)
+		if cur != nil {
+			p.retire(cur, next)
+		}
+		logger.V(2).Info("Pod selection switched", "pods", len(names), "all", all)
+	}
+}
+
+// wanted computes the pod names for labels (this node's).
+func (p *podSelection) wanted(labels map[string]string, cur *podWatch) ([]string, bool) {
+	chosen := map[nsName]bool{}
+	var names []string
+	for _, obj := range p.sets.List() {
+		s, ok := obj.(*setObj)
+		if !ok || !ownNodeunit(s, labels) {
+			continue
+		}
+		chosen[nsName{s.Namespace, s.Name}] = true
+		for i := int64(0); i < int64(s.OrdinalStart)+int64(max(s.Replicas, s.StatusReplicas)); i++ {
+			names = append(names, s.Name+"-"+itoa(i))
+		}
+	}
+	if cur != nil && cur.inf != nil {
+		for _, obj := range cur.inf.GetStore().List() {
+			if o, ok := obj.(*podObj); ok && o.HasOwner && chosen[nsName{o.Namespace, o.Owner.Name}] {
+				names = append(names, o.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	size := 0
+	for _, n := range names {
+		size += len(n) + 1
+	}
+	if size > maxSelectorBytes {
+		return nil, true
+	}
+	return names, false
+}
+
+// ownNodeunit: s is a grid StatefulSet whose nodeSelector names labels'
+// value of its grid key (of any key it may name: the label form of a
+// prefixed key is lossy, so every nodeSelector key it fits counts).
+func ownNodeunit(s *setObj, labels map[string]string) bool {
+	if !s.HasGridSelector || len(labels) == 0 {
+		return false
+	}
+	for k, v := range s.NodeSelector {
+		if lv, ok := labels[k]; ok && lv == v && s.GridKey.Is(k) {
+			return true
+		}
+	}
+	return false
+}
+
+func itoa(i int64) string {
+	var b [20]byte
+	n := len(b)
+	for {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+		if i == 0 {
+			return string(b[n:])
+		}
+	}
+}
+
+// start runs an informer on one selection; its events reach the index only
+// once it is live.
+func (p *podSelection) start(ctx context.Context, names []string, all bool) *podWatch {
+	w := &podWatch{names: names, all: all, done: make(chan struct{})}
+	switch {
+	case all:
+		w.selector = statefulPodSelector
+	case len(names) > 0:
+		w.selector = appsv1.StatefulSetPodNameLabel + " in (" + strings.Join(names, ",") + ")"
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	w.stop = cancel
+	if w.selector == "" { // nothing to select: no watch at all
+		close(w.done)
+		return w
+	}
+	sel := w.selector
+	w.inf = cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = sel
+			return p.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel
+			return p.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}, &corev1.Pod{}, 0, cache.Indexers{})
+	_ = w.inf.SetTransform(transform) // cannot fail: not started
+	if p.onError != nil {
+		_ = w.inf.SetWatchErrorHandlerWithContext(p.onError)
+	}
+	h := handlerFor(p.idx)
+	w.reg, _ = w.inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(obj any, initial bool) { w.ifLive(func() { h.OnAdd(obj, initial) }) },
+		UpdateFunc: func(old, obj any) { w.ifLive(func() { h.OnUpdate(old, obj) }) },
+		DeleteFunc: func(obj any) { w.ifLive(func() { h.OnDelete(obj) }) },
+	})
+	go func() {
+		defer close(w.done)
+		w.inf.RunWithContext(wctx)
+	}()
+	return w
+}
+
+// ifLive applies an event to the index while w is live, under w.mu: the
+// switch and the retirement never interleave with an event being applied.
+func (w *podWatch) ifLive(apply func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.live {
+		apply()
+	}
+}
+
+// await waits until next has synced; false if ctx ended or the selection
+// changed meanwhile (another kick whose wanted names differ).
+func (p *podSelection) await(ctx context.Context, next *podWatch) bool {
+	if next.inf == nil {
+		return true
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !next.reg.HasSynced() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-p.kick:
+			p.mu.Lock()
+			labels := p.self
+			if p.pendingSelf != nil {
+				labels = p.pendingSelf.labels()
+			}
+			cur := p.cur
+			p.mu.Unlock()
+			if names, all := p.wanted(labels, cur); all != next.all || !slices.Equal(names, next.names) {
+				p.changed()
+				return false
+			}
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// switchTo makes next the index's pods (added first), then applies this
+// node's pending labels.
+func (p *podSelection) switchTo(next *podWatch, pending *selfChange) {
+	next.mu.Lock()
+	if next.inf != nil {
+		for _, obj := range next.inf.GetStore().List() {
+			p.idx.Upsert(obj)
+		}
+	}
+	next.live = true
+	next.mu.Unlock()
+	p.mu.Lock()
+	p.cur = next
+	p.mu.Unlock()
+	if pending != nil {
+		p.applySelf(pending)
+	}
+	p.mu.Lock()
+	p.synced = true
+	p.mu.Unlock()
+}
+
+func (p *podSelection) applySelf(c *selfChange) {
+	if c.deleted {
+		p.idx.Delete(c.node)
+	} else {
+		p.idx.Upsert(c.node)
+	}
+	p.mu.Lock()
+	if p.pendingSelf == c {
+		p.pendingSelf = nil
+	}
+	p.self = c.labels()
+	p.mu.Unlock()
+}
+
+// retire stops old and removes from the index the pods next does not have.
+func (p *podSelection) retire(old, next *podWatch) {
+	old.mu.Lock()
+	old.live = false
+	old.mu.Unlock()
+	old.stop()
+	<-old.done
+	if old.inf == nil {
+		return
+	}
+	next.mu.Lock()
+	defer next.mu.Unlock()
+	for _, obj := range old.inf.GetStore().List() {
+		o, ok := obj.(*podObj)
+		if !ok {
+			continue
+		}
+		if next.inf != nil {
+			if _, still, _ := next.inf.GetStore().Get(o); still {
+				continue
+			}
+		}
+		p.idx.Delete(o)
+	}
+}
