@@ -134,13 +134,12 @@ func (s *Syncer) Run(ctx context.Context) {
 
 // refilter re-filters keys for an informer's handler. When the syncer is
 // idle (no key queued, no re-filtering running) it does so at once on the
-// handler's goroutine: a change then reaches the stores without waiting for
-// the queue's worker to be scheduled, which under CPU contention is most of
-// a change's time in the wrapper. Otherwise the keys are queued, and the
-// queue merges repeated changes of a key while the worker is busy. Either
-// way sync reads the caches under mu, so each key is served in the order
-// its changes were cached, and a queued key synced here too is merely
-// compared again.
+// handler's goroutine: a change then reaches the stores without one more
+// hand-off to the queue's worker, whose wait for a CPU would count in the
+// change's latency. Otherwise the keys are queued, and the queue merges
+// repeated changes of a key while the worker is busy. Either way sync reads
+// the caches under mu, so each key is served in the order its changes were
+// cached, and a queued key synced here too is merely compared again.
 func (s *Syncer) refilter(keys ...syncKey) {
 	if ctx := s.serving.Load(); ctx != nil && s.queue.Len() == 0 && s.mu.TryLock() {
 		defer s.mu.Unlock()
