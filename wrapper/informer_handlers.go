@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"maps"
+	"slices"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,7 +33,7 @@ func (s *Syncer) serviceHandler() cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		stageStamp(unwrap(obj), "handler")
 		if o, err := meta.Accessor(unwrap(obj)); err == nil {
-			s.queue.Add(syncKey{namespace: o.GetNamespace(), name: o.GetName()})
+			s.refilter(syncKey{namespace: o.GetNamespace(), name: o.GetName()})
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -43,18 +44,20 @@ func (s *Syncer) serviceHandler() cache.ResourceEventHandler {
 }
 
 func (s *Syncer) sliceHandler() cache.ResourceEventHandler {
-	enqueue := func(obj any) {
-		if sl, ok := unwrap(obj).(*discoveryv1.EndpointSlice); ok {
-			s.queue.Add(sliceGroup(sl))
+	groups := func(objs ...any) []syncKey {
+		var keys []syncKey
+		for _, obj := range objs {
+			if sl, ok := unwrap(obj).(*discoveryv1.EndpointSlice); ok && !slices.Contains(keys, sliceGroup(sl)) {
+				keys = append(keys, sliceGroup(sl))
+			}
 		}
+		return keys
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue,
-		UpdateFunc: func(old, obj any) {
-			enqueue(old)
-			enqueue(obj)
-		},
-		DeleteFunc: enqueue,
+		AddFunc: func(obj any) { s.refilter(groups(obj)...) },
+		// A slice that moved: its old group first, as the queue would.
+		UpdateFunc: func(old, obj any) { s.refilter(groups(old, obj)...) },
+		DeleteFunc: func(obj any) { s.refilter(groups(obj)...) },
 	}
 }
 

@@ -23,6 +23,7 @@ func (s *Syncer) startServing(ctx context.Context) {
 	defer s.startMu.Unlock()
 	s.syncAll(ctx)
 	s.started = true
+	s.serving.Store(&ctx)
 }
 
 // refilterAll re-filters everything once startServing has: an on-demand
@@ -86,6 +87,11 @@ func (s *Syncer) trustedKeys(logger klog.Logger, svc *corev1.Service, keys []str
 func (s *Syncer) sync(ctx context.Context, k syncKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.syncLocked(ctx, k)
+}
+
+// syncLocked is sync with mu held.
+func (s *Syncer) syncLocked(ctx context.Context, k syncKey) {
 	start := time.Now()
 	defer func() { refilterSeconds.Observe(time.Since(start).Seconds()) }()
 	logger := klog.FromContext(ctx)

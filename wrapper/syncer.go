@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -53,6 +54,9 @@ type Syncer struct {
 	// sets started.
 	startMu sync.Mutex
 	started bool
+	// serving is startServing's context once it has re-filtered everything:
+	// from then on a handler may re-filter on its own goroutine (refilter).
+	serving atomic.Pointer[context.Context]
 
 	mu               sync.Mutex // serializes re-filtering and guards the maps below
 	topologyServices sets.Set[string]
@@ -125,6 +129,27 @@ func (s *Syncer) Run(ctx context.Context) {
 		s.queue.ShutDown()
 	}()
 	for s.processNext(ctx) {
+	}
+}
+
+// refilter re-filters keys for an informer's handler. When the syncer is
+// idle (no key queued, no re-filtering running) it does so at once on the
+// handler's goroutine: a change then reaches the stores without one more
+// hand-off to the queue's worker, whose wait for a CPU would count in the
+// change's latency. Otherwise the keys are queued, and the queue merges
+// repeated changes of a key while the worker is busy. Either way sync reads
+// the caches under mu, so each key is served in the order its changes were
+// cached, and a queued key synced here too is merely compared again.
+func (s *Syncer) refilter(keys ...syncKey) {
+	if ctx := s.serving.Load(); ctx != nil && s.queue.Len() == 0 && s.mu.TryLock() {
+		defer s.mu.Unlock()
+		for _, k := range keys {
+			s.syncLocked(*ctx, k)
+		}
+		return
+	}
+	for _, k := range keys {
+		s.queue.Add(k)
 	}
 }
 

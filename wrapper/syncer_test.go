@@ -218,3 +218,80 @@ type infoCountingSink struct {
 }
 
 func (c *infoCountingSink) Info(level int, msg string, kv ...any) { c.infos[msg]++ }
+
+// A Service or EndpointSlice change is re-filtered on the handler's
+// goroutine while the syncer is idle, and queued while it is starting,
+// busy or has keys queued; either way it is served.
+func TestHandlersRefilterWhileIdle(t *testing.T) {
+	c := emptyCaches()
+	_ = c.Nodes.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "node0", Labels: map[string]string{"zone1": "u1"}}})
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc",
+		Annotations: map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1"]`}}}
+	_ = c.Services.Add(svc)
+	n0 := "node0"
+	slice := func(name string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "svc"}},
+			Endpoints:  []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, NodeName: &n0}},
+		}
+	}
+	s := newSyncer("node0", c, benchStores())
+	handler := s.sliceHandler()
+	ctx := context.Background()
+	add := func(name string) {
+		sl := slice(name)
+		_ = c.EndpointSlices.Add(sl)
+		handler.OnAdd(sl, false)
+	}
+	served := func(name string) bool {
+		_, ok := s.stores.EndpointSlices.Get("ns/" + name)
+		return ok
+	}
+	drain := func() {
+		for s.queue.Len() > 0 {
+			s.processNext(ctx)
+		}
+	}
+
+	add("a") // before start-up's re-filter: queued
+	if served("a") || s.queue.Len() != 1 {
+		t.Fatalf("before start-up: served %v, %d queued", served("a"), s.queue.Len())
+	}
+	s.startServing(ctx)
+	add("b") // the Service's key is still queued: merged with it
+	if served("b") || s.queue.Len() != 1 {
+		t.Fatalf("with a key queued: served %v, %d queued", served("b"), s.queue.Len())
+	}
+	drain()
+	if !served("a") || !served("b") {
+		t.Fatalf("after the queue: a served %v, b served %v", served("a"), served("b"))
+	}
+
+	add("c") // idle: served before the handler returns
+	if !served("c") || s.queue.Len() != 0 {
+		t.Fatalf("idle: served %v, %d queued", served("c"), s.queue.Len())
+	}
+
+	s.mu.Lock() // a re-filter running
+	add("d")
+	if s.queue.Len() != 1 {
+		t.Fatalf("busy: %d queued, want 1", s.queue.Len())
+	}
+	s.mu.Unlock()
+	if served("d") {
+		t.Fatal("busy: served before the queue ran")
+	}
+	drain()
+	if !served("d") {
+		t.Fatal("busy: not served after the queue ran")
+	}
+
+	// The Service handler alike: a relabelled Service is served at once.
+	relabelled := svc.DeepCopy()
+	relabelled.Labels = map[string]string{"tier": "x"}
+	_ = c.Services.Update(relabelled)
+	s.serviceHandler().OnUpdate(svc, relabelled)
+	if o, ok := s.stores.Services.Get("ns/svc"); !ok || o.GetLabels()["tier"] != "x" {
+		t.Fatalf("Service served %v (%v)", o, ok)
+	}
+}
