@@ -183,6 +183,13 @@ func TestManifestsRBAC(t *testing.T) {
 		{node, []string{"list", "nodes"}, true},
 		{node, []string{"watch", "servicecidrs.networking.k8s.io"}, true},
 		{node, []string{"watch", "nodelabelsummaries.superedge.io"}, true},
+		{node, []string{"get", "nodes/node1"}, true},
+		{node, []string{"get", "servicecidrs.networking.k8s.io/kubernetes"}, true},
+		{node, []string{"watch", "namespaces"}, true},
+		// Namespaces and EndpointSlices reach the wrapper by its informers
+		// only; it answers every get of them from its own store.
+		{node, []string{"get", "namespaces/default"}, false},
+		{node, []string{"get", "endpointslices.discovery.k8s.io", "-n", "default"}, false},
 		{node, []string{"update", "nodelabelsummaries.superedge.io"}, false},
 		{node, []string{"get", "secrets", "-n", "default"}, false},
 		{node, []string{"list", "configmaps", "-n", "default"}, false},

@@ -25,9 +25,11 @@ import (
 //   - every process it starts (holder, containerd, kubelet, and through
 //     containerd every shim) carries runEnv=<pid> in its environment;
 //   - each node's cgroups live under cgroupPrefix<pid>-<node> in every
-//     cgroup v1 hierarchy (the kubelet's cgroupRoot: every container);
-//   - stateRoot/<pid>/ records the host sysctls as they were before the
-//     first kubelet started and the paths the run created on the host.
+//     cgroup hierarchy (the kubelet's cgroupRoot: every container; runc
+//     makes them in a hybrid machine's cgroup2 hierarchy too);
+//   - stateRoot/<pid>/ records the run's process (PID and start time), the
+//     host sysctls as they were before the first kubelet started and the
+//     paths the run created on the host.
 //
 // Mounts need no record: each node's kubelet, containerd and shims run in
 // a mount namespace of the node's own, so their mounts vanish with its
@@ -77,6 +79,13 @@ func NewHost(ctx context.Context) (*Host, error) {
 	if err := os.MkdirAll(h.stateDir, 0o700); err != nil {
 		return nil, err
 	}
+	started, err := processStart(h.PID)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(h.stateDir, startedFile), []byte(started), 0o600); err != nil {
+		return nil, err
+	}
 	var sysctls bytes.Buffer
 	for _, k := range kubeletSysctls {
 		v, err := readSysctl(k)
@@ -119,9 +128,61 @@ func (h *Host) Restore(ctx context.Context) error {
 
 // SweepLeftovers restores what runs whose process is gone left behind.
 func SweepLeftovers(ctx context.Context) {
-	if err := sweep(ctx, func(pid int) bool { return pid != os.Getpid() && !alive(pid) }); err != nil {
+	gone := map[int]bool{}
+	for _, pid := range leftoverRuns(stateRoot, cgroupTrees(), os.Getpid()) {
+		gone[pid] = true
+	}
+	if err := sweep(ctx, func(pid int) bool { return gone[pid] }); err != nil {
 		klog.FromContext(ctx).Error(err, "Sweeping a crashed run's leftovers")
 	}
+}
+
+// startedFile, in a run's state directory, holds its process's start time.
+const startedFile = "started"
+
+// leftoverRuns lists the runs that left marks (a state directory under
+// stateDir, cgroups in hierarchies) and whose process is gone, self aside.
+func leftoverRuns(stateDir string, hierarchies []string, self int) []int {
+	var out []int
+	for _, pid := range runPIDsIn(stateDir, hierarchies) {
+		if pid != self && !runAlive(stateDir, pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// runAlive reports whether run pid's process still runs: the process of
+// that PID started when the run's state directory says. PIDs are reused
+// (pid_max is 32768 here), so a PID alone does not name a run. A run writes
+// the directory before it makes anything else and removes it last, so
+// marks without one (or without its start time) belong to no running run.
+func runAlive(stateDir string, pid int) bool {
+	data, err := os.ReadFile(filepath.Join(stateDir, strconv.Itoa(pid), startedFile))
+	if err != nil {
+		return false
+	}
+	started, err := processStart(pid)
+	return err == nil && started == strings.TrimSpace(string(data))
+}
+
+// processStart is a process's start time in clock ticks after boot
+// (field 22 of /proc/<pid>/stat).
+func processStart(pid int) (string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	// The command name (field 2) may hold spaces and parentheses: count
+	// from after its closing one, where field 3 starts.
+	var fields []string
+	if i := bytes.LastIndexByte(data, ')'); i >= 0 {
+		fields = strings.Fields(string(data[i+1:]))
+	}
+	if len(fields) < 20 {
+		return "", fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	return fields[19], nil
 }
 
 // sweep kills the processes and removes the cgroups of every run whose PID
@@ -130,7 +191,7 @@ func sweep(ctx context.Context, match func(pid int) bool) error {
 	logger := klog.FromContext(ctx)
 	var errs []error
 	runs := map[int]bool{}
-	for _, pid := range runPIDs() {
+	for _, pid := range runPIDsIn(stateRoot, cgroupTrees()) {
 		if match(pid) {
 			runs[pid] = true
 		}
@@ -196,25 +257,26 @@ func sweep(ctx context.Context, match func(pid int) bool) error {
 // stillUsed reports whether another live run may need the path (a mount
 // point in its nodes' mount namespaces: removing it would detach theirs).
 func stillUsed(_ string, creator int) bool {
-	for _, pid := range runPIDs() {
-		if pid != creator && alive(pid) {
+	for _, pid := range runPIDsIn(stateRoot, cgroupTrees()) {
+		if pid != creator && runAlive(stateRoot, pid) {
 			return true
 		}
 	}
 	return false
 }
 
-// runPIDs lists the runs that left a state directory or cgroups.
-func runPIDs() []int {
+// runPIDsIn lists the runs that left a state directory in stateDir or
+// cgroups in hierarchies.
+func runPIDsIn(stateDir string, hierarchies []string) []int {
 	seen := map[int]bool{}
-	if entries, err := os.ReadDir(stateRoot); err == nil {
+	if entries, err := os.ReadDir(stateDir); err == nil {
 		for _, e := range entries {
 			if pid, err := strconv.Atoi(e.Name()); err == nil {
 				seen[pid] = true
 			}
 		}
 	}
-	for _, dir := range cgroupHierarchies() {
+	for _, dir := range hierarchies {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			if m := cgroupName.FindStringSubmatch(e.Name()); m != nil {
@@ -229,28 +291,50 @@ func runPIDs() []int {
 // cgroupHierarchies are the mounted cgroup v1 hierarchies (the kubelet
 // needs its cgroupRoot in each).
 func cgroupHierarchies() []string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var dirs []string
-	for _, line := range strings.Split(string(data), "\n") {
+	v1, _ := cgroupMounts(readMountinfo())
+	return v1
+}
+
+// cgroupTrees are all mounted cgroup hierarchies, v1 and cgroup2: where a
+// run's cgroups are looked for and removed. On a hybrid machine runc makes
+// every container's cgroup in the cgroup2 one as well, which the kubelet
+// never removes.
+func cgroupTrees() []string {
+	_, all := cgroupMounts(readMountinfo())
+	return all
+}
+
+func readMountinfo() string {
+	data, _ := os.ReadFile("/proc/self/mountinfo")
+	return string(data)
+}
+
+// cgroupMounts reads a mountinfo: the cgroup v1 hierarchies mounted in
+// cgroupFS, and those with the cgroup2 hierarchy mounted on cgroupFS or in
+// it, each sorted.
+func cgroupMounts(mountinfo string) (v1, all []string) {
+	for _, line := range strings.Split(mountinfo, "\n") {
 		pre, post, ok := strings.Cut(line, " - ")
 		f := strings.Fields(pre)
-		if !ok || len(f) < 5 || !strings.HasPrefix(post, "cgroup ") {
+		if !ok || len(f) < 5 {
 			continue
 		}
-		if filepath.Dir(f[4]) == cgroupFS {
-			dirs = append(dirs, f[4])
+		switch dir := f[4]; {
+		case strings.HasPrefix(post, "cgroup ") && filepath.Dir(dir) == cgroupFS:
+			v1 = append(v1, dir)
+			all = append(all, dir)
+		case strings.HasPrefix(post, "cgroup2 ") && (dir == cgroupFS || filepath.Dir(dir) == cgroupFS):
+			all = append(all, dir)
 		}
 	}
-	sort.Strings(dirs)
-	return dirs
+	sort.Strings(v1)
+	sort.Strings(all)
+	return v1, all
 }
 
 func runCgroups(runs map[int]bool) []string {
 	var out []string
-	for _, h := range cgroupHierarchies() {
+	for _, h := range cgroupTrees() {
 		entries, _ := os.ReadDir(h)
 		for _, e := range entries {
 			if m := cgroupName.FindStringSubmatch(e.Name()); m != nil && e.IsDir() {
@@ -328,11 +412,6 @@ func inRunCgroup(pid int, runs map[int]bool) bool {
 		}
 	}
 	return false
-}
-
-func alive(pid int) bool {
-	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-	return err == nil
 }
 
 func readSysctl(key string) (string, error) {

@@ -254,7 +254,7 @@ func (n *Node) PowerOff(ctx context.Context) error {
 		p.Stop(time.Second) // reaps
 	}
 	n.kubelet, n.containerd, n.holder = nil, nil, nil
-	for _, h := range cgroupHierarchies() {
+	for _, h := range cgroupTrees() {
 		if err := removeCgroupTree(filepath.Join(h, n.CgroupRoot())); err != nil {
 			errs = append(errs, err)
 		}

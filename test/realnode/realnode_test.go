@@ -619,7 +619,12 @@ func TestRealNodes(t *testing.T) {
 			crds = append(crds, "-f", filepath.Join(repo, "build/crds/superedge.io_"+kind+".yaml"))
 		}
 		mustRun(ctx, t, op, append([]string{"apply", "--server-side"}, crds...)...)
-		mustRun(ctx, t, op, "wait", "--for=condition=Established", "--timeout=2m", "crd/deploymentgrids.superedge.io", "crd/statefulsetgrids.superedge.io", "crd/servicegrids.superedge.io")
+		// kubectl wait fails at once on a CRD that has no conditions yet:
+		// asked again until it succeeds.
+		eventually(ctx, t, 0, "the grid CRDs Established", func(ctx context.Context) error {
+			_, err := op.Run(ctx, "wait", "--for=condition=Established", "--timeout=10s", "crd/deploymentgrids.superedge.io", "crd/statefulsetgrids.superedge.io", "crd/servicegrids.superedge.io")
+			return err
+		})
 		mustRun(ctx, t, op, "apply", "-f", filepath.Join(repo, "examples"))
 		eventually(ctx, t, 0, "SuperEdge's DaemonSets ready on their nodes", func(ctx context.Context) error {
 			return daemonSetsReady(ctx, client, superEdgeOn)

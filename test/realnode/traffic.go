@@ -225,7 +225,11 @@ func recreateClientWith(ctx context.Context, client kubernetes.Interface, node, 
 		return fmt.Errorf("logs of %s: %w", name, err)
 	}
 	earlier[name] += string(raw)
-	if err := client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+	// Not a forced deletion (grace 0): the pod must stay until its kubelet
+	// has stopped its container. The kubelet finds a container to exec into
+	// or read logs from by the pod's name alone, so while the old one runs
+	// (up to 2 s after a forced deletion) it may answer for the new pod.
+	if err := client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(1))}); err != nil {
 		return err
 	}
 	if err := waitUntil(ctx, 3*time.Minute, func() error {
