@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -33,6 +34,12 @@ func TestResyncOfUnchangedWorldWritesNothing(t *testing.T) {
 		s, err := e.grids.SuperedgeV1().StatefulSetGrids("default").Get(ctx, ssg.Name, metav1.GetOptions{})
 		if err != nil || s.Status.NodeUnits != 2 || s.Status.ObservedGeneration != s.Generation {
 			return fmt.Errorf("statefulsetgrid %+v %v", s.Status, err)
+		}
+		for _, v := range []string{"nodeunit1", "nodeunit2"} {
+			c, err := e.kube.AppsV1().StatefulSets("default").Get(ctx, ssg.Name+"-"+v, metav1.GetOptions{})
+			if err != nil || c.Labels[superedgev1.LabelGridNodeUnit] != v {
+				return fmt.Errorf("child statefulset for %s not labelled with its nodeunit: %v %v", v, c.Labels, err)
+			}
 		}
 		g, err := e.grids.SuperedgeV1().ServiceGrids("default").Get(ctx, sg.Name, metav1.GetOptions{})
 		if err != nil || g.Status.ClusterIP == "" {

@@ -50,7 +50,14 @@ func desiredStatefulSet(g *superedgev1.StatefulSetGrid, u unit) (*appsv1apply.St
 	for i := range spec.VolumeClaimTemplates {
 		spec.VolumeClaimTemplates[i].Status = nil
 	}
-	return ownedChild(appsv1apply.StatefulSet(u.name, g.Namespace).WithSpec(spec), g, "StatefulSetGrid", g.Spec.GridUniqKey)
+	cfg, err := ownedChild(appsv1apply.StatefulSet(u.name, g.Namespace).WithSpec(spec), g, "StatefulSetGrid", g.Spec.GridUniqKey)
+	if err != nil {
+		return nil, err
+	}
+	// The nodeunit label stays out of the applied hash: adding it to the
+	// children of an older controller or of SuperEdge is a metadata write,
+	// never a new revision for a staged rollout to plan.
+	return cfg.WithLabels(map[string]string{superedgev1.LabelGridNodeUnit: u.value}), nil
 }
 
 // statefulSetState is a StatefulSet's line in its grid's status.states.

@@ -58,7 +58,8 @@ func superEdgePodTemplate(t corev1.PodTemplateSpec, key, value string) corev1.Po
 
 // TestTakeoverFromSuperEdge: children made by SuperEdge's controller (its
 // names, labels, controller reference, the template-hash label it wrote back
-// into the grid's template, its field manager) are taken over with no new
+// into the grid's template, its field manager) are taken over, each
+// StatefulSet labelled with its nodeunit value, with no new
 // ReplicaSet, no new StatefulSet revision and no pod replaced; afterwards a
 // field removed from the grid leaves the child, which proves the field
 // ownership moved to this controller.
@@ -181,6 +182,9 @@ func TestTakeoverFromSuperEdge(t *testing.T) {
 			}
 			if err := takenOver(s, key); err != nil {
 				return fmt.Errorf("statefulset %s: %w", s.Name, err)
+			}
+			if got := s.Labels[superedgev1.LabelGridNodeUnit]; got != v {
+				return fmt.Errorf("statefulset %s: nodeunit label %q, want %q", s.Name, got, v)
 			}
 			if s.Status.ObservedGeneration < s.Generation {
 				return fmt.Errorf("statefulset %s generation %d not observed yet", s.Name, s.Generation)

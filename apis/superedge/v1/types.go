@@ -15,6 +15,11 @@ const (
 	LabelGridSelector = "superedge.io/grid-selector"
 	// LabelGridUniqKey carries the grid's gridUniqKey on every produced object.
 	LabelGridUniqKey = "superedge.io/grid-uniq-key"
+	// LabelGridNodeUnit carries, on each child StatefulSet this project's
+	// controller keeps, the nodeunit value (of the grid key) it serves, so a
+	// node can select its own nodeunit's children. Metadata only: no pod
+	// template carries it. SuperEdge's children lack it until taken over.
+	LabelGridNodeUnit = "servicegroup.io/grid-nodeunit"
 	// AnnotationTopologyKeys is the ordered list of node label keys (JSON) by
 	// which the wrapper keeps a Service's endpoints inside the caller's nodeunit.
 	AnnotationTopologyKeys = "topologyKeys"
