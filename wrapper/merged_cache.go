@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 
@@ -251,11 +252,7 @@ func (m *mergedCache) List() []any {
 func (m *mergedCache) ListKeys() []string {
 	m.dataMu.RLock()
 	defer m.dataMu.RUnlock()
-	out := make([]string, 0, len(m.entries))
-	for k := range m.entries {
-		out = append(out, k)
-	}
-	return out
+	return slices.Collect(maps.Keys(m.entries))
 }
 
 func (m *mergedCache) IndexKeys(indexName, indexedValue string) ([]string, error) {
@@ -298,11 +295,7 @@ func (m *mergedCache) ListIndexFuncValues(indexName string) []string {
 	}
 	m.dataMu.RLock()
 	defer m.dataMu.RUnlock()
-	out := make([]string, 0, len(m.indexed))
-	for v := range m.indexed {
-		out = append(out, v)
-	}
-	return out
+	return slices.Collect(maps.Keys(m.indexed))
 }
 
 func (m *mergedCache) GetIndexers() cache.Indexers {
