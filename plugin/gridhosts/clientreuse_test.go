@@ -24,7 +24,7 @@ func TestClientsReusedAddress(t *testing.T) {
 	g.Clients = true
 	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
-	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, true, ""))(t)
+	g.watcher = must(newWatcher(must(g.restConfig())(t), nil, g.index, true, ""))(t)
 	if err := g.start(); err != nil {
 		t.Fatal(err)
 	}

@@ -79,14 +79,6 @@ type watcher struct {
 
 func transform(obj any) (any, error) { return toTiny(obj) }
 
-// newWatcher builds (but does not start) the informers. In clients mode the
-// pod informer covers every running pod, for the source-IP index, and every
-// Node is watched for its InternalIPs; in node mode only nodes' labels are
-// followed (see newNodeLabelSource).
-func newWatcher(cfg *rest.Config, idx *Index, clients bool, node string) (*watcher, error) {
-	return newWatcherWithServices(cfg, nil, idx, clients, node)
-}
-
 // protobufClient is a clientset for cfg speaking protobuf.
 func protobufClient(cfg *rest.Config) (*kubernetes.Clientset, error) {
 	kcfg := rest.CopyConfig(cfg)
@@ -95,14 +87,17 @@ func protobufClient(cfg *rest.Config) (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(kcfg)
 }
 
-// newWatcherWithServices is newWatcher reading Services and EndpointSlices
-// through services when it is not nil: on an edge node the node wrapper's
-// DNS view, the one cache and upstream the kubernetes plugin reads too, so
-// a Service or endpoint change crosses the edge link once for the node.
-//
-// In node mode (node set, not clients) pods are selected by name, only
+// newWatcher builds (but does not start) the informers. In clients mode the
+// pod informer covers every running pod, for the source-IP index, and every
+// Node is watched for its InternalIPs; in node mode only nodes' labels are
+// followed (see newNodeLabelSource), and pods are selected by name, only
 // those of node's nodeunit (see podSelection).
-func newWatcherWithServices(cfg, services *rest.Config, idx *Index, clients bool, node string) (*watcher, error) {
+//
+// Services and EndpointSlices are read through services when it is not
+// nil: on an edge node the node wrapper's DNS view, the one cache and
+// upstream the kubernetes plugin reads too, so a Service or endpoint change
+// crosses the edge link once for the node.
+func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node string) (*watcher, error) {
 	kc, err := protobufClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -160,24 +155,15 @@ func newWatcherWithServices(cfg, services *rest.Config, idx *Index, clients bool
 	if clients || node == "" {
 		informersOf = append(informersOf, informerOf{"pods", w.pods.Core().V1().Pods().Informer(), false, nil})
 	} else {
-		setsReg, err := setsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{})
-		if err != nil {
-			return nil, err
-		}
+		// ready is read only once the watcher runs, after setsReg is set.
+		var setsReg cache.ResourceEventHandlerRegistration
 		w.podSelection = newPodSelection(kc, idx, setsInformer.GetStore(), func() bool {
 			return setsReg.HasSynced() && w.nodeLabels.HasSynced()
 		})
-		if _, err := setsInformer.AddEventHandler(w.podSelection.setHandler()); err != nil {
+		if setsReg, err = setsInformer.AddEventHandler(w.podSelection.setHandler()); err != nil {
 			return nil, err
 		}
-		src := &source{resource: "pods", synced: w.podSelection.HasSynced, announced: &atomic.Bool{},
-			also: func(ctx context.Context, err error) {
-				if w.onError != nil {
-					w.onError(ctx, err)
-				}
-			}}
-		w.podSelection.onError = src.onError
-		w.sources = append(w.sources, src)
+		w.podSelection.onError = w.addSource("pods", w.podSelection.HasSynced, false).onError
 		sink.self, sink.sel = node, w.podSelection
 	}
 	if clients {
@@ -186,32 +172,20 @@ func newWatcherWithServices(cfg, services *rest.Config, idx *Index, clients bool
 		if w.nodeLabels, err = newNodeLabelSource(cfg, kc, gc, sink); err != nil {
 			return nil, err
 		}
-		src := &source{resource: "nodes", synced: w.nodeLabels.HasSynced, announced: &atomic.Bool{},
-			also: func(ctx context.Context, err error) {
-				if w.onError != nil {
-					w.onError(ctx, err)
-				}
-			}}
+		src := w.addSource("nodes", w.nodeLabels.HasSynced, false)
 		w.nodeLabels.WatchErrors = func(inf cache.SharedIndexInformer) error {
 			return inf.SetWatchErrorHandlerWithContext(src.onError)
 		}
-		w.sources = append(w.sources, src)
 	}
 	for _, in := range informersOf {
 		reg, err := in.inf.AddEventHandler(h)
 		if err != nil {
 			return nil, err
 		}
-		src := &source{resource: in.resource, synced: reg.HasSynced, optional: in.optional, announced: &atomic.Bool{},
-			also: func(ctx context.Context, err error) {
-				if w.onError != nil {
-					w.onError(ctx, err)
-				}
-			}}
+		src := w.addSource(in.resource, reg.HasSynced, in.optional)
 		if err := in.inf.SetWatchErrorHandlerWithContext(src.onError); err != nil {
 			return nil, err
 		}
-		w.sources = append(w.sources, src)
 		if in.keep != nil {
 			*in.keep = src
 		}
@@ -219,6 +193,19 @@ func newWatcherWithServices(cfg, services *rest.Config, idx *Index, clients bool
 	grid := w.serviceSource
 	w.serviceSource = &source{resource: "services", synced: func() bool { return grid.synced() && headless.synced() }, announced: &atomic.Bool{}}
 	return w, nil
+}
+
+// addSource adds one resource's source to w.sources: its list/watch errors
+// are logged once and told to onError, when that is set.
+func (w *watcher) addSource(resource string, synced func() bool, optional bool) *source {
+	src := &source{resource: resource, synced: synced, optional: optional, announced: &atomic.Bool{},
+		also: func(ctx context.Context, err error) {
+			if w.onError != nil {
+				w.onError(ctx, err)
+			}
+		}}
+	w.sources = append(w.sources, src)
+	return src
 }
 
 // handlerFor applies every event to idx as it arrives.

@@ -475,7 +475,7 @@ func TestInProcessInformers(t *testing.T) {
 	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
 	cfg := must(g.restConfig())(t)
-	g.watcher = must(newWatcher(cfg, g.index, g.Clients, g.Node))(t)
+	g.watcher = must(newWatcher(cfg, nil, g.index, g.Clients, g.Node))(t)
 	if err := g.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -613,7 +613,7 @@ func (c *cluster) startNodeMode(t *testing.T, node string) *GridHosts {
 	g.Node = node
 	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
-	g.watcher = must(newWatcher(must(g.restConfig())(t), g.index, false, g.Node))(t)
+	g.watcher = must(newWatcher(must(g.restConfig())(t), nil, g.index, false, g.Node))(t)
 	if err := g.start(); err != nil {
 		t.Fatal(err)
 	}

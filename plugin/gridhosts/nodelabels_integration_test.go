@@ -87,7 +87,7 @@ func TestNodeModeLabelsFromSummaries(t *testing.T) {
 	cfg := must(g.restConfig())(t)
 	log := &requestLog{}
 	cfg.Wrap(log.wrap)
-	g.watcher = must(newWatcher(cfg, g.index, false, g.Node))(t)
+	g.watcher = must(newWatcher(cfg, nil, g.index, false, g.Node))(t)
 	g.watcher.nodeLabels.Recheck = time.Second
 	if err := g.start(); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func setup(c *caddy.Controller) error {
 		}
 	}
 	g.index.noClientAddrs = !g.Clients
-	w, err := newWatcherWithServices(cfg, services, g.index, g.Clients, g.Node)
+	w, err := newWatcher(cfg, services, g.index, g.Clients, g.Node)
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}

@@ -116,7 +116,7 @@ func BenchmarkSnapshotStartup(b *testing.B) {
 	}
 	fromAPI := func() *Index {
 		x := NewIndex()
-		w, err := newWatcher(c.cp.Config, x, false, "node-1")
+		w, err := newWatcher(c.cp.Config, nil, x, false, "node-1")
 		if err != nil {
 			b.Fatal(err)
 		}
