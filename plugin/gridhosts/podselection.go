@@ -148,13 +148,7 @@ func (p *podSelection) run(ctx context.Context) {
 			continue
 		}
 		ticks = nil // from now on every change kicks
-		p.mu.Lock()
-		labels, pending := p.self, p.pendingSelf
-		if pending != nil {
-			labels = pending.labels()
-		}
-		cur := p.cur
-		p.mu.Unlock()
+		labels, pending, cur := p.target()
 		names, all := p.wanted(labels, cur)
 		if cur != nil && cur.all == all && slices.Equal(cur.names, names) {
 			if pending != nil {
@@ -174,6 +168,18 @@ func (p *podSelection) run(ctx context.Context) {
 		}
 		logger.V(2).Info("Pod selection switched", "pods", len(names), "all", all)
 	}
+}
+
+// target is what the selection follows now: this node's labels as a
+// pending change leaves them, that change, and the current watch.
+func (p *podSelection) target() (map[string]string, *selfChange, *podWatch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	labels := p.self
+	if p.pendingSelf != nil {
+		labels = p.pendingSelf.labels()
+	}
+	return labels, p.pendingSelf, p.cur
 }
 
 // wanted computes the pod names for labels (this node's).
@@ -304,13 +310,7 @@ func (p *podSelection) await(ctx context.Context, next *podWatch) bool {
 		case <-ctx.Done():
 			return false
 		case <-p.kick:
-			p.mu.Lock()
-			labels := p.self
-			if p.pendingSelf != nil {
-				labels = p.pendingSelf.labels()
-			}
-			cur := p.cur
-			p.mu.Unlock()
+			labels, _, cur := p.target()
 			if names, all := p.wanted(labels, cur); all != next.all || !slices.Equal(names, next.names) {
 				p.changed()
 				return false
