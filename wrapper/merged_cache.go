@@ -88,19 +88,30 @@ func newMergedCache(indexers cache.Indexers, handler cache.ResourceEventHandler)
 // sourceHandler mirrors one informer into the cache as source src.
 func (m *mergedCache) sourceHandler(src int) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.set(src, obj) },
-		UpdateFunc: func(_, obj any) { m.set(src, obj) },
-		DeleteFunc: func(obj any) { m.remove(src, unwrap(obj)) },
+		AddFunc:    func(obj any) { m.change(src, obj, true) },
+		UpdateFunc: func(_, obj any) { m.change(src, obj, true) },
+		DeleteFunc: func(obj any) { m.change(src, unwrap(obj), false) },
 	}
 }
 
-func (m *mergedCache) set(src int, obj any) {
+// change records that src now holds obj, or (held false) no longer holds
+// its key.
+func (m *mergedCache) change(src int, obj any, held bool) {
 	key, err := cache.MetaNamespaceKeyFunc(obj)
 	if err != nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if held {
+		m.setLocked(src, key, obj)
+	} else {
+		m.removeLocked(src, key)
+	}
+}
+
+// setLocked makes src hold obj under key; mu is held.
+func (m *mergedCache) setLocked(src int, key string, obj any) {
 	m.dataMu.Lock()
 	e := m.entries[key]
 	var old any
@@ -155,16 +166,6 @@ func (m *mergedCache) unindexLocked(value, key string) {
 		return
 	}
 	m.indexed[value] = slices.Delete(keys, i, i+1)
-}
-
-func (m *mergedCache) remove(src int, obj any) {
-	key, err := cache.MetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.removeLocked(src, key)
 }
 
 // removeLocked drops what src held under key; mu is held.
