@@ -40,16 +40,10 @@ const dnsSlicesName = "dns-endpointslices"
 
 var (
 	namespacesResource = &resource{
-		name: ResourceNamespaces, gv: corev1.SchemeGroupVersion, namespaced: false,
-		newEmpty: func() Object { return &corev1.Namespace{} },
-		newList: func(items []Object, rv string) runtime.Object {
-			return &corev1.NamespaceList{ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: listOf[corev1.Namespace](items)}
-		},
-		fields: func(o Object) fields.Set {
-			s := objectMetaFields(o, false)
-			s["status.phase"] = string(o.(*corev1.Namespace).Status.Phase)
-			return s
-		},
+		name: ResourceNamespaces, gv: corev1.SchemeGroupVersion, namespaced: false, fields: namespaceFields,
+		objectTypes: typed(func(m metav1.ListMeta, items []corev1.Namespace) runtime.Object {
+			return &corev1.NamespaceList{ListMeta: m, Items: items}
+		}),
 	}
 	dnsSlicesResource = func() *resource {
 		for _, r := range servedResources {
@@ -65,6 +59,12 @@ var (
 	// a snapshot without them (an older wrapper's) serves kube-proxy only.
 	dnsSnapshotResources = []*resource{dnsSlicesResource, namespacesResource}
 )
+
+func namespaceFields(o Object) fields.Set {
+	s := objectMetaFields(o, false)
+	s["status.phase"] = string(o.(*corev1.Namespace).Status.Phase)
+	return s
+}
 
 // snapshotResources are the sections a snapshot may hold.
 func snapshotResources() []*resource { return slices.Concat(servedResources, dnsSnapshotResources) }

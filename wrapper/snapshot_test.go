@@ -258,9 +258,9 @@ func TestBadSnapshotsIgnored(t *testing.T) {
 	unframed = append(unframed, 0, 0, 0, 32)
 	unframed = append(unframed, make([]byte, 32)...)
 	secretList := &resource{name: ResourceServices, gv: corev1.SchemeGroupVersion, namespaced: true,
-		newList: func(items []Object, rv string) runtime.Object {
+		objectTypes: objectTypes{newList: func(items []Object, rv string) runtime.Object {
 			return &corev1.SecretList{ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: []corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}}}}
-		}}
+		}}}
 	cases := []struct {
 		name, reason string
 		data         []byte // nil: no file
