@@ -3,6 +3,7 @@ package controller
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
+	"k8s.io/utils/ptr"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
@@ -60,10 +61,7 @@ func deploymentState(d *appsv1.Deployment) superedgev1.DeploymentState {
 // deploymentReady: the Deployment controller has seen the current spec and
 // every wanted replica is updated and available.
 func deploymentReady(d *appsv1.Deployment) bool {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
+	want := ptr.Deref(d.Spec.Replicas, 1)
 	s := d.Status
 	return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.AvailableReplicas == want && s.Replicas == want
 }
@@ -82,10 +80,7 @@ func deepCopyDeploymentConditions(in []appsv1.DeploymentCondition) []appsv1.Depl
 // deploymentHealthy: fully rolled out, the bar a rollout wave must pass: the
 // spec observed and every wanted replica updated, ready and available.
 func deploymentHealthy(d *appsv1.Deployment) bool {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
+	want := ptr.Deref(d.Spec.Replicas, 1)
 	s := d.Status
 	return s.ObservedGeneration >= d.Generation && s.Replicas == want && s.UpdatedReplicas == want &&
 		s.ReadyReplicas == want && s.AvailableReplicas == want

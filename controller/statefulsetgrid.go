@@ -3,6 +3,7 @@ package controller
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
+	"k8s.io/utils/ptr"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
@@ -77,10 +78,7 @@ func statefulSetState(set *appsv1.StatefulSet) superedgev1.StatefulSetState {
 // statefulSetReady: the StatefulSet controller has seen the current spec and
 // every wanted replica runs the update revision and is ready.
 func statefulSetReady(s *appsv1.StatefulSet) bool {
-	want := int32(1)
-	if s.Spec.Replicas != nil {
-		want = *s.Spec.Replicas
-	}
+	want := ptr.Deref(s.Spec.Replicas, 1)
 	st := s.Status
 	return st.ObservedGeneration >= s.Generation && st.ReadyReplicas == want && st.UpdatedReplicas == want && st.Replicas == want
 }
@@ -88,10 +86,7 @@ func statefulSetReady(s *appsv1.StatefulSet) bool {
 // statefulSetHealthy: fully rolled out: the spec observed, every wanted
 // replica updated, ready and available, and the update revision current.
 func statefulSetHealthy(s *appsv1.StatefulSet) bool {
-	want := int32(1)
-	if s.Spec.Replicas != nil {
-		want = *s.Spec.Replicas
-	}
+	want := ptr.Deref(s.Spec.Replicas, 1)
 	st := s.Status
 	return st.ObservedGeneration >= s.Generation && st.Replicas == want && st.UpdatedReplicas == want &&
 		st.ReadyReplicas == want && st.AvailableReplicas == want && st.CurrentRevision == st.UpdateRevision
