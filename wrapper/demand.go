@@ -96,20 +96,9 @@ func (d *demand) run(ctx context.Context) {
 
 // await waits at most within for what is fetched to be served.
 func (d *demand) await(ctx context.Context, within time.Duration) bool {
-	deadline := time.NewTimer(within)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !d.ready.Load() {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-deadline.C:
-			return false
-		case <-tick.C:
-		}
-	}
-	return true
+	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		return d.ready.Load(), nil
+	}) == nil
 }
 
 // waitIfFetching waits until running informers have synced (a snapshot's
