@@ -143,10 +143,7 @@ type memoryRun struct {
 func measureMemory(b *testing.B, c *cluster, bin, hostsFile string, names []string, n, run int) memoryRun {
 	b.Helper()
 	profile := os.Getenv("SG_MEMBENCH_HEAPPROFILE")
-	var env []string
-	if d := os.Getenv("SG_MEMBENCH_GODEBUG"); d != "" {
-		env = append(env, "GODEBUG="+d)
-	}
+	env := strings.Fields(os.Getenv("SG_MEMBENCH_ENV")) // e.g. GODEBUG=gctrace=1, on every process alike
 	type member struct {
 		role, bin, body string
 		server, pprof   string

@@ -236,6 +236,9 @@ func toTiny(obj any) (any, error) {
 	case *corev1.Pod:
 		p := &podObj{tiny: newTiny(&o.ObjectMeta), Pod: gridname.PodOf(o), NodeName: intern(o.Spec.NodeName), created: unixNano(o.CreationTimestamp.Time)}
 		p.Owner = gridname.ControllerRef{Kind: intern(p.Owner.Kind), Name: intern(p.Owner.Name), UID: types.UID(intern(string(p.Owner.UID)))}
+		// Its own UID answers nothing (its controller's does): tens of
+		// thousands of 36-byte strings not kept.
+		p.UID = ""
 		return p, nil
 	case *corev1.Service:
 		s := &svcObj{tiny: newTiny(&o.ObjectMeta), Service: gridname.ServiceOf(o), Headless: o.Spec.ClusterIP == corev1.ClusterIPNone}
