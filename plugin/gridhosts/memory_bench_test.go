@@ -26,13 +26,17 @@ var memoryPods = []int{1000, 10000}
 
 // BenchmarkMemory reports the resident memory (VmRSS) of the built CoreDNS
 // serving the unified names of 1k and 10k grid pods with gridhosts (from
-// informers) against a second CoreDNS serving the same names with the hosts
-// plugin from a file, same Corefile shape, each after every name was
-// answered once. As many pods of the same grid run in another nodeunit
-// (their names are not this node's to answer). It reports the ratio per
-// size; the goal is <= 1.2. SG_MEMBENCH_OLD_COREDNS names another CoreDNS
-// build (an older commit) to measure the same way in the same run;
-// SG_MEMBENCH_HEAPPROFILE=PREFIX saves gridhosts' heap profile per size.
+// informers) against a second CoreDNS, the same binary file, serving the
+// same names with the hosts plugin from a file, same Corefile shape, each
+// read after every name was answered once. As many pods of the same grid
+// run in another nodeunit (their names are not this node's to answer). Per
+// size it reports the median of SG_MEMBENCH_RUNS runs (default 5), each
+// with its own processes started in rotating order; the goal is a ratio
+// <= 1.2. SG_MEMBENCH_OLD_COREDNS names another CoreDNS build (an older
+// commit) to measure the same way in the same runs;
+// SG_MEMBENCH_HEAPPROFILE=PREFIX adds pprof to every process, logs their
+// runtime figures and saves their heap profiles; SG_MEMBENCH_SETTLE delays
+// the reading; SG_MEMBENCH_ENV adds environment to every process.
 func BenchmarkMemory(b *testing.B) {
 	c := startCluster(b)
 	bin := coreDNSBinary(b)

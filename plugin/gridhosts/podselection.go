@@ -60,7 +60,6 @@ type podSelection struct {
 // podWatch is one selection's informer; live once its pods are the index's.
 // Its names are kept only in selector (10k names are 0.6 MB as strings).
 type podWatch struct {
-	all      bool
 	inf      cache.SharedIndexInformer
 	reg      cache.ResourceEventHandlerRegistration
 	stop     context.CancelFunc
@@ -246,7 +245,7 @@ func itoa(i int64) string {
 // start runs an informer on one selection; its events reach the index only
 // once it is live.
 func (p *podSelection) start(ctx context.Context, names []string, all bool) *podWatch {
-	w := &podWatch{all: all, selector: selectorOf(names, all), done: make(chan struct{})}
+	w := &podWatch{selector: selectorOf(names, all), done: make(chan struct{})}
 	wctx, cancel := context.WithCancel(ctx)
 	w.stop = cancel
 	if w.selector == "" { // nothing to select: no watch at all
