@@ -223,7 +223,7 @@ func (x *Index) addPod(p *podObj) {
 	}
 	if p.NodeName != "" && !p.Finished && !x.noClientAddrs {
 		for _, ip := range p.IPs {
-			x.clientPods.add(ip, clientRef{pod: k, node: p.NodeName, created: p.Created, terminating: p.Terminating})
+			x.clientPods.add(ip, clientRef{pod: k, node: p.NodeName, created: p.createdAt(), terminating: p.Terminating})
 		}
 	}
 }

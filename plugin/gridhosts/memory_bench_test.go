@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,13 +26,17 @@ var memoryPods = []int{1000, 10000}
 
 // BenchmarkMemory reports the resident memory (VmRSS) of the built CoreDNS
 // serving the unified names of 1k and 10k grid pods with gridhosts (from
-// informers) against a second CoreDNS serving the same names with the hosts
-// plugin from a file, same Corefile shape, each after every name was
-// answered once. As many pods of the same grid run in another nodeunit
-// (their names are not this node's to answer). It reports the ratio per
-// size; the goal is <= 1.2. SG_MEMBENCH_OLD_COREDNS names another CoreDNS
-// build (an older commit) to measure the same way in the same run;
-// SG_MEMBENCH_HEAPPROFILE=PREFIX saves gridhosts' heap profile per size.
+// informers) against a second CoreDNS, the same binary file, serving the
+// same names with the hosts plugin from a file, same Corefile shape, each
+// read after every name was answered once. As many pods of the same grid
+// run in another nodeunit (their names are not this node's to answer). Per
+// size it reports the median of SG_MEMBENCH_RUNS runs (default 5), each
+// with its own processes started in rotating order; the goal is a ratio
+// <= 1.2. SG_MEMBENCH_OLD_COREDNS names another CoreDNS build (an older
+// commit) to measure the same way in the same runs;
+// SG_MEMBENCH_HEAPPROFILE=PREFIX adds pprof to every process, logs their
+// runtime figures and saves their heap profiles; SG_MEMBENCH_SETTLE delays
+// the reading; SG_MEMBENCH_ENV adds environment to every process.
 func BenchmarkMemory(b *testing.B) {
 	c := startCluster(b)
 	bin := coreDNSBinary(b)
@@ -65,71 +71,201 @@ func BenchmarkMemory(b *testing.B) {
 		if err := os.WriteFile(hostsFile, []byte(hostsText.String()), 0o600); err != nil {
 			b.Fatal(err)
 		}
-		gp, gready, hp, hready := freePort(b), freePort(b), freePort(b), freePort(b)
-		profile, pprofPort := os.Getenv("SG_MEMBENCH_HEAPPROFILE"), freePort(b)
-		pprofLine := ""
-		if profile != "" {
-			pprofLine = fmt.Sprintf("pprof 127.0.0.1:%d", pprofPort)
+		var gRuns, hRuns, oRuns, ratios, oldRatios []float64
+		for run := range memoryRuns(b) {
+			m := measureMemory(b, c, bin, hostsFile, names[:n], n, run)
+			gRuns, hRuns, ratios = append(gRuns, m.grid.rss), append(hRuns, m.hosts.rss), append(ratios, m.grid.rss/m.hosts.rss)
+			if m.old != nil {
+				oRuns, oldRatios = append(oRuns, m.old.rss), append(oldRatios, m.old.rss/m.hosts.rss)
+			}
 		}
-		gridCorefile := func(port, ready int, extra string) string {
-			return fmt.Sprintf(`cluster.local:%d {
+		b.ReportMetric(median(ratios), fmt.Sprintf("rss-ratio-%dpods", n))
+		b.ReportMetric(median(gRuns), fmt.Sprintf("gridhosts-MiB-%dpods", n))
+		b.ReportMetric(median(hRuns), fmt.Sprintf("hosts-MiB-%dpods", n))
+		b.Logf("%d grid pods, medians of %d runs: gridhosts %.1f MiB, hosts %.1f MiB, ratio %.2f (runs: %s)",
+			n, len(ratios), median(gRuns), median(hRuns), median(ratios), formatRatios(ratios))
+		if len(oRuns) > 0 {
+			b.ReportMetric(median(oldRatios), fmt.Sprintf("old-rss-ratio-%dpods", n))
+			b.Logf("%d grid pods, older build: %.1f MiB, ratio %.2f (runs: %s)", n, median(oRuns), median(oldRatios), formatRatios(oldRatios))
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// memoryRuns is how many runs BenchmarkMemory measures per size
+// (SG_MEMBENCH_RUNS, default 5); each run starts its own processes.
+func memoryRuns(b *testing.B) int {
+	runs := 5
+	if v := os.Getenv("SG_MEMBENCH_RUNS"); v != "" {
+		var err error
+		if runs, err = strconv.Atoi(v); err != nil || runs < 1 {
+			b.Fatalf("SG_MEMBENCH_RUNS=%q: want a positive number", v)
+		}
+	}
+	return runs
+}
+
+// memorySettle is how long after the queries the RSS is read
+// (SG_MEMBENCH_SETTLE, a Go duration; default 0).
+func memorySettle(b *testing.B) time.Duration {
+	v := os.Getenv("SG_MEMBENCH_SETTLE")
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		b.Fatalf("SG_MEMBENCH_SETTLE=%q: %v", v, err)
+	}
+	return d
+}
+
+// memoryReading is one CoreDNS process's memory, in MiB.
+type memoryReading struct {
+	rss, anon, file, peak float64
+}
+
+func readMemory(b *testing.B, pid int) memoryReading {
+	b.Helper()
+	mib := func(field string) float64 { return float64(procStatusKiB(b, pid, field)) / 1024 }
+	return memoryReading{rss: mib("VmRSS:"), anon: mib("RssAnon:"), file: mib("RssFile:"), peak: mib("VmHWM:")}
+}
+
+func (m memoryReading) String() string {
+	return fmt.Sprintf("RSS %.1f MiB (anon %.1f, file %.1f; peak %.1f)", m.rss, m.anon, m.file, m.peak)
+}
+
+// memoryRun is one run's readings; old is nil without an older build.
+type memoryRun struct {
+	grid, hosts memoryReading
+	old         *memoryReading
+}
+
+// measureMemory starts gridhosts' CoreDNS, the hosts plugin's (and the
+// older build's, when given), in an order that rotates with run so none
+// always syncs first, answers every name once on each, waits
+// memorySettle, reads each process's memory and stops them.
+func measureMemory(b *testing.B, c *cluster, bin, hostsFile string, names []string, n, run int) memoryRun {
+	b.Helper()
+	profile := os.Getenv("SG_MEMBENCH_HEAPPROFILE")
+	env := strings.Fields(os.Getenv("SG_MEMBENCH_ENV")) // e.g. GODEBUG=gctrace=1, on every process alike
+	type member struct {
+		role, bin, body string
+		server, pprof   string
+		p               *coreDNS
+	}
+	gridBody := fmt.Sprintf(`gridhosts {
+    kubeconfig %s
+    node node-1
+  }`, c.cp.Kubeconfig)
+	hostsBody := fmt.Sprintf(`hosts %s {
+    ttl 5
+    reload 0
+  }`, hostsFile)
+	members := []*member{{role: "gridhosts", bin: bin, body: gridBody}, {role: "hosts", bin: bin, body: hostsBody}}
+	if old := os.Getenv("SG_MEMBENCH_OLD_COREDNS"); old != "" {
+		members = append(members, &member{role: "older gridhosts", bin: old, body: gridBody})
+	}
+	order := append(members[run%len(members):], members[:run%len(members)]...)
+	for _, m := range order {
+		port, ready := freePort(b), freePort(b)
+		pprofLine := ""
+		if profile != "" { // on every process alike: the comparison stays fair
+			m.pprof = fmt.Sprintf("127.0.0.1:%d", freePort(b))
+			pprofLine = "pprof " + m.pprof
+		}
+		m.server = fmt.Sprintf("127.0.0.1:%d", port)
+		m.p = startCoreDNS(b, m.bin, fmt.Sprintf(`cluster.local:%d {
   bind 127.0.0.1
   ready 127.0.0.1:%d
   %s
-  gridhosts {
-    kubeconfig %s
-    node node-1
-  }
+  %s
 }
-`, port, ready, extra, c.cp.Kubeconfig)
-		}
-		// The older build, when given, starts first and is queried and read
-		// beside the others, so neither build syncs alone.
-		var oldDNS *coreDNS
-		var oldSrv string
-		if old := os.Getenv("SG_MEMBENCH_OLD_COREDNS"); old != "" {
-			op, oready := freePort(b), freePort(b)
-			oldDNS = startCoreDNS(b, old, gridCorefile(op, oready, ""), fmt.Sprintf("http://127.0.0.1:%d/ready", oready))
-			oldSrv = fmt.Sprintf("127.0.0.1:%d", op)
-		}
-		gridDNS := startCoreDNS(b, bin, gridCorefile(gp, gready, pprofLine), fmt.Sprintf("http://127.0.0.1:%d/ready", gready))
-		hostsDNS := startCoreDNS(b, bin, fmt.Sprintf(`cluster.local:%d {
-  bind 127.0.0.1
-  ready 127.0.0.1:%d
-  hosts %s {
-    ttl 5
-    reload 0
-  }
-}
-`, hp, hready, hostsFile), fmt.Sprintf("http://127.0.0.1:%d/ready", hready))
-		gs, hs := fmt.Sprintf("127.0.0.1:%d", gp), fmt.Sprintf("127.0.0.1:%d", hp)
-		gSynced := vmRSS(b, gridDNS.Cmd.Process.Pid)
-		servers := []string{gs, hs}
-		if oldDNS != nil {
-			servers = append(servers, oldSrv)
-		}
-		for _, srv := range servers {
-			expect(b, "", srv, names[n-1], dns.TypeA, memoryPodIP(n-1))
-			load(b, srv, names, len(names), 4) // every name answered once
-		}
-		g, h := vmRSS(b, gridDNS.Cmd.Process.Pid), vmRSS(b, hostsDNS.Cmd.Process.Pid)
-		if profile != "" {
-			saveHeapProfile(b, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", pprofPort), fmt.Sprintf("%s-%d.pprof", profile, n))
-		}
-		ratio := float64(g) / float64(h)
-		b.ReportMetric(ratio, fmt.Sprintf("rss-ratio-%dpods", n))
-		b.ReportMetric(float64(g)/1024, fmt.Sprintf("gridhosts-MiB-%dpods", n))
-		b.ReportMetric(float64(h)/1024, fmt.Sprintf("hosts-MiB-%dpods", n))
-		if oldDNS != nil {
-			o := vmRSS(b, oldDNS.Cmd.Process.Pid)
-			b.ReportMetric(float64(o)/float64(h), fmt.Sprintf("old-rss-ratio-%dpods", n))
-			b.Logf("%d grid pods: older build's gridhosts RSS %.1f MiB, ratio %.2f", n, float64(o)/1024, float64(o)/float64(h))
-		}
-		b.Logf("%d grid pods: gridhosts RSS %.1f MiB (%.1f MiB before the queries, peak %.1f MiB), hosts %.1f MiB (peak %.1f MiB), ratio %.2f",
-			n, float64(g)/1024, float64(gSynced)/1024, float64(procStatusKiB(b, gridDNS.Cmd.Process.Pid, "VmHWM:"))/1024,
-			float64(h)/1024, float64(procStatusKiB(b, hostsDNS.Cmd.Process.Pid, "VmHWM:"))/1024, ratio)
+`, port, ready, pprofLine, m.body), fmt.Sprintf("http://127.0.0.1:%d/ready", ready), env...)
 	}
-	b.ReportMetric(0, "ns/op")
+	for _, m := range order {
+		expect(b, "", m.server, names[n-1], dns.TypeA, memoryPodIP(n-1))
+		load(b, m.server, names, len(names), 4) // every name answered once
+	}
+	time.Sleep(memorySettle(b))
+	readings := map[string]memoryReading{}
+	for _, m := range order {
+		readings[m.role] = readMemory(b, m.p.Cmd.Process.Pid)
+	}
+	var out memoryRun
+	out.grid, out.hosts = readings["gridhosts"], readings["hosts"]
+	if o, ok := readings["older gridhosts"]; ok {
+		out.old = &o
+	}
+	for _, m := range order {
+		detail := ""
+		if m.pprof != "" {
+			detail = " " + memStats(b, "http://"+m.pprof+"/debug/pprof/heap?debug=1")
+			saveHeapProfile(b, "http://"+m.pprof+"/debug/pprof/heap?gc=1",
+				fmt.Sprintf("%s-%s-%d-%d.pprof", profile, strings.ReplaceAll(m.role, " ", "-"), n, run))
+		}
+		b.Logf("%d grid pods, run %d: %s %s%s", n, run, m.role, readings[m.role], detail)
+	}
+	for _, m := range order {
+		m.p.Cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-m.p.Done:
+		case <-time.After(10 * time.Second):
+			m.p.Cmd.Process.Kill()
+			<-m.p.Done
+		}
+	}
+	return out
+}
+
+// memStats picks the runtime's heap and stack figures (MiB) from a heap
+// profile in text form (heap?debug=1 ends with runtime.MemStats).
+func memStats(b *testing.B, url string) string {
+	b.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var parts []string
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(nil, 1<<20)
+	for s.Scan() {
+		f := strings.Fields(strings.TrimPrefix(s.Text(), "# "))
+		if len(f) < 3 || f[1] != "=" {
+			continue
+		}
+		switch f[0] {
+		case "HeapAlloc", "HeapInuse", "HeapIdle", "HeapReleased", "NextGC", "Sys", "Stack", "GCSys", "NumGC":
+			v, err := strconv.ParseFloat(f[2], 64)
+			if err != nil {
+				continue
+			}
+			if f[0] == "NumGC" {
+				parts = append(parts, fmt.Sprintf("%s=%.0f", f[0], v))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s=%.1f", f[0], v/(1<<20)))
+			}
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// median of xs (not empty).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func formatRatios(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, " ")
 }
 
 // saveHeapProfile writes the heap profile CoreDNS's pprof plugin serves at
@@ -201,12 +337,6 @@ func createPodsConcurrently(b *testing.B, c *cluster, set *appsv1.StatefulSet, n
 	if firstErr != nil {
 		b.Fatal(firstErr)
 	}
-}
-
-// vmRSS returns the resident set size of process pid in KiB.
-func vmRSS(b *testing.B, pid int) int {
-	b.Helper()
-	return procStatusKiB(b, pid, "VmRSS:")
 }
 
 // procStatusKiB returns field (VmRSS:, VmHWM: for the peak) of process pid

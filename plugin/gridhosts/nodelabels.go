@@ -52,7 +52,7 @@ type indexSink struct {
 func (s indexSink) Set(name string, labels map[string]string, node any) {
 	o, ok := node.(*nodeObj)
 	if !ok {
-		o = &nodeObj{tiny: tiny{slimMeta: slimMeta{Name: name}, received: time.Now()}, Labels: labels}
+		o = &nodeObj{tiny: tiny{slimMeta: slimMeta{Name: name}, received: time.Now().UnixNano()}, Labels: labels}
 	}
 	if s.sel != nil && name == s.self {
 		s.sel.setSelf(&selfChange{node: o})

@@ -30,7 +30,7 @@ import (
 // thousands of them).
 type tiny struct {
 	slimMeta
-	received time.Time
+	received int64 // UnixNano: a time.Time is three words, and every cached object has one
 	written  int64 // the apiserver's latest write (managedFields), Unix seconds; 0: unknown
 }
 
@@ -88,7 +88,7 @@ func intern(s string) string { return unique.Make(s).Value() }
 func newTiny(m *metav1.ObjectMeta) tiny {
 	t := tiny{
 		slimMeta: slimMeta{Name: m.Name, Namespace: intern(m.Namespace), UID: m.UID, ResourceVersion: m.ResourceVersion},
-		received: time.Now(),
+		received: time.Now().UnixNano(),
 	}
 	for _, f := range m.ManagedFields {
 		if f.Time != nil && f.Time.Unix() > t.written {
@@ -98,7 +98,7 @@ func newTiny(m *metav1.ObjectMeta) tiny {
 	return t
 }
 
-func (t *tiny) receivedAt() time.Time { return t.received }
+func (t *tiny) receivedAt() time.Time { return time.Unix(0, t.received) }
 
 func (t *tiny) writtenAt() time.Time {
 	if t.written == 0 {
@@ -131,11 +131,26 @@ func (o *setObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 type podObj struct {
 	tiny
 	gridname.Pod
-	Created  time.Time // newest holder of a reused address wins
+	created  int64 // UnixNano, 0 when unset: newest holder of a reused address wins
 	NodeName string
 }
 
 func (o *podObj) DeepCopyObject() runtime.Object { c := *o; return &c }
+
+func (o *podObj) createdAt() time.Time {
+	if o.created == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, o.created)
+}
+
+// unixNano is t for podObj.created (0 for the zero time).
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
 
 // svcObj is a Service: headless or not, and whether it is a grid service.
 // Its topology keys are parsed here, once per Service change.
@@ -219,8 +234,11 @@ func toTiny(obj any) (any, error) {
 		}
 		return so, nil
 	case *corev1.Pod:
-		p := &podObj{tiny: newTiny(&o.ObjectMeta), Pod: gridname.PodOf(o), NodeName: intern(o.Spec.NodeName), Created: o.CreationTimestamp.Time}
+		p := &podObj{tiny: newTiny(&o.ObjectMeta), Pod: gridname.PodOf(o), NodeName: intern(o.Spec.NodeName), created: unixNano(o.CreationTimestamp.Time)}
 		p.Owner = gridname.ControllerRef{Kind: intern(p.Owner.Kind), Name: intern(p.Owner.Name), UID: types.UID(intern(string(p.Owner.UID)))}
+		// Its own UID answers nothing (its controller's does): tens of
+		// thousands of 36-byte strings not kept.
+		p.UID = ""
 		return p, nil
 	case *corev1.Service:
 		s := &svcObj{tiny: newTiny(&o.ObjectMeta), Service: gridname.ServiceOf(o), Headless: o.Spec.ClusterIP == corev1.ClusterIPNone}

@@ -58,9 +58,8 @@ type podSelection struct {
 }
 
 // podWatch is one selection's informer; live once its pods are the index's.
+// Its names are kept only in selector (10k names are 0.6 MB as strings).
 type podWatch struct {
-	names    []string // sorted; nil with all: every StatefulSet pod
-	all      bool
 	inf      cache.SharedIndexInformer
 	reg      cache.ResourceEventHandlerRegistration
 	stop     context.CancelFunc
@@ -150,7 +149,7 @@ func (p *podSelection) run(ctx context.Context) {
 		ticks = nil // from now on every change kicks
 		labels, pending, cur := p.target()
 		names, all := p.wanted(labels, cur)
-		if cur != nil && cur.all == all && slices.Equal(cur.names, names) {
+		if cur != nil && cur.selector == selectorOf(names, all) {
 			if pending != nil {
 				p.applySelf(pending)
 			}
@@ -246,13 +245,7 @@ func itoa(i int64) string {
 // start runs an informer on one selection; its events reach the index only
 // once it is live.
 func (p *podSelection) start(ctx context.Context, names []string, all bool) *podWatch {
-	w := &podWatch{names: names, all: all, done: make(chan struct{})}
-	switch {
-	case all:
-		w.selector = statefulPodSelector
-	case len(names) > 0:
-		w.selector = appsv1.StatefulSetPodNameLabel + " in (" + strings.Join(names, ",") + ")"
-	}
+	w := &podWatch{selector: selectorOf(names, all), done: make(chan struct{})}
 	wctx, cancel := context.WithCancel(ctx)
 	w.stop = cancel
 	if w.selector == "" { // nothing to select: no watch at all
@@ -287,6 +280,18 @@ func (p *podSelection) start(ctx context.Context, names []string, all bool) *pod
 	return w
 }
 
+// selectorOf is the pod selector for names (sorted), or every StatefulSet
+// pod with all; "" for no names.
+func selectorOf(names []string, all bool) string {
+	if all {
+		return statefulPodSelector
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return appsv1.StatefulSetPodNameLabel + " in (" + strings.Join(names, ",") + ")"
+}
+
 // ifLive applies an event to the index while w is live, under w.mu: the
 // switch and the retirement never interleave with an event being applied.
 func (w *podWatch) ifLive(apply func()) {
@@ -311,7 +316,7 @@ func (p *podSelection) await(ctx context.Context, next *podWatch) bool {
 			return false
 		case <-p.kick:
 			labels, _, cur := p.target()
-			if names, all := p.wanted(labels, cur); all != next.all || !slices.Equal(names, next.names) {
+			if names, all := p.wanted(labels, cur); selectorOf(names, all) != next.selector {
 				p.changed()
 				return false
 			}

@@ -216,7 +216,7 @@ func bodyOf(x *Index) *snapBody {
 	}
 	for _, o := range pods {
 		b.Pods = append(b.Pods, snapPod{Meta: metaOf(&o.tiny), Owner: o.Owner, HasOwner: o.HasOwner,
-			Created: o.Created.UTC(), NodeName: o.NodeName, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished})
+			Created: o.createdAt().UTC(), NodeName: o.NodeName, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished})
 	}
 	for _, o := range services {
 		b.Services = append(b.Services, snapService{Meta: metaOf(&o.tiny), GridKey: o.GridKey, Headless: o.Headless, Keys: o.Keys})
@@ -246,7 +246,7 @@ func (b *snapBody) index() *Index {
 	}
 	for _, o := range b.Pods {
 		x.Upsert(&podObj{tiny: o.Meta.tiny(), Pod: gridname.Pod{Owner: o.Owner, HasOwner: o.HasOwner,
-			IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished}, Created: o.Created, NodeName: o.NodeName})
+			IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished}, created: unixNano(o.Created), NodeName: o.NodeName})
 	}
 	for _, o := range b.Services {
 		x.Upsert(&svcObj{tiny: o.Meta.tiny(), Service: gridname.Service{GridKey: o.GridKey}, Headless: o.Headless, Keys: o.Keys})
