@@ -509,7 +509,7 @@ func TestRealNodes(t *testing.T) {
 	// Before the reboot: the static node's client restarts with it (its
 	// log starts anew).
 	reportTraffic(clients, windows)
-	if t.Failed() {
+	if t.Failed() || os.Getenv("SERVICEGROUP_REALNODE_TRAIL") != "" {
 		t.Logf("the node CoreDNS pods during the upgrade (times seen by the test; log lines with the kubelet's):\n%s", upgradeTrail)
 	}
 	reported := len(windows)
@@ -1122,8 +1122,6 @@ func nodesReady(ctx context.Context, client kubernetes.Interface, names []string
 	return nil
 }
 
-// componentsReady: the controller Deployment available, the three
-// DaemonSets ready on the labelled nodes, the static node's mirror pod Ready.
 // oldNodeCoreDNSGone: every node CoreDNS pod runs the DaemonSet's image and
 // none is terminating.
 func oldNodeCoreDNSGone(ctx context.Context, client kubernetes.Interface) error {
@@ -1144,6 +1142,8 @@ func oldNodeCoreDNSGone(ctx context.Context, client kubernetes.Interface) error 
 	return nil
 }
 
+// componentsReady: the controller Deployment available, the three
+// DaemonSets ready on the labelled nodes, the static node's mirror pod Ready.
 func componentsReady(ctx context.Context, client kubernetes.Interface, nodes int, staticNode string) error {
 	mirror, err := client.CoreV1().Pods("kube-system").Get(ctx, "servicegroup-edge-"+staticNode, metav1.GetOptions{})
 	if err != nil {
