@@ -25,10 +25,12 @@ import (
 // Datagrams the kernel gave the old socket and the old server had not read
 // when it closed the socket are lost. Stop keeps the socket open, unread,
 // while the queries it is still answering finish (up to 5 s): a slow
-// query in flight (here `erratic`'s 3 s delay, on a node a forward to a
-// slow upstream; a stalled process does the same) widens that window from
-// microseconds to seconds, so every handover loses queries unless the old
-// socket leaves the kernel's choice before it stops reading.
+// query in flight (here `erratic`'s 3 s delay; on a node, the new
+// CoreDNS's `loop` probe, which the kernel may give the old process, forwarded
+// to an upstream that does not answer; a stalled process does the same)
+// widens that window from microseconds to seconds, so every handover loses
+// queries unless the old socket leaves the kernel's choice before it stops
+// reading.
 const handoverCorefile = `slow.test:{{PORT}} {
     bind {{ADDR}}
     erratic {
