@@ -16,6 +16,13 @@ import (
 	"github.com/servicegroup/servicegroup/internal/testbin"
 )
 
+// TestMain removes the CoreDNS the tests built (one build for all of them).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
+}
+
 func TestDirectiveOrder(t *testing.T) {
 	i := slices.Index(dnsserver.Directives, "gridhosts")
 	if i < 0 || i+1 >= len(dnsserver.Directives) || dnsserver.Directives[i+1] != "kubernetes" {
@@ -45,7 +52,6 @@ func TestBuiltBinaryListsGridhosts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds CoreDNS")
 	}
-	defer testbin.Cleanup()
 	bin := testbin.Path(t, "coredns")
 	out, err := exec.CommandContext(t.Context(), bin, "-plugins").Output()
 	if err != nil {
@@ -68,7 +74,6 @@ func TestJSONLogs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds CoreDNS")
 	}
-	defer testbin.Cleanup()
 	bin := testbin.Path(t, "coredns")
 	dir := t.TempDir()
 	closed, err := net.Listen("tcp", "127.0.0.1:0")

@@ -330,13 +330,13 @@ func TestRealNodes(t *testing.T) {
 		for _, w := range windows {
 			for c, r := range report[w.name] {
 				if r["svc"].failed > 0 {
-					t.Errorf("%s: %s: %d of %d Service requests failed", w.name, c, r["svc"].failed, r["svc"].attempts)
+					t.Errorf("%s: %s: %d of %d Service requests failed (at %s)", w.name, c, r["svc"].failed, r["svc"].attempts, strings.Join(r["svc"].failures, "; "))
 				}
 				if dns := r["dns"]; dns.workedBefore && dns.failed > 0 {
-					t.Errorf("%s: %s: %d of %d DNS queries failed", w.name, c, dns.failed, dns.attempts)
+					t.Errorf("%s: %s: %d of %d DNS queries failed: %s", w.name, c, dns.failed, dns.attempts, strings.Join(dns.failures, "; "))
 				}
 				if grid := r["grid"]; grid.workedBefore && grid.failed > 0 {
-					t.Errorf("%s: %s: %d of %d queries of the grid's unified name failed", w.name, c, grid.failed, grid.attempts)
+					t.Errorf("%s: %s: %d of %d queries of the grid's unified name failed: %s", w.name, c, grid.failed, grid.attempts, strings.Join(grid.failures, "; "))
 				}
 			}
 		}
@@ -468,6 +468,7 @@ func TestRealNodes(t *testing.T) {
 	// The next build's images (another version stamped: other binaries,
 	// other digests), installed as build/README.md's Upgrade says.
 	var installed map[string]string // our workloads' images before the upgrade
+	var upgradeTrail string         // the node CoreDNS pods' lives and logs during the upgrade
 	costs.step("upgrade", func() {
 		before, err := workloadImages(ctx, client)
 		if err != nil {
@@ -479,7 +480,17 @@ func TestRealNodes(t *testing.T) {
 		} else {
 			t.Logf("make images (next):\n%s", lastLines(out, 4))
 		}
-		step("upgrade")
+		trail, err := followPods(ctx, client, "edge-system", "app.kubernetes.io/name=coredns-gridhosts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { upgradeTrail = trail.stop() }()
+		// The step's window lasts until the old node CoreDNS pods are gone:
+		// the rollout is done once the new ones are available, the old ones
+		// stop (lameduck, then their sockets close) after that.
+		stepOnThen(nil, func() error {
+			return waitUntil(ctx, 3*time.Minute, func() error { return oldNodeCoreDNSGone(ctx, client) })
+		}, guide, "upgrade")
 		after, err := workloadImages(ctx, client)
 		if err != nil {
 			t.Fatal(err)
@@ -498,6 +509,9 @@ func TestRealNodes(t *testing.T) {
 	// Before the reboot: the static node's client restarts with it (its
 	// log starts anew).
 	reportTraffic(clients, windows)
+	if t.Failed() || os.Getenv("SERVICEGROUP_REALNODE_TRAIL") != "" {
+		t.Logf("the node CoreDNS pods during the upgrade (times seen by the test; log lines with the kubelet's):\n%s", upgradeTrail)
+	}
 	reported := len(windows)
 
 	costs.step("reboot", func() {
@@ -1103,6 +1117,26 @@ func nodesReady(ctx context.Context, client kubernetes.Interface, names []string
 		}
 		if !ready {
 			return fmt.Errorf("node %s not Ready", name)
+		}
+	}
+	return nil
+}
+
+// oldNodeCoreDNSGone: every node CoreDNS pod runs the DaemonSet's image and
+// none is terminating.
+func oldNodeCoreDNSGone(ctx context.Context, client kubernetes.Interface) error {
+	ds, err := client.AppsV1().DaemonSets("edge-system").Get(ctx, "coredns-gridhosts", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	want := ds.Spec.Template.Spec.Containers[0].Image
+	pods, err := client.CoreV1().Pods("edge-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=coredns-gridhosts"})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Spec.Containers[0].Image != want {
+			return fmt.Errorf("%s on %s (%s) still there", p.Name, p.Spec.NodeName, p.Spec.Containers[0].Image)
 		}
 	}
 	return nil

@@ -71,26 +71,35 @@ func probeObjects(avoid string) (*appsv1.Deployment, *corev1.Service) {
 
 // probeLoop is the client container's main process: loops side by side
 // (a failing query's timeout does not slow the other kinds), one line per
-// attempt, "<unix ms> svc|dns|grid ok|fail", an attempt every ~0.2 s plus
-// its own duration. An attempt fails when no answer came within 3 s (curl)
-// or 2 s (dig): longer than a lost SYN's or datagram's first
+// attempt, "<unix ms> svc|dns|grid ok|fail [detail]", an attempt every
+// ~0.2 s plus its own duration. An attempt fails when no answer came within
+// 3 s (curl) or 2 s (dig): longer than a lost SYN's or datagram's first
 // retransmission, so that a slow answer on a loaded machine shows as a gap,
-// and only a lost request as a failure. The grid loop runs when the pod's
-// environment names a grid name and the address it must resolve to
-// (gridNameEnv, gridIPEnv).
+// and only a lost request as a failure. A query succeeds when its answer
+// section holds exactly the expected address (what `dig +short` prints); a
+// failed one logs what dig saw: the response's status and the server that
+// sent it, or dig's error (a timeout) and the server it asked, and the
+// answer. The grid loop runs when the pod's environment names a grid name
+// and the address it must resolve to (gridNameEnv, gridIPEnv).
 func probeLoop(clusterIP string) string {
-	return fmt.Sprintf(`while :; do
+	return fmt.Sprintf(`query() {
+  out=$(dig +time=2 +tries=1 +noall +answer +comments +stats "$1" 2>&1)
+  ans=$(printf '%%s\n' "$out" | awk '!/^;/ && NF >= 5 {print $5}')
+  if [ "$ans" = "$2" ]; then echo ok; return; fi
+  echo "fail$(printf '%%s\n' "$out" | sed -n -e 's/.*status: \([A-Z]*\),.*/ status=\1/p' -e 's/^;; SERVER: \([^ ]*\).*/ server=\1/p' -e 's/^;; communications error to \([^ ]*\): \(.*\)/ server=\1 error=\2/p' | tr -d '\n') answer=$(echo $ans | tr ' ' ,)"
+}
+while :; do
   if curl -sf -o /dev/null --max-time 3 http://%[1]s/; then r=ok; else r=fail; fi
   echo "$(date +%%s%%3N) svc $r"
   sleep 0.2
 done &
 while :; do
-  if [ "$(dig +short +time=2 +tries=1 %[2]s)" = %[1]s ]; then r=ok; else r=fail; fi
+  r=$(query %[2]s %[1]s)
   echo "$(date +%%s%%3N) dns $r"
   sleep 0.2
 done &
 if [ -n "$%[3]s" ]; then while :; do
-  if [ "$(dig +short +time=2 +tries=1 "$%[3]s")" = "$%[4]s" ]; then r=ok; else r=fail; fi
+  r=$(query "$%[3]s" "$%[4]s")
   echo "$(date +%%s%%3N) grid $r"
   sleep 0.2
 done & fi
@@ -119,11 +128,14 @@ type probeResult struct {
 	gap time.Duration
 	// workedBefore: the last attempt before the window succeeded.
 	workedBefore bool
+	// failures: each failed attempt's time and what the client logged.
+	failures []string
 }
 
 type probeSample struct {
-	at time.Time
-	ok bool
+	at     time.Time
+	ok     bool
+	detail string // a failure's, as the client logged it
 }
 
 // parseProbeLog reads the client's log into samples by kind (svc, dns).
@@ -131,14 +143,14 @@ func parseProbeLog(log string) map[string][]probeSample {
 	out := map[string][]probeSample{}
 	for _, line := range strings.Split(log, "\n") {
 		f := strings.Fields(line)
-		if len(f) != 3 {
+		if len(f) < 3 {
 			continue
 		}
 		ms, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
 			continue
 		}
-		out[f[1]] = append(out[f[1]], probeSample{at: time.UnixMilli(ms), ok: f[2] == "ok"})
+		out[f[1]] = append(out[f[1]], probeSample{at: time.UnixMilli(ms), ok: f[2] == "ok", detail: strings.Join(f[3:], " ")})
 	}
 	return out
 }
@@ -157,6 +169,7 @@ func measure(samples []probeSample, w window) probeResult {
 		r.attempts++
 		if !s.ok {
 			r.failed++
+			r.failures = append(r.failures, strings.TrimSpace(s.at.UTC().Format("15:04:05.000")+" "+s.detail))
 			continue
 		}
 		r.gap = max(r.gap, s.at.Sub(last))

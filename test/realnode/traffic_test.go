@@ -3,28 +3,33 @@ package realnode
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 )
 
-// TestMeasure: failures counted, and the longest time without a success
+// TestMeasure: failures counted (with what the client logged of each), and the longest time without a success
 // runs from the window's start to the first success, between successes,
 // and from the last to the window's end.
 func TestMeasure(t *testing.T) {
 	at := func(ms int64) time.Time { return time.UnixMilli(1_000_000 + ms) }
-	log := "1000000 svc ok\n1000500 svc fail\n1001000 svc fail\n1003000 svc ok\n1003500 dns ok\n1004000 svc ok\nnot a sample\n1009000 svc ok\n"
+	log := "1000000 svc ok\n1000500 svc fail\n1001000 svc fail status=SERVFAIL server=169.254.20.10#53(169.254.20.10) answer=\n1003000 svc ok\n1003500 dns ok\n1004000 svc ok\nnot a sample\n1009000 svc ok\n"
 	samples := parseProbeLog(log)
 	if len(samples["svc"]) != 6 || len(samples["dns"]) != 1 {
 		t.Fatalf("parsed %v", samples)
 	}
 	got := measure(samples["svc"], window{start: at(200), end: at(5000)})
-	want := probeResult{attempts: 4, failed: 2, gap: 2800 * time.Millisecond, workedBefore: true}
-	if got != want {
+	failures := []string{
+		at(500).UTC().Format("15:04:05.000"),
+		at(1000).UTC().Format("15:04:05.000") + " status=SERVFAIL server=169.254.20.10#53(169.254.20.10) answer=",
+	}
+	want := probeResult{attempts: 4, failed: 2, gap: 2800 * time.Millisecond, workedBefore: true, failures: failures}
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("measure = %+v, want %+v", got, want)
 	}
 	// No success in the window: the whole window is the gap.
 	got = measure(samples["svc"], window{start: at(400), end: at(1500)})
-	if want := (probeResult{attempts: 2, failed: 2, gap: 1100 * time.Millisecond, workedBefore: true}); got != want {
+	if want := (probeResult{attempts: 2, failed: 2, gap: 1100 * time.Millisecond, workedBefore: true, failures: failures}); !reflect.DeepEqual(got, want) {
 		t.Errorf("measure = %+v, want %+v", got, want)
 	}
 }
