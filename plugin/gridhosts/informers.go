@@ -75,6 +75,11 @@ type watcher struct {
 	// podSelection, in node mode, runs the pod informer instead of pods.
 	podSelection     *podSelection
 	podSelectionDone chan struct{}
+	// gridCRD, in node mode, is whether the StatefulSetGrid CRD is served
+	// (no grid is watched there: see watchGridCRD).
+	gridCRD        *source
+	gridCRDPresent func()
+	gridCRDDone    chan struct{}
 }
 
 func transform(obj any) (any, error) { return toTiny(obj) }
@@ -183,6 +188,9 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 		// so a name is known not to be a grid's once the children are.
 		idx.gridsFromChildren = true
 		w.gridSource = sets
+		var crd atomic.Bool
+		w.gridCRD = w.addSource("statefulsetgrids.superedge.io", crd.Load, true)
+		w.gridCRDPresent = func() { crd.Store(true) }
 		w.podSelection.onError = w.addSource("pods", w.podSelection.HasSynced, false).onError
 		sink.self, sink.sel = node, w.podSelection
 	}
@@ -272,6 +280,13 @@ func (w *watcher) start(onKnown func()) {
 			w.nodeLabels.Run(ctx)
 		}()
 	}
+	if w.gridCRD != nil {
+		w.gridCRDDone = make(chan struct{})
+		go func() {
+			defer close(w.gridCRDDone)
+			watchGridCRD(ctx, w.client.Discovery(), w.gridCRD, w.gridCRDPresent)
+		}()
+	}
 	if w.podSelection != nil {
 		w.podSelectionDone = make(chan struct{})
 		go func() {
@@ -293,6 +308,9 @@ func (w *watcher) start(onKnown func()) {
 		}
 		if w.podSelectionDone != nil {
 			<-w.podSelectionDone
+		}
+		if w.gridCRDDone != nil {
+			<-w.gridCRDDone
 		}
 	}()
 }
