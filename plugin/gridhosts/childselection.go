@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -154,6 +155,37 @@ func (p *podSelection) retireChildren(old, next *childWatch) {
 			p.children.set(labelledSlot, obj, true, false)
 		}
 	}
+	p.children.dropHandovers(keep)
+}
+
+// handingOver: child s, which the unlabelled watch dropped, still exists
+// and now carries a nodeunit label that the live labelled watch selects
+// (the controller took it over), so that watch will deliver it. One GET,
+// only when an unlabelled child leaves that watch (SuperEdge's children, at
+// takeover or deletion).
+func (p *podSelection) handingOver(s *setObj) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cur, err := p.client.AppsV1().StatefulSets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	if err != nil || cur.UID != s.UID {
+		return false
+	}
+	v, ok := cur.Labels[superedgev1.LabelGridNodeUnit]
+	if !ok {
+		return false
+	}
+	p.mu.Lock()
+	w := p.curChildren
+	p.mu.Unlock()
+	_, found := slices.BinarySearch(w.valuesOrNil(), v)
+	return found
+}
+
+func (w *childWatch) valuesOrNil() []string {
+	if w == nil {
+		return nil
+	}
+	return w.values
 }
 
 // The two watches a child can come from.
@@ -163,19 +195,31 @@ const (
 )
 
 // childView is the children of both watches as one: a child is kept while
-// either holds it, and the index has the newer copy (at takeover a child
-// leaves the unlabelled watch and enters the labelled one, two streams in no
-// set order). Every change of what it holds is applied to the index and
-// asks the selection loop to recompute.
+// either holds it, and the index has the newer copy. At takeover a child
+// leaves the unlabelled watch and enters the labelled one, two streams in
+// no set order: when the unlabelled watch drops a child the labelled one
+// does not hold (yet), handingOver asks the apiserver whether it now
+// carries a nodeunit label the labelled watch selects; then its copy stays
+// until that watch delivers it, so its names are answered throughout. Every
+// change of what the view holds is applied to the index and asks the
+// selection loop to recompute.
 type childView struct {
-	idx     *Index
-	changed func()
-	mu      sync.Mutex
-	byKey   map[string]*[2]*setObj
+	idx         *Index
+	changed     func()
+	handingOver func(*setObj) bool
+	mu          sync.Mutex
+	byKey       map[string]*childCopies
+}
+
+// childCopies is one child as each watch has it.
+type childCopies struct {
+	c [2]*setObj
+	// handover: the unlabelled copy stays until the labelled watch has it.
+	handover bool
 }
 
 func newChildView(idx *Index, changed func()) *childView {
-	return &childView{idx: idx, changed: changed, byKey: map[string]*[2]*setObj{}}
+	return &childView{idx: idx, changed: changed, byKey: map[string]*childCopies{}}
 }
 
 // set records obj (or its deletion) as slot's copy; observe: a watched
@@ -193,29 +237,49 @@ func (v *childView) set(slot int, obj any, deleted, observe bool) {
 		return
 	}
 	key := s.Namespace + "/" + s.Name
+	if slot == unlabelledSlot && deleted && v.handingOver != nil && v.onlyUnlabelled(key) && v.handingOver(s) {
+		v.mu.Lock()
+		if e := v.byKey[key]; e != nil && e.c[labelledSlot] == nil {
+			e.handover = true
+			v.mu.Unlock()
+			return
+		}
+		v.mu.Unlock() // the labelled watch has it by now: an ordinary drop
+	}
 	v.mu.Lock()
-	copies := v.byKey[key]
-	if copies == nil {
+	e := v.byKey[key]
+	if e == nil {
 		if deleted {
 			v.mu.Unlock()
 			return
 		}
-		copies = &[2]*setObj{}
-		v.byKey[key] = copies
+		e = &childCopies{}
+		v.byKey[key] = e
 	}
-	before := newer(copies[0], copies[1])
+	before := newer(e.c[0], e.c[1])
 	if deleted {
-		copies[slot] = nil
+		e.c[slot] = nil
 	} else {
-		copies[slot] = s
+		e.c[slot] = s
 	}
-	after := newer(copies[0], copies[1])
+	if slot == labelledSlot && e.handover {
+		e.c[unlabelledSlot], e.handover = nil, false
+	}
+	after := newer(e.c[0], e.c[1])
+	v.apply(key, before, after, observe)
+}
+
+// apply puts the change from before to after (either may be nil) in the
+// index and unlocks v.mu. Under v.mu, the two watches' events reach the
+// index in the order decided here.
+func (v *childView) apply(key string, before, after *setObj, observe bool) {
 	same := before != nil && after != nil && before.UID == after.UID && before.ResourceVersion == after.ResourceVersion
-	// Under v.mu: the two watches' events reach the index in the order decided here.
 	switch {
 	case after == nil:
 		delete(v.byKey, key)
-		v.idx.Delete(before)
+		if before != nil {
+			v.idx.Delete(before)
+		}
 	case !same:
 		v.idx.Upsert(after)
 		if observe {
@@ -228,20 +292,52 @@ func (v *childView) set(slot int, obj any, deleted, observe bool) {
 	}
 }
 
+// onlyUnlabelled reports whether only the unlabelled watch holds key.
+func (v *childView) onlyUnlabelled(key string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e := v.byKey[key]
+	return e != nil && e.c[unlabelledSlot] != nil && e.c[labelledSlot] == nil
+}
+
+// dropHandovers drops the handed-over copies whose child the labelled
+// watch now live (keep) does not hold: it will not deliver them.
+func (v *childView) dropHandovers(keep map[string]bool) {
+	v.mu.Lock()
+	var drop []string
+	for k, e := range v.byKey {
+		if e.handover && !keep[k] {
+			drop = append(drop, k)
+		}
+	}
+	v.mu.Unlock()
+	for _, k := range drop {
+		v.mu.Lock()
+		e := v.byKey[k]
+		if e == nil || !e.handover {
+			v.mu.Unlock()
+			continue
+		}
+		before := newer(e.c[0], e.c[1])
+		e.c[unlabelledSlot], e.handover = nil, false
+		v.apply(k, before, newer(e.c[0], e.c[1]), false)
+	}
+}
+
 // list is every child the view holds (its newer copy), with the labelled
 // copies replaced by labelled when that is not nil (a watch not live yet).
 func (v *childView) list(labelled []any, replace bool) []*setObj {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	out := map[string]*setObj{}
-	for k, c := range v.byKey {
+	for k, e := range v.byKey {
 		if replace {
-			if c[unlabelledSlot] != nil {
-				out[k] = c[unlabelledSlot]
+			if e.c[unlabelledSlot] != nil {
+				out[k] = e.c[unlabelledSlot]
 			}
 			continue
 		}
-		out[k] = newer(c[0], c[1])
+		out[k] = newer(e.c[0], e.c[1])
 	}
 	if replace {
 		for _, obj := range labelled {

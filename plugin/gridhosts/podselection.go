@@ -80,6 +80,7 @@ type podWatch struct {
 func newPodSelection(client kubernetes.Interface, idx *Index, ready func() bool) *podSelection {
 	p := &podSelection{client: client, idx: idx, ready: ready, kick: make(chan struct{}, 1)}
 	p.children = newChildView(idx, p.changed)
+	p.children.handingOver = p.handingOver
 	return p
 }
 
