@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
@@ -160,17 +161,21 @@ func (p *podSelection) retireChildren(old, next *childWatch) {
 
 // handingOver: child s, which the unlabelled watch dropped, still exists
 // and now carries a nodeunit label that the live labelled watch selects
-// (the controller took it over), so that watch will deliver it. One GET,
-// only when an unlabelled child leaves that watch (SuperEdge's children, at
-// takeover or deletion).
+// (the controller took it over), so that watch will deliver it. One
+// request, only when an unlabelled child leaves that watch (SuperEdge's
+// children, at takeover or deletion): a list by name, which the list and
+// watch rights gridhosts has allow (a get would need one more).
 func (p *podSelection) handingOver(s *setObj) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cur, err := p.client.AppsV1().StatefulSets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-	if err != nil || cur.UID != s.UID {
+	list, err := p.client.AppsV1().StatefulSets(s.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", s.Name).String(),
+		LabelSelector: superedgev1.LabelGridSelector + "," + superedgev1.LabelGridNodeUnit,
+	})
+	if err != nil || len(list.Items) != 1 || list.Items[0].UID != s.UID {
 		return false
 	}
-	v, ok := cur.Labels[superedgev1.LabelGridNodeUnit]
+	v, ok := list.Items[0].Labels[superedgev1.LabelGridNodeUnit]
 	if !ok {
 		return false
 	}
