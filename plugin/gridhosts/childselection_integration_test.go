@@ -25,6 +25,9 @@ type wireLog struct {
 	mu     sync.Mutex
 	paths  []string
 	bodies bytes.Buffer
+	// holdLabelled, while set, delays what the labelled children's watches
+	// receive by that long, so the unlabelled watch is surely first.
+	holdLabelled atomic.Int64
 }
 
 const childrenPath = "/apis/apps/v1/statefulsets"
@@ -36,7 +39,9 @@ func (l *wireLog) wrap(rt http.RoundTripper) http.RoundTripper {
 		l.mu.Unlock()
 		resp, err := rt.RoundTrip(req)
 		if err == nil && strings.HasPrefix(req.URL.Path, childrenPath) {
-			resp.Body = &teeBody{ReadCloser: resp.Body, log: l}
+			q := req.URL.Query()
+			labelled := q.Get("watch") == "true" && strings.Contains(q.Get("labelSelector"), superedgev1.LabelGridNodeUnit+" in (")
+			resp.Body = &teeBody{ReadCloser: resp.Body, log: l, labelled: labelled}
 		}
 		return resp, err
 	})
@@ -44,11 +49,15 @@ func (l *wireLog) wrap(rt http.RoundTripper) http.RoundTripper {
 
 type teeBody struct {
 	io.ReadCloser
-	log *wireLog
+	log      *wireLog
+	labelled bool
 }
 
 func (b *teeBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if d := b.log.holdLabelled.Load(); b.labelled && n > 0 && d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 	b.log.mu.Lock()
 	b.log.bodies.Write(p[:n])
 	b.log.mu.Unlock()
@@ -191,8 +200,11 @@ func TestNodeModeSelectsOwnNodeunitChildren(t *testing.T) {
 	}
 
 	// Takeover: nodeunit1's child gets the label, leaving the unlabelled
-	// watch for the labelled one; its name is answered throughout.
+	// watch for the labelled one; its name is answered throughout, also
+	// when the labelled watch hears of it well after the unlabelled one
+	// (held back half a second here).
 	p := g.watcher.podSelection
+	wire.holdLabelled.Store(int64(500 * time.Millisecond))
 	askWhile("10.0.1.1", "10.0.1.1", func() { label("nodeunit1") }, func() error {
 		p.mu.Lock()
 		cur := p.curChildren
@@ -205,6 +217,7 @@ func TestNodeModeSelectsOwnNodeunitChildren(t *testing.T) {
 		}
 		return nil
 	})
+	wire.holdLabelled.Store(0)
 	sets("nodeunit1's child after the takeover", "nodeunit1")
 
 	// Status writes elsewhere: nodeunit3's child and the grid. Then one of
