@@ -231,13 +231,15 @@ func childGridOf(s *setObj, unit string) childGrid {
 		KeyLabel: superedgev1.GridUniqKeyLabelValue(key)}}
 }
 
-// gridOf is grid ns/name as the rule sees it for a node with labels: the
-// StatefulSetGrid, or with gridsFromChildren the grid its children name,
-// the one of the child of this node's nodeunit (the node's value of the
-// child's key is the child's nodeunit), a child not being deleted first,
-// then by name; a child of another nodeunit (only during a relabel) when
-// none is this node's. Nil when there is none. Callers hold x.mu.
-func (x *Index) gridOf(ns, name string, labels map[string]string) *gridname.Grid {
+// gridOf is grid ns/name as the rule sees it for a node with labels, asked
+// through Service svc ("" for any): the StatefulSetGrid, or with
+// gridsFromChildren the grid its children name, the one of the child of
+// this node's nodeunit (the node's value of the child's key is the child's
+// nodeunit), then one whose key the Service names too, then one not being
+// deleted, then by name (children of two keys exist only while a grid's key
+// changes); a child of another nodeunit (only during a relabel) when none is
+// this node's. Nil when there is none. Callers hold x.mu.
+func (x *Index) gridOf(ns, name, svc string, labels map[string]string) *gridname.Grid {
 	if !x.gridsFromChildren {
 		if g, ok := x.grids[nsName{ns, name}]; ok {
 			return &g.Grid
@@ -245,9 +247,13 @@ func (x *Index) gridOf(ns, name string, labels map[string]string) *gridname.Grid
 		return nil
 	}
 	var best *childGrid
+	sv := x.services[nsName{ns, svc}]
 	rank := func(c *childGrid) int {
 		r := 0
 		if v, ok := labels[c.grid.Key]; !ok || v != c.unit {
+			r += 4
+		}
+		if sv != nil && !sv.GridKey.IsOf(&c.grid) {
 			r += 2
 		}
 		if c.set.Terminating {
@@ -422,7 +428,7 @@ type indexFinder struct {
 	labels                 map[string]string
 }
 
-func (f indexFinder) Grid() *gridname.Grid { return f.x.gridOf(f.ns, f.grid, f.labels) }
+func (f indexFinder) Grid() *gridname.Grid { return f.x.gridOf(f.ns, f.grid, f.svc, f.labels) }
 
 func (f indexFinder) StatefulSet(value string) *gridname.StatefulSet {
 	if s, ok := f.x.setsByUnit[unitKey{f.ns, f.grid, value}]; ok {
