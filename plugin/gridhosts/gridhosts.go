@@ -217,7 +217,7 @@ func (g *GridHosts) notGridName(q queryName) bool {
 		}
 	}
 	if g.gridsKnown != nil && g.gridsKnown() {
-		if _, ok := x.grids[nsName{q.namespace, q.grid}]; !ok {
+		if x.gridOf(q.namespace, q.grid, "", nil) == nil {
 			return true
 		}
 	}

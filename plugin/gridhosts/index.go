@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/gridname"
 	"github.com/servicegroup/servicegroup/topology"
 )
@@ -34,6 +35,14 @@ type Index struct {
 	nodes      map[string]*nodeObj
 	slices     map[nsName]*sliceObj
 	svcSlices  map[nsName]map[string]*sliceObj
+
+	// gridsFromChildren (node mode): no StatefulSetGrid is watched (the
+	// controller rewrites a grid's status with every child's state, which
+	// no answer depends on); a grid's name, UID and key are read from its
+	// children's controller reference and grid key instead. childGrids
+	// holds them by namespace and grid name.
+	gridsFromChildren bool
+	childGrids        map[nsName][]childGrid
 
 	// clients mode only: source IP -> node. noClientAddrs (node mode, where
 	// no query reads them) leaves the pods' addresses out.
@@ -65,6 +74,7 @@ func newIndexSized(grids, sets, pods, services, nodes, slices int) *Index {
 		nodes:      make(map[string]*nodeObj, nodes),
 		slices:     make(map[nsName]*sliceObj, slices),
 		svcSlices:  make(map[nsName]map[string]*sliceObj, services),
+		childGrids: make(map[nsName][]childGrid, sets),
 		clientPods: newClientAddrs(pods),
 		nodeIPs:    make(map[netip.Addr]string, nodes),
 	}
@@ -186,6 +196,8 @@ func (x *Index) addSet(s *setObj) {
 	x.sets[nsName{s.Namespace, s.Name}] = s
 	if v, ok := unitOf(s); ok {
 		x.setsByUnit[unitKey{s.Namespace, s.Owner.Name, v}] = s
+		gk := nsName{s.Namespace, s.Owner.Name}
+		x.childGrids[gk] = append(x.childGrids[gk], childGridOf(s, v))
 	}
 }
 
@@ -197,7 +209,67 @@ func (x *Index) deleteSet(k nsName) {
 	delete(x.sets, k)
 	if v, ok := unitOf(s); ok {
 		delete(x.setsByUnit, unitKey{s.Namespace, s.Owner.Name, v})
+		gk := nsName{s.Namespace, s.Owner.Name}
+		x.childGrids[gk] = slices.DeleteFunc(x.childGrids[gk], func(c childGrid) bool { return c.set == s })
+		if len(x.childGrids[gk]) == 0 {
+			delete(x.childGrids, gk)
+		}
 	}
+}
+
+// childGrid is the grid one child names: its controller's name and UID and
+// the grid key it carries (encoded once here, not per query).
+type childGrid struct {
+	set  *setObj
+	unit string
+	grid gridname.Grid
+}
+
+func childGridOf(s *setObj, unit string) childGrid {
+	key, _ := s.GridKey.Key()
+	return childGrid{set: s, unit: unit, grid: gridname.Grid{Name: s.Owner.Name, UID: s.Owner.UID, Key: key,
+		KeyLabel: superedgev1.GridUniqKeyLabelValue(key)}}
+}
+
+// gridOf is grid ns/name as the rule sees it for a node with labels, asked
+// through Service svc ("" for any): the StatefulSetGrid, or with
+// gridsFromChildren the grid its children name, the one of the child of
+// this node's nodeunit (the node's value of the child's key is the child's
+// nodeunit), then one whose key the Service names too, then one not being
+// deleted, then by name (children of two keys exist only while a grid's key
+// changes); a child of another nodeunit (only during a relabel) when none is
+// this node's. Nil when there is none. Callers hold x.mu.
+func (x *Index) gridOf(ns, name, svc string, labels map[string]string) *gridname.Grid {
+	if !x.gridsFromChildren {
+		if g, ok := x.grids[nsName{ns, name}]; ok {
+			return &g.Grid
+		}
+		return nil
+	}
+	var best *childGrid
+	sv := x.services[nsName{ns, svc}]
+	rank := func(c *childGrid) int {
+		r := 0
+		if v, ok := labels[c.grid.Key]; !ok || v != c.unit {
+			r += 4
+		}
+		if sv != nil && !sv.GridKey.IsOf(&c.grid) {
+			r += 2
+		}
+		if c.set.Terminating {
+			r++
+		}
+		return r
+	}
+	for i, c := range x.childGrids[nsName{ns, name}] {
+		if best == nil || rank(&c) < rank(best) || rank(&c) == rank(best) && c.set.Name < best.set.Name {
+			best = &x.childGrids[nsName{ns, name}][i]
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return &best.grid
 }
 
 // ordinalOf returns the ordinal of a StatefulSet pod: its name is exactly
@@ -332,15 +404,20 @@ func (x *Index) nodeForClient(ip netip.Addr) (string, bool) {
 // for on node, decided by package gridname; nil when the rule rules it out.
 // Callers hold x.mu.
 func (x *Index) member(ns, grid, ordinal, svc string, node *nodeObj) *gridname.Pod {
-	var labels map[string]string
-	if node != nil {
-		labels = node.Labels
-	}
-	r := gridname.Resolve(gridname.Query{Grid: grid, Ordinal: ordinal, Service: svc}, labels, node != nil, indexFinder{x, ns, grid, ordinal, svc})
+	labels := nodeLabelsOf(node)
+	r := gridname.Resolve(gridname.Query{Grid: grid, Ordinal: ordinal, Service: svc}, labels, node != nil, indexFinder{x, ns, grid, ordinal, svc, labels})
 	if r.Reason != gridname.Resolved {
 		return nil
 	}
 	return r.Pod
+}
+
+// nodeLabelsOf is node's labels; nil for no node.
+func nodeLabelsOf(node *nodeObj) map[string]string {
+	if node == nil {
+		return nil
+	}
+	return node.Labels
 }
 
 // indexFinder is the rule's view of the index for one query: every lookup
@@ -348,14 +425,10 @@ func (x *Index) member(ns, grid, ordinal, svc string, node *nodeObj) *gridname.P
 type indexFinder struct {
 	x                      *Index
 	ns, grid, ordinal, svc string
+	labels                 map[string]string
 }
 
-func (f indexFinder) Grid() *gridname.Grid {
-	if g, ok := f.x.grids[nsName{f.ns, f.grid}]; ok {
-		return &g.Grid
-	}
-	return nil
-}
+func (f indexFinder) Grid() *gridname.Grid { return f.x.gridOf(f.ns, f.grid, f.svc, f.labels) }
 
 func (f indexFinder) StatefulSet(value string) *gridname.StatefulSet {
 	if s, ok := f.x.setsByUnit[unitKey{f.ns, f.grid, value}]; ok {

@@ -104,3 +104,83 @@ func BenchmarkServeDNS(b *testing.B) {
 		})
 	}
 }
+
+// TestGridsFromChildren: in node mode the index holds no StatefulSetGrid;
+// a unified name's grid is the one its child of this node's nodeunit
+// names (controller name and UID, grid key), and every other check is
+// made as with the grid: a child without a controller, or of a key this
+// node has no value of, is no grid here; while a grid's key changes, the
+// child of the node's value of the new key (not being deleted) decides.
+func TestGridsFromChildren(t *testing.T) {
+	x := NewIndex()
+	x.gridsFromChildren = true
+	resolves := func(labels map[string]string, name string) string {
+		t.Helper()
+		x.mu.RLock()
+		defer x.mu.RUnlock()
+		p := x.member("default", name, "0", "svc", &nodeObj{Labels: labels})
+		if p == nil {
+			return ""
+		}
+		return p.IPs[0].String()
+	}
+	x.Upsert(newService("default", "svc", "zone1", false))
+	grid := newGrid("default", "db", "zone1", "uid-db")
+	a := newSet(grid, "a", "svc", "uid-db-a", 1)
+	x.Upsert(a)
+	x.Upsert(newPod(a, 0, "node-1", "10.0.1.1"))
+	if got := resolves(map[string]string{"zone1": "a"}, "db"); got != "10.0.1.1" {
+		t.Fatalf("db-0 from its child: %q, want 10.0.1.1", got)
+	}
+	if got := resolves(map[string]string{"zone1": "b"}, "db"); got != "" {
+		t.Fatalf("db-0 in nodeunit b, which has no child: %q, want none", got)
+	}
+	if g := x.gridOf("default", "nogrid", "", nil); g != nil {
+		t.Fatalf("a grid without children: %+v", g)
+	}
+
+	// No controller: not a grid's child, no grid.
+	orphan := newGrid("default", "orphan", "zone1", "uid-orphan")
+	o := newSet(orphan, "a", "svc", "uid-orphan-a", 1)
+	o.OwnerReferences = nil
+	x.Upsert(o)
+	x.Upsert(newPod(o, 0, "node-1", "10.0.9.1"))
+	if got := resolves(map[string]string{"zone1": "a"}, "orphan"); got != "" || x.gridOf("default", "orphan", "", nil) != nil {
+		t.Fatalf("a child without a controller answers %q", got)
+	}
+
+	// The grid's key moves to zone2 (and its Service's with it): on a node
+	// with values of both, the new child (nodeunit c of zone2) decides, the
+	// one whose key the Service names; with the Service's key still zone1,
+	// the old child does until it is being deleted.
+	moved := newGrid("default", "db", "zone2", "uid-db")
+	c := newSet(moved, "c", "svc", "uid-db-c", 1)
+	x.Upsert(c)
+	x.Upsert(newPod(c, 0, "node-1", "10.0.3.1"))
+	both := map[string]string{"zone1": "a", "zone2": "c"}
+	if got := resolves(both, "db"); got != "10.0.1.1" {
+		t.Fatalf("new child, Service still of zone1: %q, want the old child's pod 10.0.1.1", got)
+	}
+	x.Upsert(newService("default", "svc", "zone2", false))
+	if got := resolves(both, "db"); got != "10.0.3.1" {
+		t.Fatalf("new child, Service of zone2: %q, want the new child's pod 10.0.3.1", got)
+	}
+	x.Upsert(newService("default", "svc", "zone1", false))
+	a.DeletionTimestamp = &metav1.Time{}
+	x.Upsert(a)
+	if got := resolves(both, "db"); got != "" {
+		t.Fatalf("the old child being deleted, Service of zone1: %q, want none (SetTerminating)", got)
+	}
+	x.Upsert(newService("default", "svc", "zone2", false))
+	if got := resolves(both, "db"); got != "10.0.3.1" {
+		t.Fatalf("the old child being deleted: %q, want the new child's pod 10.0.3.1", got)
+	}
+	x.Delete(a)
+	if got := resolves(map[string]string{"zone1": "a"}, "db"); got != "" {
+		t.Fatalf("on a node of the old key only, the old child gone: %q, want none", got)
+	}
+	x.Delete(c)
+	if g := x.gridOf("default", "db", "", nil); g != nil {
+		t.Fatalf("every child gone, grid still %+v", g)
+	}
+}

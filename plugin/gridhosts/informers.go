@@ -75,6 +75,11 @@ type watcher struct {
 	// podSelection, in node mode, runs the pod informer instead of pods.
 	podSelection     *podSelection
 	podSelectionDone chan struct{}
+	// gridCRD, in node mode, is whether the StatefulSetGrid CRD is served
+	// (no grid is watched there: see watchGridCRD).
+	gridCRD        *source
+	gridCRDPresent func()
+	gridCRDDone    chan struct{}
 }
 
 func transform(obj any) (any, error) { return toTiny(obj) }
@@ -117,12 +122,19 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 	if clients {
 		podOpts = func(o *metav1.ListOptions) { o.FieldSelector = runningPodSelector }
 	}
+	// Node mode: w.sets holds the children without a nodeunit label only;
+	// the pod selection watches this node's nodeunits' labelled ones.
+	nodeMode := !clients && node != ""
+	setSelector := gridObjectSelector
+	if nodeMode {
+		setSelector = unlabelledChildSelector
+	}
 	w := &watcher{
 		client: kc,
 		kube:   informers.NewSharedInformerFactoryWithOptions(kc, 0, tr),
 		pods:   informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(podOpts)),
 		sets: informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = gridObjectSelector
+			o.LabelSelector = setSelector
 		})),
 		slices: informers.NewSharedInformerFactoryWithOptions(sc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = headlessSliceSelector
@@ -145,24 +157,40 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 	}
 	setsInformer := w.sets.Apps().V1().StatefulSets().Informer()
 	informersOf := []informerOf{
-		{"statefulsetgrids.superedge.io", w.grids.Superedge().V1().StatefulSetGrids().Informer(), true, &w.gridSource},
-		{"statefulsets.apps", setsInformer, false, nil},
 		{"services", w.gridServices.Core().V1().Services().Informer(), false, &w.serviceSource},
 		{"services (headless)", w.headlessServices.Core().V1().Services().Informer(), false, &headless},
 		{"endpointslices.discovery.k8s.io", w.slices.Discovery().V1().EndpointSlices().Informer(), false, nil},
 	}
 	sink := indexSink{idx: idx}
-	if clients || node == "" {
-		informersOf = append(informersOf, informerOf{"pods", w.pods.Core().V1().Pods().Informer(), false, nil})
+	if !nodeMode {
+		informersOf = append(informersOf,
+			informerOf{"statefulsetgrids.superedge.io", w.grids.Superedge().V1().StatefulSetGrids().Informer(), true, &w.gridSource},
+			informerOf{"statefulsets.apps", setsInformer, false, nil},
+			informerOf{"pods", w.pods.Core().V1().Pods().Informer(), false, nil})
 	} else {
 		// ready is read only once the watcher runs, after setsReg is set.
 		var setsReg cache.ResourceEventHandlerRegistration
-		w.podSelection = newPodSelection(kc, idx, setsInformer.GetStore(), func() bool {
+		w.podSelection = newPodSelection(kc, idx, func() bool {
 			return setsReg.HasSynced() && w.nodeLabels.HasSynced()
 		})
-		if setsReg, err = setsInformer.AddEventHandler(w.podSelection.setHandler()); err != nil {
+		if setsReg, err = setsInformer.AddEventHandler(w.podSelection.children.unlabelledHandler()); err != nil {
 			return nil, err
 		}
+		// The labelled children's watch syncs with the first selection.
+		sets := w.addSource("statefulsets.apps", func() bool { return setsReg.HasSynced() && w.podSelection.HasSynced() }, false)
+		if err := setsInformer.SetWatchErrorHandlerWithContext(sets.onError); err != nil {
+			return nil, err
+		}
+		w.podSelection.onChildError = sets.onError
+		// No StatefulSetGrid is watched: its status, which the controller
+		// rewrites with every child's state anywhere, is no answer's
+		// concern; grids are read from their children (gridsFromChildren),
+		// so a name is known not to be a grid's once the children are.
+		idx.gridsFromChildren = true
+		w.gridSource = sets
+		var crd atomic.Bool
+		w.gridCRD = w.addSource("statefulsetgrids.superedge.io", crd.Load, true)
+		w.gridCRDPresent = func() { crd.Store(true) }
 		w.podSelection.onError = w.addSource("pods", w.podSelection.HasSynced, false).onError
 		sink.self, sink.sel = node, w.podSelection
 	}
@@ -252,6 +280,13 @@ func (w *watcher) start(onKnown func()) {
 			w.nodeLabels.Run(ctx)
 		}()
 	}
+	if w.gridCRD != nil {
+		w.gridCRDDone = make(chan struct{})
+		go func() {
+			defer close(w.gridCRDDone)
+			watchGridCRD(ctx, w.client.Discovery(), w.gridCRD, w.gridCRDPresent)
+		}()
+	}
 	if w.podSelection != nil {
 		w.podSelectionDone = make(chan struct{})
 		go func() {
@@ -273,6 +308,9 @@ func (w *watcher) start(onKnown func()) {
 		}
 		if w.podSelectionDone != nil {
 			<-w.podSelectionDone
+		}
+		if w.gridCRDDone != nil {
+			<-w.gridCRDDone
 		}
 	}()
 }

@@ -40,12 +40,18 @@ const maxSelectorBytes = 512 << 10
 // informer stops. No answer goes missing or names another nodeunit's pod
 // meanwhile: until the switch, answers are those of the labels the index
 // has, from pods of that nodeunit.
+//
+// The grid StatefulSets come the same way (childselection.go): those
+// labelled with one of this node's label values as their nodeunit, by a
+// watch that a relabel replaces once the new one has synced, children
+// before pods, plus those without the label.
 type podSelection struct {
-	client  kubernetes.Interface
-	idx     *Index
-	sets    cache.Store
-	ready   func() bool // sets and node labels listed
-	onError cache.WatchErrorHandlerWithContext
+	client       kubernetes.Interface
+	idx          *Index
+	children     *childView
+	ready        func() bool // unlabelled children and node labels listed
+	onError      cache.WatchErrorHandlerWithContext
+	onChildError cache.WatchErrorHandlerWithContext
 
 	mu sync.Mutex
 	// self is this node's labels as the index has them; pendingSelf, when
@@ -53,6 +59,7 @@ type podSelection struct {
 	self        map[string]string
 	pendingSelf *selfChange
 	cur         *podWatch
+	curChildren *childWatch
 	synced      bool
 	kick        chan struct{}
 }
@@ -69,8 +76,11 @@ type podWatch struct {
 	selector string
 }
 
-func newPodSelection(client kubernetes.Interface, idx *Index, sets cache.Store, ready func() bool) *podSelection {
-	return &podSelection{client: client, idx: idx, sets: sets, ready: ready, kick: make(chan struct{}, 1)}
+func newPodSelection(client kubernetes.Interface, idx *Index, ready func() bool) *podSelection {
+	p := &podSelection{client: client, idx: idx, ready: ready, kick: make(chan struct{}, 1)}
+	p.children = newChildView(idx, p.changed)
+	p.children.handingOver = p.handingOver
+	return p
 }
 
 // changed asks the loop to recompute the selection.
@@ -112,25 +122,20 @@ func (p *podSelection) HasSynced() bool {
 	return p.synced
 }
 
-// setHandler tells the loop about every grid StatefulSet change.
-func (p *podSelection) setHandler() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { p.changed() },
-		UpdateFunc: func(any, any) { p.changed() },
-		DeleteFunc: func(any) { p.changed() },
-	}
-}
-
 // run keeps the selection current until ctx ends.
 func (p *podSelection) run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	defer func() {
 		p.mu.Lock()
-		cur := p.cur
+		cur, curChildren := p.cur, p.curChildren
 		p.mu.Unlock()
 		if cur != nil {
 			cur.stop()
 			<-cur.done
+		}
+		if curChildren != nil {
+			curChildren.stop()
+			<-curChildren.done
 		}
 	}()
 	tick := time.NewTicker(100 * time.Millisecond) // until sets and labels are listed
@@ -147,47 +152,99 @@ func (p *podSelection) run(ctx context.Context) {
 			continue
 		}
 		ticks = nil // from now on every change kicks
-		labels, pending, cur := p.target()
-		names, all := p.wanted(labels, cur)
-		if cur != nil && cur.selector == selectorOf(names, all) {
+		labels, pending, cur, curChildren := p.target()
+		// Children first: the pod names follow them.
+		nextChildren := curChildren
+		if curChildren == nil || !slices.Equal(curChildren.values, nodeunitValues(labels)) {
+			nextChildren = p.startChildren(ctx, nodeunitValues(labels))
+			if !p.awaitChildren(ctx, nextChildren) {
+				nextChildren.stop()
+				<-nextChildren.done
+				continue
+			}
+		}
+		names, all := p.wanted(labels, cur, p.setsWith(curChildren, nextChildren))
+		samePods := cur != nil && cur.selector == selectorOf(names, all)
+		if samePods && nextChildren == curChildren {
 			if pending != nil {
 				p.applySelf(pending)
 			}
 			continue
 		}
-		next := p.start(ctx, names, all)
-		if !p.await(ctx, next) {
-			next.stop()
-			<-next.done
-			continue // ctx ended, or the wanted names changed again: recompute
+		next := cur
+		if !samePods {
+			next = p.start(ctx, names, all)
+			if !p.await(ctx, next, curChildren, nextChildren) {
+				next.stop()
+				<-next.done
+				if nextChildren != curChildren {
+					nextChildren.stop()
+					<-nextChildren.done
+				}
+				continue // ctx ended, or the wanted names changed again: recompute
+			}
+		}
+		if nextChildren != curChildren {
+			p.goLive(curChildren, nextChildren)
 		}
 		p.switchTo(next, pending)
-		if cur != nil {
+		if next != cur && cur != nil {
 			p.retire(cur, next)
 		}
-		logger.V(2).Info("Pod selection switched", "pods", len(names), "all", all)
+		if nextChildren != curChildren && curChildren != nil {
+			p.retireChildren(curChildren, nextChildren)
+		}
+		logger.V(2).Info("Pod selection switched", "pods", len(names), "all", all, "nodeunitValues", len(nextChildren.values))
 	}
 }
 
+// setsWith is the grid StatefulSets the selection follows: the view's,
+// with next's labelled children in place of cur's when next is not live.
+func (p *podSelection) setsWith(cur, next *childWatch) []*setObj {
+	if next == cur {
+		return p.children.list(nil, false)
+	}
+	return p.children.list(next.objects(), true)
+}
+
+// awaitChildren waits until next has listed; false if ctx ended or this
+// node's labels changed meanwhile to other nodeunit values.
+func (p *podSelection) awaitChildren(ctx context.Context, next *childWatch) bool {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !next.synced() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-p.kick:
+			if labels, _, _, _ := p.target(); !slices.Equal(nodeunitValues(labels), next.values) {
+				p.changed()
+				return false
+			}
+		case <-t.C:
+		}
+	}
+	return true
+}
+
 // target is what the selection follows now: this node's labels as a
-// pending change leaves them, that change, and the current watch.
-func (p *podSelection) target() (map[string]string, *selfChange, *podWatch) {
+// pending change leaves them, that change, and the current watches.
+func (p *podSelection) target() (map[string]string, *selfChange, *podWatch, *childWatch) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	labels := p.self
 	if p.pendingSelf != nil {
 		labels = p.pendingSelf.labels()
 	}
-	return labels, p.pendingSelf, p.cur
+	return labels, p.pendingSelf, p.cur, p.curChildren
 }
 
-// wanted computes the pod names for labels (this node's).
-func (p *podSelection) wanted(labels map[string]string, cur *podWatch) ([]string, bool) {
+// wanted computes the pod names for labels (this node's) from sets.
+func (p *podSelection) wanted(labels map[string]string, cur *podWatch, sets []*setObj) ([]string, bool) {
 	chosen := map[nsName]bool{}
 	var names []string
-	for _, obj := range p.sets.List() {
-		s, ok := obj.(*setObj)
-		if !ok || !ownNodeunit(s, labels) {
+	for _, s := range sets {
+		if !ownNodeunit(s, labels) {
 			continue
 		}
 		chosen[nsName{s.Namespace, s.Name}] = true
@@ -303,8 +360,9 @@ func (w *podWatch) ifLive(apply func()) {
 }
 
 // await waits until next has synced; false if ctx ended or the selection
-// changed meanwhile (another kick whose wanted names differ).
-func (p *podSelection) await(ctx context.Context, next *podWatch) bool {
+// changed meanwhile (another kick whose nodeunit values or wanted names
+// differ). The children are nextChildren's, live or not.
+func (p *podSelection) await(ctx context.Context, next *podWatch, curChildren, nextChildren *childWatch) bool {
 	if next.inf == nil {
 		return true
 	}
@@ -315,8 +373,12 @@ func (p *podSelection) await(ctx context.Context, next *podWatch) bool {
 		case <-ctx.Done():
 			return false
 		case <-p.kick:
-			labels, _, cur := p.target()
-			if names, all := p.wanted(labels, cur); selectorOf(names, all) != next.selector {
+			labels, _, cur, _ := p.target()
+			if !slices.Equal(nodeunitValues(labels), nextChildren.values) {
+				p.changed()
+				return false
+			}
+			if names, all := p.wanted(labels, cur, p.setsWith(curChildren, nextChildren)); selectorOf(names, all) != next.selector {
 				p.changed()
 				return false
 			}

@@ -145,7 +145,9 @@ func (g *GridHosts) loadSnapshot(logger klog.Logger) (*Index, *snapBody, snapHea
 		logger.Info("Snapshot not used", "path", s.path, "err", err)
 		return nil, nil, snapHeader{}
 	}
-	return b.index(), b, h
+	x := b.index()
+	x.gridsFromChildren = !g.Clients && g.Node != ""
+	return x, b, h
 }
 
 // serveSnapshot answers from x (read from a snapshot written at written)

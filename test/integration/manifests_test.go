@@ -122,6 +122,7 @@ func TestManifestsRBAC(t *testing.T) {
 		controller = "system:serviceaccount:servicegroup-system:application-grid-controller"
 		wrapper    = "system:serviceaccount:edge-system:servicegroup-wrapper"
 		coredns    = "system:serviceaccount:edge-system:coredns-gridhosts"
+		shared     = "system:serviceaccount:edge-system:coredns-gridhosts-shared"
 		node       = "system:node:node0"
 	)
 	cases := []struct {
@@ -161,7 +162,8 @@ func TestManifestsRBAC(t *testing.T) {
 		{wrapper, []string{"watch", "nodelabelsummaries.superedge.io"}, true},
 		{wrapper, []string{"update", "nodelabelsummaries.superedge.io"}, false},
 
-		{coredns, []string{"watch", "statefulsetgrids.superedge.io"}, true},
+		// Node mode reads grids from their children: no StatefulSetGrid.
+		{coredns, []string{"watch", "statefulsetgrids.superedge.io"}, false},
 		{coredns, []string{"watch", "nodelabelsummaries.superedge.io"}, true},
 		{coredns, []string{"update", "nodelabelsummaries.superedge.io"}, false},
 		{coredns, []string{"list", "statefulsets.apps"}, true},
@@ -173,6 +175,18 @@ func TestManifestsRBAC(t *testing.T) {
 		{coredns, []string{"list", "configmaps", "-A"}, false},
 		{coredns, []string{"get", "pods/log", "-n", "default"}, false},
 		{coredns, []string{"patch", "statefulsets.apps", "-n", "default"}, false},
+
+		{shared, []string{"watch", "statefulsetgrids.superedge.io"}, true},
+		{shared, []string{"list", "statefulsets.apps"}, true},
+		{shared, []string{"list", "pods"}, true},
+		{shared, []string{"watch", "nodes"}, true},
+		{shared, []string{"list", "endpointslices.discovery.k8s.io"}, true},
+		{shared, []string{"watch", "namespaces"}, true},
+		{shared, []string{"watch", "nodelabelsummaries.superedge.io"}, false},
+		{shared, []string{"get", "secrets", "-n", "default"}, false},
+		{shared, []string{"list", "endpoints"}, false},
+		{shared, []string{"patch", "statefulsets.apps", "-n", "default"}, false},
+		{shared, []string{"update", "statefulsetgrids.superedge.io"}, false},
 
 		// The static-pod option: a kubelet's identity (group system:nodes)
 		// reads what its wrapper and CoreDNS need, and no more (this
