@@ -6,7 +6,6 @@ package testcoredns
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,27 +13,19 @@ import (
 	"time"
 
 	"github.com/servicegroup/servicegroup/internal/lockedbuffer"
+	"github.com/servicegroup/servicegroup/internal/testnet"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 )
 
-// FreePort returns a port free for both UDP and TCP on 127.0.0.1.
+// FreePort returns a port free for both UDP and TCP on 127.0.0.1 (see
+// testnet.FreePort).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
+	port, err := testnet.FreePort("127.0.0.1", true)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port")
-	return 0
+	return port
 }
 
 // Process is one running CoreDNS.

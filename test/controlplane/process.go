@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/servicegroup/servicegroup/internal/testnet"
 )
 
 // Process is a program a harness started: one of the control-plane
@@ -117,15 +118,9 @@ func (p *Process) LogTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// FreePort asks the kernel for an unused TCP port on host.
-func FreePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort is an unused TCP port on host that no outgoing connection can
+// take before the server binds it (see testnet.FreePort).
+func FreePort(host string) (int, error) { return testnet.FreePort(host, false) }
 
 // waitFor polls check until it returns nil, the process exits, or ctx ends.
 func waitFor(ctx context.Context, p *Process, what string, check func() error) error {
