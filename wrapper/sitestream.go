@@ -11,12 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -155,22 +152,12 @@ func newSiteStream(opts SiteStreamOptions, node string, upstream *rest.Config, c
 	return ss, routed, nil
 }
 
-// informers registers the unit-wide informers in factory, their list and
-// watch tapped into the caches peers read. client-go's ListWatch from the
-// REST client sends the same requests as the typed clients, and the tapped
-// ListWatch leaves the reflector's choice of watch-list as it is.
-func (ss *siteStream) informers(factory informers.SharedInformerFactory, selector string) (services, slices cache.SharedIndexInformer) {
-	tweak := func(o *metav1.ListOptions) { o.LabelSelector = selector }
-	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	services = factory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		lw := cache.NewFilteredListWatchFromClient(c.CoreV1().RESTClient(), "services", metav1.NamespaceAll, tweak)
-		return cache.NewSharedIndexInformer(ss.services.tap(lw), &corev1.Service{}, resync, indexers)
-	})
-	slices = factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		lw := cache.NewFilteredListWatchFromClient(c.DiscoveryV1().RESTClient(), "endpointslices", metav1.NamespaceAll, tweak)
-		return cache.NewSharedIndexInformer(ss.slices.tap(lw), &discoveryv1.EndpointSlice{}, resync, indexers)
-	})
-	return services, slices
+// tap taps the unit-wide list and watch into the caches peers read.
+// client-go's ListWatch from the REST client sends the same requests as the
+// typed clients, and the tapped ListWatch leaves the reflector's choice of
+// watch-list as it is.
+func (ss *siteStream) tap(services, slices cache.ListerWatcher) (cache.ListerWatcher, cache.ListerWatcher) {
+	return ss.services.tap(cache.ToListerWatcherWithContext(services)), ss.slices.tap(cache.ToListerWatcherWithContext(slices))
 }
 
 // run finds this node's site, then campaigns and follows its leader until

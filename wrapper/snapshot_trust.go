@@ -88,14 +88,20 @@ func (s *Server) refuseSnapshot(logger klog.Logger, reason, why string) {
 func (s *Server) watchUpstreamErrors(inf cache.SharedIndexInformer) error {
 	return inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		cache.DefaultWatchErrorHandler(ctx, r, err)
-		if !snapshottrust.UpstreamRefuses(err) {
-			return
-		}
-		s.upstreamRefusal.Store(err.Error())
-		if s.seededFrom.Load() != nil {
-			s.refuseSnapshot(klog.FromContext(ctx), snapshottrust.RefusedUpstream, fmt.Sprintf("upstream refuses the wrapper: %v", err))
-		}
+		s.noteUpstreamError(ctx, err)
 	})
+}
+
+// noteUpstreamError acts on a refusal among upstream's list and watch
+// errors (see watchUpstreamErrors).
+func (s *Server) noteUpstreamError(ctx context.Context, err error) {
+	if !snapshottrust.UpstreamRefuses(err) {
+		return
+	}
+	s.upstreamRefusal.Store(err.Error())
+	if s.seededFrom.Load() != nil {
+		s.refuseSnapshot(klog.FromContext(ctx), snapshottrust.RefusedUpstream, fmt.Sprintf("upstream refuses the wrapper: %v", err))
+	}
 }
 
 // selfNodeIdentityHandler checks the snapshot's identity when upstream

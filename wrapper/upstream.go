@@ -3,6 +3,8 @@ package wrapper
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -31,8 +33,12 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 			return err
 		}
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(unitClient, 0, informers.WithTransform(dropManagedFields),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kubeProxySelector }))
+	withKubeProxySelector := func(o *metav1.ListOptions) { o.LabelSelector = kubeProxySelector }
+	var svcLW, sliceLW cache.ListerWatcher = cache.NewFilteredListWatchFromClient(unitClient.CoreV1().RESTClient(), "services", metav1.NamespaceAll, withKubeProxySelector),
+		cache.NewFilteredListWatchFromClient(unitClient.DiscoveryV1().RESTClient(), "endpointslices", metav1.NamespaceAll, withKubeProxySelector)
+	if s.site != nil {
+		svcLW, sliceLW = s.site.tap(svcLW, sliceLW)
+	}
 	metaClient, err := metadata.NewForConfig(opts.Upstream)
 	if err != nil {
 		return err
@@ -48,12 +54,6 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.NodeName).String()
 		}))
-	var svcInf, sliceInf cache.SharedIndexInformer
-	if s.site != nil {
-		svcInf, sliceInf = s.site.informers(factory, kubeProxySelector)
-	} else {
-		svcInf, sliceInf = factory.Core().V1().Services().Informer(), factory.Discovery().V1().EndpointSlices().Informer()
-	}
 	selfInf := selfFactory.Core().V1().Nodes().Informer()
 	s.syncer = newSyncer(opts.NodeName, Caches{Self: selfInf.GetIndexer()}, s.stores)
 	s.syncer.restrictedKeys = opts.RequireNodeRestrictedTopologyKeys
@@ -73,33 +73,24 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 	if opts.LocalEndpointRanges != nil {
 		s.syncer.localRanges = opts.LocalEndpointRanges
 	}
-	for _, h := range []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{
-		{svcInf, services.sourceHandler(sourceMain)},
-		{sliceInf, slices.sourceHandler(sourceMain)},
-		{selfInf, s.syncer.selfNodeHandler()},
-	} {
-		reg, err := h.inf.AddEventHandler(h.h)
-		if err != nil {
-			return err
-		}
-		// Synced once the handler has seen the initial list: only then may
-		// seeded objects that were not confirmed be dropped.
-		s.synced = append(s.synced, reg.HasSynced)
+	// Synced once the handlers have seen the initial list: only then may
+	// seeded objects that were not confirmed be dropped.
+	svcInf := newUpstreamInformer(svcLW, &corev1.Service{}, services.sourceHandler(sourceMain), s.noteUpstreamError)
+	sliceInf := newUpstreamInformer(sliceLW, &discoveryv1.EndpointSlice{}, slices.sourceHandler(sourceMain), s.noteUpstreamError)
+	reg, err := selfInf.AddEventHandler(s.syncer.selfNodeHandler())
+	if err != nil {
+		return err
 	}
-	s.synced = append(s.synced, s.nodeLabels.HasSynced)
-	for _, inf := range []cache.SharedIndexInformer{svcInf, sliceInf, selfInf} {
-		if err := s.watchUpstreamErrors(inf); err != nil {
-			return err
-		}
+	s.synced = append(s.synced, svcInf.HasSynced, sliceInf.HasSynced, reg.HasSynced, s.nodeLabels.HasSynced)
+	if err := s.watchUpstreamErrors(selfInf); err != nil {
+		return err
 	}
 	if _, err := selfInf.AddEventHandler(s.selfNodeIdentityHandler(klog.Background())); err != nil {
 		return err
 	}
 	s.start = func(ctx context.Context) {
-		factory.Start(ctx.Done())
+		go svcInf.RunWithContext(ctx)
+		go sliceInf.RunWithContext(ctx)
 		go s.nodeLabels.Run(ctx)
 		go s.endpoints.run(ctx)
 		go s.unproxied.run(ctx)
