@@ -8,12 +8,10 @@ import (
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	"k8s.io/apimachinery/pkg/watch"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -82,16 +80,7 @@ func (p *podSelection) startChildren(ctx context.Context, values []string) *chil
 		close(w.done)
 		return w
 	}
-	w.inf = cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
-			return p.client.AppsV1().StatefulSets(metav1.NamespaceAll).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
-			return p.client.AppsV1().StatefulSets(metav1.NamespaceAll).Watch(ctx, o)
-		},
-	}, &appsv1.StatefulSet{}, 0, cache.Indexers{})
+	w.inf = appsinformers.NewFilteredStatefulSetInformer(p.client, metav1.NamespaceAll, 0, cache.Indexers{}, selecting(sel))
 	_ = w.inf.SetTransform(transform) // cannot fail: not started
 	if p.onChildError != nil {
 		_ = w.inf.SetWatchErrorHandlerWithContext(p.onChildError)

@@ -8,10 +8,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -299,6 +297,12 @@ func itoa(i int64) string {
 	}
 }
 
+// selecting narrows an informer's lists and watches to the label selector
+// sel.
+func selecting(sel string) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) { o.LabelSelector = sel }
+}
+
 // start runs an informer on one selection; its events reach the index only
 // once it is live.
 func (p *podSelection) start(ctx context.Context, names []string, all bool) *podWatch {
@@ -310,16 +314,7 @@ func (p *podSelection) start(ctx context.Context, names []string, all bool) *pod
 		return w
 	}
 	sel := w.selector
-	w.inf = cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
-			return p.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
-			return p.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
-		},
-	}, &corev1.Pod{}, 0, cache.Indexers{})
+	w.inf = coreinformers.NewFilteredPodInformer(p.client, metav1.NamespaceAll, 0, cache.Indexers{}, selecting(sel))
 	_ = w.inf.SetTransform(transform) // cannot fail: not started
 	if p.onError != nil {
 		_ = w.inf.SetWatchErrorHandlerWithContext(p.onError)
