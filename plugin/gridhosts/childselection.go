@@ -51,13 +51,8 @@ func nodeunitValues(labels map[string]string) []string {
 // childWatch is the informer of the labelled children of one set of
 // nodeunit values; its events reach the children view only once it is live.
 type childWatch struct {
+	selectionWatch
 	values []string
-	inf    cache.SharedIndexInformer
-	reg    cache.ResourceEventHandlerRegistration
-	stop   context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	live   bool
 }
 
 // objects lists what w holds.
@@ -72,7 +67,7 @@ func (w *childWatch) objects() []any {
 // Every event asks the selection loop to recompute (the pod names follow
 // the children); it is applied to the children view only once w is live.
 func (p *podSelection) startChildren(ctx context.Context, values []string) *childWatch {
-	w := &childWatch{values: values, done: make(chan struct{})}
+	w := &childWatch{values: values, selectionWatch: selectionWatch{done: make(chan struct{})}}
 	wctx, cancel := context.WithCancel(ctx)
 	w.stop = cancel
 	sel := childSelector(values)
@@ -86,11 +81,7 @@ func (p *podSelection) startChildren(ctx context.Context, values []string) *chil
 		_ = w.inf.SetWatchErrorHandlerWithContext(p.onChildError)
 	}
 	apply := func(obj any, deleted, observe bool) {
-		w.mu.Lock()
-		if w.live {
-			p.children.set(labelledSlot, obj, deleted, observe)
-		}
-		w.mu.Unlock()
+		w.ifLive(func() { p.children.set(labelledSlot, obj, deleted, observe) })
 		p.changed()
 	}
 	w.reg, _ = w.inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{

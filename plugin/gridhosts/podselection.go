@@ -62,15 +62,21 @@ type podSelection struct {
 	kick        chan struct{}
 }
 
+// selectionWatch is one run of a selection's informer (pods, or children):
+// its events count only once it is live, under mu.
+type selectionWatch struct {
+	inf  cache.SharedIndexInformer
+	reg  cache.ResourceEventHandlerRegistration
+	stop context.CancelFunc
+	done chan struct{}
+	mu   sync.Mutex
+	live bool
+}
+
 // podWatch is one selection's informer; live once its pods are the index's.
 // Its names are kept only in selector (10k names are 0.6 MB as strings).
 type podWatch struct {
-	inf      cache.SharedIndexInformer
-	reg      cache.ResourceEventHandlerRegistration
-	stop     context.CancelFunc
-	done     chan struct{}
-	mu       sync.Mutex
-	live     bool
+	selectionWatch
 	selector string
 }
 
@@ -306,7 +312,7 @@ func selecting(sel string) func(*metav1.ListOptions) {
 // start runs an informer on one selection; its events reach the index only
 // once it is live.
 func (p *podSelection) start(ctx context.Context, names []string, all bool) *podWatch {
-	w := &podWatch{selector: selectorOf(names, all), done: make(chan struct{})}
+	w := &podWatch{selector: selectorOf(names, all), selectionWatch: selectionWatch{done: make(chan struct{})}}
 	wctx, cancel := context.WithCancel(ctx)
 	w.stop = cancel
 	if w.selector == "" { // nothing to select: no watch at all
@@ -344,9 +350,9 @@ func selectorOf(names []string, all bool) string {
 	return appsv1.StatefulSetPodNameLabel + " in (" + strings.Join(names, ",") + ")"
 }
 
-// ifLive applies an event to the index while w is live, under w.mu: the
-// switch and the retirement never interleave with an event being applied.
-func (w *podWatch) ifLive(apply func()) {
+// ifLive applies an event while w is live, under w.mu: the switch and the
+// retirement never interleave with an event being applied.
+func (w *selectionWatch) ifLive(apply func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.live {
