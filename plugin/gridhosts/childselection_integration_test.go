@@ -14,17 +14,15 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
 
-// wireLog records every request's path and the response bodies of the
+// wireLog records every request (requestLog) and the response bodies of the
 // child StatefulSet lists and watches, as they cross the wire.
 type wireLog struct {
-	mu     sync.Mutex
-	paths  []string
-	bodies bytes.Buffer
+	requestLog
+	bodies bytes.Buffer // under requestLog.mu
 	// holdLabelled, while set, delays what the labelled children's watches
 	// receive by that long, so the unlabelled watch is surely first.
 	holdLabelled atomic.Int64
@@ -33,10 +31,7 @@ type wireLog struct {
 const childrenPath = "/apis/apps/v1/statefulsets"
 
 func (l *wireLog) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		l.mu.Lock()
-		l.paths = append(l.paths, req.URL.Path+"?"+req.URL.RawQuery)
-		l.mu.Unlock()
+	return l.requestLog.wrap(roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(req)
 		if err == nil && strings.HasPrefix(req.URL.Path, childrenPath) {
 			q := req.URL.Query()
@@ -44,7 +39,7 @@ func (l *wireLog) wrap(rt http.RoundTripper) http.RoundTripper {
 			resp.Body = &teeBody{ReadCloser: resp.Body, log: l, labelled: labelled}
 		}
 		return resp, err
-	})
+	}))
 }
 
 type teeBody struct {
@@ -69,19 +64,6 @@ func (l *wireLog) received(s string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return bytes.Contains(l.bodies.Bytes(), []byte(s))
-}
-
-// requested returns the requests whose path starts with prefix.
-func (l *wireLog) requested(prefix string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, p := range l.paths {
-		if strings.HasPrefix(p, prefix) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // indexedSets is the child StatefulSets the index holds.
@@ -121,18 +103,8 @@ func TestNodeModeSelectsOwnNodeunitChildren(t *testing.T) {
 	label("nodeunit2")
 	label("nodeunit3")
 
-	g := New([]string{"cluster.local."})
-	g.Node = "node-1"
-	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
-	cfg := must(g.restConfig())(t)
 	wire := &wireLog{}
-	cfg.Wrap(wire.wrap)
-	g.watcher = must(newWatcher(cfg, nil, g.index, false, g.Node))(t)
-	if err := g.start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.stop() })
+	g := c.startNodeMode(t, "node-1", wire.wrap)
 
 	sets := func(what string, want ...string) {
 		t.Helper()
@@ -263,13 +235,13 @@ func TestNodeModeSelectsOwnNodeunitChildren(t *testing.T) {
 	if !wire.received(child("nodeunit2")) || !wire.received(child("nodeunit1")) {
 		t.Errorf("own nodeunits' children not seen on the wire: the check above cannot fail")
 	}
-	if got := wire.requested("/apis/superedge.io/v1/statefulsetgrids"); len(got) != 0 {
+	if got := wire.since(0, "/apis/superedge.io/v1/statefulsetgrids"); len(got) != 0 {
 		t.Errorf("StatefulSetGrids requested in node mode: %v", got)
 	}
-	if got := wire.requested("/apis/superedge.io/v1/namespaces"); len(got) != 0 {
+	if got := wire.since(0, "/apis/superedge.io/v1/namespaces"); len(got) != 0 {
 		t.Errorf("namespaced superedge.io resources requested in node mode: %v", got)
 	}
-	for _, r := range wire.requested(childrenPath) {
+	for _, r := range wire.since(0, childrenPath) {
 		if !strings.Contains(r, "labelSelector=") {
 			t.Errorf("child StatefulSets requested without a selector: %s", r)
 		}

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/transport"
 	"k8s.io/utils/ptr"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -606,14 +607,18 @@ func aRecords(g *GridHosts, remote, name string) []string {
 }
 
 // startNodeMode starts gridhosts in node mode as node against c, stopped
-// when t ends.
-func (c *cluster) startNodeMode(t *testing.T, node string) *GridHosts {
+// when t ends; wraps wrap its clients' transport (to record requests).
+func (c *cluster) startNodeMode(t *testing.T, node string, wraps ...transport.WrapperFunc) *GridHosts {
 	t.Helper()
 	g := New([]string{"cluster.local."})
 	g.Node = node
 	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
-	g.watcher = must(newWatcher(must(g.restConfig())(t), nil, g.index, false, g.Node))(t)
+	cfg := must(g.restConfig())(t)
+	for _, w := range wraps {
+		cfg.Wrap(w)
+	}
+	g.watcher = must(newWatcher(cfg, nil, g.index, false, g.Node))(t)
 	if err := g.start(); err != nil {
 		t.Fatal(err)
 	}

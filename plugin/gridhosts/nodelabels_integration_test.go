@@ -18,7 +18,7 @@ import (
 	"github.com/servicegroup/servicegroup/internal/nodelabels"
 )
 
-// requestLog records the path of every request a client sends.
+// requestLog records the path and query of every request a client sends.
 type requestLog struct {
 	mu    sync.Mutex
 	paths []string
@@ -27,13 +27,14 @@ type requestLog struct {
 func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		l.mu.Lock()
-		l.paths = append(l.paths, req.URL.Path)
+		l.paths = append(l.paths, req.URL.RequestURI())
 		l.mu.Unlock()
 		return rt.RoundTrip(req)
 	})
 }
 
-// since returns the paths under prefix requested after the first n.
+// since returns the requests (path and query) under prefix made after the
+// first n.
 func (l *requestLog) since(n int, prefix string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
