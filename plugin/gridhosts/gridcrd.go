@@ -10,11 +10,12 @@ import (
 	"k8s.io/client-go/discovery"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/nodelabels"
 )
 
 // gridCRDRecheck is how often a missing StatefulSetGrid CRD is asked for
-// again (the node label source's recheck of summaries).
-const gridCRDRecheck = 5 * time.Minute
+// again: as often as the node label source looks for summaries.
+const gridCRDRecheck = nodelabels.DefaultRecheck
 
 // watchGridCRD, in node mode (where no StatefulSetGrid is watched), tells
 // src whether the StatefulSetGrid CRD is served, from one discovery request,
