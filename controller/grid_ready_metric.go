@@ -3,16 +3,14 @@ package controller
 import (
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 )
 
 // gridReady mirrors each grid's Ready condition, so an alert sees from the
 // cloud which grids are not serving every nodeunit.
-var gridReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-	Namespace: metricsNamespace, Name: "grid_ready",
-	Help: "1 while the grid's Ready condition is True, 0 while it is False, by kind, namespace and grid; a deleted grid's series goes.",
-}, []string{"kind", "namespace", "grid"})
+var gridReady = metric.GaugeVec("grid_ready",
+	"1 while the grid's Ready condition is True, 0 while it is False, by kind, namespace and grid; a deleted grid's series goes.",
+	"kind", "namespace", "grid")
 
 func recordGridReady(kind, namespace, name string, ready bool) {
 	v := 0.0
@@ -29,10 +27,9 @@ func forgetGridReady(kind, namespace, name string) {
 
 // nodeunitReadyPods is each nodeunit's ready pods of a workload grid: the
 // endpoints a ServiceGrid over the grid's pods has in that nodeunit.
-var nodeunitReadyPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-	Namespace: metricsNamespace, Name: "nodeunit_ready_pods",
-	Help: "Ready pods of each nodeunit's child of a DeploymentGrid or StatefulSetGrid, by kind, namespace, grid and nodeunit; a nodeunit's series goes with its child, a grid's with the grid.",
-}, []string{"kind", "namespace", "grid", "nodeunit"})
+var nodeunitReadyPods = metric.GaugeVec("nodeunit_ready_pods",
+	"Ready pods of each nodeunit's child of a DeploymentGrid or StatefulSetGrid, by kind, namespace, grid and nodeunit; a nodeunit's series goes with its child, a grid's with the grid.",
+	"kind", "namespace", "grid", "nodeunit")
 
 // unitsRecorded are the nodeunits each grid has series of, so a nodeunit
 // that went away loses its series without a gap in the others'.

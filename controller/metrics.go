@@ -7,32 +7,29 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/servicegroup/servicegroup/internal/metricdef"
 )
 
 const metricsNamespace = "application_grid_controller"
 
+// registry holds the controller's metrics, each registered as it is declared;
+// Registry adds the Go and process collectors on first use.
+var registry = prometheus.NewRegistry()
+
 var (
-	reconcileTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: metricsNamespace, Name: "reconcile_total",
-		Help: "Grid reconciles by kind and result (success, error).",
-	}, []string{"kind", "result"})
-	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: metricsNamespace, Name: "reconcile_errors_total",
-		Help: "Grid reconciles that failed and were requeued, by kind.",
-	}, []string{"kind"})
-	reconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: metricsNamespace, Name: "reconcile_duration_seconds",
-		Help:    "Time to reconcile one grid, by kind.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
-	}, []string{"kind"})
-	childWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: metricsNamespace, Name: "child_applies_total",
-		Help: "Server-side applies of children, by grid kind.",
-	}, []string{"kind"})
-	crdApplies = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: metricsNamespace, Name: "crd_applies_total",
-		Help: "Times the embedded CRDs were applied (start-up and drift).",
-	})
+	metric = metricdef.With(registry, metricsNamespace, "")
+
+	reconcileTotal = metric.CounterVec("reconcile_total",
+		"Grid reconciles by kind and result (success, error).", "kind", "result")
+	reconcileErrors = metric.CounterVec("reconcile_errors_total",
+		"Grid reconciles that failed and were requeued, by kind.", "kind")
+	reconcileDuration = metric.HistogramVec("reconcile_duration_seconds",
+		"Time to reconcile one grid, by kind.", prometheus.ExponentialBuckets(0.001, 2, 15), "kind")
+	childWrites = metric.CounterVec("child_applies_total",
+		"Server-side applies of children, by grid kind.", "kind")
+	crdApplies = metric.Counter("crd_applies_total",
+		"Times the embedded CRDs were applied (start-up and drift).")
 )
 
 func observeReconcile(kind string, took time.Duration, err error) {
@@ -50,33 +47,24 @@ func countChildWrite(kind string) { childWrites.WithLabelValues(kind).Inc() }
 // Workqueue metrics, named as client-go's own provider in component-base
 // names them, labelled by queue name.
 var (
-	wqDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Subsystem: "workqueue", Name: "depth", Help: "Current depth of workqueue.",
-	}, []string{"name"})
-	wqAdds = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Subsystem: "workqueue", Name: "adds_total", Help: "Total number of adds handled by workqueue.",
-	}, []string{"name"})
-	wqLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Subsystem: "workqueue", Name: "queue_duration_seconds",
-		Help:    "How long in seconds an item stays in workqueue before being requested.",
-		Buckets: prometheus.ExponentialBuckets(10e-9, 10, 12),
-	}, []string{"name"})
-	wqWorkDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Subsystem: "workqueue", Name: "work_duration_seconds",
-		Help:    "How long in seconds processing an item from workqueue takes.",
-		Buckets: prometheus.ExponentialBuckets(10e-9, 10, 12),
-	}, []string{"name"})
-	wqUnfinished = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Subsystem: "workqueue", Name: "unfinished_work_seconds",
-		Help: "How many seconds of work has been done that is in progress and hasn't been observed by work_duration.",
-	}, []string{"name"})
-	wqLongest = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Subsystem: "workqueue", Name: "longest_running_processor_seconds",
-		Help: "How many seconds has the longest running processor for workqueue been running.",
-	}, []string{"name"})
-	wqRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Subsystem: "workqueue", Name: "retries_total", Help: "Total number of retries handled by workqueue.",
-	}, []string{"name"})
+	workqueueMetric = metricdef.With(registry, "", "workqueue")
+	// Seconds from 10ns up, by powers of 10.
+	workqueueBuckets = prometheus.ExponentialBuckets(10e-9, 10, 12)
+
+	wqDepth = workqueueMetric.GaugeVec("depth",
+		"Current depth of workqueue.", "name")
+	wqAdds = workqueueMetric.CounterVec("adds_total",
+		"Total number of adds handled by workqueue.", "name")
+	wqLatency = workqueueMetric.HistogramVec("queue_duration_seconds",
+		"How long in seconds an item stays in workqueue before being requested.", workqueueBuckets, "name")
+	wqWorkDuration = workqueueMetric.HistogramVec("work_duration_seconds",
+		"How long in seconds processing an item from workqueue takes.", workqueueBuckets, "name")
+	wqUnfinished = workqueueMetric.GaugeVec("unfinished_work_seconds",
+		"How many seconds of work has been done that is in progress and hasn't been observed by work_duration.", "name")
+	wqLongest = workqueueMetric.GaugeVec("longest_running_processor_seconds",
+		"How many seconds has the longest running processor for workqueue been running.", "name")
+	wqRetries = workqueueMetric.CounterVec("retries_total",
+		"Total number of retries handled by workqueue.", "name")
 )
 
 // QueueMetrics implements workqueue.MetricsProvider on the Registry.
@@ -106,21 +94,15 @@ func (QueueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
 	return wqRetries.WithLabelValues(name)
 }
 
-var (
-	registryOnce sync.Once
-	registry     *prometheus.Registry
-)
+var registryOnce sync.Once
 
 // Registry holds every metric the controller exports (plus Go and process
 // collectors). Metrics are process-wide: controllers in one process share them.
 func Registry() *prometheus.Registry {
 	registryOnce.Do(func() {
-		registry = prometheus.NewRegistry()
 		registry.MustRegister(
 			collectors.NewGoCollector(),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-			reconcileTotal, reconcileErrors, reconcileDuration, childWrites, crdApplies, gridReady, nodeunitReadyPods,
-			wqDepth, wqAdds, wqLatency, wqWorkDuration, wqUnfinished, wqLongest, wqRetries,
 		)
 		// Queues built elsewhere in the process (none today) report here too.
 		workqueue.SetProvider(QueueMetrics{})

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
@@ -16,24 +15,15 @@ import (
 )
 
 var (
-	snapshotWrites = prometheus.NewCounterVec(snapshottrust.WritesCounterOpts(metricsNamespace, ""), []string{"result"})
-	snapshotBytes  = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: metricsNamespace, Name: "snapshot_bytes",
-		Help: "Size of the last snapshot written.",
-	})
-	snapshotWriteSeconds = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: metricsNamespace, Name: "snapshot_write_duration_seconds",
-		Help: "Time the last snapshot write took (collect, encode, fsync, rename).",
-	})
+	snapshotWrites       = metric.NewCounterVec(snapshottrust.WritesCounterOpts(metricsNamespace, ""), []string{"result"})
+	snapshotBytes        = metric.Gauge("snapshot_bytes", "Size of the last snapshot written.")
+	snapshotWriteSeconds = metric.Gauge("snapshot_write_duration_seconds",
+		"Time the last snapshot write took (collect, encode, fsync, rename).")
 	// servingSnapshotSince is the writtenAt of the snapshot being served
 	// while upstream has not confirmed it.
 	servingSnapshotSince snapshottrust.Age
-	snapshotAge          = prometheus.NewGaugeFunc(snapshottrust.AgeGaugeOpts(metricsNamespace, ""), servingSnapshotSince.Seconds)
+	snapshotAge          = metric.NewGaugeFunc(snapshottrust.AgeGaugeOpts(metricsNamespace, ""), servingSnapshotSince.Seconds)
 )
-
-func init() {
-	Registry.MustRegister(snapshotWrites, snapshotBytes, snapshotWriteSeconds, snapshotAge)
-}
 
 // persister keeps the snapshot of the served stores in a state directory.
 type persister struct {

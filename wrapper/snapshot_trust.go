@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,12 +19,9 @@ import (
 // DefaultSnapshotMaxAge: a snapshot written longer ago is not served.
 const DefaultSnapshotMaxAge = snapshottrust.DefaultMaxAge
 
-var snapshotsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Namespace: metricsNamespace, Name: "snapshots_refused_total",
-	Help: "Snapshots not served (or no longer served) by reason: \"identity\" (upstream's Node has another UID: another cluster), \"upstream-refuses\" (upstream answers with 401, 403 or a certificate error: not an outage) or \"too-old\" (written longer ago than --snapshot-max-age).",
-}, []string{"reason"})
-
-func init() { Registry.MustRegister(snapshotsRefused) }
+var snapshotsRefused = metric.CounterVec("snapshots_refused_total",
+	"Snapshots not served (or no longer served) by reason: \"identity\" (upstream's Node has another UID: another cluster), \"upstream-refuses\" (upstream answers with 401, 403 or a certificate error: not an outage) or \"too-old\" (written longer ago than --snapshot-max-age).",
+	"reason")
 
 // snapshotNodeUID is the UID of this node as the snapshot's writer served it.
 func (sn *snapshot) nodeUID(node string) types.UID {
