@@ -1,10 +1,14 @@
 package controlplane
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // TestBinDirIsTheScripts: BinDir without KUBE_BIN_DIR is the directory
@@ -42,4 +46,46 @@ func TestKubernetesPinMatchesClientGo(t *testing.T) {
 		}
 	}
 	t.Fatal("go.mod does not require k8s.io/client-go")
+}
+
+// TestShippedKubeProxyIsThePinnedRelease: the kube-proxy image the shipped
+// manifests, their documentation and the test data name is the release
+// versions.env pins, the one the tests run.
+func TestShippedKubeProxyIsThePinnedRelease(t *testing.T) {
+	const image = "registry.k8s.io/kube-proxy:"
+	found := 0
+	for _, dir := range []string{"../../build", "../../test"} {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !slices.Contains([]string{".yaml", ".md"}, filepath.Ext(path)) {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, l := range strings.Split(string(data), "\n") {
+				_, ref, ok := strings.Cut(l, image)
+				if !ok {
+					continue
+				}
+				found++
+				// The tag: v, digits and dots, less a full stop ending a sentence.
+				tag := ref
+				if end := strings.IndexFunc(ref, func(r rune) bool { return r != 'v' && r != '.' && !unicode.IsDigit(r) }); end >= 0 {
+					tag = ref[:end]
+				}
+				tag = strings.TrimSuffix(tag, ".")
+				if tag != KubernetesVersion {
+					t.Errorf("%s: %s%s, but versions.env pins %s", path, image, tag, KubernetesVersion)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if found == 0 {
+		t.Fatalf("no %s image named under build/ or test/", image)
+	}
 }

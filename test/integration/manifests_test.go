@@ -279,8 +279,9 @@ func TestManifestCorefilesMatch(t *testing.T) {
 	}
 }
 
-// kubeadmKubeProxy is the shape of the kube-proxy DaemonSet kubeadm installs.
-const kubeadmKubeProxy = `apiVersion: apps/v1
+// kubeadmKubeProxy is the shape of the kube-proxy DaemonSet kubeadm installs,
+// running the pinned release.
+var kubeadmKubeProxy = `apiVersion: apps/v1
 kind: DaemonSet
 metadata:
   name: kube-proxy
@@ -300,7 +301,7 @@ spec:
       priorityClassName: system-node-critical
       containers:
       - name: kube-proxy
-        image: registry.k8s.io/kube-proxy:v1.37.1
+        image: registry.k8s.io/kube-proxy:` + controlplane.KubernetesVersion + `
         command: [/usr/local/bin/kube-proxy, --config=/var/lib/kube-proxy/config.conf, --hostname-override=$(NODE_NAME)]
         env:
         - name: NODE_NAME
