@@ -17,8 +17,8 @@ import (
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
-// superEdgeCanary is SuperEdge's documented canary DeploymentGrid
-// (docs/components/serviceGroup.md), every field it uses.
+// superEdgeCanary is the canary DeploymentGrid of SuperEdge's service group
+// documentation as it stands there, every field it uses.
 const superEdgeCanary = `
 apiVersion: superedge.io/v1
 kind: DeploymentGrid
