@@ -133,7 +133,30 @@ type podObj struct {
 	gridname.Pod
 	created  int64 // UnixNano, 0 when unset: newest holder of a reused address wins
 	NodeName string
+	// key is the informers' cache key "{namespace}/{name}"; Name is cut
+	// from it (withKey).
+	key string
 }
+
+// withKey builds o's cache key once and cuts Name from it: the informer's
+// store then keys the pod by that same string (GetNamespace, GetName), and
+// every pod name is held once, not also as the store's "ns/name".
+func (o *podObj) withKey() *podObj {
+	if o.Namespace == "" {
+		o.key = o.Name
+		return o
+	}
+	o.key = o.Namespace + "/" + o.Name
+	o.Name = o.key[len(o.Namespace)+1:]
+	return o
+}
+
+// GetNamespace and GetName hand client-go's key function (namespace "/"
+// name, or the name alone) the pod's whole key as its name, so the key it
+// returns is o.key itself, not a new string. The index reads Namespace and
+// Name.
+func (o *podObj) GetNamespace() string { return "" }
+func (o *podObj) GetName() string      { return o.key }
 
 func (o *podObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 
@@ -239,7 +262,7 @@ func toTiny(obj any) (any, error) {
 		// Its own UID answers nothing (its controller's does): tens of
 		// thousands of 36-byte strings not kept.
 		p.UID = ""
-		return p, nil
+		return p.withKey(), nil
 	case *corev1.Service:
 		s := &svcObj{tiny: newTiny(&o.ObjectMeta), Service: gridname.ServiceOf(o), Headless: o.Spec.ClusterIP == corev1.ClusterIPNone}
 		s.Keys, s.BadTopology = serviceKeys(s.GridKey, o.Annotations)

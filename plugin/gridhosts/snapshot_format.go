@@ -245,8 +245,8 @@ func (b *snapBody) index() *Index {
 			NodeSelector: mapOf(o.NodeSelector), Terminating: o.Terminating}})
 	}
 	for _, o := range b.Pods {
-		x.Upsert(&podObj{tiny: o.Meta.tiny(), Pod: gridname.Pod{Owner: o.Owner, HasOwner: o.HasOwner,
-			IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished}, created: unixNano(o.Created), NodeName: o.NodeName})
+		x.Upsert((&podObj{tiny: o.Meta.tiny(), Pod: gridname.Pod{Owner: o.Owner, HasOwner: o.HasOwner,
+			IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished}, created: unixNano(o.Created), NodeName: o.NodeName}).withKey())
 	}
 	for _, o := range b.Services {
 		x.Upsert(&svcObj{tiny: o.Meta.tiny(), Service: gridname.Service{GridKey: o.GridKey}, Headless: o.Headless, Keys: o.Keys})
