@@ -26,7 +26,7 @@ type Index struct {
 	grids      map[nsName]*gridObj
 	sets       map[nsName]*setObj
 	setsByUnit map[unitKey]*setObj
-	pods       map[nsName]*podObj
+	pods       map[string]*podObj // by cache key, "ns/name": the pod's own key string
 	services   map[nsName]*svcObj
 	nodes      map[string]*nodeObj
 	slices     map[nsName]*sliceObj
@@ -67,7 +67,7 @@ func newIndexSized(grids, sets, pods, services, nodes, slices int) *Index {
 		grids:      make(map[nsName]*gridObj, grids),
 		sets:       make(map[nsName]*setObj, sets),
 		setsByUnit: make(map[unitKey]*setObj, sets),
-		pods:       make(map[nsName]*podObj, pods),
+		pods:       make(map[string]*podObj, pods),
 		services:   make(map[nsName]*svcObj, services),
 		nodes:      make(map[string]*nodeObj, nodes),
 		slices:     make(map[nsName]*sliceObj, slices),
@@ -131,7 +131,7 @@ func (x *Index) remove(t any) bool {
 	case *setObj:
 		x.deleteSet(nsName{o.Namespace, o.Name})
 	case *podObj:
-		x.deletePod(nsName{o.Namespace, o.Name})
+		x.deletePod(o)
 	case *svcObj:
 		// Headless and other Services come from two informers: a Service
 		// that moved between them (to ExternalName) is deleted from one
@@ -285,7 +285,7 @@ func ordinalOf(p *podObj) (string, bool) {
 
 func (x *Index) addPod(p *podObj) {
 	k := nsName{p.Namespace, p.Name}
-	x.pods[k] = p
+	x.pods[p.key] = p
 	if _, ok := ordinalOf(p); ok {
 		x.members++
 	}
@@ -308,7 +308,7 @@ func (x *Index) dropMember(p *podObj) {
 // reused address); the others are released.
 func (x *Index) replacePod(p *podObj) {
 	k := nsName{p.Namespace, p.Name}
-	if old, ok := x.pods[k]; ok {
+	if old, ok := x.pods[p.key]; ok {
 		x.dropMember(old)
 		claims := p.NodeName != "" && !p.Finished
 		for _, ip := range old.IPs {
@@ -320,13 +320,15 @@ func (x *Index) replacePod(p *podObj) {
 	x.addPod(p)
 }
 
-func (x *Index) deletePod(k nsName) {
-	p, ok := x.pods[k]
+// deletePod removes the pod o is a version of.
+func (x *Index) deletePod(o *podObj) {
+	p, ok := x.pods[o.key]
 	if !ok {
 		return
 	}
-	delete(x.pods, k)
+	delete(x.pods, o.key)
 	x.dropMember(p)
+	k := nsName{p.Namespace, p.Name}
 	for _, ip := range p.IPs {
 		x.clientPods.remove(ip, k)
 	}
@@ -436,13 +438,13 @@ func (f indexFinder) Service() *gridname.Service {
 	return nil
 }
 
-// Pod finds member {set}-{ordinal} by its pod name, built on the stack: a
+// Pod finds member {set}-{ordinal} by its pod's key, built on the stack: a
 // second map keyed by set and ordinal would hold every pod again (0.9 MB at
 // 10k), and a map lookup of string(bytes) does not allocate.
 func (f indexFinder) Pod(set *gridname.StatefulSet) *gridname.Pod {
-	var buf [128]byte
-	name := append(append(append(buf[:0], set.Name...), '-'), f.ordinal...)
-	p, ok := f.x.pods[nsName{f.ns, string(name)}]
+	var buf [160]byte
+	key := append(append(append(append(append(buf[:0], f.ns...), '/'), set.Name...), '-'), f.ordinal...)
+	p, ok := f.x.pods[string(key)]
 	if !ok || p.Owner.Name != set.Name {
 		return nil
 	}
