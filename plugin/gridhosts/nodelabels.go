@@ -77,7 +77,7 @@ func slimNode(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	n := &nodeObj{tiny: newTiny(&o.ObjectMeta)}
+	n := &nodeObj{tiny: newTiny(&o.ObjectMeta), uidMeta: uidMeta{o.UID}}
 	if len(o.Labels) > 0 {
 		n.Labels = maps.Clone(o.Labels)
 	}

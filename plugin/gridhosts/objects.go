@@ -20,7 +20,7 @@ import (
 
 // The informers store these small objects instead of the API types: an edge
 // node keeps only what the index needs (as plugin/kubernetes/object does).
-// Each carries its name, namespace, UID and resourceVersion (slimMeta), so
+// Each carries its name, namespace and resourceVersion (slimMeta), so
 // cache keys and DeletedFinalStateUnknown work unchanged, and carries the time the transform saw it, for the
 // event-to-answerable metric.
 
@@ -34,22 +34,31 @@ type tiny struct {
 	written  int64 // the apiserver's latest write (managedFields), Unix seconds; 0: unknown
 }
 
-// slimMeta is an object's name, namespace, UID and resourceVersion, and is a
+// slimMeta is an object's name, namespace and resourceVersion, and is a
 // metav1.Object for client-go's keys and indexes (without an allocation per
 // call, which the informers make several times per object); the fields it
-// does not keep read as empty and their setters do nothing.
+// does not keep read as empty and their setters do nothing. The UID is not
+// among them: tens of thousands of pods would carry an empty one; the
+// kinds whose UID is read keep it in their own fields (uidMeta, or the
+// gridname form's).
 type slimMeta struct {
 	Name, Namespace string
-	UID             types.UID
 	ResourceVersion string
 }
+
+// uidMeta is the UID of an object whose small form has no other place for
+// it (a Node's identifies its cluster to a snapshot).
+type uidMeta struct{ UID types.UID }
+
+func (m *uidMeta) GetUID() types.UID  { return m.UID }
+func (m *uidMeta) SetUID(v types.UID) { m.UID = v }
 
 func (m *slimMeta) GetNamespace() string                          { return m.Namespace }
 func (m *slimMeta) SetNamespace(v string)                         { m.Namespace = v }
 func (m *slimMeta) GetName() string                               { return m.Name }
 func (m *slimMeta) SetName(v string)                              { m.Name = v }
-func (m *slimMeta) GetUID() types.UID                             { return m.UID }
-func (m *slimMeta) SetUID(v types.UID)                            { m.UID = v }
+func (m *slimMeta) GetUID() types.UID                             { return "" }
+func (m *slimMeta) SetUID(types.UID)                              {}
 func (m *slimMeta) GetResourceVersion() string                    { return m.ResourceVersion }
 func (m *slimMeta) SetResourceVersion(v string)                   { m.ResourceVersion = v }
 func (m *slimMeta) GetGenerateName() string                       { return "" }
@@ -87,7 +96,7 @@ func intern(s string) string { return unique.Make(s).Value() }
 
 func newTiny(m *metav1.ObjectMeta) tiny {
 	t := tiny{
-		slimMeta: slimMeta{Name: m.Name, Namespace: intern(m.Namespace), UID: m.UID, ResourceVersion: m.ResourceVersion},
+		slimMeta: slimMeta{Name: m.Name, Namespace: intern(m.Namespace), ResourceVersion: m.ResourceVersion},
 		received: time.Now().UnixNano(),
 	}
 	for _, f := range m.ManagedFields {
@@ -133,7 +142,30 @@ type podObj struct {
 	gridname.Pod
 	created  int64 // UnixNano, 0 when unset: newest holder of a reused address wins
 	NodeName string
+	// key is the informers' cache key "{namespace}/{name}"; Name is cut
+	// from it (withKey).
+	key string
 }
+
+// withKey builds o's cache key once and cuts Name from it: the informer's
+// store then keys the pod by that same string (GetNamespace, GetName), and
+// every pod name is held once, not also as the store's "ns/name".
+func (o *podObj) withKey() *podObj {
+	if o.Namespace == "" {
+		o.key = o.Name
+		return o
+	}
+	o.key = o.Namespace + "/" + o.Name
+	o.Name = o.key[len(o.Namespace)+1:]
+	return o
+}
+
+// GetNamespace and GetName hand client-go's key function (namespace "/"
+// name, or the name alone) the pod's whole key as its name, so the key it
+// returns is o.key itself, not a new string. The index reads Namespace and
+// Name.
+func (o *podObj) GetNamespace() string { return "" }
+func (o *podObj) GetName() string      { return o.key }
 
 func (o *podObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 
@@ -156,6 +188,7 @@ func unixNano(t time.Time) int64 {
 // Its topology keys are parsed here, once per Service change.
 type svcObj struct {
 	tiny
+	uidMeta
 	gridname.Service
 	Headless bool
 	// Keys are the topology keys of a grid Service: the topologyKeys
@@ -170,6 +203,7 @@ func (o *svcObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 // nodeObj is a Node: labels and InternalIPs.
 type nodeObj struct {
 	tiny
+	uidMeta
 	Labels      map[string]string
 	InternalIPs []netip.Addr
 }
@@ -179,6 +213,7 @@ func (o *nodeObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 // sliceObj is an EndpointSlice of a (headless) Service.
 type sliceObj struct {
 	tiny
+	uidMeta
 	Service   string
 	Ports     []slicePort
 	Endpoints []sliceEndpoint
@@ -236,16 +271,13 @@ func toTiny(obj any) (any, error) {
 	case *corev1.Pod:
 		p := &podObj{tiny: newTiny(&o.ObjectMeta), Pod: gridname.PodOf(o), NodeName: intern(o.Spec.NodeName), created: unixNano(o.CreationTimestamp.Time)}
 		p.Owner = gridname.ControllerRef{Kind: intern(p.Owner.Kind), Name: intern(p.Owner.Name), UID: types.UID(intern(string(p.Owner.UID)))}
-		// Its own UID answers nothing (its controller's does): tens of
-		// thousands of 36-byte strings not kept.
-		p.UID = ""
-		return p, nil
+		return p.withKey(), nil
 	case *corev1.Service:
-		s := &svcObj{tiny: newTiny(&o.ObjectMeta), Service: gridname.ServiceOf(o), Headless: o.Spec.ClusterIP == corev1.ClusterIPNone}
+		s := &svcObj{tiny: newTiny(&o.ObjectMeta), uidMeta: uidMeta{o.UID}, Service: gridname.ServiceOf(o), Headless: o.Spec.ClusterIP == corev1.ClusterIPNone}
 		s.Keys, s.BadTopology = serviceKeys(s.GridKey, o.Annotations)
 		return s, nil
 	case *corev1.Node:
-		n := &nodeObj{tiny: newTiny(&o.ObjectMeta)}
+		n := &nodeObj{tiny: newTiny(&o.ObjectMeta), uidMeta: uidMeta{o.UID}}
 		if len(o.Labels) > 0 {
 			n.Labels = make(map[string]string, len(o.Labels))
 			for k, v := range o.Labels {
@@ -261,7 +293,7 @@ func toTiny(obj any) (any, error) {
 		n.InternalIPs = gridname.ParseIPs(ips)
 		return n, nil
 	case *discoveryv1.EndpointSlice:
-		s := &sliceObj{tiny: newTiny(&o.ObjectMeta), Service: o.Labels[discoveryv1.LabelServiceName]}
+		s := &sliceObj{tiny: newTiny(&o.ObjectMeta), uidMeta: uidMeta{o.UID}, Service: o.Labels[discoveryv1.LabelServiceName]}
 		for _, p := range o.Ports {
 			sp := slicePort{}
 			if p.Name != nil {

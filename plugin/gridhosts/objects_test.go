@@ -3,9 +3,11 @@ package gridhosts
 import (
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
+	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/gridname"
@@ -59,4 +61,33 @@ func TestPrefixedGridKey(t *testing.T) {
 	delete(svc.Annotations, superedgev1.AnnotationGridUniqKey)
 	g.index.Upsert(svc)
 	run(t, g, "", []test.Case{{Qname: name, Qtype: dns.TypeA, Answer: []dns.RR{test.A(name + "	5	IN	A	10.3.0.1")}}})
+}
+
+// TestPodCacheKey: a pod's informer cache key is "ns/name" as for any pod,
+// and it is the pod's own key string (no new string per key), from which
+// its Name is cut.
+func TestPodCacheKey(t *testing.T) {
+	set := newSet(newGrid("default", "web", "zone1", "web-uid"), "east", "websvc", "web-set", 1)
+	obj, err := toTiny(newPod(set, 0, "n1", "10.3.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := obj.(*podObj)
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(p)
+	if err != nil || key != "default/web-east-0" || p.Namespace != "default" || p.Name != "web-east-0" {
+		t.Fatalf("key %q (%v), namespace %q, name %q", key, err, p.Namespace, p.Name)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = cache.MetaNamespaceKeyFunc(p) }); n != 0 {
+		t.Errorf("the key function allocates %v times per pod, want 0", n)
+	}
+	if unsafe.StringData(key[len("default/"):]) != unsafe.StringData(p.Name) {
+		t.Error("the cache key and the pod's name are two copies")
+	}
+	store := cache.NewStore(cache.DeletionHandlingMetaNamespaceKeyFunc)
+	if err := store.Add(p); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, _ := store.GetByKey("default/web-east-0"); !ok || got != p {
+		t.Errorf("store.GetByKey: %v, %v", got, ok)
+	}
 }

@@ -141,11 +141,13 @@ type snapBody struct {
 	Slices   []snapSlice
 }
 
-func metaOf(t *tiny) snapMeta { return snapMeta{Namespace: t.Namespace, Name: t.Name, UID: t.UID} }
+func metaOf(t *tiny, uid types.UID) snapMeta {
+	return snapMeta{Namespace: t.Namespace, Name: t.Name, UID: uid}
+}
 
 func (m snapMeta) tiny() tiny {
 	t := tiny{}
-	t.Namespace, t.Name, t.UID = m.Namespace, m.Name, m.UID
+	t.Namespace, t.Name = m.Namespace, m.Name
 	return t
 }
 
@@ -207,25 +209,25 @@ func bodyOf(x *Index) *snapBody {
 		Slices:   make([]snapSlice, 0, len(slcs)),
 	}
 	for _, o := range grids {
-		b.Grids = append(b.Grids, snapGrid{Meta: metaOf(&o.tiny), Key: o.Key})
+		b.Grids = append(b.Grids, snapGrid{Meta: metaOf(&o.tiny, o.Grid.UID), Key: o.Key})
 	}
 	for _, o := range sets {
-		b.Sets = append(b.Sets, snapSet{Meta: metaOf(&o.tiny), Owner: o.Owner, HasOwner: o.HasOwner,
+		b.Sets = append(b.Sets, snapSet{Meta: metaOf(&o.tiny, o.StatefulSet.UID), Owner: o.Owner, HasOwner: o.HasOwner,
 			GridSelector: o.GridSelector, HasGridSelector: o.HasGridSelector, GridKey: o.GridKey,
 			ServiceName: o.ServiceName, NodeSelector: kvsOf(o.NodeSelector), Terminating: o.Terminating})
 	}
 	for _, o := range pods {
-		b.Pods = append(b.Pods, snapPod{Meta: metaOf(&o.tiny), Owner: o.Owner, HasOwner: o.HasOwner,
+		b.Pods = append(b.Pods, snapPod{Meta: metaOf(&o.tiny, ""), Owner: o.Owner, HasOwner: o.HasOwner,
 			Created: o.createdAt().UTC(), NodeName: o.NodeName, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished})
 	}
 	for _, o := range services {
-		b.Services = append(b.Services, snapService{Meta: metaOf(&o.tiny), GridKey: o.GridKey, Headless: o.Headless, Keys: o.Keys})
+		b.Services = append(b.Services, snapService{Meta: metaOf(&o.tiny, o.UID), GridKey: o.GridKey, Headless: o.Headless, Keys: o.Keys})
 	}
 	for _, o := range nodes {
-		b.Nodes = append(b.Nodes, snapNode{Meta: metaOf(&o.tiny), Labels: kvsOf(o.Labels), InternalIPs: o.InternalIPs})
+		b.Nodes = append(b.Nodes, snapNode{Meta: metaOf(&o.tiny, o.UID), Labels: kvsOf(o.Labels), InternalIPs: o.InternalIPs})
 	}
 	for _, o := range slcs {
-		b.Slices = append(b.Slices, snapSlice{Meta: metaOf(&o.tiny), Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints})
+		b.Slices = append(b.Slices, snapSlice{Meta: metaOf(&o.tiny, o.UID), Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints})
 	}
 	return b
 }
@@ -245,17 +247,17 @@ func (b *snapBody) index() *Index {
 			NodeSelector: mapOf(o.NodeSelector), Terminating: o.Terminating}})
 	}
 	for _, o := range b.Pods {
-		x.Upsert(&podObj{tiny: o.Meta.tiny(), Pod: gridname.Pod{Owner: o.Owner, HasOwner: o.HasOwner,
-			IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished}, created: unixNano(o.Created), NodeName: o.NodeName})
+		x.Upsert((&podObj{tiny: o.Meta.tiny(), Pod: gridname.Pod{Owner: o.Owner, HasOwner: o.HasOwner,
+			IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished}, created: unixNano(o.Created), NodeName: o.NodeName}).withKey())
 	}
 	for _, o := range b.Services {
-		x.Upsert(&svcObj{tiny: o.Meta.tiny(), Service: gridname.Service{GridKey: o.GridKey}, Headless: o.Headless, Keys: o.Keys})
+		x.Upsert(&svcObj{tiny: o.Meta.tiny(), uidMeta: uidMeta{o.Meta.UID}, Service: gridname.Service{GridKey: o.GridKey}, Headless: o.Headless, Keys: o.Keys})
 	}
 	for _, o := range b.Nodes {
-		x.Upsert(&nodeObj{tiny: o.Meta.tiny(), Labels: mapOf(o.Labels), InternalIPs: o.InternalIPs})
+		x.Upsert(&nodeObj{tiny: o.Meta.tiny(), uidMeta: uidMeta{o.Meta.UID}, Labels: mapOf(o.Labels), InternalIPs: o.InternalIPs})
 	}
 	for _, o := range b.Slices {
-		x.Upsert(&sliceObj{tiny: o.Meta.tiny(), Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints})
+		x.Upsert(&sliceObj{tiny: o.Meta.tiny(), uidMeta: uidMeta{o.Meta.UID}, Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints})
 	}
 	return x
 }
