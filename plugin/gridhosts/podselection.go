@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"context"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -100,12 +101,20 @@ func packSelector(sel string) packedSelector {
 }
 
 // String is the selector. Inflating what packSelector deflated in memory
-// cannot fail; if it did, no request may go out with a wrong selector.
+// cannot fail short of corrupted memory; should it, the selection widens to
+// every StatefulSet pod (as for a selector too large to send), which answers
+// the same names at a higher cost, rather than stopping DNS or sending a
+// request that misses pods.
 func (s packedSelector) String() string {
 	var b strings.Builder
 	b.Grow(s.size)
-	if _, err := io.Copy(&b, flate.NewReader(bytes.NewReader(s.deflated))); err != nil || b.Len() != s.size {
-		panic("gridhosts: the pod selector does not inflate to what was deflated")
+	_, err := io.Copy(&b, flate.NewReader(bytes.NewReader(s.deflated)))
+	if err == nil && b.Len() != s.size {
+		err = fmt.Errorf("%d bytes, want %d", b.Len(), s.size)
+	}
+	if err != nil {
+		klog.Background().WithName(pluginName).Error(err, "The pod selector does not inflate to what was deflated; selecting every StatefulSet pod")
+		return statefulPodSelector
 	}
 	return b.String()
 }

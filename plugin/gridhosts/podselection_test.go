@@ -26,4 +26,14 @@ func TestPackedSelector(t *testing.T) {
 	if e := packSelector(""); e.String() != "" || !e.is("") || e.is(sel) {
 		t.Error("the empty selector does not round-trip")
 	}
+	// Bytes that do not inflate to the selector widen the selection to
+	// every StatefulSet pod instead of stopping DNS.
+	bad := p
+	bad.deflated = p.deflated[:len(p.deflated)/2]
+	if got := bad.String(); got != statefulPodSelector {
+		t.Errorf("truncated: got %.40q, want every StatefulSet pod (%q)", got, statefulPodSelector)
+	}
+	if bad.is(sel) {
+		t.Error("truncated: compares equal to the selector it lost")
+	}
 }
