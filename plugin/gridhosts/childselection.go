@@ -359,3 +359,24 @@ func (v *childView) unlabelledHandler() cache.ResourceEventHandler {
 		DeleteFunc: func(obj any) { v.set(unlabelledSlot, obj, true, false) },
 	}
 }
+
+// selectionWatch is one run of the children selection's informer: its
+// events count only once it is live, under mu.
+type selectionWatch struct {
+	inf  cache.SharedIndexInformer
+	reg  cache.ResourceEventHandlerRegistration
+	stop context.CancelFunc
+	done chan struct{}
+	mu   sync.Mutex
+	live bool
+}
+
+// ifLive applies an event while w is live, under w.mu: the switch and the
+// retirement never interleave with an event being applied.
+func (w *selectionWatch) ifLive(apply func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.live {
+		apply()
+	}
+}

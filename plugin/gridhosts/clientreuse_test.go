@@ -65,7 +65,7 @@ func TestClientsReusedAddress(t *testing.T) {
 	poll(t, 30*time.Second, "old pod's last update indexed", func() error {
 		g.index.mu.RLock()
 		defer g.index.mu.RUnlock()
-		if p := g.index.pods["default/old"]; p == nil || p.ResourceVersion != rv {
+		if p := g.index.pods["default/old"]; p == nil || p.GetResourceVersion() != rv {
 			return fmt.Errorf("not yet")
 		}
 		return nil

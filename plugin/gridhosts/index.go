@@ -276,7 +276,7 @@ func ordinalOf(p *podObj) (string, bool) {
 	if !p.HasOwner || p.Owner.Kind != gridname.KindStatefulSet {
 		return "", false
 	}
-	ord, ok := suffixAfter(p.Name, p.Owner.Name)
+	ord, ok := suffixAfter(p.Name(), p.Owner.Name)
 	if !ok || !gridname.IsOrdinal(ord) {
 		return "", false
 	}
@@ -284,7 +284,7 @@ func ordinalOf(p *podObj) (string, bool) {
 }
 
 func (x *Index) addPod(p *podObj) {
-	k := nsName{p.Namespace, p.Name}
+	k := nsName{p.Namespace(), p.Name()}
 	x.pods[p.key] = p
 	if _, ok := ordinalOf(p); ok {
 		x.members++
@@ -307,7 +307,7 @@ func (x *Index) dropMember(p *podObj) {
 // versions claim keep their claim (an update is not a new claim to a
 // reused address); the others are released.
 func (x *Index) replacePod(p *podObj) {
-	k := nsName{p.Namespace, p.Name}
+	k := nsName{p.Namespace(), p.Name()}
 	if old, ok := x.pods[p.key]; ok {
 		x.dropMember(old)
 		claims := p.NodeName != "" && !p.Finished
@@ -320,6 +320,44 @@ func (x *Index) replacePod(p *podObj) {
 	x.addPod(p)
 }
 
+// pod is the pod with cache key key.
+func (x *Index) pod(key string) (*podObj, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	p, ok := x.pods[key]
+	return p, ok
+}
+
+// podKeys are the cache keys of every pod.
+func (x *Index) podKeys() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	keys := make([]string, 0, len(x.pods))
+	for k := range x.pods {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// eachPod calls f with every pod, under the read lock.
+func (x *Index) eachPod(f func(*podObj)) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for _, p := range x.pods {
+		f(p)
+	}
+}
+
+// deletePodIfSame removes p unless the index has another version of it by
+// now.
+func (x *Index) deletePodIfSame(p *podObj) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.pods[p.key] == p {
+		x.deletePod(p)
+	}
+}
+
 // deletePod removes the pod o is a version of.
 func (x *Index) deletePod(o *podObj) {
 	p, ok := x.pods[o.key]
@@ -328,7 +366,7 @@ func (x *Index) deletePod(o *podObj) {
 	}
 	delete(x.pods, o.key)
 	x.dropMember(p)
-	k := nsName{p.Namespace, p.Name}
+	k := nsName{p.Namespace(), p.Name()}
 	for _, ip := range p.IPs {
 		x.clientPods.remove(ip, k)
 	}

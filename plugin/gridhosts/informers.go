@@ -247,7 +247,7 @@ func handlerFor(idx *Index) cache.ResourceEventHandler {
 		},
 		UpdateFunc: func(old, cur any) {
 			if o, ok := old.(metav1.Object); ok {
-				if c, ok := cur.(metav1.Object); ok && o.GetResourceVersion() == c.GetResourceVersion() {
+				if c, ok := cur.(metav1.Object); ok && o.GetResourceVersion() != "" && o.GetResourceVersion() == c.GetResourceVersion() {
 					return
 				}
 			}

@@ -1,12 +1,15 @@
 package gridhosts
 
 import (
+	"math"
 	"slices"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -74,13 +77,13 @@ func TestPodCacheKey(t *testing.T) {
 	}
 	p := obj.(*podObj)
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(p)
-	if err != nil || key != "default/web-east-0" || p.Namespace != "default" || p.Name != "web-east-0" {
-		t.Fatalf("key %q (%v), namespace %q, name %q", key, err, p.Namespace, p.Name)
+	if err != nil || key != "default/web-east-0" || p.Namespace() != "default" || p.Name() != "web-east-0" {
+		t.Fatalf("key %q (%v), namespace %q, name %q", key, err, p.Namespace(), p.Name())
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = cache.MetaNamespaceKeyFunc(p) }); n != 0 {
 		t.Errorf("the key function allocates %v times per pod, want 0", n)
 	}
-	if unsafe.StringData(key[len("default/"):]) != unsafe.StringData(p.Name) {
+	if unsafe.StringData(key[len("default/"):]) != unsafe.StringData(p.Name()) {
 		t.Error("the cache key and the pod's name are two copies")
 	}
 	store := cache.NewStore(cache.DeletionHandlingMetaNamespaceKeyFunc)
@@ -89,5 +92,55 @@ func TestPodCacheKey(t *testing.T) {
 	}
 	if got, ok, _ := store.GetByKey("default/web-east-0"); !ok || got != p {
 		t.Errorf("store.GetByKey: %v, %v", got, ok)
+	}
+	// Ten thousand of them are the plugin's largest part: one more word
+	// moves every pod to the next size class (160 bytes).
+	if size := unsafe.Sizeof(*p); size > 144 {
+		t.Errorf("a pod's small form is %d bytes, want at most 144", size)
+	}
+}
+
+// TestPodTimes: a pod's times keep their one-second grain in 32 bits, and
+// times it cannot hold read as unknown, not as a wrong time.
+func TestPodTimes(t *testing.T) {
+	set := newSet(newGrid("default", "web", "zone1", "web-uid"), "east", "websvc", "web-set", 1)
+	pod := newPod(set, 0, "n1", "10.3.0.1")
+	created := time.Date(2026, 11, 28, 23, 0, 1, 0, time.UTC)
+	pod.CreationTimestamp = metav1.NewTime(created)
+	obj, err := toTiny(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := obj.(*podObj).createdAt(); !got.Equal(created) {
+		t.Errorf("created %v, want %v", got, created)
+	}
+	for _, s := range []int64{0, -1, math.MaxUint32 + 1} {
+		if got := unixTime(unixSeconds(s)); !got.IsZero() {
+			t.Errorf("%d seconds read back as %v, want unknown", s, got)
+		}
+	}
+}
+
+// TestPodResourceVersion: a pod's resourceVersion kept as a number reads
+// back as the apiserver wrote it; a form that is not a plain decimal is
+// unknown, and an unknown version is never the same as another, so an
+// update is not dropped for it.
+func TestPodResourceVersion(t *testing.T) {
+	for _, v := range []string{"1", "12345", "18446744073709551615"} {
+		if got := formatRV(parseRV(v)); got != v {
+			t.Errorf("%q reads back as %q", v, got)
+		}
+	}
+	for _, v := range []string{"", "0", "012", "+5", "1e3", "abc", "18446744073709551616", " 7"} {
+		if n := parseRV(v); n != 0 {
+			t.Errorf("%q kept as %d, want unknown", v, n)
+		}
+	}
+	a, b := &podObj{rv: parseRV("x")}, &podObj{rv: parseRV("y")}
+	if a.sameRV(b) {
+		t.Error("two unknown versions taken for the same")
+	}
+	if c, d := (&podObj{rv: 7}), (&podObj{rv: 7}); !c.sameRV(d) {
+		t.Error("the same version not recognized")
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -64,24 +63,6 @@ type podSelection struct {
 	curChildren *childWatch
 	synced      bool
 	kick        chan struct{}
-}
-
-// selectionWatch is one run of a selection's informer (pods, or children):
-// its events count only once it is live, under mu.
-type selectionWatch struct {
-	inf  cache.SharedIndexInformer
-	reg  cache.ResourceEventHandlerRegistration
-	stop context.CancelFunc
-	done chan struct{}
-	mu   sync.Mutex
-	live bool
-}
-
-// podWatch is one selection's informer; live once its pods are the index's.
-// Its names are kept only in selector (10k names are 0.6 MB as strings).
-type podWatch struct {
-	selectionWatch
-	selector packedSelector
 }
 
 // packedSelector is a pod selector kept deflated: it is read only to build
@@ -233,7 +214,7 @@ func (p *podSelection) run(ctx context.Context) {
 		if nextChildren != curChildren {
 			p.goLive(curChildren, nextChildren)
 		}
-		p.switchTo(next, pending)
+		p.switchTo(cur, next, pending)
 		if next != cur && cur != nil {
 			p.retire(cur, next)
 		}
@@ -298,12 +279,12 @@ func (p *podSelection) wanted(labels map[string]string, cur *podWatch, sets []*s
 			names = append(names, s.Name+"-"+itoa(i))
 		}
 	}
-	if cur != nil && cur.inf != nil {
-		for _, obj := range cur.inf.GetStore().List() {
-			if o, ok := obj.(*podObj); ok && o.HasOwner && chosen[nsName{o.Namespace, o.Owner.Name}] {
-				names = append(names, o.Name)
+	if cur != nil { // the current selection is live: its pods are the index's
+		p.idx.eachPod(func(o *podObj) {
+			if o.HasOwner && chosen[nsName{o.Namespace(), o.Owner.Name}] {
+				names = append(names, o.Name())
 			}
-		}
+		})
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
@@ -351,35 +332,10 @@ func selecting(sel string) func(*metav1.ListOptions) {
 	return func(o *metav1.ListOptions) { o.LabelSelector = sel }
 }
 
-// start runs an informer on one selection; its events reach the index only
+// start lists and watches one selection; its pods reach the index only
 // once it is live.
 func (p *podSelection) start(ctx context.Context, names []string, all bool) *podWatch {
-	sel := selectorOf(names, all)
-	w := &podWatch{selector: packSelector(sel), selectionWatch: selectionWatch{done: make(chan struct{})}}
-	wctx, cancel := context.WithCancel(ctx)
-	w.stop = cancel
-	if sel == "" { // nothing to select: no watch at all
-		close(w.done)
-		return w
-	}
-	packed := w.selector
-	w.inf = coreinformers.NewFilteredPodInformer(p.client, metav1.NamespaceAll, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = packed.String() })
-	_ = w.inf.SetTransform(transform) // cannot fail: not started
-	if p.onError != nil {
-		_ = w.inf.SetWatchErrorHandlerWithContext(p.onError)
-	}
-	h := handlerFor(p.idx)
-	w.reg, _ = w.inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj any, initial bool) { w.ifLive(func() { h.OnAdd(obj, initial) }) },
-		UpdateFunc: func(old, obj any) { w.ifLive(func() { h.OnUpdate(old, obj) }) },
-		DeleteFunc: func(obj any) { w.ifLive(func() { h.OnDelete(obj) }) },
-	})
-	go func() {
-		defer close(w.done)
-		w.inf.RunWithContext(wctx)
-	}()
-	return w
+	return newPodWatch(ctx, p.client, p.idx, selectorOf(names, all), p.onError)
 }
 
 // selectorOf is the pod selector for names (sorted), or every StatefulSet
@@ -394,26 +350,13 @@ func selectorOf(names []string, all bool) string {
 	return appsv1.StatefulSetPodNameLabel + " in (" + strings.Join(names, ",") + ")"
 }
 
-// ifLive applies an event while w is live, under w.mu: the switch and the
-// retirement never interleave with an event being applied.
-func (w *selectionWatch) ifLive(apply func()) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.live {
-		apply()
-	}
-}
-
 // await waits until next has synced; false if ctx ended or the selection
 // changed meanwhile (another kick whose nodeunit values or wanted names
 // differ). The children are nextChildren's, live or not.
 func (p *podSelection) await(ctx context.Context, next *podWatch, curChildren, nextChildren *childWatch) bool {
-	if next.inf == nil {
-		return true
-	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
-	for !next.reg.HasSynced() {
+	for !next.synced() {
 		select {
 		case <-ctx.Done():
 			return false
@@ -433,17 +376,15 @@ func (p *podSelection) await(ctx context.Context, next *podWatch, curChildren, n
 	return true
 }
 
-// switchTo makes next the index's pods (added first), then applies this
-// node's pending labels.
-func (p *podSelection) switchTo(next *podWatch, pending *selfChange) {
-	next.mu.Lock()
-	if next.inf != nil {
-		for _, obj := range next.inf.GetStore().List() {
-			p.idx.Upsert(obj)
-		}
+// switchTo makes next the index's pods (added first; the pods only cur
+// had stay until retire), then applies this node's pending labels. From
+// here on cur's events are dropped: its relists would otherwise take the
+// pods only next has for deleted ones.
+func (p *podSelection) switchTo(cur, next *podWatch, pending *selfChange) {
+	if cur != nil && cur != next {
+		cur.retire()
 	}
-	next.live = true
-	next.mu.Unlock()
+	next.goLive()
 	p.mu.Lock()
 	p.cur = next
 	p.mu.Unlock()
@@ -469,28 +410,10 @@ func (p *podSelection) applySelf(c *selfChange) {
 	p.mu.Unlock()
 }
 
-// retire stops old and removes from the index the pods next does not have.
+// retire stops old and removes from the index the pods only it had,
+// unless next has brought a version of them since.
 func (p *podSelection) retire(old, next *podWatch) {
-	old.mu.Lock()
-	old.live = false
-	old.mu.Unlock()
 	old.stop()
 	<-old.done
-	if old.inf == nil {
-		return
-	}
-	next.mu.Lock()
-	defer next.mu.Unlock()
-	for _, obj := range old.inf.GetStore().List() {
-		o, ok := obj.(*podObj)
-		if !ok {
-			continue
-		}
-		if next.inf != nil {
-			if _, still, _ := next.inf.GetStore().Get(o); still {
-				continue
-			}
-		}
-		p.idx.Delete(o)
-	}
+	next.dropLeaving()
 }

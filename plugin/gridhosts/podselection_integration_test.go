@@ -2,6 +2,7 @@ package gridhosts
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,15 +14,21 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// heldPods are the pods the current selection's informer holds.
+// heldPods are the pods the current selection holds: the index's, once
+// it is live.
 func (p *podSelection) heldPods() []string {
 	p.mu.Lock()
 	cur := p.cur
 	p.mu.Unlock()
-	if cur == nil || cur.inf == nil {
+	if cur == nil {
 		return nil
 	}
-	keys := cur.inf.GetStore().ListKeys()
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	keys := slices.Collect(maps.Keys(cur.pods))
+	if cur.phase == live {
+		keys = cur.idx.podKeys()
+	}
 	slices.Sort(keys)
 	return keys
 }

@@ -145,6 +145,8 @@ func metaOf(t *tiny, uid types.UID) snapMeta {
 	return snapMeta{Namespace: t.Namespace, Name: t.Name, UID: uid}
 }
 
+func (o *podObj) snapMeta() snapMeta { return snapMeta{Namespace: o.Namespace(), Name: o.Name()} }
+
 func (m snapMeta) tiny() tiny {
 	t := tiny{}
 	t.Namespace, t.Name = m.Namespace, m.Name
@@ -176,7 +178,7 @@ func mapOf(kvs []snapKV) map[string]string {
 
 // sortedValues returns m's objects sorted by namespace and name: pointers
 // are sorted, not the (larger) records, so sorting stays cheap.
-func sortedValues[K comparable, T any](m map[K]*T, meta func(*T) *tiny) []*T {
+func sortedValues[K comparable, T any](m map[K]*T, meta func(*T) snapMeta) []*T {
 	out := make([]*T, 0, len(m))
 	for _, o := range m {
 		out = append(out, o)
@@ -193,12 +195,12 @@ func sortedValues[K comparable, T any](m map[K]*T, meta func(*T) *tiny) []*T {
 // place.
 func bodyOf(x *Index) *snapBody {
 	x.mu.RLock()
-	grids := sortedValues(x.grids, func(o *gridObj) *tiny { return &o.tiny })
-	sets := sortedValues(x.sets, func(o *setObj) *tiny { return &o.tiny })
-	pods := sortedValues(x.pods, func(o *podObj) *tiny { return &o.tiny })
-	services := sortedValues(x.services, func(o *svcObj) *tiny { return &o.tiny })
-	nodes := sortedValues(x.nodes, func(o *nodeObj) *tiny { return &o.tiny })
-	slcs := sortedValues(x.slices, func(o *sliceObj) *tiny { return &o.tiny })
+	grids := sortedValues(x.grids, func(o *gridObj) snapMeta { return metaOf(&o.tiny, "") })
+	sets := sortedValues(x.sets, func(o *setObj) snapMeta { return metaOf(&o.tiny, "") })
+	pods := sortedValues(x.pods, func(o *podObj) snapMeta { return o.snapMeta() })
+	services := sortedValues(x.services, func(o *svcObj) snapMeta { return metaOf(&o.tiny, "") })
+	nodes := sortedValues(x.nodes, func(o *nodeObj) snapMeta { return metaOf(&o.tiny, "") })
+	slcs := sortedValues(x.slices, func(o *sliceObj) snapMeta { return metaOf(&o.tiny, "") })
 	x.mu.RUnlock()
 	b := &snapBody{
 		Grids:    make([]snapGrid, 0, len(grids)),
@@ -217,7 +219,7 @@ func bodyOf(x *Index) *snapBody {
 			ServiceName: o.ServiceName, NodeSelector: kvsOf(o.NodeSelector), Terminating: o.Terminating})
 	}
 	for _, o := range pods {
-		b.Pods = append(b.Pods, snapPod{Meta: metaOf(&o.tiny, ""), Owner: o.Owner, HasOwner: o.HasOwner,
+		b.Pods = append(b.Pods, snapPod{Meta: o.snapMeta(), Owner: o.Owner, HasOwner: o.HasOwner,
 			Created: o.createdAt().UTC(), NodeName: o.NodeName, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished})
 	}
 	for _, o := range services {
@@ -247,8 +249,10 @@ func (b *snapBody) index() *Index {
 			NodeSelector: mapOf(o.NodeSelector), Terminating: o.Terminating}})
 	}
 	for _, o := range b.Pods {
-		x.Upsert((&podObj{tiny: o.Meta.tiny(), Pod: gridname.Pod{Owner: o.Owner, HasOwner: o.HasOwner,
-			IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished}, created: unixNano(o.Created), NodeName: o.NodeName}).withKey())
+		p := newPodObj(o.Meta.Namespace, o.Meta.Name)
+		p.Pod = gridname.Pod{Owner: o.Owner, HasOwner: o.HasOwner, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished}
+		p.created, p.NodeName = unixSeconds(o.Created.Unix()), o.NodeName
+		x.Upsert(p)
 	}
 	for _, o := range b.Services {
 		x.Upsert(&svcObj{tiny: o.Meta.tiny(), uidMeta: uidMeta{o.Meta.UID}, Service: gridname.Service{GridKey: o.GridKey}, Headless: o.Headless, Keys: o.Keys})
