@@ -27,7 +27,8 @@ type Deps struct {
 	KubeInformers informers.SharedInformerFactory
 	GridInformers gridinformers.SharedInformerFactory
 	Recorder      record.EventRecorder
-	// MetricsProvider receives the workqueue metrics (default: QueueMetrics on Registry()).
+	// MetricsProvider receives the workqueue metrics (default: client-go's
+	// global provider, component-base's, served by Registry()).
 	MetricsProvider workqueue.MetricsProvider
 	// DeletionGracePeriod is how long a nodeunit must have had no nodes
 	// before its child is deleted (0: at once).
@@ -46,10 +47,7 @@ type Controllers struct {
 
 // NewControllers registers the three controllers on the informers in deps.
 func NewControllers(deps Deps) (*Controllers, error) {
-	if deps.MetricsProvider == nil {
-		Registry()
-		deps.MetricsProvider = QueueMetrics{}
-	}
+	Registry() // its error series exist at 0 from the start
 	c := &Controllers{}
 	for _, build := range []func(Deps) (runner, error){
 		asRunner(newDeploymentGridController), asRunner(newStatefulSetGridController),

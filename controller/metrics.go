@@ -1,12 +1,16 @@
 package controller
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"k8s.io/client-go/util/workqueue"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/component-base/metrics/legacyregistry"
+	_ "k8s.io/component-base/metrics/prometheus/workqueue" // client-go's workqueue metrics
 
 	"github.com/servicegroup/servicegroup/internal/metricdef"
 )
@@ -44,68 +48,27 @@ func observeReconcile(kind string, took time.Duration, err error) {
 
 func countChildWrite(kind string) { childWrites.WithLabelValues(kind).Inc() }
 
-// Workqueue metrics, named as client-go's own provider in component-base
-// names them, labelled by queue name.
-var (
-	workqueueMetric = metricdef.With(registry, "", "workqueue")
-	// Seconds from 10ns up, by powers of 10.
-	workqueueBuckets = prometheus.ExponentialBuckets(10e-9, 10, 12)
-
-	wqDepth = workqueueMetric.GaugeVec("depth",
-		"Current depth of workqueue.", "name")
-	wqAdds = workqueueMetric.CounterVec("adds_total",
-		"Total number of adds handled by workqueue.", "name")
-	wqLatency = workqueueMetric.HistogramVec("queue_duration_seconds",
-		"How long in seconds an item stays in workqueue before being requested.", workqueueBuckets, "name")
-	wqWorkDuration = workqueueMetric.HistogramVec("work_duration_seconds",
-		"How long in seconds processing an item from workqueue takes.", workqueueBuckets, "name")
-	wqUnfinished = workqueueMetric.GaugeVec("unfinished_work_seconds",
-		"How many seconds of work has been done that is in progress and hasn't been observed by work_duration.", "name")
-	wqLongest = workqueueMetric.GaugeVec("longest_running_processor_seconds",
-		"How many seconds has the longest running processor for workqueue been running.", "name")
-	wqRetries = workqueueMetric.CounterVec("retries_total",
-		"Total number of retries handled by workqueue.", "name")
-)
-
-// QueueMetrics implements workqueue.MetricsProvider on the Registry.
-type QueueMetrics struct{}
-
-var _ workqueue.MetricsProvider = QueueMetrics{}
-
-func (QueueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
-	return wqDepth.WithLabelValues(name)
-}
-func (QueueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
-	return wqAdds.WithLabelValues(name)
-}
-func (QueueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
-	return wqLatency.WithLabelValues(name)
-}
-func (QueueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
-	return wqWorkDuration.WithLabelValues(name)
-}
-func (QueueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return wqUnfinished.WithLabelValues(name)
-}
-func (QueueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return wqLongest.WithLabelValues(name)
-}
-func (QueueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
-	return wqRetries.WithLabelValues(name)
-}
+// workqueueFamilies are the workqueue_* metrics of component-base's
+// provider (imported above), which installs itself as client-go's global
+// provider and registers in the legacy registry. Only these families are
+// taken from that registry: its Go collector would collide with ours.
+var workqueueFamilies = prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool {
+		return !strings.HasPrefix(mf.GetName(), "workqueue_")
+	}), err
+})
 
 var registryOnce sync.Once
 
-// Registry holds every metric the controller exports (plus Go and process
+// Registry gathers every metric the controller exports (plus Go and process
 // collectors). Metrics are process-wide: controllers in one process share them.
-func Registry() *prometheus.Registry {
+func Registry() prometheus.Gatherer {
 	registryOnce.Do(func() {
 		registry.MustRegister(
 			collectors.NewGoCollector(),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		)
-		// Queues built elsewhere in the process (none today) report here too.
-		workqueue.SetProvider(QueueMetrics{})
 		// Every kind's error series exists from the start at 0, so an alert's
 		// increase() sees the first error too.
 		for _, kind := range []string{"DeploymentGrid", "StatefulSetGrid", "ServiceGrid"} {
@@ -113,5 +76,5 @@ func Registry() *prometheus.Registry {
 			reconcileTotal.WithLabelValues(kind, "error")
 		}
 	})
-	return registry
+	return prometheus.Gatherers{registry, workqueueFamilies}
 }
