@@ -6,9 +6,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/servicegroup/servicegroup/wrapper/snapshot"
 )
 
 // TestSnapshotDNSSections: the DNS view's unfiltered slices and Namespaces
@@ -19,8 +22,7 @@ func TestSnapshotDNSSections(t *testing.T) {
 		dir := t.TempDir()
 		p := newTestPersister(dir, 1000)
 		for _, r := range dns {
-			p.resources = append(p.resources, &servedResource{resource: r,
-				store: NewStore(r.name, p.clock, r.newEmpty, r.fields, LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})})
+			p.addTestStore(r)
 		}
 		fill(p)
 		for _, r := range dns {
@@ -31,12 +33,13 @@ func TestSnapshotDNSSections(t *testing.T) {
 				p.store(ResourceNamespaces).Set("ns", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}})
 			}
 		}
-		p.write(logr.Discard(), time.Now())
+		p.Write(logr.Discard(), time.Now())
 		return dir
 	}
-	load := func(dir string) (*snapshot, []string) {
-		var logs lineLogger
-		return newTestPersister(dir, 5000).load(logs.logger()), logs.all()
+	load := func(dir string) (*snapshot.Snapshot, []string) {
+		var logs []string
+		logger := funcr.New(func(_, args string) { logs = append(logs, args) }, funcr.Options{Verbosity: 10})
+		return newTestPersister(dir, 5000).Load(logger), logs
 	}
 
 	dir := write(dnsSnapshotResources...)
@@ -44,17 +47,17 @@ func TestSnapshotDNSSections(t *testing.T) {
 	if sn == nil {
 		t.Fatalf("snapshot with the DNS view's sections not loaded: %v", logs)
 	}
-	if sl, ok := sn.objects[dnsSlicesName]["ns/svc-1"].(*discoveryv1.EndpointSlice); !ok || len(sl.Endpoints) != 2 {
-		t.Fatalf("DNS slices: %v", sn.objects[dnsSlicesName])
+	if sl, ok := sn.Objects[dnsSlicesName]["ns/svc-1"].(*discoveryv1.EndpointSlice); !ok || len(sl.Endpoints) != 2 {
+		t.Fatalf("DNS slices: %v", sn.Objects[dnsSlicesName])
 	}
-	if _, ok := sn.objects[ResourceNamespaces]["ns"]; !ok {
-		t.Fatalf("namespaces: %v", sn.objects[ResourceNamespaces])
+	if _, ok := sn.Objects[ResourceNamespaces]["ns"]; !ok {
+		t.Fatalf("namespaces: %v", sn.Objects[ResourceNamespaces])
 	}
 
 	dir = write()
 	if sn, logs := load(dir); sn == nil {
 		t.Fatalf("an older wrapper's snapshot not loaded: %v", logs)
-	} else if _, ok := sn.objects[ResourceNamespaces]; ok {
+	} else if _, ok := sn.Objects[ResourceNamespaces]; ok {
 		t.Fatal("an older wrapper's snapshot has Namespaces")
 	}
 

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/snapshot"
 )
 
 // Server is the application-grid-wrapper: informer caches, filter, served
@@ -50,8 +52,8 @@ type Server struct {
 	start func(ctx context.Context)
 
 	// Snapshot hooks (snapshot_serve.go).
-	persist    *persister               // nil without a StateDir
-	seededFrom atomic.Pointer[snapshot] // the snapshot served until upstream confirms it
+	persist    *persister                        // nil without a StateDir
+	seededFrom atomic.Pointer[snapshot.Snapshot] // the snapshot served until upstream confirms it
 	// snapshotRefused: upstream answered in a way that rules the snapshot
 	// out (snapshot_trust.go).
 	snapshotRefused atomic.Bool
@@ -140,18 +142,18 @@ func (s *Server) Run(ctx context.Context) error {
 		t := time.NewTicker(s.opts.SnapshotInterval)
 		defer t.Stop()
 		snapshots = t.C
-		s.persist.maybeWrite(logger, false)
+		s.persist.MaybeWrite(logger, false)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			s.ready.Store(false)
 			if s.persist != nil {
-				s.persist.maybeWrite(logger, true)
+				s.persist.MaybeWrite(logger, true)
 			}
 			return nil
 		case <-snapshots:
-			s.persist.maybeWrite(logger, false)
+			s.persist.MaybeWrite(logger, false)
 		case <-ticker.C:
 			for _, r := range s.resources {
 				r.store.Bookmark()

@@ -85,7 +85,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	p := snapshotBenchState(dir)
 	// Upstream is a closed loopback port: the wrapper serves the snapshot.
 	up := &rest.Config{Host: "http://127.0.0.1:1"}
-	p.upstream = up.Host
+	p.Upstream = up.Host
 	logger := klog.Background()
 
 	var jsonWrite, jsonDecode time.Duration
@@ -107,14 +107,13 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.Run("write", func(b *testing.B) {
 		cpu := cpuTime()
 		for b.Loop() {
-			p.written = 0
-			p.write(logger, time.Now())
-			if p.failing {
-				b.Fatal(p.lastError.Load())
+			p.Write(logger, time.Now())
+			if e := p.LastError(); e != "" {
+				b.Fatal(e)
 			}
 		}
 		b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "cpu-ms/op")
-		st, _ := os.Stat(p.path())
+		st, _ := os.Stat(p.Path())
 		per := b.Elapsed() / time.Duration(b.N)
 		b.ReportMetric(float64(st.Size()), "bytes")
 		if jsonWrite > 0 {
@@ -150,8 +149,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		jsonDecode = b.Elapsed() / time.Duration(b.N)
 	})
 	b.Run("start-to-first-list", func(b *testing.B) {
-		p.written = 0
-		p.write(logger, time.Now())
+		p.Write(logger, time.Now())
 		cpu := cpuTime()
 		for b.Loop() {
 			srv, err := New(Options{NodeName: testNode, Upstream: up, StateDir: dir})

@@ -6,60 +6,53 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/snapshot"
 )
 
 // loadSnapshot sets up the persister and reads the snapshot (nil when there
 // is none, or it is unusable: logged).
-func (s *Server) loadSnapshot() *snapshot {
+func (s *Server) loadSnapshot() *snapshot.Snapshot {
 	if s.opts.StateDir == "" {
 		return nil
 	}
-	s.persist = &persister{dir: s.opts.StateDir, node: s.opts.NodeName, upstream: s.opts.Upstream.Host,
-		maxAge: s.opts.SnapshotMaxAge, codec: newSnapshotCodec()}
-	s.persist.stamp.Probe = func(ctx context.Context) error {
+	s.persist = newPersister(s.opts.StateDir, s.opts.NodeName, s.opts.Upstream.Host, s.opts.SnapshotMaxAge)
+	s.persist.Stamp.Probe = func(ctx context.Context) error {
 		_, err := s.client.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(ctx)
 		return err
 	}
-	return s.persist.load(klog.Background())
-}
-
-// maxVersion is the newest resourceVersion the snapshot's writer had handed
-// out when it wrote it; this process's versions start above it.
-func (sn *snapshot) maxVersion() uint64 {
-	var v uint64
-	for _, sec := range sn.header.Sections {
-		v = max(v, sec.At)
-	}
-	return v
+	return s.persist.Load(klog.Background())
 }
 
 // seed fills the stores from snap and gives the persister the stores.
-func (s *Server) seed(snap *snapshot, clock *Clock) error {
+func (s *Server) seed(snap *snapshot.Snapshot, clock *Clock) error {
 	if s.persist == nil {
 		return nil
 	}
-	s.persist.clock = clock
+	s.persist.Clock = clock
 	for _, r := range servedResources {
-		s.persist.resources = append(s.persist.resources, s.resources[r.gv.WithResource(r.name)])
+		s.persist.keep(s.resources[r.gv.WithResource(r.name)])
 	}
-	s.persist.resources = append(s.persist.resources, s.dnsSnapshotStores()...)
+	for _, r := range s.dnsSnapshotStores() {
+		s.persist.keep(r)
+	}
 	if snap == nil {
 		return nil
 	}
 	for _, r := range s.persist.resources {
-		objs, ok := snap.objects[r.name]
+		objs, ok := snap.Objects[r.name]
 		if !ok { // the DNS view's, from an older wrapper
 			continue
 		}
-		sec := snap.section(r.name)
+		sec := snap.Section(r.name)
 		if err := r.store.Seed(objs, sec.From, sec.At); err != nil {
 			return fmt.Errorf("seeding %s from the snapshot: %w", r.name, err)
 		}
 	}
 	// Nothing is written until upstream confirms: a rewrite would pass the
 	// snapshot's state off as newer than it is.
-	s.persist.written = clock.Current()
-	_, s.dns.seeded = snap.objects[ResourceNamespaces]
+	s.persist.MarkWritten(clock.Current())
+	_, s.dns.seeded = snap.Objects[ResourceNamespaces]
 	s.seededFrom.Store(snap)
 	return nil
 }
@@ -72,12 +65,12 @@ func (s *Server) serveSnapshot(logger klog.Logger) {
 	if snap == nil || s.snapshotRefused.Load() {
 		return
 	}
-	servingSnapshotSince.Serving(snap.header.WrittenAt)
+	servingSnapshotSince.Serving(snap.Header.WrittenAt)
 	s.ready.Store(true)
-	logger.Info("Serving the snapshot until upstream answers", "path", s.persist.path(),
-		"writtenAt", snap.header.WrittenAt, "age", time.Since(snap.header.WrittenAt).Round(time.Second),
-		"services", len(snap.objects[ResourceServices]), "endpointSlices", len(snap.objects[ResourceEndpointSlices]),
-		"endpoints", len(snap.objects[ResourceEndpoints]), "nodes", len(snap.objects[ResourceNodes]))
+	logger.Info("Serving the snapshot until upstream answers", "path", s.persist.Path(),
+		"writtenAt", snap.Header.WrittenAt, "age", time.Since(snap.Header.WrittenAt).Round(time.Second),
+		"services", len(snap.Objects[ResourceServices]), "endpointSlices", len(snap.Objects[ResourceEndpointSlices]),
+		"endpoints", len(snap.Objects[ResourceEndpoints]), "nodes", len(snap.Objects[ResourceNodes]))
 }
 
 // confirmSnapshot runs once the informers have synced and every Service was
@@ -94,7 +87,7 @@ func (s *Server) confirmSnapshot(logger klog.Logger) {
 	}
 	s.seededFrom.Store(nil)
 	servingSnapshotSince.Live()
-	logger.Info("Upstream synced: the snapshot's state is replaced by upstream's", "writtenAt", snap.header.WrittenAt,
+	logger.Info("Upstream synced: the snapshot's state is replaced by upstream's", "writtenAt", snap.Header.WrittenAt,
 		"droppedObjects", dropped)
 }
 
@@ -111,13 +104,13 @@ func (s *Server) snapshotDetail() string {
 	out := ""
 	if snap := s.seededFrom.Load(); snap != nil {
 		out = fmt.Sprintf(": serving the snapshot written at %s (%s ago); upstream not synced yet, retrying",
-			snap.header.WrittenAt.Format(time.RFC3339), time.Since(snap.header.WrittenAt).Round(time.Second))
+			snap.Header.WrittenAt.Format(time.RFC3339), time.Since(snap.Header.WrittenAt).Round(time.Second))
 	}
 	if e, _ := s.upstreamRefusal.Load().(string); e != "" {
 		out += "; upstream refused the wrapper at its last refusal: " + e
 	}
 	if s.persist != nil {
-		if e, _ := s.persist.lastError.Load().(string); e != "" {
+		if e := s.persist.LastError(); e != "" {
 			out += "; snapshot not written (serving from memory only): " + e
 		}
 	}

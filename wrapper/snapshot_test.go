@@ -2,66 +2,47 @@ package wrapper
 
 import (
 	"bytes"
-	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
+	"maps"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/servicegroup/servicegroup/internal/statefile"
+	"github.com/servicegroup/servicegroup/wrapper/snapshot"
 )
+
+// The snapshot's format and persistence are package snapshot's, tested
+// there; these tests are of the wrapper's side: its stores' states as
+// sections, files written by earlier builds, seeding.
 
 const (
 	testNode     = "node0"
 	testUpstream = "https://127.0.0.1:6443"
 )
 
-// lineLogger collects every log line (any verbosity) with its key/values.
-type lineLogger struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *lineLogger) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lines = append(l.lines, args)
-	}, funcr.Options{Verbosity: 10})
-}
-
-func (l *lineLogger) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.lines...)
-}
-
 // newTestPersister builds stores for every served resource on one clock and
 // a persister over them.
 func newTestPersister(dir string, start uint64) *persister {
-	clock := NewClock(start)
-	p := &persister{dir: dir, node: testNode, upstream: testUpstream, codec: newSnapshotCodec(), clock: clock}
+	p := newPersister(dir, testNode, testUpstream, 0)
+	p.Clock = NewClock(start)
 	for _, r := range servedResources {
-		p.resources = append(p.resources, &servedResource{resource: r, store: NewStore(r.name, clock, r.newEmpty, r.fields, LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})})
+		p.addTestStore(r)
 	}
 	return p
+}
+
+// addTestStore adds an empty store of r on p's clock to what p keeps.
+func (p *persister) addTestStore(r *resource) {
+	p.keep(&servedResource{resource: r, store: NewStore(r.name, p.Clock.(*Clock), r.newEmpty, r.fields,
+		LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})})
 }
 
 func (p *persister) store(name string) *Store {
@@ -97,251 +78,79 @@ func fill(p *persister) {
 	p.store(ResourceNodes).Set(testNode, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: map[string]string{"zone1": "u1"}}})
 }
 
-// goodSnapshot writes a valid snapshot of fill's state and returns its bytes.
-func goodSnapshot(t testing.TB, dir string) []byte {
-	t.Helper()
-	p := newTestPersister(dir, 1000)
-	fill(p)
-	p.write(logr.Discard(), time.Now())
-	b, err := os.ReadFile(p.path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
+// TestSnapshotRoundTrip: each store's section is the versions at which
+// exactly its objects were served, from its last change (a deletion too)
+// to the clock at the write.
 func TestSnapshotRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	p := newTestPersister(dir, 1000)
 	fill(p)
 	p.store(ResourceServices).Set("ns/svc2", testService("svc2"))
 	p.store(ResourceServices).Delete("ns/svc") // the last change of services is a deletion
-	p.write(logr.Discard(), time.Now())
+	p.Write(logr.Discard(), time.Now())
 
-	st, err := os.Stat(p.path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Mode().Perm() != 0o600 {
-		t.Fatalf("snapshot mode %v, want 0600", st.Mode().Perm())
-	}
-	if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(left) != 0 {
-		t.Fatalf("temp files left: %v", left)
-	}
-
-	// A crash between create and rename leaves a temp file; load removes it.
-	stale := filepath.Join(dir, "."+snapshotFile+".123.tmp")
-	if err := os.WriteFile(stale, []byte("half"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var logs lineLogger
-	sn := newTestPersister(dir, 5000).load(logs.logger())
+	sn := newTestPersister(dir, 5000).Load(logr.Discard())
 	if sn == nil {
-		t.Fatalf("snapshot not loaded: %v", logs.all())
-	}
-	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("stale temp file: %v", err)
+		t.Fatal("snapshot not loaded")
 	}
 	for _, r := range p.resources {
-		want, _, at := r.store.snapshotState()
-		got := sn.objects[r.name]
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d objects, want %d", r.name, len(got), len(want))
+		objs, _, at := r.store.snapshotState()
+		if len(sn.Objects[r.name]) != len(objs) {
+			t.Fatalf("%s: %d objects, want %d", r.name, len(sn.Objects[r.name]), len(objs))
 		}
-		for _, o := range want {
-			key := o.GetName()
-			if r.namespaced {
-				key = o.GetNamespace() + "/" + key
-			}
-			if !apiequality.Semantic.DeepEqual(got[key], o) {
-				t.Fatalf("%s %s: got %#v, want %#v", r.name, key, got[key], o)
-			}
-		}
-		sec := sn.section(r.name)
-		if sec.At != at || sec.From != r.store.lastChange {
+		if sec := sn.Section(r.name); sec.At != at || sec.From != r.store.lastChange {
 			t.Fatalf("%s: section %+v, want from %d at %d", r.name, sec, r.store.lastChange, at)
 		}
 	}
 	// The services section starts at the deletion, not at its newest object (1005).
-	if sec := sn.section(ResourceServices); sec.From != 1006 {
+	if sec := sn.Section(ResourceServices); sec.From != 1006 {
 		t.Fatalf("services section from %d, want 1006 (the deletion)", sec.From)
 	}
 }
 
-// TestSnapshotTimeIsLastReachable: a snapshot's writtenAt is when upstream
-// last answered (gridhosts' rule). With upstream away, an unchanged state
-// is not rewritten (not even at shutdown) and a changed one keeps that
-// time; reachable again, the time moves on at shutdown; an unchanged state
-// is not rewritten before the refresh interval otherwise, and upstream is
-// not asked.
-func TestSnapshotTimeIsLastReachable(t *testing.T) {
+// TestSnapshotFormatUnchanged: testdata/snapshot-v1.pb, written by the
+// wrapper before package snapshot existed (all six sections), loads, and
+// writing what it holds again gives the same bytes.
+func TestSnapshotFormatUnchanged(t *testing.T) {
+	golden, err := os.ReadFile("testdata/snapshot-v1.pb")
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
-	p := newTestPersister(dir, 1000)
-	fill(p)
-	var away error
-	probes := 0
-	p.stamp.Probe = func(context.Context) error { probes++; return away }
-	writtenAt := func() time.Time {
-		t.Helper()
-		sn := newTestPersister(dir, 5000).load(logr.Discard())
-		if sn == nil {
-			t.Fatal("no snapshot")
-		}
-		return sn.header.WrittenAt
+	if err := os.WriteFile(dir+"/snapshot.pb", golden, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	p.maybeWrite(logr.Discard(), false)
-	online := writtenAt()
-
-	p.maybeWrite(logr.Discard(), false)
-	if probes != 1 {
-		t.Fatalf("unchanged, not due: %d probes, want 1 (the first write's)", probes)
+	p := newPersister(dir, testNode, testUpstream, 0)
+	sn := p.Load(logr.Discard())
+	if sn == nil {
+		t.Fatal("the earlier build's snapshot not loaded")
 	}
-	away = errors.New("connection refused")
-	p.maybeWrite(logr.Discard(), true)
-	if got := writtenAt(); !got.Equal(online) {
-		t.Fatalf("unchanged at shutdown during an outage: written %v, want %v", got, online)
+	if len(sn.Header.Sections) != len(snapshotResources()) {
+		t.Fatalf("%d sections, want %d", len(sn.Header.Sections), len(snapshotResources()))
 	}
-	p.store(ResourceServices).Set("ns/other", testService("other"))
-	p.maybeWrite(logr.Discard(), false)
-	if got := writtenAt(); !got.Equal(online) {
-		t.Fatalf("changed during an outage: written %v, want the last reachable time %v", got, online)
+	// Write its objects again (in the stores' key order) with its sections.
+	kinds := map[string]snapshot.Kind{}
+	for _, r := range snapshotResources() {
+		kinds[r.name] = r.snapshotKind()
 	}
-	if sn := newTestPersister(dir, 5000).load(logr.Discard()); len(sn.objects[ResourceServices]) != 2 {
-		t.Fatalf("changed state not written: %d Services", len(sn.objects[ResourceServices]))
-	}
-
-	away = nil
-	p.maybeWrite(logr.Discard(), true)
-	if got := writtenAt(); !got.After(online) {
-		t.Fatalf("reachable again: written %v, want after %v", got, online)
-	}
-}
-
-// TestBadSnapshotsIgnored: every kind of bad snapshot is ignored with exactly
-// one log line naming the reason, never a panic and never served.
-func TestBadSnapshotsIgnored(t *testing.T) {
-	good := goodSnapshot(t, t.TempDir())
-	flip := func(i int) []byte {
-		b := bytes.Clone(good)
-		b[i] ^= 0x40
-		return b
-	}
-	reframe := func(format statefile.Format, mut func(h *snapshotHeader, lists []snapshotList) []snapshotList) []byte {
-		dir := t.TempDir()
-		p := newTestPersister(dir, 1000)
-		fill(p)
-		var lists []snapshotList
-		for _, r := range p.resources {
-			objs, from, at := r.store.snapshotState()
-			lists = append(lists, snapshotList{res: r.resource, items: objs, section: snapshotSection{Resource: r.name, From: from, At: at, Objects: len(objs)}})
-		}
-		h := snapshotHeader{NodeName: testNode, Upstream: testUpstream, WrittenAt: time.Now()}
-		lists = mut(&h, lists)
-		if _, err := statefile.WriteFramed(dir, snapshotFile, format, func(w io.Writer) error { return p.codec.encode(w, h, lists) }); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(p.path())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	reencode := func(mut func(h *snapshotHeader, lists []snapshotList) []snapshotList) []byte {
-		return reframe(snapshotFormat, mut)
-	}
-	newer := snapshotFormat
-	newer.Version++
-	// The layout before statefile's framing: a JSON header frame first,
-	// the SHA-256 frame last.
-	unframed := []byte(`{"kind":"ApplicationGridWrapperSnapshot","formatVersion":1,"nodeName":"node0"}`)
-	unframed = append(binary.BigEndian.AppendUint32(nil, uint32(len(unframed))), unframed...)
-	unframed = append(unframed, 0, 0, 0, 32)
-	unframed = append(unframed, make([]byte, 32)...)
-	secretList := &resource{name: ResourceServices, gv: corev1.SchemeGroupVersion, namespaced: true,
-		objectTypes: objectTypes{newList: func(items []Object, rv string) runtime.Object {
-			return &corev1.SecretList{ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: []corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}}}}
-		}}}
-	cases := []struct {
-		name, reason string
-		data         []byte // nil: no file
-		dir          bool   // a directory where the file should be
-		fifo         bool   // a named pipe there (opening it would block)
-		maxAge       time.Duration
-	}{
-		{name: "missing", reason: "No snapshot"},
-		{name: "empty", data: []byte{}, reason: statefile.ReasonEmpty},
-		{name: "truncated to 3 bytes", data: good[:3], reason: snapTruncated},
-		{name: "truncated to half", data: good[:len(good)/2], reason: snapTruncated},
-		{name: "truncated by one byte", data: good[:len(good)-1], reason: snapTruncated},
-		{name: "one byte more", data: append(bytes.Clone(good), 0), reason: snapTruncated},
-		{name: "the layout before the framing", data: unframed, reason: statefile.ReasonPreviousFormat},
-		{name: "corrupt header", data: flip(10), reason: snapCorrupt},
-		{name: "corrupt body", data: flip(len(good) / 2), reason: snapCorrupt},
-		{name: "corrupt checksum", data: flip(len(good) - 1), reason: snapCorrupt},
-		{name: "not a snapshot", data: bytes.Repeat([]byte("kube"), 100), reason: statefile.ReasonUnknownFormat},
-		{name: "wrong version", reason: statefile.ReasonVersion, data: reframe(newer, func(_ *snapshotHeader, l []snapshotList) []snapshotList {
-			return l
-		})},
-		{name: "foreign node", reason: snapForeign, data: reencode(func(h *snapshotHeader, l []snapshotList) []snapshotList {
-			h.NodeName = "node7"
-			return l
-		})},
-		{name: "foreign upstream", reason: snapForeign, data: reencode(func(h *snapshotHeader, l []snapshotList) []snapshotList {
-			h.Upstream = "https://10.0.0.1:6443"
-			return l
-		})},
-		{name: "foreign Node object", reason: snapForeign, data: reencode(func(_ *snapshotHeader, l []snapshotList) []snapshotList {
-			l[3].items = []Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node7", ResourceVersion: "1"}}}
-			return l
-		})},
-		{name: "a Secret in a section", reason: snapInvalid, data: reencode(func(_ *snapshotHeader, l []snapshotList) []snapshotList {
-			l[0].res, l[0].section.Objects = secretList, 1
-			return l
-		})},
-		{name: "section missing", reason: snapInvalid, data: reencode(func(_ *snapshotHeader, l []snapshotList) []snapshotList {
-			return l[:3]
-		})},
-		{name: "count mismatch", reason: snapInvalid, data: reencode(func(_ *snapshotHeader, l []snapshotList) []snapshotList {
-			l[1].section.Objects++
-			return l
-		})},
-		{name: "object newer than its section", reason: snapInvalid, data: reencode(func(_ *snapshotHeader, l []snapshotList) []snapshotList {
-			l[2].section.At = 1
-			l[2].section.From = 1
-			return l
-		})},
-		{name: "a directory", dir: true, reason: statefile.ReasonNotRegular},
-		{name: "a FIFO", fifo: true, reason: statefile.ReasonNotRegular},
-		{name: "too old", data: good, maxAge: time.Nanosecond, reason: "too-old"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			p := newTestPersister(dir, 5000)
-			p.maxAge = c.maxAge
-			switch {
-			case c.dir:
-				if err := os.Mkdir(p.path(), 0o700); err != nil {
-					t.Fatal(err)
-				}
-			case c.fifo:
-				if err := syscall.Mkfifo(p.path(), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			case c.data != nil:
-				if err := os.WriteFile(p.path(), c.data, 0o600); err != nil {
-					t.Fatal(err)
-				}
+	again := newPersister(t.TempDir(), testNode, testUpstream, 0)
+	again.Clock = NewClock(sn.MaxVersion())
+	for _, sec := range sn.Header.Sections {
+		objs := sn.Objects[sec.Resource]
+		again.Sources = append(again.Sources, snapshot.Source{Kind: kinds[sec.Resource], State: func() ([]Object, uint64, uint64) {
+			var items []Object
+			for _, k := range slices.Sorted(maps.Keys(objs)) {
+				items = append(items, objs[k])
 			}
-			var logs lineLogger
-			if sn := p.load(logs.logger()); sn != nil {
-				t.Fatalf("bad snapshot loaded: %+v", sn.header)
-			}
-			lines := logs.all()
-			if len(lines) != 1 || !strings.Contains(lines[0], c.reason) {
-				t.Fatalf("log lines %q, want one naming %q", lines, c.reason)
-			}
-		})
+			return items, sec.From, sec.At
+		}})
+	}
+	again.Write(logr.Discard(), sn.Header.WrittenAt)
+	if e := again.LastError(); e != "" {
+		t.Fatal(e)
+	}
+	if b, err := os.ReadFile(again.Path()); err != nil || !bytes.Equal(b, golden) {
+		t.Fatalf("rewritten snapshot differs from the earlier build's (%v):\n%q\n%q", err, b, golden)
 	}
 }
 
@@ -392,136 +201,4 @@ func TestSeededStoreResume(t *testing.T) {
 			t.Fatalf("resume from %d (outside the snapshot's [95, 100]): %v, want too old", rv, err)
 		}
 	}
-}
-
-// writeHelperEnv makes TestSnapshotWriteHelper act: it is this test binary
-// run again as another user or with a file size limit.
-const writeHelperEnv = "WRAPPER_SNAPSHOT_WRITE_HELPER"
-
-// TestSnapshotWriteHelper writes a snapshot into $WRAPPER_SNAPSHOT_WRITE_HELPER
-// and reports on stdout; it is run by TestSnapshotWriteFailures.
-func TestSnapshotWriteHelper(t *testing.T) {
-	dir := os.Getenv(writeHelperEnv)
-	if dir == "" {
-		t.Skip("helper process only")
-	}
-	if lim := os.Getenv("FSIZE_LIMIT"); lim != "" {
-		var n uint64
-		fmt.Sscan(lim, &n)
-		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p := newTestPersister(dir, 1000)
-	fill(p)
-	var logs lineLogger
-	p.write(logs.logger(), time.Now())
-	p.store(ResourceServices).Set("ns/other", testService("other"))
-	p.write(logs.logger(), time.Now()) // a second failure is not logged again
-	e, _ := p.lastError.Load().(string)
-	fmt.Printf("RESULT failing=%v lines=%d lastError=%q\n", p.failing, len(logs.all()), e)
-	for _, l := range logs.all() {
-		fmt.Println("LOG", l)
-	}
-}
-
-// TestSnapshotWriteFailures: a state directory the wrapper may not write (as
-// the DaemonSet's uid 65532 in a root-owned 0755 hostPath) and a full disk
-// (a file size limit) fail the write with one error line; the previous
-// snapshot stays intact and no temp file is left.
-func TestSnapshotWriteFailures(t *testing.T) {
-	if os.Getenv(writeHelperEnv) != "" {
-		t.Skip("in the helper")
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(t *testing.T, dir string, attr *syscall.SysProcAttr, env ...string) string {
-		cmd := exec.Command(self, "-test.run=^TestSnapshotWriteHelper$", "-test.v")
-		cmd.Env = append(os.Environ(), append(env, writeHelperEnv+"="+dir)...)
-		cmd.SysProcAttr = attr
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("helper: %v\n%s", err, out)
-		}
-		return string(out)
-	}
-	check := func(t *testing.T, out, dir, errText string) {
-		t.Helper()
-		if !strings.Contains(out, "RESULT failing=true lines=1 ") || !strings.Contains(out, errText) {
-			t.Fatalf("helper output, want one failure line with %q:\n%s", errText, out)
-		}
-		if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(left) != 0 {
-			t.Fatalf("temp files left: %v", left)
-		}
-	}
-
-	t.Run("full disk", func(t *testing.T) {
-		dir := t.TempDir()
-		good := goodSnapshot(t, dir)
-		out := run(t, dir, nil, "FSIZE_LIMIT=64")
-		check(t, out, dir, "file too large")
-		if b, err := os.ReadFile(filepath.Join(dir, snapshotFile)); err != nil || !bytes.Equal(b, good) {
-			t.Fatalf("the previous snapshot changed: %v", err)
-		}
-	})
-	t.Run("not writable by the wrapper's user", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			dir := t.TempDir()
-			if err := os.Chmod(dir, 0o500); err != nil {
-				t.Fatal(err)
-			}
-			check(t, run(t, dir, nil), dir, "permission denied")
-			return
-		}
-		// As the DaemonSet runs it: uid 65532, hostPath created root-owned 0755.
-		base, err := os.MkdirTemp("", "wrapper-helper-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(base) })
-		bin, dir := filepath.Join(base, "helper"), filepath.Join(base, "state")
-		data, err := os.ReadFile(self)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(bin, data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(base, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		self = bin
-		check(t, run(t, dir, &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}), dir, "permission denied")
-	})
-}
-
-func FuzzSnapshotDecode(f *testing.F) {
-	good, err := statefile.Unframe(goodSnapshot(f, f.TempDir()), snapshotFormat)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(good)
-	f.Add(good[:len(good)/2])
-	f.Add([]byte{})
-	f.Add([]byte{0, 0, 0, 32})
-	codec := newSnapshotCodec()
-	f.Fuzz(func(t *testing.T, data []byte) {
-		sn, err := codec.decode(data, testNode, testUpstream)
-		if err != nil {
-			if !isSnapshotError(err) {
-				t.Fatalf("error without a reason: %v", err)
-			}
-			return
-		}
-		for _, sec := range sn.header.Sections {
-			if len(sn.objects[sec.Resource]) != sec.Objects {
-				t.Fatalf("section %+v with %d objects", sec, len(sn.objects[sec.Resource]))
-			}
-		}
-	})
 }

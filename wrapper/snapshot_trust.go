@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
+	"github.com/servicegroup/servicegroup/wrapper/snapshot"
 )
 
 // When a snapshot may stand in for upstream is package snapshottrust's
@@ -24,8 +25,8 @@ var snapshotsRefused = metric.CounterVec("snapshots_refused_total",
 	"reason")
 
 // snapshotNodeUID is the UID of this node as the snapshot's writer served it.
-func (sn *snapshot) nodeUID(node string) types.UID {
-	if o, ok := sn.objects[ResourceNodes][node]; ok {
+func snapshotNodeUID(sn *snapshot.Snapshot, node string) types.UID {
+	if o, ok := sn.Objects[ResourceNodes][node]; ok {
 		return o.GetUID()
 	}
 	return ""
@@ -42,7 +43,7 @@ func (s *Server) checkUpstreamAtStart(ctx context.Context, logger klog.Logger) {
 	probeCtx, cancel := context.WithTimeout(ctx, snapshottrust.ProbeTimeout)
 	defer cancel()
 	n, err := s.client.CoreV1().Nodes().Get(probeCtx, s.opts.NodeName, metav1.GetOptions{})
-	switch v := snapshottrust.AtStart(s.opts.NodeName, snap.nodeUID(s.opts.NodeName), n, err); {
+	switch v := snapshottrust.AtStart(s.opts.NodeName, snapshotNodeUID(snap, s.opts.NodeName), n, err); {
 	case !v.Serve:
 		s.refuseSnapshot(logger, v.Reason, v.Detail)
 	case err != nil:
@@ -57,7 +58,7 @@ func (s *Server) checkIdentity(logger klog.Logger, n *corev1.Node) {
 	if snap == nil || n.Name != s.opts.NodeName {
 		return
 	}
-	if v := snapshottrust.SameNode(n, snap.nodeUID(s.opts.NodeName)); !v.Serve {
+	if v := snapshottrust.SameNode(n, snapshotNodeUID(snap, s.opts.NodeName)); !v.Serve {
 		s.refuseSnapshot(logger, v.Reason, v.Detail)
 	}
 }

@@ -1,6 +1,10 @@
 package wrapper
 
-import "k8s.io/klog/v2"
+import (
+	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/snapshot"
+)
 
 // openStores builds the served stores on one clock, seeded from the
 // snapshot when there is a usable one, with versions above any a previous
@@ -29,11 +33,11 @@ func (s *Server) openStores() error {
 // snapshot's versions and the on-disk reservation, which it extends to
 // cover the start (the start version itself is served: lists of an
 // unchanged store).
-func (s *Server) startVersion(snap *snapshot) (uint64, *rvReservation) {
+func (s *Server) startVersion(snap *snapshot.Snapshot) (uint64, *rvReservation) {
 	opts := s.opts
 	start := opts.StartVersion
 	if snap != nil {
-		start = max(start, snap.maxVersion()+1)
+		start = max(start, snap.MaxVersion()+1)
 	}
 	var reservation *rvReservation
 	if opts.StateDir != "" {

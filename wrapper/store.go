@@ -16,13 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/servicegroup/servicegroup/wrapper/snapshot"
 )
 
-// Object is what a Store serves: a typed API object.
-type Object interface {
-	runtime.Object
-	metav1.Object
-}
+// Object is what a Store serves: a typed API object. It is package
+// snapshot's type, so a decoded snapshot's objects seed the stores as they
+// are.
+type Object = snapshot.Object
 
 // Clock hands out the wrapper's resourceVersions. It starts at the process
 // start time in nanoseconds, and above every version a previous process
