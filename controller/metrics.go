@@ -1,16 +1,11 @@
 package controller
 
 import (
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	dto "github.com/prometheus/client_model/go"
-	"k8s.io/component-base/metrics/legacyregistry"
-	_ "k8s.io/component-base/metrics/prometheus/workqueue" // client-go's workqueue metrics
 
 	"github.com/servicegroup/servicegroup/internal/metricdef"
 )
@@ -48,16 +43,6 @@ func observeReconcile(kind string, took time.Duration, err error) {
 
 func countChildWrite(kind string) { childWrites.WithLabelValues(kind).Inc() }
 
-// workqueueFamilies are the workqueue_* metrics of component-base's
-// provider (imported above), which installs itself as client-go's global
-// provider and registers in the legacy registry. Only these families are
-// taken from that registry: its Go collector would collide with ours.
-var workqueueFamilies = prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-	mfs, err := legacyregistry.DefaultGatherer.Gather()
-	return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool {
-		return !strings.HasPrefix(mf.GetName(), "workqueue_")
-	}), err
-})
 
 var registryOnce sync.Once
 
@@ -76,5 +61,5 @@ func Registry() prometheus.Gatherer {
 			reconcileTotal.WithLabelValues(kind, "error")
 		}
 	})
-	return prometheus.Gatherers{registry, workqueueFamilies}
+	return prometheus.Gatherers{registry, metricdef.WorkqueueFamilies}
 }

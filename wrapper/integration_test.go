@@ -520,7 +520,7 @@ func maxSendBuffer(t testing.TB) int {
 // metricValue sums the wrapper's metric name over series carrying labels.
 func metricValue(t testing.TB, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := wrapper.Registry.Gather()
+	families, err := wrapper.Gatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,13 @@ import (
 
 const metricsNamespace = "application_grid_wrapper"
 
-// Registry holds the wrapper's metrics; /metrics serves it.
+// Registry holds the wrapper's metrics.
 var Registry = prometheus.NewRegistry()
+
+// Gatherer is what /metrics serves: Registry, and the workqueue_* metrics
+// of the wrapper's sync queue (client-go's provider keeps those in a
+// registry of its own).
+var Gatherer prometheus.Gatherer = prometheus.Gatherers{Registry, metricdef.WorkqueueFamilies}
 
 // Reasons for watchers_cut_off_total.
 const (

@@ -197,7 +197,7 @@ func (s *Server) opsMux() *http.ServeMux {
 		}
 		_, _ = w.Write([]byte("ok" + s.snapshotDetail()))
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(Registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(Gatherer, promhttp.HandlerOpts{}))
 	if s.opts.Debug {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -34,7 +34,7 @@ func serveSecureMetrics(ctx context.Context, o securemetrics.Options, upstream *
 		}}
 		extra = append(extra, securemetrics.Route{Path: kubeProxyMetricsPath, Handler: proxy})
 	}
-	s, err := securemetrics.New(o, upstream, promhttp.HandlerFor(wrapper.Registry, promhttp.HandlerOpts{}), extra...)
+	s, err := securemetrics.New(o, upstream, promhttp.HandlerFor(wrapper.Gatherer, promhttp.HandlerOpts{}), extra...)
 	if err != nil {
 		return err
 	}
