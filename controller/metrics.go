@@ -43,7 +43,6 @@ func observeReconcile(kind string, took time.Duration, err error) {
 
 func countChildWrite(kind string) { childWrites.WithLabelValues(kind).Inc() }
 
-
 var registryOnce sync.Once
 
 // Registry gathers every metric the controller exports (plus Go and process
