@@ -237,14 +237,24 @@ func (p *podSelection) setsWith(cur, next *childWatch) []*setObj {
 // awaitChildren waits until next has listed; false if ctx ended or this
 // node's labels changed meanwhile to other nodeunit values.
 func (p *podSelection) awaitChildren(ctx context.Context, next *childWatch) bool {
+	return p.awaitSynced(ctx, next.synced, func() bool {
+		labels, _, _, _ := p.target()
+		return slices.Equal(nodeunitValues(labels), next.values)
+	})
+}
+
+// awaitSynced waits until synced; false if ctx ended or, at a kick, the
+// watch waited for is no longer wanted (the kick is passed on, for the loop
+// to recompute).
+func (p *podSelection) awaitSynced(ctx context.Context, synced, stillWanted func() bool) bool {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
-	for !next.synced() {
+	for !synced() {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-p.kick:
-			if labels, _, _, _ := p.target(); !slices.Equal(nodeunitValues(labels), next.values) {
+			if !stillWanted() {
 				p.changed()
 				return false
 			}
@@ -354,26 +364,14 @@ func selectorOf(names []string, all bool) string {
 // changed meanwhile (another kick whose nodeunit values or wanted names
 // differ). The children are nextChildren's, live or not.
 func (p *podSelection) await(ctx context.Context, next *podWatch, curChildren, nextChildren *childWatch) bool {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for !next.synced() {
-		select {
-		case <-ctx.Done():
+	return p.awaitSynced(ctx, next.synced, func() bool {
+		labels, _, cur, _ := p.target()
+		if !slices.Equal(nodeunitValues(labels), nextChildren.values) {
 			return false
-		case <-p.kick:
-			labels, _, cur, _ := p.target()
-			if !slices.Equal(nodeunitValues(labels), nextChildren.values) {
-				p.changed()
-				return false
-			}
-			if names, all := p.wanted(labels, cur, p.setsWith(curChildren, nextChildren)); !next.selector.is(selectorOf(names, all)) {
-				p.changed()
-				return false
-			}
-		case <-t.C:
 		}
-	}
-	return true
+		names, all := p.wanted(labels, cur, p.setsWith(curChildren, nextChildren))
+		return next.selector.is(selectorOf(names, all))
+	})
 }
 
 // switchTo makes next the index's pods (added first; the pods only cur
