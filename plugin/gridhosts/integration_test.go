@@ -360,8 +360,16 @@ func TestCoreDNSAgainstAPIServer(t *testing.T) {
 
 	t.Run("reload keeps serving", func(t *testing.T) {
 		// Change the TTL of every block; keep querying while CoreDNS reloads.
+		// Written aside and renamed into place: the reload plugin reads the
+		// file on its own schedule, and a read between os.WriteFile's
+		// truncation and its write reloads an empty Corefile (CoreDNS's
+		// default server, this one's port closed).
 		data := must(os.ReadFile(dnsd.Corefile))(t)
-		if err := os.WriteFile(dnsd.Corefile, bytes.ReplaceAll(data, []byte("ttl 5"), []byte("ttl 7")), 0o600); err != nil {
+		next := dnsd.Corefile + ".next"
+		if err := os.WriteFile(next, bytes.ReplaceAll(data, []byte("ttl 5"), []byte("ttl 7")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(next, dnsd.Corefile); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
