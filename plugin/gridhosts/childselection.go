@@ -49,10 +49,17 @@ func nodeunitValues(labels map[string]string) []string {
 }
 
 // childWatch is the informer of the labelled children of one set of
-// nodeunit values; its events reach the children view only once it is live.
+// nodeunit values; its events reach the children view only once it is
+// live, under mu.
 type childWatch struct {
-	selectionWatch
+	inf    cache.SharedIndexInformer
+	reg    cache.ResourceEventHandlerRegistration
+	stop   context.CancelFunc
+	done   chan struct{}
 	values []string
+
+	mu   sync.Mutex
+	live bool
 }
 
 // objects lists what w holds.
@@ -67,7 +74,7 @@ func (w *childWatch) objects() []any {
 // Every event asks the selection loop to recompute (the pod names follow
 // the children); it is applied to the children view only once w is live.
 func (p *podSelection) startChildren(ctx context.Context, values []string) *childWatch {
-	w := &childWatch{values: values, selectionWatch: selectionWatch{done: make(chan struct{})}}
+	w := &childWatch{values: values, done: make(chan struct{})}
 	wctx, cancel := context.WithCancel(ctx)
 	w.stop = cancel
 	sel := childSelector(values)
@@ -360,20 +367,9 @@ func (v *childView) unlabelledHandler() cache.ResourceEventHandler {
 	}
 }
 
-// selectionWatch is one run of the children selection's informer: its
-// events count only once it is live, under mu.
-type selectionWatch struct {
-	inf  cache.SharedIndexInformer
-	reg  cache.ResourceEventHandlerRegistration
-	stop context.CancelFunc
-	done chan struct{}
-	mu   sync.Mutex
-	live bool
-}
-
 // ifLive applies an event while w is live, under w.mu: the switch and the
 // retirement never interleave with an event being applied.
-func (w *selectionWatch) ifLive(apply func()) {
+func (w *childWatch) ifLive(apply func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.live {

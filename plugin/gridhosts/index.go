@@ -284,12 +284,12 @@ func ordinalOf(p *podObj) (string, bool) {
 }
 
 func (x *Index) addPod(p *podObj) {
-	k := nsName{p.Namespace(), p.Name()}
 	x.pods[p.key] = p
 	if _, ok := ordinalOf(p); ok {
 		x.members++
 	}
 	if p.NodeName != "" && !p.Finished && !x.noClientAddrs {
+		k := nsName{p.Namespace(), p.Name()}
 		for _, ip := range p.IPs {
 			x.clientPods.add(ip, clientRef{pod: k, node: p.NodeName, created: p.createdAt(), terminating: p.Terminating})
 		}
@@ -326,17 +326,6 @@ func (x *Index) pod(key string) (*podObj, bool) {
 	defer x.mu.RUnlock()
 	p, ok := x.pods[key]
 	return p, ok
-}
-
-// podKeys are the cache keys of every pod.
-func (x *Index) podKeys() []string {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	keys := make([]string, 0, len(x.pods))
-	for k := range x.pods {
-		keys = append(keys, k)
-	}
-	return keys
 }
 
 // eachPod calls f with every pod, under the read lock.

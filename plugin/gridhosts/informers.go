@@ -239,21 +239,8 @@ func (w *watcher) addSource(resource string, synced func() bool, optional bool) 
 // handlerFor applies every event to idx as it arrives.
 func handlerFor(idx *Index) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, isInInitialList bool) {
-			idx.Upsert(obj)
-			if !isInInitialList {
-				idx.observedWrite(obj)
-			}
-		},
-		UpdateFunc: func(old, cur any) {
-			if o, ok := old.(metav1.Object); ok {
-				if c, ok := cur.(metav1.Object); ok && o.GetResourceVersion() != "" && o.GetResourceVersion() == c.GetResourceVersion() {
-					return
-				}
-			}
-			idx.Upsert(cur)
-			idx.observedWrite(cur)
-		},
+		AddFunc:    func(obj any, isInInitialList bool) { idx.upsertEvent(nil, obj, isInInitialList) },
+		UpdateFunc: func(old, cur any) { idx.upsertEvent(old, cur, false) },
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
@@ -261,6 +248,35 @@ func handlerFor(idx *Index) cache.ResourceEventHandler {
 			idx.Delete(obj)
 		},
 	}
+}
+
+// upsertEvent applies an added (old nil) or updated object: an update that
+// carries the version old had is a relist's copy and changes nothing; a
+// change is observed unless it came with the initial list, whose writes
+// are old.
+func (x *Index) upsertEvent(old, cur any, initial bool) {
+	if old != nil && sameVersion(old, cur) {
+		return
+	}
+	x.Upsert(cur)
+	if old != nil || !initial {
+		x.observedWrite(cur)
+	}
+}
+
+// sameVersion: a and b carry the same known resourceVersion. Pods, the
+// many, compare their numbers without formatting them.
+func sameVersion(a, b any) bool {
+	if pa, ok := a.(*podObj); ok {
+		pb, ok := b.(*podObj)
+		return ok && pa.sameRV(pb)
+	}
+	ma, ok := a.(metav1.Object)
+	if !ok {
+		return false
+	}
+	mb, ok := b.(metav1.Object)
+	return ok && ma.GetResourceVersion() != "" && ma.GetResourceVersion() == mb.GetResourceVersion()
 }
 
 // start runs the informers until stop, without waiting for them: start-up

@@ -118,3 +118,14 @@ func TestNodeModeSelectsOwnNodeunitPods(t *testing.T) {
 	c.createPod(t, newPod(set, 3, "node-2", "10.0.2.4"))
 	holds("the scaled-up pod", demoPods("nodeunit2", 4), demoNames(3), "10.0.2.4")
 }
+
+// podKeys are the cache keys of every pod.
+func (x *Index) podKeys() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	keys := make([]string, 0, len(x.pods))
+	for k := range x.pods {
+		keys = append(keys, k)
+	}
+	return keys
+}

@@ -8,8 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
@@ -59,18 +57,8 @@ func newPodWatch(ctx context.Context, client kubernetes.Interface, idx *Index, s
 		return w
 	}
 	packed := w.selector
-	options := func(o *metav1.ListOptions) { o.LabelSelector = packed.String() }
-	pods := client.CoreV1().Pods(metav1.NamespaceAll)
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			options(&o)
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			options(&o)
-			return pods.Watch(ctx, o)
-		},
-	}, client)
+	lw := cache.ToListWatcherWithWatchListSemantics(cache.NewFilteredListWatchFromClient(client.CoreV1().RESTClient(),
+		"pods", metav1.NamespaceAll, func(o *metav1.ListOptions) { o.LabelSelector = packed.String() }), client)
 	w.ctrl = cache.New(&cache.Config{
 		Queue: cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
 			Name:         "gridhosts pod selection",
@@ -159,14 +147,11 @@ func (w *podWatch) put(p *podObj, initial bool) {
 	case pending:
 		w.pods[p.key] = p
 	case live:
-		old, known := w.idx.pod(p.key)
-		if known && old.sameRV(p) {
-			return // a relist's copy of what the index has
+		var old any
+		if o, known := w.idx.pod(p.key); known {
+			old = o
 		}
-		w.idx.Upsert(p)
-		if known || !initial { // the initial list's writes are old
-			w.idx.observedWrite(p)
-		}
+		w.idx.upsertEvent(old, p, initial)
 	}
 }
 
