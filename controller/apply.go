@@ -131,16 +131,11 @@ func contains(have, want any) bool {
 	}
 }
 
+// sameQuantity: a and b are quantities of one value ("1Gi" and "1024Mi").
 func sameQuantity(a, b string) bool {
-	qa, err := resource.ParseQuantity(a)
-	if err != nil {
-		return false
-	}
-	qb, err := resource.ParseQuantity(b)
-	if err != nil {
-		return false
-	}
-	return qa.Cmp(qb) == 0
+	qa, errA := resource.ParseQuantity(a)
+	qb, errB := resource.ParseQuantity(b)
+	return errA == nil && errB == nil && qa.Cmp(qb) == 0
 }
 
 // releasePatch removes owner's reference from a child, failing if the child

@@ -31,6 +31,16 @@ func Make(prefix string) (string, error) {
 	return dir, nil
 }
 
+// Use returns dir, made if missing, or, when dir is "", a directory from
+// Make; owned is true for the latter, which the caller removes when done.
+func Use(dir, prefix string) (path string, owned bool, err error) {
+	if dir == "" {
+		path, err = Make(prefix)
+		return path, err == nil, err
+	}
+	return dir, false, os.MkdirAll(dir, 0o755)
+}
+
 // Sweep removes the temporary directories of prefix whose owner has
 // exited. Directories without an owner mark (being made right now, or made by
 // something else) are left alone.

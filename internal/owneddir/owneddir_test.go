@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -55,4 +56,29 @@ func mkOwned(t *testing.T, prefix, pid string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+func TestUse(t *testing.T) {
+	given := filepath.Join(t.TempDir(), "a", "b")
+	path, owned, err := Use(given, "unused-")
+	if err != nil || path != given || owned {
+		t.Fatalf("Use(%q) = %q, %v, %v; want the directory itself, not owned", given, path, owned, err)
+	}
+	if fi, err := os.Stat(given); err != nil || !fi.IsDir() {
+		t.Fatalf("Use did not make %s: %v", given, err)
+	}
+
+	prefix := "servicegroup-usetest-" + strconv.Itoa(os.Getpid()) + "-"
+	path, owned, err = Use("", prefix)
+	if err != nil || !owned || !strings.HasPrefix(filepath.Base(path), prefix) {
+		t.Fatalf(`Use("") = %q, %v, %v; want an owned directory named %s*`, path, owned, err, prefix)
+	}
+	defer os.RemoveAll(path)
+	if data, err := os.ReadFile(filepath.Join(path, ownerFile)); err != nil || string(data) != strconv.Itoa(os.Getpid()) {
+		t.Errorf("owner mark %q, %v; want this PID", data, err)
+	}
+
+	if _, _, err := Use(filepath.Join(path, ownerFile, "x"), prefix); err == nil {
+		t.Error("Use under a file: no error")
+	}
 }

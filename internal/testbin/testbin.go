@@ -186,6 +186,15 @@ func RepoRoot() (string, error) {
 	}
 }
 
+// ReadRepoFile reads a file of this repository, by its path from the root.
+func ReadRepoFile(rel ...string) ([]byte, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(append([]string{root}, rel...)...))
+}
+
 // JSONLogMessages fails t for every line of log that is not a JSON object
 // (what `--logging-format json` promises) and returns each line's "msg".
 func JSONLogMessages(t testing.TB, log string) []string {

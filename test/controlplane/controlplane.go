@@ -107,16 +107,8 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	}
 
 	cp = &ControlPlane{opts: opts, procs: map[string]*Process{}}
-	if opts.Dir == "" {
-		if cp.Dir, err = owneddir.Make("servicegroup-cp-"); err != nil {
-			return nil, err
-		}
-		cp.ownDir = true
-	} else {
-		cp.Dir = opts.Dir
-		if err := os.MkdirAll(cp.Dir, 0o755); err != nil {
-			return nil, err
-		}
+	if cp.Dir, cp.ownDir, err = owneddir.Use(opts.Dir, "servicegroup-cp-"); err != nil {
+		return nil, err
 	}
 	// `return nil, err` sets cp to nil before this runs: stop what was
 	// started through the pointer made above.
@@ -237,24 +229,9 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 		"--quota-backend-bytes=4294967296",
 		"--log-level=warn",
 	}
-	p, err := startProcess(Etcd, bin, args, cp.Dir, nil)
-	if err != nil {
-		return err
-	}
-	cp.setProc(Etcd, p)
-	wctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
-	defer cancel()
 	client := &http.Client{Timeout: time.Second}
-	return waitFor(wctx, p, "etcd health", func() error {
-		resp, err := client.Get(cp.etcdURL + "/health")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("etcd /health: %s", resp.Status)
-		}
-		return nil
+	return cp.run(ctx, Etcd, bin, args, "etcd /health", func(context.Context) error {
+		return HTTPOK(client, cp.etcdURL+"/health")
 	})
 }
 
@@ -290,19 +267,12 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 			"--kubelet-client-key="+cp.files["kubelet-client.key"])
 	}
 	args = overrideArgs(args, cp.opts.APIServerArgs)
-	p, err := startProcess(KubeAPIServer, bin, args, cp.Dir, nil)
-	if err != nil {
-		return err
-	}
-	cp.setProc(KubeAPIServer, p)
-	wctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
-	defer cancel()
 	client, err := kubernetes.NewForConfig(cp.Config)
 	if err != nil {
 		return err
 	}
-	return waitFor(wctx, p, "kube-apiserver /readyz", func() error {
-		rctx, cancel := context.WithTimeout(wctx, 2*time.Second)
+	return cp.run(ctx, KubeAPIServer, bin, args, "kube-apiserver /readyz", func(ctx context.Context) error {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
 		if err != nil {
@@ -389,23 +359,25 @@ func (cp *ControlPlane) startKubeComponent(ctx context.Context, name, certDir st
 		"--profiling=false",
 		"--cert-dir=" + filepath.Join(cp.Dir, certDir),
 	}, extraArgs...)
-	p, err := startProcess(name, bin, args, cp.Dir, nil)
-	if err != nil {
-		return err
-	}
-	cp.setProc(name, p)
-	return cp.waitHealthz(ctx, p, port)
-}
-
-func (cp *ControlPlane) waitHealthz(ctx context.Context, p *Process, port int) error {
-	wctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
-	defer cancel()
 	client := &http.Client{
 		Timeout:   time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // self-signed, loopback only
 	}
 	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
-	return waitFor(wctx, p, p.Name+" /healthz", func() error { return HTTPOK(client, url) })
+	return cp.run(ctx, name, bin, args, name+" /healthz", func(context.Context) error { return HTTPOK(client, url) })
+}
+
+// run starts component name, keeps it as the control plane's and waits
+// up to StartTimeout for check to pass (given the waiting context).
+func (cp *ControlPlane) run(ctx context.Context, name, bin string, args []string, what string, check func(context.Context) error) error {
+	p, err := startProcess(name, bin, args, cp.Dir, nil)
+	if err != nil {
+		return err
+	}
+	cp.setProc(name, p)
+	wctx, cancel := context.WithTimeout(ctx, cp.opts.StartTimeout)
+	defer cancel()
+	return waitFor(wctx, p, what, func() error { return check(wctx) })
 }
 
 // HTTPOK checks that url answers 200 OK.

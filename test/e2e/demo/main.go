@@ -95,7 +95,7 @@ func run(ctx context.Context, mode string, requests int, once, install bool) err
 
 	printNodes(c, units)
 	printPods(pods, units)
-	printClusterIP(startCtx, c, units, clusterIP, requests)
+	printClusterIP(startCtx, c, units, pods, clusterIP, requests)
 	printUnifiedNames(startCtx, c, units, pods)
 	printGridExplain(startCtx, c, "node0")
 	printTryIt(c, clusterIP)
@@ -194,14 +194,16 @@ func printPods(pods []harness.PodInfo, units map[string]string) {
 	w.Flush()
 }
 
-func printClusterIP(ctx context.Context, c *harness.Cluster, units map[string]string, clusterIP string, requests int) {
+func printClusterIP(ctx context.Context, c *harness.Cluster, units map[string]string, pods []harness.PodInfo, clusterIP string, requests int) {
 	url := "http://" + net.JoinHostPort(clusterIP, "80")
 	heading(fmt.Sprintf("curl %s (Service %s, from ServiceGrid servicegrid-demo), %d requests from each node", url, gridService, requests))
 	w := table()
 	fmt.Fprintln(w, "FROM\tNODEUNIT\tANSWERED BY (pod name)\tON (node name)\tITS NODEUNIT\tREQUESTS")
 	for _, n := range c.Nodes {
-		// kube-proxy programs the Service about a second after it appears.
-		waitReachable(ctx, n, url)
+		// kube-proxy programs a Service and each endpoint change about a
+		// second after it happens, on each node on its own: tally once this
+		// node routes to every pod of its nodeunit.
+		waitRoutes(ctx, n, url, nodeunitPods(pods, units, units[n.Name]))
 		tally, err := tallyByPod(ctx, n, url, requests)
 		if err != nil {
 			fmt.Fprintf(w, "%s\t%s\terror: %v\t\t\t\n", n.Name, units[n.Name], err)
@@ -235,19 +237,48 @@ func printGridExplain(ctx context.Context, c *harness.Cluster, node string) {
 	}
 }
 
-func waitReachable(ctx context.Context, n *harness.Node, url string) {
+// nodeunitPods names the pods on nodes of nodeunit unit.
+func nodeunitPods(pods []harness.PodInfo, units map[string]string, unit string) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range pods {
+		if units[p.Node] == unit {
+			out[p.Name] = true
+		}
+	}
+	return out
+}
+
+// waitRoutes sends requests from the node until each of want has answered,
+// for a minute at most (the tally then shows what the node reaches).
+func waitRoutes(ctx context.Context, n *harness.Node, url string, want map[string]bool) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	answered := map[string]bool{}
 	for {
-		if _, err := n.Get(ctx, url); err == nil {
-			return
+		pause := 200 * time.Millisecond
+		if e, err := n.Get(ctx, url); err == nil {
+			answered[e.Pod] = true
+			if allIn(want, answered) {
+				return
+			}
+			pause = 20 * time.Millisecond
 		}
 		select {
 		case <-ctx.Done():
-			return // the table shows the error
-		case <-time.After(200 * time.Millisecond):
+			return // the table shows what the node reaches
+		case <-time.After(pause):
 		}
 	}
+}
+
+// allIn: every key of want is in have.
+func allIn(want, have map[string]bool) bool {
+	for k := range want {
+		if !have[k] {
+			return false
+		}
+	}
+	return true
 }
 
 type answer struct {

@@ -122,16 +122,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			c.Stop()
 		}
 	}()
-	if opts.Dir == "" {
-		if c.Dir, err = owneddir.Make("servicegroup-e2e-"); err != nil {
-			return nil, err
-		}
-		c.ownDir = true
-	} else {
-		c.Dir = opts.Dir
-		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-			return nil, err
-		}
+	if c.Dir, c.ownDir, err = owneddir.Use(opts.Dir, "servicegroup-e2e-"); err != nil {
+		return nil, err
 	}
 
 	// Build our programs first: a compile error should not cost a cluster start.

@@ -3,8 +3,9 @@ package harness
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/servicegroup/servicegroup/internal/testbin"
 )
 
 // Shipped Corefiles (corefile/ in the repository), run as-is apart from what
@@ -91,11 +92,7 @@ func adaptCorefile(shipped, bindIP, kubeconfig, snapshot string) (string, error)
 // readShippedCorefile returns corefile/NAME of this checkout, or "" if the
 // checkout has none.
 func readShippedCorefile(name string) (string, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	data, err := os.ReadFile(filepath.Join(root, "corefile", name))
+	data, err := testbin.ReadRepoFile("corefile", name)
 	if os.IsNotExist(err) {
 		return "", nil
 	}

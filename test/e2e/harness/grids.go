@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -14,6 +12,7 @@ import (
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned/scheme"
+	"github.com/servicegroup/servicegroup/internal/testbin"
 )
 
 // DemoExamples are SuperEdge's demo grids in examples/, applied as-is.
@@ -38,12 +37,8 @@ func (c *Cluster) ApplyExamples(ctx context.Context, names ...string) error {
 // ApplyExamplesWithKey creates the named examples with their gridUniqKey
 // (GridKey in the files) replaced by key; nothing else changes.
 func (c *Cluster) ApplyExamplesWithKey(ctx context.Context, key string, names ...string) error {
-	root, err := RepoRoot()
-	if err != nil {
-		return err
-	}
 	for _, name := range names {
-		data, err := os.ReadFile(filepath.Join(root, "examples", name))
+		data, err := testbin.ReadRepoFile("examples", name)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/servicegroup/servicegroup/internal/testbin"
 )
 
 // The shipped manifests the node components are started from: a node
@@ -78,11 +80,7 @@ type manifestObject struct {
 }
 
 func readManifestObjects(rel string) ([]manifestObject, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(filepath.Join(root, rel))
+	data, err := testbin.ReadRepoFile(rel)
 	if err != nil {
 		return nil, err
 	}
@@ -110,17 +108,12 @@ func readManifestObjects(rel string) ([]manifestObject, error) {
 // readUpstreamEnv reads the upstream ConfigMap's data from its env file
 // (kustomize's configMapGenerator `envs:` format: KEY=VALUE, # comments).
 func readUpstreamEnv() (map[string]string, error) {
-	root, err := RepoRoot()
+	data, err := testbin.ReadRepoFile(UpstreamEnvFile)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(filepath.Join(root, UpstreamEnvFile))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	out := map[string]string{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	for line := 1; sc.Scan(); line++ {
 		text := strings.TrimSpace(sc.Text())
 		if text == "" || strings.HasPrefix(text, "#") {

@@ -76,34 +76,34 @@ func (n *NetNS) Do(fn func() error) error {
 
 // Listen opens a listener inside the namespace.
 func (n *NetNS) Listen(network, addr string) (net.Listener, error) {
-	var l net.Listener
-	err := n.Do(func() (err error) {
-		l, err = net.Listen(network, addr)
-		return err
-	})
-	return l, err
+	return inNS(n, func() (net.Listener, error) { return net.Listen(network, addr) })
 }
 
 // ListenPacket opens a packet socket inside the namespace.
 func (n *NetNS) ListenPacket(network, addr string) (net.PacketConn, error) {
-	var c net.PacketConn
-	err := n.Do(func() (err error) {
-		c, err = net.ListenPacket(network, addr)
-		return err
-	})
-	return c, err
+	return inNS(n, func() (net.PacketConn, error) { return net.ListenPacket(network, addr) })
 }
 
 // DialContext connects from inside the namespace (usable as an
 // http.Transport's or net.Resolver's dial function).
 func (n *NetNS) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	var c net.Conn
+	return n.DialWith(ctx, &net.Dialer{}, network, addr)
+}
+
+// DialWith is DialContext with d's settings (timeout, resolver).
+func (n *NetNS) DialWith(ctx context.Context, d *net.Dialer, network, addr string) (net.Conn, error) {
+	return inNS(n, func() (net.Conn, error) { return d.DialContext(ctx, network, addr) })
+}
+
+// inNS returns what open opens inside the namespace: a socket keeps the
+// namespace it was made in.
+func inNS[T any](n *NetNS, open func() (T, error)) (T, error) {
+	var v T
 	err := n.Do(func() (err error) {
-		var d net.Dialer
-		c, err = d.DialContext(ctx, network, addr)
+		v, err = open()
 		return err
 	})
-	return c, err
+	return v, err
 }
 
 // Command builds a command that runs inside the namespace through

@@ -17,14 +17,9 @@ import (
 // connections, not requests), dialled inside the namespace; names resolve
 // through resolver when given.
 func (n *FabricNode) httpClient(resolver *net.Resolver) *http.Client {
+	d := &net.Dialer{Timeout: 3 * time.Second, Resolver: resolver}
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var c net.Conn
-		err := n.NS.Do(func() (err error) {
-			d := net.Dialer{Timeout: 3 * time.Second, Resolver: resolver}
-			c, err = d.DialContext(ctx, network, addr)
-			return err
-		})
-		return c, err
+		return n.NS.DialWith(ctx, d, network, addr)
 	}
 	return &http.Client{
 		Timeout:   5 * time.Second,

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/servicegroup/servicegroup/internal/testbin"
 )
 
 // Tool is a program the end-to-end cluster needs. Which Debian package
@@ -42,11 +43,7 @@ var AllTools = []Tool{ToolIP, ToolIPTables, ToolNFT, ToolConntrack, ToolDig}
 // hostPackages reads hack/host-packages.txt: command -> Debian package.
 var hostPackages = sync.OnceValue(func() map[string]string {
 	out := map[string]string{}
-	root, err := RepoRoot()
-	if err != nil {
-		return out
-	}
-	data, err := os.ReadFile(filepath.Join(root, "hack", "host-packages.txt"))
+	data, err := testbin.ReadRepoFile("hack", "host-packages.txt")
 	if err != nil {
 		return out
 	}
