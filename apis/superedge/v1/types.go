@@ -170,9 +170,11 @@ type TemplateRevisions struct {
 	// +optional
 	Target string `json:"target,omitempty"`
 	// LastGood is the revision every nodeunit using the template last ran
-	// healthy; LastGoodTemplate is that template.
+	// healthy.
 	// +optional
 	LastGood string `json:"lastGood,omitempty"`
+	// LastGoodTemplate is the template of revision LastGood, which a
+	// rollback applies.
 	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless
@@ -184,13 +186,15 @@ type TemplateRevisions struct {
 type RolloutHalt struct {
 	// NodeUnit is the nodeunit that failed.
 	NodeUnit string `json:"nodeUnit"`
-	// Template and Revision are what it failed on.
+	// Template is the name of the template the nodeunit failed on.
 	// +optional
 	Template string `json:"template,omitempty"`
+	// Revision is the revision of that template it failed on.
 	// +optional
 	Revision string `json:"revision,omitempty"`
-	// Reason is a CamelCase reason; Message says what was seen.
+	// Reason is a CamelCase reason.
 	Reason string `json:"reason"`
+	// Message says what was seen.
 	// +optional
 	Message string `json:"message,omitempty"`
 	// Time is when the rollout halted.
@@ -336,18 +340,25 @@ type DeploymentGridStatus struct {
 // DeploymentState mirrors one nodeunit's Deployment status. Its JSON fields
 // are those of apps/v1 DeploymentStatus, so the original SuperEdge status reads the same.
 type DeploymentState struct {
+	// ObservedGeneration is the Deployment generation its status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Replicas is how many pods the Deployment has.
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
+	// UpdatedReplicas is how many of them have the Deployment's current template.
 	// +optional
 	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	// ReadyReplicas is how many of them are ready.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// AvailableReplicas is how many of them have been ready for minReadySeconds.
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// UnavailableReplicas is how many more available pods the Deployment wants.
 	// +optional
 	UnavailableReplicas int32 `json:"unavailableReplicas,omitempty"`
+	// Conditions are the Deployment's own conditions (Available, Progressing).
 	// +optional
 	// +listType=atomic
 	Conditions []appsv1.DeploymentCondition `json:"conditions,omitempty"`
@@ -421,22 +432,31 @@ type StatefulSetGridStatus struct {
 // StatefulSetState mirrors one nodeunit's StatefulSet status. Its JSON fields
 // are those of apps/v1 StatefulSetStatus.
 type StatefulSetState struct {
+	// ObservedGeneration is the StatefulSet generation its status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Replicas is how many pods the StatefulSet has.
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is how many of them are ready.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// CurrentReplicas is how many of them run CurrentRevision.
 	// +optional
 	CurrentReplicas int32 `json:"currentReplicas,omitempty"`
+	// UpdatedReplicas is how many of them run UpdateRevision.
 	// +optional
 	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	// AvailableReplicas is how many of them have been ready for minReadySeconds.
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// CurrentRevision is the revision the pods counted in CurrentReplicas were made from.
 	// +optional
 	CurrentRevision string `json:"currentRevision,omitempty"`
+	// UpdateRevision is the revision of the StatefulSet's current template.
 	// +optional
 	UpdateRevision string `json:"updateRevision,omitempty"`
+	// Conditions are the StatefulSet's own conditions.
 	// +optional
 	// +listType=atomic
 	Conditions []appsv1.StatefulSetCondition `json:"conditions,omitempty"`

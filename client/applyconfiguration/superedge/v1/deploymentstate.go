@@ -28,13 +28,20 @@ import (
 // DeploymentState mirrors one nodeunit's Deployment status. Its JSON fields
 // are those of apps/v1 DeploymentStatus, so the original SuperEdge status reads the same.
 type DeploymentStateApplyConfiguration struct {
-	ObservedGeneration  *int64                       `json:"observedGeneration,omitempty"`
-	Replicas            *int32                       `json:"replicas,omitempty"`
-	UpdatedReplicas     *int32                       `json:"updatedReplicas,omitempty"`
-	ReadyReplicas       *int32                       `json:"readyReplicas,omitempty"`
-	AvailableReplicas   *int32                       `json:"availableReplicas,omitempty"`
-	UnavailableReplicas *int32                       `json:"unavailableReplicas,omitempty"`
-	Conditions          []appsv1.DeploymentCondition `json:"conditions,omitempty"`
+	// ObservedGeneration is the Deployment generation its status describes.
+	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	// Replicas is how many pods the Deployment has.
+	Replicas *int32 `json:"replicas,omitempty"`
+	// UpdatedReplicas is how many of them have the Deployment's current template.
+	UpdatedReplicas *int32 `json:"updatedReplicas,omitempty"`
+	// ReadyReplicas is how many of them are ready.
+	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
+	// AvailableReplicas is how many of them have been ready for minReadySeconds.
+	AvailableReplicas *int32 `json:"availableReplicas,omitempty"`
+	// UnavailableReplicas is how many more available pods the Deployment wants.
+	UnavailableReplicas *int32 `json:"unavailableReplicas,omitempty"`
+	// Conditions are the Deployment's own conditions (Available, Progressing).
+	Conditions []appsv1.DeploymentCondition `json:"conditions,omitempty"`
 }
 
 // DeploymentStateApplyConfiguration constructs a declarative configuration of the DeploymentState type for use with

@@ -29,11 +29,13 @@ import (
 type RolloutHaltApplyConfiguration struct {
 	// NodeUnit is the nodeunit that failed.
 	NodeUnit *string `json:"nodeUnit,omitempty"`
-	// Template and Revision are what it failed on.
+	// Template is the name of the template the nodeunit failed on.
 	Template *string `json:"template,omitempty"`
+	// Revision is the revision of that template it failed on.
 	Revision *string `json:"revision,omitempty"`
-	// Reason is a CamelCase reason; Message says what was seen.
-	Reason  *string `json:"reason,omitempty"`
+	// Reason is a CamelCase reason.
+	Reason *string `json:"reason,omitempty"`
+	// Message says what was seen.
 	Message *string `json:"message,omitempty"`
 	// Time is when the rollout halted.
 	Time *metav1.Time `json:"time,omitempty"`

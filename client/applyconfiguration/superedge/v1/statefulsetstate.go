@@ -28,15 +28,24 @@ import (
 // StatefulSetState mirrors one nodeunit's StatefulSet status. Its JSON fields
 // are those of apps/v1 StatefulSetStatus.
 type StatefulSetStateApplyConfiguration struct {
-	ObservedGeneration *int64                        `json:"observedGeneration,omitempty"`
-	Replicas           *int32                        `json:"replicas,omitempty"`
-	ReadyReplicas      *int32                        `json:"readyReplicas,omitempty"`
-	CurrentReplicas    *int32                        `json:"currentReplicas,omitempty"`
-	UpdatedReplicas    *int32                        `json:"updatedReplicas,omitempty"`
-	AvailableReplicas  *int32                        `json:"availableReplicas,omitempty"`
-	CurrentRevision    *string                       `json:"currentRevision,omitempty"`
-	UpdateRevision     *string                       `json:"updateRevision,omitempty"`
-	Conditions         []appsv1.StatefulSetCondition `json:"conditions,omitempty"`
+	// ObservedGeneration is the StatefulSet generation its status describes.
+	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	// Replicas is how many pods the StatefulSet has.
+	Replicas *int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is how many of them are ready.
+	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
+	// CurrentReplicas is how many of them run CurrentRevision.
+	CurrentReplicas *int32 `json:"currentReplicas,omitempty"`
+	// UpdatedReplicas is how many of them run UpdateRevision.
+	UpdatedReplicas *int32 `json:"updatedReplicas,omitempty"`
+	// AvailableReplicas is how many of them have been ready for minReadySeconds.
+	AvailableReplicas *int32 `json:"availableReplicas,omitempty"`
+	// CurrentRevision is the revision the pods counted in CurrentReplicas were made from.
+	CurrentRevision *string `json:"currentRevision,omitempty"`
+	// UpdateRevision is the revision of the StatefulSet's current template.
+	UpdateRevision *string `json:"updateRevision,omitempty"`
+	// Conditions are the StatefulSet's own conditions.
+	Conditions []appsv1.StatefulSetCondition `json:"conditions,omitempty"`
 }
 
 // StatefulSetStateApplyConfiguration constructs a declarative configuration of the StatefulSetState type for use with

@@ -32,8 +32,10 @@ type TemplateRevisionsApplyConfiguration struct {
 	// Target is the revision of the template in the spec.
 	Target *string `json:"target,omitempty"`
 	// LastGood is the revision every nodeunit using the template last ran
-	// healthy; LastGoodTemplate is that template.
-	LastGood         *string               `json:"lastGood,omitempty"`
+	// healthy.
+	LastGood *string `json:"lastGood,omitempty"`
+	// LastGoodTemplate is the template of revision LastGood, which a
+	// rollback applies.
 	LastGoodTemplate *runtime.RawExtension `json:"lastGoodTemplate,omitempty"`
 }
 
