@@ -40,11 +40,7 @@ import (
 // The integration tests run the real CoreDNS binary of cmd/coredns against a
 // real kube-apiserver and query it over UDP and TCP on loopback.
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // coreDNSBinary is the CoreDNS command of cmd/coredns.
 func coreDNSBinary(t testing.TB) string {
