@@ -271,6 +271,20 @@ func eventually(t testing.TB, what string, timeout time.Duration, cond func(cont
 	}
 }
 
+// startTestCluster starts a control plane holding the test nodes
+// (createNodes) and the namespace ns (none if ""), and returns it with its
+// admin client.
+func startTestCluster(t testing.TB, ns string) (*controlplane.ControlPlane, kubernetes.Interface) {
+	t.Helper()
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := adminClient(cp)
+	createNodes(t, admin)
+	if ns != "" {
+		createNamespace(t, admin, ns)
+	}
+	return cp, admin
+}
+
 func createNodes(t testing.TB, c kubernetes.Interface) {
 	for name, unit := range nodeUnits {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{gridKey: unit}}}
@@ -354,9 +368,7 @@ func createNamespace(t testing.TB, c kubernetes.Interface, ns string) {
 // off, then relabels a node, changes the annotation and edits endpoints.
 func TestSuperEdgeLayout(t *testing.T) {
 	// Not parallel: it sets client-go's process-wide WatchListClient gate.
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
+	cp, admin := startTestCluster(t, "")
 	wrappers := map[string]*runningWrapper{}
 	for node := range nodeUnits {
 		wrappers[node] = startWrapper(t, cp, node, "", wrapper.Options{})
@@ -436,11 +448,8 @@ func TestSuperEdgeLayout(t *testing.T) {
 // filter(apiserver state).
 func TestRandomizedChanges(t *testing.T) {
 	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "random"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	infs := map[string]*proxyInformers{}
 	for node := range nodeUnits {
 		w := startWrapper(t, cp, node, "", wrapper.Options{})
@@ -597,11 +606,8 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 		relabels = 20
 		burst    = slicesN * relabels
 	)
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "fanout"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	createService(t, admin, ns, "svc", `["zone1"]`)
 	// The stalled client holds at most its tiny receive buffer plus the
 	// server's send buffer; the burst must be well beyond both. A served
@@ -748,11 +754,8 @@ func nodes3(j int) string { return fmt.Sprintf("node%d", j%3) }
 // through the wrapper converge and see changes made meanwhile.
 func TestRestarts(t *testing.T) {
 	// Not parallel: it sets client-go's process-wide WatchListClient gate.
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "restart"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	createService(t, admin, ns, "svc", `["zone1"]`)
 	createSlice(t, admin, ns, "svc", "svc-a", endpoint("10.3.0.1", "node0"), endpoint("10.3.0.2", "node1"))
 	for _, watchList := range []bool{false, true} {

@@ -463,9 +463,7 @@ func holder(ctx context.Context, c kubernetes.Interface, group string) (string, 
 // followers pulled no full list from the cloud. The longest delay of a
 // change written every 250ms is logged per scenario.
 func TestSiteStream(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
+	cp, admin := startTestCluster(t, "")
 	nodes := []string{"node0", "node1", "node2"}
 	for _, n := range nodes {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"shop"}}}`, siteLabel)
