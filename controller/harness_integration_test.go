@@ -319,29 +319,31 @@ func configMap(ns, name string) *corev1.ConfigMap {
 // controller writes its status concurrently).
 func (e *env) updateDeploymentGrid(t testing.TB, ns, name string, change func(*superedgev1.DeploymentGrid)) {
 	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		g, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Get(t.Context(), name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		change(g)
-		_, err = e.grids.SuperedgeV1().DeploymentGrids(ns).Update(t.Context(), g, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	grids := e.grids.SuperedgeV1().DeploymentGrids(ns)
+	updateOnConflict(t, grids.Get, grids.Update, name, change)
 }
 
 func (e *env) updateServiceGrid(t testing.TB, ns, name string, change func(*superedgev1.ServiceGrid)) {
 	t.Helper()
+	grids := e.grids.SuperedgeV1().ServiceGrids(ns)
+	updateOnConflict(t, grids.Get, grids.Update, name, change)
+}
+
+// updateOnConflict gets name, changes it and updates it, again from the get
+// on a conflict.
+func updateOnConflict[T any](t testing.TB,
+	get func(context.Context, string, metav1.GetOptions) (T, error),
+	update func(context.Context, T, metav1.UpdateOptions) (T, error),
+	name string, change func(T),
+) {
+	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		g, err := e.grids.SuperedgeV1().ServiceGrids(ns).Get(t.Context(), name, metav1.GetOptions{})
+		o, err := get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		change(g)
-		_, err = e.grids.SuperedgeV1().ServiceGrids(ns).Update(t.Context(), g, metav1.UpdateOptions{})
+		change(o)
+		_, err = update(t.Context(), o, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {

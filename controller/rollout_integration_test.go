@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -746,21 +745,13 @@ func TestRolloutStatefulSetGrid(t *testing.T) {
 	}
 
 	change := func(image string) {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			g, err := e.grids.SuperedgeV1().StatefulSetGrids(ns).Get(t.Context(), name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
+		grids := e.grids.SuperedgeV1().StatefulSetGrids(ns)
+		updateOnConflict(t, grids.Get, grids.Update, name, func(g *superedgev1.StatefulSetGrid) {
 			g.Spec.Template.Template.Spec.Containers[0].Image = image
 			if image != badImage {
 				g.Spec.Rollout.ProgressDeadlineSeconds = nil
 			}
-			_, err = e.grids.SuperedgeV1().StatefulSetGrids(ns).Update(t.Context(), g, metav1.UpdateOptions{})
-			return err
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	change(badImage)
 	halted := waitPhase("bad", superedgev1.PhaseHalted)

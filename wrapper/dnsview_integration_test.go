@@ -115,6 +115,20 @@ func addDNSEndpoint(t testing.TB, c kubernetes.Interface, ns, name string, ep di
 	}
 }
 
+// startDNSCluster is startTestCluster(t, ns) holding what both CoreDNS
+// tests ask about: the Service "plain" (topologyKeys ["zone1"], endpoints
+// net.0.1 on node0 and net.0.2 on node1) and the headless Service
+// "headless" (createHeadlessWithHostname, net.1.1 and net.1.2). net is the
+// first two octets, e.g. "10.2".
+func startDNSCluster(t *testing.T, ns, net string) (cp *controlplane.ControlPlane, admin kubernetes.Interface, plain *corev1.Service) {
+	t.Helper()
+	cp, admin = startTestCluster(t, ns)
+	plain = createDNSService(t, admin, ns, "plain", false, `["zone1"]`)
+	createSlice(t, admin, ns, "plain", "plain-a", endpoint(net+".0.1", "node0"), endpoint(net+".0.2", "node1"))
+	createHeadlessWithHostname(t, admin, ns, net+".1.1", net+".1.2")
+	return cp, admin, plain
+}
+
 type dnsQuery struct {
 	name  string
 	qtype uint16
@@ -160,20 +174,14 @@ func labelled(queries []dnsQuery, answers []string) string {
 func TestCoreDNSThroughWrapperAnswersAsDirect(t *testing.T) {
 	t.Parallel() // its own control plane
 	bin := testbin.Path(t, "coredns")
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	ctx := t.Context()
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "dnsview"
-	createNamespace(t, admin, ns)
-	plain := createDNSService(t, admin, ns, "plain", false, `["zone1"]`)
-	createSlice(t, admin, ns, "plain", "plain-a", endpoint("10.2.0.1", "node0"), endpoint("10.2.0.2", "node1"))
-	// A headless Service without topologyKeys (headless, below): the
-	// kubernetes plugin answers it, with every endpoint. One with them:
-	// gridhosts answers it for this node's nodeunit, in both.
+	cp, admin, plain := startDNSCluster(t, ns, "10.2")
+	ctx := t.Context()
+	// A headless Service without topologyKeys ("headless"): the kubernetes
+	// plugin answers it, with every endpoint. One with them: gridhosts
+	// answers it for this node's nodeunit, in both.
 	createDNSService(t, admin, ns, "topohl", true, `["zone1"]`)
 	createDNSSlice(t, admin, dnsSlice(ns, "topohl", "topohl-a", true, endpoint("10.2.3.1", "node0"), endpoint("10.2.3.2", "node1")))
-	createHeadlessWithHostname(t, admin, ns, "10.2.1.1", "10.2.1.2")
 	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ext"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.org"}}
 	if _, err := admin.CoreV1().Services(ns).Create(ctx, ext, metav1.CreateOptions{}); err != nil {
@@ -317,15 +325,9 @@ func startKubernetesCoreDNS(t testing.TB, bin, kubeconfig string) (*testcoredns.
 func TestCoreDNSThroughWrapperFromSnapshot(t *testing.T) {
 	t.Parallel() // its own control plane
 	bin := testbin.Path(t, "coredns")
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	ctx := t.Context()
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "dnssnap"
-	createNamespace(t, admin, ns)
-	plain := createDNSService(t, admin, ns, "plain", false, `["zone1"]`)
-	createSlice(t, admin, ns, "plain", "plain-a", endpoint("10.3.0.1", "node0"), endpoint("10.3.0.2", "node1"))
-	createHeadlessWithHostname(t, admin, ns, "10.3.1.1", "10.3.1.2")
+	cp, admin, plain := startDNSCluster(t, ns, "10.3")
+	ctx := t.Context()
 
 	opts := wrapper.Options{StateDir: t.TempDir(), SnapshotInterval: 100 * time.Millisecond}
 	w := startWrapper(t, cp, "node0", "", opts)
@@ -407,12 +409,9 @@ func TestCoreDNSThroughWrapperFromSnapshot(t *testing.T) {
 // wrapper does not know gets 410 Expired, as from the apiserver.
 func TestDNSViewServesWhatTheAPIServerServes(t *testing.T) {
 	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	ctx := t.Context()
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "dnsview2"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
+	ctx := t.Context()
 	createService(t, admin, ns, "topo", `["zone1"]`)
 	createSlice(t, admin, ns, "topo", "topo-a", endpoint("10.4.0.1", "node0"), endpoint("10.4.0.2", "node1"))
 	createDNSService(t, admin, ns, "headless", true, "")

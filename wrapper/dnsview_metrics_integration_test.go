@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/client-go/informers"
 
-	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -40,11 +39,8 @@ func wrapperGauge(t *testing.T, name, resource string) (float64, bool) {
 // beside kube-proxy's, so the memory the view costs is seen.
 func TestDNSViewMetrics(t *testing.T) {
 	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "dnsmetrics"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	createDNSService(t, admin, ns, "plain", false, `["zone1"]`)
 	createSlice(t, admin, ns, "plain", "plain-a", endpoint("10.5.0.1", "node0"), endpoint("10.5.0.2", "node1"))
 	w := startWrapper(t, cp, "node0", "", wrapper.Options{BookmarkInterval: 100 * time.Millisecond})

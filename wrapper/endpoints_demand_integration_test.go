@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -37,12 +36,9 @@ func endpointsInformer(t *testing.T, url string) (cache.SharedIndexInformer, con
 // is served the current ones again.
 func TestEndpointsFetchedOnlyOnDemand(t *testing.T) {
 	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	ctx := t.Context()
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "ondemand"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
+	ctx := t.Context()
 	createService(t, admin, ns, "grid", `["zone1"]`)
 	createEndpoints(t, admin, ns, "grid", map[string]string{"10.2.0.1": "node0", "10.2.0.2": "node1"}, nil)
 	createSlice(t, admin, ns, "grid", "grid-a", endpoint("10.1.0.1", "node0"), endpoint("10.1.0.2", "node1"))

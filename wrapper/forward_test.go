@@ -62,9 +62,7 @@ func send(t *testing.T, req *http.Request) (int, string) {
 // client's identity headers.
 func TestForwardOnlyWhatKubeProxyNeeds(t *testing.T) {
 	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
+	cp, admin := startTestCluster(t, "")
 	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
 
 	do := func(method, path, body string, header http.Header) (int, string) {

@@ -29,10 +29,7 @@ import (
 func TestKubeProxyRefusesImpostor(t *testing.T) {
 	proxyBin := kubeProxyHost(t, "network namespaces and to run the impostor as nobody", "openssl", "setpriv")
 	const addr = "127.0.0.1:51006"
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
-	createNamespace(t, admin, "kp")
+	cp, admin := startTestCluster(t, "kp")
 	createService(t, admin, "kp", "svc", `["zone1"]`)
 	createSlice(t, admin, "kp", "svc", "svc-a", endpoint("10.9.0.1", "node0"))
 

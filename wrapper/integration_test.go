@@ -58,14 +58,57 @@ type runningWrapper struct {
 	mu      sync.Mutex
 	uris    []string
 	// watching counts this instance's open watches by resource.
-	watching map[string]int
+	watching openCount
 }
 
 // openWatches returns this instance's open watches of resource.
 func (w *runningWrapper) openWatches(resource string) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.watching[resource]
+	return w.watching.of(resource)
+}
+
+// openCount counts the requests open under each key (a test server's
+// watches, by resource or by peer and resource).
+type openCount struct {
+	mu   sync.Mutex
+	open map[string]int
+}
+
+// serve serves req with h, counted under key while it is open.
+func (c *openCount) serve(key string, h http.Handler, rw http.ResponseWriter, req *http.Request) {
+	c.mu.Lock()
+	if c.open == nil {
+		c.open = map[string]int{}
+	}
+	c.open[key]++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.open[key]--
+		c.mu.Unlock()
+	}()
+	h.ServeHTTP(rw, req)
+}
+
+// of returns how many requests are open under key.
+func (c *openCount) of(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.open[key]
+}
+
+// listenAgain listens on addr, retrying for up to 10 seconds: the port of a
+// server just stopped may linger briefly.
+func listenAgain(t testing.TB, addr string) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		var err error
+		ln, err = net.Listen("tcp", addr)
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	return ln
 }
 
 // requestsSince returns the requests begun after the first n.
@@ -96,15 +139,9 @@ func startWrapper(t testing.TB, cp *controlplane.ControlPlane, node, addr string
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	var ln net.Listener
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		ln, err = net.Listen("tcp", addr)
-		return err == nil, nil
-	}); err != nil {
-		t.Fatalf("listen %s: %v", addr, err)
-	}
+	ln := listenAgain(t, addr)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &runningWrapper{srv: srv, addr: ln.Addr().String(), cancel: cancel, done: make(chan struct{}), watching: map[string]int{}}
+	w := &runningWrapper{srv: srv, addr: ln.Addr().String(), cancel: cancel, done: make(chan struct{})}
 	handler := srv.Handler()
 	w.http = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
 		q := req.URL.Query()
@@ -115,14 +152,8 @@ func startWrapper(t testing.TB, cp *controlplane.ControlPlane, node, addr string
 		w.mu.Lock()
 		w.uris = append(w.uris, req.Method+" "+req.RequestURI)
 		w.started.Add(1)
-		w.watching[resource]++
 		w.mu.Unlock()
-		defer func() {
-			w.mu.Lock()
-			w.watching[resource]--
-			w.mu.Unlock()
-		}()
-		handler.ServeHTTP(rw, req)
+		w.watching.serve(resource, handler, rw, req)
 	})}
 	go func() { _ = w.http.Serve(ln) }()
 	go func() {
@@ -240,6 +271,20 @@ func eventually(t testing.TB, what string, timeout time.Duration, cond func(cont
 	}
 }
 
+// startTestCluster starts a control plane holding the test nodes
+// (createNodes) and the namespace ns (none if ""), and returns it with its
+// admin client.
+func startTestCluster(t testing.TB, ns string) (*controlplane.ControlPlane, kubernetes.Interface) {
+	t.Helper()
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	admin := adminClient(cp)
+	createNodes(t, admin)
+	if ns != "" {
+		createNamespace(t, admin, ns)
+	}
+	return cp, admin
+}
+
 func createNodes(t testing.TB, c kubernetes.Interface) {
 	for name, unit := range nodeUnits {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{gridKey: unit}}}
@@ -323,9 +368,7 @@ func createNamespace(t testing.TB, c kubernetes.Interface, ns string) {
 // off, then relabels a node, changes the annotation and edits endpoints.
 func TestSuperEdgeLayout(t *testing.T) {
 	// Not parallel: it sets client-go's process-wide WatchListClient gate.
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
+	cp, admin := startTestCluster(t, "")
 	wrappers := map[string]*runningWrapper{}
 	for node := range nodeUnits {
 		wrappers[node] = startWrapper(t, cp, node, "", wrapper.Options{})
@@ -405,11 +448,8 @@ func TestSuperEdgeLayout(t *testing.T) {
 // filter(apiserver state).
 func TestRandomizedChanges(t *testing.T) {
 	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "random"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	infs := map[string]*proxyInformers{}
 	for node := range nodeUnits {
 		w := startWrapper(t, cp, node, "", wrapper.Options{})
@@ -566,11 +606,8 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 		relabels = 20
 		burst    = slicesN * relabels
 	)
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "fanout"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	createService(t, admin, ns, "svc", `["zone1"]`)
 	// The stalled client holds at most its tiny receive buffer plus the
 	// server's send buffer; the burst must be well beyond both. A served
@@ -717,11 +754,8 @@ func nodes3(j int) string { return fmt.Sprintf("node%d", j%3) }
 // through the wrapper converge and see changes made meanwhile.
 func TestRestarts(t *testing.T) {
 	// Not parallel: it sets client-go's process-wide WatchListClient gate.
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "restart"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	createService(t, admin, ns, "svc", `["zone1"]`)
 	createSlice(t, admin, ns, "svc", "svc-a", endpoint("10.3.0.1", "node0"), endpoint("10.3.0.2", "node1"))
 	for _, watchList := range []bool{false, true} {

@@ -122,10 +122,7 @@ func TestKubeProxyThroughWrapper(t *testing.T) {
 	// Not parallel: it reads the process-wide wrapper metrics, which another
 	// test's wrapper would change.
 	proxyBin := kubeProxyHost(t, "network namespaces")
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
-	createNamespace(t, admin, "kp")
+	cp, admin := startTestCluster(t, "kp")
 	createService(t, admin, "kp", "svc", `["zone1"]`)
 	createSlice(t, admin, "kp", "svc", "svc-a", endpoint("10.9.0.1", "node0"), endpoint("10.9.0.2", "node1"))
 

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/servicegroup/servicegroup/internal/testnet"
-	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -42,11 +41,8 @@ func TestStalledReadersBounded(t *testing.T) {
 		stalled     = 48
 		maxInFlight = 4
 	)
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "stalled"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	// Large Services make a large list: 8 KiB of annotation each.
 	pad := strings.Repeat("x", 8<<10)
 	for i := range services {

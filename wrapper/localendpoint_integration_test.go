@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -23,9 +22,7 @@ import (
 // ranges (loopback and link-local by default) leaves default/kubernetes
 // served as the apiserver publishes it; a node-local address is honoured.
 func TestLocalEndpointOnlyWhereMeant(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
+	cp, admin := startTestCluster(t, "")
 	ctx := t.Context()
 	kep := &corev1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"},

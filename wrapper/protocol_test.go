@@ -40,9 +40,7 @@ func get(t *testing.T, url, accept string) (*http.Response, string) {
 // process, forwarding, and the default/kubernetes rewrite.
 func TestProtocol(t *testing.T) {
 	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
+	cp, admin := startTestCluster(t, "")
 	ctx := t.Context()
 
 	// default/kubernetes with the local-endpoint annotations on its Endpoints.
@@ -152,9 +150,7 @@ func (r *recorder) WriteHeader(c int)           { r.code = c }
 // reason.
 func TestMalformedOptionsAnsweredAsByTheAPIServer(t *testing.T) {
 	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
+	cp, admin := startTestCluster(t, "")
 	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
 	for _, query := range []string{
 		"watch=1&sendInitialEvents=true&timeoutSeconds=1",

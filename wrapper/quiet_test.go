@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -21,11 +20,8 @@ import (
 func TestQuietForForeignChanges(t *testing.T) {
 	t.Parallel() // its own control plane
 	const foreignChanges = 10
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "quiet"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	createService(t, admin, ns, "svc", `["zone1"]`)
 	createSlice(t, admin, ns, "svc", "svc-a", endpoint("10.4.0.1", "node0"), endpoint("10.4.0.2", "node1"))
 	w := startWrapper(t, cp, "node0", "", wrapper.Options{})

@@ -147,14 +147,12 @@ type siteLAN struct {
 	held chan struct{} // closed when a black hole heals
 	// watching counts the open watches of each peer (its node) by
 	// resource ("node1 services").
-	watching map[string]int
+	watching openCount
 }
 
 // peerWatches returns how many watches of resource node has open here.
 func (s *siteLAN) peerWatches(node, resource string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.watching[node+" "+resource]
+	return s.watching.of(node + " " + resource)
 }
 
 // countWatches wraps the peer handler to count its open watches by peer.
@@ -165,32 +163,13 @@ func (s *siteLAN) countWatches(h http.Handler) http.Handler {
 			return
 		}
 		node, _, _ := strings.Cut(req.Header.Get("X-Application-Grid-Wrapper-Peer"), "@")
-		key := node + " " + req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
-		s.mu.Lock()
-		if s.watching == nil {
-			s.watching = map[string]int{}
-		}
-		s.watching[key]++
-		s.mu.Unlock()
-		defer func() {
-			s.mu.Lock()
-			s.watching[key]--
-			s.mu.Unlock()
-		}()
-		h.ServeHTTP(w, req)
+		s.watching.serve(node+" "+req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:], h, w, req)
 	})
 }
 
 func (s *siteLAN) serve(t testing.TB) {
 	t.Helper()
-	ln, err := net.Listen("tcp", s.addr)
-	for i := 0; err != nil && i < 100; i++ { // a closed port may linger briefly
-		time.Sleep(50 * time.Millisecond)
-		ln, err = net.Listen("tcp", s.addr)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listenAgain(t, s.addr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.srv = &http.Server{Handler: s.countWatches(s.handler), TLSConfig: s.tls.Clone(), ReadHeaderTimeout: 10 * time.Second}
@@ -484,9 +463,7 @@ func holder(ctx context.Context, c kubernetes.Interface, group string) (string, 
 // followers pulled no full list from the cloud. The longest delay of a
 // change written every 250ms is logged per scenario.
 func TestSiteStream(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
+	cp, admin := startTestCluster(t, "")
 	nodes := []string{"node0", "node1", "node2"}
 	for _, n := range nodes {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"shop"}}}`, siteLabel)

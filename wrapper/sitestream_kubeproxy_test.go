@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -25,9 +24,7 @@ import (
 // exited nor missed the change.
 func TestSiteStreamKubeProxy(t *testing.T) {
 	proxyBin := kubeProxyHost(t, "network namespaces")
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
+	cp, admin := startTestCluster(t, "")
 	for _, n := range []string{"node0", "node1"} {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"shop"}}}`, siteLabel)
 		if _, err := admin.CoreV1().Nodes().Patch(t.Context(), n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {

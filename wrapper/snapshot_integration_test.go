@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -111,11 +110,8 @@ func readyz(t *testing.T, w *runningWrapper) (int, string) {
 func TestSnapshotOutage(t *testing.T) {
 	// Not parallel: it reads the process-wide wrapper metrics, which another
 	// test's wrapper would change.
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "outage"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	createService(t, admin, ns, "svc", `["zone1"]`)
 	createService(t, admin, ns, "plain", "")
 	createSlice(t, admin, ns, "svc", "svc-a", endpoint("10.4.0.1", "node0"), endpoint("10.4.0.2", "node1"))
@@ -234,11 +230,8 @@ func TestSnapshotOutage(t *testing.T) {
 func TestSnapshotStateDirUnusable(t *testing.T) {
 	// Not parallel: it reads the process-wide wrapper metrics, which another
 	// test's wrapper would change.
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "unusable"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	createService(t, admin, ns, "svc", `["zone1"]`)
 	createSlice(t, admin, ns, "svc", "svc-a", endpoint("10.5.0.1", "node0"), endpoint("10.5.0.2", "node1"))
 	state := filepath.Join(t.TempDir(), "state")
@@ -268,11 +261,8 @@ func TestSnapshotStateDirUnusable(t *testing.T) {
 // it relists exactly once (to the snapshot's state); the others resume.
 func TestSnapshotTooOldRelistsOnce(t *testing.T) {
 	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "tooold"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	createService(t, admin, ns, "svc", `["zone1"]`)
 	createSlice(t, admin, ns, "svc", "svc-a", endpoint("10.6.0.1", "node0"))
 

@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -30,11 +29,8 @@ import (
 // another UID than the snapshot's (the cluster reinstalled behind the same
 // URL), it refuses the snapshot and serves upstream's state once synced.
 func TestSnapshotOnlyForAnOutage(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "trust"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	createService(t, admin, ns, "old", "")
 
 	stateDir := filepath.Join(t.TempDir(), "state")
@@ -141,11 +137,8 @@ func TestSnapshotOnlyForAnOutage(t *testing.T) {
 // crashed one served, or a watcher resuming from one of those would get
 // another object's events under it, or none.
 func TestVersionsNeverRepeatAfterCrashAndClockStepBack(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "clock"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
 	stateDir := filepath.Join(t.TempDir(), "state")
 	snapPath := filepath.Join(stateDir, "snapshot.pb")
 	now := uint64(time.Now().UnixNano())
@@ -219,9 +212,7 @@ func TestVersionsNeverRepeatAfterCrashAndClockStepBack(t *testing.T) {
 // refuses the wrapper (its RBAC was removed meanwhile). That is no longer an
 // outage: the snapshot is taken off (not ready, 429), and /readyz says why.
 func TestSnapshotTakenOffWhenUpstreamReturnsRefusing(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
+	cp, admin := startTestCluster(t, "")
 	createNamespace(t, admin, "trust")
 	createService(t, admin, "trust", "old", "")
 	ctx := t.Context()

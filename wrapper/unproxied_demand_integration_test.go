@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -27,12 +26,9 @@ const kubeProxySelector = "!service.kubernetes.io/service-proxy-name,!service.ku
 // outside that selection, and such a client gets them all.
 func TestUnproxiedFetchedOnlyOnDemand(t *testing.T) {
 	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	ctx := t.Context()
-	admin := adminClient(cp)
-	createNodes(t, admin)
 	ns := "unproxied"
-	createNamespace(t, admin, ns)
+	cp, admin := startTestCluster(t, ns)
+	ctx := t.Context()
 	createService(t, admin, ns, "plain", `["zone1"]`)
 	createSlice(t, admin, ns, "plain", "plain-a", endpoint("10.1.0.1", "node0"))
 	createService(t, admin, ns, "headless", "")

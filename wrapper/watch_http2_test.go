@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -26,9 +25,7 @@ import (
 // the stream when it passes even with nothing to write, which cut off every
 // idle watcher after the timeout (kube-proxy then relisted).
 func TestIdleWatchOverHTTP2(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	admin := adminClient(cp)
-	createNodes(t, admin)
+	cp, admin := startTestCluster(t, "")
 	srv, err := wrapper.New(wrapper.Options{NodeName: "node0", Upstream: cp.Config, WatchWriteTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -13,14 +13,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 
-	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -47,11 +45,7 @@ func freeAddr(t *testing.T) string {
 // the other server; once that server goes, the wrapper binds and the same
 // client is served. A restart keeps the certificate clients pinned.
 func TestCertDirPinnedAndTakenPortWaited(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	if _, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Nodes().Create(t.Context(),
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node0"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp := startWithNode0(t)
 	addr, ops := freeAddr(t), freeAddr(t)
 	// The impostor: TLS for 127.0.0.1 under a certificate of its own.
 	impCert, impKey, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", nil, nil)

@@ -3,7 +3,26 @@ package main
 import (
 	"os"
 	"os/exec"
+	"testing"
 )
+
+// initContainerTools skips t unless it runs as root (as the init containers
+// do) and finds every one of tools; it returns their paths, in order.
+func initContainerTools(t *testing.T, tools ...string) []string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	paths := make([]string, len(tools))
+	for i, tool := range tools {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Skipf("%s not found", tool)
+		}
+		paths[i] = p
+	}
+	return paths
+}
 
 // asInitContainer runs the test binary's helper test as a shipped init
 // container runs: root with only the capabilities in caps (",+chown";

@@ -4,10 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
@@ -21,11 +17,7 @@ func TestMain(m *testing.M) { testbin.SelfMain(m, "RUN_APPLICATION_GRID_WRAPPER"
 // apiserver until it is ready and exits on SIGTERM: every line it wrote,
 // client-go's included, is one JSON object, among them its "Serving" line.
 func TestJSONLogs(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	if _, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Nodes().Create(t.Context(),
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node0"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp := startWithNode0(t)
 	addr, metricsAddr := controlplane.FreeAddress(t), controlplane.FreeAddress(t)
 	cmd := testbin.StartSelf(t, "RUN_APPLICATION_GRID_WRAPPER", "--kubeconfig", cp.Kubeconfig, "--node-name", "node0", "--bind-address", addr,
 		"--insecure-plain-http", "--metrics-bind-address", metricsAddr, "--state-dir", t.TempDir(), "-v", "4", "--logging-format", "json")

@@ -11,12 +11,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-
-	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
 // TestConnectionBounds runs the command twice against a real apiserver:
@@ -24,11 +19,7 @@ import (
 // is closed by the wrapper; with --max-connections 2 a third connection is
 // not served while two are open and is served once one closes.
 func TestConnectionBounds(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	if _, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Nodes().Create(t.Context(),
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node0"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp := startWithNode0(t)
 	start := func(t *testing.T, flags ...string) string {
 		addr, ops := freeAddr(t), freeAddr(t)
 		ctx, cancel := context.WithCancel(t.Context())

@@ -18,17 +18,7 @@ const loopbackHelperEnv = "WRAPPER_LOOPBACK_HELPER"
 // a second run (the pod started again) changes nothing and succeeds, and
 // without CAP_NET_ADMIN the same run is refused.
 func TestAddLoopbackAddressWithNetAdminOnly(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	var tools []string
-	for _, tool := range []string{"setpriv", "ip", "nsenter"} {
-		p, err := exec.LookPath(tool)
-		if err != nil {
-			t.Skipf("%s not found", tool)
-		}
-		tools = append(tools, p)
-	}
+	tools := initContainerTools(t, "setpriv", "ip", "nsenter")
 	setpriv, ip, nsenter := tools[0], tools[1], tools[2]
 	ns := fmt.Sprintf("sg-lo-test-%d", os.Getpid())
 	if out, err := exec.Command(ip, "netns", "add", ns).CombinedOutput(); err != nil {

@@ -47,17 +47,24 @@ func TestRefusesNonLoopbackWithoutClientCA(t *testing.T) {
 	}
 }
 
+// startWithNode0 starts a control plane holding the Node node0, the
+// --node-name of these tests: the wrapper is ready once its own Node exists.
+func startWithNode0(t *testing.T) *controlplane.ControlPlane {
+	t.Helper()
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	if _, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Nodes().Create(t.Context(),
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node0"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
 // TestServesTLSWithClientCertificates runs the command against a real
 // apiserver with TLS, a client CA and --client-allowed-names: clients without
 // a certificate signed by it are refused, and so are clients with a
 // certificate of that CA for another name; kube-proxy's is served.
 func TestServesTLSWithClientCertificates(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	// The wrapper is ready once its own Node exists.
-	if _, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Nodes().Create(t.Context(),
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node0"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp := startWithNode0(t)
 	dir := t.TempDir()
 	certPEM, keyPEM, err := cp.IssueServingCertificate([]net.IP{net.ParseIP("127.0.0.1")})
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -19,13 +18,7 @@ const helperEnv = "WRAPPER_STATEDIR_HELPER"
 // creates a hostPath, and again on the handed-over directory as after a pod
 // restart.
 func TestChownStateDirWithCapChownOnly(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv (util-linux) not found")
-	}
+	setpriv := initContainerTools(t, "setpriv")[0]
 	chownAs := func(mode, dir string) ([]byte, error) {
 		return asInitContainer(setpriv, nil, ",+chown", "TestHelperStateDir", helperEnv+"="+mode, "WRAPPER_STATEDIR="+dir)
 	}

@@ -17,11 +17,7 @@ import (
 )
 
 // TestMain removes the CoreDNS the tests built (one build for all of them).
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 func TestDirectiveOrder(t *testing.T) {
 	i := slices.Index(dnsserver.Directives, "gridhosts")

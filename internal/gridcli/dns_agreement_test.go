@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -22,11 +21,8 @@ import (
 	"github.com/servicegroup/servicegroup/internal/testwait"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+// TestMain removes the CoreDNS the tests built.
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // testFinalizer keeps a deleted object half-deleted (deletionTimestamp set)
 // until the test removes it.

@@ -166,6 +166,18 @@ func Cleanup() {
 	failed = map[string]error{}
 }
 
+// Main is a TestMain for packages whose tests run what testbin builds: it
+// runs the tests, then each of stops (what the tests shared), then Cleanup,
+// and exits with the tests' code.
+func Main(m *testing.M, stops ...func()) {
+	code := m.Run()
+	for _, stop := range stops {
+		stop()
+	}
+	Cleanup()
+	os.Exit(code)
+}
+
 // RepoRoot finds the repository root (the directory holding this module's
 // go.mod) from the working directory upwards.
 func RepoRoot() (string, error) {

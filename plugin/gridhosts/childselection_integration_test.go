@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,54 +129,13 @@ func TestNodeModeSelectsOwnNodeunitChildren(t *testing.T) {
 	sets("nodeunit1's child only", "nodeunit1")
 	answers("nodeunit1's pod", "10.0.1.1")
 
-	// askWhile asks without pause while change happens until done holds;
-	// every answer must be from, then (once seen) to, never anything else.
-	askWhile := func(from, to string, change func(), done func() error) {
-		t.Helper()
-		var (
-			stop    atomic.Bool
-			asked   atomic.Int64
-			sawTo   atomic.Bool
-			mu      sync.Mutex
-			wrong   []string
-			stopped = make(chan struct{})
-		)
-		go func() {
-			defer close(stopped)
-			for !stop.Load() {
-				got := aRecords(g, "", demoNames(0))
-				asked.Add(1)
-				switch {
-				case slices.Equal(got, []string{from}) && !sawTo.Load():
-				case slices.Equal(got, []string{to}):
-					sawTo.Store(true)
-				default:
-					mu.Lock()
-					wrong = append(wrong, fmt.Sprintf("%v", got))
-					mu.Unlock()
-				}
-				time.Sleep(200 * time.Microsecond)
-			}
-		}()
-		change()
-		poll(t, 2*time.Minute, "the change seen", done)
-		stop.Store(true)
-		<-stopped
-		mu.Lock()
-		defer mu.Unlock()
-		if len(wrong) > 0 {
-			t.Fatalf("%d of %d answers were wrong or missing, e.g. %v", len(wrong), asked.Load(), wrong[:min(5, len(wrong))])
-		}
-		t.Logf("%d answers, each %s then %s", asked.Load(), from, to)
-	}
-
 	// Takeover: nodeunit1's child gets the label, leaving the unlabelled
 	// watch for the labelled one; its name is answered throughout, also
 	// when the labelled watch hears of it well after the unlabelled one
 	// (held back half a second here).
 	p := g.watcher.podSelection
 	wire.holdLabelled.Store(int64(500 * time.Millisecond))
-	askWhile("10.0.1.1", "10.0.1.1", func() { label("nodeunit1") }, func() error {
+	askWhile(t, g, "10.0.1.1", "10.0.1.1", "the takeover seen", func() { label("nodeunit1") }, func() error {
 		p.mu.Lock()
 		cur := p.curChildren
 		p.mu.Unlock()
@@ -218,7 +176,7 @@ func TestNodeModeSelectsOwnNodeunitChildren(t *testing.T) {
 
 	// The relabel: nodeunit2's child comes, nodeunit1's goes, the answers
 	// move only once nodeunit2's pods are there.
-	askWhile("10.0.1.1", "10.0.2.1", func() {
+	askWhile(t, g, "10.0.1.1", "10.0.2.1", "the relabel seen", func() {
 		patch := `{"metadata":{"labels":{"zone1":"nodeunit2"}}}`
 		must(c.kube.CoreV1().Nodes().Patch(ctx, "node-1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}))(t)
 	}, func() error {

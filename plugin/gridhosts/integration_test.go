@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,11 +40,7 @@ import (
 // The integration tests run the real CoreDNS binary of cmd/coredns against a
 // real kube-apiserver and query it over UDP and TCP on loopback.
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // coreDNSBinary is the CoreDNS command of cmd/coredns.
 func coreDNSBinary(t testing.TB) string {
@@ -632,4 +629,51 @@ func (c *cluster) startNodeMode(t *testing.T, node string, wraps ...transport.Wr
 	}
 	t.Cleanup(func() { g.stop() })
 	return g
+}
+
+// askWhile asks g for the demo name without pause while change happens,
+// until done holds (polled as what); every answer must be from, then (once
+// seen) to, never anything else: a move between nodeunits answers no query
+// wrong or not at all on the way.
+func askWhile(t *testing.T, g *GridHosts, from, to, what string, change func(), done func() error) {
+	t.Helper()
+	var (
+		stop    atomic.Bool
+		asked   atomic.Int64
+		sawTo   atomic.Bool
+		mu      sync.Mutex
+		wrong   []string
+		stopped = make(chan struct{})
+	)
+	go func() {
+		defer close(stopped)
+		for !stop.Load() {
+			got := aRecords(g, "", demoNames(0))
+			asked.Add(1)
+			switch {
+			case slices.Equal(got, []string{from}) && !sawTo.Load():
+			case slices.Equal(got, []string{to}):
+				sawTo.Store(true)
+			case slices.Equal(got, []string{from}):
+				mu.Lock()
+				wrong = append(wrong, from+" again after "+to)
+				mu.Unlock()
+			default:
+				mu.Lock()
+				wrong = append(wrong, fmt.Sprintf("%v", got))
+				mu.Unlock()
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	change()
+	poll(t, 2*time.Minute, what, done)
+	stop.Store(true)
+	<-stopped
+	mu.Lock()
+	defer mu.Unlock()
+	if len(wrong) > 0 {
+		t.Fatalf("%d of %d answers were wrong or missing, e.g. %v", len(wrong), asked.Load(), wrong[:min(5, len(wrong))])
+	}
+	t.Logf("%d answers, each %s then %s", asked.Load(), from, to)
 }

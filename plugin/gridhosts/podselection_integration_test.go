@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,9 +52,9 @@ func TestNodeModeSelectsOwnNodeunitPods(t *testing.T) {
 	ctx := t.Context()
 	g := c.startNodeMode(t, "node-1")
 
-	holds := func(what string, want []string, name, ip string) {
-		t.Helper()
-		poll(t, 2*time.Minute, what, func() error {
+	// holding: the selection holds exactly want, and name is answered ip.
+	holding := func(want []string, name, ip string) func() error {
+		return func() error {
 			if got := g.watcher.podSelection.heldPods(); !slices.Equal(got, want) {
 				return fmt.Errorf("pods held %v, want %v", got, want)
 			}
@@ -64,59 +62,22 @@ func TestNodeModeSelectsOwnNodeunitPods(t *testing.T) {
 				return fmt.Errorf("%s: %v, want %s", name, got, ip)
 			}
 			return nil
-		})
-	}
-	holds("nodeunit1's pods only", demoPods("nodeunit1", 3), demoNames(0), "10.0.1.1")
-
-	// Ask without pause while node-1 moves to nodeunit2.
-	var (
-		stop    atomic.Bool
-		asked   atomic.Int64
-		mu      sync.Mutex
-		wrong   []string
-		sawNew  atomic.Bool
-		stopped = make(chan struct{})
-	)
-	go func() {
-		defer close(stopped)
-		for !stop.Load() {
-			got := aRecords(g, "", demoNames(0))
-			asked.Add(1)
-			switch {
-			case slices.Equal(got, []string{"10.0.1.1"}):
-				if sawNew.Load() {
-					mu.Lock()
-					wrong = append(wrong, "nodeunit1's pod again after nodeunit2's")
-					mu.Unlock()
-				}
-			case slices.Equal(got, []string{"10.0.2.1"}):
-				sawNew.Store(true)
-			default:
-				mu.Lock()
-				wrong = append(wrong, fmt.Sprintf("%v", got))
-				mu.Unlock()
-			}
-			time.Sleep(200 * time.Microsecond)
 		}
-	}()
-	patch := `{"metadata":{"labels":{"zone1":"nodeunit2"}}}`
-	must(c.kube.CoreV1().Nodes().Patch(ctx, "node-1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}))(t)
-	holds("nodeunit2's pods only after the relabel", demoPods("nodeunit2", 3), demoNames(0), "10.0.2.1")
-	stop.Store(true)
-	<-stopped
-	mu.Lock()
-	defer mu.Unlock()
-	if len(wrong) > 0 {
-		t.Fatalf("%d of %d answers during the relabel were wrong or missing, e.g. %v", len(wrong), asked.Load(), wrong[:min(5, len(wrong))])
 	}
-	t.Logf("%d answers during the relabel, every one nodeunit1's pod, then nodeunit2's", asked.Load())
+	poll(t, 2*time.Minute, "nodeunit1's pods only", holding(demoPods("nodeunit1", 3), demoNames(0), "10.0.1.1"))
+
+	// Asked without pause while node-1 moves to nodeunit2.
+	askWhile(t, g, "10.0.1.1", "10.0.2.1", "nodeunit2's pods only after the relabel", func() {
+		patch := `{"metadata":{"labels":{"zone1":"nodeunit2"}}}`
+		must(c.kube.CoreV1().Nodes().Patch(ctx, "node-1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}))(t)
+	}, holding(demoPods("nodeunit2", 3), demoNames(0), "10.0.2.1"))
 
 	// Scaled up: the new ordinal is selected and answered.
 	set := must(c.kube.AppsV1().StatefulSets("default").Get(ctx, "statefulsetgrid-demo-nodeunit2", metav1.GetOptions{}))(t)
 	set.Spec.Replicas = ptr.To[int32](4)
 	set = must(c.kube.AppsV1().StatefulSets("default").Update(ctx, set, metav1.UpdateOptions{}))(t)
 	c.createPod(t, newPod(set, 3, "node-2", "10.0.2.4"))
-	holds("the scaled-up pod", demoPods("nodeunit2", 4), demoNames(3), "10.0.2.4")
+	poll(t, 2*time.Minute, "the scaled-up pod", holding(demoPods("nodeunit2", 4), demoNames(3), "10.0.2.4"))
 }
 
 // podKeys are the cache keys of every pod.

@@ -22,11 +22,8 @@ import (
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup() // the programs the clusters ran
-	os.Exit(code)
-}
+// TestMain removes the programs the clusters ran.
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // runTimeout bounds one whole cluster test (start, assertions, teardown).
 const runTimeout = 10 * time.Minute

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"os"
 	"testing"
 
 	"github.com/servicegroup/servicegroup/internal/testbin"
@@ -9,9 +8,4 @@ import (
 
 // TestMain stops what the tests shared: the grid API control plane and the
 // commands testbin built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	gridAPIPlane.Stop()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, gridAPIPlane.Stop) }

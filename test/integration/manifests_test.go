@@ -51,6 +51,14 @@ func (k *kubectlRunner) must(args ...string) string {
 	return out
 }
 
+// canI runs kubectl auth can-i with args and returns its answer: the last
+// line of its output (a cluster-scoped resource gets a warning first).
+func (k *kubectlRunner) canI(args ...string) string {
+	out, _ := k.run("", append([]string{"auth", "can-i"}, args...)...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
+}
+
 // applyNamespaces creates the shipped namespaces, with their labels:
 // edge-system (namespace/) and the controller's own (controller/).
 func applyNamespaces(k *kubectlRunner) {
