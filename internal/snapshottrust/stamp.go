@@ -53,18 +53,34 @@ func (s *Stamp) Next(now time.Time) time.Time {
 	return s.reachable
 }
 
-// RefreshDue reports whether a snapshot stamped last with unchanged content
+// ForWrite decides a snapshot write at now, the last one stamped last:
+// the time to stamp it with and true, or false when the file on disk
+// stands. Changed content is always written; unchanged content only to move
+// its time on (refreshDue, then rewrite), and the apiserver is probed (Next)
+// only for a write that may happen.
+func (s *Stamp) ForWrite(unchanged bool, last, now time.Time, final bool) (time.Time, bool) {
+	if unchanged && !refreshDue(last, now, final) {
+		return time.Time{}, false
+	}
+	asOf := s.Next(now)
+	if unchanged && !rewrite(last, asOf, final) {
+		return time.Time{}, false
+	}
+	return asOf, true
+}
+
+// refreshDue reports whether a snapshot stamped last with unchanged content
 // may be due for rewriting at now: at shutdown (final), or RefreshInterval
 // after last. Only then is the apiserver probed.
-func RefreshDue(last, now time.Time, final bool) bool {
+func refreshDue(last, now time.Time, final bool) bool {
 	return last.IsZero() || final || now.Sub(last) >= RefreshInterval
 }
 
-// Rewrite reports whether a snapshot stamped last with content unchanged
+// rewrite reports whether a snapshot stamped last with content unchanged
 // since is written again with the time next: always when none was written
 // yet, never to keep its time (or move it back), else at shutdown (final)
 // or once the time moves on by RefreshInterval.
-func Rewrite(last, next time.Time, final bool) bool {
+func rewrite(last, next time.Time, final bool) bool {
 	if last.IsZero() {
 		return true
 	}

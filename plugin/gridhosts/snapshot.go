@@ -73,8 +73,8 @@ func (s *snapshotter) prepare() {
 
 // write stores x's content, stamped with the last time the apiserver was
 // known reachable. Content equal to what was last written is rewritten
-// only to advance that time (snapshottrust.Rewrite), and the apiserver is
-// probed only for a write that may happen.
+// only to advance that time, and the apiserver is probed only for a write
+// that may happen (snapshottrust's Stamp.ForWrite).
 func (s *snapshotter) write(x *Index, final bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -84,12 +84,8 @@ func (s *snapshotter) write(x *Index, final bool) error {
 	}
 	sum := sha256.Sum256(body)
 	unchanged := !s.lastAsOf.IsZero() && sum == s.lastBody
-	if unchanged && !snapshottrust.RefreshDue(s.lastAsOf, time.Now(), final) {
-		snapshotUnchanged.Inc()
-		return nil
-	}
-	asOf := s.stamp.Next(time.Now())
-	if unchanged && !snapshottrust.Rewrite(s.lastAsOf, asOf, final) {
+	asOf, write := s.stamp.ForWrite(unchanged, s.lastAsOf, time.Now(), final)
+	if !write {
 		snapshotUnchanged.Inc()
 		return nil
 	}

@@ -109,16 +109,11 @@ func (p *Persister) Load(logger klog.Logger) *Snapshot {
 
 // MaybeWrite writes a snapshot when something was served since the last
 // one, and an unchanged one again only to move its writtenAt on
-// (snapshottrust.Rewrite): at shutdown (final) or hourly. Upstream is
-// probed only for a write that may happen.
+// (snapshottrust's Stamp.ForWrite): at shutdown (final) or hourly.
 func (p *Persister) MaybeWrite(logger klog.Logger, final bool) {
 	unchanged := p.Clock.Current() == p.written && !p.lastAsOf.IsZero()
-	if unchanged && !snapshottrust.RefreshDue(p.lastAsOf, time.Now(), final) {
-		p.Metrics.Writes.WithLabelValues("unchanged").Inc()
-		return
-	}
-	asOf := p.Stamp.Next(time.Now())
-	if unchanged && !snapshottrust.Rewrite(p.lastAsOf, asOf, final) {
+	asOf, write := p.Stamp.ForWrite(unchanged, p.lastAsOf, time.Now(), final)
+	if !write {
 		p.Metrics.Writes.WithLabelValues("unchanged").Inc()
 		return
 	}
