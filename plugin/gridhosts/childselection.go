@@ -376,3 +376,9 @@ func (w *childWatch) ifLive(apply func()) {
 		apply()
 	}
 }
+
+// selecting narrows an informer's lists and watches to the label selector
+// sel.
+func selecting(sel string) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) { o.LabelSelector = sel }
+}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -334,12 +333,6 @@ func itoa(i int64) string {
 			return string(b[n:])
 		}
 	}
-}
-
-// selecting narrows an informer's lists and watches to the label selector
-// sel.
-func selecting(sel string) func(*metav1.ListOptions) {
-	return func(o *metav1.ListOptions) { o.LabelSelector = sel }
 }
 
 // start lists and watches one selection; its pods reach the index only
