@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/autonomy/webhook"
 	"github.com/servicegroup/servicegroup/controller"
 	"github.com/servicegroup/servicegroup/internal/logging"
 	"github.com/servicegroup/servicegroup/internal/securemetrics"
@@ -50,6 +51,8 @@ func main() {
 	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "Address serving /healthz and /readyz (\"0\" disables).")
 	secureMetrics := securemetrics.DefaultOptions()
 	secureMetrics.AddFlags(fs)
+	autonomyOpts := webhook.DefaultOptions()
+	autonomyOpts.AddFlags(fs)
 	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	_ = fs.Parse(os.Args[1:])
 	if showVersion {
@@ -57,6 +60,11 @@ func main() {
 		return
 	}
 	if err := logOptions.Apply(); err != nil {
+		fmt.Fprintln(os.Stderr, "application-grid-controller:", err)
+		os.Exit(2)
+	}
+
+	if err := autonomyOpts.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "application-grid-controller:", err)
 		os.Exit(2)
 	}
@@ -88,6 +96,19 @@ func main() {
 		go func() {
 			if err := sm.Serve(ctx); err != nil {
 				logger.Error(err, "Serving secure metrics")
+				stop()
+			}
+		}()
+	}
+	if autonomyOpts.Enabled() {
+		wh, err := controller.NewAutonomyWebhook(ctx, o, autonomyOpts)
+		if err != nil {
+			logger.Error(err, "Starting")
+			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+		}
+		go func() {
+			if err := wh.Run(ctx); err != nil {
+				logger.Error(err, "Serving the autonomy webhook")
 				stop()
 			}
 		}()

@@ -29,6 +29,10 @@ type StatusReport struct {
 	Pending []string `json:"pending,omitempty"`
 	// Rollout is "phase, wave current/total" for grids with spec.rollout.
 	Rollout string `json:"rollout,omitempty"`
+	// Autonomy is how long a nodeunit of this grid cut off from the cloud
+	// keeps its pods (servicegroup.io/autonomy-duration), or why the
+	// annotation is ignored.
+	Autonomy string `json:"autonomy,omitempty"`
 }
 
 // UnitReport is one nodeunit (or one child left without a nodeunit).
@@ -46,6 +50,9 @@ type UnitReport struct {
 	Revision string   `json:"revision,omitempty"`
 	Ready    string   `json:"ready"` // "ready/desired"
 	Pending  []string `json:"pending,omitempty"`
+	// Connection is set when nodes of the nodeunit are unreachable: cut off
+	// from the cloud (since when, autonomous until when), or failed nodes.
+	Connection string `json:"connection,omitempty"`
 }
 
 // Child is the part of a Deployment or StatefulSet the report needs.

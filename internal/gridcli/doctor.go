@@ -64,7 +64,11 @@ func newDoctorCommand(o *options) *cobra.Command {
   exactly one application-grid-controller leading;
   SuperEdge leftovers: its controller, wrapper and DNS DaemonSets, its
   wrapper's ServiceAccount and wide ClusterRoleBinding;
-  any ClusterRoleBinding giving our wrapper's ServiceAccount more than ours.`,
+  any ClusterRoleBinding giving our wrapper's ServiceAccount more than ours;
+  autonomy (servicegroup.io/autonomy-duration): invalid annotations, the
+  webhook registered and reachable, the controller off the nodeunits it
+  protects, and every nodeunit with unreachable nodes (cut off since when,
+  autonomous until when, or failed nodes).`,
 		Example: "  kubectl grid doctor\n  kubectl grid doctor -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -97,8 +101,8 @@ func (o *options) doctor(ctx context.Context) (*doctorReport, error) {
 		return nil, err
 	}
 	r := &doctorReport{EdgeNodes: []string{}, Problems: []finding{}}
-	d := &doctor{kube: c.kube, ext: ext, exec: podExecutor{cfg: rest.CopyConfig(cfg), kube: c.kube}, report: r}
-	for _, check := range []func(context.Context) error{d.checkEdgeNodes, d.checkCRDs, d.checkLeader, d.checkSuperEdgeLeftovers} {
+	d := &doctor{kube: c.kube, c: c, ext: ext, exec: podExecutor{cfg: rest.CopyConfig(cfg), kube: c.kube}, report: r}
+	for _, check := range []func(context.Context) error{d.checkEdgeNodes, d.checkCRDs, d.checkLeader, d.checkSuperEdgeLeftovers, d.checkAutonomy} {
 		if err := check(ctx); err != nil {
 			return nil, err
 		}

@@ -18,6 +18,7 @@ import (
 // doctor holds the clients and the report of one `kubectl grid doctor`.
 type doctor struct {
 	kube   kubernetes.Interface
+	c      *clients
 	ext    apiextensionsclient.Interface
 	exec   podExecutor
 	report *doctorReport

@@ -156,6 +156,9 @@ func printStatusReport(t *table, r explain.StatusReport) {
 	for _, p := range r.Pending {
 		t.line("  pending: %s", p)
 	}
+	if r.Autonomy != "" {
+		t.line("  autonomy: %s", r.Autonomy)
+	}
 	if len(r.NodeUnits) == 0 {
 		t.line("No nodeunits: no node carries label %s.", r.GridUniqKey)
 		return
@@ -166,10 +169,22 @@ func printStatusReport(t *table, r explain.StatusReport) {
 		for _, u := range r.NodeUnits {
 			t.row(u.NodeUnit, u.Nodes, orDash(u.Child), orDash(u.Template), orDash(u.Wave), orDash(u.Phase), orDash(u.Revision), u.Ready, orDash(strings.Join(u.Pending, "; ")))
 		}
+		printConnections(t, r)
 		return
 	}
 	t.row("NODEUNIT", "NODES", "CHILD", "TEMPLATE", "READY", "PENDING")
 	for _, u := range r.NodeUnits {
 		t.row(u.NodeUnit, u.Nodes, orDash(u.Child), orDash(u.Template), u.Ready, orDash(strings.Join(u.Pending, "; ")))
+	}
+	printConnections(t, r)
+}
+
+// printConnections lists the nodeunits with unreachable nodes under the
+// table: the sentence is too long for a column.
+func printConnections(t *table, r explain.StatusReport) {
+	for _, u := range r.NodeUnits {
+		if u.Connection != "" {
+			t.line("  nodeunit %s: %s", u.NodeUnit, u.Connection)
+		}
 	}
 }

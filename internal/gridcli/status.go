@@ -1,14 +1,20 @@
 package gridcli
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/autonomy"
 	"github.com/servicegroup/servicegroup/internal/explain"
 )
 
@@ -94,5 +100,72 @@ func (o *options) status(cmd *cobra.Command, resource, name string) error {
 		}
 		r = explain.ServiceGridStatus(grid, nodes, svc, slices)
 	}
+	if err := c.addAutonomy(ctx, grid, nodes, &r, time.Now()); err != nil {
+		return err
+	}
 	return o.print(r, func(w *table) { printStatusReport(w, r) })
+}
+
+// addAutonomy fills in the grid's autonomy and, for each nodeunit with
+// unreachable nodes, where it stands (package autonomy's rule, over every
+// workload grid keyed on the same label).
+func (c *clients) addAutonomy(ctx context.Context, grid *unstructured.Unstructured, nodes []corev1.Node, r *explain.StatusReport, now time.Time) error {
+	var all []*unstructured.Unstructured
+	for _, resource := range []string{"deploymentgrids", "statefulsetgrids"} {
+		gvr := schema.GroupVersionResource{Group: superedgev1.GroupName, Version: "v1", Resource: resource}
+		l, err := c.dynamic.Resource(gvr).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", resource, err)
+		}
+		for i := range l.Items {
+			all = append(all, &l.Items[i])
+		}
+	}
+	opted, bad := explain.AutonomyGrids(all)
+	if v, ok := grid.GetAnnotations()[autonomy.DurationAnnotation]; ok {
+		r.Autonomy = v
+		if err, isBad := bad[grid.GetKind()+" "+grid.GetNamespace()+"/"+grid.GetName()]; isBad {
+			r.Autonomy = "none: " + err.Error()
+		}
+	}
+	var onKey []autonomy.Grid
+	for _, g := range opted {
+		if g.Key == r.GridUniqKey {
+			onKey = append(onKey, g)
+		}
+	}
+	anodes := explain.AutonomyNodes(nodes)
+	states := map[string]autonomy.UnitStatus{}
+	for _, u := range autonomy.Units(anodes, onKey, now, explain.DefaultDecisionWindow) {
+		states[u.Value] = u
+	}
+	for i := range r.NodeUnits {
+		u := &r.NodeUnits[i]
+		if st, ok := states[u.NodeUnit]; ok {
+			u.Connection = explain.Connection(st, now)
+			continue
+		}
+		if len(onKey) == 0 {
+			if n, total, since := unreachableIn(anodes, r.GridUniqKey, u.NodeUnit); n > 0 {
+				u.Connection = fmt.Sprintf("%d/%d nodes unreachable since %s; no autonomy (no grid on %s carries %s)",
+					n, total, since.UTC().Format(time.RFC3339), r.GridUniqKey, autonomy.DurationAnnotation)
+			}
+		}
+	}
+	return nil
+}
+
+// unreachableIn counts the unreachable nodes of nodeunit key=value, and
+// since when the first one is.
+func unreachableIn(nodes autonomy.Nodes, key, value string) (n, total int, since time.Time) {
+	for _, m := range nodes.InUnit(key, value) {
+		total++
+		if m.Unreachable {
+			n++
+			if since.IsZero() || m.Since.Before(since) {
+				since = m.Since
+			}
+		}
+	}
+	return n, total, since
 }

@@ -1,0 +1,267 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/autonomy"
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/topology"
+)
+
+// Server is the autonomy webhook of one controller replica.
+type Server struct {
+	opts     Options
+	kube     kubernetes.Interface
+	state    *state
+	cert     *servingCert
+	reg      *registration
+	events   *eventLog
+	metrics  *metrics
+	listener net.Listener
+	now      func() time.Time
+	// RequireNodeRestrictedKeys gives autonomy only to grids keyed on labels
+	// a node cannot set on itself (the controller's
+	// --require-node-restricted-grid-keys: other grids get no children).
+	RequireNodeRestrictedKeys bool
+
+	unsyncedOnce sync.Once
+}
+
+// New binds the webhook's listener (so a taken port fails start-up, not a
+// later call) and builds what it needs; Run serves.
+func New(opts Options, kube kubernetes.Interface, grids versioned.Interface, recorder record.EventRecorder, reg prometheus.Registerer) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", opts.BindAddress)
+	if err != nil {
+		return nil, fmt.Errorf("autonomy webhook: listen on %s: %w", opts.BindAddress, err)
+	}
+	dns, ips := opts.servingNames()
+	return &Server{
+		opts:     opts,
+		kube:     kube,
+		state:    newState(kube, grids, 10*time.Minute),
+		cert:     &servingCert{kube: kube, namespace: opts.secretNamespace(), name: opts.SecretName, dns: dns, ips: ips},
+		reg:      &registration{kube: kube, opts: &opts},
+		events:   newEventLog(recorder),
+		metrics:  newMetrics(reg),
+		listener: l,
+		now:      time.Now,
+	}, nil
+}
+
+// Addr is where the webhook listens.
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// Run serves the webhook until ctx ends: it makes or reads the serving
+// certificate, starts its informers, and every few seconds refreshes the
+// nodeunits' metrics and the registration (registered only while some grid
+// opted in).
+func (s *Server) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithName("autonomy-webhook")
+	ctx = klog.NewContext(ctx, logger)
+	// The certificate first: without it nothing can be served. The
+	// apiserver may not be up yet; the Secret is retried until it is.
+	if err := wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := s.cert.ensure(ctx, s.now()); err != nil {
+			logger.Error(err, "Serving certificate; retrying")
+			return false, nil
+		}
+		return true, nil
+	}); err != nil {
+		_ = s.listener.Close()
+		return nil
+	}
+	s.state.start(ctx)
+
+	mux := http.NewServeMux()
+	mux.Handle(podsPath, s)
+	mux.Handle(nodesPath, s)
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.cert.GetCertificate},
+		ErrorLog:          nil,
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(s.listener, "", "") }()
+	logger.Info("Serving the autonomy webhook", "address", s.Addr(), "decisionWindow", s.opts.DecisionWindow)
+
+	refresh := time.NewTicker(5 * time.Second)
+	defer refresh.Stop()
+	certCheck := time.NewTicker(time.Hour)
+	defer certCheck.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdown)
+			return nil
+		case err := <-served:
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return fmt.Errorf("autonomy webhook: %w", err)
+		case <-certCheck.C:
+			if err := s.cert.ensure(ctx, s.now()); err != nil {
+				logger.Error(err, "Serving certificate")
+			}
+		case <-refresh.C:
+			s.refresh(ctx)
+		}
+	}
+}
+
+// refresh updates the metrics and the registration from the informers.
+func (s *Server) refresh(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	if !s.state.hasSynced() {
+		return
+	}
+	now := s.now()
+	grids := s.grids(ctx)
+	s.metrics.setUnits(autonomy.Units(s.state.allNodes(), grids, now, s.opts.DecisionWindow))
+	if err := s.reg.sync(ctx, len(grids) > 0, s.cert.caBundle()); err != nil {
+		logger.Error(err, "Autonomy webhook registration")
+	}
+	s.events.prune(now.Add(-10 * time.Minute))
+}
+
+// grids are the opted-in grids; an invalid annotation gets a Warning Event
+// on its grid, once per value.
+func (s *Server) grids(ctx context.Context) []autonomy.Grid {
+	opted, bad := s.state.grids()
+	for _, b := range bad {
+		ref := &corev1.ObjectReference{Kind: b.ref.Kind, APIVersion: "superedge.io/v1", Namespace: b.ref.Namespace, Name: b.ref.Name, UID: typesUID(b.ref.UID)}
+		s.events.recorder.Event(ref, corev1.EventTypeWarning, ReasonInvalidDuration, b.err.Error()+": this grid gives its nodeunits no autonomy")
+		klog.FromContext(ctx).Info("Invalid autonomy annotation", "kind", b.ref.Kind, "grid", klog.KRef(b.ref.Namespace, b.ref.Name), "err", b.err)
+	}
+	if !s.RequireNodeRestrictedKeys {
+		return opted
+	}
+	kept := opted[:0]
+	for _, g := range opted {
+		if topology.IsNodeRestrictedKey(g.Key) {
+			kept = append(kept, g)
+		}
+	}
+	return kept
+}
+
+// maxReviewBytes bounds a request body: an AdmissionReview of a pod or a
+// node with its old object.
+const maxReviewBytes = 3 << 20
+
+// ServeHTTP answers one AdmissionReview.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	logger := klog.FromContext(r.Context())
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST an AdmissionReview", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+	if err != nil || len(body) > maxReviewBytes {
+		http.Error(w, "request body unreadable or larger than 3 MiB", http.StatusRequestEntityTooLarge)
+		return
+	}
+	req, err := readReview(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	allowed, message := s.review(r.Context(), req)
+	if !allowed {
+		logger.V(2).Info("Withheld", "action", req.action, "node", req.node, "pod", klog.KRef(req.pod.Namespace, req.pod.Name), "why", message)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(req.respond(allowed, message))
+}
+
+// review decides one request: whether to let it through, and if not why.
+func (s *Server) review(ctx context.Context, req *request) (bool, string) {
+	if req.action == "" {
+		return true, ""
+	}
+	if !s.state.hasSynced() {
+		s.unsyncedOnce.Do(func() {
+			klog.FromContext(ctx).Info("Not synced yet: letting the node lifecycle controller's writes through")
+		})
+		s.metrics.reviews.WithLabelValues(string(req.action), "allowed").Inc()
+		return true, ""
+	}
+	now := s.now()
+	node := s.freshNode(ctx, req)
+	d := autonomy.Decide(node, s.state, s.grids(ctx), now, s.opts.DecisionWindow)
+	decision := "allowed"
+	if d.Withhold {
+		decision = "withheld"
+	}
+	s.metrics.reviews.WithLabelValues(string(req.action), decision).Inc()
+	if !d.Autonomous() {
+		return true, ""
+	}
+	eventType, reason, message := describe(node.Name, d)
+	if !req.dryRun {
+		s.events.once(nodeRef(node.Name), d.Status.Since, eventType, reason, message, now)
+		if req.action == markNotReady && d.Withhold && d.Status.State == autonomy.CutOff {
+			pod := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: req.pod.Namespace, Name: req.pod.Name, UID: req.pod.UID}
+			s.events.once(pod, d.Status.Since, corev1.EventTypeNormal, ReasonKeptReady, "kept Ready: "+message, now)
+		}
+	}
+	if !d.Withhold {
+		return true, ""
+	}
+	return false, "servicegroup autonomy: " + message
+}
+
+// freshNode is the node a request is about as the node lifecycle controller
+// sees it: a taint request carries it; for a pod, the informer's copy,
+// read again from the apiserver when the informer has not yet seen what the
+// node lifecycle controller wrote just before (a node it marks pods not
+// Ready for is not Ready).
+func (s *Server) freshNode(ctx context.Context, req *request) autonomy.Node {
+	if req.nodeObj != nil {
+		n, _ := slimNode(req.nodeObj)
+		return nodeOf(n.(*corev1.Node))
+	}
+	if n, err := s.state.nodes.Get(req.node); err == nil {
+		if cached := nodeOf(n); cached.Unreachable {
+			return cached
+		}
+	}
+	getCtx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	live, err := s.kube.CoreV1().Nodes().Get(getCtx, req.node, metav1.GetOptions{})
+	if err != nil {
+		// Not knowing the node is reachability unknown to the rule: it
+		// decides on what the informer has, which lets the default apply.
+		if n, err := s.state.nodes.Get(req.node); err == nil {
+			return nodeOf(n)
+		}
+		return autonomy.Node{Name: req.node}
+	}
+	n, _ := slimNode(live)
+	return nodeOf(n.(*corev1.Node))
+}
