@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -101,7 +102,13 @@ func TestNodeunitCutOff(t *testing.T) {
 	// The grid that opts nodeunits of zone1 in, for 10 minutes.
 	dg := &superedgev1.DeploymentGrid{
 		ObjectMeta: metav1.ObjectMeta{Name: "dg", Namespace: "default", Annotations: map[string]string{autonomy.DurationAnnotation: "10m"}},
-		Spec:       superedgev1.DeploymentGridSpec{GridUniqKey: "zone1"},
+		Spec: superedgev1.DeploymentGridSpec{GridUniqKey: "zone1", Template: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
+			},
+		}},
 	}
 	if _, err := grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, dg, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -130,7 +137,16 @@ func TestNodeunitCutOff(t *testing.T) {
 	webhookCtx, stopWebhook := context.WithCancel(ctx)
 	webhookDone := make(chan error, 1)
 	go func() { webhookDone <- srv.Run(webhookCtx) }()
-	t.Cleanup(func() { stopWebhook(); <-webhookDone })
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() {
+			stopWebhook()
+			if err := <-webhookDone; err != nil {
+				t.Errorf("the webhook: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	testwait.Eventually(ctx, t, 0, "the webhook registered", func(ctx context.Context) error {
 		_, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, opts.ConfigurationName, metav1.GetOptions{})
 		return err
@@ -192,8 +208,7 @@ func TestNodeunitCutOff(t *testing.T) {
 	})
 
 	t.Run("a webhook that hangs lets the default handling through", func(t *testing.T) {
-		stopWebhook()
-		<-webhookDone
+		stop()
 		// Something holds the port and never answers: every call waits for
 		// the configured timeout, then is ignored.
 		hang, err := net.Listen("tcp", opts.BindAddress)

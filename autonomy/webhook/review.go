@@ -77,7 +77,7 @@ func readReview(body []byte) (*request, error) {
 		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
 			return nil, fmt.Errorf("decoding the old node: %w", err)
 		}
-		if hasUnreachableNoExecute(&node) && !hasUnreachableNoExecute(&old) {
+		if node.Name != "" && hasUnreachableNoExecute(&node) && !hasUnreachableNoExecute(&old) {
 			r.action, r.node, r.nodeObj = taintNoExecute, node.Name, &node
 		}
 	}

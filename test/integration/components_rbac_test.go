@@ -14,11 +14,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/servicegroup/servicegroup/autonomy"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/controlplane"
@@ -99,11 +102,15 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	}
 
 	t.Run("controller", func(t *testing.T) {
-		health := controlplane.FreeAddress(t)
+		health, webhookAddr := controlplane.FreeAddress(t), controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-controller", testbin.Path(t, "application-grid-controller"),
 			"--kubeconfig="+saKubeconfig(t, cp, "servicegroup-system", "application-grid-controller"),
 			"--leader-elect=true", "--leader-elect-namespace=servicegroup-system",
-			"--manage-crds=true", "--metrics-bind-address=0", "--health-bind-address="+health)
+			"--manage-crds=true", "--metrics-bind-address=0", "--health-bind-address="+health,
+			// The autonomy webhook as the Deployment runs it, reached by URL
+			// (no pod network here): its Secret and registration.
+			"--autonomy-webhook-bind-address="+webhookAddr, "--autonomy-webhook-url=https://"+webhookAddr,
+			"--autonomy-webhook-secret-namespace=servicegroup-system")
 		// "ok" alone: leading, CRDs applied and Established, caches synced
 		// (a standby answers 200 too, before it has installed anything).
 		waitHTTP(t, "http://"+health+"/readyz", 2*time.Minute, func(body string) bool { return body == "ok" })
@@ -137,7 +144,57 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 		if err != nil || lease.Spec.HolderIdentity == nil {
 			t.Fatalf("leader election Lease: %v %+v", err, lease)
 		}
+		// A grid opting into autonomy: the webhook makes its Secret and
+		// registers itself, and takes the registration back when none does.
+		if _, err := grids.SuperedgeV1().DeploymentGrids("default").Patch(ctx, "deploymentgrid-demo", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"`+autonomy.DurationAnnotation+`":"1h"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			cfg, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, autonomy.WebhookConfigurationName, metav1.GetOptions{})
+			return err == nil && len(cfg.Webhooks) == 2 && len(cfg.Webhooks[0].ClientConfig.CABundle) > 0, nil
+		})
+		if err != nil {
+			t.Fatalf("the autonomy webhook never registered: %v", err)
+		}
+		if _, err := admin.CoreV1().Secrets("servicegroup-system").Get(ctx, "application-grid-controller-webhook", metav1.GetOptions{}); err != nil {
+			t.Fatalf("the webhook's Secret: %v", err)
+		}
+		if _, err := grids.SuperedgeV1().DeploymentGrids("default").Patch(ctx, "deploymentgrid-demo", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"`+autonomy.DurationAnnotation+`":null}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, autonomy.WebhookConfigurationName, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Fatalf("the autonomy webhook stayed registered with no grid opting in: %v", err)
+		}
 		c.assertNoForbidden(t)
+
+		// What the autonomy rights reach, and what they do not.
+		sa := "--as=system:serviceaccount:servicegroup-system:application-grid-controller"
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"create", "validatingwebhookconfigurations"}, "yes"},
+			{[]string{"patch", "validatingwebhookconfigurations/" + autonomy.WebhookConfigurationName}, "yes"},
+			{[]string{"patch", "validatingwebhookconfigurations/someone-elses"}, "no"},
+			{[]string{"delete", "validatingwebhookconfigurations/someone-elses"}, "no"},
+			{[]string{"get", "secrets/application-grid-controller-webhook", "-n", "servicegroup-system"}, "yes"},
+			{[]string{"update", "secrets/application-grid-controller-webhook", "-n", "servicegroup-system"}, "yes"},
+			{[]string{"get", "secrets/other", "-n", "servicegroup-system"}, "no"},
+			{[]string{"list", "secrets", "-n", "servicegroup-system"}, "no"},
+			{[]string{"create", "secrets", "-n", "kube-system"}, "no"},
+			{[]string{"update", "pods/status", "-A"}, "no"},
+			{[]string{"patch", "nodes"}, "no"},
+		} {
+			if got := k.canI(append(tc.args, sa)...); got != tc.want {
+				t.Errorf("kubectl auth can-i %s: %s, want %s", strings.Join(tc.args, " "), got, tc.want)
+			}
+		}
 	})
 
 	t.Run("wrapper", func(t *testing.T) {
