@@ -336,6 +336,22 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 	}, cp.opts.ControllerManagerArgs)...)
 }
 
+// RestartControllerManager stops kube-controller-manager and starts it
+// again with args in place of Options.ControllerManagerArgs (nil: those
+// again), appending to its log. A new instance observes every node afresh,
+// as after a kube-controller-manager upgrade.
+func (cp *ControlPlane) RestartControllerManager(ctx context.Context, args []string) error {
+	if p := cp.proc(KubeControllerManager); p != nil {
+		p.Stop(10 * time.Second)
+	}
+	saved := cp.opts.ControllerManagerArgs
+	if args != nil {
+		cp.opts.ControllerManagerArgs = args
+	}
+	defer func() { cp.opts.ControllerManagerArgs = saved }()
+	return cp.startControllerManager(ctx)
+}
+
 func (cp *ControlPlane) startScheduler(ctx context.Context) error {
 	return cp.startKubeComponent(ctx, KubeScheduler, "scheduler-certs")
 }

@@ -15,9 +15,11 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/servicegroup/servicegroup/autonomy"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/internal/testmonitoring"
@@ -138,14 +140,34 @@ func TestMonitoringComponent(t *testing.T) {
 	}
 
 	t.Run("controller", func(t *testing.T) {
-		addr := controlplane.FreeAddress(t)
+		addr, webhookAddr := controlplane.FreeAddress(t), controlplane.FreeAddress(t)
 		c := startComponent(t, "application-grid-controller", testbin.Path(t, "application-grid-controller"),
 			"--kubeconfig="+saKubeconfig(t, cp, "servicegroup-system", "application-grid-controller"),
 			"--leader-elect=false", "--manage-crds=false", "--metrics-bind-address=0", "--health-bind-address=0",
-			"--secure-metrics-bind-address="+addr)
+			"--secure-metrics-bind-address="+addr,
+			"--autonomy-webhook-bind-address="+webhookAddr, "--autonomy-webhook-url=https://"+webhookAddr,
+			"--autonomy-webhook-secret-namespace=servicegroup-system")
 		// A grid, so its Ready gauge exists.
-		createExamples(t, versioned.NewForConfigOrDie(cp.Config), "")
+		grids := versioned.NewForConfigOrDie(cp.Config)
+		createExamples(t, grids, "")
 		checkScrapes(t, c, addr, "application_grid_controller_grid_ready")
+		// An autonomous nodeunit whose node the node lifecycle controller
+		// marked unreachable, so the autonomy gauges have a series.
+		if _, err := grids.SuperedgeV1().DeploymentGrids("default").Patch(ctx, "deploymentgrid-demo", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"`+autonomy.DurationAnnotation+`":"1h"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		node, err := admin.CoreV1().Nodes().Get(ctx, "node0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		checkScrapes(t, c, addr, "application_grid_controller_autonomy_nodeunit_autonomous_until_timestamp_seconds")
+		checkScrapes(t, c, addr, "application_grid_controller_autonomy_nodeunit_state")
 		if !families["application_grid_controller_reconcile_errors_total"] {
 			t.Error("application_grid_controller_reconcile_errors_total is not served before the first error")
 		}

@@ -140,7 +140,10 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 maxPods: 40
 shutdownGracePeriod: 0s
+# Scaled with kube-controller-manager's node lifecycle timings of the
+# partition steps (partition_test.go): a renewal every 2 s.
+nodeLeaseDurationSeconds: %[10]d
 volumePluginDir: %[9]q
 `, n.Net.IP.String(), n.cfg.CAFile, n.CgroupRoot(), "unix://"+n.Socket(), "/etc/kubernetes/manifests",
-		"/var/log/pods", n.path("etc/resolv.conf"), dns, n.path("usr/libexec/kubernetes/volume-plugins"))
+		"/var/log/pods", n.path("etc/resolv.conf"), dns, n.path("usr/libexec/kubernetes/volume-plugins"), nodeLeaseSeconds)
 }

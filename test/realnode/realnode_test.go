@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +29,15 @@ import (
 
 // The seeds' cluster: node0 in nodeunit1, node1 and node2 in nodeunit2.
 var seedNodes = []struct{ name, unit string }{{"node0", "nodeunit1"}, {"node1", "nodeunit2"}, {"node2", "nodeunit2"}}
+
+// deadNode is a plain worker of nodeunit1 (a kubelet, no data plane of
+// ours) that loses power in the "dead node" step and is then deleted.
+const deadNode, deadNodeUnit = "node3", "nodeunit1"
+
+// cloudNode plays the cloud for the autonomy steps: the controller, whose
+// replicas serve the autonomy webhook, is kept there (build/README.md,
+// Autonomy) and the apiserver reaches its pod network.
+const cloudNode = "node0"
 
 const (
 	gridKey      = "zone1"
@@ -175,8 +186,14 @@ func TestRealNodes(t *testing.T) {
 	for i, n := range seedNodes {
 		names[i] = n.name
 	}
-	if fabric, err = harness.NewFabric(ctx, harness.FabricOptions{Nodes: names}); err != nil {
+	if fabric, err = harness.NewFabric(ctx, harness.FabricOptions{Nodes: append(slices.Clone(names), deadNode)}); err != nil {
 		t.Fatal(err)
+	}
+	// The cloud's pod network is routed from the control plane, as in a
+	// cloud provider's network (the apiserver calls the autonomy webhook
+	// at a pod's address); the route goes with the fabric's link.
+	if out, err := exec.CommandContext(ctx, "ip", "route", "add", fabric.Node(cloudNode).PodCIDR.String(), "via", fabric.GatewayIP.String(), "dev", fabric.RootLink).CombinedOutput(); err != nil {
+		t.Fatalf("route to %s's pods: %v: %s", cloudNode, err, out)
 	}
 	if reg, err = StartRegistry(fabric.RootIP, filepath.Join(run, "registry")); err != nil {
 		t.Fatal(err)
@@ -187,6 +204,7 @@ func TestRealNodes(t *testing.T) {
 		// Real kubelets: the node lifecycle controller lifts their
 		// registration taint once they are Ready.
 		Controllers:              "*",
+		ControllerManagerArgs:    controllerManagerArgs(),
 		Scheduler:                true,
 		KubeletClientCertificate: true,
 		Dir:                      filepath.Join(run, "cp"),
@@ -199,6 +217,12 @@ func TestRealNodes(t *testing.T) {
 			"--endpoint-reconciler-type=lease",
 			// Never the machine's resolver for node names.
 			"--kubelet-preferred-address-types=InternalIP",
+			// Webhooks at their endpoints' addresses: no kube-proxy on
+			// the control plane's host.
+			"--enable-aggregator-routing=true",
+			// Scaled for the partition steps (partition_test.go).
+			"--default-unreachable-toleration-seconds=" + strconv.Itoa(tolerationSeconds),
+			"--default-not-ready-toleration-seconds=" + strconv.Itoa(tolerationSeconds),
 		},
 	})
 	if err != nil {
@@ -254,8 +278,26 @@ func TestRealNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		cert, key, err := cp.IssueClientCertificate("system:node:"+deadNode, "system:nodes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kcPath, err := cp.WriteKubeconfig(deadNode+".kubeconfig", cp.URL, cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc, err := os.ReadFile(kcPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead := NewNode(cfg, deadNode, fabric.Node(deadNode), map[string]string{gridKey: deadNodeUnit}, kc, filepath.Join(run, deadNode))
+		dead.ClusterDNS = clusterDNS
+		nodes = append(nodes, dead)
+		if err := dead.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
 		eventually(ctx, t, 0, "every node Ready", func(ctx context.Context) error {
-			return nodesReady(ctx, client, names)
+			return nodesReady(ctx, client, append(slices.Clone(names), deadNode))
 		})
 	})
 
@@ -285,12 +327,12 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		kubeDNSFile := filepath.Join(run, "kubeadm-coredns.yaml")
-		kubeDNSText := strings.NewReplacer("COREDNS_IMAGE", reg.Addr+"/servicegroup/coredns-gridhosts:"+op.Version, "AVOID_NODE", staticNode).Replace(string(kubeDNS))
+		kubeDNSText := strings.NewReplacer("COREDNS_IMAGE", reg.Addr+"/servicegroup/coredns-gridhosts:"+op.Version, "AVOID_NODE", staticNode+", "+deadNode).Replace(string(kubeDNS))
 		if err := os.WriteFile(kubeDNSFile, []byte(kubeDNSText), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		mustRun(ctx, t, op, "apply", "-f", kubeDNSFile)
-		deploy, svc := probeObjects(staticNode)
+		deploy, svc := probeObjects(staticNode, deadNode)
 		if _, err := client.AppsV1().Deployments("default").Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -309,8 +351,8 @@ func TestRealNodes(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if int(ds.Status.NumberReady) != len(names) {
-				return fmt.Errorf("kube-proxy: %d of %d ready", ds.Status.NumberReady, len(names))
+			if int(ds.Status.NumberReady) != len(names)+1 {
+				return fmt.Errorf("kube-proxy: %d of %d ready", ds.Status.NumberReady, len(names)+1)
 			}
 			return clientsProbing(ctx, client, clients, "svc", "dns")
 		})
@@ -513,6 +555,69 @@ func TestRealNodes(t *testing.T) {
 		t.Logf("the node CoreDNS pods during the upgrade (times seen by the test; log lines with the kubelet's):\n%s", upgradeTrail)
 	}
 	reported := len(windows)
+
+	// A nodeunit cut off from the cloud keeps its pods; a node that dies
+	// beside connected ones does not (build/README.md, Autonomy).
+	var siteClients []string
+	costs.step("autonomy", func() {
+		stepIn(guide, "autonomy-controller-placement", "CLOUD_NODES=kubernetes.io/hostname="+cloudNode)
+		for _, grid := range []string{"deploymentgrid/deploymentgrid-demo", "statefulsetgrid/" + statefulGrid} {
+			stepIn(guide, "autonomy-opt-in", "NAMESPACE=default", "GRID="+grid)
+		}
+		if err := cp.RestartControllerManager(ctx, scaledLifecycle()); err != nil {
+			t.Fatal(err)
+		}
+		svc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sn := range seedNodes {
+			first, ok := pods[fmt.Sprintf("%s-%s-0", statefulGrid, sn.unit)]
+			if !ok {
+				t.Fatalf("no pod %s-%s-0", statefulGrid, sn.unit)
+			}
+			p := siteClientPod(sn.name, svc.Spec.ClusterIP, first.Status.PodIP)
+			if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			siteClients = append(siteClients, p.Name)
+		}
+		eventually(ctx, t, 0, "the site clients requesting the ServiceGrid and resolving the names", func(ctx context.Context) error {
+			return clientsProbing(ctx, client, siteClients, "svc", "dns", "grid")
+		})
+	})
+	costs.step("partition", func() {
+		p := &partitionStep{ctx: ctx, t: t, client: client, cp: cp, kubeconfig: cp.Kubeconfig, fabric: fabric,
+			unit: []*Node{nodeByName(nodes, "node1"), nodeByName(nodes, "node2")},
+			rest: []*Node{nodeByName(nodes, "node0"), nodeByName(nodes, deadNode)}}
+		reportTraffic(siteClients, p.run())
+	})
+	costs.step("dead node", func() {
+		d := &deadNodeStep{ctx: ctx, t: t, client: client, op: op, dead: nodeByName(nodes, deadNode), caller: "site-node0"}
+		dying, after := d.run()
+		// While the node dies, requests sent to its pods fail until the
+		// node lifecycle controller marks them not Ready: Kubernetes'
+		// default, shown, not held to zero. Afterwards none may fail.
+		_, table, err := trafficReport(ctx, client, siteClients, []window{dying}, earlierLogs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("traffic while %s died:\n%s", deadNode, table)
+		reportTraffic(siteClients, []window{after})
+		if err := cp.RestartControllerManager(ctx, controllerManagerArgs()); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range siteClients {
+			if err := client.CoreV1().Pods("default").Delete(ctx, c, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(ctx, t, 0, "the seeds' 10 grid pods and the 3 clients Running and Ready", func(ctx context.Context) error {
+			var err error
+			pods, err = readyPods(ctx, client, 10)
+			return err
+		})
+	})
 
 	costs.step("reboot", func() {
 		rebootWithCloudAway(ctx, t, client, cp, reg, nodeByName(nodes, staticNode), pods)

@@ -29,7 +29,7 @@ const (
 // probeObjects are the probe's Deployment (two echo servers, kept off the
 // node that reboots: a step's report then shows the step, not the reboot's
 // aftermath) and Service.
-func probeObjects(avoid string) (*appsv1.Deployment, *corev1.Service) {
+func probeObjects(avoid ...string) (*appsv1.Deployment, *corev1.Service) {
 	two := int32(2)
 	zero := int64(0)
 	labels := map[string]string{"app": probeLabel}
@@ -45,7 +45,7 @@ func probeObjects(avoid string) (*appsv1.Deployment, *corev1.Service) {
 					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 						RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 							NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
-								Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpNotIn, Values: []string{avoid},
+								Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpNotIn, Values: avoid,
 							}}}},
 						},
 					}},

@@ -1,0 +1,536 @@
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/servicegroup/servicegroup/internal/gridcli"
+	"github.com/servicegroup/servicegroup/test/controlplane"
+	"github.com/servicegroup/servicegroup/test/e2e/harness"
+)
+
+// The node lifecycle timings of the partition steps, scaled down from
+// Kubernetes' defaults for test time; everything else about
+// kube-controller-manager is as it ships (every controller, node lifecycle
+// and taint eviction included, as their ServiceAccounts):
+//   - every kubelet's nodeLeaseDurationSeconds is 8 (it renews every 2 s;
+//     default 40, every 10 s), for the whole run (config.go);
+//   - the apiserver gives pods 15 s of toleration for the unreachable and
+//     not-ready taints (--default-*-toleration-seconds; default 300), for the
+//     whole run, as it adds them when a pod is created;
+//   - kube-controller-manager marks a node unreachable 10 s after its last
+//     renewal (--node-monitor-grace-period; default 50 s) and checks every
+//     second (--node-monitor-period; default 5 s), during these steps only:
+//     it is restarted with them and again without.
+//
+// Kubernetes' eviction window (grace period and toleration) is so 25 s
+// here, where it is 350 s by default; the controller's decision window is
+// its default, 20 s.
+const (
+	nodeLeaseSeconds  = 8
+	tolerationSeconds = 15
+	lifecycleGrace    = 10 * time.Second
+	evictionWindow    = lifecycleGrace + tolerationSeconds*time.Second
+	// cutFor: a nodeunit stays cut off for three eviction windows.
+	cutFor = 3 * evictionWindow
+)
+
+// scaledLifecycle are kube-controller-manager's flags during the steps.
+func scaledLifecycle() []string {
+	return append(controllerManagerArgs(),
+		"--node-monitor-grace-period="+lifecycleGrace.String(),
+		"--node-monitor-period=1s")
+}
+
+// controllerManagerArgs are the run's kube-controller-manager flags beyond
+// test/controlplane's: each controller with its own ServiceAccount, as
+// kubeadm and managed control planes run them (the autonomy webhook is
+// called for the node lifecycle controller's identity).
+func controllerManagerArgs() []string {
+	return []string{"--use-service-account-credentials=true"}
+}
+
+// The cut node set and what it is cut from.
+const cutTable = "sgrn_cut"
+
+// cutOff drops, in each node's network namespace, every packet from or to
+// outside (addresses and CIDRs): before NAT on the way in, after it on the
+// way out, so a Service address DNATed to a pod outside is dropped too. The
+// nodes still reach each other and their pods.
+func cutOff(ctx context.Context, nodes []*Node, outside []string) error {
+	rules := fmt.Sprintf(`table inet %[1]s {
+	set outside { type ipv4_addr; flags interval; elements = { %[2]s } }
+	chain in { type filter hook prerouting priority -300; policy accept; ip saddr @outside drop; }
+	chain out { type filter hook postrouting priority 300; policy accept; ip daddr @outside drop; }
+}
+`, cutTable, strings.Join(outside, ", "))
+	for _, n := range nodes {
+		cmd := n.Net.NS.Command(ctx, "nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(rules)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("cut %s: %w: %s", n.Name, err, out)
+		}
+	}
+	return nil
+}
+
+// heal lifts cutOff.
+func heal(ctx context.Context, nodes []*Node) error {
+	for _, n := range nodes {
+		if out, err := n.Net.NS.Run(ctx, "nft", "delete", "table", "inet", cutTable); err != nil {
+			return fmt.Errorf("heal %s: %w: %s", n.Name, err, out)
+		}
+	}
+	return nil
+}
+
+// siteClientPod is a client of the grids, for the partition steps: its
+// "svc" loop requests the ServiceGrid's ClusterIP, "dns" resolves the probe
+// Service's name (an ordinary Service), "grid" the unified name of its
+// nodeunit's first StatefulSetGrid pod (which must answer gridIP).
+func siteClientPod(node, gridClusterIP, gridIP string) *corev1.Pod {
+	p := clientPod(node, gridClusterIP)
+	p.Name = "site-" + node
+	p.Labels = map[string]string{"app": "realnode-site-client"}
+	p.Spec.Containers[0].Env = []corev1.EnvVar{
+		{Name: gridNameEnv, Value: fmt.Sprintf("%s-0.%s.default.svc.cluster.local", statefulGrid, gridService)},
+		{Name: gridIPEnv, Value: gridIP},
+	}
+	return p
+}
+
+// podLife is what must not change of a pod while its nodeunit is cut off.
+type podLife struct {
+	uid      types.UID
+	restarts int32
+	ready    bool
+}
+
+// podLives are the lives of every pod on nodes, by namespace/name.
+func podLives(ctx context.Context, client kubernetes.Interface, nodes []string) (map[string]podLife, error) {
+	out := map[string]podLife{}
+	for _, node := range nodes {
+		l, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range l.Items {
+			life := podLife{uid: p.UID, ready: podReady(&p)}
+			for _, c := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+				life.restarts += c.RestartCount
+			}
+			if p.DeletionTimestamp != nil {
+				life.ready = false
+			}
+			out[p.Namespace+"/"+p.Name] = life
+		}
+	}
+	return out, nil
+}
+
+// sameLives says how now differs from before: pods gone, replaced, added,
+// restarted or not Ready.
+func sameLives(before, now map[string]podLife) error {
+	var diffs []string
+	for name, b := range before {
+		n, ok := now[name]
+		switch {
+		case !ok:
+			diffs = append(diffs, name+" gone")
+		case n.uid != b.uid:
+			diffs = append(diffs, name+" replaced")
+		case n.restarts != b.restarts:
+			diffs = append(diffs, fmt.Sprintf("%s restarted (%d to %d)", name, b.restarts, n.restarts))
+		case b.ready && !n.ready:
+			diffs = append(diffs, name+" not Ready")
+		}
+	}
+	for name := range now {
+		if _, ok := before[name]; !ok {
+			diffs = append(diffs, name+" new")
+		}
+	}
+	if len(diffs) > 0 {
+		slices.Sort(diffs)
+		return fmt.Errorf("%s", strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// nodeMetrics reads a metrics endpoint on the node's loopback (the
+// wrapper's 51007, kube-proxy's 10249) and returns the sum of the samples
+// of name whose labels contain every one of labels ("k=\"v\"").
+func nodeMetrics(ctx context.Context, n *Node, url, name string, labels ...string) (float64, error) {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: n.Net.NS.DialContext}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", n.Name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	found := false
+line:
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue line
+			}
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q: %w", n.Name, line, err)
+		}
+		sum += v
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("%s: no %s%v at %s", n.Name, name, labels, url)
+	}
+	return sum, nil
+}
+
+// endpointChanges is what reached a node's kube-proxy of EndpointSlices:
+// the changes kube-proxy counted and the events its wrapper sent.
+type endpointChanges struct{ kubeProxy, wrapper float64 }
+
+func readEndpointChanges(ctx context.Context, n *Node) (endpointChanges, error) {
+	kp, err := nodeMetrics(ctx, n, "http://127.0.0.1:10249/metrics", "kubeproxy_sync_proxy_rules_endpoint_changes_total")
+	if err != nil {
+		return endpointChanges{}, err
+	}
+	w, err := nodeMetrics(ctx, n, "http://127.0.0.1:51007/metrics", "application_grid_wrapper_watch_events_sent_total", `resource="endpointslices"`)
+	if err != nil {
+		return endpointChanges{}, err
+	}
+	return endpointChanges{kubeProxy: kp, wrapper: w}, nil
+}
+
+// nodeunitHeld: while cut off, the nodes are unreachable to the cloud (once
+// the grace period has passed) yet without the NoExecute taint.
+func nodeunitHeld(ctx context.Context, client kubernetes.Interface, names []string) (unreachable int, err error) {
+	for _, name := range names {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return 0, err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionUnknown {
+				unreachable++
+			}
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Effect == corev1.TaintEffectNoExecute {
+				return 0, fmt.Errorf("%s has %s:%s", name, taint.Key, taint.Effect)
+			}
+		}
+	}
+	return unreachable, nil
+}
+
+// hasEventFor: an Event with reason on kind/name exists.
+func hasEventFor(ctx context.Context, client kubernetes.Interface, namespace, kind, name, reason string) error {
+	l, err := client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name + ",reason=" + reason})
+	if err != nil {
+		return err
+	}
+	if len(l.Items) == 0 {
+		return fmt.Errorf("no %s Event on %s %s", reason, kind, name)
+	}
+	return nil
+}
+
+// partitionStep is a nodeunit cut off from the cloud and from the other
+// nodeunits (its nodes still reach each other) for cutFor, and its return.
+// clients are the site clients (one in each nodeunit); its windows (cut
+// off, reconnect, after) go to the traffic report, where no request or
+// query of theirs may fail.
+type partitionStep struct {
+	ctx    context.Context
+	t      *testing.T
+	client kubernetes.Interface
+	cp     *controlplane.ControlPlane
+	kubeconfig string
+	fabric *harness.Fabric
+	unit   []*Node // the nodeunit cut off
+	rest   []*Node // every other node
+}
+
+func (p *partitionStep) run() []window {
+	t, ctx := p.t, p.ctx
+	var unitNames []string
+	for _, n := range p.unit {
+		unitNames = append(unitNames, n.Name)
+	}
+	outside := []string{p.fabric.RootIP.String(), p.fabric.GatewayIP.String()}
+	for _, n := range p.rest {
+		outside = append(outside, n.Net.IP.String(), n.Net.PodCIDR.String())
+	}
+	before, err := podLives(ctx, p.client, unitNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := map[string]endpointChanges{}
+	for _, n := range p.unit {
+		if changes[n.Name], err = readEndpointChanges(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cut := window{name: "nodeunit cut off", start: time.Now()}
+	if err := cutOff(ctx, p.unit, outside); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v cut off from %v for %s", unitNames, outside, cutFor)
+	heldSince := time.Time{}
+	sawStatus, sawDoctor := false, false
+	for time.Since(cut.start) < cutFor {
+		unreachable, err := nodeunitHeld(ctx, p.client, unitNames)
+		if err != nil {
+			t.Fatalf("%s after the cut: %v", time.Since(cut.start).Round(time.Second), err)
+		}
+		now, err := podLives(ctx, p.client, unitNames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameLives(before, now); err != nil {
+			t.Fatalf("%s after the cut, the nodeunit's pods as the cloud sees them: %v", time.Since(cut.start).Round(time.Second), err)
+		}
+		if unreachable == len(unitNames) {
+			if heldSince.IsZero() {
+				heldSince = time.Now()
+				t.Logf("every node of the nodeunit unreachable %s after the cut", heldSince.Sub(cut.start).Round(time.Second))
+			}
+			if !sawStatus {
+				sawStatus = gridStatusShowsCutOff(ctx, t, p.kubeconfig)
+			}
+			if !sawDoctor {
+				sawDoctor = doctorShowsCutOff(ctx, p.kubeconfig)
+			}
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if heldSince.IsZero() || time.Since(heldSince) < 2*evictionWindow {
+		t.Fatalf("the nodeunit was unreachable to the cloud for %s of the cut, less than two eviction windows (%s)", time.Since(heldSince).Round(time.Second), 2*evictionWindow)
+	}
+	if !sawStatus || !sawDoctor {
+		t.Errorf("while cut off: kubectl grid status showed it %v, doctor %v", sawStatus, sawDoctor)
+	}
+	for _, n := range unitNames {
+		if err := hasEventFor(ctx, p.client, "", "Node", n, "NodeunitCutOff"); err != nil {
+			t.Error(err)
+		}
+	}
+	cut.end = time.Now()
+
+	back := window{name: "nodeunit reconnects", start: time.Now()}
+	if err := heal(ctx, p.unit); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, 0, "the nodeunit's nodes Ready and untainted again", func(ctx context.Context) error {
+		return nodesReady(ctx, p.client, unitNames)
+	})
+	back.end = time.Now()
+	t.Logf("steady again %s after the link returned (nodes Ready, no unreachable taint)", back.end.Sub(back.start).Round(100*time.Millisecond))
+	after := window{name: "after the reconnect", start: back.end}
+	time.Sleep(15 * time.Second)
+	after.end = time.Now()
+
+	now, err := podLives(ctx, p.client, unitNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameLives(before, now); err != nil {
+		t.Errorf("the nodeunit's pods after the reconnect: %v", err)
+	}
+	for _, n := range p.unit {
+		got, err := readEndpointChanges(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		was := changes[n.Name]
+		t.Logf("%s: EndpointSlice changes kube-proxy counted during the cut and the reconnect: %v (its wrapper sent %v events)", n.Name, got.kubeProxy-was.kubeProxy, got.wrapper-was.wrapper)
+		if got.kubeProxy != was.kubeProxy {
+			t.Errorf("%s's kube-proxy got %v EndpointSlice changes through the cut and the reconnect, want none: the nodeunit's endpoints moved", n.Name, got.kubeProxy-was.kubeProxy)
+		}
+	}
+	return []window{cut, back, after}
+}
+
+// gridStatusShowsCutOff: kubectl grid status of the DeploymentGrid names
+// the cut-off nodeunit, since when and until when.
+func gridStatusShowsCutOff(ctx context.Context, t *testing.T, kubeconfig string) bool {
+	out, err := runGridCLI(ctx, kubeconfig, "status", "dg/deploymentgrid-demo")
+	if err != nil {
+		t.Logf("kubectl grid status: %v", err)
+		return false
+	}
+	if !strings.Contains(out, "nodeunit nodeunit2: cut off since") || !strings.Contains(out, "autonomous until") {
+		return false
+	}
+	t.Logf("kubectl grid status dg/deploymentgrid-demo while cut off:\n%s", out)
+	return true
+}
+
+func doctorShowsCutOff(ctx context.Context, kubeconfig string) bool {
+	_, problems, err := doctorProblems(ctx, kubeconfig)
+	if err != nil {
+		return false
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p, "nodeunit "+gridKey+"=nodeunit2: cut off since") {
+			return true
+		}
+	}
+	return false
+}
+
+// deadNodeStep: in a nodeunit whose other nodes stay connected, one node
+// loses power. Its pods get Kubernetes' default handling (not Ready, then
+// evicted and replaced); the nodeunit's Services stop sending to it. Then
+// the operator deletes the Node (gone for good): the StatefulSet's pod,
+// which waits for its node's word, is replaced too.
+type deadNodeStep struct {
+	ctx    context.Context
+	t      *testing.T
+	client kubernetes.Interface
+	op     *Operator
+	dead   *Node
+	caller string // a client pod in the same nodeunit
+}
+
+func (d *deadNodeStep) run() (dying, after window) {
+	t, ctx := d.t, d.ctx
+	l, err := d.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + d.dead.Name, LabelSelector: echoSelector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) == 0 {
+		t.Fatalf("no grid pod on %s to lose", d.dead.Name)
+	}
+	var ips []string
+	for _, p := range l.Items {
+		ips = append(ips, p.Status.PodIP)
+	}
+	dying = window{name: "a node of nodeunit1 dies", start: time.Now()}
+	if err := d.dead.PowerOff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Not Ready after the grace period and the decision window; gone from
+	// the Services' endpoints then.
+	var notReady, evicted time.Duration
+	eventually(ctx, t, 0, d.dead.Name+"'s grid pods not Ready and out of the ServiceGrid's endpoints", func(ctx context.Context) error {
+		if err := outOfEndpoints(ctx, d.client, gridService, ips); err != nil {
+			return err
+		}
+		notReady = time.Since(dying.start)
+		return nil
+	})
+	eventually(ctx, t, 0, d.dead.Name+"'s grid pods evicted", func(ctx context.Context) error {
+		for _, p := range l.Items {
+			got, err := d.client.CoreV1().Pods("default").Get(ctx, p.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) || (err == nil && (got.UID != p.UID || got.DeletionTimestamp != nil)) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("%s not evicted", p.Name)
+		}
+		evicted = time.Since(dying.start)
+		return nil
+	})
+	if err := hasEventFor(ctx, d.client, "", "Node", d.dead.Name, "AutonomyNodeFailure"); err != nil {
+		t.Error(err)
+	}
+	t.Logf("%s powered off: its pods out of the endpoints after %s, evicted after %s (grace period %s + decision window 20s + toleration %ds)",
+		d.dead.Name, notReady.Round(time.Second), evicted.Round(time.Second), lifecycleGrace, tolerationSeconds)
+	dying.end = time.Now()
+
+	// Gone for good: the operator deletes the Node; its pods go with it and
+	// every grid pod runs again elsewhere in the nodeunit.
+	if err := d.client.CoreV1().Nodes().Delete(ctx, d.dead.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, 4*time.Minute, "the seeds' 10 grid pods Ready again without "+d.dead.Name, func(ctx context.Context) error {
+		_, err := readyPods(ctx, d.client, 10)
+		return err
+	})
+	after = window{name: "after the node died", start: time.Now()}
+	svc, err := d.client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := curlPods(ctx, d.op, d.caller, "http://"+svc.Spec.ClusterIP+":80/", requests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, c := range got {
+		total += c
+	}
+	if total != requests {
+		t.Errorf("%s: %d of %d requests to the ServiceGrid answered after %s died: %v", d.caller, total, requests, d.dead.Name, got)
+	}
+	time.Sleep(5 * time.Second)
+	after.end = time.Now()
+	return dying, after
+}
+
+// outOfEndpoints: none of ips is a ready endpoint of Service name.
+func outOfEndpoints(ctx context.Context, client kubernetes.Interface, name string, ips []string) error {
+	l, err := client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+	if err != nil {
+		return err
+	}
+	for _, s := range l.Items {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+				continue
+			}
+			for _, a := range e.Addresses {
+				if slices.Contains(ips, a) {
+					return fmt.Errorf("%s still a ready endpoint of %s", a, name)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// runGridCLI runs kubectl grid in-process and returns what it printed.
+func runGridCLI(ctx context.Context, kubeconfig string, args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	cmd := gridcli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(append([]string{"--kubeconfig", kubeconfig}, args...))
+	err := cmd.ExecuteContext(ctx)
+	return out.String() + errOut.String(), err
+}
