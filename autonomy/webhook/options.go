@@ -16,8 +16,8 @@ import (
 
 // Options configure the autonomy webhook.
 type Options struct {
-	// BindAddress serves the webhook over HTTPS; "0" (the default; the
-	// shipped manifests serve it on :9443) turns it off.
+	// BindAddress serves the webhook over HTTPS; "" (the default; the
+	// shipped manifests serve it on :9443) or "0" turns it off.
 	BindAddress string
 	// Service is "namespace/name" of the Service in front of the replicas'
 	// webhook ports (port 443): where the apiserver calls.
@@ -49,7 +49,7 @@ type Options struct {
 // DefaultOptions are the defaults of the controller's flags.
 func DefaultOptions() Options {
 	return Options{
-		BindAddress:       "0",
+		BindAddress:       "",
 		Service:           "servicegroup-system/application-grid-controller",
 		SecretName:        "application-grid-controller-webhook",
 		ConfigurationName: autonomy.WebhookConfigurationName,
@@ -64,7 +64,7 @@ func DefaultOptions() Options {
 
 // AddFlags registers the options' flags.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.BindAddress, "autonomy-webhook-bind-address", o.BindAddress, "Address serving the autonomy admission webhook over HTTPS, e.g. :9443 (\"0\": off, and grids' servicegroup.io/autonomy-duration has no effect).")
+	fs.StringVar(&o.BindAddress, "autonomy-webhook-bind-address", o.BindAddress, "Address serving the autonomy admission webhook over HTTPS, e.g. :9443 (empty or \"0\": off, and grids' servicegroup.io/autonomy-duration has no effect).")
 	fs.StringVar(&o.Service, "autonomy-webhook-service", o.Service, "namespace/name of the Service (port 443) in front of the controller's webhook ports: where the apiserver calls the autonomy webhook.")
 	fs.StringVar(&o.URL, "autonomy-webhook-url", o.URL, "https://host:port the apiserver calls instead of --autonomy-webhook-service (a controller running outside the cluster).")
 	fs.StringVar(&o.SecretName, "autonomy-webhook-secret", o.SecretName, "Secret (in the Service's namespace, or --autonomy-webhook-secret-namespace) holding the webhook's CA and serving certificate, made by the first replica and shared.")
