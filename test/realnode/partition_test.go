@@ -274,14 +274,14 @@ func hasEventFor(ctx context.Context, client kubernetes.Interface, namespace, ki
 // off, reconnect, after) go to the traffic report, where no request or
 // query of theirs may fail.
 type partitionStep struct {
-	ctx    context.Context
-	t      *testing.T
-	client kubernetes.Interface
-	cp     *controlplane.ControlPlane
+	ctx        context.Context
+	t          *testing.T
+	client     kubernetes.Interface
+	cp         *controlplane.ControlPlane
 	kubeconfig string
-	fabric *harness.Fabric
-	unit   []*Node // the nodeunit cut off
-	rest   []*Node // every other node
+	fabric     *harness.Fabric
+	unit       []*Node // the nodeunit cut off
+	rest       []*Node // every other node
 }
 
 func (p *partitionStep) run() []window {
