@@ -102,10 +102,11 @@ func heal(ctx context.Context, nodes []*Node) error {
 
 // siteClientPod is a client of the grids, for the partition steps: its
 // "svc" loop requests the ServiceGrid's ClusterIP, "dns" resolves the probe
-// Service's name (an ordinary Service), "grid" the unified name of its
+// Service's name (an ordinary Service: probeIP), "grid" the unified name of its
 // nodeunit's first StatefulSetGrid pod (which must answer gridIP).
-func siteClientPod(node, gridClusterIP, gridIP string) *corev1.Pod {
+func siteClientPod(node, gridClusterIP, probeIP, gridIP string) *corev1.Pod {
 	p := clientPod(node, gridClusterIP)
+	p.Spec.Containers[0].Command = []string{"sh", "-c", probeLoopFor(gridClusterIP, probeName, probeIP)}
 	p.Name = "site-" + node
 	p.Labels = map[string]string{"app": "realnode-site-client"}
 	p.Spec.Containers[0].Env = []corev1.EnvVar{

@@ -576,7 +576,7 @@ func TestRealNodes(t *testing.T) {
 			if !ok {
 				t.Fatalf("no pod %s-%s-0", statefulGrid, sn.unit)
 			}
-			p := siteClientPod(sn.name, svc.Spec.ClusterIP, first.Status.PodIP)
+			p := siteClientPod(sn.name, svc.Spec.ClusterIP, probeIP, first.Status.PodIP)
 			if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -1195,7 +1195,7 @@ func podReady(p *corev1.Pod) bool {
 
 // podsInUnit are the echo pods on nodes of the nodeunit.
 func podsInUnit(pods map[string]corev1.Pod, unit string) map[string]bool {
-	units := map[string]string{}
+	units := map[string]string{deadNode: deadNodeUnit}
 	for _, n := range seedNodes {
 		units[n.name] = n.unit
 	}

@@ -81,7 +81,11 @@ func probeObjects(avoid ...string) (*appsv1.Deployment, *corev1.Service) {
 // sent it, or dig's error (a timeout) and the server it asked, and the
 // answer. The grid loop runs when the pod's environment names a grid name
 // and the address it must resolve to (gridNameEnv, gridIPEnv).
-func probeLoop(clusterIP string) string {
+func probeLoop(clusterIP string) string { return probeLoopFor(clusterIP, probeName, clusterIP) }
+
+// probeLoopFor is probeLoop with the "svc" loop requesting requestIP and
+// the "dns" loop resolving name, which must answer nameIP.
+func probeLoopFor(requestIP, name, nameIP string) string {
 	return fmt.Sprintf(`query() {
   out=$(dig +time=2 +tries=1 +noall +answer +comments +stats "$1" 2>&1)
   ans=$(printf '%%s\n' "$out" | awk '!/^;/ && NF >= 5 {print $5}')
@@ -94,7 +98,7 @@ while :; do
   sleep 0.2
 done &
 while :; do
-  r=$(query %[2]s %[1]s)
+  r=$(query %[2]s %[5]s)
   echo "$(date +%%s%%3N) dns $r"
   sleep 0.2
 done &
@@ -103,7 +107,7 @@ if [ -n "$%[3]s" ]; then while :; do
   echo "$(date +%%s%%3N) grid $r"
   sleep 0.2
 done & fi
-wait`, clusterIP, probeName, gridNameEnv, gridIPEnv)
+wait`, requestIP, name, gridNameEnv, gridIPEnv, nameIP)
 }
 
 // The client's environment for its grid loop: a StatefulSetGrid's unified
