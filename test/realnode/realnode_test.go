@@ -192,7 +192,7 @@ func TestRealNodes(t *testing.T) {
 	// The cloud's pod network is routed from the control plane, as in a
 	// cloud provider's network (the apiserver calls the autonomy webhook
 	// at a pod's address); the route goes with the fabric's link.
-	if out, err := exec.CommandContext(ctx, "ip", "route", "add", fabric.Node(cloudNode).PodCIDR.String(), "via", fabric.GatewayIP.String(), "dev", fabric.RootLink).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "ip", "route", "add", fabric.Node(cloudNode).PodCIDR.String(), "via", fabric.Node(cloudNode).IP.String(), "dev", fabric.RootLink).CombinedOutput(); err != nil {
 		t.Fatalf("route to %s's pods: %v: %s", cloudNode, err, out)
 	}
 	if reg, err = StartRegistry(fabric.RootIP, filepath.Join(run, "registry")); err != nil {
