@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/servicegroup/servicegroup/internal/gridcli"
 	"github.com/servicegroup/servicegroup/test/controlplane"
@@ -333,6 +334,12 @@ func (p *partitionStep) run() []window {
 	}
 	t.Logf("kube-proxy's rules send %s to %v endpoints on %v", gridService, gridEndpoints, unitNames)
 
+	// kube-proxy's rules for the ServiceGrid, sampled on each node of the
+	// nodeunit from the cut to the end of the after window.
+	sampling, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	fewest := make(chan map[string]int, 1)
+	go func() { fewest <- sampleRules(sampling, t, p.unit, gridService, 300*time.Millisecond) }()
 	cut := window{name: "nodeunit cut off", start: time.Now()}
 	if err := cutOff(ctx, p.unit, outside); err != nil {
 		t.Fatal(err)
@@ -380,11 +387,6 @@ func (p *partitionStep) run() []window {
 	cut.end = time.Now()
 
 	back := window{name: "nodeunit reconnects", start: time.Now()}
-	// kube-proxy's rules for the ServiceGrid, sampled on each node of the
-	// nodeunit from the link's return to the end of the after window.
-	sampling, stopSampling := context.WithCancel(ctx)
-	fewest := make(chan map[string]int, 1)
-	go func() { fewest <- sampleRules(sampling, p.unit, gridService, 300*time.Millisecond) }()
 	if err := heal(ctx, p.unit); err != nil {
 		t.Fatal(err)
 	}
@@ -398,9 +400,9 @@ func (p *partitionStep) run() []window {
 	after.end = time.Now()
 	stopSampling()
 	for node, n := range <-fewest {
-		t.Logf("%s: kube-proxy's rules sent %s to at least %d endpoints from the reconnect on (%d before the cut)", node, gridService, n, gridEndpoints[node])
+		t.Logf("%s: kube-proxy's rules sent %s to at least %d endpoints from the cut on (%d before it)", node, gridService, n, gridEndpoints[node])
 		if n < gridEndpoints[node] {
-			t.Errorf("%s: kube-proxy's rules for %s fell to %d endpoints after the reconnect, %d before the cut", node, gridService, n, gridEndpoints[node])
+			t.Errorf("%s: kube-proxy's rules for %s fell to %d endpoints during the cut or after it, %d before", node, gridService, n, gridEndpoints[node])
 		}
 	}
 	slicesAfter, err := sliceStates(ctx, p.client)
@@ -659,18 +661,26 @@ func serviceEndpointsInRules(ctx context.Context, n *Node, name string) (int, er
 
 // sampleRules counts, every interval until ctx ends, the endpoints
 // kube-proxy's rules on each node send Service name to, and returns the
-// fewest seen per node.
-func sampleRules(ctx context.Context, nodes []*Node, name string, interval time.Duration) map[string]int {
-	fewest := map[string]int{}
+// fewest seen per node. Each change of a node's count is logged, with the
+// Service's EndpointSlices as that node's wrapper serves them then.
+func sampleRules(ctx context.Context, t *testing.T, nodes []*Node, name string, interval time.Duration) map[string]int {
+	fewest, last := map[string]int{}, map[string]int{}
+	start := time.Now()
 	for {
 		for _, n := range nodes {
-			c, err := serviceEndpointsInRules(context.WithoutCancel(ctx), n, name)
+			bg := context.WithoutCancel(ctx)
+			c, err := serviceEndpointsInRules(bg, n, name)
 			if err != nil {
 				continue
 			}
 			if f, ok := fewest[n.Name]; !ok || c < f {
 				fewest[n.Name] = c
 			}
+			if l, ok := last[n.Name]; ok && l != c {
+				t.Logf("%s +%s: kube-proxy's rules send %s to %d endpoints (were %d); its wrapper serves: %s",
+					n.Name, time.Since(start).Round(10*time.Millisecond), name, c, l, servedSlices(bg, n, name))
+			}
+			last[n.Name] = c
 		}
 		select {
 		case <-ctx.Done():
@@ -678,4 +688,37 @@ func sampleRules(ctx context.Context, nodes []*Node, name string, interval time.
 		case <-time.After(interval):
 		}
 	}
+}
+
+// servedSlices are Service name's EndpointSlices as the node's wrapper
+// serves them to its kube-proxy (over its pinned certificate, from inside
+// the node's network namespace), one "name rv [endpoints]" each.
+func servedSlices(ctx context.Context, n *Node, name string) string {
+	cfg := &rest.Config{
+		Host:            "https://127.0.0.1:51006",
+		TLSClientConfig: rest.TLSClientConfig{CAFile: n.HostPath("/var/lib/application-grid-wrapper/pki/serving.crt")},
+		Dial:            n.Net.NS.DialContext,
+		Timeout:         5 * time.Second,
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err.Error()
+	}
+	l, err := c.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, s := range l.Items {
+		var eps []string
+		for _, e := range s.Endpoints {
+			node := ""
+			if e.NodeName != nil {
+				node = *e.NodeName
+			}
+			eps = append(eps, fmt.Sprintf("%s@%s", strings.Join(e.Addresses, ","), node))
+		}
+		out = append(out, fmt.Sprintf("%s rv=%s %v", s.Name, s.ResourceVersion, eps))
+	}
+	return fmt.Sprintf("(list rv %s) %s", l.ResourceVersion, strings.Join(out, "; "))
 }
