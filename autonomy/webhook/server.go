@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -29,6 +28,7 @@ type Server struct {
 	opts     Options
 	kube     kubernetes.Interface
 	state    *state
+	nodes    *nodes
 	cert     *servingCert
 	reg      *registration
 	events   *eventLog
@@ -54,17 +54,19 @@ func New(opts Options, kube kubernetes.Interface, grids versioned.Interface, rec
 		return nil, fmt.Errorf("autonomy webhook: listen on %s: %w", opts.BindAddress, err)
 	}
 	dns, ips := opts.servingNames()
-	return &Server{
+	s := &Server{
 		opts:     opts,
 		kube:     kube,
-		state:    newState(kube, grids, 10*time.Minute),
+		state:    newState(grids, 10*time.Minute),
 		cert:     &servingCert{kube: kube, namespace: opts.secretNamespace(), name: opts.SecretName, dns: dns, ips: ips},
 		reg:      &registration{kube: kube, opts: &opts},
 		events:   newEventLog(recorder),
 		metrics:  newMetrics(reg),
 		listener: l,
 		now:      time.Now,
-	}, nil
+	}
+	s.nodes = newNodes(kube, func() time.Time { return s.now() })
+	return s, nil
 }
 
 // Addr is where the webhook listens.
@@ -140,9 +142,10 @@ func (s *Server) refresh(ctx context.Context) {
 	if !s.state.hasSynced() {
 		return
 	}
-	now := s.now()
 	grids := s.grids(ctx)
-	s.metrics.setUnits(autonomy.Units(s.state.allNodes(), grids, now, s.opts.DecisionWindow))
+	tracked := s.nodes.trackedUnits(ctx)
+	now := s.now()
+	s.metrics.setUnits(autonomy.Units(tracked, grids, now, s.opts.DecisionWindow))
 	if err := s.reg.sync(ctx, len(grids) > 0, s.cert.caBundle()); err != nil {
 		logger.Error(err, "Autonomy webhook registration")
 	}
@@ -211,9 +214,22 @@ func (s *Server) review(ctx context.Context, req *request) (bool, string) {
 		s.metrics.reviews.WithLabelValues(string(req.action), "allowed").Inc()
 		return true, ""
 	}
+	node, err := s.freshNode(ctx, req)
+	if err != nil {
+		// Not knowing the node, the rule cannot tell: the default applies.
+		klog.FromContext(ctx).Info("Letting the node lifecycle controller's write through: reading its node failed", "node", req.node, "err", err)
+		s.metrics.reviews.WithLabelValues(string(req.action), "allowed").Inc()
+		return true, ""
+	}
+	grids := s.grids(ctx)
+	members, err := s.unitsOf(ctx, node, grids)
+	if err != nil {
+		klog.FromContext(ctx).Info("Letting the node lifecycle controller's write through: reading its nodeunits failed", "node", node.Name, "err", err)
+		s.metrics.reviews.WithLabelValues(string(req.action), "allowed").Inc()
+		return true, ""
+	}
 	now := s.now()
-	node := s.freshNode(ctx, req)
-	d := autonomy.Decide(node, s.state, s.grids(ctx), now, s.opts.DecisionWindow)
+	d := autonomy.Decide(node, members, grids, now, s.opts.DecisionWindow)
 	decision := "allowed"
 	if d.Withhold {
 		decision = "withheld"
@@ -236,32 +252,39 @@ func (s *Server) review(ctx context.Context, req *request) (bool, string) {
 	return false, "servicegroup autonomy: " + message
 }
 
-// freshNode is the node a request is about as the node lifecycle controller
-// sees it: a taint request carries it; for a pod, the informer's copy,
-// read again from the apiserver when the informer has not yet seen what the
-// node lifecycle controller wrote just before (a node it marks pods not
-// Ready for is not Ready).
-func (s *Server) freshNode(ctx context.Context, req *request) autonomy.Node {
+// freshNode is the node a request is about as the node lifecycle
+// controller sees it: a taint request carries it (with its status); for a
+// pod it is read from the apiserver (the node lifecycle controller writes
+// the node's status just before it marks the pods).
+func (s *Server) freshNode(ctx context.Context, req *request) (autonomy.Node, error) {
 	if req.nodeObj != nil {
-		n, _ := slimNode(req.nodeObj)
-		return nodeOf(n.(*corev1.Node))
+		return nodeOf(req.nodeObj), nil
 	}
-	if n, err := s.state.nodes.Get(req.node); err == nil {
-		if cached := nodeOf(n); cached.Unreachable {
-			return cached
+	return s.nodes.node(ctx, req.node)
+}
+
+// unitsOf are the nodes of every nodeunit n belongs to under the opted-in
+// grids.
+func (s *Server) unitsOf(ctx context.Context, n autonomy.Node, grids []autonomy.Grid) (autonomy.Nodes, error) {
+	var out autonomy.Nodes
+	done, seen := map[autonomy.Unit]bool{}, map[string]bool{}
+	for _, g := range grids {
+		v := n.Labels[g.Key]
+		u := autonomy.Unit{Key: g.Key, Value: v}
+		if v == "" || done[u] {
+			continue
+		}
+		done[u] = true
+		members, err := s.nodes.unit(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range members {
+			if !seen[m.Name] {
+				seen[m.Name] = true
+				out = append(out, m)
+			}
 		}
 	}
-	getCtx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	live, err := s.kube.CoreV1().Nodes().Get(getCtx, req.node, metav1.GetOptions{})
-	if err != nil {
-		// Not knowing the node is reachability unknown to the rule: it
-		// decides on what the informer has, which lets the default apply.
-		if n, err := s.state.nodes.Get(req.node); err == nil {
-			return nodeOf(n)
-		}
-		return autonomy.Node{Name: req.node}
-	}
-	n, _ := slimNode(live)
-	return nodeOf(n.(*corev1.Node))
+	return out, nil
 }

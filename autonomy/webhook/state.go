@@ -6,13 +6,9 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -22,10 +18,12 @@ import (
 	gridlisters "github.com/servicegroup/servicegroup/client/listers/superedge/v1"
 )
 
-// state is what the rule reads, from informers that keep only that: every
-// Node's labels and Ready condition, and the grids' keys and annotations.
+// state is what the rule reads of the grids, from informers that keep
+// only that (their keys and annotations). Nodes are read when a decision
+// needs them (nodes.go): the webhook is called only while nodes fail, and
+// a watch of every Node would cost the apiserver and the controller their
+// status updates all the time.
 type state struct {
-	nodes  corelisters.NodeLister
 	dgs    gridlisters.DeploymentGridLister
 	ssgs   gridlisters.StatefulSetGridLister
 	synced []cache.InformerSynced
@@ -37,16 +35,15 @@ type state struct {
 	invalid map[string]string
 }
 
-func newState(kube kubernetes.Interface, grids versioned.Interface, resync time.Duration) *state {
-	kf := informers.NewSharedInformerFactoryWithOptions(kube, resync, informers.WithTransform(slimNode))
+func newState(grids versioned.Interface, resync time.Duration) *state {
 	gf := gridinformers.NewSharedInformerFactoryWithOptions(grids, resync, gridinformers.WithTransform(slimGrid))
-	nodes, dgs, ssgs := kf.Core().V1().Nodes(), gf.Superedge().V1().DeploymentGrids(), gf.Superedge().V1().StatefulSetGrids()
+	dgs, ssgs := gf.Superedge().V1().DeploymentGrids(), gf.Superedge().V1().StatefulSetGrids()
 	s := &state{
-		nodes: nodes.Lister(), dgs: dgs.Lister(), ssgs: ssgs.Lister(),
-		synced:  []cache.InformerSynced{nodes.Informer().HasSynced, dgs.Informer().HasSynced, ssgs.Informer().HasSynced},
+		dgs: dgs.Lister(), ssgs: ssgs.Lister(),
+		synced:  []cache.InformerSynced{dgs.Informer().HasSynced, ssgs.Informer().HasSynced},
 		invalid: map[string]string{},
 	}
-	s.start = func(ctx context.Context) { kf.Start(ctx.Done()); gf.Start(ctx.Done()) }
+	s.start = func(ctx context.Context) { gf.Start(ctx.Done()) }
 	return s
 }
 
@@ -57,23 +54,6 @@ func (s *state) hasSynced() bool {
 		}
 	}
 	return true
-}
-
-// slimNode keeps a Node's name, labels and Ready condition.
-func slimNode(obj any) (any, error) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return obj, nil
-	}
-	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
-	}}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			slim.Status.Conditions = []corev1.NodeCondition{c}
-		}
-	}
-	return slim, nil
 }
 
 // slimGrid keeps a grid's metadata (no managedFields) and key: its
@@ -91,38 +71,6 @@ func slimGrid(obj any) (any, error) {
 func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
 		Generation: m.Generation, Annotations: m.Annotations, DeletionTimestamp: m.DeletionTimestamp}
-}
-
-// nodeOf is what the rule reads of a Node.
-func nodeOf(n *corev1.Node) autonomy.Node {
-	out := autonomy.Node{Name: n.Name, Labels: n.Labels}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionUnknown {
-			out.Unreachable, out.Since = true, c.LastTransitionTime.Time
-		}
-	}
-	return out
-}
-
-// InUnit lists the nodes whose label key has value.
-func (s *state) InUnit(key, value string) []autonomy.Node {
-	sel := labels.SelectorFromSet(labels.Set{key: value})
-	nodes, _ := s.nodes.List(sel)
-	out := make([]autonomy.Node, 0, len(nodes))
-	for _, n := range nodes {
-		out = append(out, nodeOf(n))
-	}
-	return out
-}
-
-// allNodes is every node as the rule reads it.
-func (s *state) allNodes() autonomy.Nodes {
-	nodes, _ := s.nodes.List(labels.Everything())
-	out := make(autonomy.Nodes, 0, len(nodes))
-	for _, n := range nodes {
-		out = append(out, nodeOf(n))
-	}
-	return out
 }
 
 // badAnnotation is a grid whose autonomy annotation cannot be read.

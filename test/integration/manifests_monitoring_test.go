@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/servicegroup/servicegroup/autonomy"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
@@ -165,6 +166,43 @@ func TestMonitoringComponent(t *testing.T) {
 			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
 		if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
+		}
+		// The node lifecycle controller's first write about it (no
+		// kube-controller-manager here: its identity, impersonated) is what
+		// brings the nodeunit to the webhook's attention.
+		pod, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "on-node0"},
+			Spec: corev1.PodSpec{NodeName: "node0", Containers: []corev1.Container{{Name: "c", Image: "i"}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		if pod, err = admin.CoreV1().Pods("default").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		asNodeLifecycle := rest.CopyConfig(cp.Config)
+		asNodeLifecycle.Impersonate.UserName = "system:serviceaccount:kube-system:node-controller"
+		nodeLifecycle := kubernetes.NewForConfigOrDie(asNodeLifecycle)
+		var last error
+		err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			// Ready again (as its kubelet would say) after a write that got
+			// through before the webhook was registered.
+			if pod, last = admin.CoreV1().Pods("default").Get(ctx, "on-node0", metav1.GetOptions{}); last != nil {
+				return false, nil
+			}
+			if pod.Status.Conditions[0].Status != corev1.ConditionTrue {
+				pod.Status.Conditions[0].Status = corev1.ConditionTrue
+				if pod, last = admin.CoreV1().Pods("default").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); last != nil {
+					return false, nil
+				}
+			}
+			pod.Status.Conditions[0].Status = corev1.ConditionFalse
+			_, last = nodeLifecycle.CoreV1().Pods("default").UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+			// Refused once the webhook is registered: node0 is its
+			// nodeunit's only node, cut off.
+			return last != nil && strings.Contains(last.Error(), "servicegroup autonomy"), nil
+		})
+		if err != nil {
+			t.Fatalf("the node lifecycle controller's write was never withheld: %v (last: %v)", err, last)
 		}
 		checkScrapes(t, c, addr, "application_grid_controller_autonomy_nodeunit_autonomous_until_timestamp_seconds")
 		checkScrapes(t, c, addr, "application_grid_controller_autonomy_nodeunit_state")
