@@ -10,11 +10,14 @@ type Node struct {
 	Name   string
 	Labels map[string]string
 	// Unreachable: the node lifecycle controller set its Ready condition to
-	// Unknown (the kubelet stopped renewing its Lease); Since is when (the
-	// condition's lastTransitionTime). A node whose kubelet reports NotReady
-	// (Ready False) is reachable: it talks to the cloud.
+	// Unknown (the kubelet stopped renewing its Lease). A node whose
+	// kubelet reports NotReady (Ready False) is reachable: it talks to the
+	// cloud.
 	Unreachable bool
-	Since       time.Time
+	// Since is when the Ready condition last changed (its
+	// lastTransitionTime): when an unreachable node turned unreachable, and
+	// when a reachable one turned reachable (or Ready) last.
+	Since time.Time
 }
 
 // Grid is a grid that opted in: its nodeunits are the values of Key.
@@ -178,6 +181,13 @@ func Units(nodes Nodes, grids []Grid, now time.Time, window time.Duration) []Uni
 }
 
 // unitStatus is the state of nodeunit u with its nodes members.
+//
+// A nodeunit is cut off when none of its reachable nodes has been
+// reachable since before the first of its unreachable ones turned
+// unreachable: either every node is unreachable, or those that are not
+// turned reachable since (they were cut off too and are back, and the
+// others have yet to come back). Only a node reachable all along shows that
+// the unreachable ones failed alone.
 func unitStatus(u Unit, members []Node, g Grid, now time.Time, window time.Duration) UnitStatus {
 	st := UnitStatus{Unit: u, Nodes: len(members), Grid: g, State: Connected}
 	var first, last time.Time
@@ -193,20 +203,27 @@ func unitStatus(u Unit, members []Node, g Grid, now time.Time, window time.Durat
 			last = m.Since
 		}
 	}
-	switch {
-	case st.Unreachable == 0:
-	case st.Unreachable == st.Nodes:
+	if st.Unreachable == 0 {
+		return st
+	}
+	reachableAllAlong := false
+	for _, m := range members {
+		if !m.Unreachable && !m.Since.After(first) {
+			reachableAllAlong = true
+		}
+	}
+	if !reachableAllAlong {
 		st.Since, st.Until = last, last.Add(g.Duration)
 		st.State = CutOff
 		if !now.Before(st.Until) {
 			st.State = Expired
 		}
-	default:
-		st.Since, st.Until = first, last.Add(window)
-		st.State = NodeFailure
-		if now.Before(st.Until) {
-			st.State = Deciding
-		}
+		return st
+	}
+	st.Since, st.Until = first, last.Add(window)
+	st.State = NodeFailure
+	if now.Before(st.Until) {
+		st.State = Deciding
 	}
 	return st
 }

@@ -9,12 +9,19 @@ var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 const window = 20 * time.Second
 
+// node is a node of unit unreachable since t0+unreachableAt, or (reachable)
+// Ready since an hour before t0.
 func node(name, unit string, unreachableAt time.Duration) Node {
-	n := Node{Name: name, Labels: map[string]string{"zone1": unit}}
+	n := Node{Name: name, Labels: map[string]string{"zone1": unit}, Since: t0.Add(-time.Hour)}
 	if unreachableAt >= 0 {
 		n.Unreachable, n.Since = true, t0.Add(unreachableAt)
 	}
 	return n
+}
+
+// back is a node reachable again since t0+at.
+func back(name, unit string, at time.Duration) Node {
+	return Node{Name: name, Labels: map[string]string{"zone1": unit}, Since: t0.Add(at)}
 }
 
 const reachable = -1
@@ -46,6 +53,10 @@ func TestDecide(t *testing.T) {
 			ask: "a", at: window, withhold: false, state: NodeFailure, since: 0, until: window},
 		{name: "past its own window while a later peer's runs: a node failure", nodes: Nodes{node("a", "u1", 0), node("b", "u1", 15*time.Second), node("c", "u1", reachable)}, grids: []Grid{hourGrid},
 			ask: "a", at: 25 * time.Second, withhold: false, state: NodeFailure, since: 0, until: 15*time.Second + window},
+		{name: "the link back, a peer reachable again first: still cut off", nodes: Nodes{node("a", "u1", 0), back("b", "u1", 75*time.Second)}, grids: []Grid{hourGrid},
+			ask: "a", at: 76 * time.Second, withhold: true, state: CutOff, since: 0, until: time.Hour},
+		{name: "a peer reachable since just before: a node failure", nodes: Nodes{node("a", "u1", 0), back("b", "u1", -time.Second)}, grids: []Grid{hourGrid},
+			ask: "a", at: window, withhold: false, state: NodeFailure, since: 0, until: window},
 		{name: "no opted-in grid keyed on its labels", nodes: Nodes{node("a", "u1", 0)}, grids: []Grid{{Key: "other", Duration: time.Hour}},
 			ask: "a", at: time.Second, untracked: true},
 		{name: "an empty label value is no nodeunit", nodes: Nodes{{Name: "a", Labels: map[string]string{"zone1": ""}, Unreachable: true, Since: t0}}, grids: []Grid{hourGrid},

@@ -18,12 +18,15 @@
 //     withheld until the autonomy duration, counted from the moment the last
 //     node of the nodeunit went unreachable, has passed; then Kubernetes'
 //     default handling applies.
-//   - some node of the nodeunit still reachable: this node failed alone, and
-//     the default handling applies, after a short decision window in which the
+//   - some node of the nodeunit reachable all along (since before the first
+//     one turned unreachable): the unreachable nodes failed alone, and the
+//     default handling applies, after a short decision window in which the
 //     other nodes of a nodeunit that is really cut off also turn unreachable
 //     (they stop renewing their Leases within one renewal interval of each
 //     other, and the node lifecycle controller notices within its monitor
-//     period).
+//     period). A node that turned reachable again since does not count: when
+//     a cut-off nodeunit's link returns its nodes come back one by one, and
+//     the last ones keep their pods until they are back too.
 //
 // Only the cloud's own observations decide (the node lifecycle controller's
 // Ready condition and the grids); nothing a node writes about itself or its

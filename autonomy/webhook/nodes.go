@@ -136,8 +136,8 @@ func (n *nodes) trackedUnits(ctx context.Context) autonomy.Nodes {
 func nodeOf(n *corev1.Node) autonomy.Node {
 	out := autonomy.Node{Name: n.Name, Labels: n.Labels}
 	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionUnknown {
-			out.Unreachable, out.Since = true, c.LastTransitionTime.Time
+		if c.Type == corev1.NodeReady {
+			out.Unreachable, out.Since = c.Status == corev1.ConditionUnknown, c.LastTransitionTime.Time
 		}
 	}
 	return out

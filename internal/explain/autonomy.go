@@ -47,8 +47,8 @@ func AutonomyNodes(nodes []corev1.Node) autonomy.Nodes {
 	for _, n := range nodes {
 		an := autonomy.Node{Name: n.Name, Labels: n.Labels}
 		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionUnknown {
-				an.Unreachable, an.Since = true, c.LastTransitionTime.Time
+			if c.Type == corev1.NodeReady {
+				an.Unreachable, an.Since = c.Status == corev1.ConditionUnknown, c.LastTransitionTime.Time
 			}
 		}
 		out = append(out, an)

@@ -103,6 +103,10 @@ func (n *Node) cniConfig() string {
 `, n.Net.PodCIDR.String(), n.path("var/lib/cni/networks"))
 }
 
+// nodeLeaseSeconds is every kubelet's nodeLeaseDurationSeconds (it renews
+// every quarter of it), scaled for the partition steps (partition_test.go).
+const nodeLeaseSeconds = 8
+
 func (n *Node) kubeletConfig() string {
 	dns := ""
 	if n.ClusterDNS != "" {

@@ -44,7 +44,6 @@ import (
 // here, where it is 350 s by default; the controller's decision window is
 // its default, 20 s.
 const (
-	nodeLeaseSeconds  = 8
 	tolerationSeconds = 15
 	lifecycleGrace    = 10 * time.Second
 	evictionWindow    = lifecycleGrace + tolerationSeconds*time.Second
