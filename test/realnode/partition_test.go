@@ -339,6 +339,28 @@ func (p *partitionStep) run() []window {
 	defer stopSampling()
 	fewest := make(chan map[string]int, 1)
 	go func() { fewest <- sampleRules(sampling, t, p.unit, gridService, 300*time.Millisecond) }()
+	// The nodeunit's pods as the cloud sees them, every half second from
+	// the cut to the end of the after window: the first change is the
+	// failure (a pod marked not Ready at the reconnect and Ready again a
+	// second later must not hide between two looks).
+	firstChange := make(chan string, 1)
+	go func() {
+		start := time.Now()
+		for sampling.Err() == nil {
+			now, err := podLives(context.WithoutCancel(sampling), p.client, unitNames)
+			if err == nil {
+				if err := sameLives(before, now); err != nil {
+					firstChange <- fmt.Sprintf("%s after the cut: %v", time.Since(start).Round(100*time.Millisecond), err)
+					return
+				}
+			}
+			select {
+			case <-sampling.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		firstChange <- ""
+	}()
 	cut := window{name: "nodeunit cut off", start: time.Now()}
 	if err := cutOff(ctx, p.unit, outside); err != nil {
 		t.Fatal(err)
@@ -398,6 +420,9 @@ func (p *partitionStep) run() []window {
 	time.Sleep(15 * time.Second)
 	after.end = time.Now()
 	stopSampling()
+	if change := <-firstChange; change != "" {
+		t.Errorf("the nodeunit's pods as the cloud sees them, %s", change)
+	}
 	for node, n := range <-fewest {
 		t.Logf("%s: kube-proxy's rules sent %s to at least %d endpoints from the cut on (%d before it)", node, gridService, n, gridEndpoints[node])
 		if n < gridEndpoints[node] {
