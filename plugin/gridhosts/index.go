@@ -9,6 +9,7 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/gridname"
+	"github.com/servicegroup/servicegroup/gridunit"
 	"github.com/servicegroup/servicegroup/topology"
 )
 
@@ -170,24 +171,13 @@ func (x *Index) observed(t any) {
 	}
 }
 
-// unitOf returns the nodeunit value a StatefulSet name encodes for its grid
-// owner: the name is exactly {grid}-{value}. The prefix is cut by length,
-// never searched for, so a value that also occurs inside the grid name
-// cannot confuse it.
+// unitOf returns the nodeunit value a StatefulSet's name encodes for its
+// grid owner, read back as package gridunit names children.
 func unitOf(s *setObj) (string, bool) {
 	if !s.HasOwner || s.Owner.Kind != gridname.KindStatefulSetGrid {
 		return "", false
 	}
-	return suffixAfter(s.Name, s.Owner.Name)
-}
-
-// suffixAfter returns what follows "{prefix}-" in name, when name is
-// exactly that and more.
-func suffixAfter(name, prefix string) (string, bool) {
-	if len(name) <= len(prefix)+1 || !strings.HasPrefix(name, prefix) || name[len(prefix)] != '-' {
-		return "", false
-	}
-	return name[len(prefix)+1:], true
+	return gridunit.ValueOf(s.Owner.Name, s.Name)
 }
 
 func (x *Index) addSet(s *setObj) {
@@ -276,11 +266,11 @@ func ordinalOf(p *podObj) (string, bool) {
 	if !p.HasOwner || p.Owner.Kind != gridname.KindStatefulSet {
 		return "", false
 	}
-	ord, ok := suffixAfter(p.Name(), p.Owner.Name)
-	if !ok || !gridname.IsOrdinal(ord) {
+	ord, ok := strings.CutPrefix(p.Name(), p.Owner.Name)
+	if !ok || len(ord) < 2 || ord[0] != '-' || !gridname.IsOrdinal(ord[1:]) {
 		return "", false
 	}
-	return ord, true
+	return ord[1:], true
 }
 
 func (x *Index) addPod(p *podObj) {
