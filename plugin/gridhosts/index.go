@@ -234,30 +234,36 @@ func (x *Index) gridOf(ns, name, svc string, labels map[string]string) *gridname
 		}
 		return nil
 	}
-	var best *childGrid
-	sv := x.services[nsName{ns, svc}]
-	rank := func(c *childGrid) int {
-		r := 0
-		if v, ok := labels[c.grid.Key]; !ok || v != c.unit {
-			r += 4
-		}
-		if sv != nil && !sv.GridKey.IsOf(&c.grid) {
-			r += 2
-		}
-		if c.set.Terminating {
-			r++
-		}
-		return r
-	}
-	for i, c := range x.childGrids[nsName{ns, name}] {
-		if best == nil || rank(&c) < rank(best) || rank(&c) == rank(best) && c.set.Name < best.set.Name {
-			best = &x.childGrids[nsName{ns, name}][i]
-		}
-	}
-	if best == nil {
+	children := x.childGrids[nsName{ns, name}]
+	if len(children) == 0 {
 		return nil
 	}
+	sv := x.services[nsName{ns, svc}]
+	best, bestRank := &children[0], children[0].rank(labels, sv)
+	for i := 1; i < len(children); i++ {
+		c := &children[i] // never copied: the query path stays small
+		if r := c.rank(labels, sv); r < bestRank || r == bestRank && c.set.Name < best.set.Name {
+			best, bestRank = c, r
+		}
+	}
 	return &best.grid
+}
+
+// rank orders the grids children name for gridOf, lowest first: a child of
+// the nodeunit of a node with labels, one whose key Service sv names too,
+// one not being deleted.
+func (c *childGrid) rank(labels map[string]string, sv *svcObj) int {
+	r := 0
+	if v, ok := labels[c.grid.Key]; !ok || v != c.unit {
+		r += 4
+	}
+	if sv != nil && !sv.GridKey.IsOf(&c.grid) {
+		r += 2
+	}
+	if c.set.Terminating {
+		r++
+	}
+	return r
 }
 
 // ordinalOf returns the ordinal of a StatefulSet pod: its name is exactly
