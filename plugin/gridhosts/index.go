@@ -7,9 +7,7 @@ import (
 	"sync"
 	"time"
 
-	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/gridname"
-	"github.com/servicegroup/servicegroup/gridunit"
 	"github.com/servicegroup/servicegroup/topology"
 )
 
@@ -42,7 +40,7 @@ type Index struct {
 	// children's controller reference and grid key instead. childGrids
 	// holds them by namespace and grid name.
 	gridsFromChildren bool
-	childGrids        map[nsName][]childGrid
+	childGrids        map[nsName][]gridname.Child
 
 	// clients mode only: source IP -> node. noClientAddrs (node mode, where
 	// no query reads them) leaves the pods' addresses out.
@@ -73,7 +71,7 @@ func newIndexSized(grids, sets, pods, services, nodes, slices int) *Index {
 		nodes:      make(map[string]*nodeObj, nodes),
 		slices:     make(map[nsName]*sliceObj, slices),
 		svcSlices:  make(map[nsName]map[string]*sliceObj, services),
-		childGrids: make(map[nsName][]childGrid, sets),
+		childGrids: make(map[nsName][]gridname.Child, sets),
 		clientPods: newClientAddrs(pods),
 		nodeIPs:    make(map[netip.Addr]string, nodes),
 	}
@@ -171,21 +169,12 @@ func (x *Index) observed(t any) {
 	}
 }
 
-// unitOf returns the nodeunit value a StatefulSet's name encodes for its
-// grid owner, read back as package gridunit names children.
-func unitOf(s *setObj) (string, bool) {
-	if !s.HasOwner || s.Owner.Kind != gridname.KindStatefulSetGrid {
-		return "", false
-	}
-	return gridunit.ValueOf(s.Owner.Name, s.Name)
-}
-
 func (x *Index) addSet(s *setObj) {
 	x.sets[nsName{s.Namespace, s.Name}] = s
-	if v, ok := unitOf(s); ok {
-		x.setsByUnit[unitKey{s.Namespace, s.Owner.Name, v}] = s
+	if c, ok := gridname.ChildOf(&s.StatefulSet); ok {
+		x.setsByUnit[unitKey{s.Namespace, s.Owner.Name, c.Unit}] = s
 		gk := nsName{s.Namespace, s.Owner.Name}
-		x.childGrids[gk] = append(x.childGrids[gk], childGridOf(s, v))
+		x.childGrids[gk] = append(x.childGrids[gk], c)
 	}
 }
 
@@ -195,38 +184,20 @@ func (x *Index) deleteSet(k nsName) {
 		return
 	}
 	delete(x.sets, k)
-	if v, ok := unitOf(s); ok {
-		delete(x.setsByUnit, unitKey{s.Namespace, s.Owner.Name, v})
+	if c, ok := gridname.ChildOf(&s.StatefulSet); ok {
+		delete(x.setsByUnit, unitKey{s.Namespace, s.Owner.Name, c.Unit})
 		gk := nsName{s.Namespace, s.Owner.Name}
-		x.childGrids[gk] = slices.DeleteFunc(x.childGrids[gk], func(c childGrid) bool { return c.set == s })
+		x.childGrids[gk] = slices.DeleteFunc(x.childGrids[gk], func(c gridname.Child) bool { return c.Set == &s.StatefulSet })
 		if len(x.childGrids[gk]) == 0 {
 			delete(x.childGrids, gk)
 		}
 	}
 }
 
-// childGrid is the grid one child names: its controller's name and UID and
-// the grid key it carries (encoded once here, not per query).
-type childGrid struct {
-	set  *setObj
-	unit string
-	grid gridname.Grid
-}
-
-func childGridOf(s *setObj, unit string) childGrid {
-	key, _ := s.GridKey.Key()
-	return childGrid{set: s, unit: unit, grid: gridname.Grid{Name: s.Owner.Name, UID: s.Owner.UID, Key: key,
-		KeyLabel: superedgev1.GridUniqKeyLabelValue(key)}}
-}
-
 // gridOf is grid ns/name as the rule sees it for a node with labels, asked
 // through Service svc ("" for any): the StatefulSetGrid, or with
-// gridsFromChildren the grid its children name, the one of the child of
-// this node's nodeunit (the node's value of the child's key is the child's
-// nodeunit), then one whose key the Service names too, then one not being
-// deleted, then by name (children of two keys exist only while a grid's key
-// changes); a child of another nodeunit (only during a relabel) when none is
-// this node's. Nil when there is none. Callers hold x.mu.
+// gridsFromChildren the grid its children name (gridname.GridOfChildren).
+// Nil when there is none. Callers hold x.mu.
 func (x *Index) gridOf(ns, name, svc string, labels map[string]string) *gridname.Grid {
 	if !x.gridsFromChildren {
 		if g, ok := x.grids[nsName{ns, name}]; ok {
@@ -234,36 +205,11 @@ func (x *Index) gridOf(ns, name, svc string, labels map[string]string) *gridname
 		}
 		return nil
 	}
-	children := x.childGrids[nsName{ns, name}]
-	if len(children) == 0 {
-		return nil
+	var sv *gridname.Service
+	if o := x.services[nsName{ns, svc}]; o != nil {
+		sv = &o.Service
 	}
-	sv := x.services[nsName{ns, svc}]
-	best, bestRank := &children[0], children[0].rank(labels, sv)
-	for i := 1; i < len(children); i++ {
-		c := &children[i] // never copied: the query path stays small
-		if r := c.rank(labels, sv); r < bestRank || r == bestRank && c.set.Name < best.set.Name {
-			best, bestRank = c, r
-		}
-	}
-	return &best.grid
-}
-
-// rank orders the grids children name for gridOf, lowest first: a child of
-// the nodeunit of a node with labels, one whose key Service sv names too,
-// one not being deleted.
-func (c *childGrid) rank(labels map[string]string, sv *svcObj) int {
-	r := 0
-	if v, ok := labels[c.grid.Key]; !ok || v != c.unit {
-		r += 4
-	}
-	if sv != nil && !sv.GridKey.IsOf(&c.grid) {
-		r += 2
-	}
-	if c.set.Terminating {
-		r++
-	}
-	return r
+	return gridname.GridOfChildren(x.childGrids[nsName{ns, name}], labels, sv)
 }
 
 // ordinalOf returns the ordinal of a StatefulSet pod: its name is exactly

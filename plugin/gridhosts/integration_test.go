@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -425,8 +423,8 @@ func TestCoreDNSAgainstAPIServer(t *testing.T) {
 // changed, and checks gridhosts answers grid names while kubernetes still
 // answers the rest.
 func runShipped(t *testing.T, c *cluster, bin, file string) {
-	sc := shippedCorefile(t, file, c.cp.Kubeconfig, c.cp.Kubeconfig)
-	text, port, ready, snapshot, wantSnapshot := sc.text, sc.port, sc.ready, sc.snapshot, sc.wantSnapshot
+	sc := testcoredns.ShippedCorefile(t, file, c.cp.Kubeconfig, c.cp.Kubeconfig)
+	text, port, ready, snapshot, wantSnapshot := sc.Text, sc.Port, sc.Ready, sc.Snapshot, sc.WantSnapshot
 	startCoreDNS(t, bin, text, fmt.Sprintf("http://127.0.0.1:%d/ready", ready), "NODE_NAME=node-1")
 	server := fmt.Sprintf("127.0.0.1:%d", port)
 	if !strings.Contains(file, "clients") {
@@ -448,64 +446,6 @@ func runShipped(t *testing.T, c *cluster, bin, file string) {
 			return err
 		})
 	}
-}
-
-// shipped is a corefile/ file adapted to run in a test.
-type shipped struct {
-	text        string
-	port, ready int
-	// snapshot is the file the node's hostPath became; wantSnapshot: the
-	// Corefile keeps one.
-	snapshot     string
-	wantSnapshot bool
-}
-
-// shippedCorefile is corefile/FILE with only addresses and credentials
-// changed: gridhosts reads kubeconfig; Services and EndpointSlices (in
-// Corefile.node: gridhosts' services_kubeconfig and the kubernetes plugin,
-// the node wrapper's DNS view there) are read with services.
-func shippedCorefile(t *testing.T, file, kubeconfig, services string) shipped {
-	t.Helper()
-	_, self, _, _ := runtime.Caller(0)
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(self), "..", "..", "corefile", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, health, ready, prom := freePort(t), freePort(t), freePort(t), freePort(t)
-	text := string(data)
-	replacements := [][2]string{
-		{".:53 {", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
-		{"health {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
-		{"    ready\n", fmt.Sprintf("    ready 127.0.0.1:%d\n", ready)},
-		{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
-		{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + kubeconfig},
-		{"kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig " + services},
-		{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
-	}
-	if file == "Corefile.node" { // host network, node-local address, the wrapper's DNS view
-		replacements = [][2]string{
-			{".:53 {\n    bind 169.254.20.10", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
-			{"health 127.0.0.1:8080 {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
-			{"ready 127.0.0.1:8181", fmt.Sprintf("ready 127.0.0.1:%d", ready)},
-			{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
-			{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + kubeconfig},
-			{"services_kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "services_kubeconfig " + services},
-			{"    kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "    kubeconfig " + services},
-			{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
-		}
-	}
-	for _, r := range replacements {
-		if !strings.Contains(text, r[0]) {
-			t.Fatalf("%s: no %q to adapt", file, r[0])
-		}
-		text = strings.Replace(text, r[0], r[1], 1)
-	}
-	// The node's hostPath becomes a file of this test.
-	const shippedSnapshot = "snapshot /var/lib/coredns-gridhosts/gridhosts.snapshot"
-	snapshot := filepath.Join(t.TempDir(), "gridhosts.snapshot")
-	wantSnapshot := strings.Contains(text, shippedSnapshot)
-	text = strings.Replace(text, shippedSnapshot, "snapshot "+snapshot, 1)
-	return shipped{text: text, port: port, ready: ready, snapshot: snapshot, wantSnapshot: wantSnapshot}
 }
 
 // TestInProcessInformers runs the plugin's own informers in this process

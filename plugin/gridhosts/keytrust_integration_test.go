@@ -24,6 +24,7 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testcoredns"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/topology"
 )
@@ -176,14 +177,14 @@ func TestUntrustedKeysOneOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sc := shippedCorefile(t, "Corefile.node", c.cp.Kubeconfig, dnsView)
+	sc := testcoredns.ShippedCorefile(t, "Corefile.node", c.cp.Kubeconfig, dnsView)
 	const gridhostsBlock = "gridhosts cluster.local {\n"
-	if !strings.Contains(sc.text, gridhostsBlock) {
+	if !strings.Contains(sc.Text, gridhostsBlock) {
 		t.Fatalf("Corefile.node has no %q", gridhostsBlock)
 	}
-	text := strings.Replace(sc.text, gridhostsBlock, gridhostsBlock+"        require_node_restricted_keys\n", 1)
-	startCoreDNS(t, bin, text, fmt.Sprintf("http://127.0.0.1:%d/ready", sc.ready), "NODE_NAME=node-3")
-	server := fmt.Sprintf("127.0.0.1:%d", sc.port)
+	text := strings.Replace(sc.Text, gridhostsBlock, gridhostsBlock+"        require_node_restricted_keys\n", 1)
+	startCoreDNS(t, bin, text, fmt.Sprintf("http://127.0.0.1:%d/ready", sc.Ready), "NODE_NAME=node-3")
+	server := fmt.Sprintf("127.0.0.1:%d", sc.Port)
 
 	wrapperAddrs := func(svc string) ([]string, error) {
 		list, err := viaWrapper.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
