@@ -41,6 +41,8 @@ type benchServer struct {
 	hosts     string
 	hostsFile string
 	names     []string
+	// pprof is CoreDNS's pprof address with SG_DNSPERF_PROFILE set, else "".
+	pprof string
 }
 
 func pinSelfAwayFromCPU0(b *testing.B) {
@@ -121,9 +123,9 @@ cluster.local:%d {
   hosts %s {
     ttl 5
     reload %s
-  }
+  }%s
 }
-`, gp, ready, c.cp.Kubeconfig, clientsLine(clients), hp, s.hostsFile, hostsReload)
+`, gp, ready, c.cp.Kubeconfig, clientsLine(clients), hp, s.hostsFile, hostsReload, s.pprofLine(b))
 	s.gridhosts, s.hosts = fmt.Sprintf("127.0.0.1:%d", gp), fmt.Sprintf("127.0.0.1:%d", hp)
 
 	if runtime.NumCPU() >= 2 {
@@ -139,6 +141,16 @@ cluster.local:%d {
 	startCoreDNS(b, bin, corefile, fmt.Sprintf("http://127.0.0.1:%d/ready", ready))
 	pinSelfAwayFromCPU0(b)
 	return s
+}
+
+// pprofLine serves CoreDNS's profiles (process-wide) when
+// SG_DNSPERF_PROFILE names a directory for them.
+func (s *benchServer) pprofLine(b *testing.B) string {
+	if os.Getenv("SG_DNSPERF_PROFILE") == "" {
+		return ""
+	}
+	s.pprof = fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	return "\n  pprof " + s.pprof
 }
 
 func clientsLine(clients bool) string {

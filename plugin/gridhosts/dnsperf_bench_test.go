@@ -2,6 +2,8 @@ package gridhosts
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -46,6 +49,8 @@ var dnsperfLatency = regexp.MustCompile(`Average Latency \(s\):\s+([0-9.]+)`)
 // pairs and its spread. Needs `dnsperf` (Debian package dnsperf).
 // SG_DNSPERF_NAMES, SG_DNSPERF_PAIRS and SG_DNSPERF_MODE (node, the
 // default, or clients) change the load; every answer must be NOERROR.
+// SG_DNSPERF_PROFILE=DIR saves a CPU profile of CoreDNS (the pprof plugin,
+// 8 s) under each side's load alone, before the pairs.
 func BenchmarkDNSPerf(b *testing.B) {
 	names, pairs := envInt(b, "SG_DNSPERF_NAMES", dnsperfNames), envInt(b, "SG_DNSPERF_PAIRS", dnsperfPairs)
 	mode := os.Getenv("SG_DNSPERF_MODE")
@@ -96,6 +101,29 @@ func BenchmarkDNSPerf(b *testing.B) {
 	}
 	run(s.gridhosts, 2) // warm up both
 	run(s.hosts, 2)
+	if dir := os.Getenv("SG_DNSPERF_PROFILE"); dir != "" {
+		// A CPU profile of the process under each side's load alone.
+		for side, srv := range map[string]string{"gridhosts": s.gridhosts, "hosts": s.hosts} {
+			done := make(chan struct{})
+			go func() { defer close(done); run(srv, 10) }()
+			time.Sleep(time.Second)
+			resp, err := http.Get("http://" + s.pprof + "/debug/pprof/profile?seconds=8")
+			if err != nil {
+				b.Fatal(err)
+			}
+			data, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			<-done
+			path := filepath.Join(dir, fmt.Sprintf("cpu-%s-%s-%d.pprof", side, mode, names))
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("CPU profile under %s's load: %s", side, path)
+		}
+	}
 	var ratios []float64
 	for i := range pairs {
 		// Alternate which goes first, so drift does not favour one.

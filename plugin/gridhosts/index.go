@@ -367,8 +367,19 @@ func (x *Index) nodeForClient(ip netip.Addr) (string, bool) {
 // for on node, decided by package gridname; nil when the rule rules it out.
 // Callers hold x.mu.
 func (x *Index) member(ns, grid, ordinal, svc string, node *nodeObj) *gridname.Pod {
-	labels := nodeLabelsOf(node)
-	r := gridname.Resolve(gridname.Query{Grid: grid, Ordinal: ordinal, Service: svc}, labels, node != nil, indexFinder{x, ns, grid, ordinal, svc, labels})
+	return x.memberOf(x.gridOf(ns, grid, svc, nodeLabelsOf(node)), ns, ordinal, svc, node)
+}
+
+// memberOf is member for grid gr, the grid's name as gridOf found it
+// (nil: none). The query path finds the grid once, before the rule runs:
+// found inside it, one call deeper, the lookup grew every query's new
+// goroutine stack (issue 49's profile). Callers hold x.mu.
+func (x *Index) memberOf(gr *gridname.Grid, ns, ordinal, svc string, node *nodeObj) *gridname.Pod {
+	if gr == nil {
+		return nil // the rule's first check: no grid
+	}
+	r := gridname.Resolve(gridname.Query{Grid: gr.Name, Ordinal: ordinal, Service: svc}, nodeLabelsOf(node), node != nil,
+		indexFinder{x: x, grid: gr, ns: ns, ordinal: ordinal, svc: svc})
 	if r.Reason != gridname.Resolved {
 		return nil
 	}
@@ -383,18 +394,18 @@ func nodeLabelsOf(node *nodeObj) map[string]string {
 	return node.Labels
 }
 
-// indexFinder is the rule's view of the index for one query: every lookup
-// is one map access.
+// indexFinder is the rule's view of the index for one query, its grid
+// already found: every other lookup is one map access.
 type indexFinder struct {
-	x                      *Index
-	ns, grid, ordinal, svc string
-	labels                 map[string]string
+	x                *Index
+	grid             *gridname.Grid
+	ns, ordinal, svc string
 }
 
-func (f indexFinder) Grid() *gridname.Grid { return f.x.gridOf(f.ns, f.grid, f.svc, f.labels) }
+func (f indexFinder) Grid() *gridname.Grid { return f.grid }
 
 func (f indexFinder) StatefulSet(value string) *gridname.StatefulSet {
-	if s, ok := f.x.setsByUnit[unitKey{f.ns, f.grid, value}]; ok {
+	if s, ok := f.x.setsByUnit[unitKey{f.ns, f.grid.Name, value}]; ok {
 		return &s.StatefulSet
 	}
 	return nil
@@ -414,10 +425,10 @@ func (f indexFinder) Pod(set *gridname.StatefulSet) *gridname.Pod {
 	var buf [160]byte
 	key := append(append(append(append(append(buf[:0], f.ns...), '/'), set.Name...), '-'), f.ordinal...)
 	p, ok := f.x.pods[string(key)]
-	if !ok || p.Owner.Name != set.Name {
-		return nil
-	}
-	if _, member := ordinalOf(p); !member {
+	// Its name is {set}-{ordinal}, the ordinal checked when the name was
+	// parsed: it is the set's member when the set controls it (ordinalOf,
+	// without parsing the ordinal again on every query).
+	if !ok || !p.HasOwner || p.Owner.Kind != gridname.KindStatefulSet || p.Owner.Name != set.Name {
 		return nil
 	}
 	return &p.Pod

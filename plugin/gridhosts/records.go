@@ -35,10 +35,11 @@ func (g *GridHosts) serviceKeys(x *Index, namespace, service string) ([]string, 
 func (g *GridHosts) lookup(x *Index, state request.Request, qname string, q queryName, node *nodeObj, zone string) (answer, extra []dns.RR, exists bool) {
 	switch q.kind {
 	case nameMember:
-		if gr := x.gridOf(q.namespace, q.grid, q.service, nodeLabelsOf(node)); gr != nil && g.RestrictKeys && !g.keyTrust.gridKey(q.namespace, q.grid, gr.Key) {
+		gr := x.gridOf(q.namespace, q.grid, q.service, nodeLabelsOf(node))
+		if gr != nil && g.RestrictKeys && !g.keyTrust.gridKey(q.namespace, q.grid, gr.Key) {
 			return nil, nil, false
 		}
-		p := x.member(q.namespace, q.grid, q.ordinal, q.service, node)
+		p := x.memberOf(gr, q.namespace, q.ordinal, q.service, node)
 		if p == nil {
 			return nil, nil, false
 		}
