@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
-	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins monitoring-tools images clean
+	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins monitoring-tools release-tools images clean
 
 all: build
 
@@ -29,7 +29,7 @@ coredns:
 kubectl-grid:
 	$(GOBUILD) -o $(BIN)/kubectl-grid ./cmd/kubectl-grid
 
-## generate: deepcopy, clientset, listers, informers, apply configurations, CRDs
+## generate: deepcopy, clientset, listers, informers, apply configurations, CRDs, the Helm chart (build/chart)
 generate:
 	hack/update-codegen.sh
 
@@ -68,11 +68,16 @@ apiserver-bins:
 monitoring-tools:
 	hack/monitoring-tools.sh
 
+## release-tools: build (or reuse the cached) helm, cosign and krew from the Go module proxy
+## (hack/release-versions.env), for the chart's tests, make release and the real-node test
+release-tools:
+	hack/release-tools.sh
+
 ## test: unit, integration (real apiserver) and end-to-end tests, with -race, never from the test cache
 ## (the real binaries they run are outside what go test tracks). The tests run the binaries `make build`
 ## made (SERVICEGROUP_BIN), so each is compiled once per run; hack/test.sh builds the older kube-proxy
 ## releases while the tests run and prints the slowest packages and tests.
-test: host-deps k8s-bins monitoring-tools build
+test: host-deps k8s-bins monitoring-tools release-tools build
 	SERVICEGROUP_BIN=$(abspath $(BIN)) TEST_FLAGS='$(TEST_FLAGS)' hack/test.sh
 
 ## bench: benchmarks against the real binaries, each reporting against its
