@@ -69,7 +69,8 @@ monitoring-tools:
 	hack/monitoring-tools.sh
 
 ## release-tools: build (or reuse the cached) helm, cosign and krew from the Go module proxy
-## (hack/release-versions.env), for the chart's tests, make release and the real-node test
+## (hack/release-versions.env), for the chart's tests, make release and the real-node test; .ci/run
+## starts it early and, under CI, a test that needs a tool waits for its build (internal/releasetools)
 release-tools:
 	hack/release-tools.sh
 
@@ -77,7 +78,7 @@ release-tools:
 ## (the real binaries they run are outside what go test tracks). The tests run the binaries `make build`
 ## made (SERVICEGROUP_BIN), so each is compiled once per run; hack/test.sh builds the older kube-proxy
 ## releases while the tests run and prints the slowest packages and tests.
-test: host-deps k8s-bins monitoring-tools release-tools build
+test: host-deps k8s-bins monitoring-tools build
 	SERVICEGROUP_BIN=$(abspath $(BIN)) TEST_FLAGS='$(TEST_FLAGS)' hack/test.sh
 
 ## bench: benchmarks against the real binaries, each reporting against its

@@ -43,16 +43,28 @@ func Built(tool string) (string, error) {
 	return p, nil
 }
 
-// Require is the path of tool for a test: skipped when the tool is not
-// built, failed instead when CI is set (CI builds them first).
+// Require is the path of tool for a test. Not built: skipped, unless CI
+// is set, where the test runs the script for it, which waits for the build
+// .ci/run started in the background (its lock) or builds it, so that only
+// the tests that need a tool wait for it.
 func Require(t testing.TB, tool string) string {
 	t.Helper()
 	p, err := Built(tool)
-	if err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("%v; CI=true makes this a failure", err)
-		}
-		t.Fatalf("required under CI: %v", err)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "" {
+		t.Skipf("%v; CI=true makes this build it", err)
+	}
+	root, rerr := testbin.RepoRoot()
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if out, err := exec.Command(filepath.Join(root, "hack", "release-tools.sh"), tool).CombinedOutput(); err != nil {
+		t.Fatalf("hack/release-tools.sh %s: %v\n%s", tool, err, out)
+	}
+	if p, err = Built(tool); err != nil {
+		t.Fatal(err)
 	}
 	return p
 }
