@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
-	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins monitoring-tools release-tools images clean
+	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins monitoring-tools release-tools images release clean
 
 all: build
 
@@ -129,6 +129,18 @@ images:
 	$(GO) run ./cmd/image-build --out $(BIN)/images --version $(VERSION) \
 		--revision "$(shell git rev-parse HEAD 2>/dev/null)" --source-date-epoch $(SOURCE_DATE_EPOCH) \
 		--platforms $(PLATFORMS) $(if $(REGISTRY),--registry $(REGISTRY))
+
+## release: VERSION=vX.Y.Z (build/VERSION's) into $(BIN)/release (build/README-images.md, "Releases"):
+## the images as `make images` builds them, pushed to REGISTRY (empty: a registry of the run's own on
+## 127.0.0.1, the signed images kept as OCI layouts), an SBOM per image (CycloneDX), a cosign signature
+## per image and per SBOM attestation (COSIGN_KEY, COSIGN_PASSWORD; no transparency log), the Helm chart
+## as an OCI artifact, signed, kubectl-grid archives with SHA256SUMS and the krew manifest grid.yaml
+COSIGN_KEY ?=
+release: release-tools
+	$(GO) run ./cmd/release --version $(VERSION) --out $(BIN)/release \
+		--revision "$(shell git rev-parse HEAD 2>/dev/null)" --source-date-epoch $(SOURCE_DATE_EPOCH) \
+		--platforms $(PLATFORMS) --key "$(COSIGN_KEY)" $(if $(REGISTRY),--registry $(REGISTRY)) \
+		$(if $(INSECURE_REGISTRY),--insecure-registry)
 
 clean:
 	rm -rf $(BIN)
