@@ -135,12 +135,13 @@ images:
 ## 127.0.0.1, the signed images kept as OCI layouts), an SBOM per image (CycloneDX), a cosign signature
 ## per image and per SBOM attestation (COSIGN_KEY, COSIGN_PASSWORD; no transparency log), the Helm chart
 ## as an OCI artifact, signed, kubectl-grid archives with SHA256SUMS and the krew manifest grid.yaml
+## (PLUGIN_PLATFORMS: fewer than linux/amd64,arm64,arm, darwin/amd64,arm64, windows/amd64)
 COSIGN_KEY ?=
 release: release-tools
 	$(GO) run ./cmd/release --version $(VERSION) --out $(BIN)/release \
 		--revision "$(shell git rev-parse HEAD 2>/dev/null)" --source-date-epoch $(SOURCE_DATE_EPOCH) \
 		--platforms $(PLATFORMS) --key "$(COSIGN_KEY)" $(if $(REGISTRY),--registry $(REGISTRY)) \
-		$(if $(INSECURE_REGISTRY),--insecure-registry)
+		$(if $(INSECURE_REGISTRY),--insecure-registry) $(if $(PLUGIN_PLATFORMS),--plugin-platforms $(PLUGIN_PLATFORMS))
 
 clean:
 	rm -rf $(BIN)

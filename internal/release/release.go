@@ -140,7 +140,13 @@ func Make(ctx context.Context, o Options) (*Result, error) {
 		}
 		res.Images[spec.Name] = digest
 		res.Digests[spec.Name] = []string{pinned}
-		pins = append(pins, imagebuild.PushedPin(spec.Name, reg, digest))
+		if o.Registry != "" {
+			pins = append(pins, imagebuild.PushedPin(spec.Name, reg, digest))
+		} else {
+			// The run's own registry is gone afterwards: the overlay names
+			// the layouts', as make images without REGISTRY does.
+			pins = append(pins, imagebuild.LocalPin(spec.Name, imagebuild.ManifestRepository, o.Version))
+		}
 		logf("%s: pushed, signed, SBOM attested (%s)", pinned, time.Since(start).Round(time.Second))
 	}
 	if _, err := imagebuild.WriteOverlay(filepath.Join(o.Out, ImagesDir), filepath.Join(o.Root, "build/manifests/default"), pins); err != nil {
