@@ -28,7 +28,15 @@ const (
 
 // HelmRelease publishes a build as `make release` does (its images
 // signed, the chart pushed and signed) into the test's registry, with a
-// throwaway key pair, and runs the guide's Helm blocks against it.
+// throwaway key pair, and runs the guide's Helm blocks against it. In
+// TestRealNodes, after before-you-start: NewHelmRelease (UpstreamHost and
+// UpstreamPort set), Publish(op.Version); RunStep(HelmInstallStep) where
+// install-cluster runs; after check-images VerifyRunning of
+// workloadImages; for the upgrade, after MakeImagesVersion(next),
+// Publish(next) and RunStep(HelmUpgradeStep, next) with the same wait for
+// the old node CoreDNS pods, then VerifyRunning again; RunStep(
+// HelmUninstallStep) where uninstall-cluster runs; each RunStep in a
+// traffic window as the guide's steps are.
 type HelmRelease struct {
 	Helm, Cosign string
 	// Registry is host:port/prefix, where `make images` pushed.
