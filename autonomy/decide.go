@@ -14,6 +14,8 @@ type Node struct {
 	// kubelet reports NotReady (Ready False) is reachable: it talks to the
 	// cloud.
 	Unreachable bool
+	// Ready: its kubelet reports it Ready (the condition True).
+	Ready bool
 	// Since is when the Ready condition last changed (its
 	// lastTransitionTime): when an unreachable node turned unreachable, and
 	// when a reachable one turned reachable (or Ready) last.
@@ -100,6 +102,12 @@ type Decision struct {
 	// Withhold: keep the node's pods Ready and the node without the NoExecute
 	// taint, for now.
 	Withhold bool
+	// Stale: the node is Ready again; the node lifecycle controller acted on
+	// its view from before the kubelet came back (it reads Nodes from its
+	// cache once per monitor period, and its pod updates are queued with a
+	// backoff), and the kubelet, which decides its pods' readiness again,
+	// would only have to undo it.
+	Stale bool
 	// Status is the nodeunit that decided: the withholding one with the
 	// latest end, else the one that let the default apply. Zero when no
 	// opted-in grid is keyed on a label the node has.
@@ -135,6 +143,9 @@ func Decide(n Node, src NodeSource, grids []Grid, now time.Time, window time.Dur
 		if better(d, best) {
 			best = d
 		}
+	}
+	if best.Autonomous() && n.Ready {
+		best.Withhold, best.Stale = true, true
 	}
 	return best
 }

@@ -19,9 +19,9 @@ func node(name, unit string, unreachableAt time.Duration) Node {
 	return n
 }
 
-// back is a node reachable again since t0+at.
+// back is a node reachable again (Ready) since t0+at.
 func back(name, unit string, at time.Duration) Node {
-	return Node{Name: name, Labels: map[string]string{"zone1": unit}, Since: t0.Add(at)}
+	return Node{Name: name, Labels: map[string]string{"zone1": unit}, Ready: true, Since: t0.Add(at)}
 }
 
 const reachable = -1
@@ -151,4 +151,20 @@ func FuzzParseDuration(f *testing.F) {
 			t.Fatalf("%q accepted as %v, out of bounds", s, d)
 		}
 	})
+}
+
+// A write of the node lifecycle controller about a node that is Ready again
+// acts on an old view: withheld; about a node that reports NotReady, not.
+func TestDecideStaleWrite(t *testing.T) {
+	nodes := Nodes{back("a", "u1", 75*time.Second), back("b", "u1", 76*time.Second)}
+	if d := Decide(nodes[0], nodes, []Grid{hourGrid}, t0.Add(80*time.Second), window); !d.Withhold || !d.Stale {
+		t.Fatalf("a Ready node: %+v", d)
+	}
+	notReady := Node{Name: "a", Labels: map[string]string{"zone1": "u1"}, Since: t0}
+	if d := Decide(notReady, Nodes{notReady}, []Grid{hourGrid}, t0.Add(time.Second), window); d.Withhold {
+		t.Fatalf("a NotReady node: %+v", d)
+	}
+	if d := Decide(back("x", "none", 0), Nodes{}, []Grid{{Key: "other", Duration: time.Hour}}, t0, window); d.Withhold {
+		t.Fatalf("a Ready node no grid covers: %+v", d)
+	}
 }

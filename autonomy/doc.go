@@ -28,6 +28,12 @@
 //     a cut-off nodeunit's link returns its nodes come back one by one, and
 //     the last ones keep their pods until they are back too.
 //
+//   - a node Ready again: a write of the node lifecycle controller about it
+//     comes from its view of before the kubelet came back (it reads Nodes
+//     from its cache, and its pod updates are queued with a backoff); the
+//     kubelet decides its pods' readiness again, so nothing flaps at the
+//     reconnect.
+//
 // Only the cloud's own observations decide (the node lifecycle controller's
 // Ready condition and the grids); nothing a node writes about itself or its
 // peers does. A node can move itself between nodeunits only by its labels,

@@ -137,7 +137,7 @@ func nodeOf(n *corev1.Node) autonomy.Node {
 	out := autonomy.Node{Name: n.Name, Labels: n.Labels}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			out.Unreachable, out.Since = c.Status == corev1.ConditionUnknown, c.LastTransitionTime.Time
+			out.Unreachable, out.Ready, out.Since = c.Status == corev1.ConditionUnknown, c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
 		}
 	}
 	return out

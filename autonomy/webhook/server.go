@@ -238,6 +238,9 @@ func (s *Server) review(ctx context.Context, req *request) (bool, string) {
 	if !d.Autonomous() {
 		return true, ""
 	}
+	if d.Stale {
+		return false, "servicegroup autonomy: " + node.Name + " is Ready again: this write is from the node lifecycle controller's view of before its kubelet came back, which decides its pods' readiness again"
+	}
 	eventType, reason, message := describe(node.Name, d)
 	if !req.dryRun {
 		s.events.once(nodeRef(node.Name), d.Status.Since, eventType, reason, message, now)

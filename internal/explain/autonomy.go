@@ -48,7 +48,7 @@ func AutonomyNodes(nodes []corev1.Node) autonomy.Nodes {
 		an := autonomy.Node{Name: n.Name, Labels: n.Labels}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady {
-				an.Unreachable, an.Since = c.Status == corev1.ConditionUnknown, c.LastTransitionTime.Time
+				an.Unreachable, an.Ready, an.Since = c.Status == corev1.ConditionUnknown, c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
 			}
 		}
 		out = append(out, an)
