@@ -4,9 +4,11 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/servicegroup/servicegroup/autonomy/webhook"
@@ -17,7 +19,10 @@ import (
 // (leader or not: the apiserver calls any of them), with the controller's
 // metrics registry and an Event recorder of its own.
 func NewAutonomyWebhook(ctx context.Context, o Options, wo webhook.Options) (*webhook.Server, error) {
-	kube, err := kubernetes.NewForConfig(o.Config)
+	// Nodes in protobuf: what a failing nodeunit's reads cost on the wire.
+	cfg := rest.CopyConfig(o.Config)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}

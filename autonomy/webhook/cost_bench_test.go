@@ -136,6 +136,7 @@ func BenchmarkAutonomyCost(b *testing.B) {
 	opts.BindAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	opts.URL, opts.SecretNamespace = "https://"+opts.BindAddress, "default"
 	whCfg := counted(&webhookDial)
+	whCfg.ContentType = "application/vnd.kubernetes.protobuf" // as controller.NewAutonomyWebhook's
 	srv, err := New(opts, kubernetes.NewForConfigOrDie(whCfg), versioned.NewForConfigOrDie(whCfg), &record.FakeRecorder{}, prometheus.NewRegistry())
 	if err != nil {
 		b.Fatal(err)
@@ -144,10 +145,13 @@ func BenchmarkAutonomyCost(b *testing.B) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(whCtx) }()
 	defer func() { stopWebhook(); <-done }()
-	factory := informers.NewSharedInformerFactory(kubernetes.NewForConfigOrDie(counted(&informerDial)), 0)
+	informerCfg := counted(&informerDial)
+	informerCfg.ContentType = "application/vnd.kubernetes.protobuf"
+	factory := informers.NewSharedInformerFactory(kubernetes.NewForConfigOrDie(informerCfg), 0)
 	nodeInformer := factory.Core().V1().Nodes().Informer()
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	informerCtx, stopInformer := context.WithCancel(ctx)
+	factory.Start(informerCtx.Done())
+	defer func() { stopInformer(); factory.Shutdown() }()
 	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.HasSynced) {
 		b.Fatal("node informer")
 	}

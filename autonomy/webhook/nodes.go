@@ -34,6 +34,12 @@ type nodes struct {
 	mu      sync.Mutex
 	read    map[autonomy.Unit]unitRead
 	tracked map[autonomy.Unit]time.Time // when last seen with an unreachable node
+	one     map[string]nodeRead         // single nodes, by name
+}
+
+type nodeRead struct {
+	at   time.Time
+	node autonomy.Node
 }
 
 type unitRead struct {
@@ -42,18 +48,35 @@ type unitRead struct {
 }
 
 func newNodes(kube kubernetes.Interface, now func() time.Time) *nodes {
-	return &nodes{kube: kube, now: now, read: map[autonomy.Unit]unitRead{}, tracked: map[autonomy.Unit]time.Time{}}
+	return &nodes{kube: kube, now: now, read: map[autonomy.Unit]unitRead{}, tracked: map[autonomy.Unit]time.Time{}, one: map[string]nodeRead{}}
 }
 
-// node reads one Node.
+// node reads one Node, at most unitTTL ago (the node lifecycle controller
+// asks about each pod of a node in turn).
 func (n *nodes) node(ctx context.Context, name string) (autonomy.Node, error) {
+	now := n.now()
+	n.mu.Lock()
+	r, ok := n.one[name]
+	n.mu.Unlock()
+	if ok && now.Sub(r.at) < unitTTL {
+		return r.node, nil
+	}
 	getCtx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	live, err := n.kube.CoreV1().Nodes().Get(getCtx, name, metav1.GetOptions{})
 	if err != nil {
 		return autonomy.Node{}, err
 	}
-	return nodeOf(live), nil
+	node := nodeOf(live)
+	n.mu.Lock()
+	n.one[name] = nodeRead{at: now, node: node}
+	for k, v := range n.one {
+		if now.Sub(v.at) > trackFor {
+			delete(n.one, k)
+		}
+	}
+	n.mu.Unlock()
+	return node, nil
 }
 
 // unit returns the nodes of u, read at most unitTTL ago, and tracks u.
