@@ -103,7 +103,7 @@ func (s *Syncer) affectedByNode(name string, old, cur map[string]string, appeare
 	if name == s.self {
 		keys = s.topologyServices.Clone()
 	} else {
-		keys.Insert(s.topologyNodes.on(name)...)
+		keys.Insert(s.topologyNodes.On(name)...)
 	}
 	out := make([]syncKey, 0, len(keys))
 	for k := range keys {

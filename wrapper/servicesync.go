@@ -150,7 +150,7 @@ func (s *Syncer) syncLocked(ctx context.Context, k syncKey) {
 		upstream = append(upstream, o.(*discoveryv1.EndpointSlice))
 	}
 	slices.SortFunc(upstream, func(a, b *discoveryv1.EndpointSlice) int { return compareStrings(a.Name, b.Name) })
-	s.topologyNodes.record(key, keys != nil, upstream, epObj)
+	s.topologyNodes.Record(key, keys != nil, upstream, epObj)
 
 	var local *LocalEndpoint
 	if key == kubernetesKey {
@@ -165,7 +165,7 @@ func (s *Syncer) syncLocked(ctx context.Context, k syncKey) {
 			served = append(served, local.RewriteSlice(sl))
 		}
 	case keys != nil:
-		served = FilterEndpointSlices(keys, topo, upstream)
+		served = topology.FilterEndpointSlices(keys, topo, upstream)
 	default:
 		served = upstream
 	}
@@ -209,7 +209,7 @@ func (s *Syncer) syncLocked(ctx context.Context, k syncKey) {
 	case local != nil:
 		s.stores.Endpoints.Set(key, local.RewriteEndpoints(epObj))
 	case keys != nil:
-		s.stores.Endpoints.Set(key, FilterEndpoints(keys, topo, epObj))
+		s.stores.Endpoints.Set(key, topology.FilterEndpoints(keys, topo, epObj))
 	default:
 		s.stores.Endpoints.Set(key, epObj)
 	}

@@ -60,12 +60,12 @@ type Syncer struct {
 
 	mu               sync.Mutex // serializes re-filtering and guards the maps below
 	topologyServices sets.Set[string]
-	topologyNodes    topologyNodes       // topology Service key -> nodes of its endpoints
-	servedSlices     map[string][]string // service key -> sorted slice keys served for it
-	sliceOwner       map[string]string   // slice key -> service key
-	badAnnotation    logOnce             // service key -> invalid topologyKeys logged
-	badLocalEndpoint logOnce             // default/kubernetes -> invalid local endpoint logged
-	forgeableKeys    logOnce             // service key -> forgeable topology keys logged
+	topologyNodes    topology.EndpointNodes // topology Service key -> nodes of its endpoints
+	servedSlices     map[string][]string    // service key -> sorted slice keys served for it
+	sliceOwner       map[string]string      // slice key -> service key
+	badAnnotation    logOnce                // service key -> invalid topologyKeys logged
+	badLocalEndpoint logOnce                // default/kubernetes -> invalid local endpoint logged
+	forgeableKeys    logOnce                // service key -> forgeable topology keys logged
 	// restrictedKeys: topology keys a node can set on itself never match.
 	restrictedKeys bool
 	// localRanges bound where default/kubernetes may be redirected.
@@ -80,7 +80,7 @@ func newSyncer(self string, caches Caches, stores Stores) *Syncer {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[syncKey](),
 			workqueue.TypedRateLimitingQueueConfig[syncKey]{Name: "application-grid-wrapper"}),
 		topologyServices: sets.New[string](),
-		topologyNodes:    topologyNodes{},
+		topologyNodes:    topology.EndpointNodes{},
 		servedSlices:     map[string][]string{},
 		sliceOwner:       map[string]string{},
 		badAnnotation:    logOnce{},

@@ -1,4 +1,4 @@
-package wrapper
+package topology
 
 import (
 	"slices"
@@ -8,8 +8,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/servicegroup/servicegroup/topology"
 )
 
 // SuperEdge's layout: node0 alone in nodeunit1, node1 and node2 in nodeunit2.
@@ -19,8 +17,8 @@ var seedNodes = map[string]map[string]string{
 	"node2": {"zone1": "nodeunit2", "region": "r2"},
 }
 
-func topoFor(self string) topology.Nodes {
-	return topology.Nodes{Self: seedNodes[self], Labels: func(n string) (map[string]string, bool) {
+func topoFor(self string) Nodes {
+	return Nodes{Self: seedNodes[self], Labels: func(n string) (map[string]string, bool) {
 		l, ok := seedNodes[n]
 		return l, ok
 	}}
@@ -110,39 +108,6 @@ func TestFilterEndpoints(t *testing.T) {
 	}
 }
 
-func TestLocalEndpoint(t *testing.T) {
-	for _, tc := range []struct {
-		a     map[string]string
-		found bool
-		ok    bool
-	}{
-		{map[string]string{}, false, true},
-		{map[string]string{"superedge.io/local-endpoint": "127.0.0.1", "superedge.io/local-port": "51003"}, true, true},
-		{map[string]string{"superedge.io/local-endpoint": "::1", "superedge.io/local-port": "443"}, true, true},
-		{map[string]string{"superedge.io/local-endpoint": "127.0.0.1"}, true, false},
-		{map[string]string{"superedge.io/local-endpoint": "localhost", "superedge.io/local-port": "1"}, true, false},
-		{map[string]string{"superedge.io/local-endpoint": "127.0.0.1", "superedge.io/local-port": "70000"}, true, false},
-		{map[string]string{"superedge.io/local-endpoint": "127.0.0.1", "superedge.io/local-port": "0"}, true, false},
-	} {
-		_, found, err := ParseLocalEndpoint(tc.a)
-		if found != tc.found || (err == nil) != tc.ok {
-			t.Errorf("%v: found=%v err=%v", tc.a, found, err)
-		}
-	}
-	le, _, _ := ParseLocalEndpoint(map[string]string{"superedge.io/local-endpoint": "127.0.0.1", "superedge.io/local-port": "51003"})
-	name := "https"
-	sl := &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: &name}},
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"192.168.0.1"}}, {Addresses: []string{"192.168.0.2"}}}}
-	got := le.RewriteSlice(sl)
-	if len(got.Endpoints) != 1 || got.Endpoints[0].Addresses[0] != "127.0.0.1" || *got.Ports[0].Port != 51003 || *got.Ports[0].Name != "https" || len(sl.Endpoints) != 2 {
-		t.Fatalf("rewritten slice: %+v", got)
-	}
-	e := le.RewriteEndpoints(&corev1.Endpoints{Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "192.168.0.1"}}, Ports: []corev1.EndpointPort{{Name: "https", Port: 6443}}}}})
-	if len(e.Subsets) != 1 || e.Subsets[0].Addresses[0].IP != "127.0.0.1" || e.Subsets[0].Ports[0].Port != 51003 {
-		t.Fatalf("rewritten endpoints: %+v", e)
-	}
-}
-
 // FuzzFilterEndpointSlices checks the filter's invariants on arbitrary
 // layouts: it never panics, never modifies its input, serves only endpoints
 // of the input, keeps one output slice per input, and never serves an
@@ -153,7 +118,7 @@ func FuzzFilterEndpointSlices(f *testing.F) {
 	f.Add([]byte{}, byte(2), `["region","zone1"]`)
 	names := []string{"node0", "node1", "node2", "", "gone"}
 	f.Fuzz(func(t *testing.T, layout []byte, self byte, annotation string) {
-		keys, err := topology.ParseKeys(annotation)
+		keys, err := ParseKeys(annotation)
 		if err != nil {
 			return
 		}

@@ -1,24 +1,22 @@
-package wrapper
+package topology
 
 import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-
-	"github.com/servicegroup/servicegroup/topology"
 )
 
 // FilterEndpointSlices returns new EndpointSlices for all EndpointSlices of
 // one Service keeping only the endpoints that match the first qualifying
 // topology key, decided across all slices together; an endpoint qualifies a
-// key when topology.ProxyUsable (ready or serving). Hints are dropped from
+// key when ProxyUsable (ready or serving). Hints are dropped from
 // every endpoint. The inputs are never modified; the results share what they
 // keep of them (a new top-level struct and endpoint list, the rest is the
 // input's), so neither may be modified afterwards.
-func FilterEndpointSlices(keys []string, t topology.Nodes, slices []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+func FilterEndpointSlices(keys []string, t Nodes, slices []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
 	usable := func(yield func(string) bool) {
 		for _, s := range slices {
 			for i := range s.Endpoints {
-				if topology.ProxyUsable(s.Endpoints[i].Conditions) && !yield(deref(s.Endpoints[i].NodeName)) {
+				if ProxyUsable(s.Endpoints[i].Conditions) && !yield(deref(s.Endpoints[i].NodeName)) {
 					return
 				}
 			}
@@ -52,7 +50,7 @@ func FilterEndpointSlices(keys []string, t topology.Nodes, slices []*discoveryv1
 // of addresses is usable, notReadyAddresses are kept only when they match.
 // Subsets left without any address are dropped. Like FilterEndpointSlices it
 // shares what it keeps of ep.
-func FilterEndpoints(keys []string, t topology.Nodes, ep *corev1.Endpoints) *corev1.Endpoints {
+func FilterEndpoints(keys []string, t Nodes, ep *corev1.Endpoints) *corev1.Endpoints {
 	usable := func(yield func(string) bool) {
 		for _, ss := range ep.Subsets {
 			for i := range ss.Addresses {

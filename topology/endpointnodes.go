@@ -1,4 +1,4 @@
-package wrapper
+package topology
 
 import (
 	"hash/maphash"
@@ -8,7 +8,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// topologyNodes records, for every topology Service, the nodes its
+// EndpointNodes records, for every topology Service, the nodes its
 // endpoints (in its EndpointSlices and v1 Endpoints) were on at its last
 // sync, as sorted hashes of their names: a change of another node's labels
 // re-filters only the Services with an endpoint there (a hash collision
@@ -18,16 +18,16 @@ import (
 // of its endpoints' nodes). It is exact for what has been synced; an object
 // changed since has its Service's sync queued, and that sync reads the
 // labels then current.
-type topologyNodes map[string][]uint32
+type EndpointNodes map[string][]uint32
 
 var nodeHashSeed = maphash.MakeSeed()
 
 func nodeHash(name string) uint32 { return uint32(maphash.String(nodeHashSeed, name)) }
 
-// record keeps the nodes of key's endpoints, or forgets key when it is not
-// a topology Service.
-func (t topologyNodes) record(key string, topology bool, sls []*discoveryv1.EndpointSlice, ep *corev1.Endpoints) {
-	if !topology {
+// Record keeps the nodes of key's endpoints, or forgets key when it is not
+// a topology Service (filtered false).
+func (t EndpointNodes) Record(key string, filtered bool, sls []*discoveryv1.EndpointSlice, ep *corev1.Endpoints) {
+	if !filtered {
 		delete(t, key)
 		return
 	}
@@ -59,8 +59,8 @@ func (t topologyNodes) record(key string, topology bool, sls []*discoveryv1.Endp
 	}
 }
 
-// on returns the topology Services with an endpoint on node.
-func (t topologyNodes) on(node string) []string {
+// On returns the topology Services with an endpoint on node.
+func (t EndpointNodes) On(node string) []string {
 	var keys []string
 	h := nodeHash(node)
 	for k, nodes := range t {
