@@ -6,17 +6,15 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // DNSPathPrefix is where the DNS view is served, on the same port, under the
@@ -31,50 +29,23 @@ const DNSPathPrefix = "/dns"
 // DNSKubeconfigFile is the kubeconfig --cert-dir writes for the DNS view.
 const DNSKubeconfigFile = "dns.kubeconfig"
 
-// ResourceNamespaces is served in the DNS view only.
-const ResourceNamespaces = "namespaces"
-
 // dnsSlicesName names the DNS view's EndpointSlices (unfiltered) apart from
 // kube-proxy's (filtered) in the snapshot and metrics.
 const dnsSlicesName = "dns-endpointslices"
 
 var (
-	namespacesResource = &resource{
-		name: ResourceNamespaces, gv: corev1.SchemeGroupVersion, namespaced: false, fields: namespaceFields,
-		objectTypes: typed(func(m metav1.ListMeta, items []corev1.Namespace) runtime.Object {
-			return &corev1.NamespaceList{ListMeta: m, Items: items}
-		}),
-	}
-	dnsSlicesResource = func() *resource {
-		for _, r := range servedResources {
-			if r.name == ResourceEndpointSlices {
-				c := *r
-				c.name = dnsSlicesName
-				return &c
-			}
-		}
-		panic("no EndpointSlices among the served resources")
-	}()
-	// dnsSnapshotResources are kept in the snapshot after servedResources;
-	// a snapshot without them (an older wrapper's) serves kube-proxy only.
-	dnsSnapshotResources = []*resource{dnsSlicesResource, namespacesResource}
+	// dnsSlicesResource: the DNS view's EndpointSlices, in a store of their
+	// own.
+	dnsSlicesResource = watchcache.EndpointSlices.As(dnsSlicesName)
+	// dnsSnapshotResources are kept in the snapshot after
+	// kubeProxyResources; a snapshot without them (an older wrapper's)
+	// serves kube-proxy only.
+	dnsSnapshotResources = []*watchcache.Resource{dnsSlicesResource, watchcache.Namespaces}
 )
 
-func namespaceFields(o Object) fields.Set {
-	s := objectMetaFields(o, false)
-	s["status.phase"] = string(o.(*corev1.Namespace).Status.Phase)
-	return s
-}
-
 // snapshotResources are the sections a snapshot may hold.
-func snapshotResources() []*resource { return slices.Concat(servedResources, dnsSnapshotResources) }
-
-// pathResource is the resource name a request path uses.
-func (r *resource) pathResource() string {
-	if r.name == dnsSlicesName {
-		return ResourceEndpointSlices
-	}
-	return r.name
+func snapshotResources() []*watchcache.Resource {
+	return slices.Concat(kubeProxyResources, dnsSnapshotResources)
 }
 
 // dnsView is what the DNS view serves. Services are kube-proxy's store
@@ -85,8 +56,8 @@ func (r *resource) pathResource() string {
 // upstream only while a DNS client asks.
 type dnsView struct {
 	resources  map[schema.GroupVersionResource]*servedResource
-	slices     *Store
-	namespaces *Store
+	slices     *watchcache.Store
+	namespaces *watchcache.Store
 	nsDemand   *demand
 	// seeded: the snapshot being served held the view's sections.
 	seeded bool
@@ -97,12 +68,12 @@ type dnsView struct {
 func (s *Server) dnsSliceTee(next cache.ResourceEventHandler) cache.ResourceEventHandler {
 	st := s.dns.slices
 	set := func(obj any) {
-		if o, ok := obj.(Object); ok {
+		if o, ok := obj.(watchcache.Object); ok {
 			st.Set(o.GetNamespace()+"/"+o.GetName(), o)
 		}
 	}
 	return teeHandler{next: next, set: set, del: func(obj any) {
-		if o, ok := unwrap(obj).(Object); ok {
+		if o, ok := unwrap(obj).(watchcache.Object); ok {
 			st.Delete(o.GetNamespace() + "/" + o.GetName())
 		}
 	}}
@@ -120,27 +91,28 @@ func (t teeHandler) OnDelete(obj any)            { t.del(obj); t.next.OnDelete(o
 
 // openDNSStores makes the DNS view's stores on the served stores' clock,
 // before a snapshot seeds them.
-func (s *Server) openDNSStores(clock *Clock) {
-	limits := LogLimits{Bytes: s.opts.EventLogBytes, MaxLagBytes: s.opts.WatchMaxLagBytes}
+func (s *Server) openDNSStores(clock *watchcache.Clock) {
+	limits := watchcache.LogLimits{Bytes: s.opts.EventLogBytes, MaxLagBytes: s.opts.WatchMaxLagBytes}
 	v := &dnsView{
 		resources:  map[schema.GroupVersionResource]*servedResource{},
-		slices:     NewStore(dnsSlicesName, clock, dnsSlicesResource.newEmpty, dnsSlicesResource.fields, limits),
-		namespaces: NewStore(ResourceNamespaces, clock, namespacesResource.newEmpty, namespacesResource.fields, limits),
+		slices:     dnsSlicesResource.NewStore(clock, limits),
+		namespaces: watchcache.Namespaces.NewStore(clock, limits),
 	}
-	svc := corev1.SchemeGroupVersion.WithResource(ResourceServices)
+	svc := watchcache.Services.GroupVersionResource()
 	v.resources[svc] = s.resources[svc]
-	v.resources[dnsSlicesResource.gv.WithResource(ResourceEndpointSlices)] = &servedResource{resource: dnsSlicesResource, store: v.slices}
-	v.resources[corev1.SchemeGroupVersion.WithResource(ResourceNamespaces)] = &servedResource{resource: namespacesResource, store: v.namespaces}
+	v.resources[dnsSlicesResource.GroupVersionResource()] = &servedResource{Resource: dnsSlicesResource, store: v.slices}
+	v.resources[watchcache.Namespaces.GroupVersionResource()] = &servedResource{Resource: watchcache.Namespaces, store: v.namespaces}
 	s.dns = v
 }
 
 // dnsSnapshotStores are the DNS view's stores the snapshot keeps, in
 // dnsSnapshotResources order.
 func (s *Server) dnsSnapshotStores() []*servedResource {
-	return []*servedResource{
-		s.dns.resources[dnsSlicesResource.gv.WithResource(ResourceEndpointSlices)],
-		s.dns.resources[corev1.SchemeGroupVersion.WithResource(ResourceNamespaces)],
+	out := make([]*servedResource, len(dnsSnapshotResources))
+	for i, r := range dnsSnapshotResources {
+		out[i] = s.dns.resources[r.GroupVersionResource()]
 	}
+	return out
 }
 
 // dnsWaitIfFetching waits, before a snapshot is confirmed, until fetched
@@ -157,10 +129,10 @@ func (s *Server) startDNSView(client kubernetes.Interface) {
 	v := s.dns
 	ns := v.namespaces
 	nsCache := newMergedCache(cache.Indexers{}, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { ns.Set(obj.(Object).GetName(), obj.(Object)) },
-		UpdateFunc: func(_, obj any) { ns.Set(obj.(Object).GetName(), obj.(Object)) },
+		AddFunc:    func(obj any) { ns.Set(obj.(watchcache.Object).GetName(), obj.(watchcache.Object)) },
+		UpdateFunc: func(_, obj any) { ns.Set(obj.(watchcache.Object).GetName(), obj.(watchcache.Object)) },
 		DeleteFunc: func(obj any) {
-			if o, ok := unwrap(obj).(Object); ok {
+			if o, ok := unwrap(obj).(watchcache.Object); ok {
 				ns.Delete(o.GetName())
 			}
 		},
@@ -182,8 +154,8 @@ func (s *Server) startDNSView(client kubernetes.Interface) {
 			for _, r := range v.resources {
 				if r.store != s.stores.Services { // Run bookmarks and counts kube-proxy's
 					r.store.Bookmark()
-					servedObjects.WithLabelValues(r.name).Set(float64(r.store.Len()))
-					eventLogBytes.WithLabelValues(r.name).Set(float64(r.store.LogBytes()))
+					servedObjects.WithLabelValues(r.Name).Set(float64(r.store.Len()))
+					eventLogBytes.WithLabelValues(r.Name).Set(float64(r.store.LogBytes()))
 				}
 			}
 		})
@@ -237,16 +209,16 @@ func (s *Server) serveDNSView(w http.ResponseWriter, req *http.Request) {
 			errDNSViewServesOnly))
 		return
 	}
-	setLabels(w, info.Verb, "dns-"+r.pathResource())
+	setLabels(w, info.Verb, "dns-"+r.PathName())
 	snapshot := s.seededFrom.Load() != nil
 	if s.ready.Load() && snapshot && !s.dns.seeded {
 		w.Header().Set("Retry-After", "1")
 		s.writeError(w, req, r, apierrors.NewTooManyRequests("the wrapper serves a snapshot without the DNS view; upstream not synced yet", 1))
 		return
 	}
-	if s.ready.Load() && r.name != ResourceServices { // Services: serveResource's own check
+	if s.ready.Load() && r.Name != watchcache.ResourceServices { // Services: serveResource's own check
 		d := s.unproxied // every slice: headless ones too
-		if r.name == ResourceNamespaces {
+		if r.Name == watchcache.ResourceNamespaces {
 			d = s.dns.nsDemand
 		}
 		// Held for the request's life, also while a snapshot is served:
@@ -261,9 +233,9 @@ func (s *Server) serveDNSView(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 	}
-	if info.Verb == "get" && r.name == dnsSlicesName {
+	if info.Verb == "get" && r.Name == dnsSlicesName {
 		if _, ok := r.store.Get(info.Namespace + "/" + info.Name); !ok && s.ready.Load() {
-			s.writeError(w, req, r, apierrors.NewNotFound(schema.GroupResource{Group: r.gv.Group, Resource: ResourceEndpointSlices}, info.Name))
+			s.writeError(w, req, r, apierrors.NewNotFound(schema.GroupResource{Group: r.GroupVersion.Group, Resource: watchcache.ResourceEndpointSlices}, info.Name))
 			return
 		}
 	}
@@ -275,7 +247,3 @@ type dnsViewError string
 func (e dnsViewError) Error() string { return string(e) }
 
 const errDNSViewServesOnly = dnsViewError("the DNS view serves only get, list and watch of Services, EndpointSlices and Namespaces")
-
-// FetchingNamespaces tells whether Namespaces are being fetched from
-// upstream (only while a DNS client asks for them).
-func (s *Server) FetchingNamespaces() bool { return s.dns != nil && s.dns.nsDemand.Fetching() }

@@ -18,12 +18,14 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // servedResource is a resource descriptor with its store.
 type servedResource struct {
-	*resource
-	store *Store
+	*watchcache.Resource
+	store *watchcache.Store
 }
 
 // route returns the served resource a request is for, or nil when it must be
@@ -41,7 +43,7 @@ func (s *Server) route(req *http.Request, info *request.RequestInfo) *servedReso
 	if r == nil {
 		return nil
 	}
-	if r.name == ResourceNodes {
+	if r.OwnNodeOnly {
 		if info.Name != "" {
 			if info.Name != s.opts.NodeName {
 				return nil
@@ -71,16 +73,12 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, info *r
 		if !s.fetched(w, req, r, nil) {
 			return
 		}
-		key := info.Name
-		if r.namespaced {
-			key = info.Namespace + "/" + info.Name
-		}
-		obj, ok := r.store.Get(key)
+		obj, ok := r.store.Get(r.Key(info.Namespace, info.Name))
 		if !ok {
-			s.writeError(w, req, r, apierrors.NewNotFound(schema.GroupResource{Group: r.gv.Group, Resource: r.name}, info.Name))
+			s.writeError(w, req, r, apierrors.NewNotFound(schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Name}, info.Name))
 			return
 		}
-		responsewriters.WriteObjectNegotiated(s.codecs, negotiation.DefaultEndpointRestrictions, r.gv, w, req, http.StatusOK, shallowCopy(obj), false)
+		responsewriters.WriteObjectNegotiated(s.codecs, negotiation.DefaultEndpointRestrictions, r.GroupVersion, w, req, http.StatusOK, watchcache.ShallowCopy(obj), false)
 		return
 	}
 
@@ -125,9 +123,9 @@ const onDemandWait = 10 * time.Second
 func (s *Server) fetched(w http.ResponseWriter, req *http.Request, r *servedResource, sel labels.Selector) bool {
 	var d *demand
 	switch {
-	case r.name == ResourceEndpoints:
+	case r.Name == watchcache.ResourceEndpoints:
 		d = &s.endpoints.demand
-	case (r.name == ResourceServices || r.name == ResourceEndpointSlices) && (sel == nil || !withinKubeProxySelection(sel)):
+	case (r.Name == watchcache.ResourceServices || r.Name == watchcache.ResourceEndpointSlices) && (sel == nil || !watchcache.WithinKubeProxySelection(sel)):
 		d = s.unproxied
 	default:
 		return true
@@ -145,7 +143,7 @@ func (s *Server) fetched(w http.ResponseWriter, req *http.Request, r *servedReso
 // predicate builds the selection of a request: namespace, name (watch of one
 // object), label and field selectors. Unsupported field labels are a 400, as
 // from the apiserver.
-func (s *Server) predicate(info *request.RequestInfo, r *servedResource, opts *metainternalversion.ListOptions) (Predicate, error) {
+func (s *Server) predicate(info *request.RequestInfo, r *servedResource, opts *metainternalversion.ListOptions) (watchcache.Predicate, error) {
 	lsel, fsel := opts.LabelSelector, opts.FieldSelector
 	if lsel == nil {
 		lsel = labels.Everything()
@@ -154,18 +152,18 @@ func (s *Server) predicate(info *request.RequestInfo, r *servedResource, opts *m
 		fsel = fields.Everything()
 	}
 	for _, req := range fsel.Requirements() {
-		if !r.supportsField(req.Field) {
+		if !r.SupportsField(req.Field) {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
 		}
 	}
 	ns, name := info.Namespace, info.Name
-	if !r.namespaced {
+	if !r.Namespaced {
 		ns = ""
 	}
 	if ns == "" && name == "" && lsel.Empty() && fsel.Empty() {
 		return nil, nil
 	}
-	return func(o Object) bool {
+	return func(o watchcache.Object) bool {
 		if ns != "" && o.GetNamespace() != ns {
 			return false
 		}
@@ -173,7 +171,7 @@ func (s *Server) predicate(info *request.RequestInfo, r *servedResource, opts *m
 			return false
 		}
 		// kube-proxy selects by label only: no field set is built for it.
-		return lsel.Matches(labels.Set(o.GetLabels())) && (fsel.Empty() || fsel.Matches(r.fields(o)))
+		return lsel.Matches(labels.Set(o.GetLabels())) && (fsel.Empty() || fsel.Matches(r.Fields(o)))
 	}, nil
 }
 
@@ -205,7 +203,7 @@ func tooLargeError(rv, current uint64) error {
 
 // serveList serves the whole selection (limit and continue are ignored, as by
 // the apiserver's watch cache) at the store's current version.
-func (s *Server) serveList(w http.ResponseWriter, req *http.Request, r *servedResource, opts *metainternalversion.ListOptions, pred Predicate) {
+func (s *Server) serveList(w http.ResponseWriter, req *http.Request, r *servedResource, opts *metainternalversion.ListOptions, pred watchcache.Predicate) {
 	rv, err := parseRV(opts.ResourceVersion)
 	if err != nil {
 		s.writeError(w, req, r, err)
@@ -220,14 +218,14 @@ func (s *Server) serveList(w http.ResponseWriter, req *http.Request, r *servedRe
 		s.writeError(w, req, r, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, cur)))
 		return
 	}
-	list := r.newList(items, strconv.FormatUint(cur, 10))
-	responsewriters.WriteObjectNegotiated(s.codecs, negotiation.DefaultEndpointRestrictions, r.gv, w, req, http.StatusOK, list, false)
+	list := r.NewList(items, strconv.FormatUint(cur, 10))
+	responsewriters.WriteObjectNegotiated(s.codecs, negotiation.DefaultEndpointRestrictions, r.GroupVersion, w, req, http.StatusOK, list, false)
 }
 
 func (s *Server) writeError(w http.ResponseWriter, req *http.Request, r *servedResource, err error) {
 	gv := metav1.SchemeGroupVersion
 	if r != nil {
-		gv = r.gv
+		gv = r.GroupVersion
 	}
 	responsewriters.ErrorNegotiated(err, s.codecs, gv, w, req)
 }

@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/servicegroup/servicegroup/internal/metricdef"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 const metricsNamespace = "application_grid_wrapper"
@@ -29,8 +30,6 @@ var metric = metricdef.With(Registry, metricsNamespace, "")
 var (
 	requestsTotal = metric.CounterVec("requests_total",
 		"HTTP requests by verb, resource (or \"proxy\") and status code.", "verb", "resource", "code")
-	watchersGauge = metric.GaugeVec("watchers",
-		"Open watches by resource.", "resource")
 	watchersCutOff = metric.CounterVec("watchers_cut_off_total",
 		"Watchers cut off by reason: \"stalled\" (a write did not complete within the write timeout) or \"behind\" (fell behind the event log; sent 410 Expired). The client resumes or relists.",
 		"resource", "reason")
@@ -50,4 +49,5 @@ var (
 
 func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	watchcache.RegisterMetrics(Registry)
 }

@@ -157,8 +157,8 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-ticker.C:
 			for _, r := range s.resources {
 				r.store.Bookmark()
-				servedObjects.WithLabelValues(r.name).Set(float64(r.store.Len()))
-				eventLogBytes.WithLabelValues(r.name).Set(float64(r.store.LogBytes()))
+				servedObjects.WithLabelValues(r.Name).Set(float64(r.store.Len()))
+				eventLogBytes.WithLabelValues(r.Name).Set(float64(r.store.LogBytes()))
 			}
 		}
 	}
@@ -213,7 +213,7 @@ func (s *Server) opsMux() *http.ServeMux {
 func (s *Server) serveAPI(w http.ResponseWriter, req *http.Request) {
 	info, _ := request.RequestInfoFrom(req.Context()) // set by withLimits
 	if r := s.route(req, info); r != nil {
-		setLabels(w, info.Verb, r.name)
+		setLabels(w, info.Verb, r.Name)
 		s.serveResource(w, req, info, r)
 		return
 	}

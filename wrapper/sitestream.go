@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // PeerAudience is the audience of the tokens wrappers of a site present to
@@ -105,7 +107,7 @@ type siteStream struct {
 
 // newSiteStream prepares the site stream; the returned client is what the
 // unit-wide informers read through (the leader when there is one).
-func newSiteStream(opts SiteStreamOptions, node string, upstream *rest.Config, client kubernetes.Interface, limits LogLimits, writeTimeout time.Duration) (*siteStream, kubernetes.Interface, error) {
+func newSiteStream(opts SiteStreamOptions, node string, upstream *rest.Config, client kubernetes.Interface, limits watchcache.LogLimits, writeTimeout time.Duration) (*siteStream, kubernetes.Interface, error) {
 	opts.defaults()
 	if opts.AdvertiseAddress == "" {
 		return nil, nil, errors.New("site stream: an advertise address for the peer port is required")
@@ -130,19 +132,10 @@ func newSiteStream(opts SiteStreamOptions, node string, upstream *rest.Config, c
 	}
 	sum := sha256.Sum256(cert.Certificate[0])
 	ss := &siteStream{opts: opts, node: node, client: client, cert: cert, pin: hex.EncodeToString(sum[:]), group: opts.Group}
-	var svcRes, sliceRes *resource
-	for _, r := range servedResources {
-		switch r.name {
-		case ResourceServices:
-			svcRes = r
-		case ResourceEndpointSlices:
-			sliceRes = r
-		}
-	}
-	ss.services, ss.slices = newUnitCache(svcRes, limits), newUnitCache(sliceRes, limits)
+	ss.services, ss.slices = newUnitCache(watchcache.Services, limits), newUnitCache(watchcache.EndpointSlices, limits)
 	ss.router = newPeerRouter(opts, leaderIdentity(node, opts.AdvertiseAddress, ss.pin))
 	ss.members = ss.router.members
-	ss.peers = newPeerServer(ss, serializer.NewCodecFactory(scheme.Scheme), writeTimeout, map[*resource]*unitCache{svcRes: ss.services, sliceRes: ss.slices})
+	ss.peers = newPeerServer(ss, serializer.NewCodecFactory(scheme.Scheme), writeTimeout, map[*watchcache.Resource]*unitCache{watchcache.Services: ss.services, watchcache.EndpointSlices: ss.slices})
 	cfg := rest.CopyConfig(protobufConfig(upstream))
 	cfg.Wrap(ss.router.wrap)
 	routed, err := kubernetes.NewForConfig(cfg)

@@ -12,28 +12,25 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // unitCache holds what this wrapper's upstream list/watch of one unit-wide
 // resource returned, unfiltered and under upstream's own resourceVersions,
-// in a Store that peers list and watch (sitestream_serve.go). Every wrapper
-// of a site stream keeps one, leader or not: its source is either the
-// apiserver or the leader, and both speak the same versions, so a follower
-// that becomes leader can resume its peers' watches at once.
+// in a mirror store that peers list and watch (sitestream_serve.go). Every
+// wrapper of a site stream keeps one, leader or not: its source is either
+// the apiserver or the leader, and both speak the same versions, so a
+// follower that becomes leader can resume its peers' watches at once, and a
+// follower that read further from the apiserver (while it had no leader)
+// resumes here from its version.
 type unitCache struct {
-	store  *Store
+	store  *watchcache.Store
 	synced atomic.Bool // a list (or watch-list) has filled the store
 }
 
-func newUnitCache(r *resource, limits LogLimits) *unitCache {
-	// The clock is moved to upstream's versions by resetAt and applyAt.
-	st := NewStore(r.name, NewClock(0), r.newEmpty, r.fields, limits)
-	// A follower that read further from the apiserver (while it had no
-	// leader) resumes here from its version: it has every event up to it,
-	// and every later one comes through this store's upstream watch, in
-	// order (upstream's versions are one sequence), so none is skipped.
-	st.resumeAhead = true
-	return &unitCache{store: st}
+func newUnitCache(r *watchcache.Resource, limits watchcache.LogLimits) *unitCache {
+	return &unitCache{store: r.NewMirrorStore(limits)}
 }
 
 // tap returns lw with every list and watch event also applied to the cache.
@@ -69,7 +66,7 @@ func (t *tappedListWatch) ListWithContext(ctx context.Context, opts metav1.ListO
 	if err != nil {
 		return nil, err
 	}
-	objs := make(map[string]Object, len(items))
+	objs := make(map[string]watchcache.Object, len(items))
 	for _, o := range items {
 		if obj, ok := unitObject(o); ok {
 			objs[objectKey(obj)] = obj
@@ -86,7 +83,7 @@ func (t *tappedListWatch) WatchWithContext(ctx context.Context, opts metav1.List
 	}
 	tw := &tappedWatch{source: w, cache: t.cache, out: make(chan watch.Event), done: make(chan struct{}), logger: klog.FromContext(ctx)}
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
-		tw.initial = map[string]Object{}
+		tw.initial = map[string]watchcache.Object{}
 	}
 	go tw.run()
 	return tw, nil
@@ -103,7 +100,7 @@ type tappedWatch struct {
 	logger   klog.Logger
 	// initial collects a watch-list's initial state until its closing
 	// bookmark (nil for a plain watch).
-	initial map[string]Object
+	initial map[string]watchcache.Object
 }
 
 func (w *tappedWatch) Stop() {
@@ -152,7 +149,7 @@ func (w *tappedWatch) apply(ev watch.Event) {
 	}
 	st := w.cache.store
 	if ev.Type == watch.Bookmark {
-		st.moveClock(rv)
+		st.ProgressTo(rv)
 		st.Bookmark() // pass upstream's progress on to peers
 		return
 	}
@@ -160,25 +157,25 @@ func (w *tappedWatch) apply(ev watch.Event) {
 	if !ok {
 		return
 	}
-	st.applyAt(ev.Type, objectKey(obj), obj, rv)
+	st.ApplyAt(ev.Type, objectKey(obj), obj, rv)
 }
 
 // reset replaces the cache's state with a list's at rv.
-func (u *unitCache) reset(logger klog.Logger, objs map[string]Object, rv string) {
+func (u *unitCache) reset(logger klog.Logger, objs map[string]watchcache.Object, rv string) {
 	v, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
 		logger.Info("Upstream list without a usable resourceVersion: not shared with peers", "resourceVersion", rv)
 		u.synced.Store(false)
 		return
 	}
-	u.store.resetAt(objs, v)
+	u.store.ReplaceAt(objs, v)
 	u.synced.Store(true)
 }
 
 // unitObject is a copy of an object from upstream that the store may own
 // (the store writes its resourceVersion; the informer transforms its own).
-func unitObject(o runtime.Object) (Object, bool) {
-	obj, ok := shallowCopy(o).(Object)
+func unitObject(o runtime.Object) (watchcache.Object, bool) {
+	obj, ok := watchcache.ShallowCopy(o).(watchcache.Object)
 	if !ok {
 		return nil, false
 	}
@@ -186,56 +183,9 @@ func unitObject(o runtime.Object) (Object, bool) {
 	return obj, true
 }
 
-func objectKey(o Object) string {
+func objectKey(o watchcache.Object) string {
 	if ns := o.GetNamespace(); ns != "" {
 		return ns + "/" + o.GetName()
 	}
 	return o.GetName()
-}
-
-// resetAt makes objs the store's state at upstream version rv, with an
-// empty log: watchers still open are told to relist (410 Expired), as an
-// apiserver that lost its watch cache does.
-func (s *Store) resetAt(objs map[string]Object, rv uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.replaceObjectsLocked(objs)
-	clear(s.log)
-	s.log = nil
-	s.logBytes = 0
-	s.seeded = nil
-	s.clock.v.Store(rv)
-	s.floor, s.lastChange = rv, rv
-	for w := range s.watchers {
-		w.cursor.Store(0) // below the floor: 410 on its next read
-	}
-	close(s.notify)
-	s.notify = make(chan struct{})
-}
-
-// applyAt records an upstream event at upstream version rv. Versions the
-// store has already passed are ignored: a re-watch replays nothing twice.
-func (s *Store) applyAt(typ watch.EventType, key string, obj Object, rv uint64) {
-	if rv <= s.clock.Current() {
-		return
-	}
-	// One writer per store (the upstream watch): Set or Delete take the
-	// next version, which is rv.
-	s.clock.v.Store(rv - 1)
-	switch typ {
-	case watch.Added, watch.Modified:
-		s.Set(key, obj)
-	case watch.Deleted:
-		s.Delete(key)
-	}
-	s.moveClock(rv) // an event that changed nothing served
-}
-
-// moveClock moves the store's version up to rv.
-func (s *Store) moveClock(rv uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if rv > s.clock.Current() {
-		s.clock.v.Store(rv)
-	}
 }

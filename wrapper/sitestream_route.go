@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // siteHeader names the follower's site: a leader serves its own site only
@@ -168,13 +169,10 @@ func (r *peerRouter) giveUp(logger klog.Logger, t *peerTarget, why string) {
 	logger.Info("Site stream leader given up: reading from the apiserver", "leader", t.node, "reason", why, "retryIn", peerRetry)
 }
 
-// unitWide reports whether req is a list or watch the leader serves.
+// unitWide reports whether req is a list or watch the leader serves: of
+// what kube-proxy selects, across namespaces.
 func unitWide(req *http.Request) bool {
-	if req.Method != http.MethodGet {
-		return false
-	}
-	p := req.URL.Path
-	return p == "/api/v1/services" || p == "/apis/discovery.k8s.io/v1/endpointslices"
+	return req.Method == http.MethodGet && watchcache.KubeProxySelectedPath(req.URL.Path)
 }
 
 func (r *peerRouter) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // freshWait is how long a peer's list at a version the leader has not
@@ -48,7 +50,7 @@ type peerServer struct {
 	allowed     sets.Set[string]
 }
 
-func newPeerServer(ss *siteStream, codecs serializer.CodecFactory, writeTimeout time.Duration, caches map[*resource]*unitCache) *peerServer {
+func newPeerServer(ss *siteStream, codecs serializer.CodecFactory, writeTimeout time.Duration, caches map[*watchcache.Resource]*unitCache) *peerServer {
 	srv := &Server{
 		opts:      Options{NodeName: ss.node, WatchWriteTimeout: writeTimeout},
 		codecs:    codecs,
@@ -61,7 +63,7 @@ func newPeerServer(ss *siteStream, codecs serializer.CodecFactory, writeTimeout 
 	srv.ready.Store(true)
 	p := &peerServer{ss: ss, serving: srv}
 	for r, c := range caches {
-		srv.resources[r.gv.WithResource(r.name)] = &servedResource{resource: r, store: c.store}
+		srv.resources[r.GroupVersionResource()] = &servedResource{Resource: r, store: c.store}
 		p.caches = append(p.caches, c)
 	}
 	return p
@@ -240,7 +242,7 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if info.Verb == "list" && !p.waitFresh(req, r) {
-		srv.writeError(w, req, r, tooLargeError(mustRV(req), r.store.clock.Current()))
+		srv.writeError(w, req, r, tooLargeError(mustRV(req), r.store.Current()))
 		return
 	}
 	if info.Verb == "watch" {
@@ -258,7 +260,7 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 func (p *peerServer) withinSelection(req *http.Request) bool {
 	sel, err := labels.Parse(req.URL.Query().Get("labelSelector"))
-	return err == nil && withinKubeProxySelection(sel)
+	return err == nil && watchcache.WithinKubeProxySelection(sel)
 }
 
 func mustRV(req *http.Request) uint64 {
@@ -271,7 +273,7 @@ func mustRV(req *http.Request) uint64 {
 func (p *peerServer) waitFresh(req *http.Request, r *servedResource) bool {
 	want := mustRV(req)
 	deadline := time.Now().Add(freshWait)
-	for r.store.clock.Current() < want {
+	for r.store.Current() < want {
 		if time.Now().After(deadline) || req.Context().Err() != nil {
 			return false
 		}

@@ -13,16 +13,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
-func servicesResource(t *testing.T) *resource {
-	for _, r := range servedResources {
-		if r.name == ResourceServices {
-			return r
-		}
+// next reads everything pending for w.
+func next(t *testing.T, s *watchcache.Store, w *watchcache.Watcher) []watchcache.Event {
+	t.Helper()
+	evs, _, err := s.Next(w, nil, 1<<20)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no services resource")
-	return nil
+	return evs
 }
 
 func upstreamSvc(name, rv string) *corev1.Service {
@@ -34,46 +36,46 @@ func upstreamSvc(name, rv string) *corev1.Service {
 // a version it has not reached yet resumed from there, and a relist makes
 // open watches relist (410).
 func TestUnitCacheKeepsUpstreamVersions(t *testing.T) {
-	u := newUnitCache(servicesResource(t), LogLimits{Bytes: 1 << 20, MaxLagBytes: 1 << 20})
+	u := newUnitCache(watchcache.Services, watchcache.LogLimits{Bytes: 1 << 20, MaxLagBytes: 1 << 20})
 	st := u.store
-	u.reset(klog.Background(), map[string]Object{"ns/a": upstreamSvc("a", "90")}, "100")
+	u.reset(klog.Background(), map[string]watchcache.Object{"ns/a": upstreamSvc("a", "90")}, "100")
 	if objs, rv := st.List(nil); len(objs) != 1 || rv != 100 || objs[0].GetResourceVersion() != "90" {
 		t.Fatalf("after the list: %d objects at %d", len(objs), rv)
 	}
-	_, w, err := st.Watch(WatchOptions{Mode: FromVersion, RV: 100})
+	_, w, err := st.Watch(watchcache.WatchOptions{Mode: watchcache.FromVersion, RV: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.applyAt(watch.Added, "ns/b", upstreamSvc("b", "105"), 105)
-	st.applyAt(watch.Added, "ns/b", upstreamSvc("b", "105"), 105) // a re-watch replays it
+	st.ApplyAt(watch.Added, "ns/b", upstreamSvc("b", "105"), 105)
+	st.ApplyAt(watch.Added, "ns/b", upstreamSvc("b", "105"), 105) // a re-watch replays it
 	evs := next(t, st, w)
 	if len(evs) != 1 || evs[0].RV != 105 || evs[0].Object.GetResourceVersion() != "105" {
 		t.Fatalf("events %+v, want ADDED b at 105 once", evs)
 	}
 	// A follower that read up to 130 from the apiserver resumes here.
-	_, ahead, err := st.Watch(WatchOptions{Mode: FromVersion, RV: 130, Bookmarks: true})
+	_, ahead, err := st.Watch(watchcache.WatchOptions{Mode: watchcache.FromVersion, RV: 130, Bookmarks: true})
 	if err != nil {
 		t.Fatalf("a watch from a version not reached yet: %v", err)
 	}
-	st.applyAt(watch.Modified, "ns/a", upstreamSvc("a", "120"), 120) // it has this one
-	st.applyAt(watch.Deleted, "ns/b", upstreamSvc("b", "140"), 140)
+	st.ApplyAt(watch.Modified, "ns/a", upstreamSvc("a", "120"), 120) // it has this one
+	st.ApplyAt(watch.Deleted, "ns/b", upstreamSvc("b", "140"), 140)
 	evs = next(t, st, ahead)
 	if len(evs) != 1 || evs[0].Type != watch.Deleted || evs[0].RV != 140 {
 		t.Fatalf("events %+v, want only DELETED b at 140", evs)
 	}
 	// Its BOOKMARKs never go back before its own version.
-	st.moveClock(150)
+	st.ProgressTo(150)
 	st.Bookmark()
 	if evs = next(t, st, ahead); len(evs) != 1 || evs[0].Type != watch.Bookmark || evs[0].RV != 150 {
 		t.Fatalf("events %+v, want a BOOKMARK at 150", evs)
 	}
 	// A relist upstream: open watches relist too.
-	u.reset(klog.Background(), map[string]Object{}, "200")
-	var rvErr *rvError
-	if _, _, err := st.Next(w, nil, 10); !errors.As(err, &rvErr) || !rvErr.tooOld {
+	u.reset(klog.Background(), map[string]watchcache.Object{}, "200")
+	var rvErr *watchcache.VersionError
+	if _, _, err := st.Next(w, nil, 10); !errors.As(err, &rvErr) || !rvErr.TooOld {
 		t.Fatalf("after a relist: %v, want too old", err)
 	}
-	if _, _, err := st.Watch(WatchOptions{Mode: FromVersion, RV: 150}); !errors.As(err, &rvErr) || !rvErr.tooOld {
+	if _, _, err := st.Watch(watchcache.WatchOptions{Mode: watchcache.FromVersion, RV: 150}); !errors.As(err, &rvErr) || !rvErr.TooOld {
 		t.Fatalf("resuming from before the relist: %v, want too old", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/wrapper/snapshot"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // loadSnapshot sets up the persister and reads the snapshot (nil when there
@@ -25,13 +26,13 @@ func (s *Server) loadSnapshot() *snapshot.Snapshot {
 }
 
 // seed fills the stores from snap and gives the persister the stores.
-func (s *Server) seed(snap *snapshot.Snapshot, clock *Clock) error {
+func (s *Server) seed(snap *snapshot.Snapshot, clock *watchcache.Clock) error {
 	if s.persist == nil {
 		return nil
 	}
 	s.persist.Clock = clock
-	for _, r := range servedResources {
-		s.persist.keep(s.resources[r.gv.WithResource(r.name)])
+	for _, r := range kubeProxyResources {
+		s.persist.keep(s.resources[r.GroupVersionResource()])
 	}
 	for _, r := range s.dnsSnapshotStores() {
 		s.persist.keep(r)
@@ -40,19 +41,19 @@ func (s *Server) seed(snap *snapshot.Snapshot, clock *Clock) error {
 		return nil
 	}
 	for _, r := range s.persist.resources {
-		objs, ok := snap.Objects[r.name]
+		objs, ok := snap.Objects[r.Name]
 		if !ok { // the DNS view's, from an older wrapper
 			continue
 		}
-		sec := snap.Section(r.name)
+		sec := snap.Section(r.Name)
 		if err := r.store.Seed(objs, sec.From, sec.At); err != nil {
-			return fmt.Errorf("seeding %s from the snapshot: %w", r.name, err)
+			return fmt.Errorf("seeding %s from the snapshot: %w", r.Name, err)
 		}
 	}
 	// Nothing is written until upstream confirms: a rewrite would pass the
 	// snapshot's state off as newer than it is.
 	s.persist.MarkWritten(clock.Current())
-	_, s.dns.seeded = snap.Objects[ResourceNamespaces]
+	_, s.dns.seeded = snap.Objects[watchcache.ResourceNamespaces]
 	s.seededFrom.Store(snap)
 	return nil
 }
@@ -69,8 +70,8 @@ func (s *Server) serveSnapshot(logger klog.Logger) {
 	s.ready.Store(true)
 	logger.Info("Serving the snapshot until upstream answers", "path", s.persist.Path(),
 		"writtenAt", snap.Header.WrittenAt, "age", time.Since(snap.Header.WrittenAt).Round(time.Second),
-		"services", len(snap.Objects[ResourceServices]), "endpointSlices", len(snap.Objects[ResourceEndpointSlices]),
-		"endpoints", len(snap.Objects[ResourceEndpoints]), "nodes", len(snap.Objects[ResourceNodes]))
+		"services", len(snap.Objects[watchcache.ResourceServices]), "endpointSlices", len(snap.Objects[watchcache.ResourceEndpointSlices]),
+		"endpoints", len(snap.Objects[watchcache.ResourceEndpoints]), "nodes", len(snap.Objects[watchcache.ResourceNodes]))
 }
 
 // confirmSnapshot runs once the informers have synced and every Service was

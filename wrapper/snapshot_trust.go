@@ -12,6 +12,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 	"github.com/servicegroup/servicegroup/wrapper/snapshot"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // When a snapshot may stand in for upstream is package snapshottrust's
@@ -26,7 +27,7 @@ var snapshotsRefused = metric.CounterVec("snapshots_refused_total",
 
 // snapshotNodeUID is the UID of this node as the snapshot's writer served it.
 func snapshotNodeUID(sn *snapshot.Snapshot, node string) types.UID {
-	if o, ok := sn.Objects[ResourceNodes][node]; ok {
+	if o, ok := sn.Objects[watchcache.ResourceNodes][node]; ok {
 		return o.GetUID()
 	}
 	return ""

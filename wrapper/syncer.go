@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/servicegroup/servicegroup/topology"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 const (
@@ -39,7 +40,7 @@ type Caches struct {
 
 // Stores are the served stores the syncer writes.
 type Stores struct {
-	Services, Endpoints, EndpointSlices, Nodes *Store
+	Services, Endpoints, EndpointSlices, Nodes *watchcache.Store
 }
 
 // Syncer keeps the served stores equal to filter(upstream caches) for one

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // watchUpstream sets up what the stores are fed from: the informers on
@@ -28,12 +29,12 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 	if opts.SiteStream != nil {
 		var err error
 		s.site, unitClient, err = newSiteStream(*opts.SiteStream, opts.NodeName, opts.Upstream, client,
-			LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes}, opts.WatchWriteTimeout)
+			watchcache.LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes}, opts.WatchWriteTimeout)
 		if err != nil {
 			return err
 		}
 	}
-	withKubeProxySelector := func(o *metav1.ListOptions) { o.LabelSelector = kubeProxySelector }
+	withKubeProxySelector := func(o *metav1.ListOptions) { o.LabelSelector = watchcache.KubeProxySelector }
 	var svcLW, sliceLW cache.ListerWatcher = cache.NewFilteredListWatchFromClient(unitClient.CoreV1().RESTClient(), "services", metav1.NamespaceAll, withKubeProxySelector),
 		cache.NewFilteredListWatchFromClient(unitClient.DiscoveryV1().RESTClient(), "endpointslices", metav1.NamespaceAll, withKubeProxySelector)
 	if s.site != nil {

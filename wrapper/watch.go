@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // minWatchTimeout is the apiserver's default --min-request-timeout: watches
@@ -25,25 +27,25 @@ const watchBatch = 256
 
 // watchOptions maps the request's options (already checked by
 // ValidateListOptions) to where the watch starts, as the apiserver does.
-func watchOptions(opts *metainternalversion.ListOptions) (WatchOptions, error) {
+func watchOptions(opts *metainternalversion.ListOptions) (watchcache.WatchOptions, error) {
 	rv, err := parseRV(opts.ResourceVersion)
 	if err != nil {
-		return WatchOptions{}, err
+		return watchcache.WatchOptions{}, err
 	}
-	wo := WatchOptions{RV: rv, Bookmarks: opts.AllowWatchBookmarks}
+	wo := watchcache.WatchOptions{RV: rv, Bookmarks: opts.AllowWatchBookmarks}
 	switch {
 	case opts.SendInitialEvents != nil && *opts.SendInitialEvents:
-		wo.Mode, wo.InitialEventsEnd = FromState, true
+		wo.Mode, wo.InitialEventsEnd = watchcache.FromState, true
 	case opts.SendInitialEvents != nil:
 		if opts.ResourceVersion == "" || opts.ResourceVersion == "0" {
-			wo.Mode = FromNow
+			wo.Mode = watchcache.FromNow
 		} else {
-			wo.Mode = FromVersion
+			wo.Mode = watchcache.FromVersion
 		}
 	case opts.ResourceVersion == "" || opts.ResourceVersion == "0":
-		wo.Mode, wo.RV = FromState, 0
+		wo.Mode, wo.RV = watchcache.FromState, 0
 	default:
-		wo.Mode = FromVersion
+		wo.Mode = watchcache.FromVersion
 	}
 	return wo, nil
 }
@@ -51,7 +53,7 @@ func watchOptions(opts *metainternalversion.ListOptions) (WatchOptions, error) {
 // serveWatch answers a watch request: it negotiates the stream encoding,
 // registers a watcher in the store and hands both to a watchServer, as the
 // apiserver's watch handler hands a cache watcher to its WatchServer.
-func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedResource, opts *metainternalversion.ListOptions, pred Predicate) {
+func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedResource, opts *metainternalversion.ListOptions, pred watchcache.Predicate) {
 	wo, err := watchOptions(opts)
 	if err != nil {
 		s.writeError(w, req, r, err)
@@ -79,9 +81,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 	}
 	wo.Pred = pred
 	initial, watcher, err := r.store.Watch(wo)
-	var rvErr *rvError
-	if errors.As(err, &rvErr) && !rvErr.tooOld {
-		s.writeError(w, req, r, tooLargeError(rvErr.rv, rvErr.bound))
+	var rvErr *watchcache.VersionError
+	if errors.As(err, &rvErr) && !rvErr.TooOld {
+		s.writeError(w, req, r, tooLargeError(rvErr.RV, rvErr.Bound))
 		return
 	}
 	if watcher != nil {
@@ -98,8 +100,8 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		writeTimeout: s.opts.WatchWriteTimeout,
 		w:            w,
 		rc:           http.NewResponseController(w),
-		encoder:      s.codecs.EncoderForVersion(info.StreamSerializer.Serializer, r.gv),
-		embedded:     s.codecs.EncoderForVersion(info.Serializer, r.gv),
+		encoder:      s.codecs.EncoderForVersion(info.StreamSerializer.Serializer, r.GroupVersion),
+		embedded:     s.codecs.EncoderForVersion(info.Serializer, r.GroupVersion),
 		framer:       framer,
 	}
 	ws.serve(mediaType, initial, rvErr)

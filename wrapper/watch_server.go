@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // watchServer streams one watcher's events to its client like the
@@ -31,7 +33,7 @@ type watchServer struct {
 	ctx          context.Context // ends with the watch (timeout or client gone)
 	logger       klog.Logger
 	resource     *servedResource
-	watcher      *Watcher // nil when the watch starts with 410 Expired
+	watcher      *watchcache.Watcher // nil when the watch starts with 410 Expired
 	writeTimeout time.Duration
 
 	w        http.ResponseWriter
@@ -54,7 +56,7 @@ type watchServer struct {
 // serve writes the response header, then initial (or 410 Expired for a
 // resourceVersion the store no longer has) and every event of the watcher
 // until the watch ends.
-func (ws *watchServer) serve(mediaType string, initial []Event, expired *rvError) {
+func (ws *watchServer) serve(mediaType string, initial []watchcache.Event, expired *watchcache.VersionError) {
 	ws.watchdog = time.AfterFunc(time.Hour, ws.cutOff)
 	ws.watchdog.Stop()
 	stopExpiring := context.AfterFunc(ws.ctx, ws.expireDeadline)
@@ -88,17 +90,17 @@ func (ws *watchServer) serve(mediaType string, initial []Event, expired *rvError
 // follow sends the watcher's events as the store records them.
 func (ws *watchServer) follow() {
 	store := ws.resource.store
-	var events []Event
+	var events []watchcache.Event
 	for {
 		var (
 			wait  <-chan struct{}
 			err   error
-			rvErr *rvError
+			rvErr *watchcache.VersionError
 		)
 		events, wait, err = store.Next(ws.watcher, events[:0], watchBatch)
 		if errors.As(err, &rvErr) {
-			watchersCutOff.WithLabelValues(ws.resource.name, cutOffBehind).Inc()
-			ws.logger.V(2).Info("Watcher cut off: it fell behind the event log", "resource", ws.resource.name)
+			watchersCutOff.WithLabelValues(ws.resource.Name, cutOffBehind).Inc()
+			ws.logger.V(2).Info("watchcache.Watcher cut off: it fell behind the event log", "resource", ws.resource.Name)
 			ws.sendExpired(rvErr)
 			return
 		}
@@ -125,7 +127,7 @@ func (ws *watchServer) follow() {
 
 // sendAll writes events in batches, each under the watchdog, and flushes
 // after each batch.
-func (ws *watchServer) sendAll(events []Event) error {
+func (ws *watchServer) sendAll(events []watchcache.Event) error {
 	for len(events) > 0 {
 		batch := events[:min(len(events), watchBatch)]
 		events = events[len(batch):]
@@ -162,13 +164,13 @@ func (ws *watchServer) send(typ watch.EventType, obj runtime.Object) error {
 	if err := ws.stream.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: ws.buf.Bytes()}}); err != nil {
 		return err
 	}
-	eventsSent.WithLabelValues(ws.resource.name, string(typ)).Inc()
+	eventsSent.WithLabelValues(ws.resource.Name, string(typ)).Inc()
 	return nil
 }
 
 // sendExpired ends the watch as the apiserver's watch cache does: an ERROR
 // event with 410 Expired, and the client relists.
-func (ws *watchServer) sendExpired(rvErr *rvError) {
+func (ws *watchServer) sendExpired(rvErr *watchcache.VersionError) {
 	status := apierrors.NewResourceExpired(rvErr.Error()).Status()
 	if err := ws.startBatch(); err == nil && ws.send(watch.Error, &status) == nil {
 		_ = ws.rc.Flush()
@@ -182,11 +184,11 @@ func (ws *watchServer) ended(err error) {
 	stalled := err != nil && ws.stalled
 	ws.deadlineMu.Unlock()
 	if stalled {
-		watchersCutOff.WithLabelValues(ws.resource.name, cutOffStalled).Inc()
-		ws.logger.V(2).Info("Watcher cut off: it stopped reading", "resource", ws.resource.name, "writeTimeout", ws.writeTimeout)
+		watchersCutOff.WithLabelValues(ws.resource.Name, cutOffStalled).Inc()
+		ws.logger.V(2).Info("watchcache.Watcher cut off: it stopped reading", "resource", ws.resource.Name, "writeTimeout", ws.writeTimeout)
 		return
 	}
-	ws.logger.V(4).Info("Watch ended", "resource", ws.resource.name, "err", err)
+	ws.logger.V(4).Info("Watch ended", "resource", ws.resource.Name, "err", err)
 }
 
 // startBatch starts the watchdog for the next batch, unless the watch has

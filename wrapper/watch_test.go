@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/servicegroup/servicegroup/internal/testnet"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // readyServer is a Server whose stores the test fills directly: no upstream.
@@ -45,7 +46,7 @@ func tinyReceiveBufferClient() *http.Client {
 // burstBeyondBuffers writes Services whose JSON certainly exceeds the
 // server's largest TCP send buffer plus an HTTP/2 stream window, and
 // returns how many it wrote.
-func burstBeyondBuffers(t *testing.T, st *Store) int {
+func burstBeyondBuffers(t *testing.T, st *watchcache.Store) int {
 	t.Helper()
 	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
 	if err != nil {
@@ -160,18 +161,11 @@ func TestWatchSelectorSkipsUnselectedEvents(t *testing.T) {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{"pick": pick}}}
 	}
 	st.Set("ns/skipped", svc("skipped", "no"))
-	skippedRV := st.clock.Current()
+	skippedRV := st.Current()
 	// Only once the watch has read past the unselected event does the next
 	// one test anything.
 	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		st.mu.RLock()
-		defer st.mu.RUnlock()
-		for w := range st.watchers {
-			if w.cursor.Load() >= skippedRV {
-				return true, nil
-			}
-		}
-		return false, nil
+		return st.WatcherReached(skippedRV), nil
 	}); err != nil {
 		t.Fatal("the watch never read the unselected event")
 	}

@@ -1,4 +1,4 @@
-package wrapper
+package watchcache
 
 import (
 	"cmp"
@@ -24,35 +24,6 @@ import (
 // snapshot's type, so a decoded snapshot's objects seed the stores as they
 // are.
 type Object = snapshot.Object
-
-// Clock hands out the wrapper's resourceVersions. It starts at the process
-// start time in nanoseconds, and above every version a previous process
-// reserved (rv_reservation.go), so versions keep increasing across restarts
-// and a client resuming with a version of a previous process is told to
-// relist.
-type Clock struct {
-	v       atomic.Uint64
-	reserve *rvReservation // nil: no state directory
-}
-
-// NewClock starts a clock at start.
-func NewClock(start uint64) *Clock {
-	c := &Clock{}
-	c.v.Store(start)
-	return c
-}
-
-// Next returns a new, larger resourceVersion.
-func (c *Clock) Next() uint64 {
-	v := c.v.Add(1)
-	if c.reserve != nil {
-		c.reserve.cover(v)
-	}
-	return v
-}
-
-// Current returns the last resourceVersion handed out.
-func (c *Clock) Current() uint64 { return c.v.Load() }
 
 // Event is one change of a served object. Object is the served form at RV (the
 // last served form for DELETED). Prev is the form a MODIFIED replaced, kept
@@ -93,19 +64,19 @@ func objectSize(o Object) int64 {
 // Predicate selects the objects a list or watch asked for.
 type Predicate func(Object) bool
 
-// rvError is returned for a resourceVersion a watch cannot resume from:
-// older than the log keeps (the client gets 410 Gone and relists) or newer
-// than the store has seen.
-type rvError struct {
-	rv, bound uint64
-	tooOld    bool
+// VersionError is returned for a resourceVersion a watch cannot resume
+// from: older than the log keeps (TooOld: the client gets 410 Gone and
+// relists) or newer than the store has seen (Bound is then its version).
+type VersionError struct {
+	RV, Bound uint64
+	TooOld    bool
 }
 
-func (e *rvError) Error() string {
-	if e.tooOld {
-		return fmt.Sprintf("too old resource version: %d (%d)", e.rv, e.bound)
+func (e *VersionError) Error() string {
+	if e.TooOld {
+		return fmt.Sprintf("too old resource version: %d (%d)", e.RV, e.Bound)
 	}
-	return fmt.Sprintf("too large resource version: %d, current: %d", e.rv, e.bound)
+	return fmt.Sprintf("too large resource version: %d, current: %d", e.RV, e.Bound)
 }
 
 // Store holds the served form of every object of one resource and a log of
@@ -129,13 +100,10 @@ type Store struct {
 	watchers map[*Watcher]struct{}
 	notify   chan struct{} // closed (and replaced) on every new event or bookmark
 
-	// Snapshot hooks (snapshot_store.go).
+	// Seeding from a snapshot (seed.go).
 	lastChange uint64              // RV of the last event (the start before any)
 	seeded     map[string]struct{} // keys seeded from a snapshot that no Set or Delete has confirmed yet
 	resume     seedWindow          // the previous process's versions this store's start state equals
-	// resumeAhead lets a watch resume from a version the store has not
-	// reached (sitestream_cache.go).
-	resumeAhead bool
 }
 
 // NewStore creates a store whose event log is bounded by limits. fieldsOf
@@ -179,7 +147,7 @@ type served struct {
 }
 
 // servedAsIs serves o at the resourceVersion it carries (a snapshot's
-// objects, a site stream's upstream objects).
+// objects, a mirror's objects).
 func servedAsIs(o Object) served {
 	rv, _ := strconv.ParseUint(o.GetResourceVersion(), 10, 64)
 	return served{obj: o, rv: rv}
@@ -188,7 +156,7 @@ func servedAsIs(o Object) served {
 // stamp returns o as served at rv: a copy of its top-level struct carrying
 // rv, sharing everything it points to.
 func stamp(o Object, rv uint64) Object {
-	c := shallowCopy(o).(Object)
+	c := ShallowCopy(o).(Object)
 	setRV(c, rv)
 	return c
 }
@@ -216,7 +184,7 @@ func sameServedForm(old, obj Object) bool {
 	// Compare with those fields (and the resourceVersion) set to old's, on
 	// a copy of obj's top-level struct: obj and old may be shared with an
 	// informer cache.
-	c := shallowCopy(obj).(Object)
+	c := ShallowCopy(obj).(Object)
 	c.SetResourceVersion(old.GetResourceVersion())
 	c.SetGeneration(old.GetGeneration())
 	if differOnlyInTriggerTime(old.GetAnnotations(), obj.GetAnnotations()) {
@@ -268,12 +236,20 @@ func (s *Store) sameSelection(a, b Object) bool {
 func (s *Store) Set(key string, obj Object) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.setLocked(key, obj, 0)
+}
+
+// setLocked is Set at version at, or (at 0) at the clock's next version.
+func (s *Store) setLocked(key string, obj Object, at uint64) bool {
 	delete(s.seeded, key)
 	old, exists := s.objects[key]
 	if exists && sameServedForm(old.obj, obj) {
 		return false
 	}
-	rv := s.clock.Next()
+	rv := at
+	if rv == 0 {
+		rv = s.clock.Next()
+	}
 	s.objects[key] = served{obj: obj, rv: rv}
 	ev := Event{Type: watch.Added, Object: obj, RV: rv, size: objectSize(obj)}
 	if exists {
@@ -291,13 +267,22 @@ func (s *Store) Set(key string, obj Object) bool {
 func (s *Store) Delete(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.deleteLocked(key, 0)
+}
+
+// deleteLocked is Delete at version at, or (at 0) at the clock's next
+// version.
+func (s *Store) deleteLocked(key string, at uint64) bool {
 	delete(s.seeded, key)
 	old, exists := s.objects[key]
 	if !exists {
 		return false
 	}
 	delete(s.objects, key)
-	rv := s.clock.Next()
+	rv := at
+	if rv == 0 {
+		rv = s.clock.Next()
+	}
 	// The last served form, at the deletion's version.
 	s.recordLocked(Event{Type: watch.Deleted, Object: old.obj, RV: rv, size: objectSize(old.obj)})
 	return true
@@ -404,6 +389,9 @@ func (s *Store) Get(key string) (Object, bool) {
 	return stamp(o.obj, o.rv), true
 }
 
+// Current returns the version the store's objects are current at.
+func (s *Store) Current() uint64 { return s.clock.Current() }
+
 // Len returns the number of served objects.
 func (s *Store) Len() int {
 	s.mu.RLock()
@@ -444,7 +432,7 @@ func (s *Store) Watch(opts WatchOptions) (initial []Event, w *Watcher, err error
 	switch opts.Mode {
 	case FromState:
 		if opts.RV > cur {
-			return nil, nil, &rvError{rv: opts.RV, bound: cur}
+			return nil, nil, &VersionError{RV: opts.RV, Bound: cur}
 		}
 		for _, o := range s.selectLocked(opts.Pred) {
 			initial = append(initial, Event{Type: watch.Added, Object: stamp(o.obj, o.rv), RV: o.rv})
@@ -458,13 +446,13 @@ func (s *Store) Watch(opts WatchOptions) (initial []Event, w *Watcher, err error
 	case FromVersion:
 		opts.RV = s.resume.mapLocked(opts.RV)
 		if opts.RV < s.floor {
-			return nil, nil, &rvError{rv: opts.RV, bound: s.floor, tooOld: true}
+			return nil, nil, &VersionError{RV: opts.RV, Bound: s.floor, TooOld: true}
 		}
 		if opts.RV > cur {
-			if !s.resumeAhead {
-				return nil, nil, &rvError{rv: opts.RV, bound: cur}
+			if !s.clock.mirror {
+				return nil, nil, &VersionError{RV: opts.RV, Bound: cur}
 			}
-			cur = opts.RV // sitestream_cache.go
+			cur = opts.RV // a mirror's source was read further elsewhere (mirror.go)
 		}
 		for _, ev := range s.log {
 			if ev.RV <= opts.RV {
@@ -485,13 +473,13 @@ func (s *Store) Watch(opts WatchOptions) (initial []Event, w *Watcher, err error
 // Next appends to buf up to limit events after w's cursor (as w sees them,
 // with a BOOKMARK last when one is due) and advances the cursor. With none
 // pending it returns the channel that is closed when there may be more. A
-// watcher that fell off the log gets a too-old rvError: the client relists.
+// watcher that fell off the log gets a too-old VersionError: the client relists.
 func (s *Store) Next(w *Watcher, buf []Event, limit int) ([]Event, <-chan struct{}, error) {
 	s.mu.RLock()
 	cursor := w.cursor.Load()
 	if cursor < s.floor {
 		s.mu.RUnlock()
-		return buf, nil, &rvError{rv: cursor, bound: s.floor, tooOld: true}
+		return buf, nil, &VersionError{RV: cursor, Bound: s.floor, TooOld: true}
 	}
 	i, _ := slices.BinarySearchFunc(s.log, cursor+1, func(ev Event, rv uint64) int { return cmp.Compare(ev.RV, rv) })
 	raw := s.log[i:min(len(s.log), i+limit)]
@@ -501,7 +489,7 @@ func (s *Store) Next(w *Watcher, buf []Event, limit int) ([]Event, <-chan struct
 	if len(pending) > 0 {
 		w.cursor.Store(pending[len(pending)-1].RV)
 	}
-	cur := max(s.clock.Current(), w.cursor.Load()) // a watcher may start ahead (resumeAhead)
+	cur := max(s.clock.Current(), w.cursor.Load()) // a watcher of a mirror may start ahead (mirror.go)
 	s.mu.RUnlock()
 
 	for _, ev := range pending {
@@ -550,6 +538,18 @@ func (s *Store) Bookmark() {
 	s.notify = make(chan struct{})
 }
 
+// WatcherReached reports whether a watcher has read every event up to rv.
+func (s *Store) WatcherReached(rv uint64) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for w := range s.watchers {
+		if w.cursor.Load() >= rv {
+			return true
+		}
+	}
+	return false
+}
+
 // LogBytes returns the encoded size of the events the log holds.
 func (s *Store) LogBytes() int64 {
 	s.mu.RLock()
@@ -564,11 +564,11 @@ func (s *Store) Watchers() int {
 	return len(s.watchers)
 }
 
-// shallowCopy copies the top-level struct of o, sharing everything it points
+// ShallowCopy copies the top-level struct of o, sharing everything it points
 // to: the store can stamp a resourceVersion, or an encoder set TypeMeta,
 // without writing to an object shared between watchers (or with an
 // informer cache).
-func shallowCopy(o runtime.Object) runtime.Object {
+func ShallowCopy(o runtime.Object) runtime.Object {
 	v := reflect.ValueOf(o).Elem()
 	c := reflect.New(v.Type())
 	c.Elem().Set(v)

@@ -1,4 +1,4 @@
-package wrapper
+package watchcache
 
 import (
 	"errors"
@@ -23,15 +23,16 @@ import (
 // is reserved on disk, durably, before any version beyond it is handed out,
 // and the next process starts above it whatever the clock says.
 
-// rvReservationFile holds the reservation inside the state directory.
-const rvReservationFile = "resourceversion"
+// ReservationFile holds the reservation inside the state directory.
+const ReservationFile = "resourceversion"
 
-// rvReservationStep is how many versions one reservation write covers: one
+// reservationStep is how many versions one reservation write covers: one
 // fsync per this many changes.
-const rvReservationStep = 1 << 20
+const reservationStep = 1 << 20
 
-// rvReservation persists the high-water mark of resourceVersions.
-type rvReservation struct {
+// Reservation persists the high-water mark of an own clock's
+// resourceVersions.
+type Reservation struct {
 	dir string
 
 	mu       sync.Mutex
@@ -39,11 +40,11 @@ type rvReservation struct {
 	failing  bool   // the last write failed (logged once per run of failures)
 }
 
-// loadRVReservation reads the reservation (0 when there is none). An
+// LoadReservation reads the reservation in dir (0 when there is none). An
 // unreadable or corrupt file is an error: starting below it could reuse
 // versions.
-func loadRVReservation(dir string) (uint64, error) {
-	b, err := statefile.Read(filepath.Join(dir, rvReservationFile), 64) // a decimal uint64 and a newline
+func LoadReservation(dir string) (uint64, error) {
+	b, err := statefile.Read(filepath.Join(dir, ReservationFile), 64) // a decimal uint64 and a newline
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
@@ -52,22 +53,30 @@ func loadRVReservation(dir string) (uint64, error) {
 	}
 	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%s: not a resourceVersion: %w", filepath.Join(dir, rvReservationFile), err)
+		return 0, fmt.Errorf("%s: not a resourceVersion: %w", filepath.Join(dir, ReservationFile), err)
 	}
 	return v, nil
+}
+
+// NewReservation reserves versions in dir from start on: the start version
+// itself is served (lists of an unchanged store), so it is reserved at once.
+func NewReservation(dir string, start uint64) *Reservation {
+	r := &Reservation{dir: dir}
+	r.cover(start)
+	return r
 }
 
 // cover makes sure v is reserved on disk, extending the reservation by a
 // step when it is not. A write that fails is logged and serving goes on
 // (as without a state directory: the clock alone); it is retried with the
 // next version beyond the reservation.
-func (r *rvReservation) cover(v uint64) {
+func (r *Reservation) cover(v uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if v <= r.reserved {
 		return
 	}
-	upTo := v + rvReservationStep
+	upTo := v + reservationStep
 	if err := r.write(upTo); err != nil {
 		if !r.failing {
 			klog.Background().Error(err, "ResourceVersion reservation not written: versions may repeat after a crash and a clock step back", "dir", r.dir)
@@ -79,8 +88,8 @@ func (r *rvReservation) cover(v uint64) {
 	r.reserved = upTo
 }
 
-func (r *rvReservation) write(upTo uint64) error {
-	_, err := statefile.WriteAtomic(r.dir, rvReservationFile, func(w io.Writer) error {
+func (r *Reservation) write(upTo uint64) error {
+	_, err := statefile.WriteAtomic(r.dir, ReservationFile, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "%d\n", upTo)
 		return err
 	})

@@ -1,4 +1,4 @@
-package wrapper
+package watchcache
 
 import (
 	"errors"
@@ -32,7 +32,7 @@ func eventSize() int64 {
 // newTestStore keeps about logEvents events of eventSize() for resuming and
 // lets a watcher fall maxLagEvents behind.
 func newTestStore(logEvents, maxLagEvents int) *Store {
-	return NewStore("services", NewClock(1000), func() Object { return &corev1.Service{} }, nil,
+	return NewStore("services", NewClock(1000, nil), func() Object { return &corev1.Service{} }, nil,
 		LogLimits{Bytes: int64(logEvents) * eventSize(), MaxLagBytes: int64(maxLagEvents) * eventSize()})
 }
 
@@ -77,14 +77,14 @@ func TestStoreResumeAndTooOld(t *testing.T) {
 	}
 	s.StopWatch(w)
 	s.StopWatch(w)
-	var rvErr *rvError
-	if _, _, err := s.Watch(WatchOptions{Mode: FromVersion, RV: 1001}); !errors.As(err, &rvErr) || !rvErr.tooOld {
+	var rvErr *VersionError
+	if _, _, err := s.Watch(WatchOptions{Mode: FromVersion, RV: 1001}); !errors.As(err, &rvErr) || !rvErr.TooOld {
 		t.Fatalf("resume from evicted version: %v", err)
 	}
 	if _, _, err := s.Watch(WatchOptions{Mode: FromVersion, RV: 999}); err == nil {
 		t.Fatal("resume from a previous process's version succeeded")
 	}
-	if _, _, err := s.Watch(WatchOptions{Mode: FromVersion, RV: 2000}); !errors.As(err, &rvErr) || rvErr.tooOld {
+	if _, _, err := s.Watch(WatchOptions{Mode: FromVersion, RV: 2000}); !errors.As(err, &rvErr) || rvErr.TooOld {
 		t.Fatalf("resume from future version: %v", err)
 	}
 }
@@ -130,8 +130,8 @@ func TestStoreLogKeepsWhatWatchersNeed(t *testing.T) {
 		next(t, s, reader)
 	}
 	// 110 events: the laggard fell more than maxLag behind.
-	var rvErr *rvError
-	if _, _, err := s.Next(laggard, nil, 10); !errors.As(err, &rvErr) || !rvErr.tooOld {
+	var rvErr *VersionError
+	if _, _, err := s.Next(laggard, nil, 10); !errors.As(err, &rvErr) || !rvErr.TooOld {
 		t.Fatalf("laggard 110 events behind: %v", err)
 	}
 	s.StopWatch(laggard)

@@ -1,4 +1,4 @@
-package wrapper
+package watchcache
 
 import (
 	"errors"
@@ -62,11 +62,11 @@ func (s *Store) DropSeeded() int {
 	return n
 }
 
-// snapshotState returns the served objects and the versions [from, at] at
+// SnapshotState returns the served objects and the versions [from, at] at
 // which exactly these were served: from is the store's last change, at the
 // clock now. Both are read under the store's lock, so no change of this
 // store falls between them.
-func (s *Store) snapshotState() (objs []Object, from, at uint64) {
+func (s *Store) SnapshotState() (objs []Object, from, at uint64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.listLocked(nil), s.lastChange, s.clock.Current()
