@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -55,7 +56,10 @@ func snapshotResources() []*watchcache.Resource {
 // filter and no default/kubernetes rewrite. Namespaces are fetched from
 // upstream only while a DNS client asks.
 type dnsView struct {
-	resources  map[schema.GroupVersionResource]*servedResource
+	view *watchcache.View
+	// own are the view's resources that are not kube-proxy's, in
+	// dnsSnapshotResources order.
+	own        []*watchcache.Served
 	slices     *watchcache.Store
 	namespaces *watchcache.Store
 	nsDemand   *demand
@@ -93,26 +97,27 @@ func (t teeHandler) OnDelete(obj any)            { t.del(obj); t.next.OnDelete(o
 // before a snapshot seeds them.
 func (s *Server) openDNSStores(clock *watchcache.Clock) {
 	limits := watchcache.LogLimits{Bytes: s.opts.EventLogBytes, MaxLagBytes: s.opts.WatchMaxLagBytes}
-	v := &dnsView{
-		resources:  map[schema.GroupVersionResource]*servedResource{},
-		slices:     dnsSlicesResource.NewStore(clock, limits),
-		namespaces: watchcache.Namespaces.NewStore(clock, limits),
+	v := &dnsView{}
+	for _, r := range dnsSnapshotResources {
+		v.own = append(v.own, &watchcache.Served{Resource: r, Store: r.NewStore(clock, limits)})
 	}
-	svc := watchcache.Services.GroupVersionResource()
-	v.resources[svc] = s.resources[svc]
-	v.resources[dnsSlicesResource.GroupVersionResource()] = &servedResource{Resource: dnsSlicesResource, store: v.slices}
-	v.resources[watchcache.Namespaces.GroupVersionResource()] = &servedResource{Resource: watchcache.Namespaces, store: v.namespaces}
+	v.slices, v.namespaces = v.own[0].Store, v.own[1].Store
 	s.dns = v
 }
 
-// dnsSnapshotStores are the DNS view's stores the snapshot keeps, in
-// dnsSnapshotResources order.
-func (s *Server) dnsSnapshotStores() []*servedResource {
-	out := make([]*servedResource, len(dnsSnapshotResources))
-	for i, r := range dnsSnapshotResources {
-		out[i] = s.dns.resources[r.GroupVersionResource()]
-	}
-	return out
+// newDNSView serves kube-proxy's Services store beside the view's own
+// stores; nothing is forwarded upstream from it.
+func (s *Server) newDNSView() *watchcache.View {
+	served := []*watchcache.Served{s.served[slices.Index(kubeProxyResources, watchcache.Services)]}
+	return watchcache.NewView(watchcache.ViewConfig{
+		Served:            append(served, s.dns.own...),
+		Ready:             s.ready,
+		Admit:             s.admitDNS,
+		Unrouted:          http.HandlerFunc(refuseInDNSView),
+		LabelPrefix:       "dns-",
+		Labelled:          true,
+		WatchWriteTimeout: s.opts.WatchWriteTimeout,
+	})
 }
 
 // dnsWaitIfFetching waits, before a snapshot is confirmed, until fetched
@@ -150,15 +155,8 @@ func (s *Server) startDNSView(client kubernetes.Interface) {
 	s.start = func(ctx context.Context) {
 		start(ctx)
 		go v.nsDemand.run(ctx)
-		go onTicks(ctx, s.opts.BookmarkInterval, func() {
-			for _, r := range v.resources {
-				if r.store != s.stores.Services { // Run bookmarks and counts kube-proxy's
-					r.store.Bookmark()
-					servedObjects.WithLabelValues(r.Name).Set(float64(r.store.Len()))
-					eventLogBytes.WithLabelValues(r.Name).Set(float64(r.store.LogBytes()))
-				}
-			}
-		})
+		// Its own stores: Run bookmarks and counts kube-proxy's.
+		go watchcache.RunBookmarks(ctx, s.opts.BookmarkInterval, []*watchcache.Store{v.slices, v.namespaces}, true, nil)
 	}
 }
 
@@ -186,60 +184,40 @@ func withDNSPrefix(next http.Handler) http.Handler {
 // API kube-proxy reads otherwise.
 func (s *Server) serveAPIOrDNS(w http.ResponseWriter, req *http.Request) {
 	if dns, _ := req.Context().Value(dnsRequestKey{}).(bool); dns {
-		s.serveDNSView(w, req)
+		s.dns.view.ServeHTTP(w, req)
 		return
 	}
-	s.serveAPI(w, req)
+	s.kubeProxy.ServeHTTP(w, req)
 }
 
-// serveDNSView answers get, list and watch of the DNS view's resources;
-// nothing is forwarded upstream from it. While an unconfirmed snapshot is
-// served the view is not ready (its objects are not in the snapshot): a
-// DNS client then stays unsynced, as when it cannot reach the apiserver.
-func (s *Server) serveDNSView(w http.ResponseWriter, req *http.Request) {
-	info, _ := request.RequestInfoFrom(req.Context()) // set by withLimits
-	var r *servedResource
-	if info.IsResourceRequest && info.Subresource == "" && (info.Verb == "get" || info.Verb == "list" || info.Verb == "watch") && s.dns != nil {
-		r = s.dns.resources[schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}]
-	}
-	if r == nil {
-		setLabels(w, "denied", "denied")
-		klog.FromContext(req.Context()).V(2).Info("Refused in the DNS view", "method", req.Method, "uri", req.RequestURI, "remote", req.RemoteAddr)
-		s.writeError(w, req, nil, apierrors.NewForbidden(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name,
-			errDNSViewServesOnly))
-		return
-	}
-	setLabels(w, info.Verb, "dns-"+r.PathName())
-	snapshot := s.seededFrom.Load() != nil
-	if s.ready.Load() && snapshot && !s.dns.seeded {
+// admitDNS: while an unconfirmed snapshot without the view's sections (an
+// older wrapper's) is served, the view is not ready: a DNS client then
+// stays unsynced, as when it cannot reach the apiserver. What a request
+// may see is fetched from upstream: Services as for kube-proxy, every
+// EndpointSlice (headless ones too), Namespaces.
+func (s *Server) admitDNS(w http.ResponseWriter, req *http.Request, verb string, r *watchcache.Served, sel labels.Selector) bool {
+	if s.ready.State() == watchcache.Snapshot && !s.dns.seeded {
 		w.Header().Set("Retry-After", "1")
-		s.writeError(w, req, r, apierrors.NewTooManyRequests("the wrapper serves a snapshot without the DNS view; upstream not synced yet", 1))
-		return
+		r.WriteError(w, req, apierrors.NewTooManyRequests("the wrapper serves a snapshot without the DNS view; upstream not synced yet", 1))
+		return false
 	}
-	if s.ready.Load() && r.Name != watchcache.ResourceServices { // Services: serveResource's own check
-		d := s.unproxied // every slice: headless ones too
-		if r.Name == watchcache.ResourceNamespaces {
-			d = s.dns.nsDemand
-		}
-		// Held for the request's life, also while a snapshot is served:
-		// the fetch then confirms the seeded objects when upstream returns.
-		ready, release := d.use()
-		context.AfterFunc(req.Context(), release)
-		if !snapshot {
-			if !ready && !d.await(req.Context(), onDemandWait) {
-				w.Header().Set("Retry-After", "1")
-				s.writeError(w, req, r, apierrors.NewTooManyRequests("fetching "+d.what+" from upstream", 1))
-				return
-			}
-		}
+	switch r.Resource {
+	case watchcache.Services:
+		return s.admitKubeProxy(w, req, verb, r, sel)
+	case watchcache.Namespaces:
+		return s.holdDemand(w, req, r, s.dns.nsDemand)
+	default:
+		return s.holdDemand(w, req, r, s.unproxied)
 	}
-	if info.Verb == "get" && r.Name == dnsSlicesName {
-		if _, ok := r.store.Get(info.Namespace + "/" + info.Name); !ok && s.ready.Load() {
-			s.writeError(w, req, r, apierrors.NewNotFound(schema.GroupResource{Group: r.GroupVersion.Group, Resource: watchcache.ResourceEndpointSlices}, info.Name))
-			return
-		}
-	}
-	s.serveResource(w, req, info, r)
+}
+
+// refuseInDNSView answers what the DNS view does not serve.
+func refuseInDNSView(w http.ResponseWriter, req *http.Request) {
+	info, _ := request.RequestInfoFrom(req.Context())
+	watchcache.LabelRequest(w, "denied", "denied")
+	klog.FromContext(req.Context()).V(2).Info("Refused in the DNS view", "method", req.Method, "uri", req.RequestURI, "remote", req.RemoteAddr)
+	watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name,
+		errDNSViewServesOnly))
 }
 
 type dnsViewError string

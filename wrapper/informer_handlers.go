@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/servicegroup/servicegroup/wrapper/internal/latencystages"
 )
 
 // sliceGroup is the unit a slice is re-filtered with: its Service, or the
@@ -31,7 +33,7 @@ func unwrap(obj any) any {
 // serviceHandler re-filters the Service of a changed Service or Endpoints.
 func (s *Syncer) serviceHandler() cache.ResourceEventHandler {
 	enqueue := func(obj any) {
-		stageStamp(unwrap(obj), "handler")
+		latencystages.Stamp(unwrap(obj), "handler")
 		if o, err := meta.Accessor(unwrap(obj)); err == nil {
 			s.refilter(syncKey{namespace: o.GetNamespace(), name: o.GetName()})
 		}

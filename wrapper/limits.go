@@ -4,9 +4,10 @@ import (
 	"net/http"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // Defaults of the bounds on what clients may hold.
@@ -23,8 +24,8 @@ const (
 	DefaultMaxWatches = 100
 )
 
-// withLimits is the chain in front of serveAPI: the path check, the request's
-// RequestInfo (apiserver's parser), then apiserver's max-in-flight filter
+// withLimits is the chain in front of the views: the path check, the
+// request's RequestInfo (apiserver's parser), then apiserver's max-in-flight filter
 // twice, once for watches and once for everything else, each answering 429
 // with Retry-After when full; and a write deadline on every answer but a
 // watch's (watches have their own per batch).
@@ -39,17 +40,13 @@ func (s *Server) withLimits(next http.Handler) http.Handler {
 	})
 	limited := genericfilters.WithMaxInFlightLimit(deadline, s.opts.MaxRequestsInFlight, s.opts.MaxRequestsInFlight, isWatch)
 	limited = genericfilters.WithMaxInFlightLimit(limited, s.opts.MaxWatches, 0, notWatch)
+	withInfo := watchcache.WithRequestInfo(limited)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if err := pathError(req.URL); err != nil {
-			setLabels(w, "denied", "denied")
-			s.writeError(w, req, nil, err)
+			watchcache.LabelRequest(w, "denied", "denied")
+			watchcache.WriteError(w, req, err)
 			return
 		}
-		info, err := s.reqInfo.NewRequestInfo(req)
-		if err != nil {
-			s.writeError(w, req, nil, apierrors.NewBadRequest(err.Error()))
-			return
-		}
-		limited.ServeHTTP(w, req.WithContext(request.WithRequestInfo(req.Context(), info)))
+		withInfo.ServeHTTP(w, req)
 	})
 }

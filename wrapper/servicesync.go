@@ -13,6 +13,8 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/topology"
+
+	"github.com/servicegroup/servicegroup/wrapper/internal/latencystages"
 )
 
 // startServing re-filters everything once every cache the syncer reads has
@@ -111,9 +113,9 @@ func (s *Syncer) syncLocked(ctx context.Context, k syncKey) {
 	invalid := false
 	if o, exists, _ := s.caches.Services.GetByKey(key); exists {
 		svc := o.(*corev1.Service)
-		stageStamp(svc, "sync")
+		latencystages.Stamp(svc, "sync")
 		s.stores.Services.Set(key, svc)
-		stageStamp(svc, "stored")
+		latencystages.Stamp(svc, "stored")
 		if v, ok := svc.Annotations[superedgev1.AnnotationTopologyKeys]; ok {
 			parsed, err := topology.ParseKeys(v)
 			if err != nil {

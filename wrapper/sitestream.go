@@ -12,10 +12,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	certutil "k8s.io/client-go/util/cert"
@@ -135,7 +133,7 @@ func newSiteStream(opts SiteStreamOptions, node string, upstream *rest.Config, c
 	ss.services, ss.slices = newUnitCache(watchcache.Services, limits), newUnitCache(watchcache.EndpointSlices, limits)
 	ss.router = newPeerRouter(opts, leaderIdentity(node, opts.AdvertiseAddress, ss.pin))
 	ss.members = ss.router.members
-	ss.peers = newPeerServer(ss, serializer.NewCodecFactory(scheme.Scheme), writeTimeout, map[*watchcache.Resource]*unitCache{watchcache.Services: ss.services, watchcache.EndpointSlices: ss.slices})
+	ss.peers = newPeerServer(ss, writeTimeout, map[*watchcache.Resource]*unitCache{watchcache.Services: ss.services, watchcache.EndpointSlices: ss.slices})
 	cfg := rest.CopyConfig(protobufConfig(upstream))
 	cfg.Wrap(ss.router.wrap)
 	routed, err := kubernetes.NewForConfig(cfg)

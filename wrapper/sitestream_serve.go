@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -28,16 +27,16 @@ import (
 // freshWait is how long a peer's list at a version the leader has not
 // reached yet waits for it, as the apiserver's watch cache waits, before it
 // is answered 504 (too large resource version; the follower then lists from
-// the apiserver). A watch from such a version is resumed at once
-// (unitCache's resumeAhead).
+// the apiserver). A watch from such a version is resumed at once (the unit
+// caches are mirror stores).
 const freshWait = 3 * time.Second
 
 // peerServer answers the list and watch requests of the site's other
 // wrappers from the unit-wide caches, while this wrapper leads.
 type peerServer struct {
-	ss      *siteStream
-	serving *Server // only its list/watch handlers, over the caches
-	caches  []*unitCache
+	ss     *siteStream
+	view   http.Handler // the peers' view of the caches, with its request info
+	caches []*unitCache
 
 	mu sync.Mutex
 	// leadership is done when the Lease is lost; nil: not leading. serve
@@ -50,22 +49,20 @@ type peerServer struct {
 	allowed     sets.Set[string]
 }
 
-func newPeerServer(ss *siteStream, codecs serializer.CodecFactory, writeTimeout time.Duration, caches map[*watchcache.Resource]*unitCache) *peerServer {
-	srv := &Server{
-		opts:      Options{NodeName: ss.node, WatchWriteTimeout: writeTimeout},
-		codecs:    codecs,
-		resources: map[schema.GroupVersionResource]*servedResource{},
-		reqInfo: &request.RequestInfoFactory{
-			APIPrefixes:          sets.NewString("api", "apis"),
-			GrouplessAPIPrefixes: sets.NewString("api"),
-		},
-	}
-	srv.ready.Store(true)
-	p := &peerServer{ss: ss, serving: srv}
+func newPeerServer(ss *siteStream, writeTimeout time.Duration, caches map[*watchcache.Resource]*unitCache) *peerServer {
+	p := &peerServer{ss: ss}
+	var served []*watchcache.Served
 	for r, c := range caches {
-		srv.resources[r.GroupVersionResource()] = &servedResource{Resource: r, store: c.store}
+		served = append(served, &watchcache.Served{Resource: r, Store: c.store})
 		p.caches = append(p.caches, c)
 	}
+	// Its readiness is leadership, checked (ServeHTTP) before the view.
+	p.view = watchcache.WithRequestInfo(watchcache.NewView(watchcache.ViewConfig{
+		Served:            served,
+		Admit:             p.admit,
+		Unrouted:          http.HandlerFunc(refusePeer),
+		WatchWriteTimeout: writeTimeout,
+	}))
 	return p
 }
 
@@ -169,12 +166,11 @@ func (p *peerServer) synced() bool {
 // heartbeat makes a BOOKMARK due for every peer watch each interval: a
 // follower that hears nothing for its idle timeout gives the leader up.
 func (p *peerServer) heartbeat(ctx context.Context, every time.Duration) {
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		p.checkRenewed(klog.FromContext(ctx))
-		for _, c := range p.caches {
-			c.store.Bookmark()
-		}
-	}, every)
+	stores := make([]*watchcache.Store, len(p.caches))
+	for i, c := range p.caches {
+		stores[i] = c.store
+	}
+	watchcache.RunBookmarks(ctx, every, stores, false, func() { p.checkRenewed(klog.FromContext(ctx)) })
 }
 
 // TLSConfig serves the peer port under this process's own certificate,
@@ -186,13 +182,12 @@ func (p *peerServer) TLSConfig() *tls.Config {
 // ServeHTTP answers a peer: authenticated, only list and watch of the
 // unit-wide resources within kube-proxy's selection, only while leading.
 func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	srv := p.serving
 	p.mu.Lock()
 	authn, allowed := p.authn, p.allowed
 	p.mu.Unlock()
 	if authn == nil {
 		w.Header().Set("Retry-After", "1")
-		srv.writeError(w, req, nil, apierrors.NewTooManyRequests("not ready for peers", 1))
+		watchcache.WriteError(w, req, apierrors.NewTooManyRequests("not ready for peers", 1))
 		return
 	}
 	// The TokenReview asks for the peer audience: a token the apiserver
@@ -200,12 +195,12 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	resp, ok, err := authn.AuthenticateRequest(req.WithContext(authenticator.WithAudiences(req.Context(), authenticator.Audiences{PeerAudience})))
 	if err != nil || !ok {
 		klog.FromContext(req.Context()).V(1).Info("Refused a peer", "remote", req.RemoteAddr, "err", err)
-		srv.writeError(w, req, nil, apierrors.NewUnauthorized("a token of a wrapper of this site is required"))
+		watchcache.WriteError(w, req, apierrors.NewUnauthorized("a token of a wrapper of this site is required"))
 		return
 	}
 	if !allowed.Has(resp.User.GetName()) {
 		klog.FromContext(req.Context()).Info("Refused a peer", "remote", req.RemoteAddr, "user", resp.User.GetName())
-		srv.writeError(w, req, nil, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("user %q is not a wrapper of this site", resp.User.GetName())))
+		watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("user %q is not a wrapper of this site", resp.User.GetName())))
 		return
 	}
 	lead := p.leading()
@@ -228,39 +223,40 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if lead == nil || !p.synced() {
 		w.Header().Set("Retry-After", "1")
-		srv.writeError(w, req, nil, apierrors.NewTooManyRequests("not the site's leader", 1))
+		watchcache.WriteError(w, req, apierrors.NewTooManyRequests("not the site's leader", 1))
 		return
-	}
-	info, err := srv.reqInfo.NewRequestInfo(req)
-	if err != nil {
-		srv.writeError(w, req, nil, apierrors.NewBadRequest(err.Error()))
-		return
-	}
-	r := srv.route(req, info)
-	if r == nil || (info.Verb != "list" && info.Verb != "watch") || !p.withinSelection(req) {
-		srv.writeError(w, req, nil, apierrors.NewForbidden(schema.GroupResource{Resource: info.Resource}, info.Name, fmt.Errorf("peers list and watch only what kube-proxy selects")))
-		return
-	}
-	if info.Verb == "list" && !p.waitFresh(req, r) {
-		srv.writeError(w, req, r, tooLargeError(mustRV(req), r.store.Current()))
-		return
-	}
-	if info.Verb == "watch" {
-		// A BOOKMARK at once: a watch with an event is resumed, not
-		// relisted, by a follower whose leader dies within a second.
-		time.AfterFunc(50*time.Millisecond, r.store.Bookmark)
 	}
 	// Peer watches end with leadership: the follower resumes elsewhere.
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
 	stop := context.AfterFunc(lead, cancel)
 	defer stop()
-	srv.serveResource(w, req.WithContext(ctx), info, r)
+	p.view.ServeHTTP(w, req.WithContext(ctx))
 }
 
-func (p *peerServer) withinSelection(req *http.Request) bool {
-	sel, err := labels.Parse(req.URL.Query().Get("labelSelector"))
-	return err == nil && watchcache.WithinKubeProxySelection(sel)
+// admit: only lists and watches within kube-proxy's selection. A list at a
+// version the cache has not reached waits for it (freshWait at most); a
+// watch gets a BOOKMARK at once: a watch with an event is resumed, not
+// relisted, by a follower whose leader dies within a second.
+func (p *peerServer) admit(w http.ResponseWriter, req *http.Request, verb string, r *watchcache.Served, sel labels.Selector) bool {
+	if (verb != "list" && verb != "watch") || !watchcache.WithinKubeProxySelection(sel) {
+		refusePeer(w, req)
+		return false
+	}
+	if verb == "list" && !waitFresh(req, r.Store) {
+		r.WriteError(w, req, watchcache.TooLargeError(mustRV(req), r.Store.Current()))
+		return false
+	}
+	if verb == "watch" {
+		time.AfterFunc(50*time.Millisecond, r.Store.Bookmark)
+	}
+	return true
+}
+
+// refusePeer answers what peers may not read.
+func refusePeer(w http.ResponseWriter, req *http.Request) {
+	info, _ := request.RequestInfoFrom(req.Context())
+	watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{Resource: info.Resource}, info.Name, fmt.Errorf("peers list and watch only what kube-proxy selects")))
 }
 
 func mustRV(req *http.Request) uint64 {
@@ -270,10 +266,10 @@ func mustRV(req *http.Request) uint64 {
 
 // waitFresh waits (freshWait at most) until the cache has reached the
 // version a list names.
-func (p *peerServer) waitFresh(req *http.Request, r *servedResource) bool {
+func waitFresh(req *http.Request, st *watchcache.Store) bool {
 	want := mustRV(req)
 	deadline := time.Now().Add(freshWait)
-	for r.store.Current() < want {
+	for st.Current() < want {
 		if time.Now().After(deadline) || req.Context().Err() != nil {
 			return false
 		}
@@ -288,7 +284,7 @@ func (s *Server) PeerHandler() http.Handler {
 	if s.site == nil {
 		return nil
 	}
-	return withRequestLog(s.site.peers)
+	return watchcache.WithRequestLog(s.site.peers)
 }
 
 // PeerTLSConfig is the peer port's TLS configuration; nil without a site

@@ -60,7 +60,7 @@ func snapshotBenchState(dir string) *persister {
 func jsonLists(p *persister, w *bytes.Buffer) error {
 	codecs := serializer.NewCodecFactory(scheme.Scheme)
 	for _, r := range p.resources {
-		objs, _, at := r.store.SnapshotState()
+		objs, _, at := r.Store.SnapshotState()
 		if err := codecs.LegacyCodec(r.GroupVersion).Encode(r.NewList(objs, fmt.Sprint(at)), w); err != nil {
 			return err
 		}

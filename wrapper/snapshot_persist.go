@@ -24,7 +24,7 @@ var (
 // go through.
 type persister struct {
 	*snapshot.Persister
-	resources []*servedResource // in Persister.Sources' order
+	resources []*watchcache.Served // in Persister.Sources' order
 }
 
 func newPersister(dir, node, upstream string, maxAge time.Duration) *persister {
@@ -34,9 +34,9 @@ func newPersister(dir, node, upstream string, maxAge time.Duration) *persister {
 }
 
 // keep adds r's store to what the snapshot holds, as its next section.
-func (p *persister) keep(r *servedResource) {
+func (p *persister) keep(r *watchcache.Served) {
 	p.resources = append(p.resources, r)
-	p.Sources = append(p.Sources, snapshot.Source{Kind: snapshotKind(r.Resource), State: r.store.SnapshotState})
+	p.Sources = append(p.Sources, snapshot.Source{Kind: snapshotKind(r.Resource), State: r.Store.SnapshotState})
 }
 
 // snapshotKind describes r's section to package snapshot.

@@ -3,6 +3,7 @@ package wrapper
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -31,10 +32,7 @@ func (s *Server) seed(snap *snapshot.Snapshot, clock *watchcache.Clock) error {
 		return nil
 	}
 	s.persist.Clock = clock
-	for _, r := range kubeProxyResources {
-		s.persist.keep(s.resources[r.GroupVersionResource()])
-	}
-	for _, r := range s.dnsSnapshotStores() {
+	for _, r := range slices.Concat(s.served, s.dns.own) { // snapshotResources' order
 		s.persist.keep(r)
 	}
 	if snap == nil {
@@ -46,7 +44,7 @@ func (s *Server) seed(snap *snapshot.Snapshot, clock *watchcache.Clock) error {
 			continue
 		}
 		sec := snap.Section(r.Name)
-		if err := r.store.Seed(objs, sec.From, sec.At); err != nil {
+		if err := r.Store.Seed(objs, sec.From, sec.At); err != nil {
 			return fmt.Errorf("seeding %s from the snapshot: %w", r.Name, err)
 		}
 	}
@@ -63,11 +61,10 @@ func (s *Server) seed(snap *snapshot.Snapshot, clock *watchcache.Clock) error {
 // retry with backoff).
 func (s *Server) serveSnapshot(logger klog.Logger) {
 	snap := s.seededFrom.Load()
-	if snap == nil || s.snapshotRefused.Load() {
+	if snap == nil || !s.ready.ServeSnapshot() {
 		return
 	}
 	servingSnapshotSince.Serving(snap.Header.WrittenAt)
-	s.ready.Store(true)
 	logger.Info("Serving the snapshot until upstream answers", "path", s.persist.Path(),
 		"writtenAt", snap.Header.WrittenAt, "age", time.Since(snap.Header.WrittenAt).Round(time.Second),
 		"services", len(snap.Objects[watchcache.ResourceServices]), "endpointSlices", len(snap.Objects[watchcache.ResourceEndpointSlices]),
@@ -84,7 +81,7 @@ func (s *Server) confirmSnapshot(logger klog.Logger) {
 	}
 	dropped := 0
 	for _, r := range s.persist.resources {
-		dropped += r.store.DropSeeded()
+		dropped += r.Store.DropSeeded()
 	}
 	s.seededFrom.Store(nil)
 	servingSnapshotSince.Live()

@@ -39,14 +39,14 @@ func newTestPersister(dir string, start uint64) *persister {
 
 // addTestStore adds an empty store of r on p's clock to what p keeps.
 func (p *persister) addTestStore(r *watchcache.Resource) {
-	p.keep(&servedResource{Resource: r, store: r.NewStore(p.Clock.(*watchcache.Clock),
+	p.keep(&watchcache.Served{Resource: r, Store: r.NewStore(p.Clock.(*watchcache.Clock),
 		watchcache.LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})})
 }
 
 func (p *persister) store(name string) *watchcache.Store {
 	for _, r := range p.resources {
 		if r.Name == name {
-			return r.store
+			return r.Store
 		}
 	}
 	panic("no store " + name)
@@ -92,7 +92,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatal("snapshot not loaded")
 	}
 	for _, r := range p.resources {
-		objs, from, at := r.store.SnapshotState()
+		objs, from, at := r.Store.SnapshotState()
 		if len(sn.Objects[r.Name]) != len(objs) {
 			t.Fatalf("%s: %d objects, want %d", r.Name, len(sn.Objects[r.Name]), len(objs))
 		}

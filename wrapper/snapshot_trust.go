@@ -68,14 +68,12 @@ func (s *Server) checkIdentity(logger klog.Logger, n *corev1.Node) {
 // until upstream has synced, with why on /readyz. Upstream's state replaces
 // the snapshot's when it syncs, as after any start-up.
 func (s *Server) refuseSnapshot(logger klog.Logger, reason, why string) {
-	if !s.snapshotRefused.CompareAndSwap(false, true) {
+	if !s.ready.RefuseSnapshot("not serving the snapshot: " + why) {
 		return
 	}
 	snapshotsRefused.WithLabelValues(reason).Inc()
 	logger.Error(nil, "Not serving the snapshot", "reason", reason, "detail", why)
-	s.waiting.Store("not serving the snapshot: " + why)
 	if s.seededFrom.Load() != nil {
-		s.ready.Store(false)
 		servingSnapshotSince.Live()
 	}
 }

@@ -18,7 +18,7 @@ func (s *Server) openStores() error {
 	for _, r := range kubeProxyResources {
 		st := r.NewStore(clock, watchcache.LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes})
 		stores[r.Name] = st
-		s.resources[r.GroupVersionResource()] = &servedResource{Resource: r, store: st}
+		s.served = append(s.served, &watchcache.Served{Resource: r, Store: st})
 	}
 	s.openDNSStores(clock)
 	if err := s.seed(snap, clock); err != nil {

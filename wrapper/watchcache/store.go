@@ -538,18 +538,6 @@ func (s *Store) Bookmark() {
 	s.notify = make(chan struct{})
 }
 
-// WatcherReached reports whether a watcher has read every event up to rv.
-func (s *Store) WatcherReached(rv uint64) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for w := range s.watchers {
-		if w.cursor.Load() >= rv {
-			return true
-		}
-	}
-	return false
-}
-
 // LogBytes returns the encoded size of the events the log holds.
 func (s *Store) LogBytes() int64 {
 	s.mu.RLock()

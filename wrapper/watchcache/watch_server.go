@@ -1,4 +1,4 @@
-package wrapper
+package watchcache
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
 
-	"github.com/servicegroup/servicegroup/wrapper/watchcache"
+	"github.com/servicegroup/servicegroup/wrapper/internal/latencystages"
 )
 
 // watchServer streams one watcher's events to its client like the
@@ -32,8 +32,8 @@ import (
 type watchServer struct {
 	ctx          context.Context // ends with the watch (timeout or client gone)
 	logger       klog.Logger
-	resource     *servedResource
-	watcher      *watchcache.Watcher // nil when the watch starts with 410 Expired
+	resource     *Served
+	watcher      *Watcher // nil when the watch starts with 410 Expired
 	writeTimeout time.Duration
 
 	w        http.ResponseWriter
@@ -56,7 +56,7 @@ type watchServer struct {
 // serve writes the response header, then initial (or 410 Expired for a
 // resourceVersion the store no longer has) and every event of the watcher
 // until the watch ends.
-func (ws *watchServer) serve(mediaType string, initial []watchcache.Event, expired *watchcache.VersionError) {
+func (ws *watchServer) serve(mediaType string, initial []Event, expired *VersionError) {
 	ws.watchdog = time.AfterFunc(time.Hour, ws.cutOff)
 	ws.watchdog.Stop()
 	stopExpiring := context.AfterFunc(ws.ctx, ws.expireDeadline)
@@ -89,18 +89,18 @@ func (ws *watchServer) serve(mediaType string, initial []watchcache.Event, expir
 
 // follow sends the watcher's events as the store records them.
 func (ws *watchServer) follow() {
-	store := ws.resource.store
-	var events []watchcache.Event
+	store := ws.resource.Store
+	var events []Event
 	for {
 		var (
 			wait  <-chan struct{}
 			err   error
-			rvErr *watchcache.VersionError
+			rvErr *VersionError
 		)
 		events, wait, err = store.Next(ws.watcher, events[:0], watchBatch)
 		if errors.As(err, &rvErr) {
 			watchersCutOff.WithLabelValues(ws.resource.Name, cutOffBehind).Inc()
-			ws.logger.V(2).Info("watchcache.Watcher cut off: it fell behind the event log", "resource", ws.resource.Name)
+			ws.logger.V(2).Info("Watcher cut off: it fell behind the event log", "resource", ws.resource.Name)
 			ws.sendExpired(rvErr)
 			return
 		}
@@ -116,7 +116,7 @@ func (ws *watchServer) follow() {
 			continue
 		}
 		for _, ev := range events {
-			stageStamp(ev.Object, "woke")
+			latencystages.Stamp(ev.Object, "woke")
 		}
 		if err := ws.sendAll(events); err != nil {
 			ws.ended(err)
@@ -127,7 +127,7 @@ func (ws *watchServer) follow() {
 
 // sendAll writes events in batches, each under the watchdog, and flushes
 // after each batch.
-func (ws *watchServer) sendAll(events []watchcache.Event) error {
+func (ws *watchServer) sendAll(events []Event) error {
 	for len(events) > 0 {
 		batch := events[:min(len(events), watchBatch)]
 		events = events[len(batch):]
@@ -140,13 +140,13 @@ func (ws *watchServer) sendAll(events []watchcache.Event) error {
 			}
 		}
 		for _, ev := range batch {
-			stageStamp(ev.Object, "encoded")
+			latencystages.Stamp(ev.Object, "encoded")
 		}
 		if err := ws.rc.Flush(); err != nil {
 			return err
 		}
 		for _, ev := range batch {
-			stageStamp(ev.Object, "flushed")
+			latencystages.Stamp(ev.Object, "flushed")
 		}
 		ws.endBatch()
 	}
@@ -170,7 +170,7 @@ func (ws *watchServer) send(typ watch.EventType, obj runtime.Object) error {
 
 // sendExpired ends the watch as the apiserver's watch cache does: an ERROR
 // event with 410 Expired, and the client relists.
-func (ws *watchServer) sendExpired(rvErr *watchcache.VersionError) {
+func (ws *watchServer) sendExpired(rvErr *VersionError) {
 	status := apierrors.NewResourceExpired(rvErr.Error()).Status()
 	if err := ws.startBatch(); err == nil && ws.send(watch.Error, &status) == nil {
 		_ = ws.rc.Flush()
@@ -185,7 +185,7 @@ func (ws *watchServer) ended(err error) {
 	ws.deadlineMu.Unlock()
 	if stalled {
 		watchersCutOff.WithLabelValues(ws.resource.Name, cutOffStalled).Inc()
-		ws.logger.V(2).Info("watchcache.Watcher cut off: it stopped reading", "resource", ws.resource.Name, "writeTimeout", ws.writeTimeout)
+		ws.logger.V(2).Info("Watcher cut off: it stopped reading", "resource", ws.resource.Name, "writeTimeout", ws.writeTimeout)
 		return
 	}
 	ws.logger.V(4).Info("Watch ended", "resource", ws.resource.Name, "err", err)

@@ -1,4 +1,4 @@
-package wrapper
+package watchcache
 
 import (
 	"bufio"
@@ -15,25 +15,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 
 	"github.com/servicegroup/servicegroup/internal/testnet"
-	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
-// readyServer is a Server whose stores the test fills directly: no upstream.
-func readyServer(t *testing.T, opts Options) *Server {
-	t.Helper()
-	opts.NodeName, opts.Upstream = "node0", &rest.Config{Host: "http://127.0.0.1:1"}
-	s, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.ready.Store(true)
-	// Nothing to fetch on demand either: the test's stores are all there is.
-	s.endpoints.ready.Store(true)
-	s.unproxied.ready.Store(true)
-	return s
+// servicesView serves a Services store the test fills directly, ready,
+// with a request's RequestInfo as the wrapper gives it.
+func servicesView(writeTimeout time.Duration) (http.Handler, *Store) {
+	st := Services.NewStore(NewClock(1000, nil), LogLimits{Bytes: 4 << 20, MaxLagBytes: 64 << 20})
+	ready := NewReady(nil)
+	ready.Live()
+	v := NewView(ViewConfig{Served: []*Served{{Resource: Services, Store: st}}, Ready: ready,
+		Unrouted: http.NotFoundHandler(), WatchWriteTimeout: writeTimeout})
+	return WithRequestInfo(v), st
 }
 
 // tinyReceiveBufferClient never lets the kernel absorb more than a few KiB
@@ -46,7 +40,7 @@ func tinyReceiveBufferClient() *http.Client {
 // burstBeyondBuffers writes Services whose JSON certainly exceeds the
 // server's largest TCP send buffer plus an HTTP/2 stream window, and
 // returns how many it wrote.
-func burstBeyondBuffers(t *testing.T, st *watchcache.Store) int {
+func burstBeyondBuffers(t *testing.T, st *Store) int {
 	t.Helper()
 	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
 	if err != nil {
@@ -81,8 +75,8 @@ func TestWatchEndsWhileWriteBlocked(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // a server of its own; two cases wait out timeoutSeconds
-			s := readyServer(t, Options{WatchWriteTimeout: time.Hour})
-			ts := httptest.NewUnstartedServer(s.Handler())
+			h, st := servicesView(time.Hour)
+			ts := httptest.NewUnstartedServer(h)
 			client := tinyReceiveBufferClient()
 			if tc.http2 {
 				ts.EnableHTTP2 = true
@@ -107,7 +101,6 @@ func TestWatchEndsWhileWriteBlocked(t *testing.T) {
 			if tc.http2 != (resp.ProtoMajor == 2) {
 				t.Fatalf("served over %s", resp.Proto)
 			}
-			st := s.stores.Services
 			n := burstBeyondBuffers(t, st)
 			if st.Watchers() != 1 {
 				t.Fatal("the watch ended before the burst: the test proves nothing")
@@ -147,8 +140,8 @@ func countLines(r io.Reader) (int, error) {
 // kube-proxy watches EndpointSlices without headless ones, and once such a
 // slice changed, the stream used to wait forever on a nil channel.
 func TestWatchSelectorSkipsUnselectedEvents(t *testing.T) {
-	s := readyServer(t, Options{})
-	ts := httptest.NewServer(s.Handler())
+	h, st := servicesView(30 * time.Second)
+	ts := httptest.NewServer(h)
 	defer ts.Close()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL+"/api/v1/services?watch=1&labelSelector=pick%3Dyes", nil)
 	resp, err := ts.Client().Do(req)
@@ -156,16 +149,22 @@ func TestWatchSelectorSkipsUnselectedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	st := s.stores.Services
 	svc := func(name, pick string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{"pick": pick}}}
 	}
 	st.Set("ns/skipped", svc("skipped", "no"))
-	skippedRV := st.Current()
+	skippedRV := st.clock.Current()
 	// Only once the watch has read past the unselected event does the next
 	// one test anything.
 	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return st.WatcherReached(skippedRV), nil
+		st.mu.RLock()
+		defer st.mu.RUnlock()
+		for w := range st.watchers {
+			if w.cursor.Load() >= skippedRV {
+				return true, nil
+			}
+		}
+		return false, nil
 	}); err != nil {
 		t.Fatal("the watch never read the unselected event")
 	}

@@ -1,4 +1,4 @@
-package wrapper
+package watchcache
 
 import (
 	"context"
@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	"k8s.io/klog/v2"
-
-	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // minWatchTimeout is the apiserver's default --min-request-timeout: watches
@@ -27,25 +25,25 @@ const watchBatch = 256
 
 // watchOptions maps the request's options (already checked by
 // ValidateListOptions) to where the watch starts, as the apiserver does.
-func watchOptions(opts *metainternalversion.ListOptions) (watchcache.WatchOptions, error) {
+func watchOptions(opts *metainternalversion.ListOptions) (WatchOptions, error) {
 	rv, err := parseRV(opts.ResourceVersion)
 	if err != nil {
-		return watchcache.WatchOptions{}, err
+		return WatchOptions{}, err
 	}
-	wo := watchcache.WatchOptions{RV: rv, Bookmarks: opts.AllowWatchBookmarks}
+	wo := WatchOptions{RV: rv, Bookmarks: opts.AllowWatchBookmarks}
 	switch {
 	case opts.SendInitialEvents != nil && *opts.SendInitialEvents:
-		wo.Mode, wo.InitialEventsEnd = watchcache.FromState, true
+		wo.Mode, wo.InitialEventsEnd = FromState, true
 	case opts.SendInitialEvents != nil:
 		if opts.ResourceVersion == "" || opts.ResourceVersion == "0" {
-			wo.Mode = watchcache.FromNow
+			wo.Mode = FromNow
 		} else {
-			wo.Mode = watchcache.FromVersion
+			wo.Mode = FromVersion
 		}
 	case opts.ResourceVersion == "" || opts.ResourceVersion == "0":
-		wo.Mode, wo.RV = watchcache.FromState, 0
+		wo.Mode, wo.RV = FromState, 0
 	default:
-		wo.Mode = watchcache.FromVersion
+		wo.Mode = FromVersion
 	}
 	return wo, nil
 }
@@ -53,20 +51,20 @@ func watchOptions(opts *metainternalversion.ListOptions) (watchcache.WatchOption
 // serveWatch answers a watch request: it negotiates the stream encoding,
 // registers a watcher in the store and hands both to a watchServer, as the
 // apiserver's watch handler hands a cache watcher to its WatchServer.
-func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedResource, opts *metainternalversion.ListOptions, pred watchcache.Predicate) {
+func (v *View) serveWatch(w http.ResponseWriter, req *http.Request, r *Served, opts *metainternalversion.ListOptions, pred Predicate) {
 	wo, err := watchOptions(opts)
 	if err != nil {
-		s.writeError(w, req, r, err)
+		writeError(w, req, r, err)
 		return
 	}
-	info, err := negotiation.NegotiateOutputMediaTypeStream(req, s.codecs, negotiation.DefaultEndpointRestrictions)
+	info, err := negotiation.NegotiateOutputMediaTypeStream(req, codecs, negotiation.DefaultEndpointRestrictions)
 	if err != nil {
-		s.writeError(w, req, r, err)
+		writeError(w, req, r, err)
 		return
 	}
 	framer := info.StreamSerializer.Framer
 	if framer == nil {
-		s.writeError(w, req, r, apierrors.NewBadRequest(fmt.Sprintf("no framer for %q", info.MediaType)))
+		writeError(w, req, r, apierrors.NewBadRequest(fmt.Sprintf("no framer for %q", info.MediaType)))
 		return
 	}
 	mediaType := info.MediaType
@@ -80,14 +78,14 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
 	}
 	wo.Pred = pred
-	initial, watcher, err := r.store.Watch(wo)
-	var rvErr *watchcache.VersionError
+	initial, watcher, err := r.Store.Watch(wo)
+	var rvErr *VersionError
 	if errors.As(err, &rvErr) && !rvErr.TooOld {
-		s.writeError(w, req, r, tooLargeError(rvErr.RV, rvErr.Bound))
+		writeError(w, req, r, TooLargeError(rvErr.RV, rvErr.Bound))
 		return
 	}
 	if watcher != nil {
-		defer r.store.StopWatch(watcher)
+		defer r.Store.StopWatch(watcher)
 	}
 
 	ctx, cancel := context.WithTimeout(req.Context(), timeout)
@@ -97,11 +95,11 @@ func (s *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *servedR
 		logger:       klog.FromContext(req.Context()),
 		resource:     r,
 		watcher:      watcher,
-		writeTimeout: s.opts.WatchWriteTimeout,
+		writeTimeout: v.cfg.WatchWriteTimeout,
 		w:            w,
 		rc:           http.NewResponseController(w),
-		encoder:      s.codecs.EncoderForVersion(info.StreamSerializer.Serializer, r.GroupVersion),
-		embedded:     s.codecs.EncoderForVersion(info.Serializer, r.GroupVersion),
+		encoder:      codecs.EncoderForVersion(info.StreamSerializer.Serializer, r.GroupVersion),
+		embedded:     codecs.EncoderForVersion(info.Serializer, r.GroupVersion),
 		framer:       framer,
 	}
 	ws.serve(mediaType, initial, rvErr)

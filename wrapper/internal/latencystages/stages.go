@@ -1,6 +1,6 @@
 //go:build latencystages
 
-package wrapper
+package latencystages
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // Stage stamps for BenchmarkWatchLatency, built only with
 // -tags latencystages: the first time each stage of an event's path saw the
 // object carrying a given latencyStageLabel value. Normal builds compile the
-// no-op stubs of latency_stages_off.go instead.
+// no-op stubs of stages_off.go instead.
 
 // latencyStageLabel numbers the benchmark's changes.
 const latencyStageLabel = "seq"
@@ -24,14 +24,15 @@ var stages = struct {
 	at map[string]map[string]time.Time // label value -> stage -> first time
 }{at: map[string]map[string]time.Time{}}
 
-// stageStamp records that stage saw obj now.
-func stageStamp(obj any, stage string) {
+// Stamp records that stage saw obj now.
+func Stamp(obj any, stage string) {
 	if m, err := meta.Accessor(obj); err == nil {
-		stageStampSeq(m.GetLabels()[latencyStageLabel], stage)
+		StampSeq(m.GetLabels()[latencyStageLabel], stage)
 	}
 }
 
-func stageStampSeq(seq, stage string) {
+// StampSeq records that stage saw change seq now.
+func StampSeq(seq, stage string) {
 	if seq == "" {
 		return
 	}
@@ -48,9 +49,9 @@ func stageStampSeq(seq, stage string) {
 	}
 }
 
-// stageReport returns p1/p50/p90/p99 of the time between each two
-// consecutive stages of path over the changes stamped since stageReset.
-func stageReport(path []string) string {
+// Report returns p1/p50/p90/p99 of the time between each two consecutive
+// stages of path over the changes stamped since Reset.
+func Report(path []string) string {
 	stages.Lock()
 	defer stages.Unlock()
 	out := ""
@@ -73,7 +74,8 @@ func stageReport(path []string) string {
 	return out
 }
 
-func stageReset() {
+// Reset forgets every stamp.
+func Reset() {
 	stages.Lock()
 	defer stages.Unlock()
 	stages.at = map[string]map[string]time.Time{}

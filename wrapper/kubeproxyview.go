@@ -1,0 +1,75 @@
+package wrapper
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
+)
+
+// newKubeProxyView is what kube-proxy reads: kubeProxyResources, filtered
+// for this node, and this node's own Node; the few other requests kube-proxy
+// makes are forwarded upstream, everything else refused.
+func (s *Server) newKubeProxyView() *watchcache.View {
+	return watchcache.NewView(watchcache.ViewConfig{
+		Served:            s.served,
+		Node:              s.opts.NodeName,
+		Ready:             s.ready,
+		Admit:             s.admitKubeProxy,
+		Unrouted:          http.HandlerFunc(s.forwardOrRefuse),
+		Labelled:          true,
+		WatchWriteTimeout: s.opts.WatchWriteTimeout,
+	})
+}
+
+// admitKubeProxy makes sure what a request may see is fetched from
+// upstream: v1 Endpoints, and for Services and EndpointSlices what
+// kube-proxy's selector leaves out (a get, sel nil, may name any).
+func (s *Server) admitKubeProxy(w http.ResponseWriter, req *http.Request, _ string, r *watchcache.Served, sel labels.Selector) bool {
+	switch {
+	case r.Resource == watchcache.Endpoints:
+		return s.holdDemand(w, req, r, &s.endpoints.demand)
+	case (r.Resource == watchcache.Services || r.Resource == watchcache.EndpointSlices) && !watchcache.WithinKubeProxySelection(sel):
+		return s.holdDemand(w, req, r, s.unproxied)
+	}
+	return true
+}
+
+// onDemandWait bounds how long a request waits for what it asks to be
+// fetched from upstream before it is answered 429.
+const onDemandWait = 10 * time.Second
+
+// holdDemand holds d's informers for the request's life and waits
+// (onDemandWait at most, then 429) until their objects are served. A
+// snapshot's objects are served as they are while upstream is away: the
+// fetch then confirms them when upstream returns.
+func (s *Server) holdDemand(w http.ResponseWriter, req *http.Request, r *watchcache.Served, d *demand) bool {
+	ready, release := d.use()
+	context.AfterFunc(req.Context(), release)
+	if ready || s.ready.State() == watchcache.Snapshot || d.await(req.Context(), onDemandWait) {
+		return true
+	}
+	w.Header().Set("Retry-After", "1")
+	r.WriteError(w, req, apierrors.NewTooManyRequests("fetching "+d.what+" from upstream", 1))
+	return false
+}
+
+// forwardOrRefuse forwards upstream the few requests kube-proxy makes
+// besides what the view serves, and refuses the rest.
+func (s *Server) forwardOrRefuse(w http.ResponseWriter, req *http.Request) {
+	info, _ := request.RequestInfoFrom(req.Context())
+	if err := forwardDenied(req, info); err != nil {
+		watchcache.LabelRequest(w, "denied", "denied")
+		klog.FromContext(req.Context()).V(2).Info("Refused", "method", req.Method, "uri", req.RequestURI, "remote", req.RemoteAddr)
+		watchcache.WriteError(w, req, err)
+		return
+	}
+	watchcache.LabelRequest(w, "proxy", "proxy")
+	s.proxy.ServeHTTP(w, req)
+}
