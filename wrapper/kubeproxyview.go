@@ -13,6 +13,10 @@ import (
 	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
+// kubeProxyResources are what kube-proxy's view serves, in the order of
+// the snapshot's sections.
+var kubeProxyResources = []*watchcache.Resource{watchcache.Services, watchcache.Endpoints, watchcache.EndpointSlices, watchcache.Nodes}
+
 // newKubeProxyView is what kube-proxy reads: kubeProxyResources, filtered
 // for this node, and this node's own Node; the few other requests kube-proxy
 // makes are forwarded upstream, everything else refused.

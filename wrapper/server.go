@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/wrapper/sitestream"
 	"github.com/servicegroup/servicegroup/wrapper/snapshot"
 	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
@@ -40,8 +42,8 @@ type Server struct {
 	// clients ask (unproxied_demand.go).
 	unproxied *demand
 	// site shares the unit-wide streams with the site's other wrappers
-	// (sitestream.go); nil when off.
-	site *siteStream
+	// (package sitestream); nil when off.
+	site *sitestream.Stream
 	// dns is the DNS view for the node's CoreDNS (dnsview.go).
 	dns   *dnsView
 	start func(ctx context.Context)
@@ -180,4 +182,22 @@ func (s *Server) opsMux() *http.ServeMux {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return mux
+}
+
+// PeerHandler serves the site's other wrappers on the peer port (under
+// PeerTLSConfig); nil without a site stream.
+func (s *Server) PeerHandler() http.Handler {
+	if s.site == nil {
+		return nil
+	}
+	return s.site.PeerHandler()
+}
+
+// PeerTLSConfig is the peer port's TLS configuration; nil without a site
+// stream.
+func (s *Server) PeerTLSConfig() *tls.Config {
+	if s.site == nil {
+		return nil
+	}
+	return s.site.PeerTLSConfig()
 }

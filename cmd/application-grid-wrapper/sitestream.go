@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/servicegroup/servicegroup/wrapper"
+	"github.com/servicegroup/servicegroup/wrapper/sitestream"
 )
 
-// siteStreamFlags turn on one cloud stream per site (wrapper.SiteStreamOptions);
+// siteStreamFlags turn on one cloud stream per site (sitestream.Options);
 // peerserver.go serves the peer port they configure.
 type siteStreamFlags struct {
 	label, namespace, bind, advertise, tokenFile, users *string
@@ -26,14 +26,14 @@ func addSiteStreamFlags(fs *flag.FlagSet) *siteStreamFlags {
 		namespace: fs.String("site-lease-namespace", "kube-system", "namespace of the sites' Leases"),
 		bind:      fs.String("peer-bind-address", "", "address the site's other wrappers reach this one at (TLS, token-authenticated); required with --site-label"),
 		advertise: fs.String("peer-advertise-address", "", "host:port peers dial, published in the site's Lease (default --peer-bind-address; set it when that is a wildcard address)"),
-		tokenFile: fs.String("peer-token-file", "", "ServiceAccount token with audience "+wrapper.PeerAudience+" (a projected volume) this wrapper presents to its site's leader; re-read as the kubelet rotates it"),
+		tokenFile: fs.String("peer-token-file", "", "ServiceAccount token with audience "+sitestream.PeerAudience+" (a projected volume) this wrapper presents to its site's leader; re-read as the kubelet rotates it"),
 		users:     fs.String("peer-allowed-users", "", "comma-separated users (as the apiserver's TokenReview names them) whose tokens a leader accepts (default: the user this wrapper runs as)"),
 		maxConns:  fs.Int("peer-max-connections", defaultPeerMaxConnections, "connections open at once on the peer port; more wait to be accepted (each has "+peerHandshakeTimeout.String()+" to finish its TLS handshake and send its request)"),
 	}
 }
 
 // options returns nil when the site stream is off.
-func (f *siteStreamFlags) options() (*wrapper.SiteStreamOptions, error) {
+func (f *siteStreamFlags) options() (*sitestream.Options, error) {
 	if *f.label == "" {
 		return nil, nil
 	}
@@ -54,7 +54,7 @@ func (f *siteStreamFlags) options() (*wrapper.SiteStreamOptions, error) {
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		return nil, fmt.Errorf("--peer-advertise-address %q must be the IP address peers dial", adv)
 	}
-	return &wrapper.SiteStreamOptions{
+	return &sitestream.Options{
 		GroupLabel: *f.label, Namespace: *f.namespace, AdvertiseAddress: adv,
 		Token: tokenFromFile(*f.tokenFile), AllowedUsers: splitNames(*f.users),
 	}, nil

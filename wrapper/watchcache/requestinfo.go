@@ -14,6 +14,13 @@ var requestInfo = &request.RequestInfoFactory{
 	GrouplessAPIPrefixes: sets.NewString("api"),
 }
 
+// IsWatch reports whether r asks for a watch by the watch parameter, as
+// client-go sends one.
+func IsWatch(r *http.Request) bool {
+	w := r.URL.Query().Get("watch")
+	return w == "true" || w == "1"
+}
+
 // WithRequestInfo gives next the request's RequestInfo (what a View routes
 // by) in its context; a request that cannot be parsed is answered 400.
 func WithRequestInfo(next http.Handler) http.Handler {

@@ -1,4 +1,4 @@
-package wrapper
+package sitestream
 
 import (
 	"context"
@@ -34,7 +34,7 @@ const freshWait = 3 * time.Second
 // peerServer answers the list and watch requests of the site's other
 // wrappers from the unit-wide caches, while this wrapper leads.
 type peerServer struct {
-	ss     *siteStream
+	ss     *Stream
 	view   http.Handler // the peers' view of the caches, with its request info
 	caches []*unitCache
 
@@ -49,12 +49,11 @@ type peerServer struct {
 	allowed     sets.Set[string]
 }
 
-func newPeerServer(ss *siteStream, writeTimeout time.Duration, caches map[*watchcache.Resource]*unitCache) *peerServer {
-	p := &peerServer{ss: ss}
+func newPeerServer(ss *Stream, writeTimeout time.Duration, caches []*unitCache) *peerServer {
+	p := &peerServer{ss: ss, caches: caches}
 	var served []*watchcache.Served
-	for r, c := range caches {
-		served = append(served, &watchcache.Served{Resource: r, Store: c.store})
-		p.caches = append(p.caches, c)
+	for _, c := range caches {
+		served = append(served, &watchcache.Served{Resource: c.resource, Store: c.store})
 	}
 	// Its readiness is leadership, checked (ServeHTTP) before the view.
 	p.view = watchcache.WithRequestInfo(watchcache.NewView(watchcache.ViewConfig{
@@ -279,19 +278,22 @@ func waitFresh(req *http.Request, st *watchcache.Store) bool {
 }
 
 // PeerHandler serves the site's other wrappers on the peer port (under
-// PeerTLSConfig); nil without a site stream.
-func (s *Server) PeerHandler() http.Handler {
-	if s.site == nil {
-		return nil
+// PeerTLSConfig).
+func (ss *Stream) PeerHandler() http.Handler { return watchcache.WithRequestLog(ss.peers) }
+
+// PeerTLSConfig is the peer port's TLS configuration.
+func (ss *Stream) PeerTLSConfig() *tls.Config { return ss.peers.TLSConfig() }
+
+// Source is the node whose wrapper this one reads Services and
+// EndpointSlices from: "" for the apiserver (no leader, this wrapper leads,
+// or its leader is given up).
+func (ss *Stream) Source() string {
+	if t := ss.router.source(); t != nil {
+		return t.node
 	}
-	return watchcache.WithRequestLog(s.site.peers)
+	return ""
 }
 
-// PeerTLSConfig is the peer port's TLS configuration; nil without a site
-// stream.
-func (s *Server) PeerTLSConfig() *tls.Config {
-	if s.site == nil {
-		return nil
-	}
-	return s.site.peers.TLSConfig()
-}
+// FailedRequests counts the lists and watches of Services and
+// EndpointSlices that failed back to this wrapper's informers.
+func (ss *Stream) FailedRequests() int64 { return ss.router.failedRequests.Load() }

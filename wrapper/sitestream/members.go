@@ -1,4 +1,4 @@
-package wrapper
+package sitestream
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 // and names a leader by the identity the Lease would: the follower then
 // reaches that leader pinned to the certificate the answer names. A
 // compromised wrapper of the site can mislead it this way, as it could by
-// writing the Lease (SITESTREAM.md, threat model).
+// writing the Lease (README.md, threat model).
 
 const (
 	// peerHeader carries a wrapper's own identity (what it would write into
@@ -137,17 +137,17 @@ func (l *readLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRe
 // serve its peers: half the RenewDeadline (5 s: two renewals missed with
 // the defaults), but room for two renewals and a slow answer, and never
 // beyond the RenewDeadline.
-func (ss *siteStream) renewWindow() time.Duration {
+func (ss *Stream) renewWindow() time.Duration {
 	return min(max(ss.opts.RenewDeadline/2, 2*ss.opts.RetryPeriod+time.Second), ss.opts.RenewDeadline)
 }
 
-func (ss *siteStream) renewedRecently() bool {
+func (ss *Stream) renewedRecently() bool {
 	l := ss.lock.Load()
 	return l != nil && time.Since(time.Unix(0, l.lastWrite.Load())) < ss.renewWindow()
 }
 
 // view is what this wrapper answers at sitePath.
-func (ss *siteStream) view() siteView {
+func (ss *Stream) view() siteView {
 	v := siteView{Members: ss.members.list()}
 	if ss.peers.leading() != nil && ss.peers.synced() {
 		v.Leader = ss.router.self
@@ -166,7 +166,7 @@ func (p *peerServer) serveSite(w http.ResponseWriter) {
 // does not serve its peers, and has not read the Lease for two
 // RetryPeriods, it asks the site's wrappers it knows who leads, every
 // RetryPeriod, and follows the first leader named that it has not given up.
-func (ss *siteStream) askPeers(ctx context.Context, logger klog.Logger, lock *readLock) {
+func (ss *Stream) askPeers(ctx context.Context, logger klog.Logger, lock *readLock) {
 	onTicks(ctx, ss.opts.RetryPeriod, func() {
 		following, _ := ss.router.following()
 		if following || ss.peers.leading() != nil || time.Since(time.Unix(0, lock.lastRead.Load())) < 2*ss.opts.RetryPeriod {
@@ -181,7 +181,7 @@ func (ss *siteStream) askPeers(ctx context.Context, logger klog.Logger, lock *re
 
 // askForLeader asks every known member at once; the first usable leader
 // named wins.
-func (ss *siteStream) askForLeader(ctx context.Context) string {
+func (ss *Stream) askForLeader(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, peerAskTimeout)
 	defer cancel()
 	members := ss.members.list()

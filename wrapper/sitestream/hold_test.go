@@ -1,4 +1,4 @@
-package wrapper
+package sitestream
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func TestUnansweredRequestHeld(t *testing.T) {
 	leader.StartTLS()
 	defer leader.Close()
 	sum := sha256.Sum256(leader.Certificate().Raw)
-	opts := SiteStreamOptions{Token: func() (string, error) { return "peer-token", nil }, IdleTimeout: time.Minute, RetryPeriod: 100 * time.Millisecond}
+	opts := Options{Token: func() (string, error) { return "peer-token", nil }, IdleTimeout: time.Minute, RetryPeriod: 100 * time.Millisecond}
 	r := newPeerRouter(opts, "self")
 	client := routedClient(t, r, "https://"+closedPort(t))
 
@@ -161,7 +161,7 @@ func TestUpstreamStreamEndsResumable(t *testing.T) {
 			apiserver.EnableHTTP2 = true
 			apiserver.StartTLS()
 			defer apiserver.Close()
-			r := newPeerRouter(SiteStreamOptions{IdleTimeout: time.Minute, RetryPeriod: time.Second}, "self")
+			r := newPeerRouter(Options{IdleTimeout: time.Minute, RetryPeriod: time.Second}, "self")
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			start := time.Now()

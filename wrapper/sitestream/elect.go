@@ -1,4 +1,4 @@
-package wrapper
+package sitestream
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func siteLeaseName(group string) string { return "application-grid-wrapper-site-
 // campaigns only while it has no usable leader (none known, or given up):
 // a leader that stops serving or answering is noticed over the site
 // network, so the Lease is read only then.
-func (ss *siteStream) elect(ctx context.Context, logger klog.Logger, group string) {
+func (ss *Stream) elect(ctx context.Context, logger klog.Logger, group string) {
 	identity := ss.router.self
 	ss.router.site.Store(group)
 	lease := &resourcelock.LeaseLock{

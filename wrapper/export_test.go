@@ -7,10 +7,7 @@ func (s *Server) SiteStreamSource() string {
 	if s.site == nil {
 		return ""
 	}
-	if t := s.site.router.source(); t != nil {
-		return t.node
-	}
-	return ""
+	return s.site.Source()
 }
 
 // SiteStreamFailedRequests counts the lists and watches of Services and
@@ -19,5 +16,5 @@ func (s *Server) SiteStreamFailedRequests() int64 {
 	if s.site == nil {
 		return 0
 	}
-	return s.site.router.failedRequests.Load()
+	return s.site.FailedRequests()
 }

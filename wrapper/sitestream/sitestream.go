@@ -1,4 +1,4 @@
-package wrapper
+package sitestream
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
@@ -27,12 +27,12 @@ import (
 // apiserver refuses them, so a leader cannot replay one upstream.
 const PeerAudience = "application-grid-wrapper-peer"
 
-// SiteStreamOptions turn on one cloud stream per site: the wrappers of the
+// Options turn on one cloud stream per site: the wrappers of the
 // nodes that carry the same value of GroupLabel elect a leader (a Lease per
 // site) that alone lists and watches the Services and EndpointSlices
 // upstream; the others list and watch them from the leader. Zero values get
 // the defaults below.
-type SiteStreamOptions struct {
+type Options struct {
 	// GroupLabel is the node label whose value names this node's site.
 	// A node without it streams from the apiserver on its own. Read once,
 	// at start-up.
@@ -61,7 +61,7 @@ type SiteStreamOptions struct {
 	HeartbeatInterval, IdleTimeout time.Duration
 }
 
-func (o *SiteStreamOptions) defaults() {
+func (o *Options) defaults() {
 	if o.Namespace == "" {
 		o.Namespace = metav1.NamespaceSystem
 	}
@@ -82,19 +82,19 @@ func (o *SiteStreamOptions) defaults() {
 	}
 }
 
-// siteStream is one wrapper's part in its site's stream: the unit-wide
+// Stream is one wrapper's part in its site's stream: the unit-wide
 // caches it can serve peers, the election, and the routing of its own
 // unit-wide reads to the leader.
-type siteStream struct {
-	opts   SiteStreamOptions
+type Stream struct {
+	opts   Options
 	node   string
 	client kubernetes.Interface // upstream, for the Lease, its Node, TokenReview
 
-	services, slices *unitCache
-	router           *peerRouter
-	peers            *peerServer
-	members          *siteMembers
-	lock             atomic.Pointer[readLock] // the Lease, once the site is known
+	caches  map[*watchcache.Resource]*unitCache // of watchcache.KubeProxySelected
+	router  *peerRouter
+	peers   *peerServer
+	members *siteMembers
+	lock    atomic.Pointer[readLock] // the Lease, once the site is known
 
 	cert tls.Certificate
 	pin  string // hex SHA-256 of cert's DER, published in the Lease
@@ -103,58 +103,66 @@ type siteStream struct {
 	group string // "" until known
 }
 
-// newSiteStream prepares the site stream; the returned client is what the
-// unit-wide informers read through (the leader when there is one).
-func newSiteStream(opts SiteStreamOptions, node string, upstream *rest.Config, client kubernetes.Interface, limits watchcache.LogLimits, writeTimeout time.Duration) (*siteStream, kubernetes.Interface, error) {
+// New prepares the site stream of node; client reaches upstream (for the
+// Lease, this node, TokenReviews); limits and writeTimeout bound the peers'
+// watches as the wrapper's own. The unit-wide informers read through a
+// client whose transport Transport wraps, and list and watch through Tap.
+func New(opts Options, node string, client kubernetes.Interface, limits watchcache.LogLimits, writeTimeout time.Duration) (*Stream, error) {
 	opts.defaults()
 	if opts.AdvertiseAddress == "" {
-		return nil, nil, errors.New("site stream: an advertise address for the peer port is required")
+		return nil, errors.New("site stream: an advertise address for the peer port is required")
 	}
 	host, _, err := net.SplitHostPort(opts.AdvertiseAddress)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if opts.Token == nil {
-		return nil, nil, errors.New("site stream: a peer token source is required")
+		return nil, errors.New("site stream: a peer token source is required")
 	}
 	if opts.Group == "" && opts.GroupLabel == "" {
-		return nil, nil, errors.New("site stream: a group label is required")
+		return nil, errors.New("site stream: a group label is required")
 	}
 	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, nil, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	sum := sha256.Sum256(cert.Certificate[0])
-	ss := &siteStream{opts: opts, node: node, client: client, cert: cert, pin: hex.EncodeToString(sum[:]), group: opts.Group}
-	ss.services, ss.slices = newUnitCache(watchcache.Services, limits), newUnitCache(watchcache.EndpointSlices, limits)
+	ss := &Stream{opts: opts, node: node, client: client, cert: cert, pin: hex.EncodeToString(sum[:]), group: opts.Group,
+		caches: map[*watchcache.Resource]*unitCache{}}
+	caches := make([]*unitCache, len(watchcache.KubeProxySelected))
+	for i, r := range watchcache.KubeProxySelected {
+		caches[i] = newUnitCache(r, limits)
+		ss.caches[r] = caches[i]
+	}
 	ss.router = newPeerRouter(opts, leaderIdentity(node, opts.AdvertiseAddress, ss.pin))
 	ss.members = ss.router.members
-	ss.peers = newPeerServer(ss, writeTimeout, map[*watchcache.Resource]*unitCache{watchcache.Services: ss.services, watchcache.EndpointSlices: ss.slices})
-	cfg := rest.CopyConfig(protobufConfig(upstream))
-	cfg.Wrap(ss.router.wrap)
-	routed, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	return ss, routed, nil
+	ss.peers = newPeerServer(ss, writeTimeout, caches)
+	return ss, nil
 }
 
-// tap taps the unit-wide list and watch into the caches peers read.
-// client-go's ListWatch from the REST client sends the same requests as the
-// typed clients, and the tapped ListWatch leaves the reflector's choice of
-// watch-list as it is.
-func (ss *siteStream) tap(services, slices cache.ListerWatcher) (cache.ListerWatcher, cache.ListerWatcher) {
-	return ss.services.tap(cache.ToListerWatcherWithContext(services)), ss.slices.tap(cache.ToListerWatcherWithContext(slices))
+// Transport wraps the transport the unit-wide informers read upstream
+// through (rest.Config.Wrap): their lists and watches go to the leader
+// while there is a usable one (route.go).
+func (ss *Stream) Transport(upstream http.RoundTripper) http.RoundTripper {
+	return ss.router.wrap(upstream)
 }
 
-// run finds this node's site, then campaigns and follows its leader until
+// Tap taps the list and watch of r, one of watchcache.KubeProxySelected,
+// into the cache peers read. client-go's ListWatch from the REST client
+// sends the same requests as the typed clients, and the tapped ListWatch
+// leaves the reflector's choice of watch-list as it is.
+func (ss *Stream) Tap(r *watchcache.Resource, lw cache.ListerWatcher) cache.ListerWatcher {
+	return ss.caches[r].tap(cache.ToListerWatcherWithContext(lw))
+}
+
+// Run finds this node's site, then campaigns and follows its leader until
 // ctx ends. Until the site is known every read goes to the apiserver.
-func (ss *siteStream) run(ctx context.Context) {
-	logger := klog.FromContext(ctx).WithValues("siteStream", true)
+func (ss *Stream) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithValues("Stream", true)
 	go ss.router.run(ctx)
 	go ss.peers.heartbeat(ctx, ss.opts.HeartbeatInterval)
 	if err := wait.PollUntilContextCancel(ctx, 10*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -174,7 +182,7 @@ func (ss *siteStream) run(ctx context.Context) {
 }
 
 // resolveGroup reads this node's site from its label; true once decided.
-func (ss *siteStream) resolveGroup(ctx context.Context, logger klog.Logger) bool {
+func (ss *Stream) resolveGroup(ctx context.Context, logger klog.Logger) bool {
 	if ss.Group() != "" {
 		return true
 	}
@@ -195,7 +203,7 @@ func (ss *siteStream) resolveGroup(ctx context.Context, logger klog.Logger) bool
 }
 
 // Group is this node's site ("" while unknown or without one).
-func (ss *siteStream) Group() string {
+func (ss *Stream) Group() string {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	return ss.group

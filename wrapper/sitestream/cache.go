@@ -1,4 +1,4 @@
-package wrapper
+package sitestream
 
 import (
 	"context"
@@ -18,19 +18,20 @@ import (
 
 // unitCache holds what this wrapper's upstream list/watch of one unit-wide
 // resource returned, unfiltered and under upstream's own resourceVersions,
-// in a mirror store that peers list and watch (sitestream_serve.go). Every
+// in a mirror store that peers list and watch (serve.go). Every
 // wrapper of a site stream keeps one, leader or not: its source is either
 // the apiserver or the leader, and both speak the same versions, so a
 // follower that becomes leader can resume its peers' watches at once, and a
 // follower that read further from the apiserver (while it had no leader)
 // resumes here from its version.
 type unitCache struct {
-	store  *watchcache.Store
-	synced atomic.Bool // a list (or watch-list) has filled the store
+	resource *watchcache.Resource
+	store    *watchcache.Store
+	synced   atomic.Bool // a list (or watch-list) has filled the store
 }
 
 func newUnitCache(r *watchcache.Resource, limits watchcache.LogLimits) *unitCache {
-	return &unitCache{store: r.NewMirrorStore(limits)}
+	return &unitCache{resource: r, store: r.NewMirrorStore(limits)}
 }
 
 // tap returns lw with every list and watch event also applied to the cache.

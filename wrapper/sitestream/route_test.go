@@ -1,4 +1,4 @@
-package wrapper
+package sitestream
 
 import (
 	"context"
@@ -55,7 +55,7 @@ func TestLeaderStreamEndsResumable(t *testing.T) {
 			leader.StartTLS()
 			defer leader.Close()
 			sum := sha256.Sum256(leader.Certificate().Raw)
-			opts := SiteStreamOptions{Token: func() (string, error) { return "peer-token", nil }, IdleTimeout: time.Minute}
+			opts := Options{Token: func() (string, error) { return "peer-token", nil }, IdleTimeout: time.Minute}
 			r := newPeerRouter(opts, "self")
 			r.setLeader(klog.Background(), leaderIdentity("leader", strings.TrimPrefix(leader.URL, "https://"), hex.EncodeToString(sum[:])))
 			// Upstream is never asked: a closed port.

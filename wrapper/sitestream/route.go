@@ -1,4 +1,4 @@
-package wrapper
+package sitestream
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func parseLeaderIdentity(id string) (node, addr, pin string, ok bool) {
 // upstream at once, so the informer never sees the failure and resumes
 // from its resourceVersion, which the apiserver and every leader share.
 type peerRouter struct {
-	opts SiteStreamOptions
+	opts Options
 	self string       // this wrapper's identity in the Lease
 	site atomic.Value // string: this wrapper's site, sent to the leader
 
@@ -68,14 +68,14 @@ type peerRouter struct {
 	heldRequests, failedRequests atomic.Int64
 	// upstream is the transport under the router (set by wrap).
 	upstream http.RoundTripper
-	// members are the site's wrappers heard of (sitestream_members.go).
+	// members are the site's wrappers heard of (members.go).
 	members *siteMembers
 }
 
 // peerRetry is how long a leader that failed is left alone before a probe.
 const peerRetry = 10 * time.Second
 
-func newPeerRouter(opts SiteStreamOptions, self string) *peerRouter {
+func newPeerRouter(opts Options, self string) *peerRouter {
 	return &peerRouter{opts: opts, self: self, streams: map[*routedBody]struct{}{}, changed: make(chan struct{}), members: newSiteMembers()}
 }
 
@@ -194,7 +194,7 @@ func (r *peerRouter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		r.failedRequests.Add(1)
 	}
-	if err != nil || !isWatch(req) || t != nil { // a leader's watch is tracked by viaLeader
+	if err != nil || !watchcache.IsWatch(req) || t != nil { // a leader's watch is tracked by viaLeader
 		return resp, err
 	}
 	r.track(resp, nil)
@@ -318,7 +318,7 @@ func (r *peerRouter) viaLeader(req *http.Request, t *peerTarget) (*http.Response
 	if err != nil {
 		return nil, err
 	}
-	if isWatch(req) {
+	if watchcache.IsWatch(req) {
 		r.track(resp, t)
 		r.leaderWatches.Add(1)
 	}
@@ -358,7 +358,7 @@ func (r *peerRouter) run(ctx context.Context) {
 	var membersAt time.Time
 	onTicks(ctx, r.opts.IdleTimeout/5, func() {
 		// Learn the site's wrappers from the leader, to ask them who leads
-		// should the Lease become unreadable (sitestream_members.go).
+		// should the Lease become unreadable (members.go).
 		if l := r.source(); l != nil && (l != membersFrom || time.Since(membersAt) > membersRefresh) {
 			membersFrom, membersAt = l, time.Now()
 			go func() {
