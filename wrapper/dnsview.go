@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -56,7 +57,7 @@ func snapshotResources() []*watchcache.Resource {
 // filter and no default/kubernetes rewrite. Namespaces are fetched from
 // upstream only while a DNS client asks.
 type dnsView struct {
-	view *watchcache.View
+	api *watchcache.View
 	// own are the view's resources that are not kube-proxy's, in
 	// dnsSnapshotResources order.
 	own        []*watchcache.Served
@@ -67,10 +68,21 @@ type dnsView struct {
 	seeded bool
 }
 
-// dnsSliceTee feeds the DNS view's EndpointSlices from the merged slice
-// cache beside next (the syncer's handler).
-func (s *Server) dnsSliceTee(next cache.ResourceEventHandler) cache.ResourceEventHandler {
-	st := s.dns.slices
+// newDNSView makes the DNS view's own stores on the served stores' clock,
+// before a snapshot seeds them.
+func newDNSView(clock *watchcache.Clock, limits watchcache.LogLimits) *dnsView {
+	v := &dnsView{}
+	for _, r := range dnsSnapshotResources {
+		v.own = append(v.own, &watchcache.Served{Resource: r, Store: r.NewStore(clock, limits)})
+	}
+	v.slices, v.namespaces = v.own[0].Store, v.own[1].Store
+	return v
+}
+
+// sliceTee feeds the view's EndpointSlices from the merged slice cache
+// beside next (the syncer's handler).
+func (v *dnsView) sliceTee(next cache.ResourceEventHandler) cache.ResourceEventHandler {
+	st := v.slices
 	set := func(obj any) {
 		if o, ok := obj.(watchcache.Object); ok {
 			st.Set(o.GetNamespace()+"/"+o.GetName(), o)
@@ -93,45 +105,9 @@ func (t teeHandler) OnAdd(obj any, initial bool) { t.set(obj); t.next.OnAdd(obj,
 func (t teeHandler) OnUpdate(old, obj any)       { t.set(obj); t.next.OnUpdate(old, obj) }
 func (t teeHandler) OnDelete(obj any)            { t.del(obj); t.next.OnDelete(obj) }
 
-// openDNSStores makes the DNS view's stores on the served stores' clock,
-// before a snapshot seeds them.
-func (s *Server) openDNSStores(clock *watchcache.Clock) {
-	limits := watchcache.LogLimits{Bytes: s.opts.EventLogBytes, MaxLagBytes: s.opts.WatchMaxLagBytes}
-	v := &dnsView{}
-	for _, r := range dnsSnapshotResources {
-		v.own = append(v.own, &watchcache.Served{Resource: r, Store: r.NewStore(clock, limits)})
-	}
-	v.slices, v.namespaces = v.own[0].Store, v.own[1].Store
-	s.dns = v
-}
-
-// newDNSView serves kube-proxy's Services store beside the view's own
-// stores; nothing is forwarded upstream from it.
-func (s *Server) newDNSView() *watchcache.View {
-	served := []*watchcache.Served{s.served[slices.Index(kubeProxyResources, watchcache.Services)]}
-	return watchcache.NewView(watchcache.ViewConfig{
-		Served:            append(served, s.dns.own...),
-		Ready:             s.ready,
-		Admit:             s.admitDNS,
-		Unrouted:          http.HandlerFunc(refuseInDNSView),
-		LabelPrefix:       "dns-",
-		Labelled:          true,
-		WatchWriteTimeout: s.opts.WatchWriteTimeout,
-	})
-}
-
-// dnsWaitIfFetching waits, before a snapshot is confirmed, until fetched
-// Namespaces have synced (seeded ones are confirmed, not dropped first).
-func (s *Server) dnsWaitIfFetching(ctx context.Context) {
-	if s.dns != nil && s.dns.nsDemand != nil {
-		s.dns.nsDemand.waitIfFetching(ctx)
-	}
-}
-
-// startDNSView adds the Namespaces on demand and the view's BOOKMARKs to
-// what Run starts.
-func (s *Server) startDNSView(client kubernetes.Interface) {
-	v := s.dns
+// fetchNamespaces fetches Namespaces from upstream into the view's store
+// while a DNS client asks for them (idle: see demand).
+func (v *dnsView) fetchNamespaces(client kubernetes.Interface, idle time.Duration, watchErrors func(cache.SharedIndexInformer) error) {
 	ns := v.namespaces
 	nsCache := newMergedCache(cache.Indexers{}, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { ns.Set(obj.(watchcache.Object).GetName(), obj.(watchcache.Object)) },
@@ -142,22 +118,58 @@ func (s *Server) startDNSView(client kubernetes.Interface) {
 			}
 		},
 	})
-	v.nsDemand = &demand{what: "Namespaces", idle: DefaultOnDemandIdleTimeout}
-	if s.opts.OnDemandIdleTimeout > 0 {
-		v.nsDemand.idle = s.opts.OnDemandIdleTimeout
-	}
+	v.nsDemand = &demand{what: "Namespaces", idle: idle}
 	v.nsDemand.fetch = func(ctx context.Context, synced func()) {
 		runMirrored(ctx, []mirrored{
 			{coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{}), nsCache, sourceOnDemand},
-		}, s.watchUpstreamErrors, synced)
+		}, watchErrors, synced)
 	}
-	start := s.start
-	s.start = func(ctx context.Context) {
-		start(ctx)
-		go v.nsDemand.run(ctx)
-		// Its own stores: Run bookmarks and counts kube-proxy's.
-		go watchcache.RunBookmarks(ctx, s.opts.BookmarkInterval, []*watchcache.Store{v.slices, v.namespaces}, true, nil)
+}
+
+// run runs the Namespaces' fetch and the BOOKMARKs of the view's own
+// stores (kube-proxy's view bookmarks and counts the Services) until ctx
+// ends.
+func (v *dnsView) run(ctx context.Context, bookmarkInterval time.Duration) {
+	go v.nsDemand.run(ctx)
+	go watchcache.RunBookmarks(ctx, bookmarkInterval, []*watchcache.Store{v.slices, v.namespaces}, true, nil)
+}
+
+// waitIfFetching waits, before a snapshot is confirmed, until fetched
+// Namespaces have synced (seeded ones are confirmed, not dropped first).
+func (v *dnsView) waitIfFetching(ctx context.Context) { v.nsDemand.waitIfFetching(ctx) }
+
+// serve serves kube-proxy's Services store beside the view's own stores;
+// nothing is forwarded upstream from it. While an unconfirmed snapshot
+// without the view's sections (an older wrapper's) is served, the view is
+// not ready: a DNS client then stays unsynced, as when it cannot reach the
+// apiserver. What a request may see is fetched from upstream: Services as
+// for kube-proxy, every EndpointSlice (headless ones too), Namespaces.
+func (v *dnsView) serve(services *watchcache.Served, kubeProxy *kubeProxyView, writeTimeout time.Duration) {
+	ready := kubeProxy.ready
+	admit := func(w http.ResponseWriter, req *http.Request, verb string, r *watchcache.Served, sel labels.Selector) bool {
+		if ready.State() == watchcache.Snapshot && !v.seeded {
+			w.Header().Set("Retry-After", "1")
+			r.WriteError(w, req, apierrors.NewTooManyRequests("the wrapper serves a snapshot without the DNS view; upstream not synced yet", 1))
+			return false
+		}
+		switch r.Resource {
+		case watchcache.Services:
+			return kubeProxy.admit(w, req, verb, r, sel)
+		case watchcache.Namespaces:
+			return holdDemand(ready, w, req, r, v.nsDemand)
+		default:
+			return holdDemand(ready, w, req, r, kubeProxy.unproxied)
+		}
 	}
+	v.api = watchcache.NewView(watchcache.ViewConfig{
+		Served:            append([]*watchcache.Served{services}, v.own...),
+		Ready:             ready,
+		Admit:             admit,
+		Unrouted:          http.HandlerFunc(refuseInDNSView),
+		LabelPrefix:       "dns-",
+		Labelled:          true,
+		WatchWriteTimeout: writeTimeout,
+	})
 }
 
 type dnsRequestKey struct{}
@@ -178,37 +190,6 @@ func withDNSPrefix(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r2)
 	})
-}
-
-// serveAPIOrDNS serves the DNS view for requests withDNSPrefix marked, the
-// API kube-proxy reads otherwise.
-func (s *Server) serveAPIOrDNS(w http.ResponseWriter, req *http.Request) {
-	if dns, _ := req.Context().Value(dnsRequestKey{}).(bool); dns {
-		s.dns.view.ServeHTTP(w, req)
-		return
-	}
-	s.kubeProxy.ServeHTTP(w, req)
-}
-
-// admitDNS: while an unconfirmed snapshot without the view's sections (an
-// older wrapper's) is served, the view is not ready: a DNS client then
-// stays unsynced, as when it cannot reach the apiserver. What a request
-// may see is fetched from upstream: Services as for kube-proxy, every
-// EndpointSlice (headless ones too), Namespaces.
-func (s *Server) admitDNS(w http.ResponseWriter, req *http.Request, verb string, r *watchcache.Served, sel labels.Selector) bool {
-	if s.ready.State() == watchcache.Snapshot && !s.dns.seeded {
-		w.Header().Set("Retry-After", "1")
-		r.WriteError(w, req, apierrors.NewTooManyRequests("the wrapper serves a snapshot without the DNS view; upstream not synced yet", 1))
-		return false
-	}
-	switch r.Resource {
-	case watchcache.Services:
-		return s.admitKubeProxy(w, req, verb, r, sel)
-	case watchcache.Namespaces:
-		return s.holdDemand(w, req, r, s.dns.nsDemand)
-	default:
-		return s.holdDemand(w, req, r, s.unproxied)
-	}
 }
 
 // refuseInDNSView answers what the DNS view does not serve.

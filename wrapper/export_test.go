@@ -18,3 +18,15 @@ func (s *Server) SiteStreamFailedRequests() int64 {
 	}
 	return s.site.FailedRequests()
 }
+
+// FetchingEndpoints tells whether v1 Endpoints are being fetched from
+// upstream (only while a client asks for them).
+func (s *Server) FetchingEndpoints() bool { return s.endpoints.Fetching() }
+
+// FetchingUnproxied tells whether the Services and EndpointSlices outside
+// kube-proxy's selector are being fetched from upstream.
+func (s *Server) FetchingUnproxied() bool { return s.unproxied.Fetching() }
+
+// NodeLabelSource tells where other nodes' labels come from now:
+// "summaries", "nodes", or "" before upstream first answered.
+func (s *Server) NodeLabelSource() string { return s.nodeLabels.From() }

@@ -12,24 +12,6 @@ import (
 	"github.com/servicegroup/servicegroup/wrapper/internal/latencystages"
 )
 
-// sliceGroup is the unit a slice is re-filtered with: its Service, or the
-// slice alone when it has no service label.
-func sliceGroup(s *discoveryv1.EndpointSlice) syncKey {
-	if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
-		return syncKey{namespace: s.Namespace, name: name}
-	}
-	return syncKey{namespace: s.Namespace, name: s.Name, orphanSlice: true}
-}
-
-// unwrap returns the object of a delete notification whose final state the
-// informer missed.
-func unwrap(obj any) any {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return d.Obj
-	}
-	return obj
-}
-
 // serviceHandler re-filters the Service of a changed Service or Endpoints.
 func (s *Syncer) serviceHandler() cache.ResourceEventHandler {
 	enqueue := func(obj any) {

@@ -17,30 +17,40 @@ import (
 // the snapshot's sections.
 var kubeProxyResources = []*watchcache.Resource{watchcache.Services, watchcache.Endpoints, watchcache.EndpointSlices, watchcache.Nodes}
 
-// newKubeProxyView is what kube-proxy reads: kubeProxyResources, filtered
+// kubeProxyView is what kube-proxy reads: kubeProxyResources, filtered
 // for this node, and this node's own Node; the few other requests kube-proxy
 // makes are forwarded upstream, everything else refused.
-func (s *Server) newKubeProxyView() *watchcache.View {
-	return watchcache.NewView(watchcache.ViewConfig{
-		Served:            s.served,
-		Node:              s.opts.NodeName,
-		Ready:             s.ready,
-		Admit:             s.admitKubeProxy,
-		Unrouted:          http.HandlerFunc(s.forwardOrRefuse),
+type kubeProxyView struct {
+	api   *watchcache.View
+	ready *watchcache.Ready
+	// endpoints and unproxied fetch, while clients ask, v1 Endpoints and
+	// what kube-proxy's selector leaves out.
+	endpoints, unproxied *demand
+	proxy                http.Handler
+}
+
+// serve serves served (in kubeProxyResources order), Nodes for node only.
+func (k *kubeProxyView) serve(served []*watchcache.Served, node string, writeTimeout time.Duration) {
+	k.api = watchcache.NewView(watchcache.ViewConfig{
+		Served:            served,
+		Node:              node,
+		Ready:             k.ready,
+		Admit:             k.admit,
+		Unrouted:          http.HandlerFunc(k.forwardOrRefuse),
 		Labelled:          true,
-		WatchWriteTimeout: s.opts.WatchWriteTimeout,
+		WatchWriteTimeout: writeTimeout,
 	})
 }
 
-// admitKubeProxy makes sure what a request may see is fetched from
-// upstream: v1 Endpoints, and for Services and EndpointSlices what
-// kube-proxy's selector leaves out (a get, sel nil, may name any).
-func (s *Server) admitKubeProxy(w http.ResponseWriter, req *http.Request, _ string, r *watchcache.Served, sel labels.Selector) bool {
+// admit makes sure what a request may see is fetched from upstream: v1
+// Endpoints, and for Services and EndpointSlices what kube-proxy's
+// selector leaves out (a get, sel nil, may name any).
+func (k *kubeProxyView) admit(w http.ResponseWriter, req *http.Request, _ string, r *watchcache.Served, sel labels.Selector) bool {
 	switch {
 	case r.Resource == watchcache.Endpoints:
-		return s.holdDemand(w, req, r, &s.endpoints.demand)
+		return holdDemand(k.ready, w, req, r, k.endpoints)
 	case (r.Resource == watchcache.Services || r.Resource == watchcache.EndpointSlices) && !watchcache.WithinKubeProxySelection(sel):
-		return s.holdDemand(w, req, r, s.unproxied)
+		return holdDemand(k.ready, w, req, r, k.unproxied)
 	}
 	return true
 }
@@ -53,10 +63,10 @@ const onDemandWait = 10 * time.Second
 // (onDemandWait at most, then 429) until their objects are served. A
 // snapshot's objects are served as they are while upstream is away: the
 // fetch then confirms them when upstream returns.
-func (s *Server) holdDemand(w http.ResponseWriter, req *http.Request, r *watchcache.Served, d *demand) bool {
-	ready, release := d.use()
+func holdDemand(ready *watchcache.Ready, w http.ResponseWriter, req *http.Request, r *watchcache.Served, d *demand) bool {
+	fetched, release := d.use()
 	context.AfterFunc(req.Context(), release)
-	if ready || s.ready.State() == watchcache.Snapshot || d.await(req.Context(), onDemandWait) {
+	if fetched || ready.State() == watchcache.Snapshot || d.await(req.Context(), onDemandWait) {
 		return true
 	}
 	w.Header().Set("Retry-After", "1")
@@ -66,7 +76,7 @@ func (s *Server) holdDemand(w http.ResponseWriter, req *http.Request, r *watchca
 
 // forwardOrRefuse forwards upstream the few requests kube-proxy makes
 // besides what the view serves, and refuses the rest.
-func (s *Server) forwardOrRefuse(w http.ResponseWriter, req *http.Request) {
+func (k *kubeProxyView) forwardOrRefuse(w http.ResponseWriter, req *http.Request) {
 	info, _ := request.RequestInfoFrom(req.Context())
 	if err := forwardDenied(req, info); err != nil {
 		watchcache.LabelRequest(w, "denied", "denied")
@@ -75,5 +85,5 @@ func (s *Server) forwardOrRefuse(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	watchcache.LabelRequest(w, "proxy", "proxy")
-	s.proxy.ServeHTTP(w, req)
+	k.proxy.ServeHTTP(w, req)
 }

@@ -29,17 +29,17 @@ const (
 // twice, once for watches and once for everything else, each answering 429
 // with Retry-After when full; and a write deadline on every answer but a
 // watch's (watches have their own per batch).
-func (s *Server) withLimits(next http.Handler) http.Handler {
+func withLimits(next http.Handler, writeTimeout time.Duration, maxInFlight, maxWatches int) http.Handler {
 	isWatch := func(_ *http.Request, info *request.RequestInfo) bool { return info.Verb == "watch" }
 	notWatch := func(r *http.Request, info *request.RequestInfo) bool { return !isWatch(r, info) }
 	deadline := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if info, ok := request.RequestInfoFrom(req.Context()); ok && info.Verb != "watch" {
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.RequestWriteTimeout))
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 		}
 		next.ServeHTTP(w, req)
 	})
-	limited := genericfilters.WithMaxInFlightLimit(deadline, s.opts.MaxRequestsInFlight, s.opts.MaxRequestsInFlight, isWatch)
-	limited = genericfilters.WithMaxInFlightLimit(limited, s.opts.MaxWatches, 0, notWatch)
+	limited := genericfilters.WithMaxInFlightLimit(deadline, maxInFlight, maxInFlight, isWatch)
+	limited = genericfilters.WithMaxInFlightLimit(limited, maxWatches, 0, notWatch)
 	withInfo := watchcache.WithRequestInfo(limited)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if err := pathError(req.URL); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,7 @@ type Server struct {
 	// kubeProxy is what kube-proxy reads (kubeproxyview.go); dns the DNS
 	// view (dnsview.go). Both serve from stores on one clock, and are
 	// ready together.
-	kubeProxy *watchcache.View
+	kubeProxy *kubeProxyView
 	ready     *watchcache.Ready
 	synced    []cache.InformerSynced
 	// nodeLabels is where other nodes' labels come from (nodelabels.go).
@@ -84,12 +85,22 @@ func New(opts Options) (*Server, error) {
 	if err := s.openStores(); err != nil {
 		return nil, err
 	}
-	s.kubeProxy = s.newKubeProxyView()
-	s.dns.view = s.newDNSView()
 	if err := s.watchUpstream(client); err != nil {
 		return nil, err
 	}
-	s.startDNSView(client)
+	s.kubeProxy = &kubeProxyView{ready: s.ready, endpoints: &s.endpoints.demand, unproxied: s.unproxied, proxy: proxy}
+	s.kubeProxy.serve(s.served, opts.NodeName, opts.WatchWriteTimeout)
+	idle := DefaultOnDemandIdleTimeout
+	if opts.OnDemandIdleTimeout > 0 {
+		idle = opts.OnDemandIdleTimeout
+	}
+	s.dns.fetchNamespaces(client, idle, s.watchUpstreamErrors)
+	s.dns.serve(s.served[slices.Index(kubeProxyResources, watchcache.Services)], s.kubeProxy, opts.WatchWriteTimeout)
+	start := s.start
+	s.start = func(ctx context.Context) {
+		start(ctx)
+		s.dns.run(ctx, opts.BookmarkInterval)
+	}
 	return s, nil
 }
 
@@ -117,7 +128,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.endpoints.waitIfFetching(ctx)
 	s.unproxied.waitIfFetching(ctx)
-	s.dnsWaitIfFetching(ctx)
+	s.dns.waitIfFetching(ctx)
 	s.syncer.startServing(ctx)
 	s.confirmSnapshot(logger)
 	go s.syncer.Run(ctx)
@@ -125,7 +136,7 @@ func (s *Server) Run(ctx context.Context) error {
 	logger.Info("Caches synced, serving", "node", s.opts.NodeName,
 		"services", s.stores.Services.Len(), "endpointSlices", s.stores.EndpointSlices.Len())
 
-	go watchcache.RunBookmarks(ctx, s.opts.BookmarkInterval, s.kubeProxy.Stores(), true, nil)
+	go watchcache.RunBookmarks(ctx, s.opts.BookmarkInterval, s.kubeProxy.api.Stores(), true, nil)
 	var snapshots <-chan time.Time
 	if s.persist != nil {
 		t := time.NewTicker(s.opts.SnapshotInterval)
@@ -154,8 +165,19 @@ func (s *Server) Ready() bool { return s.ready.Serving() }
 // Handler returns the wrapper's HTTP handler: the API plus OpsHandler's paths.
 func (s *Server) Handler() http.Handler {
 	mux := s.opsMux()
-	mux.Handle("/", withDNSPrefix(s.withLimits(http.HandlerFunc(s.serveAPIOrDNS))))
+	api := withLimits(http.HandlerFunc(s.serveAPIOrDNS), s.opts.RequestWriteTimeout, s.opts.MaxRequestsInFlight, s.opts.MaxWatches)
+	mux.Handle("/", withDNSPrefix(api))
 	return watchcache.WithRequestLog(withHostCheck(mux, s.opts.AllowedHosts))
+}
+
+// serveAPIOrDNS serves the DNS view for requests withDNSPrefix marked, the
+// API kube-proxy reads otherwise.
+func (s *Server) serveAPIOrDNS(w http.ResponseWriter, req *http.Request) {
+	if dns, _ := req.Context().Value(dnsRequestKey{}).(bool); dns {
+		s.dns.api.ServeHTTP(w, req)
+		return
+	}
+	s.kubeProxy.api.ServeHTTP(w, req)
 }
 
 // OpsHandler serves only /healthz, /livez, /readyz, /metrics and (with Debug)

@@ -20,7 +20,7 @@ func (s *Server) openStores() error {
 		stores[r.Name] = st
 		s.served = append(s.served, &watchcache.Served{Resource: r, Store: st})
 	}
-	s.openDNSStores(clock)
+	s.dns = newDNSView(clock, watchcache.LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes})
 	if err := s.seed(snap, clock); err != nil {
 		return err
 	}

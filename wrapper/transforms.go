@@ -60,3 +60,12 @@ func slimNodeMeta(obj any) (any, error) {
 		},
 	}, nil
 }
+
+// unwrap returns the object of a delete notification whose final state the
+// informer missed.
+func unwrap(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}

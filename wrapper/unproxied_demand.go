@@ -37,7 +37,3 @@ func newUnproxiedOnDemand(client kubernetes.Interface, services, slices *mergedC
 	}
 	return d
 }
-
-// FetchingUnproxied tells whether the Services and EndpointSlices outside
-// kube-proxy's selector are being fetched from upstream.
-func (s *Server) FetchingUnproxied() bool { return s.unproxied.Fetching() }

@@ -70,7 +70,7 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 	s.syncer = newSyncer(opts.NodeName, Caches{Self: selfInf.GetIndexer()}, s.stores)
 	s.syncer.restrictedKeys = opts.RequireNodeRestrictedTopologyKeys
 	services := newMergedCache(cache.Indexers{}, s.syncer.serviceHandler())
-	slices := newMergedCache(sliceIndexers, s.dnsSliceTee(s.syncer.sliceHandler()))
+	slices := newMergedCache(sliceIndexers, s.dns.sliceTee(s.syncer.sliceHandler()))
 	s.syncer.caches.Services, s.syncer.caches.EndpointSlices = services, slices
 	s.nodeLabels = newNodeLabels(metaClient, gridClient, s.syncer.nodeHandler())
 	s.nodeLabels.WatchErrors = s.watchUpstreamErrors
