@@ -242,7 +242,7 @@ func (p *peerServer) admit(w http.ResponseWriter, req *http.Request, verb string
 		refusePeer(w, req)
 		return false
 	}
-	if verb == "list" && !waitFresh(req, r.Store) {
+	if verb == "list" && !r.Store.WaitFresh(req.Context(), mustRV(req), freshWait) {
 		r.WriteError(w, req, watchcache.TooLargeError(mustRV(req), r.Store.Current()))
 		return false
 	}
@@ -261,20 +261,6 @@ func refusePeer(w http.ResponseWriter, req *http.Request) {
 func mustRV(req *http.Request) uint64 {
 	v, _ := strconv.ParseUint(req.URL.Query().Get("resourceVersion"), 10, 64)
 	return v
-}
-
-// waitFresh waits (freshWait at most) until the cache has reached the
-// version a list names.
-func waitFresh(req *http.Request, st *watchcache.Store) bool {
-	want := mustRV(req)
-	deadline := time.Now().Add(freshWait)
-	for st.Current() < want {
-		if time.Now().After(deadline) || req.Context().Err() != nil {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
 }
 
 // PeerHandler serves the site's other wrappers on the peer port (under

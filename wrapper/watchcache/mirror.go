@@ -1,6 +1,9 @@
 package watchcache
 
 import (
+	"context"
+	"time"
+
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -35,7 +38,7 @@ func (s *Store) ReplaceAt(objs map[string]Object, rv uint64) {
 	s.log = nil
 	s.logBytes = 0
 	s.seeded = nil
-	s.clock.follow(rv)
+	s.followLocked(rv)
 	s.floor, s.lastChange = rv, rv
 	for w := range s.watchers {
 		w.cursor.Store(0) // below the floor: 410 on its next read
@@ -53,7 +56,7 @@ func (s *Store) ApplyAt(typ watch.EventType, key string, obj Object, rv uint64) 
 	if rv <= s.clock.Current() {
 		return
 	}
-	s.clock.follow(rv)
+	s.followLocked(rv)
 	switch typ {
 	case watch.Added, watch.Modified:
 		s.setLocked(key, obj, rv)
@@ -68,6 +71,44 @@ func (s *Store) ProgressTo(rv uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rv > s.clock.Current() {
-		s.clock.follow(rv)
+		s.followLocked(rv)
+	}
+}
+
+// followLocked moves the clock to the source's rv and wakes the lists
+// waiting for a version (WaitFresh).
+func (s *Store) followLocked(rv uint64) {
+	s.clock.follow(rv)
+	if s.fresh != nil {
+		close(s.fresh)
+		s.fresh = nil
+	}
+}
+
+// WaitFresh waits, within at most, until the store has reached its
+// source's version rv, as kube-apiserver's watch cache waits before it
+// answers a list at a version it has not seen; false when it has not (or
+// ctx ended first).
+func (s *Store) WaitFresh(ctx context.Context, rv uint64, within time.Duration) bool {
+	timeout := time.NewTimer(within)
+	defer timeout.Stop()
+	for {
+		s.mu.Lock()
+		if s.clock.Current() >= rv {
+			s.mu.Unlock()
+			return true
+		}
+		if s.fresh == nil {
+			s.fresh = make(chan struct{})
+		}
+		moved := s.fresh
+		s.mu.Unlock()
+		select {
+		case <-moved:
+		case <-timeout.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
 	}
 }

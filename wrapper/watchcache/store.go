@@ -100,6 +100,10 @@ type Store struct {
 	watchers map[*Watcher]struct{}
 	notify   chan struct{} // closed (and replaced) on every new event or bookmark
 
+	// fresh is closed when a mirror's clock moves while a list waits for
+	// a version (mirror.go: WaitFresh); nil while none waits.
+	fresh chan struct{}
+
 	// Seeding from a snapshot (seed.go).
 	lastChange uint64              // RV of the last event (the start before any)
 	seeded     map[string]struct{} // keys seeded from a snapshot that no Set or Delete has confirmed yet
