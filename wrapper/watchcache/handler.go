@@ -13,12 +13,58 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/apiserver/pkg/endpoints/request"
-	"k8s.io/client-go/kubernetes/scheme"
 )
+
+// ServeHTTP serves a request the view routes to one of its resources, and
+// hands any other to Unrouted.
+func (v *View) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	info, _ := request.RequestInfoFrom(req.Context()) // WithRequestInfo
+	r := v.route(req, info)
+	if r == nil {
+		v.cfg.Unrouted.ServeHTTP(w, req)
+		return
+	}
+	if v.cfg.Labelled {
+		LabelRequest(w, info.Verb, v.labels[r])
+	}
+	v.serve(w, req, info, r)
+}
+
+// route returns the served resource a request is for, or nil: only get,
+// list and watch of a resource of the view (no subresource), and of an
+// OwnNodeOnly resource only the view's node, by name or by a field
+// selector on its name.
+func (v *View) route(req *http.Request, info *request.RequestInfo) *Served {
+	if !info.IsResourceRequest || info.Subresource != "" {
+		return nil
+	}
+	switch info.Verb {
+	case "get", "list", "watch":
+	default:
+		return nil
+	}
+	r := v.resources[schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}]
+	if r == nil || !r.OwnNodeOnly {
+		return r
+	}
+	if info.Name != "" {
+		if info.Name != v.cfg.Node {
+			return nil
+		}
+		return r
+	}
+	sel, err := fields.ParseSelector(req.URL.Query().Get("fieldSelector"))
+	if err != nil {
+		return nil
+	}
+	if name, ok := sel.RequiresExactMatch("metadata.name"); !ok || name != v.cfg.Node {
+		return nil
+	}
+	return r
+}
 
 // serve answers get, list and watch of one of the view's resources with
 // the semantics of kube-apiserver's watch cache.
@@ -104,32 +150,6 @@ func predicate(info *request.RequestInfo, r *Served, opts *metainternalversion.L
 	}, nil
 }
 
-func parseRV(rv string) (uint64, error) {
-	if rv == "" {
-		return 0, nil
-	}
-	v, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
-		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", rv))
-	}
-	return v, nil
-}
-
-// TooLargeError is what the apiserver answers for a version it has not
-// seen: clients relist from scratch.
-func TooLargeError(rv, current uint64) error {
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status:  metav1.StatusFailure,
-		Code:    http.StatusGatewayTimeout,
-		Reason:  metav1.StatusReasonTimeout,
-		Message: fmt.Sprintf("Too large resource version: %d, current: %d", rv, current),
-		Details: &metav1.StatusDetails{
-			Causes:            []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}},
-			RetryAfterSeconds: 1,
-		},
-	}}
-}
-
 // serveList serves the whole selection (limit and continue are ignored, as by
 // the apiserver's watch cache) at the store's current version.
 func serveList(w http.ResponseWriter, req *http.Request, r *Served, opts *metainternalversion.ListOptions, pred Predicate) {
@@ -149,25 +169,4 @@ func serveList(w http.ResponseWriter, req *http.Request, r *Served, opts *metain
 	}
 	list := r.NewList(items, strconv.FormatUint(cur, 10))
 	responsewriters.WriteObjectNegotiated(codecs, negotiation.DefaultEndpointRestrictions, r.GroupVersion, w, req, http.StatusOK, list, false)
-}
-
-// codecs encode every answer: the client-go scheme's types, which are all
-// a view serves.
-var codecs = serializer.NewCodecFactory(scheme.Scheme)
-
-func writeError(w http.ResponseWriter, req *http.Request, r *Served, err error) {
-	gv := metav1.SchemeGroupVersion
-	if r != nil {
-		gv = r.GroupVersion
-	}
-	responsewriters.ErrorNegotiated(err, codecs, gv, w, req)
-}
-
-// WriteError answers err as a Status, encoded as the client asked, as the
-// apiserver answers errors.
-func WriteError(w http.ResponseWriter, req *http.Request, err error) { writeError(w, req, nil, err) }
-
-// WriteError answers err about r as a Status (WriteError).
-func (r *Served) WriteError(w http.ResponseWriter, req *http.Request, err error) {
-	writeError(w, req, r, err)
 }

@@ -5,10 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
 // Served is a resource with the store it is served from.
@@ -78,54 +76,6 @@ func (v *View) Stores() []*Store {
 		}
 	}
 	return out
-}
-
-// ServeHTTP serves a request the view routes to one of its resources, and
-// hands any other to Unrouted.
-func (v *View) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	info, _ := request.RequestInfoFrom(req.Context()) // WithRequestInfo
-	r := v.route(req, info)
-	if r == nil {
-		v.cfg.Unrouted.ServeHTTP(w, req)
-		return
-	}
-	if v.cfg.Labelled {
-		LabelRequest(w, info.Verb, v.labels[r])
-	}
-	v.serve(w, req, info, r)
-}
-
-// route returns the served resource a request is for, or nil: only get,
-// list and watch of a resource of the view (no subresource), and of an
-// OwnNodeOnly resource only the view's node, by name or by a field
-// selector on its name.
-func (v *View) route(req *http.Request, info *request.RequestInfo) *Served {
-	if !info.IsResourceRequest || info.Subresource != "" {
-		return nil
-	}
-	switch info.Verb {
-	case "get", "list", "watch":
-	default:
-		return nil
-	}
-	r := v.resources[schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}]
-	if r == nil || !r.OwnNodeOnly {
-		return r
-	}
-	if info.Name != "" {
-		if info.Name != v.cfg.Node {
-			return nil
-		}
-		return r
-	}
-	sel, err := fields.ParseSelector(req.URL.Query().Get("fieldSelector"))
-	if err != nil {
-		return nil
-	}
-	if name, ok := sel.RequiresExactMatch("metadata.name"); !ok || name != v.cfg.Node {
-		return nil
-	}
-	return r
 }
 
 // admitted asks the view's hook.

@@ -19,10 +19,6 @@ import (
 // without timeoutSeconds last between one and two times it.
 const minWatchTimeout = 30 * time.Minute
 
-// watchBatch is how many events a watch takes from the log and writes under
-// one write deadline.
-const watchBatch = 256
-
 // watchOptions maps the request's options (already checked by
 // ValidateListOptions) to where the watch starts, as the apiserver does.
 func watchOptions(opts *metainternalversion.ListOptions) (WatchOptions, error) {

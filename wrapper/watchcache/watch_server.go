@@ -18,6 +18,10 @@ import (
 	"github.com/servicegroup/servicegroup/wrapper/internal/latencystages"
 )
 
+// watchBatch is how many events a watch takes from the log and writes under
+// one write deadline.
+const watchBatch = 256
+
 // watchServer streams one watcher's events to its client like the
 // apiserver's WatchServer: the negotiated stream serializer and framer, each
 // object encoded into a WatchEvent, a flush after every batch.
