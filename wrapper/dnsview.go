@@ -5,18 +5,18 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // DNSPathPrefix is where the DNS view is served, on the same port, under the
@@ -31,50 +31,23 @@ const DNSPathPrefix = "/dns"
 // DNSKubeconfigFile is the kubeconfig --cert-dir writes for the DNS view.
 const DNSKubeconfigFile = "dns.kubeconfig"
 
-// ResourceNamespaces is served in the DNS view only.
-const ResourceNamespaces = "namespaces"
-
 // dnsSlicesName names the DNS view's EndpointSlices (unfiltered) apart from
 // kube-proxy's (filtered) in the snapshot and metrics.
 const dnsSlicesName = "dns-endpointslices"
 
 var (
-	namespacesResource = &resource{
-		name: ResourceNamespaces, gv: corev1.SchemeGroupVersion, namespaced: false, fields: namespaceFields,
-		objectTypes: typed(func(m metav1.ListMeta, items []corev1.Namespace) runtime.Object {
-			return &corev1.NamespaceList{ListMeta: m, Items: items}
-		}),
-	}
-	dnsSlicesResource = func() *resource {
-		for _, r := range servedResources {
-			if r.name == ResourceEndpointSlices {
-				c := *r
-				c.name = dnsSlicesName
-				return &c
-			}
-		}
-		panic("no EndpointSlices among the served resources")
-	}()
-	// dnsSnapshotResources are kept in the snapshot after servedResources;
-	// a snapshot without them (an older wrapper's) serves kube-proxy only.
-	dnsSnapshotResources = []*resource{dnsSlicesResource, namespacesResource}
+	// dnsSlicesResource: the DNS view's EndpointSlices, in a store of their
+	// own.
+	dnsSlicesResource = watchcache.EndpointSlices.As(dnsSlicesName)
+	// dnsSnapshotResources are kept in the snapshot after
+	// kubeProxyResources; a snapshot without them (an older wrapper's)
+	// serves kube-proxy only.
+	dnsSnapshotResources = []*watchcache.Resource{dnsSlicesResource, watchcache.Namespaces}
 )
 
-func namespaceFields(o Object) fields.Set {
-	s := objectMetaFields(o, false)
-	s["status.phase"] = string(o.(*corev1.Namespace).Status.Phase)
-	return s
-}
-
 // snapshotResources are the sections a snapshot may hold.
-func snapshotResources() []*resource { return slices.Concat(servedResources, dnsSnapshotResources) }
-
-// pathResource is the resource name a request path uses.
-func (r *resource) pathResource() string {
-	if r.name == dnsSlicesName {
-		return ResourceEndpointSlices
-	}
-	return r.name
+func snapshotResources() []*watchcache.Resource {
+	return slices.Concat(kubeProxyResources, dnsSnapshotResources)
 }
 
 // dnsView is what the DNS view serves. Services are kube-proxy's store
@@ -84,25 +57,39 @@ func (r *resource) pathResource() string {
 // filter and no default/kubernetes rewrite. Namespaces are fetched from
 // upstream only while a DNS client asks.
 type dnsView struct {
-	resources  map[schema.GroupVersionResource]*servedResource
-	slices     *Store
-	namespaces *Store
+	api *watchcache.View
+	// own are the view's resources that are not kube-proxy's, in
+	// dnsSnapshotResources order.
+	own        []*watchcache.Served
+	slices     *watchcache.Store
+	namespaces *watchcache.Store
 	nsDemand   *demand
 	// seeded: the snapshot being served held the view's sections.
 	seeded bool
 }
 
-// dnsSliceTee feeds the DNS view's EndpointSlices from the merged slice
-// cache beside next (the syncer's handler).
-func (s *Server) dnsSliceTee(next cache.ResourceEventHandler) cache.ResourceEventHandler {
-	st := s.dns.slices
+// newDNSView makes the DNS view's own stores on the served stores' clock,
+// before a snapshot seeds them.
+func newDNSView(clock *watchcache.Clock, limits watchcache.LogLimits) *dnsView {
+	v := &dnsView{}
+	for _, r := range dnsSnapshotResources {
+		v.own = append(v.own, &watchcache.Served{Resource: r, Store: r.NewStore(clock, limits)})
+	}
+	v.slices, v.namespaces = v.own[0].Store, v.own[1].Store
+	return v
+}
+
+// sliceTee feeds the view's EndpointSlices from the merged slice cache
+// beside next (the syncer's handler).
+func (v *dnsView) sliceTee(next cache.ResourceEventHandler) cache.ResourceEventHandler {
+	st := v.slices
 	set := func(obj any) {
-		if o, ok := obj.(Object); ok {
+		if o, ok := obj.(watchcache.Object); ok {
 			st.Set(o.GetNamespace()+"/"+o.GetName(), o)
 		}
 	}
 	return teeHandler{next: next, set: set, del: func(obj any) {
-		if o, ok := unwrap(obj).(Object); ok {
+		if o, ok := unwrap(obj).(watchcache.Object); ok {
 			st.Delete(o.GetNamespace() + "/" + o.GetName())
 		}
 	}}
@@ -118,76 +105,71 @@ func (t teeHandler) OnAdd(obj any, initial bool) { t.set(obj); t.next.OnAdd(obj,
 func (t teeHandler) OnUpdate(old, obj any)       { t.set(obj); t.next.OnUpdate(old, obj) }
 func (t teeHandler) OnDelete(obj any)            { t.del(obj); t.next.OnDelete(obj) }
 
-// openDNSStores makes the DNS view's stores on the served stores' clock,
-// before a snapshot seeds them.
-func (s *Server) openDNSStores(clock *Clock) {
-	limits := LogLimits{Bytes: s.opts.EventLogBytes, MaxLagBytes: s.opts.WatchMaxLagBytes}
-	v := &dnsView{
-		resources:  map[schema.GroupVersionResource]*servedResource{},
-		slices:     NewStore(dnsSlicesName, clock, dnsSlicesResource.newEmpty, dnsSlicesResource.fields, limits),
-		namespaces: NewStore(ResourceNamespaces, clock, namespacesResource.newEmpty, namespacesResource.fields, limits),
-	}
-	svc := corev1.SchemeGroupVersion.WithResource(ResourceServices)
-	v.resources[svc] = s.resources[svc]
-	v.resources[dnsSlicesResource.gv.WithResource(ResourceEndpointSlices)] = &servedResource{resource: dnsSlicesResource, store: v.slices}
-	v.resources[corev1.SchemeGroupVersion.WithResource(ResourceNamespaces)] = &servedResource{resource: namespacesResource, store: v.namespaces}
-	s.dns = v
-}
-
-// dnsSnapshotStores are the DNS view's stores the snapshot keeps, in
-// dnsSnapshotResources order.
-func (s *Server) dnsSnapshotStores() []*servedResource {
-	return []*servedResource{
-		s.dns.resources[dnsSlicesResource.gv.WithResource(ResourceEndpointSlices)],
-		s.dns.resources[corev1.SchemeGroupVersion.WithResource(ResourceNamespaces)],
-	}
-}
-
-// dnsWaitIfFetching waits, before a snapshot is confirmed, until fetched
-// Namespaces have synced (seeded ones are confirmed, not dropped first).
-func (s *Server) dnsWaitIfFetching(ctx context.Context) {
-	if s.dns != nil && s.dns.nsDemand != nil {
-		s.dns.nsDemand.waitIfFetching(ctx)
-	}
-}
-
-// startDNSView adds the Namespaces on demand and the view's BOOKMARKs to
-// what Run starts.
-func (s *Server) startDNSView(client kubernetes.Interface) {
-	v := s.dns
+// fetchNamespaces fetches Namespaces from upstream into the view's store
+// while a DNS client asks for them (idle: see demand).
+func (v *dnsView) fetchNamespaces(client kubernetes.Interface, idle time.Duration, watchErrors func(cache.SharedIndexInformer) error) {
 	ns := v.namespaces
 	nsCache := newMergedCache(cache.Indexers{}, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { ns.Set(obj.(Object).GetName(), obj.(Object)) },
-		UpdateFunc: func(_, obj any) { ns.Set(obj.(Object).GetName(), obj.(Object)) },
+		AddFunc:    func(obj any) { ns.Set(obj.(watchcache.Object).GetName(), obj.(watchcache.Object)) },
+		UpdateFunc: func(_, obj any) { ns.Set(obj.(watchcache.Object).GetName(), obj.(watchcache.Object)) },
 		DeleteFunc: func(obj any) {
-			if o, ok := unwrap(obj).(Object); ok {
+			if o, ok := unwrap(obj).(watchcache.Object); ok {
 				ns.Delete(o.GetName())
 			}
 		},
 	})
-	v.nsDemand = &demand{what: "Namespaces", idle: DefaultOnDemandIdleTimeout}
-	if s.opts.OnDemandIdleTimeout > 0 {
-		v.nsDemand.idle = s.opts.OnDemandIdleTimeout
-	}
+	v.nsDemand = &demand{what: "Namespaces", idle: idle}
 	v.nsDemand.fetch = func(ctx context.Context, synced func()) {
 		runMirrored(ctx, []mirrored{
 			{coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{}), nsCache, sourceOnDemand},
-		}, s.watchUpstreamErrors, synced)
+		}, watchErrors, synced)
 	}
-	start := s.start
-	s.start = func(ctx context.Context) {
-		start(ctx)
-		go v.nsDemand.run(ctx)
-		go onTicks(ctx, s.opts.BookmarkInterval, func() {
-			for _, r := range v.resources {
-				if r.store != s.stores.Services { // Run bookmarks and counts kube-proxy's
-					r.store.Bookmark()
-					servedObjects.WithLabelValues(r.name).Set(float64(r.store.Len()))
-					eventLogBytes.WithLabelValues(r.name).Set(float64(r.store.LogBytes()))
-				}
-			}
-		})
+}
+
+// run runs the Namespaces' fetch and the BOOKMARKs of the view's own
+// stores (kube-proxy's view bookmarks and counts the Services) until ctx
+// ends.
+func (v *dnsView) run(ctx context.Context, bookmarkInterval time.Duration) {
+	go v.nsDemand.run(ctx)
+	go watchcache.RunBookmarks(ctx, bookmarkInterval, []*watchcache.Store{v.slices, v.namespaces}, true, nil)
+}
+
+// waitIfFetching waits, before a snapshot is confirmed, until fetched
+// Namespaces have synced (seeded ones are confirmed, not dropped first).
+func (v *dnsView) waitIfFetching(ctx context.Context) { v.nsDemand.waitIfFetching(ctx) }
+
+// serve serves kube-proxy's Services store beside the view's own stores;
+// nothing is forwarded upstream from it. While an unconfirmed snapshot
+// without the view's sections (an older wrapper's) is served, the view is
+// not ready: a DNS client then stays unsynced, as when it cannot reach the
+// apiserver. What a request may see is fetched from upstream: Services as
+// for kube-proxy, every EndpointSlice (headless ones too), Namespaces.
+func (v *dnsView) serve(services *watchcache.Served, kubeProxy *kubeProxyView, writeTimeout time.Duration) {
+	ready := kubeProxy.ready
+	admit := func(w http.ResponseWriter, req *http.Request, verb string, r *watchcache.Served, sel labels.Selector) bool {
+		if ready.State() == watchcache.Snapshot && !v.seeded {
+			w.Header().Set("Retry-After", "1")
+			r.WriteError(w, req, apierrors.NewTooManyRequests("the wrapper serves a snapshot without the DNS view; upstream not synced yet", 1))
+			return false
+		}
+		switch r.Resource {
+		case watchcache.Services:
+			return kubeProxy.admit(w, req, verb, r, sel)
+		case watchcache.Namespaces:
+			return holdDemand(ready, w, req, r, v.nsDemand)
+		default:
+			return holdDemand(ready, w, req, r, kubeProxy.unproxied)
+		}
 	}
+	v.api = watchcache.NewView(watchcache.ViewConfig{
+		Served:            append([]*watchcache.Served{services}, v.own...),
+		Ready:             ready,
+		Admit:             admit,
+		Unrouted:          http.HandlerFunc(refuseInDNSView),
+		LabelPrefix:       "dns-",
+		Labelled:          true,
+		WatchWriteTimeout: writeTimeout,
+	})
 }
 
 type dnsRequestKey struct{}
@@ -210,64 +192,13 @@ func withDNSPrefix(next http.Handler) http.Handler {
 	})
 }
 
-// serveAPIOrDNS serves the DNS view for requests withDNSPrefix marked, the
-// API kube-proxy reads otherwise.
-func (s *Server) serveAPIOrDNS(w http.ResponseWriter, req *http.Request) {
-	if dns, _ := req.Context().Value(dnsRequestKey{}).(bool); dns {
-		s.serveDNSView(w, req)
-		return
-	}
-	s.serveAPI(w, req)
-}
-
-// serveDNSView answers get, list and watch of the DNS view's resources;
-// nothing is forwarded upstream from it. While an unconfirmed snapshot is
-// served the view is not ready (its objects are not in the snapshot): a
-// DNS client then stays unsynced, as when it cannot reach the apiserver.
-func (s *Server) serveDNSView(w http.ResponseWriter, req *http.Request) {
-	info, _ := request.RequestInfoFrom(req.Context()) // set by withLimits
-	var r *servedResource
-	if info.IsResourceRequest && info.Subresource == "" && (info.Verb == "get" || info.Verb == "list" || info.Verb == "watch") && s.dns != nil {
-		r = s.dns.resources[schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}]
-	}
-	if r == nil {
-		setLabels(w, "denied", "denied")
-		klog.FromContext(req.Context()).V(2).Info("Refused in the DNS view", "method", req.Method, "uri", req.RequestURI, "remote", req.RemoteAddr)
-		s.writeError(w, req, nil, apierrors.NewForbidden(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name,
-			errDNSViewServesOnly))
-		return
-	}
-	setLabels(w, info.Verb, "dns-"+r.pathResource())
-	snapshot := s.seededFrom.Load() != nil
-	if s.ready.Load() && snapshot && !s.dns.seeded {
-		w.Header().Set("Retry-After", "1")
-		s.writeError(w, req, r, apierrors.NewTooManyRequests("the wrapper serves a snapshot without the DNS view; upstream not synced yet", 1))
-		return
-	}
-	if s.ready.Load() && r.name != ResourceServices { // Services: serveResource's own check
-		d := s.unproxied // every slice: headless ones too
-		if r.name == ResourceNamespaces {
-			d = s.dns.nsDemand
-		}
-		// Held for the request's life, also while a snapshot is served:
-		// the fetch then confirms the seeded objects when upstream returns.
-		ready, release := d.use()
-		context.AfterFunc(req.Context(), release)
-		if !snapshot {
-			if !ready && !d.await(req.Context(), onDemandWait) {
-				w.Header().Set("Retry-After", "1")
-				s.writeError(w, req, r, apierrors.NewTooManyRequests("fetching "+d.what+" from upstream", 1))
-				return
-			}
-		}
-	}
-	if info.Verb == "get" && r.name == dnsSlicesName {
-		if _, ok := r.store.Get(info.Namespace + "/" + info.Name); !ok && s.ready.Load() {
-			s.writeError(w, req, r, apierrors.NewNotFound(schema.GroupResource{Group: r.gv.Group, Resource: ResourceEndpointSlices}, info.Name))
-			return
-		}
-	}
-	s.serveResource(w, req, info, r)
+// refuseInDNSView answers what the DNS view does not serve.
+func refuseInDNSView(w http.ResponseWriter, req *http.Request) {
+	info, _ := request.RequestInfoFrom(req.Context())
+	watchcache.LabelRequest(w, "denied", "denied")
+	klog.FromContext(req.Context()).V(2).Info("Refused in the DNS view", "method", req.Method, "uri", req.RequestURI, "remote", req.RemoteAddr)
+	watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name,
+		errDNSViewServesOnly))
 }
 
 type dnsViewError string
@@ -275,7 +206,3 @@ type dnsViewError string
 func (e dnsViewError) Error() string { return string(e) }
 
 const errDNSViewServesOnly = dnsViewError("the DNS view serves only get, list and watch of Services, EndpointSlices and Namespaces")
-
-// FetchingNamespaces tells whether Namespaces are being fetched from
-// upstream (only while a DNS client asks for them).
-func (s *Server) FetchingNamespaces() bool { return s.dns != nil && s.dns.nsDemand.Fetching() }

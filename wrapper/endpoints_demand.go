@@ -84,7 +84,3 @@ func runMirrored(ctx context.Context, ms []mirrored, watchErrors func(cache.Shar
 		m.cache.withdraw(m.src)
 	}
 }
-
-// FetchingEndpoints tells whether v1 Endpoints are being fetched from
-// upstream (only while a client asks for them).
-func (s *Server) FetchingEndpoints() bool { return s.endpoints.Fetching() }

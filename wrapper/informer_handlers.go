@@ -8,30 +8,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/servicegroup/servicegroup/wrapper/internal/latencystages"
 )
-
-// sliceGroup is the unit a slice is re-filtered with: its Service, or the
-// slice alone when it has no service label.
-func sliceGroup(s *discoveryv1.EndpointSlice) syncKey {
-	if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
-		return syncKey{namespace: s.Namespace, name: name}
-	}
-	return syncKey{namespace: s.Namespace, name: s.Name, orphanSlice: true}
-}
-
-// unwrap returns the object of a delete notification whose final state the
-// informer missed.
-func unwrap(obj any) any {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return d.Obj
-	}
-	return obj
-}
 
 // serviceHandler re-filters the Service of a changed Service or Endpoints.
 func (s *Syncer) serviceHandler() cache.ResourceEventHandler {
 	enqueue := func(obj any) {
-		stageStamp(unwrap(obj), "handler")
+		latencystages.Stamp(unwrap(obj), "handler")
 		if o, err := meta.Accessor(unwrap(obj)); err == nil {
 			s.refilter(syncKey{namespace: o.GetNamespace(), name: o.GetName()})
 		}
@@ -103,7 +87,7 @@ func (s *Syncer) affectedByNode(name string, old, cur map[string]string, appeare
 	if name == s.self {
 		keys = s.topologyServices.Clone()
 	} else {
-		keys.Insert(s.topologyNodes.on(name)...)
+		keys.Insert(s.topologyNodes.On(name)...)
 	}
 	out := make([]syncKey, 0, len(keys))
 	for k := range keys {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
+	"github.com/servicegroup/servicegroup/wrapper/internal/latencystages"
 )
 
 // BenchmarkWatchLatency measures, in the same run, how long a Service change
@@ -97,7 +98,7 @@ func benchmarkWatchLatency(b *testing.B, next *int, admin, direct, direct2, thro
 		go func() {
 			for ev := range wi.ResultChan() {
 				if s, ok := ev.Object.(*corev1.Service); ok && s.Labels["seq"] != "" {
-					wrapper.StageStampSeq(s.Labels["seq"], stage)
+					latencystages.StampSeq(s.Labels["seq"], stage)
 					out <- arrival{seq: s.Labels["seq"], at: time.Now()}
 				}
 			}
@@ -135,10 +136,10 @@ func benchmarkWatchLatency(b *testing.B, next *int, admin, direct, direct2, thro
 	// Built with -tags latencystages, the wrapper stamps each change on its
 	// way through: the time from one stage to the next, and from the
 	// wrapper's upstream read to the client.
-	if stages := wrapper.StageReport([]string{"direct", "reflector", "handler", "sync", "stored", "woke", "encoded", "flushed", "via"}); stages != "" {
-		b.Logf("stages over %d changes:\n%s%s", b.N, stages, wrapper.StageReport([]string{"reflector", "via"}))
+	if stages := latencystages.Report([]string{"direct", "reflector", "handler", "sync", "stored", "woke", "encoded", "flushed", "via"}); stages != "" {
+		b.Logf("stages over %d changes:\n%s%s", b.N, stages, latencystages.Report([]string{"reflector", "via"}))
 	}
-	wrapper.StageReset()
+	latencystages.Reset()
 	pct := func(xs []time.Duration, p float64) float64 {
 		s := slices.Clone(xs)
 		slices.Sort(s)

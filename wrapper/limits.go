@@ -4,9 +4,10 @@ import (
 	"net/http"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // Defaults of the bounds on what clients may hold.
@@ -23,33 +24,29 @@ const (
 	DefaultMaxWatches = 100
 )
 
-// withLimits is the chain in front of serveAPI: the path check, the request's
-// RequestInfo (apiserver's parser), then apiserver's max-in-flight filter
+// withLimits is the chain in front of the views: the path check, the
+// request's RequestInfo (apiserver's parser), then apiserver's max-in-flight filter
 // twice, once for watches and once for everything else, each answering 429
 // with Retry-After when full; and a write deadline on every answer but a
 // watch's (watches have their own per batch).
-func (s *Server) withLimits(next http.Handler) http.Handler {
+func withLimits(next http.Handler, writeTimeout time.Duration, maxInFlight, maxWatches int) http.Handler {
 	isWatch := func(_ *http.Request, info *request.RequestInfo) bool { return info.Verb == "watch" }
 	notWatch := func(r *http.Request, info *request.RequestInfo) bool { return !isWatch(r, info) }
 	deadline := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if info, ok := request.RequestInfoFrom(req.Context()); ok && info.Verb != "watch" {
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.RequestWriteTimeout))
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 		}
 		next.ServeHTTP(w, req)
 	})
-	limited := genericfilters.WithMaxInFlightLimit(deadline, s.opts.MaxRequestsInFlight, s.opts.MaxRequestsInFlight, isWatch)
-	limited = genericfilters.WithMaxInFlightLimit(limited, s.opts.MaxWatches, 0, notWatch)
+	limited := genericfilters.WithMaxInFlightLimit(deadline, maxInFlight, maxInFlight, isWatch)
+	limited = genericfilters.WithMaxInFlightLimit(limited, maxWatches, 0, notWatch)
+	withInfo := watchcache.WithRequestInfo(limited)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if err := pathError(req.URL); err != nil {
-			setLabels(w, "denied", "denied")
-			s.writeError(w, req, nil, err)
+			watchcache.LabelRequest(w, "denied", "denied")
+			watchcache.WriteError(w, req, err)
 			return
 		}
-		info, err := s.reqInfo.NewRequestInfo(req)
-		if err != nil {
-			s.writeError(w, req, nil, apierrors.NewBadRequest(err.Error()))
-			return
-		}
-		limited.ServeHTTP(w, req.WithContext(request.WithRequestInfo(req.Context(), info)))
+		withInfo.ServeHTTP(w, req)
 	})
 }

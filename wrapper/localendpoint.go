@@ -104,3 +104,11 @@ func (l LocalEndpoint) RewriteSlice(s *discoveryv1.EndpointSlice) *discoveryv1.E
 	c.Ports = []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &port}}
 	return c
 }
+
+// shareTop returns a new top-level struct sharing everything p points to:
+// the rewrite sets its own fields on it while the rest stays the informer
+// cache's object, which nobody modifies (client-go's contract).
+func shareTop[T any](p *T) *T {
+	c := *p
+	return &c
+}

@@ -7,18 +7,20 @@ import (
 	"sync"
 
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // Sources of a mergedCache.
 const (
 	// sourceMain is the informer that always runs.
 	sourceMain = iota
-	// sourceOnDemand, sourceProxyNamed and sourceHeadless are informers run
-	// only while clients ask for what they fetch.
+	// sourceOnDemand and the sourceExcluded ones (one per label of
+	// watchcache.KubeProxyExcluded) are informers run only while clients
+	// ask for what they fetch.
 	sourceOnDemand
-	sourceProxyNamed
-	sourceHeadless
-	numSources
+	sourceExcluded
+	numSources = sourceExcluded + len(watchcache.KubeProxyExcluded)
 )
 
 // holders is each source's latest object for one key (nil: not held). An

@@ -73,7 +73,3 @@ func (s storeSink) Delete(name string) {
 	_ = s.n.store.Delete(old)
 	s.n.handler.OnDelete(old)
 }
-
-// NodeLabelSource tells where other nodes' labels come from now:
-// "summaries", "nodes", or "" before upstream first answered.
-func (s *Server) NodeLabelSource() string { return s.nodeLabels.From() }

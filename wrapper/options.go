@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
+	"github.com/servicegroup/servicegroup/wrapper/sitestream"
 )
 
 // Options configure a wrapper Server.
@@ -70,8 +71,8 @@ type Options struct {
 	// redirect default/kubernetes (nil: DefaultLocalEndpointRanges).
 	LocalEndpointRanges []netip.Prefix
 	// SiteStream, when set, shares one upstream stream of Services and
-	// EndpointSlices among the wrappers of a site (sitestream.go).
-	SiteStream *SiteStreamOptions
+	// EndpointSlices among the wrappers of a site (package sitestream).
+	SiteStream *sitestream.Options
 	// AllowedHosts are the Host names (besides localhost and loopback
 	// addresses, always accepted) requests may carry; "*" accepts any.
 	AllowedHosts []string

@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 const (
@@ -66,15 +68,15 @@ func sizedCluster(services, nodes, hot int) Caches {
 }
 
 func benchStores() Stores {
-	clock := NewClock(1)
-	mk := func(r string, f func() Object) *Store {
-		return NewStore(r, clock, f, nil, LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})
+	clock := watchcache.NewClock(1, nil)
+	mk := func(r string, f func() watchcache.Object) *watchcache.Store {
+		return watchcache.NewStore(r, clock, f, nil, watchcache.LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})
 	}
 	return Stores{
-		Services:       mk(ResourceServices, func() Object { return &corev1.Service{} }),
-		Endpoints:      mk(ResourceEndpoints, func() Object { return &corev1.Endpoints{} }),
-		EndpointSlices: mk(ResourceEndpointSlices, func() Object { return &discoveryv1.EndpointSlice{} }),
-		Nodes:          mk(ResourceNodes, func() Object { return &corev1.Node{} }),
+		Services:       mk(watchcache.ResourceServices, func() watchcache.Object { return &corev1.Service{} }),
+		Endpoints:      mk(watchcache.ResourceEndpoints, func() watchcache.Object { return &corev1.Endpoints{} }),
+		EndpointSlices: mk(watchcache.ResourceEndpointSlices, func() watchcache.Object { return &discoveryv1.EndpointSlice{} }),
+		Nodes:          mk(watchcache.ResourceNodes, func() watchcache.Object { return &corev1.Node{} }),
 	}
 }
 

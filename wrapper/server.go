@@ -2,40 +2,38 @@ package wrapper
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
-	"strconv"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/wrapper/sitestream"
 	"github.com/servicegroup/servicegroup/wrapper/snapshot"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // Server is the application-grid-wrapper: informer caches, filter, served
 // stores and the HTTP handler.
 type Server struct {
-	opts      Options
-	codecs    serializer.CodecFactory
-	client    kubernetes.Interface
-	resources map[schema.GroupVersionResource]*servedResource
-	stores    Stores
-	syncer    *Syncer
-	proxy     http.Handler
-	reqInfo   *request.RequestInfoFactory
-	ready     atomic.Bool
-	waiting   atomic.Value // string: what /readyz reports until ready
+	opts   Options
+	client kubernetes.Interface
+	stores Stores
+	syncer *Syncer
+	proxy  http.Handler
+	// kubeProxy is what kube-proxy reads (kubeproxyview.go); dns the DNS
+	// view (dnsview.go). Both serve from stores on one clock, and are
+	// ready together.
+	kubeProxy *kubeProxyView
+	ready     *watchcache.Ready
 	synced    []cache.InformerSynced
 	// nodeLabels is where other nodes' labels come from (nodelabels.go).
 	nodeLabels *nodeLabels
@@ -45,23 +43,20 @@ type Server struct {
 	// clients ask (unproxied_demand.go).
 	unproxied *demand
 	// site shares the unit-wide streams with the site's other wrappers
-	// (sitestream.go); nil when off.
-	site *siteStream
+	// (package sitestream); nil when off.
+	site *sitestream.Stream
 	// dns is the DNS view for the node's CoreDNS (dnsview.go).
 	dns   *dnsView
 	start func(ctx context.Context)
+	// served are kube-proxy's view's resources, in kubeProxyResources
+	// order.
+	served []*watchcache.Served
 
 	// Snapshot hooks (snapshot_serve.go).
 	persist    *persister                        // nil without a StateDir
 	seededFrom atomic.Pointer[snapshot.Snapshot] // the snapshot served until upstream confirms it
-	// snapshotRefused: upstream answered in a way that rules the snapshot
-	// out (snapshot_trust.go).
-	snapshotRefused atomic.Bool
 	// upstreamRefusal is the last 401/403/certificate error from upstream.
 	upstreamRefusal atomic.Value
-	// portTaken says why the API is not served ("" when it is or may be):
-	// another process holds its port (listener.go).
-	portTaken atomic.Value
 }
 
 // New builds a Server; Run starts it.
@@ -82,15 +77,10 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		opts:      opts,
-		codecs:    serializer.NewCodecFactory(scheme.Scheme),
-		client:    client,
-		resources: map[schema.GroupVersionResource]*servedResource{},
-		proxy:     proxy,
-		reqInfo: &request.RequestInfoFactory{
-			APIPrefixes:          sets.NewString("api", "apis"),
-			GrouplessAPIPrefixes: sets.NewString("api"),
-		},
+		opts:   opts,
+		client: client,
+		proxy:  proxy,
+		ready:  watchcache.NewReady(setReadyGauge),
 	}
 	if err := s.openStores(); err != nil {
 		return nil, err
@@ -98,7 +88,19 @@ func New(opts Options) (*Server, error) {
 	if err := s.watchUpstream(client); err != nil {
 		return nil, err
 	}
-	s.startDNSView(client)
+	s.kubeProxy = &kubeProxyView{ready: s.ready, endpoints: &s.endpoints.demand, unproxied: s.unproxied, proxy: proxy}
+	s.kubeProxy.serve(s.served, opts.NodeName, opts.WatchWriteTimeout)
+	idle := DefaultOnDemandIdleTimeout
+	if opts.OnDemandIdleTimeout > 0 {
+		idle = opts.OnDemandIdleTimeout
+	}
+	s.dns.fetchNamespaces(client, idle, s.watchUpstreamErrors)
+	s.dns.serve(s.served[slices.Index(kubeProxyResources, watchcache.Services)], s.kubeProxy, opts.WatchWriteTimeout)
+	start := s.start
+	s.start = func(ctx context.Context) {
+		start(ctx)
+		s.dns.run(ctx, opts.BookmarkInterval)
+	}
 	return s, nil
 }
 
@@ -106,10 +108,9 @@ func New(opts Options) (*Server, error) {
 // ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	runningServer.Store(s)
 	s.checkUpstreamAtStart(ctx, logger)
 	s.serveSnapshot(logger)
-	defer s.ready.Store(false)
+	defer s.ready.Stop()
 	defer s.stopServingSnapshot()
 	s.start(ctx)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.synced...) {
@@ -117,7 +118,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	// Without its own Node's labels the wrapper would serve every topology
 	// Service with no endpoints: wait for it.
-	s.waiting.Store("waiting for Node " + s.opts.NodeName)
+	s.ready.Waiting("waiting for Node " + s.opts.NodeName)
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
 		_, labelled, _ := s.syncer.caches.Self.GetByKey(s.opts.NodeName)
 		_, served := s.stores.Nodes.Get(s.opts.NodeName)
@@ -127,16 +128,15 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.endpoints.waitIfFetching(ctx)
 	s.unproxied.waitIfFetching(ctx)
-	s.dnsWaitIfFetching(ctx)
+	s.dns.waitIfFetching(ctx)
 	s.syncer.startServing(ctx)
 	s.confirmSnapshot(logger)
 	go s.syncer.Run(ctx)
-	s.ready.Store(true)
+	s.ready.Live()
 	logger.Info("Caches synced, serving", "node", s.opts.NodeName,
 		"services", s.stores.Services.Len(), "endpointSlices", s.stores.EndpointSlices.Len())
 
-	ticker := time.NewTicker(s.opts.BookmarkInterval)
-	defer ticker.Stop()
+	go watchcache.RunBookmarks(ctx, s.opts.BookmarkInterval, s.kubeProxy.api.Stores(), true, nil)
 	var snapshots <-chan time.Time
 	if s.persist != nil {
 		t := time.NewTicker(s.opts.SnapshotInterval)
@@ -147,52 +147,50 @@ func (s *Server) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			s.ready.Store(false)
+			s.ready.Stop()
 			if s.persist != nil {
 				s.persist.MaybeWrite(logger, true)
 			}
 			return nil
 		case <-snapshots:
 			s.persist.MaybeWrite(logger, false)
-		case <-ticker.C:
-			for _, r := range s.resources {
-				r.store.Bookmark()
-				servedObjects.WithLabelValues(r.name).Set(float64(r.store.Len()))
-				eventLogBytes.WithLabelValues(r.name).Set(float64(r.store.LogBytes()))
-			}
 		}
 	}
 }
 
-// Ready reports whether the caches have synced.
-func (s *Server) Ready() bool { return s.ready.Load() }
+// Ready reports whether the API is served: from synced caches, or from a
+// snapshot until upstream answers.
+func (s *Server) Ready() bool { return s.ready.Serving() }
 
 // Handler returns the wrapper's HTTP handler: the API plus OpsHandler's paths.
 func (s *Server) Handler() http.Handler {
 	mux := s.opsMux()
-	mux.Handle("/", withDNSPrefix(s.withLimits(http.HandlerFunc(s.serveAPIOrDNS))))
-	return withRequestLog(withHostCheck(mux, s.opts.AllowedHosts))
+	api := withLimits(http.HandlerFunc(s.serveAPIOrDNS), s.opts.RequestWriteTimeout, s.opts.MaxRequestsInFlight, s.opts.MaxWatches)
+	mux.Handle("/", withDNSPrefix(api))
+	return watchcache.WithRequestLog(withHostCheck(mux, s.opts.AllowedHosts))
+}
+
+// serveAPIOrDNS serves the DNS view for requests withDNSPrefix marked, the
+// API kube-proxy reads otherwise.
+func (s *Server) serveAPIOrDNS(w http.ResponseWriter, req *http.Request) {
+	if dns, _ := req.Context().Value(dnsRequestKey{}).(bool); dns {
+		s.dns.api.ServeHTTP(w, req)
+		return
+	}
+	s.kubeProxy.api.ServeHTTP(w, req)
 }
 
 // OpsHandler serves only /healthz, /livez, /readyz, /metrics and (with Debug)
 // /debug/pprof/, for a separate plain-HTTP address.
-func (s *Server) OpsHandler() http.Handler { return withRequestLog(s.opsMux()) }
+func (s *Server) OpsHandler() http.Handler { return watchcache.WithRequestLog(s.opsMux()) }
 
 func (s *Server) opsMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if taken, _ := s.portTaken.Load().(string); taken != "" {
-			http.Error(w, taken, http.StatusServiceUnavailable)
-			return
-		}
-		if !s.ready.Load() {
-			why, _ := s.waiting.Load().(string)
-			if why == "" {
-				why = "caches not synced"
-			}
-			http.Error(w, why, http.StatusServiceUnavailable)
+		if err := s.ready.Check(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok" + s.snapshotDetail()))
@@ -208,72 +206,20 @@ func (s *Server) opsMux() *http.ServeMux {
 	return mux
 }
 
-// serveAPI serves the wrapper's resources, forwards the few other requests
-// kube-proxy makes and refuses the rest.
-func (s *Server) serveAPI(w http.ResponseWriter, req *http.Request) {
-	info, _ := request.RequestInfoFrom(req.Context()) // set by withLimits
-	if r := s.route(req, info); r != nil {
-		setLabels(w, info.Verb, r.name)
-		s.serveResource(w, req, info, r)
-		return
+// PeerHandler serves the site's other wrappers on the peer port (under
+// PeerTLSConfig); nil without a site stream.
+func (s *Server) PeerHandler() http.Handler {
+	if s.site == nil {
+		return nil
 	}
-	if err := forwardDenied(req, info); err != nil {
-		setLabels(w, "denied", "denied")
-		klog.FromContext(req.Context()).V(2).Info("Refused", "method", req.Method, "uri", req.RequestURI, "remote", req.RemoteAddr)
-		s.writeError(w, req, nil, err)
-		return
-	}
-	setLabels(w, "proxy", "proxy")
-	s.proxy.ServeHTTP(w, req)
+	return s.site.PeerHandler()
 }
 
-// statusRecorder remembers the status code for the request log and metrics;
-// Unwrap keeps http.ResponseController (flush, deadlines) working.
-type statusRecorder struct {
-	http.ResponseWriter
-	code           int
-	verb, resource string
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
+// PeerTLSConfig is the peer port's TLS configuration; nil without a site
+// stream.
+func (s *Server) PeerTLSConfig() *tls.Config {
+	if s.site == nil {
+		return nil
 	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-func (r *statusRecorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-func setLabels(w http.ResponseWriter, verb, resource string) {
-	if r, ok := w.(*statusRecorder); ok {
-		r.verb, r.resource = verb, resource
-	}
-}
-
-// withRequestLog logs one line per request (verbosity 3) and counts it.
-func withRequestLog(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, verb: "other", resource: "other"}
-		next.ServeHTTP(rec, req)
-		if rec.code == 0 {
-			rec.code = http.StatusOK
-		}
-		requestsTotal.WithLabelValues(rec.verb, rec.resource, strconv.Itoa(rec.code)).Inc()
-		klog.FromContext(req.Context()).V(3).Info("HTTP", "verb", req.Method, "uri", req.RequestURI,
-			"status", rec.code, "latency", time.Since(start), "remote", req.RemoteAddr, "userAgent", req.UserAgent())
-	})
+	return s.site.PeerTLSConfig()
 }

@@ -13,6 +13,8 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/topology"
+
+	"github.com/servicegroup/servicegroup/wrapper/internal/latencystages"
 )
 
 // startServing re-filters everything once every cache the syncer reads has
@@ -111,9 +113,9 @@ func (s *Syncer) syncLocked(ctx context.Context, k syncKey) {
 	invalid := false
 	if o, exists, _ := s.caches.Services.GetByKey(key); exists {
 		svc := o.(*corev1.Service)
-		stageStamp(svc, "sync")
+		latencystages.Stamp(svc, "sync")
 		s.stores.Services.Set(key, svc)
-		stageStamp(svc, "stored")
+		latencystages.Stamp(svc, "stored")
 		if v, ok := svc.Annotations[superedgev1.AnnotationTopologyKeys]; ok {
 			parsed, err := topology.ParseKeys(v)
 			if err != nil {
@@ -150,7 +152,7 @@ func (s *Syncer) syncLocked(ctx context.Context, k syncKey) {
 		upstream = append(upstream, o.(*discoveryv1.EndpointSlice))
 	}
 	slices.SortFunc(upstream, func(a, b *discoveryv1.EndpointSlice) int { return compareStrings(a.Name, b.Name) })
-	s.topologyNodes.record(key, keys != nil, upstream, epObj)
+	s.topologyNodes.Record(key, keys != nil, upstream, epObj)
 
 	var local *LocalEndpoint
 	if key == kubernetesKey {
@@ -165,7 +167,7 @@ func (s *Syncer) syncLocked(ctx context.Context, k syncKey) {
 			served = append(served, local.RewriteSlice(sl))
 		}
 	case keys != nil:
-		served = FilterEndpointSlices(keys, topo, upstream)
+		served = topology.FilterEndpointSlices(keys, topo, upstream)
 	default:
 		served = upstream
 	}
@@ -209,7 +211,7 @@ func (s *Syncer) syncLocked(ctx context.Context, k syncKey) {
 	case local != nil:
 		s.stores.Endpoints.Set(key, local.RewriteEndpoints(epObj))
 	case keys != nil:
-		s.stores.Endpoints.Set(key, FilterEndpoints(keys, topo, epObj))
+		s.stores.Endpoints.Set(key, topology.FilterEndpoints(keys, topo, epObj))
 	default:
 		s.stores.Endpoints.Set(key, epObj)
 	}

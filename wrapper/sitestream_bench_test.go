@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
-	"github.com/servicegroup/servicegroup/wrapper"
+	"github.com/servicegroup/servicegroup/wrapper/sitestream"
 )
 
 const benchGen = "example.com/gen"
@@ -52,7 +52,7 @@ func BenchmarkSiteStream(b *testing.B) {
 	if _, err := admin.CoreV1().ServiceAccounts(peerNS).Create(b.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: peerAccount}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	token := peerToken(b, admin, peerAccount, wrapper.PeerAudience)
+	token := peerToken(b, admin, peerAccount, sitestream.PeerAudience)
 	const ns = "bench"
 	createNamespace(b, admin, ns)
 	for s := range services {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
+	"github.com/servicegroup/servicegroup/wrapper/sitestream"
 )
 
 const (
@@ -282,7 +283,7 @@ func startSiteWrapper(t testing.TB, cp *controlplane.ControlPlane, node string, 
 	w := startWrapper(t, cp, node, so.addr, wrapper.Options{
 		Upstream: up,
 		StateDir: so.stateDir, SnapshotInterval: 100 * time.Millisecond,
-		SiteStream: &wrapper.SiteStreamOptions{
+		SiteStream: &sitestream.Options{
 			GroupLabel: siteLabel, Group: so.group, Namespace: peerNS,
 			AdvertiseAddress: addr, Token: so.token,
 			AllowedUsers:  []string{"system:serviceaccount:" + peerNS + ":" + peerAccount},
@@ -476,7 +477,7 @@ func TestSiteStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	token := peerToken(t, admin, peerAccount, wrapper.PeerAudience)
+	token := peerToken(t, admin, peerAccount, sitestream.PeerAudience)
 	const ns = "site"
 	createNamespace(t, admin, ns)
 	createNamespace(t, admin, "beat")
@@ -610,7 +611,7 @@ func TestSiteStream(t *testing.T) {
 		}{
 			{"no token", url, "shop", nil, http.StatusUnauthorized},
 			{"a token for the apiserver", url, "shop", peerToken(t, admin, peerAccount), http.StatusUnauthorized},
-			{"another account", url, "shop", peerToken(t, admin, "someone-else", wrapper.PeerAudience), http.StatusForbidden},
+			{"another account", url, "shop", peerToken(t, admin, "someone-else", sitestream.PeerAudience), http.StatusForbidden},
 			{"outside kube-proxy's selection", "https://" + ws[lead].lan.addr + "/api/v1/services", "shop", token, http.StatusForbidden},
 			{"a Secret", "https://" + ws[lead].lan.addr + "/api/v1/secrets", "shop", token, http.StatusForbidden},
 			{"a wrapper of another site", url, "elsewhere", token, http.StatusTooManyRequests},

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/servicegroup/servicegroup/wrapper"
+	"github.com/servicegroup/servicegroup/wrapper/sitestream"
 )
 
 // TestSiteStreamKubeProxy runs the real kube-proxy (iptables mode, in a
@@ -34,7 +34,7 @@ func TestSiteStreamKubeProxy(t *testing.T) {
 	if _, err := admin.CoreV1().ServiceAccounts(peerNS).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: peerAccount}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	token := peerToken(t, admin, peerAccount, wrapper.PeerAudience)
+	token := peerToken(t, admin, peerAccount, sitestream.PeerAudience)
 	createNamespace(t, admin, "kp")
 	createService(t, admin, "kp", "svc", `["zone1"]`)
 	createSlice(t, admin, "kp", "svc", "svc-a", endpoint("10.9.0.1", "node0"), endpoint("10.9.0.2", "node1"))

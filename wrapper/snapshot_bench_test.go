@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/statefile"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // snapshotBenchState serves 10,000 Services, each with one EndpointSlice
@@ -32,7 +33,7 @@ func snapshotBenchState(dir string) *persister {
 	port, proto := int32(80), corev1.ProtocolTCP
 	for i := range benchServices {
 		name := fmt.Sprintf("s%d", i)
-		p.store(ResourceServices).Set("bench/"+name, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
+		p.store(watchcache.ResourceServices).Set("bench/"+name, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
 			Spec: corev1.ServiceSpec{ClusterIP: fmt.Sprintf("10.96.%d.%d", i/256, i%256), Ports: []corev1.ServicePort{{Port: 80, Protocol: proto}}}})
 		sl := &discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: "bench", Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
@@ -47,10 +48,10 @@ func snapshotBenchState(dir string) *persister {
 			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, NodeName: &node})
 			ep.Subsets[0].Addresses = append(ep.Subsets[0].Addresses, corev1.EndpointAddress{IP: ip, NodeName: &node})
 		}
-		p.store(ResourceEndpointSlices).Set("bench/"+sl.Name, sl)
-		p.store(ResourceEndpoints).Set("bench/"+name, ep)
+		p.store(watchcache.ResourceEndpointSlices).Set("bench/"+sl.Name, sl)
+		p.store(watchcache.ResourceEndpoints).Set("bench/"+name, ep)
 	}
-	p.store(ResourceNodes).Set(testNode, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: map[string]string{"zone1": "u0"}}})
+	p.store(watchcache.ResourceNodes).Set(testNode, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: map[string]string{"zone1": "u0"}}})
 	return p
 }
 
@@ -59,8 +60,8 @@ func snapshotBenchState(dir string) *persister {
 func jsonLists(p *persister, w *bytes.Buffer) error {
 	codecs := serializer.NewCodecFactory(scheme.Scheme)
 	for _, r := range p.resources {
-		objs, _, at := r.store.snapshotState()
-		if err := codecs.LegacyCodec(r.gv).Encode(r.newList(objs, fmt.Sprint(at)), w); err != nil {
+		objs, _, at := r.Store.SnapshotState()
+		if err := codecs.LegacyCodec(r.GroupVersion).Encode(r.NewList(objs, fmt.Sprint(at)), w); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 	"github.com/servicegroup/servicegroup/wrapper/snapshot"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 var (
@@ -23,7 +24,7 @@ var (
 // go through.
 type persister struct {
 	*snapshot.Persister
-	resources []*servedResource // in Persister.Sources' order
+	resources []*watchcache.Served // in Persister.Sources' order
 }
 
 func newPersister(dir, node, upstream string, maxAge time.Duration) *persister {
@@ -33,23 +34,23 @@ func newPersister(dir, node, upstream string, maxAge time.Duration) *persister {
 }
 
 // keep adds r's store to what the snapshot holds, as its next section.
-func (p *persister) keep(r *servedResource) {
+func (p *persister) keep(r *watchcache.Served) {
 	p.resources = append(p.resources, r)
-	p.Sources = append(p.Sources, snapshot.Source{Kind: r.snapshotKind(), State: r.store.snapshotState})
+	p.Sources = append(p.Sources, snapshot.Source{Kind: snapshotKind(r.Resource), State: r.Store.SnapshotState})
 }
 
 // snapshotKind describes r's section to package snapshot.
-func (r *resource) snapshotKind() snapshot.Kind {
-	return snapshot.Kind{Name: r.name, GroupVersion: r.gv, Namespaced: r.namespaced,
-		OwnNodeOnly: r.name == ResourceNodes, NewList: r.newList}
+func snapshotKind(r *watchcache.Resource) snapshot.Kind {
+	return snapshot.Kind{Name: r.Name, GroupVersion: r.GroupVersion, Namespaced: r.Namespaced,
+		OwnNodeOnly: r.OwnNodeOnly, NewList: r.NewList}
 }
 
 // newSnapshotCodec reads and writes snapshots of kube-proxy's sections
 // alone (an older wrapper's) or with the DNS view's after them.
 func newSnapshotCodec() snapshot.Codec {
-	kinds := make([]snapshot.Kind, 0, len(servedResources)+len(dnsSnapshotResources))
+	kinds := make([]snapshot.Kind, 0, len(kubeProxyResources)+len(dnsSnapshotResources))
 	for _, r := range snapshotResources() {
-		kinds = append(kinds, r.snapshotKind())
+		kinds = append(kinds, snapshotKind(r))
 	}
-	return snapshot.NewCodec(kinds, len(servedResources))
+	return snapshot.NewCodec(kinds, len(kubeProxyResources))
 }

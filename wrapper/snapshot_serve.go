@@ -3,11 +3,13 @@ package wrapper
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/wrapper/snapshot"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // loadSnapshot sets up the persister and reads the snapshot (nil when there
@@ -25,34 +27,31 @@ func (s *Server) loadSnapshot() *snapshot.Snapshot {
 }
 
 // seed fills the stores from snap and gives the persister the stores.
-func (s *Server) seed(snap *snapshot.Snapshot, clock *Clock) error {
+func (s *Server) seed(snap *snapshot.Snapshot, clock *watchcache.Clock) error {
 	if s.persist == nil {
 		return nil
 	}
 	s.persist.Clock = clock
-	for _, r := range servedResources {
-		s.persist.keep(s.resources[r.gv.WithResource(r.name)])
-	}
-	for _, r := range s.dnsSnapshotStores() {
+	for _, r := range slices.Concat(s.served, s.dns.own) { // snapshotResources' order
 		s.persist.keep(r)
 	}
 	if snap == nil {
 		return nil
 	}
 	for _, r := range s.persist.resources {
-		objs, ok := snap.Objects[r.name]
+		objs, ok := snap.Objects[r.Name]
 		if !ok { // the DNS view's, from an older wrapper
 			continue
 		}
-		sec := snap.Section(r.name)
-		if err := r.store.Seed(objs, sec.From, sec.At); err != nil {
-			return fmt.Errorf("seeding %s from the snapshot: %w", r.name, err)
+		sec := snap.Section(r.Name)
+		if err := r.Store.Seed(objs, sec.From, sec.At); err != nil {
+			return fmt.Errorf("seeding %s from the snapshot: %w", r.Name, err)
 		}
 	}
 	// Nothing is written until upstream confirms: a rewrite would pass the
 	// snapshot's state off as newer than it is.
 	s.persist.MarkWritten(clock.Current())
-	_, s.dns.seeded = snap.Objects[ResourceNamespaces]
+	_, s.dns.seeded = snap.Objects[watchcache.ResourceNamespaces]
 	s.seededFrom.Store(snap)
 	return nil
 }
@@ -62,15 +61,14 @@ func (s *Server) seed(snap *snapshot.Snapshot, clock *Clock) error {
 // retry with backoff).
 func (s *Server) serveSnapshot(logger klog.Logger) {
 	snap := s.seededFrom.Load()
-	if snap == nil || s.snapshotRefused.Load() {
+	if snap == nil || !s.ready.ServeSnapshot() {
 		return
 	}
 	servingSnapshotSince.Serving(snap.Header.WrittenAt)
-	s.ready.Store(true)
 	logger.Info("Serving the snapshot until upstream answers", "path", s.persist.Path(),
 		"writtenAt", snap.Header.WrittenAt, "age", time.Since(snap.Header.WrittenAt).Round(time.Second),
-		"services", len(snap.Objects[ResourceServices]), "endpointSlices", len(snap.Objects[ResourceEndpointSlices]),
-		"endpoints", len(snap.Objects[ResourceEndpoints]), "nodes", len(snap.Objects[ResourceNodes]))
+		"services", len(snap.Objects[watchcache.ResourceServices]), "endpointSlices", len(snap.Objects[watchcache.ResourceEndpointSlices]),
+		"endpoints", len(snap.Objects[watchcache.ResourceEndpoints]), "nodes", len(snap.Objects[watchcache.ResourceNodes]))
 }
 
 // confirmSnapshot runs once the informers have synced and every Service was
@@ -83,7 +81,7 @@ func (s *Server) confirmSnapshot(logger klog.Logger) {
 	}
 	dropped := 0
 	for _, r := range s.persist.resources {
-		dropped += r.store.DropSeeded()
+		dropped += r.Store.DropSeeded()
 	}
 	s.seededFrom.Store(nil)
 	servingSnapshotSince.Live()

@@ -2,8 +2,6 @@ package wrapper
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -14,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/servicegroup/servicegroup/wrapper/snapshot"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // The snapshot's format and persistence are package snapshot's, tested
@@ -32,23 +30,23 @@ const (
 // a persister over them.
 func newTestPersister(dir string, start uint64) *persister {
 	p := newPersister(dir, testNode, testUpstream, 0)
-	p.Clock = NewClock(start)
-	for _, r := range servedResources {
+	p.Clock = watchcache.NewClock(start, nil)
+	for _, r := range kubeProxyResources {
 		p.addTestStore(r)
 	}
 	return p
 }
 
 // addTestStore adds an empty store of r on p's clock to what p keeps.
-func (p *persister) addTestStore(r *resource) {
-	p.keep(&servedResource{resource: r, store: NewStore(r.name, p.Clock.(*Clock), r.newEmpty, r.fields,
-		LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})})
+func (p *persister) addTestStore(r *watchcache.Resource) {
+	p.keep(&watchcache.Served{Resource: r, Store: r.NewStore(p.Clock.(*watchcache.Clock),
+		watchcache.LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})})
 }
 
-func (p *persister) store(name string) *Store {
+func (p *persister) store(name string) *watchcache.Store {
 	for _, r := range p.resources {
-		if r.name == name {
-			return r.store
+		if r.Name == name {
+			return r.Store
 		}
 	}
 	panic("no store " + name)
@@ -71,11 +69,11 @@ func testSlice(name string, ips ...string) *discoveryv1.EndpointSlice {
 
 // fill serves one object of each resource.
 func fill(p *persister) {
-	p.store(ResourceServices).Set("ns/svc", testService("svc"))
-	p.store(ResourceEndpoints).Set("ns/svc", &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc"},
+	p.store(watchcache.ResourceServices).Set("ns/svc", testService("svc"))
+	p.store(watchcache.ResourceEndpoints).Set("ns/svc", &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc"},
 		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.1.0.1"}}}}})
-	p.store(ResourceEndpointSlices).Set("ns/svc-1", testSlice("svc-1", "10.1.0.1"))
-	p.store(ResourceNodes).Set(testNode, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: map[string]string{"zone1": "u1"}}})
+	p.store(watchcache.ResourceEndpointSlices).Set("ns/svc-1", testSlice("svc-1", "10.1.0.1"))
+	p.store(watchcache.ResourceNodes).Set(testNode, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: map[string]string{"zone1": "u1"}}})
 }
 
 // TestSnapshotRoundTrip: each store's section is the versions at which
@@ -85,8 +83,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	p := newTestPersister(dir, 1000)
 	fill(p)
-	p.store(ResourceServices).Set("ns/svc2", testService("svc2"))
-	p.store(ResourceServices).Delete("ns/svc") // the last change of services is a deletion
+	p.store(watchcache.ResourceServices).Set("ns/svc2", testService("svc2"))
+	p.store(watchcache.ResourceServices).Delete("ns/svc") // the last change of services is a deletion
 	p.Write(logr.Discard(), time.Now())
 
 	sn := newTestPersister(dir, 5000).Load(logr.Discard())
@@ -94,16 +92,16 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatal("snapshot not loaded")
 	}
 	for _, r := range p.resources {
-		objs, _, at := r.store.snapshotState()
-		if len(sn.Objects[r.name]) != len(objs) {
-			t.Fatalf("%s: %d objects, want %d", r.name, len(sn.Objects[r.name]), len(objs))
+		objs, from, at := r.Store.SnapshotState()
+		if len(sn.Objects[r.Name]) != len(objs) {
+			t.Fatalf("%s: %d objects, want %d", r.Name, len(sn.Objects[r.Name]), len(objs))
 		}
-		if sec := sn.Section(r.name); sec.At != at || sec.From != r.store.lastChange {
-			t.Fatalf("%s: section %+v, want from %d at %d", r.name, sec, r.store.lastChange, at)
+		if sec := sn.Section(r.Name); sec.At != at || sec.From != from {
+			t.Fatalf("%s: section %+v, want from %d at %d", r.Name, sec, from, at)
 		}
 	}
 	// The services section starts at the deletion, not at its newest object (1005).
-	if sec := sn.Section(ResourceServices); sec.From != 1006 {
+	if sec := sn.Section(watchcache.ResourceServices); sec.From != 1006 {
 		t.Fatalf("services section from %d, want 1006 (the deletion)", sec.From)
 	}
 }
@@ -131,14 +129,14 @@ func TestSnapshotFormatUnchanged(t *testing.T) {
 	// Write its objects again (in the stores' key order) with its sections.
 	kinds := map[string]snapshot.Kind{}
 	for _, r := range snapshotResources() {
-		kinds[r.name] = r.snapshotKind()
+		kinds[r.Name] = snapshotKind(r)
 	}
 	again := newPersister(t.TempDir(), testNode, testUpstream, 0)
-	again.Clock = NewClock(sn.MaxVersion())
+	again.Clock = watchcache.NewClock(sn.MaxVersion(), nil)
 	for _, sec := range sn.Header.Sections {
 		objs := sn.Objects[sec.Resource]
-		again.Sources = append(again.Sources, snapshot.Source{Kind: kinds[sec.Resource], State: func() ([]Object, uint64, uint64) {
-			var items []Object
+		again.Sources = append(again.Sources, snapshot.Source{Kind: kinds[sec.Resource], State: func() ([]watchcache.Object, uint64, uint64) {
+			var items []watchcache.Object
 			for _, k := range slices.Sorted(maps.Keys(objs)) {
 				items = append(items, objs[k])
 			}
@@ -151,54 +149,5 @@ func TestSnapshotFormatUnchanged(t *testing.T) {
 	}
 	if b, err := os.ReadFile(again.Path()); err != nil || !bytes.Equal(b, golden) {
 		t.Fatalf("rewritten snapshot differs from the earlier build's (%v):\n%q\n%q", err, b, golden)
-	}
-}
-
-// TestSeededStoreResume: a watch resumes from the snapshot's versions only;
-// any other version of the previous process is too old; re-setting a seeded
-// object unchanged emits nothing; unconfirmed seeded objects are DELETED.
-func TestSeededStoreResume(t *testing.T) {
-	clock := NewClock(10_000)
-	st := NewStore(ResourceServices, clock, func() Object { return &corev1.Service{} }, nil, LogLimits{Bytes: DefaultEventLogBytes, MaxLagBytes: DefaultWatchMaxLagBytes})
-	a, b := testService("a"), testService("b")
-	a.ResourceVersion, b.ResourceVersion = "90", "95"
-	if err := st.Seed(map[string]Object{"ns/a": a, "ns/b": b}, 95, 100); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Seed(nil, 1, 2); err == nil {
-		t.Fatal("seeding twice succeeded")
-	}
-	if st.Set("ns/a", testService("a")) {
-		t.Fatal("unchanged seeded object emitted an event")
-	}
-	changed := testService("a")
-	changed.Labels["a"] = "c"
-	if !st.Set("ns/a", changed) {
-		t.Fatal("changed object emitted no event")
-	}
-	if n := st.DropSeeded(); n != 1 {
-		t.Fatalf("dropped %d, want 1 (ns/b)", n)
-	}
-	want := []watch.EventType{watch.Modified, watch.Deleted}
-	for _, rv := range []uint64{95, 98, 100} {
-		initial, w, err := st.Watch(WatchOptions{Mode: FromVersion, RV: rv})
-		if err != nil {
-			t.Fatalf("resume from %d: %v", rv, err)
-		}
-		st.StopWatch(w)
-		var got []watch.EventType
-		for _, ev := range initial {
-			got = append(got, ev.Type)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("resume from %d: %v, want %v", rv, got, want)
-		}
-	}
-	for _, rv := range []uint64{1, 94, 101, 9_999} {
-		_, _, err := st.Watch(WatchOptions{Mode: FromVersion, RV: rv})
-		var rvErr *rvError
-		if !errors.As(err, &rvErr) || !rvErr.tooOld {
-			t.Fatalf("resume from %d (outside the snapshot's [95, 100]): %v, want too old", rv, err)
-		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 	"github.com/servicegroup/servicegroup/wrapper/snapshot"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // When a snapshot may stand in for upstream is package snapshottrust's
@@ -24,7 +25,7 @@ var snapshotsRefused = metric.NewCounterVec(snapshottrust.RefusedCounterOpts(met
 
 // snapshotNodeUID is the UID of this node as the snapshot's writer served it.
 func snapshotNodeUID(sn *snapshot.Snapshot, node string) types.UID {
-	if o, ok := sn.Objects[ResourceNodes][node]; ok {
+	if o, ok := sn.Objects[watchcache.ResourceNodes][node]; ok {
 		return o.GetUID()
 	}
 	return ""
@@ -67,14 +68,12 @@ func (s *Server) checkIdentity(logger klog.Logger, n *corev1.Node) {
 // until upstream has synced, with why on /readyz. Upstream's state replaces
 // the snapshot's when it syncs, as after any start-up.
 func (s *Server) refuseSnapshot(logger klog.Logger, reason, why string) {
-	if !s.snapshotRefused.CompareAndSwap(false, true) {
+	if !s.ready.RefuseSnapshot("not serving the snapshot: " + why) {
 		return
 	}
 	snapshotsRefused.WithLabelValues(reason).Inc()
 	logger.Error(nil, "Not serving the snapshot", "reason", reason, "detail", why)
-	s.waiting.Store("not serving the snapshot: " + why)
 	if s.seededFrom.Load() != nil {
-		s.ready.Store(false)
 		servingSnapshotSince.Live()
 	}
 }

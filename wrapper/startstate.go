@@ -4,6 +4,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/wrapper/snapshot"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // openStores builds the served stores on one clock, seeded from the
@@ -12,20 +13,18 @@ import (
 func (s *Server) openStores() error {
 	opts := s.opts
 	snap := s.loadSnapshot()
-	start, reservation := s.startVersion(snap)
-	clock := NewClock(start)
-	clock.reserve = reservation
-	stores := map[string]*Store{}
-	for _, r := range servedResources {
-		st := NewStore(r.name, clock, r.newEmpty, r.fields, LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes})
-		stores[r.name] = st
-		s.resources[r.gv.WithResource(r.name)] = &servedResource{resource: r, store: st}
+	clock := watchcache.NewClock(s.startVersion(snap))
+	stores := map[string]*watchcache.Store{}
+	for _, r := range kubeProxyResources {
+		st := r.NewStore(clock, watchcache.LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes})
+		stores[r.Name] = st
+		s.served = append(s.served, &watchcache.Served{Resource: r, Store: st})
 	}
-	s.openDNSStores(clock)
+	s.dns = newDNSView(clock, watchcache.LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes})
 	if err := s.seed(snap, clock); err != nil {
 		return err
 	}
-	s.stores = Stores{Services: stores[ResourceServices], Endpoints: stores[ResourceEndpoints], EndpointSlices: stores[ResourceEndpointSlices], Nodes: stores[ResourceNodes]}
+	s.stores = Stores{Services: stores[watchcache.ResourceServices], Endpoints: stores[watchcache.ResourceEndpoints], EndpointSlices: stores[watchcache.ResourceEndpointSlices], Nodes: stores[watchcache.ResourceNodes]}
 	return nil
 }
 
@@ -33,25 +32,24 @@ func (s *Server) openStores() error {
 // snapshot's versions and the on-disk reservation, which it extends to
 // cover the start (the start version itself is served: lists of an
 // unchanged store).
-func (s *Server) startVersion(snap *snapshot.Snapshot) (uint64, *rvReservation) {
+func (s *Server) startVersion(snap *snapshot.Snapshot) (uint64, *watchcache.Reservation) {
 	opts := s.opts
 	start := opts.StartVersion
 	if snap != nil {
 		start = max(start, snap.MaxVersion()+1)
 	}
-	var reservation *rvReservation
+	var reservation *watchcache.Reservation
 	if opts.StateDir != "" {
 		// Unreadable (only a damaged disk: it is written atomically): serve
 		// on, with the clock and the snapshot as the only floor.
-		reserved, err := loadRVReservation(opts.StateDir)
+		reserved, err := watchcache.LoadReservation(opts.StateDir)
 		if err != nil {
 			klog.Background().Error(err, "Ignoring the resourceVersion reservation: versions may repeat if the clock was stepped back")
 		}
 		start = max(start, reserved+1)
-		// The start version itself is served (lists of an unchanged store):
-		// reserve it before anything is.
-		reservation = &rvReservation{dir: opts.StateDir}
-		reservation.cover(start)
+		// The start version itself is served (lists of an unchanged
+		// store): reserved before anything is.
+		reservation = watchcache.NewReservation(opts.StateDir, start)
 	}
 	return start, reservation
 }

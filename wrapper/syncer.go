@@ -6,12 +6,14 @@ import (
 	"sync"
 	"sync/atomic"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/servicegroup/servicegroup/topology"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 const (
@@ -28,6 +30,15 @@ type syncKey struct {
 
 func (k syncKey) String() string { return k.namespace + "/" + k.name }
 
+// sliceGroup is the unit a slice is re-filtered with: its Service, or the
+// slice alone when it has no service label.
+func sliceGroup(s *discoveryv1.EndpointSlice) syncKey {
+	if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
+		return syncKey{namespace: s.Namespace, name: name}
+	}
+	return syncKey{namespace: s.Namespace, name: s.Name, orphanSlice: true}
+}
+
 // Caches are the upstream informer caches the syncer reads. Nodes holds
 // every node's labels as *metav1.PartialObjectMetadata (from the
 // controller's summaries, only the keys topology uses; or from every Node's
@@ -39,7 +50,7 @@ type Caches struct {
 
 // Stores are the served stores the syncer writes.
 type Stores struct {
-	Services, Endpoints, EndpointSlices, Nodes *Store
+	Services, Endpoints, EndpointSlices, Nodes *watchcache.Store
 }
 
 // Syncer keeps the served stores equal to filter(upstream caches) for one
@@ -60,12 +71,12 @@ type Syncer struct {
 
 	mu               sync.Mutex // serializes re-filtering and guards the maps below
 	topologyServices sets.Set[string]
-	topologyNodes    topologyNodes       // topology Service key -> nodes of its endpoints
-	servedSlices     map[string][]string // service key -> sorted slice keys served for it
-	sliceOwner       map[string]string   // slice key -> service key
-	badAnnotation    logOnce             // service key -> invalid topologyKeys logged
-	badLocalEndpoint logOnce             // default/kubernetes -> invalid local endpoint logged
-	forgeableKeys    logOnce             // service key -> forgeable topology keys logged
+	topologyNodes    topology.EndpointNodes // topology Service key -> nodes of its endpoints
+	servedSlices     map[string][]string    // service key -> sorted slice keys served for it
+	sliceOwner       map[string]string      // slice key -> service key
+	badAnnotation    logOnce                // service key -> invalid topologyKeys logged
+	badLocalEndpoint logOnce                // default/kubernetes -> invalid local endpoint logged
+	forgeableKeys    logOnce                // service key -> forgeable topology keys logged
 	// restrictedKeys: topology keys a node can set on itself never match.
 	restrictedKeys bool
 	// localRanges bound where default/kubernetes may be redirected.
@@ -80,7 +91,7 @@ func newSyncer(self string, caches Caches, stores Stores) *Syncer {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[syncKey](),
 			workqueue.TypedRateLimitingQueueConfig[syncKey]{Name: "application-grid-wrapper"}),
 		topologyServices: sets.New[string](),
-		topologyNodes:    topologyNodes{},
+		topologyNodes:    topology.EndpointNodes{},
 		servedSlices:     map[string][]string{},
 		sliceOwner:       map[string]string{},
 		badAnnotation:    logOnce{},
@@ -120,46 +131,4 @@ func (s *Syncer) nodes() topology.Nodes {
 		self = nil
 	}
 	return topology.Nodes{Self: self, Labels: labels}
-}
-
-// Run processes the queue until ctx ends.
-func (s *Syncer) Run(ctx context.Context) {
-	go func() {
-		<-ctx.Done()
-		s.queue.ShutDown()
-	}()
-	for s.processNext(ctx) {
-	}
-}
-
-// refilter re-filters keys for an informer's handler. When the syncer is
-// idle (no key queued, no re-filtering running) it does so at once on the
-// handler's goroutine: a change then reaches the stores without one more
-// hand-off to the queue's worker, whose wait for a CPU would count in the
-// change's latency. Otherwise the keys are queued, and the queue merges
-// repeated changes of a key while the worker is busy. Either way sync reads
-// the caches under mu, so each key is served in the order its changes were
-// cached, and a queued key synced here too is merely compared again.
-func (s *Syncer) refilter(keys ...syncKey) {
-	if ctx := s.serving.Load(); ctx != nil && s.queue.Len() == 0 && s.mu.TryLock() {
-		defer s.mu.Unlock()
-		for _, k := range keys {
-			s.syncLocked(*ctx, k)
-		}
-		return
-	}
-	for _, k := range keys {
-		s.queue.Add(k)
-	}
-}
-
-func (s *Syncer) processNext(ctx context.Context) bool {
-	k, quit := s.queue.Get()
-	if quit {
-		return false
-	}
-	defer s.queue.Done(k)
-	s.sync(ctx, k)
-	s.queue.Forget(k)
-	return true
 }

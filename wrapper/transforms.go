@@ -6,6 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/servicegroup/servicegroup/wrapper/internal/latencystages"
 )
 
 // protobufConfig asks upstream for protobuf, as kube-proxy does: about half
@@ -36,7 +38,7 @@ var (
 
 // dropManagedFields keeps cached objects small.
 func dropManagedFields(obj any) (any, error) {
-	stageStamp(obj, "reflector")
+	latencystages.Stamp(obj, "reflector")
 	if a, err := meta.Accessor(obj); err == nil {
 		a.SetManagedFields(nil)
 	}
@@ -57,4 +59,13 @@ func slimNodeMeta(obj any) (any, error) {
 			Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: m.Labels,
 		},
 	}, nil
+}
+
+// unwrap returns the object of a delete notification whose final state the
+// informer missed.
+func unwrap(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
 }

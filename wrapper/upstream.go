@@ -10,10 +10,13 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/wrapper/sitestream"
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // watchUpstream sets up what the stores are fed from: the informers on
@@ -27,18 +30,27 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 	unitClient := client
 	if opts.SiteStream != nil {
 		var err error
-		s.site, unitClient, err = newSiteStream(*opts.SiteStream, opts.NodeName, opts.Upstream, client,
-			LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes}, opts.WatchWriteTimeout)
+		s.site, err = sitestream.New(*opts.SiteStream, opts.NodeName, client,
+			watchcache.LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes}, opts.WatchWriteTimeout)
 		if err != nil {
 			return err
 		}
+		routed := rest.CopyConfig(protobufConfig(opts.Upstream))
+		routed.Wrap(s.site.Transport)
+		if unitClient, err = kubernetes.NewForConfig(routed); err != nil {
+			return err
+		}
 	}
-	withKubeProxySelector := func(o *metav1.ListOptions) { o.LabelSelector = kubeProxySelector }
-	var svcLW, sliceLW cache.ListerWatcher = cache.NewFilteredListWatchFromClient(unitClient.CoreV1().RESTClient(), "services", metav1.NamespaceAll, withKubeProxySelector),
-		cache.NewFilteredListWatchFromClient(unitClient.DiscoveryV1().RESTClient(), "endpointslices", metav1.NamespaceAll, withKubeProxySelector)
-	if s.site != nil {
-		svcLW, sliceLW = s.site.tap(svcLW, sliceLW)
+	withKubeProxySelector := func(o *metav1.ListOptions) { o.LabelSelector = watchcache.KubeProxySelector }
+	listWatch := func(c rest.Interface, r *watchcache.Resource) cache.ListerWatcher {
+		lw := cache.ListerWatcher(cache.NewFilteredListWatchFromClient(c, r.Name, metav1.NamespaceAll, withKubeProxySelector))
+		if s.site != nil {
+			lw = s.site.Tap(r, lw)
+		}
+		return lw
 	}
+	svcLW := listWatch(unitClient.CoreV1().RESTClient(), watchcache.Services)
+	sliceLW := listWatch(unitClient.DiscoveryV1().RESTClient(), watchcache.EndpointSlices)
 	metaClient, err := metadata.NewForConfig(opts.Upstream)
 	if err != nil {
 		return err
@@ -58,7 +70,7 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 	s.syncer = newSyncer(opts.NodeName, Caches{Self: selfInf.GetIndexer()}, s.stores)
 	s.syncer.restrictedKeys = opts.RequireNodeRestrictedTopologyKeys
 	services := newMergedCache(cache.Indexers{}, s.syncer.serviceHandler())
-	slices := newMergedCache(sliceIndexers, s.dnsSliceTee(s.syncer.sliceHandler()))
+	slices := newMergedCache(sliceIndexers, s.dns.sliceTee(s.syncer.sliceHandler()))
 	s.syncer.caches.Services, s.syncer.caches.EndpointSlices = services, slices
 	s.nodeLabels = newNodeLabels(metaClient, gridClient, s.syncer.nodeHandler())
 	s.nodeLabels.WatchErrors = s.watchUpstreamErrors
@@ -96,7 +108,7 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 		go s.unproxied.run(ctx)
 		selfFactory.Start(ctx.Done())
 		if s.site != nil {
-			go s.site.run(ctx)
+			go s.site.Run(ctx)
 		}
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
 // resumeWatchesAcrossOutages makes a watch request that gets no answer
@@ -35,15 +37,10 @@ type unansweredWatchAsRefused struct{ http.RoundTripper }
 
 func (u unansweredWatchAsRefused) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := u.RoundTripper.RoundTrip(r)
-	if err != nil && isWatch(r) && !utilnet.IsConnectionRefused(err) {
+	if err != nil && watchcache.IsWatch(r) && !utilnet.IsConnectionRefused(err) {
 		err = &upstreamUnanswered{err: err}
 	}
 	return resp, err
-}
-
-func isWatch(r *http.Request) bool {
-	w := r.URL.Query().Get("watch")
-	return w == "true" || w == "1"
 }
 
 // upstreamUnanswered is an error before any answer that also reads as

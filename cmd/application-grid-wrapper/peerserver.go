@@ -26,20 +26,20 @@ const (
 )
 
 // servePeers serves the peer port until ctx ends.
-func servePeers(ctx context.Context, srv *wrapper.Server, site *siteStreamFlags, errCh chan<- error) *http.Server {
+func servePeers(ctx context.Context, srv *wrapper.Server, site siteStreamFlags, errCh chan<- error) *http.Server {
 	h := srv.PeerHandler()
 	if h == nil {
 		return nil
 	}
 	peerSrv := newPeerServer(ctx, h, srv.PeerTLSConfig(), peerHandshakeTimeout)
 	go func() {
-		ln, err := srv.Listen(ctx, *site.bind, nil)
+		ln, err := srv.Listen(ctx, site.bind, nil)
 		if err != nil {
 			errCh <- err
 			return
 		}
-		klog.FromContext(ctx).Info("Serving the site's other wrappers", "address", ln.Addr().String(), "maxConnections", *site.maxConns)
-		errCh <- peerSrv.ServeTLS(netutil.LimitListener(ln, *site.maxConns), "", "")
+		klog.FromContext(ctx).Info("Serving the site's other wrappers", "address", ln.Addr().String(), "maxConnections", site.maxConns)
+		errCh <- peerSrv.ServeTLS(netutil.LimitListener(ln, site.maxConns), "", "")
 	}()
 	return peerSrv
 }

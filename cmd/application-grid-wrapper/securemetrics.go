@@ -24,9 +24,9 @@ const kubeProxyMetricsPath = "/metrics/kube-proxy"
 func serveSecureMetrics(ctx context.Context, o securemetrics.Options, upstream *rest.Config, kubeProxyURL string, errCh chan<- error) error {
 	var extra []securemetrics.Route
 	if kubeProxyURL != "" {
-		target, err := url.Parse(kubeProxyURL)
-		if err != nil || target.Scheme != "http" || !isLoopback(target.Host) {
-			return fmt.Errorf("--kube-proxy-metrics-url %q: want http://LOOPBACK:PORT/PATH", kubeProxyURL)
+		target, err := kubeProxyMetricsTarget(kubeProxyURL)
+		if err != nil {
+			return err
 		}
 		proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
 			r.Out.URL, r.Out.Host = target, target.Host
@@ -40,4 +40,14 @@ func serveSecureMetrics(ctx context.Context, o securemetrics.Options, upstream *
 	}
 	go func() { errCh <- s.Serve(ctx) }()
 	return nil
+}
+
+// kubeProxyMetricsTarget reads --kube-proxy-metrics-url: only a loopback
+// HTTP URL.
+func kubeProxyMetricsTarget(raw string) (*url.URL, error) {
+	target, err := url.Parse(raw)
+	if err != nil || target.Scheme != "http" || !isLoopback(target.Host) {
+		return nil, fmt.Errorf("--kube-proxy-metrics-url %q: want http://LOOPBACK:PORT/PATH", raw)
+	}
+	return target, nil
 }

@@ -10,7 +10,6 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/topology"
-	"github.com/servicegroup/servicegroup/wrapper"
 )
 
 // TopologyKeysAnnotation is the Service annotation the wrapper filters by.
@@ -62,7 +61,7 @@ type EndpointReport struct {
 }
 
 // Service explains what node self receives for svc, given the Service's
-// EndpointSlices and every node. The decision is wrapper.FilterEndpointSlices:
+// EndpointSlices and every node. The decision is topology.FilterEndpointSlices:
 // a key qualifies exactly when filtering by that key alone serves an
 // endpoint, and the served endpoints are the filter's output for all keys.
 func Service(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, self string, nodes []corev1.Node) ServiceReport {
@@ -94,13 +93,13 @@ func Service(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, self stri
 			k.Value, k.HasValue = v, true
 		}
 		k.Usable = countUsableMatching(view, key, slices)
-		k.Qualified = len(endpointsOf(wrapper.FilterEndpointSlices([]string{key}, view, slices))) > 0
+		k.Qualified = len(endpointsOf(topology.FilterEndpointSlices([]string{key}, view, slices))) > 0
 		if k.Qualified && r.Winner == "" {
 			k.Won, r.Winner = true, key
 		}
 		r.Keys = append(r.Keys, k)
 	}
-	r.Served = endpointsOf(wrapper.FilterEndpointSlices(keys, view, slices))
+	r.Served = endpointsOf(topology.FilterEndpointSlices(keys, view, slices))
 	return r
 }
 

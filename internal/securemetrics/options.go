@@ -9,6 +9,7 @@
 package securemetrics
 
 import (
+	"errors"
 	"flag"
 	"time"
 )
@@ -40,6 +41,15 @@ func DefaultOptions() Options {
 
 // Enabled reports whether a bind address is set.
 func (o *Options) Enabled() bool { return o.BindAddress != "" && o.BindAddress != "0" }
+
+// Validate checks the options without touching anything (the bind address
+// and the files are tried by New).
+func (o *Options) Validate() error {
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return errors.New("--secure-metrics-tls-cert-file and --secure-metrics-tls-private-key-file go together")
+	}
+	return nil
+}
 
 // AddFlags registers the --secure-metrics-* flags on fs.
 func (o *Options) AddFlags(fs *flag.FlagSet) {

@@ -28,7 +28,7 @@ import (
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
-	"github.com/servicegroup/servicegroup/wrapper"
+	"github.com/servicegroup/servicegroup/wrapper/sitestream"
 )
 
 // One site of three nodes, each a network namespace on the fabric's bridge
@@ -119,7 +119,7 @@ func startSite(t *testing.T) *siteCluster {
 		t.Fatal(err)
 	}
 	tr, err := client.CoreV1().ServiceAccounts(siteNS).CreateToken(ctx, siteAccount, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{wrapper.PeerAudience}, ExpirationSeconds: ptr.To[int64](3600)},
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{sitestream.PeerAudience}, ExpirationSeconds: ptr.To[int64](3600)},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/controlplane"
-	"github.com/servicegroup/servicegroup/wrapper"
+	"github.com/servicegroup/servicegroup/wrapper/sitestream"
 )
 
 // TestSiteStreamComponent installs build/manifests/default with the
@@ -51,8 +51,8 @@ func TestSiteStreamComponent(t *testing.T) {
 		t.Fatal(err)
 	}
 	flags, audience := siteStreamFlags(t, ds)
-	if audience != wrapper.PeerAudience {
-		t.Fatalf("the projected peer token's audience is %q, want %q", audience, wrapper.PeerAudience)
+	if audience != sitestream.PeerAudience {
+		t.Fatalf("the projected peer token's audience is %q, want %q", audience, sitestream.PeerAudience)
 	}
 	const sa = "system:serviceaccount:edge-system:servicegroup-wrapper"
 	for _, tc := range []struct{ verb, what, ns, want string }{

@@ -1,0 +1,32 @@
+package wrapper
+
+// SiteStreamSource is the node whose wrapper this one reads Services and
+// EndpointSlices from: "" for the apiserver (no leader, this wrapper
+// leads, or its leader is given up).
+func (s *Server) SiteStreamSource() string {
+	if s.site == nil {
+		return ""
+	}
+	return s.site.Source()
+}
+
+// SiteStreamFailedRequests counts the lists and watches of Services and
+// EndpointSlices that failed back to this wrapper's informers.
+func (s *Server) SiteStreamFailedRequests() int64 {
+	if s.site == nil {
+		return 0
+	}
+	return s.site.FailedRequests()
+}
+
+// FetchingEndpoints tells whether v1 Endpoints are being fetched from
+// upstream (only while a client asks for them).
+func (s *Server) FetchingEndpoints() bool { return s.endpoints.Fetching() }
+
+// FetchingUnproxied tells whether the Services and EndpointSlices outside
+// kube-proxy's selector are being fetched from upstream.
+func (s *Server) FetchingUnproxied() bool { return s.unproxied.Fetching() }
+
+// NodeLabelSource tells where other nodes' labels come from now:
+// "summaries", "nodes", or "" before upstream first answered.
+func (s *Server) NodeLabelSource() string { return s.nodeLabels.From() }

@@ -1,0 +1,236 @@
+package sitestream
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+)
+
+// A wrapper cut from the cloud but not from its site cannot read the Lease,
+// so on its own it would not learn who leads after its leader changes (or,
+// as an ex-leader, who took over). Its site's peers can tell it: every
+// wrapper answers, on its peer port, who it follows (or that it leads) and
+// which of the site's wrappers it has heard of. A wrapper asks them only
+// while it has no usable leader and has not read the Lease lately: with the
+// cloud reachable the Lease alone decides.
+//
+// The answer comes from a wrapper authenticated like any peer (its
+// certificate pinned, its token reviewed as one of the site's wrappers'),
+// and names a leader by the identity the Lease would: the follower then
+// reaches that leader pinned to the certificate the answer names. A
+// compromised wrapper of the site can mislead it this way, as it could by
+// writing the Lease (README.md, threat model).
+
+const (
+	// peerHeader carries a wrapper's own identity (what it would write into
+	// the Lease) on its requests to its site's peers.
+	peerHeader = "X-Application-Grid-Wrapper-Peer"
+	// sitePath answers who this wrapper follows and whom it has heard of.
+	sitePath = "/site"
+	// membersRefresh is how often a follower reads its leader's members.
+	membersRefresh = 10 * time.Second
+	// peerAskTimeout bounds one question to a peer.
+	peerAskTimeout = 3 * time.Second
+	// memberTTL forgets a wrapper not heard of for this long; maxMembers
+	// bounds what an authenticated peer can make a wrapper remember.
+	memberTTL  = 30 * time.Minute
+	maxMembers = 1024
+)
+
+// siteView is the answer at sitePath.
+type siteView struct {
+	// Leader is the identity of the wrapper this one reads from, or its own
+	// while it leads; empty when it has none.
+	Leader  string   `json:"leader,omitempty"`
+	Members []string `json:"members,omitempty"`
+}
+
+// siteMembers are the identities of the site's wrappers this one has heard
+// of: its leaders, its followers, its leaders' members.
+type siteMembers struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func newSiteMembers() *siteMembers { return &siteMembers{seen: map[string]time.Time{}} }
+
+func (m *siteMembers) add(ids ...string) {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		if _, _, _, ok := parseLeaderIdentity(id); !ok {
+			continue
+		}
+		if _, known := m.seen[id]; !known && len(m.seen) >= maxMembers {
+			m.pruneLocked(now)
+			if len(m.seen) >= maxMembers {
+				continue
+			}
+		}
+		m.seen[id] = now
+	}
+}
+
+func (m *siteMembers) pruneLocked(now time.Time) {
+	for id, at := range m.seen {
+		if now.Sub(at) > memberTTL {
+			delete(m.seen, id)
+		}
+	}
+}
+
+// list returns the members heard of within memberTTL, sorted.
+func (m *siteMembers) list() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pruneLocked(time.Now())
+	out := make([]string, 0, len(m.seen))
+	for id := range m.seen {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// readLock records when the Lease was last read from the apiserver, and
+// last written by this wrapper.
+type readLock struct {
+	resourcelock.Interface
+	lastRead, lastWrite atomic.Int64 // unix nanoseconds
+}
+
+func (l *readLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := l.Interface.Get(ctx)
+	if err == nil || apierrors.IsNotFound(err) {
+		l.lastRead.Store(time.Now().UnixNano())
+	}
+	return rec, raw, err
+}
+
+func (l *readLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, rec)
+	if err == nil {
+		l.lastWrite.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+func (l *readLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Update(ctx, rec)
+	if err == nil {
+		l.lastWrite.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+// renewWindow is how recently a leader must have renewed the Lease to
+// serve its peers: half the RenewDeadline (5 s: two renewals missed with
+// the defaults), but room for two renewals and a slow answer, and never
+// beyond the RenewDeadline.
+func (ss *Stream) renewWindow() time.Duration {
+	return min(max(ss.opts.RenewDeadline/2, 2*ss.opts.RetryPeriod+time.Second), ss.opts.RenewDeadline)
+}
+
+func (ss *Stream) renewedRecently() bool {
+	l := ss.lock.Load()
+	return l != nil && time.Since(time.Unix(0, l.lastWrite.Load())) < ss.renewWindow()
+}
+
+// view is what this wrapper answers at sitePath.
+func (ss *Stream) view() siteView {
+	v := siteView{Members: ss.members.list()}
+	if ss.peers.leading() != nil && ss.peers.synced() {
+		v.Leader = ss.router.self
+	} else if t := ss.router.source(); t != nil {
+		v.Leader = leaderIdentity(t.node, t.addr, t.pin)
+	}
+	return v
+}
+
+func (p *peerServer) serveSite(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(p.ss.view())
+}
+
+// askPeers runs with the election: when this wrapper has no usable leader,
+// does not serve its peers, and has not read the Lease for two
+// RetryPeriods, it asks the site's wrappers it knows who leads, every
+// RetryPeriod, and follows the first leader named that it has not given up.
+func (ss *Stream) askPeers(ctx context.Context, logger klog.Logger, lock *readLock) {
+	onTicks(ctx, ss.opts.RetryPeriod, func() {
+		following, _ := ss.router.following()
+		if following || ss.peers.leading() != nil || time.Since(time.Unix(0, lock.lastRead.Load())) < 2*ss.opts.RetryPeriod {
+			return
+		}
+		if leader := ss.askForLeader(ctx); leader != "" {
+			logger.Info("The Lease cannot be read: following the leader a peer names", "leader", leader)
+			ss.router.setLeader(logger, leader)
+		}
+	})
+}
+
+// askForLeader asks every known member at once; the first usable leader
+// named wins.
+func (ss *Stream) askForLeader(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, peerAskTimeout)
+	defer cancel()
+	members := ss.members.list()
+	answers := make(chan siteView, len(members))
+	asked := 0
+	for _, id := range members {
+		if id == ss.router.self {
+			continue
+		}
+		_, addr, pin, _ := parseLeaderIdentity(id)
+		asked++
+		go func() {
+			v, err := ss.router.askSite(ctx, &peerTarget{addr: addr, pin: pin, transport: pinnedTransport(pin)})
+			if err != nil {
+				klog.FromContext(ctx).V(2).Info("A site peer did not say who leads", "peer", addr, "err", err)
+			}
+			answers <- v
+		}()
+	}
+	for range asked {
+		select {
+		case <-ctx.Done():
+			return ""
+		case v := <-answers:
+			ss.members.add(v.Members...)
+			if v.Leader != "" && v.Leader != ss.router.self && !ss.router.givenUp(v.Leader) {
+				return v.Leader
+			}
+		}
+	}
+	return ""
+}
+
+// askSite reads a peer's siteView.
+func (r *peerRouter) askSite(ctx context.Context, t *peerTarget) (siteView, error) {
+	defer t.transport.CloseIdleConnections()
+	var v siteView
+	resp, err := r.peerGet(ctx, t, sitePath)
+	if err != nil {
+		return v, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v)
+	return v, err
+}
+
+// givenUp reports whether id is the leader this wrapper has given up.
+func (r *peerRouter) givenUp(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leader != nil && leaderIdentity(r.leader.node, r.leader.addr, r.leader.pin) == id && !r.badUntil.IsZero()
+}

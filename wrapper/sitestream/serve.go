@@ -1,0 +1,285 @@
+package sitestream
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/watchcache"
+)
+
+// freshWait is how long a peer's list at a version the leader has not
+// reached yet waits for it, as the apiserver's watch cache waits, before it
+// is answered 504 (too large resource version; the follower then lists from
+// the apiserver). A watch from such a version is resumed at once (the unit
+// caches are mirror stores).
+const freshWait = 3 * time.Second
+
+// peerServer answers the list and watch requests of the site's other
+// wrappers from the unit-wide caches, while this wrapper leads.
+type peerServer struct {
+	ss     *Stream
+	view   http.Handler // the peers' view of the caches, with its request info
+	caches []*unitCache
+
+	mu sync.Mutex
+	// leadership is done when the Lease is lost; nil: not leading. serve
+	// is done sooner, when the Lease has not been renewed recently (see
+	// renewedRecently): peer watches end with it.
+	leadership  context.Context
+	serve       context.Context
+	serveCancel context.CancelFunc
+	authn       authenticator.Request
+	allowed     sets.Set[string]
+}
+
+func newPeerServer(ss *Stream, writeTimeout time.Duration, caches []*unitCache) *peerServer {
+	p := &peerServer{ss: ss, caches: caches}
+	var served []*watchcache.Served
+	for _, c := range caches {
+		served = append(served, &watchcache.Served{Resource: c.resource, Store: c.store})
+	}
+	// Its readiness is leadership, checked (ServeHTTP) before the view.
+	p.view = watchcache.WithRequestInfo(watchcache.NewView(watchcache.ViewConfig{
+		Served:            served,
+		Admit:             p.admit,
+		Unrouted:          http.HandlerFunc(refusePeer),
+		WatchWriteTimeout: writeTimeout,
+	}))
+	return p
+}
+
+// resolveAllowedUsers builds the TokenReview authenticator and, unless
+// configured, allows the user this wrapper itself runs as.
+func (p *peerServer) resolveAllowedUsers(ctx context.Context, logger klog.Logger) error {
+	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+		TokenAccessReviewClient:  p.ss.client.AuthenticationV1(),
+		TokenAccessReviewTimeout: 5 * time.Second,
+		WebhookRetryBackoff:      &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5},
+		CacheTTL:                 10 * time.Minute,
+		APIAudiences:             authenticator.Audiences{PeerAudience},
+	}.New()
+	if err != nil {
+		return err
+	}
+	allowed := sets.New(p.ss.opts.AllowedUsers...)
+	if allowed.Len() == 0 {
+		var review *authenticationv1.SelfSubjectReview
+		if err := wait.PollUntilContextCancel(ctx, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			review, err = p.ss.client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+			if err != nil {
+				logger.V(2).Info("Cannot ask upstream who this wrapper is yet", "err", err)
+			}
+			return err == nil, nil
+		}); err != nil {
+			return err
+		}
+		allowed.Insert(review.Status.UserInfo.Username)
+	}
+	logger.Info("Site stream peers must authenticate as", "users", sets.List(allowed))
+	p.mu.Lock()
+	p.authn, p.allowed = authn, allowed
+	p.mu.Unlock()
+	return nil
+}
+
+// setLeading starts (ctx) or ends (nil) serving peers; it reports whether
+// it was serving them.
+func (p *peerServer) setLeading(ctx context.Context) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	was := p.leadership != nil
+	if p.serveCancel != nil {
+		p.serveCancel()
+	}
+	p.leadership, p.serve, p.serveCancel = ctx, nil, nil
+	if ctx != nil {
+		p.serve, p.serveCancel = context.WithCancel(ctx)
+	}
+	return was
+}
+
+// leading is done when this wrapper stops serving its peers; nil while it
+// does not serve them.
+func (p *peerServer) leading() context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Checked here too, not only by the heartbeat: a leader resuming from
+	// a pause serves nothing before its next tick.
+	if p.serve != nil && (p.serve.Err() != nil || !p.ss.renewedRecently()) {
+		return nil
+	}
+	return p.serve
+}
+
+// checkRenewed stops serving peers while the Lease has not been renewed
+// recently, and serves them again once it is. A leader cut from the cloud
+// hears no more changes, and client-go's elector gives up the Lease only
+// after RenewDeadline, and then tries to release it for as long again:
+// serving its followers a frozen view all that while would hold them on it
+// (its heartbeats keep them), so it stops at once and they read from the
+// apiserver.
+func (p *peerServer) checkRenewed(logger klog.Logger) {
+	fresh := p.ss.renewedRecently()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leadership == nil || p.leadership.Err() != nil {
+		return
+	}
+	serving := p.serve != nil && p.serve.Err() == nil
+	switch {
+	case serving && !fresh:
+		p.serveCancel()
+		logger.Info("The site's Lease was not renewed lately: not serving peers until it is", "within", p.ss.renewWindow())
+	case !serving && fresh:
+		p.serve, p.serveCancel = context.WithCancel(p.leadership)
+		logger.Info("The site's Lease is renewed again: serving peers")
+	}
+}
+
+func (p *peerServer) synced() bool {
+	for _, c := range p.caches {
+		if !c.synced.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// heartbeat makes a BOOKMARK due for every peer watch each interval: a
+// follower that hears nothing for its idle timeout gives the leader up.
+func (p *peerServer) heartbeat(ctx context.Context, every time.Duration) {
+	stores := make([]*watchcache.Store, len(p.caches))
+	for i, c := range p.caches {
+		stores[i] = c.store
+	}
+	watchcache.RunBookmarks(ctx, every, stores, false, func() { p.checkRenewed(klog.FromContext(ctx)) })
+}
+
+// TLSConfig serves the peer port under this process's own certificate,
+// whose SHA-256 the Lease publishes to the followers.
+func (p *peerServer) TLSConfig() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{p.ss.cert}, NextProtos: []string{"h2", "http/1.1"}}
+}
+
+// ServeHTTP answers a peer: authenticated, only list and watch of the
+// unit-wide resources within kube-proxy's selection, only while leading.
+func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	p.mu.Lock()
+	authn, allowed := p.authn, p.allowed
+	p.mu.Unlock()
+	if authn == nil {
+		w.Header().Set("Retry-After", "1")
+		watchcache.WriteError(w, req, apierrors.NewTooManyRequests("not ready for peers", 1))
+		return
+	}
+	// The TokenReview asks for the peer audience: a token the apiserver
+	// would accept is refused here, and the other way round.
+	resp, ok, err := authn.AuthenticateRequest(req.WithContext(authenticator.WithAudiences(req.Context(), authenticator.Audiences{PeerAudience})))
+	if err != nil || !ok {
+		klog.FromContext(req.Context()).V(1).Info("Refused a peer", "remote", req.RemoteAddr, "err", err)
+		watchcache.WriteError(w, req, apierrors.NewUnauthorized("a token of a wrapper of this site is required"))
+		return
+	}
+	if !allowed.Has(resp.User.GetName()) {
+		klog.FromContext(req.Context()).Info("Refused a peer", "remote", req.RemoteAddr, "user", resp.User.GetName())
+		watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("user %q is not a wrapper of this site", resp.User.GetName())))
+		return
+	}
+	lead := p.leading()
+	if site := p.ss.Group(); site == "" || req.Header.Get(siteHeader) != site {
+		lead = nil // not this follower's site's leader
+	} else {
+		p.ss.members.add(req.Header.Get(peerHeader))
+		if req.URL.Path == sitePath {
+			p.serveSite(w)
+			return
+		}
+	}
+	if req.URL.Path == "/readyz" {
+		if lead == nil || !p.synced() {
+			http.Error(w, "not leading", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+		return
+	}
+	if lead == nil || !p.synced() {
+		w.Header().Set("Retry-After", "1")
+		watchcache.WriteError(w, req, apierrors.NewTooManyRequests("not the site's leader", 1))
+		return
+	}
+	// Peer watches end with leadership: the follower resumes elsewhere.
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	stop := context.AfterFunc(lead, cancel)
+	defer stop()
+	p.view.ServeHTTP(w, req.WithContext(ctx))
+}
+
+// admit: only lists and watches within kube-proxy's selection. A list at a
+// version the cache has not reached waits for it (freshWait at most); a
+// watch gets a BOOKMARK at once: a watch with an event is resumed, not
+// relisted, by a follower whose leader dies within a second.
+func (p *peerServer) admit(w http.ResponseWriter, req *http.Request, verb string, r *watchcache.Served, sel labels.Selector) bool {
+	if (verb != "list" && verb != "watch") || !watchcache.WithinKubeProxySelection(sel) {
+		refusePeer(w, req)
+		return false
+	}
+	if verb == "list" && !r.Store.WaitFresh(req.Context(), mustRV(req), freshWait) {
+		r.WriteError(w, req, watchcache.TooLargeError(mustRV(req), r.Store.Current()))
+		return false
+	}
+	if verb == "watch" {
+		time.AfterFunc(50*time.Millisecond, r.Store.Bookmark)
+	}
+	return true
+}
+
+// refusePeer answers what peers may not read.
+func refusePeer(w http.ResponseWriter, req *http.Request) {
+	info, _ := request.RequestInfoFrom(req.Context())
+	watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{Resource: info.Resource}, info.Name, fmt.Errorf("peers list and watch only what kube-proxy selects")))
+}
+
+func mustRV(req *http.Request) uint64 {
+	v, _ := strconv.ParseUint(req.URL.Query().Get("resourceVersion"), 10, 64)
+	return v
+}
+
+// PeerHandler serves the site's other wrappers on the peer port (under
+// PeerTLSConfig).
+func (ss *Stream) PeerHandler() http.Handler { return watchcache.WithRequestLog(ss.peers) }
+
+// PeerTLSConfig is the peer port's TLS configuration.
+func (ss *Stream) PeerTLSConfig() *tls.Config { return ss.peers.TLSConfig() }
+
+// Source is the node whose wrapper this one reads Services and
+// EndpointSlices from: "" for the apiserver (no leader, this wrapper leads,
+// or its leader is given up).
+func (ss *Stream) Source() string {
+	if t := ss.router.source(); t != nil {
+		return t.node
+	}
+	return ""
+}
+
+// FailedRequests counts the lists and watches of Services and
+// EndpointSlices that failed back to this wrapper's informers.
+func (ss *Stream) FailedRequests() int64 { return ss.router.failedRequests.Load() }
