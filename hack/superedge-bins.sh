@@ -14,9 +14,11 @@
 # module.
 #
 # The real-node test's SuperEdge phase packages them as images
-# (test/realnode/superedgeimages.go). A second run with the same key is a
-# no-op. Prints the directory on its last line; with --print-dir it only
-# prints it and builds nothing.
+# (test/realnode/superedgeimages.go). It also builds (hack/kube-proxy-bins.sh)
+# the kube-proxy release SuperEdge's wrapper can still serve
+# (SUPEREDGE_KUBE_PROXY in the env file), which edge nodes run behind it. A
+# second run with the same keys is a no-op. Prints the bin directory on its
+# last line; with --print-dir it only prints it and builds nothing.
 #
 #   SERVICEGROUP_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/servicegroup)
 set -euo pipefail
@@ -26,6 +28,7 @@ set -euo pipefail
 versions="$(dirname "$0")/superedge-versions.env"
 SUPEREDGE=$(sed -n 's/^SUPEREDGE=//p' "$versions")
 REFLECT2=$(sed -n 's/^REFLECT2=//p' "$versions")
+KUBE_PROXY=$(sed -n 's/^SUPEREDGE_KUBE_PROXY=//p' "$versions")
 BIN_DIR="$(cache_root)/superedge-$SUPEREDGE-$(go env GOVERSION)/bin"
 MANIFESTS="$(dirname "$BIN_DIR")/manifests"
 CMDS=(application-grid-controller application-grid-wrapper statefulset-grid-daemon)
@@ -41,7 +44,13 @@ have_all() {
 	done
 }
 
-if [ "${1:-}" = "--print-dir" ] || have_all; then
+if [ "${1:-}" = "--print-dir" ]; then
+	echo "$BIN_DIR"
+	exit 0
+fi
+# Its own cache and lock; a no-op once built.
+"$(dirname "$0")/kube-proxy-bins.sh" "$KUBE_PROXY" >&2
+if have_all; then
 	echo "$BIN_DIR"
 	exit 0
 fi

@@ -25,6 +25,9 @@ const crdDir = "/etc/superedge/application-grid-controller/manifests"
 type Build struct {
 	BinDir    string
 	Manifests string
+	// KubeProxy is the newest kube-proxy SuperEdge's wrapper can serve
+	// (SUPEREDGE_KUBE_PROXY), KubeProxyVersion its release.
+	KubeProxy, KubeProxyVersion string
 }
 
 // RequireBuild runs hack/superedge-bins.sh when SuperEdge's binaries are
@@ -43,15 +46,41 @@ func RequireBuild(t testing.TB) *Build {
 	}
 	b := &Build{BinDir: strings.TrimSpace(string(out))}
 	b.Manifests = filepath.Join(filepath.Dir(b.BinDir), "manifests")
-	if _, err := os.Stat(filepath.Join(b.BinDir, "application-grid-controller")); err != nil {
+	if b.KubeProxyVersion, err = pinned(root, "SUPEREDGE_KUBE_PROXY"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(filepath.Join(root, "hack", "kube-proxy-bins.sh"), "--print-dir", b.KubeProxyVersion).Output()
+	if err != nil {
+		t.Fatalf("hack/kube-proxy-bins.sh --print-dir %s: %v", b.KubeProxyVersion, err)
+	}
+	b.KubeProxy = filepath.Join(strings.TrimSpace(string(out)), "kube-proxy")
+	for _, p := range []string{filepath.Join(b.BinDir, "application-grid-controller"), b.KubeProxy} {
+		if _, err := os.Stat(p); err == nil {
+			continue
+		}
 		if os.Getenv("CI") == "" {
-			t.Skipf("SuperEdge's binaries are not built (%v): run 'make superedge-bins'; CI=true makes this build them", err)
+			t.Skipf("%s is not built: run 'make superedge-bins'; CI=true makes this build it", p)
 		}
 		if out, err := exec.Command(script).CombinedOutput(); err != nil {
 			t.Fatalf("hack/superedge-bins.sh: %v\n%s", err, out)
 		}
+		break
 	}
 	return b
+}
+
+// pinned is a release hack/superedge-versions.env pins.
+func pinned(root, key string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(root, "hack", "superedge-versions.env"))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, key+"="); ok && v != "" {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("hack/superedge-versions.env pins no %s", key)
 }
 
 // Controller is a running SuperEdge application-grid-controller.
