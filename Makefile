@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
-	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins monitoring-tools release-tools images release clean
+	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins monitoring-tools release-tools superedge-bins images release clean
 
 all: build
 
@@ -73,6 +73,12 @@ monitoring-tools:
 ## starts it early and, under CI, a test that needs a tool waits for its build (internal/releasetools)
 release-tools:
 	hack/release-tools.sh
+
+## superedge-bins: build (or reuse the cached) SuperEdge's own application-grid-controller,
+## application-grid-wrapper and statefulset-grid-daemon from the Go module proxy
+## (hack/superedge-versions.env), for the real-node test's SuperEdge phase; .ci/run starts it early
+superedge-bins:
+	hack/superedge-bins.sh
 
 ## test: unit, integration (real apiserver) and end-to-end tests, with -race, never from the test cache
 ## (the real binaries they run are outside what go test tracks). The tests run the binaries `make build`

@@ -49,9 +49,9 @@ func ShippedCorefile(t testing.TB, file, kubeconfig, services string) Shipped {
 	if file == "Corefile.node" { // host network, node-local address, the wrapper's DNS view
 		replacements = [][2]string{
 			{".:53 {\n    bind 169.254.20.10", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
-			{"health 127.0.0.1:8080 {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
+			{"health 127.0.0.1:8180 {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
 			{"ready 127.0.0.1:8181", fmt.Sprintf("ready 127.0.0.1:%d", ready)},
-			{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
+			{"prometheus 127.0.0.1:9180", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
 			{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + kubeconfig},
 			{"services_kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "services_kubeconfig " + services},
 			{"    kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "    kubeconfig " + services},
