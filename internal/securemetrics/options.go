@@ -11,6 +11,10 @@ package securemetrics
 import (
 	"flag"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/servicegroup/servicegroup/internal/flagcheck"
 )
 
 // Options configure the secure metrics endpoint.
@@ -47,4 +51,21 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.CertFile, "secure-metrics-tls-cert-file", o.CertFile, "serving certificate (PEM) of --secure-metrics-bind-address, reread when it changes; empty: self-signed, made in memory at start")
 	fs.StringVar(&o.KeyFile, "secure-metrics-tls-private-key-file", o.KeyFile, "private key (PEM) of --secure-metrics-tls-cert-file")
 	fs.StringVar(&o.Kubeconfig, "secure-metrics-kubeconfig", o.Kubeconfig, "kubeconfig of the apiserver that reviews scrapers' tokens and access; empty: the component's own apiserver configuration")
+}
+
+// Validate checks the flags' values without reading any file or binding
+// anything, so a command can report them before it starts.
+func (o *Options) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if err := flagcheck.BindAddress(field.NewPath("--secure-metrics-bind-address"), o.BindAddress); err != nil {
+		errs = append(errs, err)
+	}
+	const together = "--secure-metrics-tls-cert-file and --secure-metrics-tls-private-key-file go together"
+	switch {
+	case o.CertFile != "" && o.KeyFile == "":
+		errs = append(errs, field.Required(field.NewPath("--secure-metrics-tls-private-key-file"), together))
+	case o.CertFile == "" && o.KeyFile != "":
+		errs = append(errs, field.Required(field.NewPath("--secure-metrics-tls-cert-file"), together))
+	}
+	return errs
 }

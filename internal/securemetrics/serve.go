@@ -50,8 +50,8 @@ func New(o Options, own *rest.Config, metrics http.Handler, extra ...Route) (*Se
 	if !o.Enabled() {
 		return nil, errors.New("secure metrics: no bind address")
 	}
-	if (o.CertFile == "") != (o.KeyFile == "") {
-		return nil, errors.New("--secure-metrics-tls-cert-file and --secure-metrics-tls-private-key-file go together")
+	if errs := o.Validate(); len(errs) > 0 {
+		return nil, errs.ToAggregate()
 	}
 	cfg := own
 	if o.Kubeconfig != "" {
