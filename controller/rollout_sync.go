@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -78,6 +80,12 @@ func (c *gridController[G, C, A]) planRollout(grid G, units []unit, controlled m
 	plan := planRollout(strategy, c.ops.gridKey(grid), time.Now(), views, templates, prev)
 	plan.lastGood = lastGood
 	return &plan
+}
+
+// templateRevision is a short digest of a template's JSON form.
+func templateRevision(templateJSON []byte) string {
+	sum := sha256.Sum256(templateJSON)
+	return hex.EncodeToString(sum[:5])
 }
 
 // appliedHashOf is the applied-hash annotation an apply configuration carries.
