@@ -108,7 +108,7 @@ func wireIndexes[G any](grids, children, nodes cache.SharedIndexInformer, kind s
 }
 
 // register subscribes the controller to its informers.
-func register[G, C object, A any](c *gridController[G, C, A], grids, children, nodes cache.SharedIndexInformer) error {
+func register[G, C object, A childConfig[A]](c *gridController[G, C, A], grids, children, nodes cache.SharedIndexInformer) error {
 	regs := []cache.ResourceEventHandlerRegistration{}
 	r, err := grids.AddEventHandler(c.gridHandlers())
 	if err != nil {

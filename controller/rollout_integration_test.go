@@ -479,7 +479,7 @@ func TestRolloutMaxUnavailableUnits(t *testing.T) {
 					// Mid-change: on the new template and not fully rolled out.
 					n := 0
 					for i := range ds {
-						if ds[i].Spec.Template.Spec.Containers[0].Image == image && !deploymentHealthy(&ds[i]) {
+						if ds[i].Spec.Template.Spec.Containers[0].Image == image && !(deploymentGrids{}).healthy(&ds[i]) {
 							n++
 						}
 					}
@@ -739,7 +739,7 @@ func TestRolloutStatefulSetGrid(t *testing.T) {
 		t.Fatal(err)
 	}
 	for v, s := range all {
-		if !statefulSetHealthy(&s) {
+		if !(statefulSetGrids{}).healthy(&s) {
 			t.Errorf("%s: Complete, but its StatefulSet is not fully rolled out: %+v", v, s.Status)
 		}
 	}
