@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"maps"
-
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -61,14 +59,6 @@ func workloadUnits(grid string, values []string, templates map[string]string, de
 	for i, v := range values {
 		out[i] = unit{value: v, name: childName(grid, v), template: templateName(templates, defaultName, v)}
 	}
-	return out
-}
-
-// mergeStrings returns a new map with b's entries over a's.
-func mergeStrings(a, b map[string]string) map[string]string {
-	out := make(map[string]string, len(a)+len(b))
-	maps.Copy(out, a)
-	maps.Copy(out, b)
 	return out
 }
 

@@ -4,7 +4,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// enqueue adds the grid named by key "namespace/name".
+// enqueueKey adds the grid named by key "namespace/name".
 func (c *gridController[G, C, A]) enqueueKey(key string) {
 	name, err := cache.ParseObjectName(key)
 	if err != nil {

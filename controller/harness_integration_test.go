@@ -87,7 +87,7 @@ func (w *writeCounter) config(base *rest.Config) *rest.Config {
 	return cfg
 }
 
-// count returns the writes whose "METHOD path" satisfies keep (all if nil).
+// list returns the writes whose "METHOD path" satisfies keep (all if nil).
 func (w *writeCounter) list(keep func(string) bool) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()

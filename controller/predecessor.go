@@ -147,7 +147,7 @@ func (p *predecessorWatch) live(ctx context.Context) (runtime.Object, string, er
 	return nil, "", nil
 }
 
-// waitForPredecessor returns once no live SuperEdge controller holds its
+// wait returns once no live SuperEdge controller holds its
 // lock, checking every interval; it logs and records a Warning Event on the
 // lock object when it starts waiting.
 func (p *predecessorWatch) wait(ctx context.Context, interval time.Duration, recorder record.EventRecorder) error {

@@ -79,11 +79,6 @@ func (n *NetNS) Listen(network, addr string) (net.Listener, error) {
 	return inNS(n, func() (net.Listener, error) { return net.Listen(network, addr) })
 }
 
-// ListenPacket opens a packet socket inside the namespace.
-func (n *NetNS) ListenPacket(network, addr string) (net.PacketConn, error) {
-	return inNS(n, func() (net.PacketConn, error) { return net.ListenPacket(network, addr) })
-}
-
 // DialContext connects from inside the namespace (usable as an
 // http.Transport's or net.Resolver's dial function).
 func (n *NetNS) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
