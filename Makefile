@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
-	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins monitoring-tools images clean
+	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins monitoring-tools release-tools images release clean
 
 all: build
 
@@ -29,7 +29,7 @@ coredns:
 kubectl-grid:
 	$(GOBUILD) -o $(BIN)/kubectl-grid ./cmd/kubectl-grid
 
-## generate: deepcopy, clientset, listers, informers, apply configurations, CRDs
+## generate: deepcopy, clientset, listers, informers, apply configurations, CRDs, the Helm chart (build/chart)
 generate:
 	hack/update-codegen.sh
 
@@ -67,6 +67,12 @@ apiserver-bins:
 ## Go module proxy (hack/monitoring-versions.env), for the alert and monitoring-component tests
 monitoring-tools:
 	hack/monitoring-tools.sh
+
+## release-tools: build (or reuse the cached) helm, cosign and krew from the Go module proxy
+## (hack/release-versions.env), for the chart's tests, make release and the real-node test; .ci/run
+## starts it early and, under CI, a test that needs a tool waits for its build (internal/releasetools)
+release-tools:
+	hack/release-tools.sh
 
 ## test: unit, integration (real apiserver) and end-to-end tests, with -race, never from the test cache
 ## (the real binaries they run are outside what go test tracks). The tests run the binaries `make build`
@@ -123,6 +129,19 @@ images:
 	$(GO) run ./cmd/image-build --out $(BIN)/images --version $(VERSION) \
 		--revision "$(shell git rev-parse HEAD 2>/dev/null)" --source-date-epoch $(SOURCE_DATE_EPOCH) \
 		--platforms $(PLATFORMS) $(if $(REGISTRY),--registry $(REGISTRY))
+
+## release: VERSION=vX.Y.Z (build/VERSION's) into $(BIN)/release (build/README-images.md, "Releases"):
+## the images as `make images` builds them, pushed to REGISTRY (empty: a registry of the run's own on
+## 127.0.0.1, the signed images kept as OCI layouts), an SBOM per image (CycloneDX), a cosign signature
+## per image and per SBOM attestation (COSIGN_KEY, COSIGN_PASSWORD; no transparency log), the Helm chart
+## as an OCI artifact, signed, kubectl-grid archives with SHA256SUMS and the krew manifest grid.yaml
+## (PLUGIN_PLATFORMS: fewer than linux/amd64,arm64,arm, darwin/amd64,arm64, windows/amd64)
+COSIGN_KEY ?=
+release: release-tools
+	$(GO) run ./cmd/release --version $(VERSION) --out $(BIN)/release \
+		--revision "$(shell git rev-parse HEAD 2>/dev/null)" --source-date-epoch $(SOURCE_DATE_EPOCH) \
+		--platforms $(PLATFORMS) --key "$(COSIGN_KEY)" $(if $(REGISTRY),--registry $(REGISTRY)) \
+		$(if $(INSECURE_REGISTRY),--insecure-registry) $(if $(PLUGIN_PLATFORMS),--plugin-platforms $(PLUGIN_PLATFORMS))
 
 clean:
 	rm -rf $(BIN)

@@ -1,9 +1,6 @@
 package gridname
 
-import (
-	"strconv"
-	"strings"
-)
+import "strings"
 
 // SplitHost splits the first label of a unified name, {grid}-{ordinal}:
 // the ordinal is the run after the last '-', so grid names containing '-'
@@ -18,11 +15,20 @@ func SplitHost(host string) (grid, ordinal string, ok bool) {
 
 // IsOrdinal accepts the ordinals a StatefulSet can give its pods: decimal,
 // no leading zeros, at most spec.ordinals.start + spec.replicas - 1, both
-// int32, so below 2^32.
+// int32, so below 2^32. It calls nothing: it runs on every query, at the
+// deepest point of the answer path.
 func IsOrdinal(s string) bool {
-	if s == "" || len(s) > 10 || (len(s) > 1 && s[0] == '0') {
+	if s == "" || len(s) > len(maxOrdinal) || (len(s) > 1 && s[0] == '0') {
 		return false
 	}
-	_, err := strconv.ParseUint(s, 10, 32)
-	return err == nil
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	// Same length: decimal strings compare as their values.
+	return len(s) < len(maxOrdinal) || s <= maxOrdinal
 }
+
+// maxOrdinal is 2^32 - 1.
+const maxOrdinal = "4294967295"

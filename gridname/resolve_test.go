@@ -92,3 +92,16 @@ func TestSplitHost(t *testing.T) {
 		}
 	}
 }
+
+// TestIsOrdinal: the bounds around 2^32 and every malformed form.
+func TestIsOrdinal(t *testing.T) {
+	for s, want := range map[string]bool{
+		"0": true, "7": true, "10": true, "4294967295": true, "999999999": true,
+		"4294967296": false, "9999999999": false, "42949672950": false,
+		"": false, "00": false, "01": false, "-1": false, "+1": false, "1a": false, " 1": false, "1.0": false,
+	} {
+		if got := IsOrdinal(s); got != want {
+			t.Errorf("IsOrdinal(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

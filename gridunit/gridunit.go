@@ -4,13 +4,28 @@
 // with it, so the two cannot disagree.
 package gridunit
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // DefaultTemplateName names spec.template (the same constant as the API's).
 const DefaultTemplateName = "default"
 
 // ChildName is the name of the child a grid keeps for one nodeunit: {grid}-{value}.
 func ChildName(grid, value string) string { return grid + "-" + value }
+
+// ValueOf reads ChildName back: the nodeunit value of child for grid, false
+// unless child is exactly {grid}-{value} with a value. The grid's name is cut
+// by length, never searched for, so a value that also occurs inside the
+// grid's name (grid "nodeunit1-db" in nodeunit "nodeunit1") cannot confuse it.
+func ValueOf(grid, child string) (string, bool) {
+	rest, ok := strings.CutPrefix(child, grid)
+	if !ok || len(rest) < 2 || rest[0] != '-' {
+		return "", false
+	}
+	return rest[1:], true
+}
 
 // TemplateChoice is the template a nodeunit's child is built from and why.
 type TemplateChoice struct {

@@ -24,3 +24,22 @@ func TestTemplate(t *testing.T) {
 		t.Errorf("ChildName = %q", got)
 	}
 }
+
+// TestValueOf: ValueOf reads back exactly what ChildName wrote, and nothing
+// that is not of that form.
+func TestValueOf(t *testing.T) {
+	for _, tc := range []struct {
+		grid, value string
+	}{{"g", "zone1"}, {"nodeunit1-db", "nodeunit1"}, {"a", "b-c"}, {"a-b", "c"}, {"web", "1"}} {
+		if v, ok := ValueOf(tc.grid, ChildName(tc.grid, tc.value)); !ok || v != tc.value {
+			t.Errorf("ValueOf(%q, ChildName(%q, %q)) = %q, %v", tc.grid, tc.grid, tc.value, v, ok)
+		}
+	}
+	for _, tc := range []struct{ grid, child string }{
+		{"g", "g"}, {"g", "g-"}, {"g", "gx"}, {"g", "gx-a"}, {"g", "h-a"}, {"g-a", "g-a"}, {"", "a"},
+	} {
+		if v, ok := ValueOf(tc.grid, tc.child); ok {
+			t.Errorf("ValueOf(%q, %q) = %q, true; want false", tc.grid, tc.child, v)
+		}
+	}
+}

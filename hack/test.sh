@@ -18,7 +18,7 @@ TEST_FLAGS=${TEST_FLAGS:--race -count=1 -timeout 30m}
 # the longest first, so none of them starts last and sets the run's end
 # alone. The list is the slowest packages of a recent run; ./... adds the
 # rest (each package runs once).
-TEST_PKGS=${TEST_PKGS:-./internal/imagebuild/ ./test/realnode/ ./wrapper/ ./test/e2e/ ./plugin/gridhosts/ ./controller/ ./test/integration/ ./...}
+TEST_PKGS=${TEST_PKGS:-./internal/imagebuild/ ./internal/release/ ./test/realnode/ ./wrapper/ ./test/e2e/ ./plugin/gridhosts/ ./controller/ ./test/integration/ ./...}
 TEST_OUT=${TEST_OUT:-bin/test}
 mkdir -p "$TEST_OUT"
 json="$TEST_OUT/test.json"

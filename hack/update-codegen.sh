@@ -45,3 +45,7 @@ go tool -modfile="$TOOLS_MOD" controller-gen \
 # Embedded metadata also accepts creationTimestamp (null in most manifests
 # kubectl or SuperEdge's docs produce); strict validation would reject it.
 (cd "$REPO_ROOT/hack/tools" && go run ./crd-creationtimestamp "$REPO_ROOT"/build/crds/superedge.io_*.yaml)
+
+# The Helm chart's templates, Chart.yaml and crds/ from build/manifests and
+# build/crds (internal/chartgen): one source for both install paths.
+go run ./hack/chartgen -root "$REPO_ROOT"

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-GENERATED=(apis client build/crds)
+GENERATED=(apis client build/crds build/chart)
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

@@ -20,9 +20,7 @@ import (
 // DefaultSnapshotMaxAge: a snapshot written longer ago is not served.
 const DefaultSnapshotMaxAge = snapshottrust.DefaultMaxAge
 
-var snapshotsRefused = metric.CounterVec("snapshots_refused_total",
-	"Snapshots not served (or no longer served) by reason: \"identity\" (upstream's Node has another UID: another cluster), \"upstream-refuses\" (upstream answers with 401, 403 or a certificate error: not an outage) or \"too-old\" (written longer ago than --snapshot-max-age).",
-	"reason")
+var snapshotsRefused = metric.NewCounterVec(snapshottrust.RefusedCounterOpts(metricsNamespace, ""), []string{"reason"})
 
 // snapshotNodeUID is the UID of this node as the snapshot's writer served it.
 func snapshotNodeUID(sn *snapshot.Snapshot, node string) types.UID {
@@ -40,14 +38,16 @@ func (s *Server) checkUpstreamAtStart(ctx context.Context, logger klog.Logger) {
 	if snap == nil {
 		return
 	}
-	probeCtx, cancel := context.WithTimeout(ctx, snapshottrust.ProbeTimeout)
-	defer cancel()
-	n, err := s.client.CoreV1().Nodes().Get(probeCtx, s.opts.NodeName, metav1.GetOptions{})
-	switch v := snapshottrust.AtStart(s.opts.NodeName, snapshotNodeUID(snap, s.opts.NodeName), n, err); {
+	id := snapshottrust.Identity{Node: s.opts.NodeName, UID: snapshotNodeUID(snap, s.opts.NodeName)}
+	switch v := snapshottrust.Check(ctx, id, snapshottrust.Upstream{
+		GetNode: func(ctx context.Context, name string) (*corev1.Node, error) {
+			return s.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		},
+	}); {
 	case !v.Serve:
 		s.refuseSnapshot(logger, v.Reason, v.Detail)
-	case err != nil:
-		logger.Info("Upstream unreachable at start-up", "err", err)
+	case v.Detail != "":
+		logger.Info("Upstream unreachable at start-up", "detail", v.Detail)
 	}
 }
 

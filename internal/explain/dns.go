@@ -48,6 +48,31 @@ type DNSObjects struct {
 	StatefulSet *appsv1.StatefulSet // {grid}-{value}
 	Service     *corev1.Service
 	Pod         *corev1.Pod // {grid}-{value}-{ordinal}
+
+	// NodeMode explains the node's own DNS (gridhosts' `node` mode, the
+	// shipped Corefile.node): the grid is read from its children, and only
+	// the pods the node selects are answered. Children are the grid's child
+	// StatefulSets (label superedge.io/grid-selector), as the apiserver has
+	// them; the node holds those NodeHolds keeps.
+	NodeMode bool
+	Children []*appsv1.StatefulSet
+}
+
+// NodeHolds reports whether a node with labels holds child c in node mode:
+// the controller labels every child it keeps with its nodeunit value and a
+// node watches the children labelled with one of its label values, and
+// every child without that label (SuperEdge's, before takeover).
+func NodeHolds(c *appsv1.StatefulSet, labels map[string]string) bool {
+	v, ok := c.Labels[superedgev1.LabelGridNodeUnit]
+	if !ok {
+		return true
+	}
+	for _, own := range labels {
+		if own != "" && own == v {
+			return true
+		}
+	}
+	return false
 }
 
 // DNSReport is the resolution of one unified name for one node, step by step.
@@ -83,12 +108,23 @@ const (
 // the decision is gridname.Resolve, the rule gridhosts answers with, over
 // the small forms of the API objects; this function only words it, one
 // line per step up to the first that failed.
+//
+// In node mode (o.NodeMode) the grid is the one its children name
+// (gridname.GridOfChildren, as the node's gridhosts reads it), and a pod the
+// node does not select (gridname.NodeSelectsPod: an ordinal beyond the
+// StatefulSet's replicas) is not found there.
 func DNS(qname string, n DNSName, self string, o DNSObjects) DNSReport {
 	f := objectFinder{grid: small(o.Grid, gridname.GridOf), set: small(o.StatefulSet, gridname.StatefulSetOf),
 		svc: small(o.Service, gridname.ServiceOf), pod: small(o.Pod, gridname.PodOf)}
 	var labels map[string]string
 	if o.Node != nil {
 		labels = o.Node.Labels
+	}
+	if o.NodeMode {
+		f.grid = NodeModeGrid(n.Grid, o.Children, labels, o.Service)
+		if o.Pod != nil && o.StatefulSet != nil && !nodeSelects(o.StatefulSet, o.Pod, n.Ordinal) {
+			f.pod = nil
+		}
 	}
 	res := gridname.Resolve(gridname.Query{Grid: n.Grid, Ordinal: strconv.Itoa(n.Ordinal), Service: n.Service}, labels, o.Node != nil, f)
 
@@ -107,6 +143,42 @@ func DNS(qname string, n DNSName, self string, o DNSObjects) DNSReport {
 		}
 	}
 	return r
+}
+
+// NodeModeGrid is grid as a node with labels reads it in node mode, from
+// the children it holds among children (any StatefulSets: those whose
+// controller is that grid count), asked through Service svc (nil: none).
+// Nil when none names it.
+func NodeModeGrid(grid string, children []*appsv1.StatefulSet, labels map[string]string, svc *corev1.Service) *gridname.Grid {
+	var cs []gridname.Child
+	for _, c := range children {
+		if !NodeHolds(c, labels) {
+			continue
+		}
+		set := gridname.StatefulSetOf(c)
+		if child, ok := gridname.ChildOf(&set); ok && child.Grid.Name == grid {
+			cs = append(cs, child)
+		}
+	}
+	return gridname.GridOfChildren(cs, labels, small(svc, gridname.ServiceOf))
+}
+
+// nodeSelects reports whether the node selects pod, set's of ordinal: by
+// the label the StatefulSet controller gives each pod it makes
+// (statefulset.kubernetes.io/pod-name), for the ordinals
+// gridname.NodeSelectsPod names.
+func nodeSelects(set *appsv1.StatefulSet, pod *corev1.Pod, ordinal int) bool {
+	if pod.Labels[appsv1.StatefulSetPodNameLabel] != pod.Name {
+		return false
+	}
+	start, replicas := int32(0), int32(1)
+	if set.Spec.Ordinals != nil {
+		start = set.Spec.Ordinals.Start
+	}
+	if set.Spec.Replicas != nil {
+		replicas = *set.Spec.Replicas
+	}
+	return ordinal >= 0 && gridname.NodeSelectsPod(uint64(ordinal), start, replicas, set.Status.Replicas)
 }
 
 // objectFinder is the rule's view of objects fetched from the apiserver by
@@ -136,8 +208,8 @@ func small[O, S any](o *O, conv func(*O) S) *S {
 // the rule compared.
 func dnsDetail(step string, res gridname.Result, ok bool, n DNSName, self string, o DNSObjects) string {
 	key := ""
-	if o.Grid != nil {
-		key = o.Grid.Spec.GridUniqKey
+	if res.Grid != nil {
+		key = res.Grid.Key
 	}
 	setName := n.Grid + "-" + res.Value
 	podName := fmt.Sprintf("%s-%d", setName, n.Ordinal)
@@ -145,6 +217,9 @@ func dnsDetail(step string, res gridname.Result, ok bool, n DNSName, self string
 	case StepGrid:
 		switch res.Reason {
 		case gridname.GridNotFound:
+			if o.NodeMode {
+				return fmt.Sprintf("no child StatefulSet this node holds names StatefulSetGrid %s/%s (node mode reads grids from their children): the name is not a grid name (next plugin answers)", n.Namespace, n.Grid)
+			}
 			return fmt.Sprintf("StatefulSetGrid %s/%s not found: the name is not a grid name (next plugin answers)", n.Namespace, n.Grid)
 		case gridname.GridNoKey:
 			return fmt.Sprintf("StatefulSetGrid %s/%s has an empty gridUniqKey", n.Namespace, n.Grid)
@@ -187,6 +262,12 @@ func dnsDetail(step string, res gridname.Result, ok bool, n DNSName, self string
 	case StepPod:
 		if ok {
 			return fmt.Sprintf("%s: on node %s, phase %s", podName, o.Pod.Spec.NodeName, o.Pod.Status.Phase)
+		}
+		if res.Reason == gridname.PodNotFound && o.NodeMode && o.Pod != nil {
+			if o.Pod.Labels[appsv1.StatefulSetPodNameLabel] != o.Pod.Name {
+				return fmt.Sprintf("%s: no label %s=%s (the StatefulSet controller's): the node's DNS, which selects pods by it, does not hold it", podName, appsv1.StatefulSetPodNameLabel, o.Pod.Name)
+			}
+			return fmt.Sprintf("%s: ordinal %d is beyond what the node selects (spec.ordinals.start + max(spec.replicas, status.replicas)): the node's DNS does not hold it", podName, n.Ordinal)
 		}
 		if res.Reason == gridname.PodFinished {
 			return fmt.Sprintf("%s: phase %s: finished, its address may be reused: not served", podName, o.Pod.Status.Phase)

@@ -31,9 +31,12 @@ const testFinalizer = "servicegroup.test/keep"
 // TestExplainDNSAgreesWithCoreDNS: for every way the unified-name rule can
 // decide, kubectl grid explain dns and a real CoreDNS with gridhosts (our
 // binary, asked over UDP) read the same objects from a real apiserver and
-// must say the same: resolved with the same addresses, or NXDOMAIN. Each
-// case also names the step and reason expected, written by hand, so a check
-// missing on both sides fails too.
+// must say the same: resolved with the same addresses, or NXDOMAIN. In
+// clients mode one CoreDNS answers every node; in node mode (--mode node)
+// each node has its own, run from the shipped corefile/Corefile.node (grids
+// read from their children, pods selected by name up to the replicas,
+// kubernetes behind it). Each case also names the step and reason expected
+// in each mode, written by hand, so a check missing on both sides fails too.
 func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 	c := startCluster(t)
 	ctx := t.Context()
@@ -104,6 +107,12 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 		port, ready, c.kubeconfig)
 	server := fmt.Sprintf("127.0.0.1:%d", port)
 	testcoredns.Start(t, bin, corefile, fmt.Sprintf("http://127.0.0.1:%d/ready", ready))
+	nodeServers := map[string]string{}
+	for _, node := range []string{"node1", "node3", "node4", "node9"} {
+		sc := testcoredns.ShippedCorefile(t, "Corefile.node", c.kubeconfig, c.kubeconfig)
+		testcoredns.Start(t, bin, sc.Text, sc.ReadyURL(), "NODE_NAME="+node)
+		nodeServers[node] = sc.Server()
+	}
 
 	demoName := func(ord int) string {
 		return fmt.Sprintf("statefulsetgrid-demo-%d.servicegrid-demo-svc.default.svc.cluster.local.", ord)
@@ -112,27 +121,33 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 	type agreeCase struct {
 		name, node string
 		want       gridname.Reason
+		// wantNode is the node's own DNS's reason where it differs: the
+		// demo grid has 3 replicas, so pods 3 to 5 are not selected there;
+		// a child without a controller names no grid, and a child's grid key
+		// is the grid's there.
+		wantNode *gridname.Reason
 	}
+	reason := func(r gridname.Reason) *gridname.Reason { return &r }
 	cases := []agreeCase{
-		{demoName(0), "node1", gridname.Resolved},
-		{demoName(1), "node1", gridname.PodNoAddress},
-		{demoName(2), "node1", gridname.PodTerminating},
-		{demoName(3), "node1", gridname.PodFinished},
-		{demoName(4), "node1", gridname.PodFinished},
-		{demoName(5), "node1", gridname.PodNotControlled},
-		{demoName(6), "node1", gridname.PodNotFound},
-		{demoName(0), "node3", gridname.SetTerminating},
-		{demoName(0), "node4", gridname.NodeNoValue},
-		{demoName(0), "node9", gridname.NodeNotFound},
-		{gridName("nogrid", "servicegrid-demo-svc"), "node1", gridname.GridNotFound},
-		{gridName("g-owner", "servicegrid-demo-svc"), "node1", gridname.SetNotControlled},
-		{gridName("g-selector", "servicegrid-demo-svc"), "node1", gridname.SetGridSelector},
-		{gridName("g-key", "servicegrid-demo-svc"), "node1", gridname.SetGridKey},
-		{gridName("g-svcname", "servicegrid-demo-svc"), "node1", gridname.SetServiceName},
-		{gridName("g-nodesel", "servicegrid-demo-svc"), "node1", gridname.SetNodeSelector},
-		{gridName("g-nosvc", "missing-svc"), "node1", gridname.ServiceNotFound},
-		{gridName("g-svckey", "nogridkey-svc"), "node1", gridname.ServiceGridKey},
-		{gridName("g-svckey", "nogridkey-svc"), "node3", gridname.SetNotFound},
+		{demoName(0), "node1", gridname.Resolved, nil},
+		{demoName(1), "node1", gridname.PodNoAddress, nil},
+		{demoName(2), "node1", gridname.PodTerminating, nil},
+		{demoName(3), "node1", gridname.PodFinished, reason(gridname.PodNotFound)},
+		{demoName(4), "node1", gridname.PodFinished, reason(gridname.PodNotFound)},
+		{demoName(5), "node1", gridname.PodNotControlled, reason(gridname.PodNotFound)},
+		{demoName(6), "node1", gridname.PodNotFound, nil},
+		{demoName(0), "node3", gridname.SetTerminating, nil},
+		{demoName(0), "node4", gridname.NodeNoValue, nil},
+		{demoName(0), "node9", gridname.NodeNotFound, nil},
+		{gridName("nogrid", "servicegrid-demo-svc"), "node1", gridname.GridNotFound, nil},
+		{gridName("g-owner", "servicegrid-demo-svc"), "node1", gridname.SetNotControlled, reason(gridname.GridNotFound)},
+		{gridName("g-selector", "servicegrid-demo-svc"), "node1", gridname.SetGridSelector, nil},
+		{gridName("g-key", "servicegrid-demo-svc"), "node1", gridname.SetGridKey, reason(gridname.NodeNoValue)},
+		{gridName("g-svcname", "servicegrid-demo-svc"), "node1", gridname.SetServiceName, nil},
+		{gridName("g-nodesel", "servicegrid-demo-svc"), "node1", gridname.SetNodeSelector, nil},
+		{gridName("g-nosvc", "missing-svc"), "node1", gridname.ServiceNotFound, nil},
+		{gridName("g-svckey", "nogridkey-svc"), "node1", gridname.ServiceGridKey, nil},
+		{gridName("g-svckey", "nogridkey-svc"), "node3", gridname.SetNotFound, nil},
 	}
 	source := func(node string) string {
 		if ip, ok := nodeIPs[node]; ok {
@@ -140,22 +155,35 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 		}
 		return unknownClient
 	}
-	// agree compares the explanation with CoreDNS's answer for one case.
+	// agree compares the explanation with CoreDNS's answer for one case,
+	// in clients mode and in node mode.
 	agree := func(tc agreeCase) error {
-		var r explain.DNSReport
-		c.runJSON(&r, "explain", "dns", tc.name, "--node", tc.node)
-		if r.Reason != tc.want.String() {
-			return fmt.Errorf("explain says %q, want %q", r.Reason, tc.want)
+		wantNode := tc.want
+		if tc.wantNode != nil {
+			wantNode = *tc.wantNode
 		}
-		rcode, got, err := queryA(source(tc.node), server, tc.name)
-		if err != nil {
-			return err
-		}
-		switch {
-		case r.Resolved && (rcode != dns.RcodeSuccess || !slices.Equal(got, sorted(r.Answers))):
-			return fmt.Errorf("explain resolves to %v, CoreDNS answers %s %v", r.Answers, dns.RcodeToString[rcode], got)
-		case !r.Resolved && rcode != dns.RcodeNameError:
-			return fmt.Errorf("explain fails at %s (%s), CoreDNS answers %s %v", tc.want.Step(), r.Reason, dns.RcodeToString[rcode], got)
+		for _, m := range []struct {
+			mode, src, server string
+			want              gridname.Reason
+		}{
+			{"clients", source(tc.node), server, tc.want},
+			{"node", "127.0.0.1", nodeServers[tc.node], wantNode},
+		} {
+			var r explain.DNSReport
+			c.runJSON(&r, "explain", "dns", tc.name, "--node", tc.node, "--mode", m.mode)
+			if r.Reason != m.want.String() {
+				return fmt.Errorf("%s mode: explain says %q, want %q", m.mode, r.Reason, m.want)
+			}
+			rcode, got, err := queryA(m.src, m.server, tc.name)
+			if err != nil {
+				return err
+			}
+			switch {
+			case r.Resolved && (rcode != dns.RcodeSuccess || !slices.Equal(got, sorted(r.Answers))):
+				return fmt.Errorf("%s mode: explain resolves to %v, CoreDNS answers %s %v", m.mode, r.Answers, dns.RcodeToString[rcode], got)
+			case !r.Resolved && rcode != dns.RcodeNameError:
+				return fmt.Errorf("%s mode: explain fails at %s (%s), CoreDNS answers %s %v", m.mode, m.want.Step(), r.Reason, dns.RcodeToString[rcode], got)
+			}
 		}
 		return nil
 	}
@@ -200,8 +228,10 @@ func (c *cluster) childSet(grid *superedgev1.StatefulSetGrid, value string, defe
 func (c *cluster) pod(set *appsv1.StatefulSet, ordinal int, ip string, phase corev1.PodPhase, edit func(*corev1.Pod)) {
 	c.t.Helper()
 	ctx := c.t.Context()
+	name := fmt.Sprintf("%s-%d", set.Name, ordinal)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Name: fmt.Sprintf("%s-%d", set.Name, ordinal), Namespace: "default", Finalizers: []string{testFinalizer},
+		Name: name, Namespace: "default", Finalizers: []string{testFinalizer},
+		Labels:          map[string]string{appsv1.StatefulSetPodNameLabel: name}, // the StatefulSet controller's
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(set, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))},
 	}, Spec: *set.Spec.Template.Spec.DeepCopy()}
 	p.Spec.NodeName = "node1"

@@ -8,11 +8,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/internal/explain"
 )
 
 func newExplainCommand(o *options) *cobra.Command {
-	var node, zone string
+	var node, zone, mode string
 	cmd := &cobra.Command{
 		Use:   "explain (svc/NAME | dns NAME) --node NODE",
 		Short: "Explain what NODE gets for a Service (as the wrapper filters it) or a unified StatefulSetGrid name",
@@ -27,7 +28,10 @@ func newExplainCommand(o *options) *cobra.Command {
 				if len(args) != 2 {
 					return errUsage("usage: kubectl grid explain dns NAME --node NODE")
 				}
-				return o.explainDNS(cmd, args[1], zone, node)
+				if mode != modeClients && mode != modeNode {
+					return errUsage("--mode: want %s or %s, not %q", modeClients, modeNode, mode)
+				}
+				return o.explainDNS(cmd, args[1], zone, node, mode)
 			}
 			name, err := serviceArg(args)
 			if err != nil {
@@ -38,6 +42,7 @@ func newExplainCommand(o *options) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&node, "node", "", "The node whose view to explain.")
 	cmd.Flags().StringVar(&zone, "zone", "cluster.local", "Cluster domain of unified names (dns).")
+	cmd.Flags().StringVar(&mode, "mode", modeClients, "The gridhosts mode to explain (dns): clients (one CoreDNS for every nodeunit, Corefile.clients) or node (the node's own CoreDNS, Corefile.node: grids read from their children, only the pods the node selects).")
 	return cmd
 }
 
@@ -85,7 +90,13 @@ func (o *options) explainService(cmd *cobra.Command, name, node string) error {
 	return o.print(r, func(w *table) { printServiceReport(w, r) })
 }
 
-func (o *options) explainDNS(cmd *cobra.Command, qname, zone, node string) error {
+// The gridhosts modes explain dns explains.
+const (
+	modeClients = "clients" // one CoreDNS for every nodeunit (Corefile.clients)
+	modeNode    = "node"    // each node's own CoreDNS (Corefile.node)
+)
+
+func (o *options) explainDNS(cmd *cobra.Command, qname, zone, node, mode string) error {
 	ctx := cmd.Context()
 	n, err := explain.ParseDNSName(qname, zone)
 	if err != nil {
@@ -103,8 +114,32 @@ func (o *options) explainDNS(cmd *cobra.Command, qname, zone, node string) error
 	if objs.Node, err = orNil(c.kube.CoreV1().Nodes().Get(ctx, node, get)); err != nil {
 		return err
 	}
-	if objs.Grid != nil && objs.Node != nil {
-		if value := objs.Node.Labels[objs.Grid.Spec.GridUniqKey]; value != "" {
+	if objs.Service, err = orNil(c.kube.CoreV1().Services(n.Namespace).Get(ctx, n.Service, get)); err != nil {
+		return err
+	}
+	key := ""
+	if objs.Grid != nil {
+		key = objs.Grid.Spec.GridUniqKey
+	}
+	if mode == modeNode {
+		// The node's DNS reads the grid from its children.
+		objs.NodeMode = true
+		list, err := c.kube.AppsV1().StatefulSets(n.Namespace).List(ctx, metav1.ListOptions{LabelSelector: superedgev1.LabelGridSelector})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			objs.Children = append(objs.Children, &list.Items[i])
+		}
+		key = ""
+		if objs.Node != nil {
+			if g := explain.NodeModeGrid(n.Grid, objs.Children, objs.Node.Labels, objs.Service); g != nil {
+				key = g.Key
+			}
+		}
+	}
+	if key != "" && objs.Node != nil {
+		if value := objs.Node.Labels[key]; value != "" {
 			set := n.Grid + "-" + value
 			if objs.StatefulSet, err = orNil(c.kube.AppsV1().StatefulSets(n.Namespace).Get(ctx, set, get)); err != nil {
 				return err
@@ -113,9 +148,6 @@ func (o *options) explainDNS(cmd *cobra.Command, qname, zone, node string) error
 				return err
 			}
 		}
-	}
-	if objs.Service, err = orNil(c.kube.CoreV1().Services(n.Namespace).Get(ctx, n.Service, get)); err != nil {
-		return err
 	}
 	r := explain.DNS(qname, n, node, objs)
 	return o.print(r, func(w *table) { printDNSReport(w, r) })

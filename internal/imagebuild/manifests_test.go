@@ -205,7 +205,8 @@ func TestBuildDirNamesNoFloatingImage(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && path == filepath.Join(buildDir, "crds") {
+		// The CRDs' schemas (and the chart's copies of them) name no image.
+		if d.IsDir() && (path == filepath.Join(buildDir, "crds") || path == filepath.Join(buildDir, "chart", "crds")) {
 			return filepath.SkipDir
 		}
 		if d.IsDir() {
@@ -221,6 +222,13 @@ func TestBuildDirNamesNoFloatingImage(t *testing.T) {
 			t.Errorf("%s: %q names :latest", path, line(text, m[0]))
 		}
 		for _, m := range imageLine.FindAllStringSubmatch(text, -1) {
+			// A Helm template's image is its values' (build/chart): the
+			// chart's default render is kustomize's (internal/chartgen's
+			// TestDefaultRenderIsKustomize), whose images this checks, and
+			// values.schema.json refuses the tag latest.
+			if strings.HasPrefix(m[1], "{{") {
+				continue
+			}
 			if msg := floating(m[1]); msg != "" && !strings.Contains(m[1], "$") {
 				t.Errorf("%s: image %q %s", path, m[1], msg)
 			}

@@ -45,3 +45,12 @@ func WritesCounterOpts(namespace, subsystem string) prometheus.CounterOpts {
 		Help: "Snapshot write attempts, by result: written, unchanged (skipped), failed (answers go on from memory).",
 	}
 }
+
+// RefusedCounterOpts names snapshots_refused_total{reason}: one of the
+// Refused* reasons.
+func RefusedCounterOpts(namespace, subsystem string) prometheus.CounterOpts {
+	return prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: "snapshots_refused_total",
+		Help: "Snapshots not served (or no longer served), by reason: identity (upstream's Node has another UID, or none: another cluster or a re-registered node), upstream-refuses (401, 403 or a certificate error: not an outage), too-old (written longer ago than the maximum age).",
+	}
+}

@@ -41,6 +41,8 @@ type benchServer struct {
 	hosts     string
 	hostsFile string
 	names     []string
+	// pprof is CoreDNS's pprof address with SG_DNSPERF_PROFILE set, else "".
+	pprof string
 }
 
 func pinSelfAwayFromCPU0(b *testing.B) {
@@ -68,6 +70,14 @@ func startBench(b *testing.B, hostsReload string) *benchServer {
 
 // startBenchWith serves pods unified names per view.
 func startBenchWith(b *testing.B, hostsReload string, pods int) *benchServer {
+	return startBenchMode(b, hostsReload, pods, false)
+}
+
+// startBenchMode is startBenchWith with gridhosts in clients mode when
+// clients (a query from 127.0.0.1, neither a pod's nor a node's address,
+// gets node-1's view: the clients mode's index and lookup, StatefulSetGrids
+// and every pod watched), else in node mode.
+func startBenchMode(b *testing.B, hostsReload string, pods int, clients bool) *benchServer {
 	b.Helper()
 	c := startCluster(b)
 	bin := coreDNSBinary(b)
@@ -105,7 +115,7 @@ func startBenchWith(b *testing.B, hostsReload string, pods int) *benchServer {
   ready 127.0.0.1:%d
   gridhosts {
     kubeconfig %s
-    node node-1
+    node node-1%s
   }
 }
 cluster.local:%d {
@@ -113,9 +123,9 @@ cluster.local:%d {
   hosts %s {
     ttl 5
     reload %s
-  }
+  }%s
 }
-`, gp, ready, c.cp.Kubeconfig, hp, s.hostsFile, hostsReload)
+`, gp, ready, c.cp.Kubeconfig, clientsLine(clients), hp, s.hostsFile, hostsReload, s.pprofLine(b))
 	s.gridhosts, s.hosts = fmt.Sprintf("127.0.0.1:%d", gp), fmt.Sprintf("127.0.0.1:%d", hp)
 
 	if runtime.NumCPU() >= 2 {
@@ -131,6 +141,23 @@ cluster.local:%d {
 	startCoreDNS(b, bin, corefile, fmt.Sprintf("http://127.0.0.1:%d/ready", ready))
 	pinSelfAwayFromCPU0(b)
 	return s
+}
+
+// pprofLine serves CoreDNS's profiles (process-wide) when
+// SG_DNSPERF_PROFILE names a directory for them.
+func (s *benchServer) pprofLine(b *testing.B) string {
+	if os.Getenv("SG_DNSPERF_PROFILE") == "" {
+		return ""
+	}
+	s.pprof = fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	return "\n  pprof " + s.pprof
+}
+
+func clientsLine(clients bool) string {
+	if clients {
+		return "\n    clients"
+	}
+	return ""
 }
 
 // load sends n queries for names to server from workers concurrent

@@ -2,6 +2,8 @@ package gridhosts
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,15 +12,31 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
 
-// dnsperfNames is how many unified names the dnsperf benchmark serves.
+// dnsperfNames is how many unified names the dnsperf benchmark serves
+// (SG_DNSPERF_NAMES), as many pods of another nodeunit beside them.
 const dnsperfNames = 1000
 
-// dnsperfPairs is how many interleaved gridhosts/hosts runs it compares.
-const dnsperfPairs = 5
+// dnsperfPairs is how many interleaved gridhosts/hosts runs it compares
+// (SG_DNSPERF_PAIRS).
+const dnsperfPairs = 8
+
+// envInt is the integer in environment variable name, def when unset.
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
 
 var dnsperfQPS = regexp.MustCompile(`Queries per second:\s+([0-9.]+)`)
 var dnsperfAllNoError = regexp.MustCompile(`Response codes:\s+NOERROR [0-9]+ \(100\.00%\)\n`)
@@ -29,7 +47,20 @@ var dnsperfLatency = regexp.MustCompile(`Average Latency \(s\):\s+([0-9.]+)`)
 // the hosts plugin serving the same names from a file, in the same binary
 // and Corefile shape, runs interleaved; it reports the median ratio of the
 // pairs and its spread. Needs `dnsperf` (Debian package dnsperf).
+// SG_DNSPERF_NAMES, SG_DNSPERF_PAIRS and SG_DNSPERF_MODE (node, the
+// default, or clients) change the load; every answer must be NOERROR.
+// SG_DNSPERF_PROFILE=DIR saves a CPU profile of CoreDNS (the pprof plugin,
+// 8 s) under each side's load alone, before the pairs.
 func BenchmarkDNSPerf(b *testing.B) {
+	names, pairs := envInt(b, "SG_DNSPERF_NAMES", dnsperfNames), envInt(b, "SG_DNSPERF_PAIRS", dnsperfPairs)
+	mode := os.Getenv("SG_DNSPERF_MODE")
+	switch mode {
+	case "":
+		mode = "node"
+	case "node", "clients":
+	default:
+		b.Fatalf("SG_DNSPERF_MODE=%q: want node or clients", mode)
+	}
 	perf, err := exec.LookPath("dnsperf")
 	if err != nil {
 		b.Skip("dnsperf not installed (apt-get install dnsperf)")
@@ -38,7 +69,7 @@ func BenchmarkDNSPerf(b *testing.B) {
 	if err != nil {
 		b.Skip("taskset not installed")
 	}
-	s := startBenchWith(b, "0", dnsperfNames)
+	s := startBenchMode(b, "0", names, mode == "clients")
 	for _, srv := range []string{s.gridhosts, s.hosts} {
 		expect(b, "", srv, s.names[7], dns.TypeA, "10.1.0.8")
 	}
@@ -70,8 +101,31 @@ func BenchmarkDNSPerf(b *testing.B) {
 	}
 	run(s.gridhosts, 2) // warm up both
 	run(s.hosts, 2)
+	if dir := os.Getenv("SG_DNSPERF_PROFILE"); dir != "" {
+		// A CPU profile of the process under each side's load alone.
+		for side, srv := range map[string]string{"gridhosts": s.gridhosts, "hosts": s.hosts} {
+			done := make(chan struct{})
+			go func() { defer close(done); run(srv, 10) }()
+			time.Sleep(time.Second)
+			resp, err := http.Get("http://" + s.pprof + "/debug/pprof/profile?seconds=8")
+			if err != nil {
+				b.Fatal(err)
+			}
+			data, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			<-done
+			path := filepath.Join(dir, fmt.Sprintf("cpu-%s-%s-%d.pprof", side, mode, names))
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("CPU profile under %s's load: %s", side, path)
+		}
+	}
 	var ratios []float64
-	for i := range dnsperfPairs {
+	for i := range pairs {
 		// Alternate which goes first, so drift does not favour one.
 		order := []string{s.gridhosts, s.hosts}
 		if i%2 == 1 {
@@ -93,5 +147,5 @@ func BenchmarkDNSPerf(b *testing.B) {
 	b.ReportMetric(ratios[0], "min-ratio")
 	b.ReportMetric(ratios[len(ratios)-1], "max-ratio")
 	b.ReportMetric(0, "ns/op")
-	b.Logf("gridhosts/hosts QPS over %d interleaved pairs: median %.3f, min %.3f, max %.3f", len(ratios), median, ratios[0], ratios[len(ratios)-1])
+	b.Logf("%s mode, %d names: gridhosts/hosts QPS over %d interleaved pairs: median %.3f, min %.3f, max %.3f", mode, names, len(ratios), median, ratios[0], ratios[len(ratios)-1])
 }

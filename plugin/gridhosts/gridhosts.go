@@ -60,10 +60,7 @@ type GridHosts struct {
 	snap       atomic.Pointer[Index]
 	mode       sync.Mutex
 	snapCancel context.CancelFunc
-	// refused is set once the snapshot was refused (snapshot_trust.go);
-	// guarded by mode.
-	refused  bool
-	snapDone chan struct{}
+	snapDone   chan struct{}
 	// Before synced: whether grids and Services are already known, so a
 	// name can be ruled out as a grid name. Nil means not known.
 	gridsKnown, servicesKnown func() bool

@@ -22,16 +22,31 @@ const handlerBenchNames = 1000
 // handlerPair builds, in this process, gridhosts and the hosts plugin (its
 // own setup, inline entries) answering the same n unified names.
 func handlerPair(tb testing.TB, n int) (grid, hosts plugin.Handler, names []string) {
+	return handlerPairMode(tb, n, false)
+}
+
+// handlerPairMode is handlerPair with gridhosts in node mode when nodeMode
+// (grids read from their children, as Corefile.node runs it), with as many
+// pods of the grid in another nodeunit, whose child it holds too.
+func handlerPairMode(tb testing.TB, n int, nodeMode bool) (grid, hosts plugin.Handler, names []string) {
 	tb.Helper()
 	g := New([]string{"cluster.local."})
 	g.Node = "node-1"
+	g.index.gridsFromChildren = nodeMode
 	gr := newGrid("default", "statefulsetgrid-demo", "zone1", "ssg-uid")
 	set := newSet(gr, "nodeunit1", demoSvc, types.UID("set-uid"), int32(n))
 	objs := []any{gr, set, newService("default", demoSvc, "zone1", false),
 		newNode("node-1", map[string]string{"zone1": "nodeunit1"}, "10.0.0.1")}
+	if nodeMode {
+		other := newSet(gr, "nodeunit2", demoSvc, types.UID("set-uid-2"), int32(n))
+		objs = append(objs, other, newNode("node-2", map[string]string{"zone1": "nodeunit2"}, "10.0.0.2"))
+		for i := range n {
+			objs = append(objs, newPod(other, i, "node-2", fmt.Sprintf("10.2.%d.%d", i/250%256, i%250+1)))
+		}
+	}
 	var inline strings.Builder
 	for i := range n {
-		ip := fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)
+		ip := fmt.Sprintf("10.1.%d.%d", i/250%256, i%250+1)
 		objs = append(objs, newPod(set, i, "node-1", ip))
 		name := fmt.Sprintf("statefulsetgrid-demo-%d.%s.default.svc.cluster.local.", i, demoSvc)
 		names = append(names, name)
@@ -53,9 +68,16 @@ func handlerPair(tb testing.TB, n int) (grid, hosts plugin.Handler, names []stri
 	return g, dnsserver.GetConfig(c).Plugin[0](nil), names
 }
 
-// TestHandlerPairAgree: the handler benchmark compares equal answers.
+// TestHandlerPairAgree: the handler benchmark compares equal answers, in
+// both modes.
 func TestHandlerPairAgree(t *testing.T) {
-	g, h, names := handlerPair(t, 20)
+	for _, nodeMode := range []bool{false, true} {
+		g, h, names := handlerPairMode(t, 20, nodeMode)
+		pairAgree(t, g, h, names)
+	}
+}
+
+func pairAgree(t *testing.T, g, h plugin.Handler, names []string) {
 	w := &test.ResponseWriter{}
 	for _, name := range names {
 		m := new(dns.Msg).SetQuestion(name, dns.TypeA)
@@ -94,6 +116,49 @@ func BenchmarkHandler(b *testing.B) {
 					b.Fatal("no answer")
 				}
 				i++
+			}
+		})
+	}
+}
+
+// BenchmarkHandlerModes is BenchmarkHandler at 1,000 and 10,000 names, with
+// gridhosts in clients mode's index (StatefulSetGrids watched) and in node
+// mode's (grids read from their children, another nodeunit's child and as
+// many of its pods held too), beside the hosts plugin. Each query is
+// answered on a goroutine of its own, as CoreDNS's server does: an answer
+// path that outgrows a new goroutine's stack pays for its growth here.
+func BenchmarkHandlerModes(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			clients, h, names := handlerPairMode(b, n, false)
+			node, _, _ := handlerPairMode(b, n, true)
+			msgs := make([]*dns.Msg, len(names))
+			for i, name := range names {
+				msgs[i] = new(dns.Msg).SetQuestion(name, dns.TypeA)
+			}
+			for _, tc := range []struct {
+				name string
+				hd   plugin.Handler
+			}{{"gridhosts-clients", clients}, {"gridhosts-node", node}, {"hosts", h}} {
+				b.Run(tc.name, func(b *testing.B) {
+					w := &test.ResponseWriter{}
+					ctx := context.Background()
+					done := make(chan bool)
+					b.ReportAllocs()
+					i := 0
+					for b.Loop() {
+						m := msgs[i%len(msgs)]
+						go func() {
+							rec := dnstest.NewRecorder(w)
+							_, err := tc.hd.ServeDNS(ctx, rec, m)
+							done <- err == nil && rec.Msg != nil && len(rec.Msg.Answer) == 1
+						}()
+						if !<-done {
+							b.Fatal("no answer")
+						}
+						i++
+					}
+				})
 			}
 		})
 	}

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/gridname"
 	"github.com/servicegroup/servicegroup/topology"
 )
@@ -41,7 +40,7 @@ type Index struct {
 	// children's controller reference and grid key instead. childGrids
 	// holds them by namespace and grid name.
 	gridsFromChildren bool
-	childGrids        map[nsName][]childGrid
+	childGrids        map[nsName][]gridname.Child
 
 	// clients mode only: source IP -> node. noClientAddrs (node mode, where
 	// no query reads them) leaves the pods' addresses out.
@@ -72,7 +71,7 @@ func newIndexSized(grids, sets, pods, services, nodes, slices int) *Index {
 		nodes:      make(map[string]*nodeObj, nodes),
 		slices:     make(map[nsName]*sliceObj, slices),
 		svcSlices:  make(map[nsName]map[string]*sliceObj, services),
-		childGrids: make(map[nsName][]childGrid, sets),
+		childGrids: make(map[nsName][]gridname.Child, sets),
 		clientPods: newClientAddrs(pods),
 		nodeIPs:    make(map[netip.Addr]string, nodes),
 	}
@@ -170,32 +169,12 @@ func (x *Index) observed(t any) {
 	}
 }
 
-// unitOf returns the nodeunit value a StatefulSet name encodes for its grid
-// owner: the name is exactly {grid}-{value}. The prefix is cut by length,
-// never searched for, so a value that also occurs inside the grid name
-// cannot confuse it.
-func unitOf(s *setObj) (string, bool) {
-	if !s.HasOwner || s.Owner.Kind != gridname.KindStatefulSetGrid {
-		return "", false
-	}
-	return suffixAfter(s.Name, s.Owner.Name)
-}
-
-// suffixAfter returns what follows "{prefix}-" in name, when name is
-// exactly that and more.
-func suffixAfter(name, prefix string) (string, bool) {
-	if len(name) <= len(prefix)+1 || !strings.HasPrefix(name, prefix) || name[len(prefix)] != '-' {
-		return "", false
-	}
-	return name[len(prefix)+1:], true
-}
-
 func (x *Index) addSet(s *setObj) {
 	x.sets[nsName{s.Namespace, s.Name}] = s
-	if v, ok := unitOf(s); ok {
-		x.setsByUnit[unitKey{s.Namespace, s.Owner.Name, v}] = s
+	if c, ok := gridname.ChildOf(&s.StatefulSet); ok {
+		x.setsByUnit[unitKey{s.Namespace, s.Owner.Name, c.Unit}] = s
 		gk := nsName{s.Namespace, s.Owner.Name}
-		x.childGrids[gk] = append(x.childGrids[gk], childGridOf(s, v))
+		x.childGrids[gk] = append(x.childGrids[gk], c)
 	}
 }
 
@@ -205,38 +184,20 @@ func (x *Index) deleteSet(k nsName) {
 		return
 	}
 	delete(x.sets, k)
-	if v, ok := unitOf(s); ok {
-		delete(x.setsByUnit, unitKey{s.Namespace, s.Owner.Name, v})
+	if c, ok := gridname.ChildOf(&s.StatefulSet); ok {
+		delete(x.setsByUnit, unitKey{s.Namespace, s.Owner.Name, c.Unit})
 		gk := nsName{s.Namespace, s.Owner.Name}
-		x.childGrids[gk] = slices.DeleteFunc(x.childGrids[gk], func(c childGrid) bool { return c.set == s })
+		x.childGrids[gk] = slices.DeleteFunc(x.childGrids[gk], func(c gridname.Child) bool { return c.Set == &s.StatefulSet })
 		if len(x.childGrids[gk]) == 0 {
 			delete(x.childGrids, gk)
 		}
 	}
 }
 
-// childGrid is the grid one child names: its controller's name and UID and
-// the grid key it carries (encoded once here, not per query).
-type childGrid struct {
-	set  *setObj
-	unit string
-	grid gridname.Grid
-}
-
-func childGridOf(s *setObj, unit string) childGrid {
-	key, _ := s.GridKey.Key()
-	return childGrid{set: s, unit: unit, grid: gridname.Grid{Name: s.Owner.Name, UID: s.Owner.UID, Key: key,
-		KeyLabel: superedgev1.GridUniqKeyLabelValue(key)}}
-}
-
 // gridOf is grid ns/name as the rule sees it for a node with labels, asked
 // through Service svc ("" for any): the StatefulSetGrid, or with
-// gridsFromChildren the grid its children name, the one of the child of
-// this node's nodeunit (the node's value of the child's key is the child's
-// nodeunit), then one whose key the Service names too, then one not being
-// deleted, then by name (children of two keys exist only while a grid's key
-// changes); a child of another nodeunit (only during a relabel) when none is
-// this node's. Nil when there is none. Callers hold x.mu.
+// gridsFromChildren the grid its children name (gridname.GridOfChildren).
+// Nil when there is none. Callers hold x.mu.
 func (x *Index) gridOf(ns, name, svc string, labels map[string]string) *gridname.Grid {
 	if !x.gridsFromChildren {
 		if g, ok := x.grids[nsName{ns, name}]; ok {
@@ -244,30 +205,11 @@ func (x *Index) gridOf(ns, name, svc string, labels map[string]string) *gridname
 		}
 		return nil
 	}
-	var best *childGrid
-	sv := x.services[nsName{ns, svc}]
-	rank := func(c *childGrid) int {
-		r := 0
-		if v, ok := labels[c.grid.Key]; !ok || v != c.unit {
-			r += 4
-		}
-		if sv != nil && !sv.GridKey.IsOf(&c.grid) {
-			r += 2
-		}
-		if c.set.Terminating {
-			r++
-		}
-		return r
+	var sv *gridname.Service
+	if o := x.services[nsName{ns, svc}]; o != nil {
+		sv = &o.Service
 	}
-	for i, c := range x.childGrids[nsName{ns, name}] {
-		if best == nil || rank(&c) < rank(best) || rank(&c) == rank(best) && c.set.Name < best.set.Name {
-			best = &x.childGrids[nsName{ns, name}][i]
-		}
-	}
-	if best == nil {
-		return nil
-	}
-	return &best.grid
+	return gridname.GridOfChildren(x.childGrids[nsName{ns, name}], labels, sv)
 }
 
 // ordinalOf returns the ordinal of a StatefulSet pod: its name is exactly
@@ -276,11 +218,11 @@ func ordinalOf(p *podObj) (string, bool) {
 	if !p.HasOwner || p.Owner.Kind != gridname.KindStatefulSet {
 		return "", false
 	}
-	ord, ok := suffixAfter(p.Name(), p.Owner.Name)
-	if !ok || !gridname.IsOrdinal(ord) {
+	ord, ok := strings.CutPrefix(p.Name(), p.Owner.Name)
+	if !ok || len(ord) < 2 || ord[0] != '-' || !gridname.IsOrdinal(ord[1:]) {
 		return "", false
 	}
-	return ord, true
+	return ord[1:], true
 }
 
 func (x *Index) addPod(p *podObj) {
@@ -425,8 +367,19 @@ func (x *Index) nodeForClient(ip netip.Addr) (string, bool) {
 // for on node, decided by package gridname; nil when the rule rules it out.
 // Callers hold x.mu.
 func (x *Index) member(ns, grid, ordinal, svc string, node *nodeObj) *gridname.Pod {
-	labels := nodeLabelsOf(node)
-	r := gridname.Resolve(gridname.Query{Grid: grid, Ordinal: ordinal, Service: svc}, labels, node != nil, indexFinder{x, ns, grid, ordinal, svc, labels})
+	return x.memberOf(x.gridOf(ns, grid, svc, nodeLabelsOf(node)), ns, ordinal, svc, node)
+}
+
+// memberOf is member for grid gr, the grid's name as gridOf found it
+// (nil: none). The query path finds the grid once, before the rule runs:
+// found inside it, one call deeper, the lookup grew every query's new
+// goroutine stack (issue 49's profile). Callers hold x.mu.
+func (x *Index) memberOf(gr *gridname.Grid, ns, ordinal, svc string, node *nodeObj) *gridname.Pod {
+	if gr == nil {
+		return nil // the rule's first check: no grid
+	}
+	r := gridname.Resolve(gridname.Query{Grid: gr.Name, Ordinal: ordinal, Service: svc}, nodeLabelsOf(node), node != nil,
+		indexFinder{x: x, grid: gr, ns: ns, ordinal: ordinal, svc: svc})
 	if r.Reason != gridname.Resolved {
 		return nil
 	}
@@ -441,18 +394,18 @@ func nodeLabelsOf(node *nodeObj) map[string]string {
 	return node.Labels
 }
 
-// indexFinder is the rule's view of the index for one query: every lookup
-// is one map access.
+// indexFinder is the rule's view of the index for one query, its grid
+// already found: every other lookup is one map access.
 type indexFinder struct {
-	x                      *Index
-	ns, grid, ordinal, svc string
-	labels                 map[string]string
+	x                *Index
+	grid             *gridname.Grid
+	ns, ordinal, svc string
 }
 
-func (f indexFinder) Grid() *gridname.Grid { return f.x.gridOf(f.ns, f.grid, f.svc, f.labels) }
+func (f indexFinder) Grid() *gridname.Grid { return f.grid }
 
 func (f indexFinder) StatefulSet(value string) *gridname.StatefulSet {
-	if s, ok := f.x.setsByUnit[unitKey{f.ns, f.grid, value}]; ok {
+	if s, ok := f.x.setsByUnit[unitKey{f.ns, f.grid.Name, value}]; ok {
 		return &s.StatefulSet
 	}
 	return nil
@@ -472,10 +425,10 @@ func (f indexFinder) Pod(set *gridname.StatefulSet) *gridname.Pod {
 	var buf [160]byte
 	key := append(append(append(append(append(buf[:0], f.ns...), '/'), set.Name...), '-'), f.ordinal...)
 	p, ok := f.x.pods[string(key)]
-	if !ok || p.Owner.Name != set.Name {
-		return nil
-	}
-	if _, member := ordinalOf(p); !member {
+	// Its name is {set}-{ordinal}, the ordinal checked when the name was
+	// parsed: it is the set's member when the set controls it (ordinalOf,
+	// without parsing the ordinal again on every query).
+	if !ok || !p.HasOwner || p.Owner.Kind != gridname.KindStatefulSet || p.Owner.Name != set.Name {
 		return nil
 	}
 	return &p.Pod

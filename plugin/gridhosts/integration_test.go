@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -127,6 +125,24 @@ func expect(t testing.TB, src, server, name string, qtype uint16, want ...string
 			}
 			if rcode != dns.RcodeSuccess || !slices.Equal(got, want) {
 				return fmt.Errorf("%s: rcode %s %v, want %v", network, dns.RcodeToString[rcode], got, want)
+			}
+		}
+		return nil
+	})
+}
+
+// expectNoData polls until server answers name of qtype from src with
+// NOERROR and no answer (NODATA), over UDP and TCP.
+func expectNoData(t testing.TB, src, server, name string, qtype uint16) {
+	t.Helper()
+	poll(t, 30*time.Second, fmt.Sprintf("NODATA for %s %s from %q at %s", dns.TypeToString[qtype], name, src, server), func() error {
+		for _, network := range []string{"udp", "tcp"} {
+			rcode, got, err := query(network, src, server, name, qtype)
+			if err != nil {
+				return err
+			}
+			if rcode != dns.RcodeSuccess || len(got) != 0 {
+				return fmt.Errorf("%s: rcode %s %v, want NOERROR without answers", network, dns.RcodeToString[rcode], got)
 			}
 		}
 		return nil
@@ -407,45 +423,8 @@ func TestCoreDNSAgainstAPIServer(t *testing.T) {
 // changed, and checks gridhosts answers grid names while kubernetes still
 // answers the rest.
 func runShipped(t *testing.T, c *cluster, bin, file string) {
-	_, self, _, _ := runtime.Caller(0)
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(self), "..", "..", "corefile", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, health, ready, prom := freePort(t), freePort(t), freePort(t), freePort(t)
-	text := string(data)
-	replacements := [][2]string{
-		{".:53 {", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
-		{"health {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
-		{"    ready\n", fmt.Sprintf("    ready 127.0.0.1:%d\n", ready)},
-		{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
-		{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + c.cp.Kubeconfig},
-		{"kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig " + c.cp.Kubeconfig},
-		{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
-	}
-	if file == "Corefile.node" { // host network, node-local address, the wrapper's DNS view
-		replacements = [][2]string{
-			{".:53 {\n    bind 169.254.20.10", fmt.Sprintf(".:%d {\n    bind 127.0.0.1", port)},
-			{"health 127.0.0.1:8080 {", fmt.Sprintf("health 127.0.0.1:%d {", health)},
-			{"ready 127.0.0.1:8181", fmt.Sprintf("ready 127.0.0.1:%d", ready)},
-			{"prometheus 127.0.0.1:9153", fmt.Sprintf("prometheus 127.0.0.1:%d", prom)},
-			{"gridhosts cluster.local {", "gridhosts cluster.local {\n        kubeconfig " + c.cp.Kubeconfig},
-			{"services_kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "services_kubeconfig " + c.cp.Kubeconfig},
-			{"    kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig", "    kubeconfig " + c.cp.Kubeconfig},
-			{"forward . /etc/resolv.conf", "forward . 127.0.0.1:9"},
-		}
-	}
-	for _, r := range replacements {
-		if !strings.Contains(text, r[0]) {
-			t.Fatalf("%s: no %q to adapt", file, r[0])
-		}
-		text = strings.Replace(text, r[0], r[1], 1)
-	}
-	// The node's hostPath becomes a file of this test.
-	const shippedSnapshot = "snapshot /var/lib/coredns-gridhosts/gridhosts.snapshot"
-	snapshot := filepath.Join(t.TempDir(), "gridhosts.snapshot")
-	wantSnapshot := strings.Contains(text, shippedSnapshot)
-	text = strings.Replace(text, shippedSnapshot, "snapshot "+snapshot, 1)
+	sc := testcoredns.ShippedCorefile(t, file, c.cp.Kubeconfig, c.cp.Kubeconfig)
+	text, port, ready, snapshot, wantSnapshot := sc.Text, sc.Port, sc.Ready, sc.Snapshot, sc.WantSnapshot
 	startCoreDNS(t, bin, text, fmt.Sprintf("http://127.0.0.1:%d/ready", ready), "NODE_NAME=node-1")
 	server := fmt.Sprintf("127.0.0.1:%d", port)
 	if !strings.Contains(file, "clients") {

@@ -11,9 +11,11 @@ import (
 
 // keyTrust drops, with require_node_restricted_keys, the topology and grid
 // keys a compromised node could set on its own Node to join another
-// nodeunit: such a key never matches, so a name keyed only on them is not
-// answered (it falls through or is NXDOMAIN) and one with a further key or
-// "*" follows that. Each Service or grid and its keys are logged once.
+// nodeunit: such a key never matches, so a headless Service keyed only on
+// them gets no endpoints (NODATA: the wrapper's outcome, never the next
+// plugin's every endpoint), a member name of a grid on one is not ours (as on
+// a node without the grid's key), and a Service with a further key or "*"
+// follows that. Each Service or grid and its keys are logged once.
 type keyTrust struct {
 	logged sync.Map // "service ns/name" or "grid ns/name" -> fmt of forgeable keys
 }

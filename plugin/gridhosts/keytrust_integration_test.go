@@ -5,16 +5,26 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testcoredns"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/topology"
 )
@@ -24,9 +34,10 @@ import (
 // zone1=a (NodeRestriction allows it) to join nodeunit a. A CoreDNS for
 // node-3 without the option then answers nodeunit a's endpoints and member
 // for names keyed on zone1; with require_node_restricted_keys zone1 never
-// matches: a name keyed only on it is NXDOMAIN, one with "*" after it gets
-// every endpoint, and a key under node-restriction.kubernetes.io/ still
-// follows the administrator's labels.
+// matches: a headless Service keyed only on it gets no endpoints (NODATA, as
+// the wrapper serves it), a member name of a grid on it is NXDOMAIN, one
+// with "*" after it gets every endpoint, and a key under
+// node-restriction.kubernetes.io/ still follows the administrator's labels.
 func TestNodeRestrictedKeys(t *testing.T) {
 	t.Parallel() // its own control plane
 	c := startClusterWith(t, controlplane.Options{APIServerArgs: []string{
@@ -94,8 +105,8 @@ func TestNodeRestrictedKeys(t *testing.T) {
 	expect(t, "", open, name("trusted"), dns.TypeA, "10.5.2.1")
 	expect(t, "", open, member, dns.TypeA, "10.6.1.1")
 
-	expect(t, "", safe, name("forged"), dns.TypeA) // NXDOMAIN
-	expect(t, "", safe, "_http._tcp."+name("forged"), dns.TypeSRV)
+	expectNoData(t, "", safe, name("forged"), dns.TypeA)
+	expectNoData(t, "", safe, "_http._tcp."+name("forged"), dns.TypeSRV)
 	expect(t, "", safe, name("fallback"), dns.TypeA, "10.5.1.1", "10.5.2.1")
 	expect(t, "", safe, name("trusted"), dns.TypeA, "10.5.2.1")
 	expect(t, "", safe, member, dns.TypeA)
@@ -108,5 +119,101 @@ func TestNodeRestrictedKeys(t *testing.T) {
 	resp.Body.Close()
 	if !bytes.Contains(body, []byte("coredns_gridhosts_forgeable_keys_ignored_total 3")) {
 		t.Errorf("metrics lack coredns_gridhosts_forgeable_keys_ignored_total 3 (forged, fallback, grid g)")
+	}
+}
+
+// TestUntrustedKeysOneOutcome: with the node-restricted-keys option on both,
+// the node's real wrapper (kube-proxy's view) and the node's DNS, the real
+// CoreDNS of the shipped corefile/Corefile.node reading Services and
+// EndpointSlices through that wrapper's DNS view, give each headless
+// topology Service the same endpoints. node-3 labelled itself zone1=a: a
+// Service keyed only on zone1 gets none from either (behind gridhosts, the
+// kubernetes plugin would answer it with every nodeunit's endpoints), one
+// with "*" after it every endpoint, one on a node-restricted key node-3's
+// nodeunit's.
+func TestUntrustedKeysOneOutcome(t *testing.T) {
+	t.Parallel() // its own control plane
+	c := startCluster(t)
+	bin := coreDNSBinary(t)
+	wrapperBin := testbin.Path(t, "application-grid-wrapper")
+	ctx := t.Context()
+	const ns, restricted = "trust", topology.NodeRestrictionDomain + "/zone"
+	for name, labels := range map[string]map[string]string{
+		"node-1": {"zone1": "a", restricted: "a"},
+		"node-2": {"zone1": "b", restricted: "b"},
+		"node-3": {"zone1": "a", restricted: "b"}, // zone1=a set by its own kubelet
+	} {
+		must(c.kube.CoreV1().Nodes().Create(ctx, newNode(name, labels, ""), metav1.CreateOptions{}))(t)
+	}
+	must(c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))(t)
+	// What each Service must get on node-3, stated apart from both rules.
+	want := map[string][]string{
+		"forged":   nil,
+		"fallback": {"10.5.1.1", "10.5.2.1"},
+		"trusted":  {"10.5.2.1"},
+	}
+	for svc, keys := range map[string]string{"forged": `["zone1"]`, "fallback": `["zone1","*"]`, "trusted": fmt.Sprintf(`[%q]`, restricted)} {
+		s := newService(ns, svc, "", true)
+		s.Annotations = map[string]string{superedgev1.AnnotationTopologyKeys: keys}
+		must(c.kube.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{}))(t)
+		must(c.kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, newSlice(ns, svc+"-1", svc, 8080,
+			testEndpoint{ip: "10.5.1.1", node: "node-1", ready: true},
+			testEndpoint{ip: "10.5.2.1", node: "node-2", ready: true},
+		), metav1.CreateOptions{}))(t)
+	}
+
+	addr := controlplane.FreeAddress(t)
+	controlplane.StartProcessForTest(t, "application-grid-wrapper", exec.Command(wrapperBin,
+		"--kubeconfig="+c.cp.Kubeconfig, "--node-name=node-3", "--bind-address="+addr, "--insecure-plain-http",
+		"--require-node-restricted-topology-keys"))
+	viaWrapper := kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://" + addr})
+	dnsView := filepath.Join(t.TempDir(), "dns.kubeconfig")
+	if err := clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"wrapper": {Server: "http://" + addr + "/dns"}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"dns": {}},
+		Contexts:       map[string]*clientcmdapi.Context{"dns": {Cluster: "wrapper", AuthInfo: "dns"}},
+		CurrentContext: "dns",
+	}, dnsView); err != nil {
+		t.Fatal(err)
+	}
+
+	sc := testcoredns.ShippedCorefile(t, "Corefile.node", c.cp.Kubeconfig, dnsView)
+	const gridhostsBlock = "gridhosts cluster.local {\n"
+	if !strings.Contains(sc.Text, gridhostsBlock) {
+		t.Fatalf("Corefile.node has no %q", gridhostsBlock)
+	}
+	text := strings.Replace(sc.Text, gridhostsBlock, gridhostsBlock+"        require_node_restricted_keys\n", 1)
+	startCoreDNS(t, bin, text, fmt.Sprintf("http://127.0.0.1:%d/ready", sc.Ready), "NODE_NAME=node-3")
+	server := fmt.Sprintf("127.0.0.1:%d", sc.Port)
+
+	wrapperAddrs := func(svc string) ([]string, error) {
+		list, err := viaWrapper.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				out = append(out, e.Addresses...)
+			}
+		}
+		slices.Sort(out)
+		return out, nil
+	}
+	for svc, w := range want {
+		poll(t, 30*time.Second, "the wrapper's endpoints of "+svc, func() error {
+			got, err := wrapperAddrs(svc)
+			if err == nil && !slices.Equal(got, w) {
+				err = fmt.Errorf("the wrapper serves kube-proxy %v, want %v", got, w)
+			}
+			return err
+		})
+		name := svc + "." + ns + ".svc.cluster.local."
+		if w == nil {
+			expectNoData(t, "", server, name, dns.TypeA)
+			expectNoData(t, "", server, "_http._tcp."+name, dns.TypeSRV)
+			continue
+		}
+		expect(t, "", server, name, dns.TypeA, w...)
 	}
 }

@@ -65,6 +65,8 @@ var (
 
 	_ = promauto.NewGaugeFunc(snapshottrust.AgeGaugeOpts(plugin.Namespace, "gridhosts"), servingSnapshotWritten.Seconds)
 
+	snapshotsRefused = promauto.NewCounterVec(snapshottrust.RefusedCounterOpts(plugin.Namespace, "gridhosts"), []string{"reason"})
+
 	snapshotWrites = promauto.NewCounterVec(snapshottrust.WritesCounterOpts(plugin.Namespace, "gridhosts"), []string{"result"})
 )
 

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/gridname"
 )
 
 // maxSelectorBytes bounds the pod selector: it travels in every list and
@@ -284,8 +286,8 @@ func (p *podSelection) wanted(labels map[string]string, cur *podWatch, sets []*s
 			continue
 		}
 		chosen[nsName{s.Namespace, s.Name}] = true
-		for i := int64(0); i < int64(s.OrdinalStart)+int64(max(s.Replicas, s.StatusReplicas)); i++ {
-			names = append(names, s.Name+"-"+itoa(i))
+		for i := uint64(0); gridname.NodeSelectsPod(i, s.OrdinalStart, s.Replicas, s.StatusReplicas); i++ {
+			names = append(names, s.Name+"-"+itoa(int64(i)))
 		}
 	}
 	if cur != nil { // the current selection is live: its pods are the index's

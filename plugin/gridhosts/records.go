@@ -13,17 +13,20 @@ import (
 // The records an answer is made of, built from the index; the handler
 // (gridhosts.go) decides which name is asked and when to answer.
 
-// serviceKeys are the topology keys of the grid Service namespace/service
-// that gridhosts answers by (the trusted ones under RestrictKeys), or none.
-func (g *GridHosts) serviceKeys(x *Index, namespace, service string) []string {
+// serviceKeys are the topology keys of the headless grid Service
+// namespace/service that gridhosts answers by (the trusted ones under
+// RestrictKeys), and whether it is one. A grid Service left with no trusted
+// key is still ours and gets no endpoints, as the wrapper serves it to
+// kube-proxy: passed on, the next plugin would answer every nodeunit's.
+func (g *GridHosts) serviceKeys(x *Index, namespace, service string) ([]string, bool) {
 	sv, keys := x.gridService(namespace, service)
 	if sv == nil {
-		return nil
+		return nil, false
 	}
 	if g.RestrictKeys {
 		keys = g.keyTrust.serviceKeys(namespace, service, keys)
 	}
-	return keys
+	return keys, true
 }
 
 // lookup builds the answer for q (asked as qname) from x as seen from node. exists is false when
@@ -32,17 +35,18 @@ func (g *GridHosts) serviceKeys(x *Index, namespace, service string) []string {
 func (g *GridHosts) lookup(x *Index, state request.Request, qname string, q queryName, node *nodeObj, zone string) (answer, extra []dns.RR, exists bool) {
 	switch q.kind {
 	case nameMember:
-		if gr := x.gridOf(q.namespace, q.grid, q.service, nodeLabelsOf(node)); gr != nil && g.RestrictKeys && !g.keyTrust.gridKey(q.namespace, q.grid, gr.Key) {
+		gr := x.gridOf(q.namespace, q.grid, q.service, nodeLabelsOf(node))
+		if gr != nil && g.RestrictKeys && !g.keyTrust.gridKey(q.namespace, q.grid, gr.Key) {
 			return nil, nil, false
 		}
-		p := x.member(q.namespace, q.grid, q.ordinal, q.service, node)
+		p := x.memberOf(gr, q.namespace, q.ordinal, q.service, node)
 		if p == nil {
 			return nil, nil, false
 		}
 		return g.addressRecords(qname, state.QType(), p.IPs), nil, true
 	case nameService:
-		keys := g.serviceKeys(x, q.namespace, q.service)
-		if len(keys) == 0 {
+		keys, ok := g.serviceKeys(x, q.namespace, q.service)
+		if !ok {
 			return nil, nil, false
 		}
 		eps, _ := x.localEndpoints(q.namespace, q.service, keys, node)
@@ -58,8 +62,8 @@ func (g *GridHosts) lookup(x *Index, state request.Request, qname string, q quer
 		}
 		return answer, extra, true
 	case nameSRV:
-		keys := g.serviceKeys(x, q.namespace, q.service)
-		if len(keys) == 0 {
+		keys, ok := g.serviceKeys(x, q.namespace, q.service)
+		if !ok {
 			return nil, nil, false
 		}
 		eps, ports := x.localEndpoints(q.namespace, q.service, keys, node)

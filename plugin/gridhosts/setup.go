@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 )
 
 // maxTTL keeps answers about moving pods from living too long in caches.
@@ -112,6 +114,9 @@ func (g *GridHosts) start() error {
 	}
 	if g.snapshot != nil {
 		g.snapshot.stamp.Probe = g.watcher.probe
+		if g.Node != "" {
+			g.snapshot.identify = g.identify
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		g.snapCancel, g.snapDone = cancel, make(chan struct{})
 		go func() {
@@ -186,6 +191,7 @@ func parseSnapshot(args []string) (string, time.Duration, error) {
 //	    ttl SECONDS
 //	    fallthrough [ZONES...]
 //	    snapshot PATH [INTERVAL]
+//	    snapshot_max_age DURATION
 //	    require_node_restricted_keys
 //	}
 func parse(c *caddy.Controller) (*GridHosts, error) {
@@ -202,11 +208,11 @@ func parse(c *caddy.Controller) (*GridHosts, error) {
 		}
 		seen := map[string]bool{}
 		var snapPath string
-		snapInterval := defaultSnapshotInterval
+		snapInterval, snapMaxAge := defaultSnapshotInterval, snapshottrust.DefaultMaxAge
 		for c.NextBlock() {
 			prop := c.Val()
 			switch prop {
-			case "kubeconfig", "services_kubeconfig", "node", "clients", "ttl", "fallthrough", "snapshot", "require_node_restricted_keys":
+			case "kubeconfig", "services_kubeconfig", "node", "clients", "ttl", "fallthrough", "snapshot", "snapshot_max_age", "require_node_restricted_keys":
 				if seen[prop] {
 					return nil, c.Errf("'%s' given twice", prop)
 				}
@@ -268,12 +274,26 @@ func parse(c *caddy.Controller) (*GridHosts, error) {
 				if snapPath, snapInterval, err = parseSnapshot(c.RemainingArgs()); err != nil {
 					return nil, c.Errf("%v", err)
 				}
+			case "snapshot_max_age":
+				args := c.RemainingArgs()
+				if len(args) != 1 {
+					return nil, c.ArgErr()
+				}
+				d, err := time.ParseDuration(args[0])
+				if err != nil || d < 0 {
+					return nil, c.Errf("snapshot_max_age must be a duration, 0 for any age (e.g. 168h), not '%s'", args[0])
+				}
+				snapMaxAge = d
 			default:
 				return nil, c.Errf("unknown property '%s'", prop)
 			}
 		}
+		if snapPath == "" && seen["snapshot_max_age"] {
+			return nil, c.Err("snapshot_max_age without snapshot")
+		}
 		if snapPath != "" {
 			g.snapshot = newSnapshotter(snapPath, snapInterval, snapOwner{Node: g.Node, Clients: g.Clients, Zones: g.Zones})
+			g.snapshot.life.MaxAge = snapMaxAge
 		}
 	}
 	if g == nil {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/plugin/pkg/fall"
+
+	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 )
 
 func TestParse(t *testing.T) {
@@ -27,7 +29,9 @@ func TestParse(t *testing.T) {
 		// snapshot PATH and interval; "" = none
 		snapPath  string
 		snapEvery time.Duration
-		restrict  bool
+		// snapMaxAge: 0 the default, -1 any age
+		snapMaxAge time.Duration
+		restrict   bool
 		// services: services_kubeconfig given
 		services bool
 	}{
@@ -69,6 +73,12 @@ func TestParse(t *testing.T) {
 		{input: "gridhosts {\nnode n1\nsnapshot /var/lib/g/s 25h\n}", wantErr: "interval must be a duration"},
 		{input: "gridhosts {\nnode n1\nsnapshot /var/lib/g/s 60\n}", wantErr: "not '60'"},
 		{input: "gridhosts {\nnode n1\nsnapshot /a\nsnapshot /b\n}", wantErr: "'snapshot' given twice"},
+		{input: "gridhosts {\nnode n1\nsnapshot /a\nsnapshot_max_age 48h\n}", zones: []string{"cluster.local."}, node: "n1", ttl: 5, snapPath: "/a", snapEvery: 10 * time.Second, snapMaxAge: 48 * time.Hour},
+		{input: "gridhosts {\nnode n1\nsnapshot /a\nsnapshot_max_age 0\n}", zones: []string{"cluster.local."}, node: "n1", ttl: 5, snapPath: "/a", snapEvery: 10 * time.Second, snapMaxAge: -1},
+		{input: "gridhosts {\nnode n1\nsnapshot /a\nsnapshot_max_age -1h\n}", wantErr: "snapshot_max_age must be a duration, 0 for any age (e.g. 168h), not '-1h'"},
+		{input: "gridhosts {\nnode n1\nsnapshot /a\nsnapshot_max_age week\n}", wantErr: "not 'week'"},
+		{input: "gridhosts {\nnode n1\nsnapshot /a\nsnapshot_max_age\n}", wantErr: "Wrong argument count"},
+		{input: "gridhosts {\nnode n1\nsnapshot_max_age 1h\n}", wantErr: "snapshot_max_age without snapshot"},
 		{input: "gridhosts {\nnode n1\nrequire_node_restricted_keys\n}", zones: []string{"cluster.local."}, node: "n1", ttl: 5, restrict: true},
 		{input: "gridhosts {\nnode n1\nrequire_node_restricted_keys yes\n}", wantErr: "Wrong argument count"},
 		{input: "gridhosts {\nnode n1\nrequire_node_restricted_keys\nrequire_node_restricted_keys\n}", wantErr: "given twice"},
@@ -97,11 +107,23 @@ func TestParse(t *testing.T) {
 			case tc.snapPath == "" && g.snapshot != nil:
 				t.Fatalf("snapshot %+v, want none", g.snapshot)
 			case tc.snapPath != "" && (g.snapshot == nil || g.snapshot.path != tc.snapPath || g.snapshot.interval != tc.snapEvery ||
+				g.snapshot.life.MaxAge != wantMaxAge(tc.snapMaxAge) ||
 				!g.snapshot.owner.equal(snapOwner{Node: tc.node, Clients: tc.clients, Zones: tc.zones})):
-				t.Fatalf("snapshot %+v, want %s every %v", g.snapshot, tc.snapPath, tc.snapEvery)
+				t.Fatalf("snapshot %+v, want %s every %v, max age %v", g.snapshot, tc.snapPath, tc.snapEvery, wantMaxAge(tc.snapMaxAge))
 			}
 		})
 	}
+}
+
+// wantMaxAge is a table's snapMaxAge as the snapshot's Life holds it.
+func wantMaxAge(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return snapshottrust.DefaultMaxAge
+	case d < 0:
+		return 0 // any age
+	}
+	return d
 }
 
 // TestSetupFailsOnBadKubeconfig: start-up must fail with a clear message,

@@ -38,17 +38,28 @@ type snapshotter struct {
 	interval time.Duration
 	owner    snapOwner
 
+	// life decides whether a snapshot read at start-up is answered from
+	// (package snapshottrust's rule, the wrapper's too).
+	life *snapshottrust.Life
+
 	mu sync.Mutex // one write at a time: the ticker and shutdown
 	// stamp gives each snapshot its time (package snapshottrust's rule,
 	// the wrapper's too); its Probe is set once the client is.
-	stamp    snapshottrust.Stamp
+	stamp snapshottrust.Stamp
+	// identify, when set, asks the apiserver for the snapshot's identity
+	// (this block's Node and its UID), once: the header records it.
+	identify func(context.Context) (snapshottrust.Identity, error)
+	identity snapshottrust.Identity
 	lastBody [sha256.Size]byte
 	lastAsOf time.Time // the time of the last snapshot written; zero before
 	problem  string    // the write failure last logged; "" while writes work
 }
 
+// newSnapshotter keeps snapshots at path; one written longer than
+// snapshottrust.DefaultMaxAge ago is not answered from (life.MaxAge).
 func newSnapshotter(path string, interval time.Duration, owner snapOwner) *snapshotter {
-	return &snapshotter{path: path, interval: interval, owner: owner}
+	return &snapshotter{path: path, interval: interval, owner: owner,
+		life: &snapshottrust.Life{MaxAge: snapshottrust.DefaultMaxAge, Refused: snapshotsRefused, Age: &servingSnapshotWritten}}
 }
 
 // prepare creates the directory if it is missing (0700), removes
@@ -89,9 +100,14 @@ func (s *snapshotter) write(x *Index, final bool) error {
 		snapshotUnchanged.Inc()
 		return nil
 	}
+	if s.identity.Node == "" && s.identify != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), snapshottrust.ProbeTimeout)
+		s.identity, _ = s.identify(ctx) // asked again at the next write when it fails
+		cancel()
+	}
 	dir, name := filepath.Split(s.path)
 	_, err = statefile.WriteFramed(dir, name, snapshotFormat, func(w io.Writer) error {
-		return encodePayload(w, snapHeader{Owner: s.owner, Written: asOf.UTC()}, body)
+		return encodePayload(w, snapHeader{Owner: s.owner, Written: asOf.UTC(), Identity: s.identity}, body)
 	})
 	if err != nil {
 		snapshotFailed.Inc()
@@ -151,11 +167,10 @@ func (g *GridHosts) loadSnapshot(logger klog.Logger) (*Index, *snapBody, snapHea
 func (g *GridHosts) serveSnapshot(logger klog.Logger, x *Index, h snapHeader) {
 	g.mode.Lock()
 	defer g.mode.Unlock()
-	if g.synced.Load() {
+	if g.synced.Load() || !g.snapshot.life.Serve(h.Written) {
 		return
 	}
 	g.snap.Store(x)
-	servingSnapshotWritten.Serving(h.Written)
 	snapshotServing.Set(1)
 	grids, sets, pods, services, nodes, slices := x.counts()
 	logger.Info("Apiserver not synced: answering grid names from the snapshot until it is",
@@ -172,7 +187,7 @@ func (g *GridHosts) goLive() bool {
 	if g.snap.Swap(nil) == nil {
 		return false
 	}
-	servingSnapshotWritten.Live()
+	g.snapshot.life.Confirm()
 	snapshotServing.Set(0)
 	return true
 }

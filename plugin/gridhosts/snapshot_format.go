@@ -16,6 +16,7 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/gridname"
+	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
@@ -74,6 +75,9 @@ func (o snapOwner) equal(p snapOwner) bool {
 type snapHeader struct {
 	Owner   snapOwner
 	Written time.Time
+	// Identity ties the snapshot to its cluster (snapshottrust.Identity);
+	// zero in snapshots of earlier builds.
+	Identity snapshottrust.Identity
 }
 
 type snapKV struct{ Key, Value string }

@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/coredns/coredns/plugin"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -14,58 +13,58 @@ import (
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 )
 
-// When a snapshot may be answered from is package snapshottrust's rule,
-// the wrapper's too: only while the apiserver cannot be reached, never
-// when it refuses gridhosts (401, 403, certificate errors), never for
-// another cluster, never when older than snapshottrust.DefaultMaxAge.
+// When a snapshot may be answered from is package snapshottrust's Life, the
+// wrapper's rule too: not older than snapshot_max_age, and only while the
+// apiserver cannot be reached, never when it refuses gridhosts (401, 403,
+// certificate errors), never for another cluster.
 
-var snapshotsRefused = promauto.NewCounterVec(prometheus.CounterOpts{
-	Namespace: plugin.Namespace,
-	Subsystem: "gridhosts",
-	Name:      "snapshots_refused_total",
-	Help:      "Snapshots not answered from (or no longer), by reason: identity (the apiserver's Node has another UID, or none: another cluster), upstream-refuses (401, 403 or a certificate error: not an outage), too-old.",
-}, []string{"reason"})
-
-// identityNode is the Node whose UID identifies the snapshot's cluster:
-// this block's node when the snapshot has it, else the first it has by
-// name (clients mode without a default node). "" when it has none.
-func (b *snapBody) identityNode(self string) (string, types.UID) {
-	var first *snapNode
-	for i := range b.Nodes {
-		n := &b.Nodes[i]
-		if n.Meta.Name == self {
-			return n.Meta.Name, n.Meta.UID
-		}
-		if first == nil || n.Meta.Name < first.Meta.Name {
-			first = n
-		}
+// identity is the snapshot's: the one its header names (this block's node
+// under the UID the apiserver gave it when the snapshot was written), else
+// as snapshottrust.IdentityOf finds it among the nodes the snapshot holds
+// (snapshots written before headers named it).
+func (b *snapBody) identity(h snapHeader, self string) snapshottrust.Identity {
+	if h.Identity.Node != "" {
+		return h.Identity
 	}
-	if first == nil {
-		return "", ""
-	}
-	return first.Meta.Name, first.Meta.UID
+	return snapshottrust.IdentityOf(self, func(yield func(string, types.UID) bool) {
+		for i := range b.Nodes {
+			if !yield(b.Nodes[i].Meta.Name, b.Nodes[i].Meta.UID) {
+				return
+			}
+		}
+	})
 }
 
 // trustSnapshot decides, before a snapshot read at start-up is answered
 // from, whether it may be: not too old, and the apiserver unreachable or
-// answering with the snapshot's identity node under the same UID.
+// answering with the snapshot's identity.
 func (g *GridHosts) trustSnapshot(ctx context.Context, h snapHeader, b *snapBody) snapshottrust.Verdict {
-	if v := snapshottrust.TooOld(h.Written, snapshottrust.DefaultMaxAge, time.Now()); !v.Serve {
+	life := g.snapshot.life
+	if v := life.Fresh(h.Written, time.Now()); !v.Serve {
 		return v
 	}
-	name, uid := b.identityNode(g.Node)
-	ctx, cancel := context.WithTimeout(ctx, snapshottrust.ProbeTimeout)
-	defer cancel()
-	if name == "" {
-		// No node to compare: only the apiserver's refusal can rule it out.
-		err := g.watcher.probe(ctx)
-		if snapshottrust.UpstreamRefuses(err) {
-			return snapshottrust.AtStart("", "", nil, err)
-		}
-		return snapshottrust.Verdict{Serve: true}
+	return life.Check(ctx, b.identity(h, g.Node), snapshottrust.Upstream{
+		GetNode: func(ctx context.Context, name string) (*corev1.Node, error) {
+			return g.watcher.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		},
+		Probe: g.watcher.probe,
+	})
+}
+
+// identify asks the apiserver for this block's Node, whose UID the
+// snapshot's header records: in node mode its labels may come from
+// NodeLabelSummaries, which carry no UID. A Node the apiserver does not have
+// is recorded without one (a snapshot of it is then refused while the
+// apiserver answers).
+func (g *GridHosts) identify(ctx context.Context) (snapshottrust.Identity, error) {
+	n, err := g.watcher.client.CoreV1().Nodes().Get(ctx, g.Node, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return snapshottrust.Identity{Node: g.Node}, nil
+	case err != nil:
+		return snapshottrust.Identity{}, err
 	}
-	n, err := g.watcher.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	return snapshottrust.AtStart(name, uid, n, err)
+	return snapshottrust.Identity{Node: n.Name, UID: n.UID}, nil
 }
 
 // refuseSnapshot stops answering from the snapshot (or never starts): not
@@ -74,14 +73,11 @@ func (g *GridHosts) trustSnapshot(ctx context.Context, h snapHeader, b *snapBody
 func (g *GridHosts) refuseSnapshot(logger klog.Logger, v snapshottrust.Verdict) {
 	g.mode.Lock()
 	defer g.mode.Unlock()
-	if g.refused {
+	if !g.snapshot.life.Refuse(v) {
 		return
 	}
-	g.refused = true
-	snapshotsRefused.WithLabelValues(v.Reason).Inc()
 	logger.Error(nil, "Not answering from the snapshot", "reason", v.Reason, "detail", v.Detail)
 	if g.snap.Swap(nil) != nil {
-		servingSnapshotWritten.Live()
 		snapshotServing.Set(0)
 	}
 }
@@ -89,9 +85,10 @@ func (g *GridHosts) refuseSnapshot(logger klog.Logger, v snapshottrust.Verdict) 
 // onUpstreamError takes the snapshot off when an informer's list or watch
 // is refused by the apiserver: not an outage.
 func (g *GridHosts) onUpstreamError(ctx context.Context, err error) {
-	if !snapshottrust.UpstreamRefuses(err) || g.snap.Load() == nil {
+	if g.snap.Load() == nil {
 		return
 	}
-	v := snapshottrust.AtStart("", "", nil, err)
-	g.refuseSnapshot(klog.FromContext(ctx), v)
+	if v, refused := snapshottrust.Refusal(err); refused {
+		g.refuseSnapshot(klog.FromContext(ctx), v)
+	}
 }

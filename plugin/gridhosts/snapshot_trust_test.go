@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -92,4 +93,26 @@ func TestSnapshotTrust(t *testing.T) {
 		}
 		r.stop(t)
 	})
+}
+
+// TestSnapshotMaxAge: snapshot_max_age refuses an older snapshot as too-old
+// before the apiserver is asked anything; 0 lets any age through to the
+// apiserver's check (an address nothing listens on: an outage, served).
+func TestSnapshotMaxAge(t *testing.T) {
+	g := New([]string{"cluster.local."})
+	g.Node = "node-1"
+	g.watcher = must(newWatcher(&rest.Config{Host: "http://127.0.0.1:9"}, nil, g.index, false, g.Node))(t)
+	g.snapshot = newSnapshotter(filepath.Join(t.TempDir(), "gridhosts.snapshot"), time.Minute, demoOwner)
+	g.snapshot.life.MaxAge = time.Hour
+	old := snapHeader{Written: time.Now().Add(-2 * time.Hour)}
+	if v := g.trustSnapshot(t.Context(), old, &snapBody{}); v.Serve || v.Reason != "too-old" {
+		t.Fatalf("two hours old, snapshot_max_age 1h: %+v, want too-old", v)
+	}
+	if v := g.trustSnapshot(t.Context(), snapHeader{Written: time.Now().Add(-30 * time.Minute)}, &snapBody{}); !v.Serve {
+		t.Fatalf("half an hour old, snapshot_max_age 1h, apiserver away: %+v, want served", v)
+	}
+	g.snapshot.life.MaxAge = 0
+	if v := g.trustSnapshot(t.Context(), old, &snapBody{}); !v.Serve {
+		t.Fatalf("snapshot_max_age 0, apiserver away: %+v, want any age served", v)
+	}
 }
