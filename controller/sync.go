@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/gridunit"
 )
 
 // problem is one reason the grid is not fully reconciled.
@@ -114,9 +115,13 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 	return errors.Join(errs...)
 }
 
-// valueOf is the nodeunit value in a child's name {grid}-{value}.
+// valueOf is the nodeunit value in a child's name {grid}-{value}, read by
+// gridunit's rule; a controlled child of another name is shown by its name.
 func (c *gridController[G, C, A]) valueOf(grid G, name string) string {
-	return strings.TrimPrefix(name, grid.GetName()+"-")
+	if v, ok := gridunit.ValueOf(grid.GetName(), name); ok {
+		return v
+	}
+	return name
 }
 
 // conflict reports a name taken by an object that is not the grid's.
