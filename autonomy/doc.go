@@ -18,6 +18,7 @@
 //     withheld until the autonomy duration, counted from the moment the last
 //     node of the nodeunit went unreachable, has passed; then Kubernetes'
 //     default handling applies.
+//
 //   - some node of the nodeunit reachable all along (since before the first
 //     one turned unreachable): the unreachable nodes failed alone, and the
 //     default handling applies, after a short decision window in which the

@@ -28,31 +28,31 @@ func (c *gridController[G, C, A]) adoptable(grid G, gridKey string, obj C) bool 
 // recheck confirms with a live read that the grid still exists and is not
 // being deleted before adopting anything (the cache may be stale).
 func (c *gridController[G, C, A]) recheck(ctx context.Context, grid G) error {
-	fresh, err := c.ops.liveGrid(ctx, grid.GetNamespace(), grid.GetName())
+	fresh, err := c.store.liveGrid(ctx, grid.GetNamespace(), grid.GetName())
 	if err != nil {
 		return err
 	}
 	if fresh.GetUID() != grid.GetUID() {
-		return fmt.Errorf("%s %s/%s was recreated (uid %s, cached %s)", c.ops.kind, grid.GetNamespace(), grid.GetName(), fresh.GetUID(), grid.GetUID())
+		return fmt.Errorf("%s %s/%s was recreated (uid %s, cached %s)", c.kind, grid.GetNamespace(), grid.GetName(), fresh.GetUID(), grid.GetUID())
 	}
 	if fresh.GetDeletionTimestamp() != nil {
-		return fmt.Errorf("%s %s/%s is being deleted", c.ops.kind, grid.GetNamespace(), grid.GetName())
+		return fmt.Errorf("%s %s/%s is being deleted", c.kind, grid.GetNamespace(), grid.GetName())
 	}
 	return nil
 }
 
 // release drops our controller reference from a child we no longer select.
 func (c *gridController[G, C, A]) release(ctx context.Context, grid G, ch C) error {
-	_, err := c.ops.client.patch(ctx, ch.GetNamespace(), ch.GetName(), types.StrategicMergePatchType, releasePatch(grid, ch))
+	_, err := c.store.patch(ctx, ch.GetNamespace(), ch.GetName(), types.StrategicMergePatchType, releasePatch(grid, ch))
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("release %s %s: %w", c.ops.childKind, ch.GetName(), err)
+		return fmt.Errorf("release %s %s: %w", c.childKind, ch.GetName(), err)
 	}
 	klog.FromContext(ctx).V(2).Info("Released child whose labels no longer match", "child", klog.KObj(ch))
 	c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonReleased, "Released %s %s: its %s label no longer names this grid",
-		c.ops.childKind, ch.GetName(), superedgev1.LabelGridSelector)
+		c.childKind, ch.GetName(), superedgev1.LabelGridSelector)
 	return nil
 }
 
@@ -76,19 +76,19 @@ func ownedByUpdate(obj metav1.Object) bool {
 // apply), guarded by the child's resourceVersion. It reads the child live:
 // the cache keeps only our own managedFields entries.
 func (c *gridController[G, C, A]) migrateOwnership(ctx context.Context, cached C) error {
-	live, err := c.ops.client.getLive(ctx, cached.GetNamespace(), cached.GetName())
+	live, err := c.store.liveChild(ctx, cached.GetNamespace(), cached.GetName())
 	if err != nil {
 		return err
 	}
 	if live.GetUID() != cached.GetUID() {
-		return fmt.Errorf("%s %s was replaced (uid %s, cached %s)", c.ops.childKind, cached.GetName(), live.GetUID(), cached.GetUID())
+		return fmt.Errorf("%s %s was replaced (uid %s, cached %s)", c.childKind, cached.GetName(), live.GetUID(), cached.GetUID())
 	}
 	data, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldManager), FieldManager)
 	if err != nil || data == nil {
 		return err
 	}
-	if _, err := c.ops.client.patch(ctx, live.GetNamespace(), live.GetName(), types.JSONPatchType, data); err != nil {
-		return fmt.Errorf("migrate field ownership of %s %s: %w", c.ops.childKind, live.GetName(), err)
+	if _, err := c.store.patch(ctx, live.GetNamespace(), live.GetName(), types.JSONPatchType, data); err != nil {
+		return fmt.Errorf("migrate field ownership of %s %s: %w", c.childKind, live.GetName(), err)
 	}
 	klog.FromContext(ctx).V(2).Info("Moved field ownership from Update to Apply", "child", klog.KObj(live), "manager", FieldManager)
 	return nil

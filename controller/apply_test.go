@@ -77,7 +77,7 @@ func TestDesiredDeployment(t *testing.T) {
 		}},
 	}
 	before := g.DeepCopy()
-	d, err := desiredDeployment(g, unit{value: "east", name: "web-east", template: superedgev1.DefaultTemplateName})
+	d, err := deploymentGrids{}.desired(g, unit{value: "east", name: "web-east", template: superedgev1.DefaultTemplateName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +115,8 @@ func TestDesiredDeployment(t *testing.T) {
 		t.Error("the grid was modified")
 	}
 	// Same input, same hash; another nodeunit, another hash.
-	d2, _ := desiredDeployment(g, unit{value: "east", name: "web-east"})
-	d3, _ := desiredDeployment(g, unit{value: "west", name: "web-west"})
+	d2, _ := deploymentGrids{}.desired(g, unit{value: "east", name: "web-east"})
+	d3, _ := deploymentGrids{}.desired(g, unit{value: "west", name: "web-west"})
 	if d2.Annotations[AnnotationAppliedHash] != d.Annotations[AnnotationAppliedHash] || d3.Annotations[AnnotationAppliedHash] == d.Annotations[AnnotationAppliedHash] {
 		t.Error("hash not a function of the wanted child")
 	}
@@ -130,7 +130,7 @@ func TestDesiredService(t *testing.T) {
 			Ports: []corev1.ServicePort{{Port: 80}, {Port: 81, TargetPort: intstr.FromString("http")}},
 		}},
 	}
-	s, err := desiredService(g, unit{name: "api-svc"})
+	s, err := serviceGrids{}.desired(g, unit{name: "api-svc"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestDesiredStatefulSetDropsClaimStatus(t *testing.T) {
 			}},
 		}},
 	}
-	s, err := desiredStatefulSet(g, unit{value: "u1", name: "db-u1"})
+	s, err := statefulSetGrids{}.desired(g, unit{value: "u1", name: "db-u1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -34,7 +35,7 @@ func TestBadInput(t *testing.T) {
 	// message holds every part, and for the grid's Reconciled condition.
 	expectWarning := func(t *testing.T, name, reason string, cond func(ctx context.Context) ([]metav1.Condition, error), parts ...string) {
 		t.Helper()
-		eventually(t, 20*time.Second, fmt.Sprintf("Warning %s on %s mentioning %q", reason, name, parts), func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, fmt.Sprintf("Warning %s on %s mentioning %q", reason, name, parts), func(ctx context.Context) error {
 			evs, err := e.warningEvents(ctx, ns, name, reason)
 			if err != nil {
 				return err
@@ -118,7 +119,7 @@ func TestBadInput(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		eventually(t, 20*time.Second, "StatefulSets of valid names only", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "StatefulSets of valid names only", func(ctx context.Context) error {
 			for _, want := range []string{name + "-good", name + "-a-rather-long-unit", longName + "-good"} {
 				if _, err := e.kube.AppsV1().StatefulSets(ns).Get(ctx, want, metav1.GetOptions{}); err != nil {
 					return err

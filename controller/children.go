@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"maps"
-
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -64,14 +62,6 @@ func workloadUnits(grid string, values []string, templates map[string]string, de
 	return out
 }
 
-// mergeStrings returns a new map with b's entries over a's.
-func mergeStrings(a, b map[string]string) map[string]string {
-	out := make(map[string]string, len(a)+len(b))
-	maps.Copy(out, a)
-	maps.Copy(out, b)
-	return out
-}
-
 // byIndex lists the cached children indexed under namespace/grid. The
 // returned objects belong to the cache: never modify them.
 func byIndex[C any](indexer cache.Indexer, namespace, grid string) ([]C, error) {
@@ -108,7 +98,7 @@ func wireIndexes[G any](grids, children, nodes cache.SharedIndexInformer, kind s
 }
 
 // register subscribes the controller to its informers.
-func register[G, C object, A any](c *gridController[G, C, A], grids, children, nodes cache.SharedIndexInformer) error {
+func register[G, C object, A childConfig[A]](c *gridController[G, C, A], grids, children, nodes cache.SharedIndexInformer) error {
 	regs := []cache.ResourceEventHandlerRegistration{}
 	r, err := grids.AddEventHandler(c.gridHandlers())
 	if err != nil {

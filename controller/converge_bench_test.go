@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -42,7 +43,7 @@ func BenchmarkConverge(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		eventually(b, 10*time.Minute, "every grid converged", func(ctx context.Context) error {
+		testwait.Eventually(b.Context(), b, 10*time.Minute, "every grid converged", func(ctx context.Context) error {
 			list, err := e.grids.SuperedgeV1().DeploymentGrids(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return err
@@ -87,7 +88,7 @@ func BenchmarkConverge(b *testing.B) {
 	stop()
 	before := counter(reconcileTotal.WithLabelValues("DeploymentGrid", "success"))
 	_, wc2, _ := e.startController(b, func(o *Options) { o.Workers = 8; o.Resync = 0 })
-	eventually(b, 5*time.Minute, "every grid re-reconciled", func(context.Context) error {
+	testwait.Eventually(b.Context(), b, 5*time.Minute, "every grid re-reconciled", func(context.Context) error {
 		if n := counter(reconcileTotal.WithLabelValues("DeploymentGrid", "success")) - before; n < grids*float64(b.N) {
 			return fmt.Errorf("%v reconciles", n)
 		}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -26,7 +27,7 @@ func TestManagedCRDs(t *testing.T) {
 	}
 	e.startController(t, func(o *Options) { o.ManageCRDs = true; o.CRDCheckInterval = 500 * time.Millisecond })
 
-	eventually(t, 30*time.Second, "CRDs installed and undrifted", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 30*time.Second, "CRDs installed and undrifted", func(ctx context.Context) error {
 		drifted, err := CRDsDrifted(ctx, e.ext)
 		if err != nil {
 			return err
@@ -48,7 +49,7 @@ func TestManagedCRDs(t *testing.T) {
 	if _, err := e.ext.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, "deploymentgrids.superedge.io", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "short name dg restored", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 30*time.Second, "short name dg restored", func(ctx context.Context) error {
 		crd, err := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "deploymentgrids.superedge.io", metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -26,7 +26,7 @@ func (c *gridController[G, C, A]) removeVanished(ctx context.Context, grid G, co
 		if wanted[name] {
 			if c.grace.clear(ch.GetUID()) {
 				c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonDeletionCancelled,
-					"Nodeunit %q has nodes again: %s %s stays", value, c.ops.childKind, name)
+					"Nodeunit %q has nodes again: %s %s stays", value, c.childKind, name)
 			}
 			continue
 		}
@@ -35,7 +35,7 @@ func (c *gridController[G, C, A]) removeVanished(ctx context.Context, grid G, co
 			at := deadline.UTC().Format(time.RFC3339)
 			if first {
 				c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonDeletionPending,
-					"Nodeunit %q has no nodes: %s %s will be deleted at %s unless nodes come back", value, c.ops.childKind, name, at)
+					"Nodeunit %q has no nodes: %s %s will be deleted at %s unless nodes come back", value, c.childKind, name, at)
 			}
 			c.queue.AddAfter(key, deadline.Sub(now))
 			pending = append(pending, child[C]{unit: unit{value: value, name: name}, obj: ch,
@@ -43,14 +43,14 @@ func (c *gridController[G, C, A]) removeVanished(ctx context.Context, grid G, co
 			continue
 		}
 		uid := ch.GetUID()
-		err := c.ops.client.remove(ctx, ch.GetNamespace(), name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		err := c.store.remove(ctx, ch.GetNamespace(), name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete %s %s: %w", c.ops.childKind, name, err))
+			errs = append(errs, fmt.Errorf("delete %s %s: %w", c.childKind, name, err))
 			continue
 		}
 		c.grace.clear(uid)
 		klog.FromContext(ctx).V(2).Info("Deleted child of a vanished nodeunit", "child", klog.KObj(ch))
-		c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonDeleted, "Deleted %s %s: its nodeunit has had no nodes for %s", c.ops.childKind, name, c.grace.period)
+		c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonDeleted, "Deleted %s %s: its nodeunit has had no nodes for %s", c.childKind, name, c.grace.period)
 	}
 	return pending, errors.Join(errs...)
 }

@@ -8,38 +8,48 @@ import (
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
 
+// deploymentGrids is the DeploymentGrid kind: one Deployment per nodeunit.
+type deploymentGrids struct{}
+
 // newDeploymentGridController keeps one Deployment per nodeunit for every DeploymentGrid.
 func newDeploymentGridController(deps Deps) (*gridController[*superedgev1.DeploymentGrid, *appsv1.Deployment, *appsv1apply.DeploymentApplyConfiguration], error) {
-	grids := deps.GridInformers.Superedge().V1().DeploymentGrids()
-	children := deps.KubeInformers.Apps().V1().Deployments()
-	return newWorkloadGridController(deps, workloadKind[*superedgev1.DeploymentGrid, *appsv1.Deployment, *appsv1apply.DeploymentApplyConfiguration, appsv1.DeploymentSpec, superedgev1.DeploymentGridStatus]{
-		childKind: "Deployment",
-		grids:     grids.Informer(),
-		children:  children.Informer(),
-		access: newKindAccess(grids.Lister().DeploymentGrids, deps.Grids.SuperedgeV1().DeploymentGrids,
-			children.Informer(), children.Lister().Deployments, deps.Kube.AppsV1().Deployments,
-			appsv1apply.ExtractDeployment, func() *appsv1.Deployment { return &appsv1.Deployment{} }),
-		spec: func(g *superedgev1.DeploymentGrid) workloadSpec[appsv1.DeploymentSpec] {
-			return workloadSpec[appsv1.DeploymentSpec]{g.Spec.GridUniqKey, &g.Spec.WorkloadGridSpecCommon, &g.Spec.Template, g.Spec.TemplatePool}
+	grids := deps.GridInformers.Superedge().V1().DeploymentGrids().Informer()
+	children := deps.KubeInformers.Apps().V1().Deployments().Informer()
+	store := newKindStore(
+		grids, superedgev1.Resource("deploymentgrid"),
+		func(ns string) gridAPI[*superedgev1.DeploymentGrid] {
+			return deps.Grids.SuperedgeV1().DeploymentGrids(ns)
 		},
-		status: func(g *superedgev1.DeploymentGrid) *superedgev1.DeploymentGridStatus { return &g.Status },
-		shared: func(g *superedgev1.DeploymentGrid) *superedgev1.WorkloadGridStatusCommon {
-			return &g.Status.WorkloadGridStatusCommon
+		children, appsv1.Resource("deployment"),
+		func(ns string) childAPI[*appsv1.Deployment, *appsv1apply.DeploymentApplyConfiguration] {
+			return deps.Kube.AppsV1().Deployments(ns)
 		},
-		newStatus: func(g *superedgev1.DeploymentGrid, kept []child[*appsv1.Deployment], nodeUnits int32, shared superedgev1.WorkloadGridStatusCommon) superedgev1.DeploymentGridStatus {
-			return superedgev1.DeploymentGridStatus{ObservedGeneration: g.Generation, States: childStates(kept, deploymentState),
-				NodeUnits: nodeUnits, WorkloadGridStatusCommon: shared}
-		},
-		validName: validDeploymentName,
-		desired:   desiredDeployment,
-		ready:     deploymentReady,
-		healthy:   deploymentHealthy,
-		failure:   deploymentFailure,
-	})
+		appsv1apply.ExtractDeployment, func() *appsv1.Deployment { return &appsv1.Deployment{} })
+	return newWorkloadGridController(deps, "Deployment", deploymentGrids{}, store, grids, children)
 }
 
-// desiredDeployment is the Deployment a DeploymentGrid wants in one nodeunit.
-func desiredDeployment(g *superedgev1.DeploymentGrid, u unit) (*appsv1apply.DeploymentApplyConfiguration, error) {
+func (deploymentGrids) spec(g *superedgev1.DeploymentGrid) (string, *superedgev1.WorkloadGridSpecCommon) {
+	return g.Spec.GridUniqKey, &g.Spec.WorkloadGridSpecCommon
+}
+
+func (deploymentGrids) templateJSON(g *superedgev1.DeploymentGrid, name string) ([]byte, error) {
+	return templateJSON(g.Spec.Template, g.Spec.TemplatePool, name)
+}
+
+func (deploymentGrids) status(g *superedgev1.DeploymentGrid) *superedgev1.WorkloadGridStatusCommon {
+	return &g.Status.WorkloadGridStatusCommon
+}
+
+func (deploymentGrids) statusWith(g *superedgev1.DeploymentGrid, kept []child[*appsv1.Deployment], nodeUnits int32, common superedgev1.WorkloadGridStatusCommon) (*superedgev1.DeploymentGrid, bool) {
+	st := superedgev1.DeploymentGridStatus{ObservedGeneration: g.Generation, States: childStates(kept, deploymentState),
+		NodeUnits: nodeUnits, WorkloadGridStatusCommon: common}
+	return copyWithStatus(g, st, func(g *superedgev1.DeploymentGrid) *superedgev1.DeploymentGridStatus { return &g.Status })
+}
+
+func (deploymentGrids) validName(name string) error { return validDeploymentName(name) }
+
+// desired is the Deployment a DeploymentGrid wants in one nodeunit.
+func (deploymentGrids) desired(g *superedgev1.DeploymentGrid, u unit) (*appsv1apply.DeploymentApplyConfiguration, error) {
 	spec := &appsv1apply.DeploymentSpecApplyConfiguration{}
 	if err := unitSpec(g.Spec.Template, g.Spec.TemplatePool, u, spec); err != nil {
 		return nil, err
@@ -58,9 +68,9 @@ func deploymentState(d *appsv1.Deployment) superedgev1.DeploymentState {
 	}
 }
 
-// deploymentReady: the Deployment controller has seen the current spec and
-// every wanted replica is updated and available.
-func deploymentReady(d *appsv1.Deployment) bool {
+// ready: the Deployment controller has seen the current spec and every
+// wanted replica is updated and available.
+func (deploymentGrids) ready(d *appsv1.Deployment) bool {
 	want := ptr.Deref(d.Spec.Replicas, 1)
 	s := d.Status
 	return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.AvailableReplicas == want && s.Replicas == want
@@ -77,18 +87,18 @@ func deepCopyDeploymentConditions(in []appsv1.DeploymentCondition) []appsv1.Depl
 	return out
 }
 
-// deploymentHealthy: fully rolled out, the bar a rollout wave must pass: the
-// spec observed and every wanted replica updated, ready and available.
-func deploymentHealthy(d *appsv1.Deployment) bool {
+// healthy: fully rolled out, the bar a rollout wave must pass: the spec
+// observed and every wanted replica updated, ready and available.
+func (deploymentGrids) healthy(d *appsv1.Deployment) bool {
 	want := ptr.Deref(d.Spec.Replicas, 1)
 	s := d.Status
 	return s.ObservedGeneration >= d.Generation && s.Replicas == want && s.UpdatedReplicas == want &&
 		s.ReadyReplicas == want && s.AvailableReplicas == want
 }
 
-// deploymentFailure is the Deployment controller's own verdict that the
-// rollout is stuck (its progressDeadlineSeconds passed), or "".
-func deploymentFailure(d *appsv1.Deployment) string {
+// failure is the Deployment controller's own verdict that the rollout is
+// stuck (its progressDeadlineSeconds passed), or "".
+func (deploymentGrids) failure(d *appsv1.Deployment) string {
 	if d.Status.ObservedGeneration < d.Generation {
 		return ""
 	}

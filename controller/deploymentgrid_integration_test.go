@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -60,7 +61,7 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 			g.Spec.Template.Template.Spec.Containers[0].Image = "registry.example/echo:2"
 			g.Spec.Template.Replicas = ptr.To[int32](3)
 		})
-		eventually(t, 20*time.Second, "every child runs echo:2 with 3 replicas", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "every child runs echo:2 with 3 replicas", func(ctx context.Context) error {
 			for _, v := range []string{"east", "west", "north"} {
 				d, err := e.kube.AppsV1().Deployments(ns).Get(ctx, "web-"+v, metav1.GetOptions{})
 				if err != nil {
@@ -82,7 +83,7 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 		if err := e.kube.AppsV1().Deployments(ns).Delete(ctx, "web-west", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 20*time.Second, "web-west recreated", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "web-west recreated", func(ctx context.Context) error {
 			d, err := e.kube.AppsV1().Deployments(ns).Get(ctx, "web-west", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -111,7 +112,7 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.node(t, "s1", map[string]string{key: "south"})
-		eventually(t, 20*time.Second, "web-south adopted and updated", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "web-south adopted and updated", func(ctx context.Context) error {
 			d, err := e.kube.AppsV1().Deployments(ns).Get(ctx, "web-south", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -135,7 +136,7 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 20*time.Second, "web-north released, kept, and reported as a conflict", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "web-north released, kept, and reported as a conflict", func(ctx context.Context) error {
 			d, err := e.kube.AppsV1().Deployments(ns).Get(ctx, "web-north", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -183,7 +184,7 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.node(t, "m1", map[string]string{key: "central"})
-		eventually(t, 20*time.Second, "Warning NameConflict naming web-central", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "Warning NameConflict naming web-central", func(ctx context.Context) error {
 			evs, err := e.warningEvents(ctx, ns, grid, ReasonNameConflict)
 			if err != nil {
 				return err
@@ -206,7 +207,7 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 
 	t.Run("vanished nodeunit loses its child", func(t *testing.T) {
 		e.relabel(t, "b1", map[string]any{key: nil})
-		eventually(t, 20*time.Second, "web-west deleted", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "web-west deleted", func(ctx context.Context) error {
 			_, err := e.kube.AppsV1().Deployments(ns).Get(ctx, "web-west", metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return nil
@@ -222,7 +223,7 @@ func TestDeploymentGridFollowsNodeUnits(t *testing.T) {
 	})
 
 	t.Run("status mirrors children", func(t *testing.T) {
-		eventually(t, 20*time.Second, "status lists east and south", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "status lists east and south", func(ctx context.Context) error {
 			g, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Get(ctx, grid, metav1.GetOptions{})
 			if err != nil {
 				return err

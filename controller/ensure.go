@@ -18,17 +18,17 @@ import (
 // different object).
 func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, live C, hasLive bool) (C, error) {
 	var zero C
-	cfg, err := c.ops.desired(grid, u)
+	cfg, err := c.grids.desired(grid, u)
 	if err != nil {
 		return zero, err
 	}
 	logger := klog.FromContext(ctx)
 	if !hasLive {
-		obj, err := c.ops.client.create(ctx, grid.GetNamespace(), cfg)
+		obj, err := c.store.create(ctx, grid.GetNamespace(), cfg)
 		if err != nil {
 			return zero, err
 		}
-		countChildWrite(c.ops.kind)
+		countChildWrite(c.kind)
 		logger.V(2).Info("Created child", "child", klog.KObj(obj), "nodeunit", u.value)
 		return obj, nil
 	}
@@ -41,7 +41,7 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 			live.GetAnnotations()[AnnotationAppliedHash] != c.applied.hashOf(live) {
 			return live, nil // applied already; the cache has not caught up (its update event follows)
 		}
-		if ext, err := c.ops.extract(live); err == nil {
+		if ext, err := c.store.config(live); err == nil {
 			if same, err := upToDate(live, want, ext); err == nil && same {
 				return live, nil
 			}
@@ -52,14 +52,13 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 			return zero, err
 		}
 	}
-	c.ops.setUID(cfg, live.GetUID())
-	obj, err := c.ops.client.apply(ctx, grid.GetNamespace(), cfg)
+	obj, err := c.store.apply(ctx, grid.GetNamespace(), live.GetUID(), cfg)
 	if ic, ok := asImmutableChange(err); ok {
 		if !ic.selector && selectorChanged(live, cfg) {
 			ic.selector = true
 			ic.fields = append(ic.fields, "spec.selector")
 		}
-		if c.ops.recreatable && !ic.selector && metav1.IsControlledBy(live, grid) {
+		if c.recreatable && !ic.selector && metav1.IsControlledBy(live, grid) {
 			return zero, c.recreate(ctx, grid, live, ic)
 		}
 		return zero, ic
@@ -67,7 +66,7 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 	if err != nil {
 		return zero, err
 	}
-	countChildWrite(c.ops.kind)
+	countChildWrite(c.kind)
 	c.applied.remember(live, obj)
 	logger.V(2).Info("Applied child", "child", klog.KObj(obj), "nodeunit", u.value)
 	return obj, nil
@@ -84,12 +83,12 @@ var errRecreating = errors.New("re-creating")
 func (c *gridController[G, C, A]) recreate(ctx context.Context, grid G, live C, ic immutableChange) error {
 	uid := live.GetUID()
 	orphan := metav1.DeletePropagationOrphan
-	err := c.ops.client.remove(ctx, live.GetNamespace(), live.GetName(), metav1.DeleteOptions{PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := c.store.remove(ctx, live.GetNamespace(), live.GetName(), metav1.DeleteOptions{PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete %s %s to re-create it: %w", c.ops.childKind, live.GetName(), err)
+		return fmt.Errorf("delete %s %s to re-create it: %w", c.childKind, live.GetName(), err)
 	}
 	klog.FromContext(ctx).Info("Re-creating child for fields that cannot change in place", "child", klog.KObj(live), "fields", ic.fields)
 	c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonRecreating, "Re-creating %s %s: %v; its pods are kept and adopted by the new one",
-		c.ops.childKind, live.GetName(), ic)
+		c.childKind, live.GetName(), ic)
 	return errRecreating
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -49,7 +50,7 @@ func TestNodeUnitDeletionGrace(t *testing.T) {
 		return out, nil
 	}
 	var before map[string]types.UID
-	eventually(t, time.Minute, "one pod per nodeunit", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, time.Minute, "one pod per nodeunit", func(ctx context.Context) error {
 		s, err := snapshot(ctx)
 		if err != nil {
 			return err
@@ -97,14 +98,14 @@ func TestNodeUnitDeletionGrace(t *testing.T) {
 
 	t.Run("labels stripped and restored", func(t *testing.T) {
 		e.relabel(t, "n2", map[string]any{"zone": nil})
-		eventually(t, 20*time.Second, "deletion of web-b pending", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "deletion of web-b pending", func(ctx context.Context) error {
 			if err := pendingFor(ctx, "b"); err != nil {
 				return err
 			}
 			return hasEvent(ctx, ReasonDeletionPending, "web-b")
 		})
 		e.relabel(t, "n2", map[string]any{"zone": "b"})
-		eventually(t, 20*time.Second, "deletion of web-b cancelled", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "deletion of web-b cancelled", func(ctx context.Context) error {
 			if err := pendingFor(ctx); err != nil {
 				return err
 			}
@@ -114,9 +115,9 @@ func TestNodeUnitDeletionGrace(t *testing.T) {
 
 	t.Run("typo in gridUniqKey and back", func(t *testing.T) {
 		e.updateDeploymentGrid(t, ns, "web", func(g *superedgev1.DeploymentGrid) { g.Spec.GridUniqKey = "zoen" })
-		eventually(t, 20*time.Second, "every deletion pending", func(ctx context.Context) error { return pendingFor(ctx, "a", "b") })
+		testwait.Eventually(t.Context(), t, 20*time.Second, "every deletion pending", func(ctx context.Context) error { return pendingFor(ctx, "a", "b") })
 		e.updateDeploymentGrid(t, ns, "web", func(g *superedgev1.DeploymentGrid) { g.Spec.GridUniqKey = "zone" })
-		eventually(t, 20*time.Second, "nothing pending", func(ctx context.Context) error { return pendingFor(ctx) })
+		testwait.Eventually(t.Context(), t, 20*time.Second, "nothing pending", func(ctx context.Context) error { return pendingFor(ctx) })
 	})
 
 	after, err := snapshot(ctx)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -201,7 +202,7 @@ func TestSuperEdgeGridAPI(t *testing.T) {
 			"deploymentgrid-demo-zone2": "superedge/echoserver:2.3",
 			"deploymentgrid-demo-zone3": "superedge/echoserver:2.2",
 		}
-		eventually(t, 20*time.Second, "children from their templates", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "children from their templates", func(ctx context.Context) error {
 			for name, img := range want {
 				got, _, err := image(ctx, name)
 				if err != nil {
@@ -224,7 +225,7 @@ func TestSuperEdgeGridAPI(t *testing.T) {
 		if _, err := e.grids.SuperedgeV1().DeploymentGrids("default").Patch(ctx, "deploymentgrid-demo", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 20*time.Second, "zone2 on 2.4 and the grid's status observed", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "zone2 on 2.4 and the grid's status observed", func(ctx context.Context) error {
 			if img, _, err := image(ctx, "deploymentgrid-demo-zone2"); err != nil || img != "superedge/echoserver:2.4" {
 				return fmt.Errorf("zone2 image %s (%v)", img, err)
 			}
@@ -243,7 +244,7 @@ func TestSuperEdgeGridAPI(t *testing.T) {
 		e.updateDeploymentGrid(t, "default", "deploymentgrid-demo", func(g *superedgev1.DeploymentGrid) {
 			g.Spec.Templates["zone1"] = "test9"
 		})
-		eventually(t, 20*time.Second, "UnknownTemplate condition and Event naming test9", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "UnknownTemplate condition and Event naming test9", func(ctx context.Context) error {
 			g, err := e.grids.SuperedgeV1().DeploymentGrids("default").Get(ctx, "deploymentgrid-demo", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -289,7 +290,7 @@ func TestSuperEdgeGridAPI(t *testing.T) {
 				t.Errorf("%s: nodeSelector %v", d.Name, d.Spec.Template.Spec.NodeSelector)
 			}
 		}
-		eventually(t, 20*time.Second, "Service with the prefixed key", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 20*time.Second, "Service with the prefixed key", func(ctx context.Context) error {
 			svc, err := e.kube.CoreV1().Services("default").Get(ctx, "web-svc", metav1.GetOptions{})
 			if err != nil {
 				return err

@@ -15,8 +15,17 @@ import (
 )
 
 // gridController runs one grid kind's workqueue.
-type gridController[G, C object, A any] struct {
-	ops      kindOps[G, C, A]
+type gridController[G, C object, A childConfig[A]] struct {
+	kind      string // the grid kind, e.g. "DeploymentGrid"
+	childKind string // e.g. "Deployment"
+	grids     gridKind[G, C, A]
+	// rollouts is nil for a kind without spec.rollout (ServiceGrid).
+	rollouts rolloutKind[G, C]
+	store    kindStore[G, C, A]
+	// recreatable: a child whose update hits immutable fields may be deleted
+	// (orphaning its pods) and created anew (workloads: pods are re-adopted).
+	recreatable bool
+
 	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	recorder record.EventRecorder
 	synced   []cache.InformerSynced
@@ -27,18 +36,20 @@ type gridController[G, C object, A any] struct {
 	restrictedKeys bool
 }
 
-func newGridController[G, C object, A any](ops kindOps[G, C, A], deps Deps) *gridController[G, C, A] {
+func newGridController[G, C object, A childConfig[A]](deps Deps, kind, childKind string, grids gridKind[G, C, A], store kindStore[G, C, A]) *gridController[G, C, A] {
 	return &gridController[G, C, A]{
-		ops: ops,
+		kind:      kind,
+		childKind: childKind,
+		grids:     grids,
+		store:     store,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{
-				Name:            strings.ToLower(ops.kind),
+				Name:            strings.ToLower(kind),
 				MetricsProvider: deps.MetricsProvider,
 			}),
-		recorder: deps.Recorder,
-		grace:    newDeletionGrace(deps.DeletionGracePeriod, deps.Clock),
-
+		recorder:       deps.Recorder,
+		grace:          newDeletionGrace(deps.DeletionGracePeriod, deps.Clock),
 		restrictedKeys: deps.RequireNodeRestrictedGridKeys,
 	}
 }
@@ -46,7 +57,7 @@ func newGridController[G, C object, A any](ops kindOps[G, C, A], deps Deps) *gri
 // run processes the queue with workers until ctx ends, then waits for them.
 func (c *gridController[G, C, A]) run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx).WithValues("controller", strings.ToLower(c.ops.kind))
+	logger := klog.FromContext(ctx).WithValues("controller", strings.ToLower(c.kind))
 	ctx = klog.NewContext(ctx, logger)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -77,12 +88,12 @@ func (c *gridController[G, C, A]) processNextWorkItem(ctx context.Context) bool 
 
 	start := time.Now()
 	err := c.sync(ctx, key)
-	observeReconcile(c.ops.kind, time.Since(start), err)
+	observeReconcile(c.kind, time.Since(start), err)
 	if err == nil {
 		c.queue.Forget(key)
 		return true
 	}
-	utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "kind", c.ops.kind, "objectReference", key)
+	utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "kind", c.kind, "objectReference", key)
 	c.queue.AddRateLimited(key)
 	return true
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -64,7 +65,7 @@ func TestNodeRestrictedGridKeys(t *testing.T) {
 		}
 	}
 	e.waitDeployments(t, ns, "trusted", "trusted-a", "trusted-b")
-	eventually(t, 20*time.Second, "open: UntrustedGridUniqKey Warning and condition", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 20*time.Second, "open: UntrustedGridUniqKey Warning and condition", func(ctx context.Context) error {
 		evs, err := e.warningEvents(ctx, ns, "open", ReasonUntrustedGridUniqKey)
 		if err != nil {
 			return err

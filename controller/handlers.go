@@ -4,7 +4,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// enqueue adds the grid named by key "namespace/name".
+// enqueueKey adds the grid named by key "namespace/name".
 func (c *gridController[G, C, A]) enqueueKey(key string) {
 	name, err := cache.ParseObjectName(key)
 	if err != nil {
@@ -34,7 +34,7 @@ func (c *gridController[G, C, A]) gridHandlers() cache.ResourceEventHandler {
 func (c *gridController[G, C, A]) childHandlers() cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if m, ok := objectOf(obj); ok {
-			for _, k := range gridKeysOf(m, c.ops.kind) {
+			for _, k := range gridKeysOf(m, c.kind) {
 				c.enqueueKey(k)
 			}
 		}

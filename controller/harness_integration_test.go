@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -25,6 +24,8 @@ import (
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned/scheme"
+	"github.com/servicegroup/servicegroup/internal/testnet"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -41,7 +42,7 @@ type env struct {
 func newEnv(t testing.TB, opts controlplane.Options) *env {
 	t.Helper()
 	opts.BeforeControllers = func(ctx context.Context, cfg *rest.Config) error {
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		ctx, cancel := context.WithTimeout(ctx, testwait.Floor)
 		defer cancel()
 		return EnsureCRDs(ctx, apiextensionsclient.NewForConfigOrDie(cfg))
 	}
@@ -66,15 +67,11 @@ type writeCounter struct {
 	writes []string
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 func (w *writeCounter) config(base *rest.Config) *rest.Config {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = 1000, 2000
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return testnet.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 			switch r.Method {
 			case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 				w.mu.Lock()
@@ -87,7 +84,7 @@ func (w *writeCounter) config(base *rest.Config) *rest.Config {
 	return cfg
 }
 
-// count returns the writes whose "METHOD path" satisfies keep (all if nil).
+// list returns the writes whose "METHOD path" satisfies keep (all if nil).
 func (w *writeCounter) list(keep func(string) bool) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -154,27 +151,6 @@ func (e *env) startController(t testing.TB, mutate func(*Options)) (*Manager, *w
 	return m, wc, stop
 }
 
-// convergeFloor is the least any eventually waits. The bound only ends a
-// failing test, so it is set for the slowest machine the suite runs on: with
-// -race on 2 cores next to other builds (load above 20), a grid's children and
-// freshly installed CRDs took more than 30s to appear, though well under a
-// second on an idle machine.
-const convergeFloor = 2 * time.Minute
-
-// eventually polls check until it passes or max(timeout, convergeFloor) ends.
-func eventually(t testing.TB, timeout time.Duration, what string, check func(ctx context.Context) error) {
-	t.Helper()
-	timeout = max(timeout, convergeFloor)
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = check(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not true within %s: %v", what, timeout, last)
-	}
-}
-
 func (e *env) node(t testing.TB, name string, labels map[string]string) {
 	t.Helper()
 	_, err := e.kube.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
@@ -215,7 +191,7 @@ func (e *env) deploymentNames(ctx context.Context, ns, grid string) ([]string, e
 func (e *env) waitDeployments(t testing.TB, ns, grid string, want ...string) {
 	t.Helper()
 	slices.Sort(want)
-	eventually(t, 20*time.Second, fmt.Sprintf("deployments of %s/%s are %v", ns, grid, want), func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 20*time.Second, fmt.Sprintf("deployments of %s/%s are %v", ns, grid, want), func(ctx context.Context) error {
 		got, err := e.deploymentNames(ctx, ns, grid)
 		if err != nil {
 			return err

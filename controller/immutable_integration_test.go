@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -29,7 +30,7 @@ func TestImmutableFieldsNeverWedge(t *testing.T) {
 	e.createDBGrid(t, ns)
 	var oldSet *appsv1.StatefulSet
 	var podUID string
-	eventually(t, time.Minute, "db-a and its pod", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, time.Minute, "db-a and its pod", func(ctx context.Context) error {
 		s, err := e.kube.AppsV1().StatefulSets(ns).Get(ctx, "db-a", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -55,7 +56,7 @@ func TestImmutableFieldsNeverWedge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, time.Minute, "new db-a adopted the old pod", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, time.Minute, "new db-a adopted the old pod", func(ctx context.Context) error {
 			s, err := e.kube.AppsV1().StatefulSets(ns).Get(ctx, "db-a", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -90,7 +91,7 @@ func TestImmutableFieldsNeverWedge(t *testing.T) {
 			g.Spec.Template.Selector.MatchLabels["tier"] = "front"
 			g.Spec.Template.Template.Labels["tier"] = "front"
 		})
-		eventually(t, 30*time.Second, "ImmutableField condition naming spec.selector", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 30*time.Second, "ImmutableField condition naming spec.selector", func(ctx context.Context) error {
 			g, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Get(ctx, "web", metav1.GetOptions{})
 			if err != nil {
 				return err

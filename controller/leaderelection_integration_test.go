@@ -40,7 +40,7 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatalf("labels %v for fingerprints %v", published, fingerprints)
 	}
 	_, wc1, stop1 := e.startController(t, func(o *Options) { leased(o); o.LeaderElectionIdentity = "first" })
-	eventually(t, 20*time.Second, "first leads", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 20*time.Second, "first leads", func(ctx context.Context) error {
 		l, err := e.kube.CoordinationV1().Leases("default").Get(ctx, "application-grid-controller", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -90,9 +90,9 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"/healthz", "/readyz"} {
-		eventually(t, 20*time.Second, p+" answers 200", testwait.HTTPOK("http://"+m.Addr("health")+p))
+		testwait.Eventually(t.Context(), t, 20*time.Second, p+" answers 200", testwait.HTTPOK("http://"+m.Addr("health")+p))
 	}
-	eventually(t, 20*time.Second, "metrics exported", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 20*time.Second, "metrics exported", func(ctx context.Context) error {
 		code, body, err := testwait.Get(ctx, "http://"+m.Addr("metrics")+"/metrics")
 		if err != nil {
 			return err
@@ -167,7 +167,7 @@ func TestReleasesLeaseAfterWorkersStop(t *testing.T) {
 	go func() { done <- m.Run(ctx) }()
 	select {
 	case <-working:
-	case <-time.After(convergeFloor):
+	case <-time.After(testwait.Floor):
 		t.Fatal("never started leading")
 	}
 	cancel()
@@ -176,7 +176,7 @@ func TestReleasesLeaseAfterWorkersStop(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-	case <-time.After(convergeFloor):
+	case <-time.After(testwait.Floor):
 		t.Fatal("Run did not return")
 	}
 	if len(releasedWhileWorking) > 0 {

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,6 +123,11 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	if opts.Workers < 1 {
 		return nil, fmt.Errorf("workers must be at least 1, got %d", opts.Workers)
+	}
+	if opts.SuperEdgeLock != "" {
+		if _, _, err := ParseSuperEdgeLock(opts.SuperEdgeLock); err != nil {
+			return nil, fmt.Errorf("SuperEdge lock %q: %w", opts.SuperEdgeLock, err)
+		}
 	}
 	m := &Manager{opts: opts, listeners: map[string]net.Listener{}, watchdog: leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)}
 	var err error
@@ -335,9 +339,9 @@ func (m *Manager) lead(ctx context.Context, recorder record.EventRecorder) error
 	if m.opts.SuperEdgeLock == "" {
 		return m.work(ctx, recorder)
 	}
-	ns, name, ok := strings.Cut(m.opts.SuperEdgeLock, "/")
-	if !ok || ns == "" || name == "" {
-		return fmt.Errorf("SuperEdge lock %q: want namespace/name", m.opts.SuperEdgeLock)
+	ns, name, err := ParseSuperEdgeLock(m.opts.SuperEdgeLock)
+	if err != nil {
+		return fmt.Errorf("SuperEdge lock %q: %w", m.opts.SuperEdgeLock, err)
 	}
 	ownLease := m.opts.LeaderElect && ns == m.opts.LeaderElectionNamespace && name == m.opts.LeaderElectionName
 	w := &predecessorWatch{kube: m.kube, namespace: ns, name: name, clock: clock.RealClock{}, seen: map[string]observedRecord{}, checkLease: !ownLease}

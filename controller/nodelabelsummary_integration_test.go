@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -48,7 +49,7 @@ func TestSummariesCarryServiceGridKeys(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, 2*time.Minute, "the Service's grid key summarised", summarisedAs(map[string]map[string]string{
+	testwait.Eventually(t.Context(), t, 2*time.Minute, "the Service's grid key summarised", summarisedAs(map[string]map[string]string{
 		"node0": {"rack": "r1"}, "node1": {"rack": "r2"},
 	}))
 	svc, err := e.kube.CoreV1().Services("default").Get(t.Context(), "hl", metav1.GetOptions{})
@@ -59,5 +60,5 @@ func TestSummariesCarryServiceGridKeys(t *testing.T) {
 	if _, err := e.kube.CoreV1().Services("default").Update(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "the key dropped", summarisedAs(map[string]map[string]string{"node0": nil, "node1": nil}))
+	testwait.Eventually(t.Context(), t, 2*time.Minute, "the key dropped", summarisedAs(map[string]map[string]string{"node0": nil, "node1": nil}))
 }

@@ -3,8 +3,10 @@ package controller
 import (
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -22,7 +24,7 @@ func TestNodeEventsEnqueueOnlyAffectedGrids(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := &gridController[*superedgev1.DeploymentGrid, *corev1.Node, any]{
+	c := &gridController[*superedgev1.DeploymentGrid, *appsv1.Deployment, *appsv1apply.DeploymentApplyConfiguration]{
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()),
 	}
 	defer c.queue.ShutDown()

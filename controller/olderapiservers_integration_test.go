@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -32,7 +33,7 @@ func TestStatefulSetSelectorChangeOnEachAPIServer(t *testing.T) {
 			e.startController(t, nil)
 			e.createDBGrid(t, ns)
 			var before *appsv1.StatefulSet
-			eventually(t, time.Minute, "db-a", func(ctx context.Context) error {
+			testwait.Eventually(t.Context(), t, time.Minute, "db-a", func(ctx context.Context) error {
 				sts, err := e.kube.AppsV1().StatefulSets(ns).Get(ctx, "db-a", metav1.GetOptions{})
 				before = sts // err is the closure's own: the subtests run in parallel
 				return err
@@ -53,7 +54,7 @@ func TestStatefulSetSelectorChangeOnEachAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, time.Minute, "ImmutableField condition naming spec.selector", func(ctx context.Context) error {
+			testwait.Eventually(t.Context(), t, time.Minute, "ImmutableField condition naming spec.selector", func(ctx context.Context) error {
 				g, err := e.grids.SuperedgeV1().StatefulSetGrids(ns).Get(ctx, "db", metav1.GetOptions{})
 				if err != nil {
 					return err

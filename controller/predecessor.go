@@ -3,13 +3,16 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -25,6 +28,23 @@ import (
 // checked too, unless it is the very Lease this controller elects its leader
 // with (then the two never lead together anyway).
 const superEdgeLeaderAnnotation = resourcelock.LeaderElectionRecordAnnotationKey
+
+// ParseSuperEdgeLock splits Options.SuperEdgeLock, "namespace/name", and
+// says what is wrong with it: the namespace must be a DNS-1123 label, the
+// name a DNS-1123 subdomain (an Endpoints, ConfigMap or Lease name).
+func ParseSuperEdgeLock(lock string) (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(lock, "/")
+	if !ok || namespace == "" || name == "" {
+		return "", "", errors.New("want namespace/name")
+	}
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return "", "", fmt.Errorf("namespace %q: %s", namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "", "", fmt.Errorf("name %q: %s", name, strings.Join(errs, "; "))
+	}
+	return namespace, name, nil
+}
 
 // predecessorWatch tells whether SuperEdge's controller still leads.
 type predecessorWatch struct {
@@ -127,7 +147,7 @@ func (p *predecessorWatch) live(ctx context.Context) (runtime.Object, string, er
 	return nil, "", nil
 }
 
-// waitForPredecessor returns once no live SuperEdge controller holds its
+// wait returns once no live SuperEdge controller holds its
 // lock, checking every interval; it logs and records a Warning Event on the
 // lock object when it starts waiting.
 func (p *predecessorWatch) wait(ctx context.Context, interval time.Duration, recorder record.EventRecorder) error {

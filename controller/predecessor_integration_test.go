@@ -35,7 +35,7 @@ func TestWaitsForSuperEdgeLeader(t *testing.T) {
 	}
 	e.startController(t, func(o *Options) { o.RetryPeriod = 200 * time.Millisecond })
 
-	eventually(t, 20*time.Second, "Warning PredecessorActive on SuperEdge's lock", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 20*time.Second, "Warning PredecessorActive on SuperEdge's lock", func(ctx context.Context) error {
 		evs, err := e.warningEvents(ctx, "kube-system", lock, ReasonPredecessorActive)
 		if err != nil {
 			return err
@@ -75,7 +75,7 @@ func TestStopsWhenSuperEdgeReturns(t *testing.T) {
 
 	lock, release := holdSuperEdgeLock(t, se, "ConfigMap")
 
-	eventually(t, 20*time.Second, "Warning PredecessorActive and /readyz saying the workers stopped", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 20*time.Second, "Warning PredecessorActive and /readyz saying the workers stopped", func(ctx context.Context) error {
 		evs, err := e.warningEvents(ctx, "kube-system", lock, ReasonPredecessorActive)
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -26,7 +27,7 @@ func TestResyncOfUnchangedWorldWritesNothing(t *testing.T) {
 	_, wc, _ := e.startController(t, func(o *Options) { o.Resync = time.Second })
 
 	dg, ssg, sg := e.createExamples(t)
-	eventually(t, 30*time.Second, "all grids converged", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 30*time.Second, "all grids converged", func(ctx context.Context) error {
 		d, err := e.grids.SuperedgeV1().DeploymentGrids("default").Get(ctx, dg.Name, metav1.GetOptions{})
 		if err != nil || d.Status.NodeUnits != 2 || d.Status.ObservedGeneration != d.Generation {
 			return fmt.Errorf("deploymentgrid %+v %v", d.Status, err)
@@ -57,7 +58,7 @@ func TestResyncOfUnchangedWorldWritesNothing(t *testing.T) {
 	for _, k := range kinds {
 		start[k] = reconciles(k)
 	}
-	eventually(t, 30*time.Second, "three resync rounds of every kind", func(context.Context) error {
+	testwait.Eventually(t.Context(), t, 30*time.Second, "three resync rounds of every kind", func(context.Context) error {
 		for _, k := range kinds {
 			if n := reconciles(k) - start[k]; n < 3 {
 				return fmt.Errorf("%s: %v reconciles", k, n)

@@ -29,6 +29,7 @@ import (
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/internal/explain"
 	"github.com/servicegroup/servicegroup/internal/gridcli"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -144,7 +145,7 @@ func (e *env) gridCondition(ctx context.Context, ns, name, typ string) (*supered
 func (e *env) waitComplete(t testing.TB, ns, name, image string) *superedgev1.DeploymentGrid {
 	t.Helper()
 	var grid *superedgev1.DeploymentGrid
-	eventually(t, 0, name+" complete on "+image, func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 0, name+" complete on "+image, func(ctx context.Context) error {
 		g, c, err := e.gridCondition(ctx, ns, name, superedgev1.ConditionComplete)
 		if err != nil {
 			return err
@@ -215,7 +216,7 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 	}()
 
 	e.updateDeploymentGrid(t, ns, name, setImage(badImage))
-	eventually(t, 0, "rollout halted on the canary z03", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 0, "rollout halted on the canary z03", func(ctx context.Context) error {
 		g, c, err := e.gridCondition(ctx, ns, name, superedgev1.ConditionHalted)
 		if err != nil {
 			return err
@@ -237,7 +238,7 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 	}
 	// Halted is final for this template: a new nodeunit gets the last good one.
 	e.node(t, "node-"+zone(6), map[string]string{"zone": zone(6)})
-	eventually(t, 0, "new nodeunit z06 on the last good template", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 0, "new nodeunit z06 on the last good template", func(ctx context.Context) error {
 		imgs, _, err := e.imagesOf(ctx, ns, name)
 		if err != nil {
 			return err
@@ -250,7 +251,7 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 
 	// The rollback policy gives the canary its last good template back.
 	e.updateDeploymentGrid(t, ns, name, func(g *superedgev1.DeploymentGrid) { g.Spec.Rollout.FailurePolicy = superedgev1.FailurePolicyRollback })
-	eventually(t, 0, "canary rolled back", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 0, "canary rolled back", func(ctx context.Context) error {
 		imgs, _, err := e.imagesOf(ctx, ns, name)
 		if err != nil {
 			return err
@@ -288,7 +289,7 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 		t.Fatalf("rollout pause: %v\n%s", err, out)
 	}
 	e.updateDeploymentGrid(t, ns, name, setImage("registry.example/echo:2"))
-	eventually(t, 0, "paused", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 0, "paused", func(ctx context.Context) error {
 		_, c, err := e.gridCondition(ctx, ns, name, superedgev1.ConditionPaused)
 		if err != nil {
 			return err
@@ -319,7 +320,7 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 	if out, err := e.gridCLI("rollout", "resume", "dg/"+name); err != nil {
 		t.Fatalf("rollout resume: %v\n%s", err, out)
 	}
-	eventually(t, 0, "first wave updating", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 0, "first wave updating", func(ctx context.Context) error {
 		imgs, _, err := e.imagesOf(ctx, ns, name)
 		if err != nil {
 			return err
@@ -337,7 +338,7 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 		return nil
 	})
 	kubelet.Store(true)
-	eventually(t, 0, "first wave done, second updating", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 0, "first wave done, second updating", func(ctx context.Context) error {
 		g, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -389,7 +390,7 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 		}
 	}
 	onImages := func(blue string) {
-		eventually(t, 0, "z05, z06 on "+blue, func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 0, "z05, z06 on "+blue, func(ctx context.Context) error {
 			_, c, err := e.gridCondition(ctx, ns, name, superedgev1.ConditionComplete)
 			if err != nil {
 				return err
@@ -479,7 +480,7 @@ func TestRolloutMaxUnavailableUnits(t *testing.T) {
 					// Mid-change: on the new template and not fully rolled out.
 					n := 0
 					for i := range ds {
-						if ds[i].Spec.Template.Spec.Containers[0].Image == image && !deploymentHealthy(&ds[i]) {
+						if ds[i].Spec.Template.Spec.Containers[0].Image == image && !(deploymentGrids{}).healthy(&ds[i]) {
 							n++
 						}
 					}
@@ -526,7 +527,7 @@ func TestRolloutMaxUnavailableUnits(t *testing.T) {
 		g.Spec.Rollout = nil
 		setImage("registry.example/echo:3")(g)
 	})
-	eventually(t, 0, "every nodeunit on echo:3 without a strategy", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 0, "every nodeunit on echo:3 without a strategy", func(ctx context.Context) error {
 		imgs, _, err := e.imagesOf(ctx, ns, name)
 		if err != nil {
 			return err
@@ -633,7 +634,7 @@ func TestTemplateChoiceAgreement(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantImage := map[string]string{"default": "img:default", "canary": "img:canary", "other": "img:other"}
-	eventually(t, 0, "explain agrees with the controller's children", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 0, "explain agrees with the controller's children", func(ctx context.Context) error {
 		grid, err := e.grids.SuperedgeV1().DeploymentGrids("default").Get(ctx, "agree", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -720,7 +721,7 @@ func TestRolloutStatefulSetGrid(t *testing.T) {
 	}
 	waitPhase := func(image string, phase superedgev1.RolloutPhase) *superedgev1.StatefulSetGrid {
 		var got *superedgev1.StatefulSetGrid
-		eventually(t, 0, fmt.Sprintf("%s %s", image, phase), func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 0, fmt.Sprintf("%s %s", image, phase), func(ctx context.Context) error {
 			g, err := e.grids.SuperedgeV1().StatefulSetGrids(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -739,7 +740,7 @@ func TestRolloutStatefulSetGrid(t *testing.T) {
 		t.Fatal(err)
 	}
 	for v, s := range all {
-		if !statefulSetHealthy(&s) {
+		if !(statefulSetGrids{}).healthy(&s) {
 			t.Errorf("%s: Complete, but its StatefulSet is not fully rolled out: %+v", v, s.Status)
 		}
 	}
@@ -771,7 +772,7 @@ func TestRolloutStatefulSetGrid(t *testing.T) {
 	// (its rolling update waits for it): as on any cluster, the broken pod
 	// is deleted by hand once the template is fixed.
 	change("registry.example/db:2")
-	eventually(t, 0, "z02 given db:2", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 0, "z02 given db:2", func(ctx context.Context) error {
 		all, err := sets(ctx)
 		if err != nil {
 			return err

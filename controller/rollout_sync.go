@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -16,11 +18,14 @@ import (
 // template's target and last good revision, and per nodeunit which of them
 // its child runs and whether it is healthy.
 func (c *gridController[G, C, A]) planRollout(grid G, units []unit, controlled map[string]C) *rolloutPlan {
-	strategy := c.ops.strategy(grid)
+	if c.rollouts == nil {
+		return nil
+	}
+	strategy := c.rollouts.strategy(grid)
 	if strategy == nil {
 		return nil
 	}
-	prev, prevUnits := c.ops.rollout(grid)
+	prev, prevUnits := c.rolloutStatus(grid)
 	prevLastGood := map[string]superedgev1.TemplateRevisions{}
 	if prev != nil {
 		for _, t := range prev.Templates {
@@ -35,12 +40,12 @@ func (c *gridController[G, C, A]) planRollout(grid G, units []unit, controlled m
 	lastGood := map[string][]byte{}
 	var views []unitView
 	for _, u := range units {
-		if c.ops.validName(u.name) != nil {
+		if c.grids.validName(u.name) != nil {
 			continue
 		}
 		t, ok := templates[u.template]
 		if !ok {
-			data, err := c.ops.templateJSON(grid, u.template)
+			data, err := c.rollouts.templateJSON(grid, u.template)
 			if err != nil {
 				continue // unknown template: reported by the sync, child kept
 			}
@@ -54,30 +59,36 @@ func (c *gridController[G, C, A]) planRollout(grid G, units []unit, controlled m
 		v := unitView{value: u.value, template: u.template, prev: prevUnit[u.value]}
 		live, isOurs := controlled[u.name]
 		if !isOurs {
-			if other, err := c.ops.getChild(grid.GetNamespace(), u.name); err == nil {
+			if other, err := c.store.child(grid.GetNamespace(), u.name); err == nil {
 				live, isOurs = other, true // an adoptable predecessor's child counts as existing
 			}
 		}
 		if isOurs {
 			v.exists = true
-			v.healthy = c.ops.healthy(live)
-			v.failure = c.ops.failure(live)
+			v.healthy = c.rollouts.healthy(live)
+			v.failure = c.rollouts.failure(live)
 			have := c.applied.hashOf(live)
-			if cfg, err := c.ops.desired(grid, u); err == nil && have != "" && appliedHashOf(cfg) == have {
+			if cfg, err := c.grids.desired(grid, u); err == nil && have != "" && appliedHashOf(cfg) == have {
 				v.runs = runsTarget
 			} else if t.lastGood != "" {
 				lu := u
 				lu.override = lastGood[u.template]
-				if cfg, err := c.ops.desired(grid, lu); err == nil && have != "" && appliedHashOf(cfg) == have {
+				if cfg, err := c.grids.desired(grid, lu); err == nil && have != "" && appliedHashOf(cfg) == have {
 					v.runs = runsLastGood
 				}
 			}
 		}
 		views = append(views, v)
 	}
-	plan := planRollout(strategy, c.ops.gridKey(grid), time.Now(), views, templates, prev)
+	plan := planRollout(strategy, c.grids.gridKey(grid), time.Now(), views, templates, prev)
 	plan.lastGood = lastGood
 	return &plan
+}
+
+// templateRevision is a short digest of a template's JSON form.
+func templateRevision(templateJSON []byte) string {
+	sum := sha256.Sum256(templateJSON)
+	return hex.EncodeToString(sum[:5])
 }
 
 // appliedHashOf is the applied-hash annotation an apply configuration carries.
@@ -87,6 +98,15 @@ func appliedHashOf(cfg any) string {
 		return ""
 	}
 	return nestedString(m, "metadata", "annotations", AnnotationAppliedHash)
+}
+
+// rolloutStatus is the grid's status.rollout and status.units (none for a
+// kind without spec.rollout).
+func (c *gridController[G, C, A]) rolloutStatus(grid G) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {
+	if c.rollouts == nil {
+		return nil, nil
+	}
+	return c.rollouts.rolloutStatus(grid)
 }
 
 // keptRollout is the rollout status a sync that touched no child keeps.

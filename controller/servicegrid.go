@@ -11,48 +11,58 @@ import (
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
 
-// newServiceGridController keeps one Service, {grid}-svc, for every ServiceGrid.
-// The Service does not depend on nodes: the wrapper filters its endpoints per
-// node by the topologyKeys annotation.
+// serviceGrids is the ServiceGrid kind: one Service, {grid}-svc, for every
+// ServiceGrid. The Service does not depend on nodes: the wrapper filters its
+// endpoints per node by the topologyKeys annotation. A ServiceGrid has no
+// rollout: its one Service changes at once.
+type serviceGrids struct{}
+
+// newServiceGridController keeps one Service for every ServiceGrid.
 func newServiceGridController(deps Deps) (*gridController[*superedgev1.ServiceGrid, *corev1.Service, *corev1apply.ServiceApplyConfiguration], error) {
-	grids := deps.GridInformers.Superedge().V1().ServiceGrids()
-	children := deps.KubeInformers.Core().V1().Services()
+	grids := deps.GridInformers.Superedge().V1().ServiceGrids().Informer()
+	children := deps.KubeInformers.Core().V1().Services().Informer()
 	const kind = "ServiceGrid"
-	if err := wireIndexes(grids.Informer(), children.Informer(), nil, kind,
-		func(g *superedgev1.ServiceGrid) string { return g.Spec.GridUniqKey }); err != nil {
+	k := serviceGrids{}
+	if err := wireIndexes(grids, children, nil, kind, k.gridKey); err != nil {
 		return nil, err
 	}
-	ops := kindOps[*superedgev1.ServiceGrid, *corev1.Service, *corev1apply.ServiceApplyConfiguration]{
-		kind:      kind,
-		childKind: "Service",
-		kindAccess: newKindAccess(grids.Lister().ServiceGrids, deps.Grids.SuperedgeV1().ServiceGrids,
-			children.Informer(), children.Lister().Services, deps.Kube.CoreV1().Services,
-			corev1apply.ExtractService, func() *corev1.Service { return &corev1.Service{} }),
-		gridKey:   func(g *superedgev1.ServiceGrid) string { return g.Spec.GridUniqKey },
-		units:     func(g *superedgev1.ServiceGrid) []unit { return []unit{{name: serviceName(g.Name)}} },
-		validName: validServiceName,
-		desired:   desiredService,
-		ready:     func(*corev1.Service) bool { return true },
-		// A ServiceGrid has no rollout: its one Service changes at once.
-		strategy: func(*superedgev1.ServiceGrid) *superedgev1.RolloutStrategy { return nil },
-		rollout: func(*superedgev1.ServiceGrid) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {
-			return nil, nil
+	store := newKindStore(
+		grids, superedgev1.Resource("servicegrid"),
+		func(ns string) gridAPI[*superedgev1.ServiceGrid] { return deps.Grids.SuperedgeV1().ServiceGrids(ns) },
+		children, corev1.Resource("service"),
+		func(ns string) childAPI[*corev1.Service, *corev1apply.ServiceApplyConfiguration] {
+			return deps.Kube.CoreV1().Services(ns)
 		},
-		conditions: func(g *superedgev1.ServiceGrid) []metav1.Condition { return g.Status.Conditions },
-		status: func(g *superedgev1.ServiceGrid, kept []child[*corev1.Service], conds []metav1.Condition, _ *superedgev1.RolloutStatus) (*superedgev1.ServiceGrid, bool) {
-			st := superedgev1.ServiceGridStatus{ObservedGeneration: g.Generation, Conditions: conds}
-			for _, ch := range kept {
-				st.ServiceName = ch.obj.Name
-				st.ClusterIP = ch.obj.Spec.ClusterIP
-			}
-			return withStatus(g, st, func(g *superedgev1.ServiceGrid) *superedgev1.ServiceGridStatus { return &g.Status })
-		},
-	}
-	c := newGridController(ops, deps)
-	if err := register(c, grids.Informer(), children.Informer(), nil); err != nil {
+		corev1apply.ExtractService, func() *corev1.Service { return &corev1.Service{} })
+	c := newGridController(deps, kind, "Service", k, store)
+	if err := register(c, grids, children, nil); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+func (serviceGrids) gridKey(g *superedgev1.ServiceGrid) string { return g.Spec.GridUniqKey }
+
+func (serviceGrids) units(g *superedgev1.ServiceGrid) []unit {
+	return []unit{{name: serviceName(g.Name)}}
+}
+
+func (serviceGrids) validName(name string) error { return validServiceName(name) }
+
+// ready: a Service is ready once it exists.
+func (serviceGrids) ready(*corev1.Service) bool { return true }
+
+func (serviceGrids) conditions(g *superedgev1.ServiceGrid) []metav1.Condition {
+	return g.Status.Conditions
+}
+
+func (serviceGrids) withStatus(g *superedgev1.ServiceGrid, kept []child[*corev1.Service], conds []metav1.Condition, _ *superedgev1.RolloutStatus) (*superedgev1.ServiceGrid, bool) {
+	st := superedgev1.ServiceGridStatus{ObservedGeneration: g.Generation, Conditions: conds}
+	for _, ch := range kept {
+		st.ServiceName = ch.obj.Name
+		st.ClusterIP = ch.obj.Spec.ClusterIP
+	}
+	return copyWithStatus(g, st, func(g *superedgev1.ServiceGrid) *superedgev1.ServiceGridStatus { return &g.Status })
 }
 
 // topologyKeys is the annotation value that keeps traffic in the nodeunit.
@@ -61,10 +71,10 @@ func topologyKeys(key string) string {
 	return string(data)
 }
 
-// desiredService is the Service a ServiceGrid wants. clusterIP(s) and
-// nodePorts are set only when the template sets them, so the allocated
-// ones of an existing Service stay.
-func desiredService(g *superedgev1.ServiceGrid, u unit) (*corev1apply.ServiceApplyConfiguration, error) {
+// desired is the Service a ServiceGrid wants. clusterIP(s) and nodePorts
+// are set only when the template sets them, so the allocated ones of an
+// existing Service stay.
+func (serviceGrids) desired(g *superedgev1.ServiceGrid, u unit) (*corev1apply.ServiceApplyConfiguration, error) {
 	spec := &corev1apply.ServiceSpecApplyConfiguration{}
 	if err := fromTemplate(g.Spec.Template, spec); err != nil {
 		return nil, fmt.Errorf("spec.template: %w", err)

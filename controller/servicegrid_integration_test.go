@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -36,7 +37,7 @@ func TestServiceGridKeepsAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	var first *corev1.Service
-	eventually(t, 20*time.Second, "api-svc created", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 20*time.Second, "api-svc created", func(ctx context.Context) error {
 		s, err := e.kube.CoreV1().Services("default").Get(ctx, "api-svc", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -57,7 +58,7 @@ func TestServiceGridKeepsAllocations(t *testing.T) {
 	e.updateServiceGrid(t, "default", "api", func(g *superedgev1.ServiceGrid) {
 		g.Spec.Template.Ports = append(g.Spec.Template.Ports, corev1.ServicePort{Name: "metrics", Port: 9090})
 	})
-	eventually(t, 20*time.Second, "second port added, allocations kept", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 20*time.Second, "second port added, allocations kept", func(ctx context.Context) error {
 		s, err := e.kube.CoreV1().Services("default").Get(ctx, "api-svc", metav1.GetOptions{})
 		if err != nil {
 			return err

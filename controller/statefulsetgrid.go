@@ -8,40 +8,50 @@ import (
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
 
+// statefulSetGrids is the StatefulSetGrid kind: one StatefulSet per nodeunit.
+type statefulSetGrids struct{}
+
 // newStatefulSetGridController keeps one StatefulSet per nodeunit for every StatefulSetGrid.
 func newStatefulSetGridController(deps Deps) (*gridController[*superedgev1.StatefulSetGrid, *appsv1.StatefulSet, *appsv1apply.StatefulSetApplyConfiguration], error) {
-	grids := deps.GridInformers.Superedge().V1().StatefulSetGrids()
-	children := deps.KubeInformers.Apps().V1().StatefulSets()
-	return newWorkloadGridController(deps, workloadKind[*superedgev1.StatefulSetGrid, *appsv1.StatefulSet, *appsv1apply.StatefulSetApplyConfiguration, appsv1.StatefulSetSpec, superedgev1.StatefulSetGridStatus]{
-		childKind: "StatefulSet",
-		grids:     grids.Informer(),
-		children:  children.Informer(),
-		access: newKindAccess(grids.Lister().StatefulSetGrids, deps.Grids.SuperedgeV1().StatefulSetGrids,
-			children.Informer(), children.Lister().StatefulSets, deps.Kube.AppsV1().StatefulSets,
-			appsv1apply.ExtractStatefulSet, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} }),
-		spec: func(g *superedgev1.StatefulSetGrid) workloadSpec[appsv1.StatefulSetSpec] {
-			return workloadSpec[appsv1.StatefulSetSpec]{g.Spec.GridUniqKey, &g.Spec.WorkloadGridSpecCommon, &g.Spec.Template, g.Spec.TemplatePool}
+	grids := deps.GridInformers.Superedge().V1().StatefulSetGrids().Informer()
+	children := deps.KubeInformers.Apps().V1().StatefulSets().Informer()
+	store := newKindStore(
+		grids, superedgev1.Resource("statefulsetgrid"),
+		func(ns string) gridAPI[*superedgev1.StatefulSetGrid] {
+			return deps.Grids.SuperedgeV1().StatefulSetGrids(ns)
 		},
-		status: func(g *superedgev1.StatefulSetGrid) *superedgev1.StatefulSetGridStatus { return &g.Status },
-		shared: func(g *superedgev1.StatefulSetGrid) *superedgev1.WorkloadGridStatusCommon {
-			return &g.Status.WorkloadGridStatusCommon
+		children, appsv1.Resource("statefulset"),
+		func(ns string) childAPI[*appsv1.StatefulSet, *appsv1apply.StatefulSetApplyConfiguration] {
+			return deps.Kube.AppsV1().StatefulSets(ns)
 		},
-		newStatus: func(g *superedgev1.StatefulSetGrid, kept []child[*appsv1.StatefulSet], nodeUnits int32, shared superedgev1.WorkloadGridStatusCommon) superedgev1.StatefulSetGridStatus {
-			return superedgev1.StatefulSetGridStatus{ObservedGeneration: g.Generation, States: childStates(kept, statefulSetState),
-				NodeUnits: nodeUnits, WorkloadGridStatusCommon: shared}
-		},
-		validName: validStatefulSetName,
-		desired:   desiredStatefulSet,
-		ready:     statefulSetReady,
-		healthy:   statefulSetHealthy,
-		failure:   statefulSetFailure,
-	})
+		appsv1apply.ExtractStatefulSet, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} })
+	return newWorkloadGridController(deps, "StatefulSet", statefulSetGrids{}, store, grids, children)
 }
 
-// desiredStatefulSet is the StatefulSet a StatefulSetGrid wants in one nodeunit.
+func (statefulSetGrids) spec(g *superedgev1.StatefulSetGrid) (string, *superedgev1.WorkloadGridSpecCommon) {
+	return g.Spec.GridUniqKey, &g.Spec.WorkloadGridSpecCommon
+}
+
+func (statefulSetGrids) templateJSON(g *superedgev1.StatefulSetGrid, name string) ([]byte, error) {
+	return templateJSON(g.Spec.Template, g.Spec.TemplatePool, name)
+}
+
+func (statefulSetGrids) status(g *superedgev1.StatefulSetGrid) *superedgev1.WorkloadGridStatusCommon {
+	return &g.Status.WorkloadGridStatusCommon
+}
+
+func (statefulSetGrids) statusWith(g *superedgev1.StatefulSetGrid, kept []child[*appsv1.StatefulSet], nodeUnits int32, common superedgev1.WorkloadGridStatusCommon) (*superedgev1.StatefulSetGrid, bool) {
+	st := superedgev1.StatefulSetGridStatus{ObservedGeneration: g.Generation, States: childStates(kept, statefulSetState),
+		NodeUnits: nodeUnits, WorkloadGridStatusCommon: common}
+	return copyWithStatus(g, st, func(g *superedgev1.StatefulSetGrid) *superedgev1.StatefulSetGridStatus { return &g.Status })
+}
+
+func (statefulSetGrids) validName(name string) error { return validStatefulSetName(name) }
+
+// desired is the StatefulSet a StatefulSetGrid wants in one nodeunit.
 // spec.serviceName stays the template's: the gridhosts DNS plugin maps the
 // unified names onto each nodeunit's pods.
-func desiredStatefulSet(g *superedgev1.StatefulSetGrid, u unit) (*appsv1apply.StatefulSetApplyConfiguration, error) {
+func (statefulSetGrids) desired(g *superedgev1.StatefulSetGrid, u unit) (*appsv1apply.StatefulSetApplyConfiguration, error) {
 	spec := &appsv1apply.StatefulSetSpecApplyConfiguration{}
 	if err := unitSpec(g.Spec.Template, g.Spec.TemplatePool, u, spec); err != nil {
 		return nil, err
@@ -75,23 +85,23 @@ func statefulSetState(set *appsv1.StatefulSet) superedgev1.StatefulSetState {
 	}
 }
 
-// statefulSetReady: the StatefulSet controller has seen the current spec and
-// every wanted replica runs the update revision and is ready.
-func statefulSetReady(s *appsv1.StatefulSet) bool {
+// ready: the StatefulSet controller has seen the current spec and every
+// wanted replica runs the update revision and is ready.
+func (statefulSetGrids) ready(s *appsv1.StatefulSet) bool {
 	want := ptr.Deref(s.Spec.Replicas, 1)
 	st := s.Status
 	return st.ObservedGeneration >= s.Generation && st.ReadyReplicas == want && st.UpdatedReplicas == want && st.Replicas == want
 }
 
-// statefulSetHealthy: fully rolled out: the spec observed, every wanted
-// replica updated, ready and available, and the update revision current.
-func statefulSetHealthy(s *appsv1.StatefulSet) bool {
+// healthy: fully rolled out: the spec observed, every wanted replica
+// updated, ready and available, and the update revision current.
+func (statefulSetGrids) healthy(s *appsv1.StatefulSet) bool {
 	want := ptr.Deref(s.Spec.Replicas, 1)
 	st := s.Status
 	return st.ObservedGeneration >= s.Generation && st.Replicas == want && st.UpdatedReplicas == want &&
 		st.ReadyReplicas == want && st.AvailableReplicas == want && st.CurrentRevision == st.UpdateRevision
 }
 
-// statefulSetFailure: StatefulSets report no progress deadline of their
-// own; the rollout's deadline decides.
-func statefulSetFailure(*appsv1.StatefulSet) string { return "" }
+// failure: StatefulSets report no progress deadline of their own; the
+// rollout's deadline decides.
+func (statefulSetGrids) failure(*appsv1.StatefulSet) string { return "" }

@@ -17,13 +17,13 @@ import (
 // finish sets the conditions, emits Warning Events when the reconciled state
 // changes (not on every resync), and writes the status if it changed.
 func (c *gridController[G, C, A]) finish(ctx context.Context, grid G, kept []child[C], problems []problem, rollout *superedgev1.RolloutStatus) error {
-	old := c.ops.conditions(grid)
+	old := c.grids.conditions(grid)
 	conds := make([]metav1.Condition, len(old))
 	copy(conds, old)
 	gen := grid.GetGeneration()
 
 	reconciled := metav1.Condition{Type: superedgev1.ConditionReconciled, Status: metav1.ConditionTrue, Reason: ReasonReconciled,
-		Message: fmt.Sprintf("every %s is in place", c.ops.childKind), ObservedGeneration: gen}
+		Message: fmt.Sprintf("every %s is in place", c.childKind), ObservedGeneration: gen}
 	if len(problems) > 0 {
 		msgs := make([]string, len(problems))
 		for i, p := range problems {
@@ -33,28 +33,28 @@ func (c *gridController[G, C, A]) finish(ctx context.Context, grid G, kept []chi
 	}
 	ready := 0
 	for _, ch := range kept {
-		if c.ops.ready(ch.obj) {
+		if c.grids.ready(ch.obj) {
 			ready++
 		}
 	}
 	readyCond := metav1.Condition{Type: superedgev1.ConditionReady, ObservedGeneration: gen}
 	switch {
 	case len(kept) == 0:
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, ReasonNoNodeUnits, fmt.Sprintf("no %s exists", c.ops.childKind)
+		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, ReasonNoNodeUnits, fmt.Sprintf("no %s exists", c.childKind)
 	case ready == len(kept) && len(problems) == 0:
 		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionTrue, ReasonReady, fmt.Sprintf("%d/%d ready", ready, len(kept))
 	default:
 		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, ReasonNotReady, fmt.Sprintf("%d/%d ready", ready, len(kept))
 	}
 
-	recordGridReady(c.ops.kind, grid.GetNamespace(), grid.GetName(), readyCond.Status == metav1.ConditionTrue)
+	recordGridReady(c.kind, grid.GetNamespace(), grid.GetName(), readyCond.Status == metav1.ConditionTrue)
 	unitPods := map[string]int32{}
 	for _, ch := range kept {
 		if n, ok := readyPodsOf(ch.obj); ok {
 			unitPods[ch.value] = n
 		}
 	}
-	recordNodeunitPods(c.ops.kind, grid.GetNamespace(), grid.GetName(), unitPods)
+	recordNodeunitPods(c.kind, grid.GetNamespace(), grid.GetName(), unitPods)
 
 	conflictCond := metav1.Condition{Type: superedgev1.ConditionConflict, Status: metav1.ConditionFalse, Reason: ReasonNoConflict,
 		Message: "no child name is taken by someone else's object", ObservedGeneration: gen}
@@ -80,10 +80,20 @@ func (c *gridController[G, C, A]) finish(ctx context.Context, grid G, kept []chi
 			c.recorder.Event(grid, corev1.EventTypeWarning, p.reason, p.message)
 		}
 	}
-	if err := c.ops.writeStatus(ctx, grid, kept, conds, rollout); err != nil {
+	if err := c.writeStatus(ctx, grid, kept, conds, rollout); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
 	return nil
+}
+
+// writeStatus builds the grid's status from its children and the
+// conditions, and writes it only if it differs.
+func (c *gridController[G, C, A]) writeStatus(ctx context.Context, grid G, children []child[C], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) error {
+	next, changed := c.grids.withStatus(grid, children, conds, rollout)
+	if !changed {
+		return nil
+	}
+	return c.store.updateStatus(ctx, next)
 }
 
 // unitStatus is a child's line in the grid's status.

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -32,7 +33,7 @@ func TestSuperEdgeDemo(t *testing.T) {
 	e.createExamples(t)
 
 	e.waitDeployments(t, "default", "deploymentgrid-demo", "deploymentgrid-demo-nodeunit1", "deploymentgrid-demo-nodeunit2")
-	eventually(t, 20*time.Second, "StatefulSets and Service", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 20*time.Second, "StatefulSets and Service", func(ctx context.Context) error {
 		for _, v := range []string{"nodeunit1", "nodeunit2"} {
 			s, err := e.kube.AppsV1().StatefulSets("default").Get(ctx, "statefulsetgrid-demo-"+v, metav1.GetOptions{})
 			if err != nil {
@@ -69,7 +70,7 @@ func TestSuperEdgeDemo(t *testing.T) {
 	})
 
 	// The Deployment controller fills in the children's status; the grid mirrors it.
-	eventually(t, 30*time.Second, "DeploymentGrid status mirrors the Deployments", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 30*time.Second, "DeploymentGrid status mirrors the Deployments", func(ctx context.Context) error {
 		g, err := e.grids.SuperedgeV1().DeploymentGrids("default").Get(ctx, "deploymentgrid-demo", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -97,7 +98,7 @@ func TestSuperEdgeDemo(t *testing.T) {
 		quiet(t, wc, 2*time.Second, 30*time.Second)
 		wc.reset()
 		before := reconciles("DeploymentGrid")
-		eventually(t, 30*time.Second, "two resync rounds", func(context.Context) error {
+		testwait.Eventually(t.Context(), t, 30*time.Second, "two resync rounds", func(context.Context) error {
 			if n := reconciles("DeploymentGrid") - before; n < 2 {
 				return fmt.Errorf("%v reconciles", n)
 			}
@@ -130,7 +131,7 @@ func TestSuperEdgeDemo(t *testing.T) {
 		if err := e.grids.SuperedgeV1().ServiceGrids("default").Delete(ctx, "servicegrid-demo", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 2*time.Minute, "children garbage-collected", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 2*time.Minute, "children garbage-collected", func(ctx context.Context) error {
 			names, err := e.deploymentNames(ctx, "default", "deploymentgrid-demo")
 			if err != nil || len(names) > 0 {
 				return fmt.Errorf("deployments %v (%v)", names, err)

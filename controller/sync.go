@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/gridunit"
 )
 
 // problem is one reason the grid is not fully reconciled.
@@ -23,24 +24,24 @@ type problem struct {
 // sync makes the grid's children match its spec and nodeunits, then
 // records the outcome in its status.
 func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName) error {
-	grid, err := c.ops.getGrid(key.Namespace, key.Name)
+	grid, err := c.store.grid(key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		c.grace.forgetGrid(key)
-		forgetGridReady(c.ops.kind, key.Namespace, key.Name)
+		forgetGridReady(c.kind, key.Namespace, key.Name)
 		return nil // deleted: the garbage collector removes its children
 	}
 	if err != nil {
 		return err
 	}
 	if grid.GetDeletionTimestamp() != nil {
-		forgetGridReady(c.ops.kind, key.Namespace, key.Name)
+		forgetGridReady(c.kind, key.Namespace, key.Name)
 		return nil
 	}
-	logger := klog.FromContext(ctx).WithValues(strings.ToLower(c.ops.kind), klog.KObj(grid))
+	logger := klog.FromContext(ctx).WithValues(strings.ToLower(c.kind), klog.KObj(grid))
 	ctx = klog.NewContext(ctx, logger)
 
-	gridKey := c.ops.gridKey(grid)
-	candidates, err := c.ops.children(grid.GetNamespace(), grid.GetName())
+	gridKey := c.grids.gridKey(grid)
+	candidates, err := c.store.candidates(grid.GetNamespace(), grid.GetName())
 	if err != nil {
 		return err
 	}
@@ -58,7 +59,7 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 				kept = append(kept, child[C]{unit: unit{value: c.valueOf(grid, ch.GetName()), name: ch.GetName()}, obj: ch})
 			}
 		}
-		prev, _ := c.ops.rollout(grid)
+		prev, _ := c.rolloutStatus(grid)
 		return c.finish(ctx, grid, kept, []problem{{reason, err.Error()}}, keptRollout(prev))
 	}
 	var errs []error
@@ -77,7 +78,7 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 		controlled[ch.GetName()] = ch
 	}
 
-	units := c.ops.units(grid)
+	units := c.grids.units(grid)
 	plan := c.planRollout(grid, units, controlled)
 	wanted := make(map[string]bool, len(units))
 	kept := make([]child[C], 0, len(units))
@@ -114,9 +115,13 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 	return errors.Join(errs...)
 }
 
-// valueOf is the nodeunit value in a child's name {grid}-{value}.
+// valueOf is the nodeunit value in a child's name {grid}-{value}, read by
+// gridunit's rule; a controlled child of another name is shown by its name.
 func (c *gridController[G, C, A]) valueOf(grid G, name string) string {
-	return strings.TrimPrefix(name, grid.GetName()+"-")
+	if v, ok := gridunit.ValueOf(grid.GetName(), name); ok {
+		return v
+	}
+	return name
 }
 
 // conflict reports a name taken by an object that is not the grid's.

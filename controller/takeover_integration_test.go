@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -148,7 +149,7 @@ func TestTakeoverFromSuperEdge(t *testing.T) {
 
 	// kube-controller-manager runs them: ReplicaSets, revisions, pods.
 	var before world
-	eventually(t, time.Minute, "SuperEdge's children running under kube-controller-manager", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, time.Minute, "SuperEdge's children running under kube-controller-manager", func(ctx context.Context) error {
 		w, err := e.observe(ctx, ns, values)
 		if err != nil {
 			return err
@@ -164,7 +165,7 @@ func TestTakeoverFromSuperEdge(t *testing.T) {
 
 	// Taken over: our annotations are there, SuperEdge's Update entry is
 	// gone, and the workload controllers have seen the result.
-	eventually(t, time.Minute, "children taken over and observed", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, time.Minute, "children taken over and observed", func(ctx context.Context) error {
 		for _, v := range values {
 			d, err := e.kube.AppsV1().Deployments(ns).Get(ctx, "web-"+v, metav1.GetOptions{})
 			if err != nil {
@@ -211,7 +212,7 @@ func TestTakeoverFromSuperEdge(t *testing.T) {
 		}
 	}
 
-	eventually(t, 30*time.Second, "Service taken over", func(ctx context.Context) error {
+	testwait.Eventually(t.Context(), t, 30*time.Second, "Service taken over", func(ctx context.Context) error {
 		got, err := e.kube.CoreV1().Services(ns).Get(ctx, "web-svc", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -227,7 +228,7 @@ func TestTakeoverFromSuperEdge(t *testing.T) {
 			c := &g.Spec.Template.Template.Spec.Containers[0]
 			c.Env = slices.DeleteFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == "GREETING" })
 		})
-		eventually(t, 30*time.Second, "GREETING gone from every child", func(ctx context.Context) error {
+		testwait.Eventually(t.Context(), t, 30*time.Second, "GREETING gone from every child", func(ctx context.Context) error {
 			for _, v := range values {
 				d, err := e.kube.AppsV1().Deployments(ns).Get(ctx, "web-"+v, metav1.GetOptions{})
 				if err != nil {

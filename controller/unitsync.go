@@ -23,9 +23,9 @@ func (c *gridController[G, C, A]) syncUnit(ctx context.Context, key cache.Object
 		}
 		return &ch
 	}
-	if err := c.ops.validName(u.name); err != nil {
+	if err := c.grids.validName(u.name); err != nil {
 		return ours(child[C]{unit: u, obj: live}), // never delete what exists
-			&problem{ReasonInvalidChildName, fmt.Sprintf("nodeunit %q skipped: %s name %q %v", u.value, c.ops.childKind, u.name, err)}, nil
+			&problem{ReasonInvalidChildName, fmt.Sprintf("nodeunit %q skipped: %s name %q %v", u.value, c.childKind, u.name, err)}, nil
 	}
 	if isOurs && live.GetDeletionTimestamp() != nil {
 		// Being deleted (re-created for an immutable field, or by someone):
@@ -47,13 +47,13 @@ func (c *gridController[G, C, A]) syncUnit(ctx context.Context, key cache.Object
 	}
 	adopt := false
 	if !isOurs {
-		other, err := c.ops.getChild(grid.GetNamespace(), u.name)
+		other, err := c.store.child(grid.GetNamespace(), u.name)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return nil, nil, err
 		case !c.adoptable(grid, gridKey, other):
-			p := conflict(c.ops.childKind, u)
+			p := conflict(c.childKind, u)
 			return nil, &p, nil
 		default:
 			if err := c.recheck(ctx, grid); err != nil {
@@ -71,27 +71,27 @@ func (c *gridController[G, C, A]) syncUnit(ctx context.Context, key cache.Object
 		return &child[C]{unit: u, obj: live, pending: "re-create once the old object is gone"}, nil, nil
 	case errors.As(err, &immutable):
 		// Retrying cannot help: say which field and the way out.
-		way := fmt.Sprintf("delete %s %s to have it re-created", c.ops.childKind, u.name)
+		way := fmt.Sprintf("delete %s %s to have it re-created", c.childKind, u.name)
 		if immutable.selector {
 			way += " (its pods are replaced: a new selector cannot adopt them)"
 		}
 		return &child[C]{unit: u, obj: live},
-			&problem{ReasonImmutableField, fmt.Sprintf("nodeunit %q: %s %q: %v; %s", u.value, c.ops.childKind, u.name, err, way)}, nil
+			&problem{ReasonImmutableField, fmt.Sprintf("nodeunit %q: %s %q: %v; %s", u.value, c.childKind, u.name, err, way)}, nil
 	case errors.As(err, &unknown):
 		// A spec mistake: report it and keep the current child; retrying cannot help.
 		return ours(child[C]{unit: u, obj: live}),
-			&problem{ReasonUnknownTemplate, fmt.Sprintf("nodeunit %q keeps its current %s: %v", u.value, c.ops.childKind, err)}, nil
+			&problem{ReasonUnknownTemplate, fmt.Sprintf("nodeunit %q keeps its current %s: %v", u.value, c.childKind, err)}, nil
 	case apierrors.IsAlreadyExists(err):
 		// Someone created the name between our cache read and our create:
 		// theirs, untouched; the retry sees it in the cache.
-		p := conflict(c.ops.childKind, u)
+		p := conflict(c.childKind, u)
 		return nil, &p, err
 	case err != nil:
 		return ours(child[C]{unit: u, obj: live}),
-			&problem{ReasonApplyFailed, fmt.Sprintf("nodeunit %q: %s %q: %v", u.value, c.ops.childKind, u.name, err)}, err
+			&problem{ReasonApplyFailed, fmt.Sprintf("nodeunit %q: %s %q: %v", u.value, c.childKind, u.name, err)}, err
 	}
 	if adopt {
-		c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonAdopted, "Adopted %s %s", c.ops.childKind, u.name)
+		c.recorder.Eventf(grid, corev1.EventTypeNormal, ReasonAdopted, "Adopted %s %s", c.childKind, u.name)
 	}
 	return &child[C]{unit: u, obj: obj, rollout: decision}, nil, nil
 }

@@ -12,90 +12,93 @@ import (
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
 
-// What the two workload grid kinds (DeploymentGrid, StatefulSetGrid) do
-// alike, for the template type T of their spec and child type C.
+// workload is what DeploymentGrid and StatefulSetGrid differ in: the parts
+// of spec and status both kinds have, where they sit in each kind's types,
+// and the child each nodeunit gets and how it is judged.
+// deploymentGrids (deploymentgrid.go) and statefulSetGrids
+// (statefulsetgrid.go) implement it; workloadGrid does the rest.
+type workload[G, C object, A any] interface {
+	// spec is the grid's gridUniqKey and the part of its spec both kinds have.
+	spec(G) (key string, common *superedgev1.WorkloadGridSpecCommon)
+	// templateJSON is the JSON of the template named name.
+	templateJSON(grid G, name string) ([]byte, error)
+	// status is the part of the grid's status both kinds have.
+	status(G) *superedgev1.WorkloadGridStatusCommon
+	// statusWith is a copy of the grid with its kind's status (the kept
+	// children's states and count, around common), and true; or the grid
+	// itself and false when it has that status already.
+	statusWith(grid G, kept []child[C], nodeUnits int32, common superedgev1.WorkloadGridStatusCommon) (G, bool)
 
-// workloadKind is what a workload grid kind states on its own: its types
-// and generated accessors, how to build and judge one child, and the
-// kind's own status fields. newWorkloadGridController does the rest.
-// S is the kind's status type.
-type workloadKind[G, C object, A any, T, S any] struct {
-	childKind       string // the grid kind is childKind + "Grid"
-	grids, children cache.SharedIndexInformer
-	access          kindAccess[G, C, A]
-
-	spec func(G) workloadSpec[T]
-	// status points at the grid's status and shared at the part of it
-	// both kinds have; newStatus is the status for the children kept.
-	status    func(G) *S
-	shared    func(G) *superedgev1.WorkloadGridStatusCommon
-	newStatus func(g G, kept []child[C], nodeUnits int32, shared superedgev1.WorkloadGridStatusCommon) S
-
-	validName      func(name string) error
-	desired        func(G, unit) (A, error)
-	ready, healthy func(C) bool
-	failure        func(C) string
+	// validName says why name cannot name the kind's child.
+	validName(name string) error
+	// desired is the child the grid wants in one nodeunit.
+	desired(G, unit) (A, error)
+	// ready: the child has seen its spec and every wanted replica is
+	// updated and ready.
+	ready(C) bool
+	// healthy and failure are the rollout's view of the child (rolloutKind).
+	healthy(C) bool
+	failure(C) string
 }
 
-// workloadSpec points into a workload grid's spec.
-type workloadSpec[T any] struct {
-	key string
-	*superedgev1.WorkloadGridSpecCommon
-	template *T
-	pool     map[string]T
+// workloadGrid is a workload kind as the generic controller sees it: a
+// gridKind whose units are the nodeunits of its gridUniqKey, and a
+// rolloutKind.
+type workloadGrid[G, C object, A any] struct {
+	workload[G, C, A]
+	nodes nodeUnits
+}
+
+func (w workloadGrid[G, C, A]) gridKey(g G) string {
+	key, _ := w.spec(g)
+	return key
+}
+
+// units: one per nodeunit, built from the template SuperEdge's rule picks.
+func (w workloadGrid[G, C, A]) units(g G) []unit {
+	key, s := w.spec(g)
+	return workloadUnits(g.GetName(), w.nodes.values(key), s.Templates, s.DefaultTemplateName)
+}
+
+func (w workloadGrid[G, C, A]) conditions(g G) []metav1.Condition { return w.status(g).Conditions }
+
+func (w workloadGrid[G, C, A]) withStatus(g G, kept []child[C], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) (G, bool) {
+	common := superedgev1.WorkloadGridStatusCommon{Conditions: conds, Rollout: rollout}
+	var nodeUnits int32
+	nodeUnits, common.ReadyNodeUnits, common.Units = unitCounts(kept, w.ready)
+	return w.statusWith(g, kept, nodeUnits, common)
+}
+
+func (w workloadGrid[G, C, A]) strategy(g G) *superedgev1.RolloutStrategy {
+	_, s := w.spec(g)
+	return s.Rollout
+}
+
+func (w workloadGrid[G, C, A]) rolloutStatus(g G) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {
+	st := w.status(g)
+	return st.Rollout, st.Units
 }
 
 // newWorkloadGridController keeps one child per nodeunit for every grid of
-// the kind k describes.
-func newWorkloadGridController[G, C object, A any, T, S any](deps Deps, k workloadKind[G, C, A, T, S]) (*gridController[G, C, A], error) {
-	nodes := deps.KubeInformers.Core().V1().Nodes()
-	kind := k.childKind + "Grid"
-	key := func(g G) string { return k.spec(g).key }
-	if err := wireIndexes(k.grids, k.children, nodes.Informer(), kind, key); err != nil {
+// the kind w describes, read and written through store.
+func newWorkloadGridController[G, C object, A childConfig[A]](deps Deps, childKind string, w workload[G, C, A], store kindStore[G, C, A], grids, children cache.SharedIndexInformer) (*gridController[G, C, A], error) {
+	nodes := deps.KubeInformers.Core().V1().Nodes().Informer()
+	kind := childKind + "Grid"
+	k := workloadGrid[G, C, A]{workload: w, nodes: nodeUnits{indexer: nodes.GetIndexer()}}
+	if err := wireIndexes(grids, children, nodes, kind, k.gridKey); err != nil {
 		return nil, err
 	}
-	units := nodeUnits{indexer: nodes.Informer().GetIndexer()}
-	ops := kindOps[G, C, A]{
-		kind:       kind,
-		childKind:  k.childKind,
-		kindAccess: k.access,
-		gridKey:    key,
-		units: func(g G) []unit {
-			s := k.spec(g)
-			return workloadUnits(g.GetName(), units.values(s.key), s.Templates, s.DefaultTemplateName)
-		},
-		validName:   k.validName,
-		desired:     k.desired,
-		recreatable: true,
-		ready:       k.ready,
-		healthy:     k.healthy,
-		failure:     k.failure,
-		strategy:    func(g G) *superedgev1.RolloutStrategy { return k.spec(g).Rollout },
-		rollout: func(g G) (*superedgev1.RolloutStatus, []superedgev1.NodeUnitStatus) {
-			return k.shared(g).Rollout, k.shared(g).Units
-		},
-		templateJSON: func(g G, name string) ([]byte, error) {
-			s := k.spec(g)
-			return templateJSON(*s.template, s.pool, name)
-		},
-		conditions: func(g G) []metav1.Condition { return k.shared(g).Conditions },
-		status: func(g G, kept []child[C], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) (G, bool) {
-			shared := superedgev1.WorkloadGridStatusCommon{Conditions: conds, Rollout: rollout}
-			var nodeUnits int32
-			nodeUnits, shared.ReadyNodeUnits, shared.Units = unitCounts(kept, k.ready)
-			return withStatus(g, k.newStatus(g, kept, nodeUnits, shared), k.status)
-		},
-	}
-	c := newGridController(ops, deps)
-	if err := register(c, k.grids, k.children, nodes.Informer()); err != nil {
+	c := newGridController[G, C, A](deps, kind, childKind, k, store)
+	c.rollouts, c.recreatable = k, true
+	if err := register(c, grids, children, nodes); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// withStatus is g with status st, and true, or g itself and false when it
-// already has it. It never modifies g: that is the informer's copy.
-func withStatus[G object, S any](g G, st S, status func(G) *S) (G, bool) {
+// copyWithStatus is g with status st, and true, or g itself and false when
+// it already has it. It never modifies g: that is the informer's copy.
+func copyWithStatus[G object, S any](g G, st S, status func(G) *S) (G, bool) {
 	if statusEqual(*status(g), st) {
 		return g, false
 	}

@@ -42,8 +42,8 @@ func (o *options) Validate() error {
 	if o.idleConns <= 0 {
 		return errors.New("--idle-connection-timeout must be positive")
 	}
-	if err := o.secureMetrics.Validate(); err != nil {
-		return err
+	if errs := o.secureMetrics.Validate(); len(errs) > 0 {
+		return errs.ToAggregate()
 	}
 	if o.kubeProxyMetrics != "" {
 		if _, err := kubeProxyMetricsTarget(o.kubeProxyMetrics); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/internal/testcoredns"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 )
 
 // A handover as the node's DaemonSet does it in the host network: the new
@@ -148,8 +149,8 @@ func TestHandoverLosesNoQuery(t *testing.T) {
 		}
 		select {
 		case <-old.Done:
-		case <-time.After(2 * time.Minute):
-			t.Fatalf("round %d: the old CoreDNS did not exit within 2 minutes of SIGTERM", gen)
+		case <-time.After(testwait.Floor):
+			t.Fatalf("round %d: the old CoreDNS did not exit within %s of SIGTERM", gen, testwait.Floor)
 		}
 		old = next
 	}

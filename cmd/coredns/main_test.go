@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -8,12 +10,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coredns/coredns/core/dnsserver"
 
 	"github.com/servicegroup/servicegroup/internal/lockedbuffer"
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 )
 
 // TestMain removes the CoreDNS the tests built (one build for all of them).
@@ -108,12 +110,11 @@ current-context: c
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
 	// gridhosts says through klog that it cannot serve yet, naming why.
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(out.String(), "Cannot serve grid names yet") {
-		if time.Now().After(deadline) {
-			t.Fatalf("gridhosts logged nothing within 2m; output:\n%s", out.String())
+	testwait.Eventually(t.Context(), t, 0, "gridhosts logs that it cannot serve grid names yet", func(context.Context) error {
+		if !strings.Contains(out.String(), "Cannot serve grid names yet") {
+			return fmt.Errorf("output so far:\n%s", out.String())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	testbin.JSONLogMessages(t, out.String())
 }

@@ -34,13 +34,10 @@ import (
 // a wrapper through kubectl exec needs a kubelet: test/realnode covers it;
 // here the ready wrapper's exec fails and doctor says so.
 func TestDoctor(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
+	cp := controlplane.StartForTest(t, controlplane.Options{CRDs: true})
 	ctx := t.Context()
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
-	if err := crds.Install(ctx, ext, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	must := func(_ any, err error) {
 		t.Helper()
 		if err != nil {

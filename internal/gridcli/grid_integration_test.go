@@ -13,7 +13,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
@@ -21,7 +20,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
-	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned/scheme"
 	"github.com/servicegroup/servicegroup/internal/explain"
@@ -41,11 +39,8 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	cp := controlplane.StartForTest(t, controlplane.Options{})
+	cp := controlplane.StartForTest(t, controlplane.Options{CRDs: true})
 	ctx := t.Context()
-	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cp.Config), 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	c := &cluster{t: t, kubeconfig: cp.Kubeconfig, kube: kubernetes.NewForConfigOrDie(cp.Config), grids: versioned.NewForConfigOrDie(cp.Config)}
 	c.createExamples()
 	for name, unit := range map[string]string{"node1": "nodeunit1", "node2": "nodeunit1", "node3": "nodeunit2", "node4": ""} {

@@ -34,6 +34,9 @@ func newRolloutCommand(o *options) *cobra.Command {
 		Example: "  kubectl grid rollout status dg/web\n  kubectl grid rollout status dg/web --watch=false",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout < 0 {
+				return errUsage("--timeout must not be negative, got %s", timeout)
+			}
 			return o.rolloutGrid(cmd, args[0], func(ctx context.Context, ri dynamic.ResourceInterface, name string) error {
 				return o.rolloutStatus(ctx, ri, name, watch, timeout)
 			})

@@ -6,6 +6,9 @@ package logging
 
 import (
 	"flag"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
@@ -25,6 +28,30 @@ func AddFlags(fs *flag.FlagSet) *Options {
 	c := logsapi.NewLoggingConfiguration()
 	logsapi.AddGoFlags(c, fs)
 	return &Options{config: c}
+}
+
+// Validate checks the flags' values without applying them; each error
+// names its flag.
+func (o *Options) Validate() field.ErrorList {
+	errs := logsapi.Validate(o.config, nil, nil)
+	for _, e := range errs {
+		i := strings.IndexAny(e.Field, ".[")
+		if i < 0 {
+			i = len(e.Field)
+		}
+		if name, ok := flagOfField[e.Field[:i]]; ok {
+			e.Field = name + e.Field[i:]
+		}
+	}
+	return errs
+}
+
+// flagOfField names the flag of each field component-base validates.
+var flagOfField = map[string]string{
+	"format":         "--logging-format",
+	"flushFrequency": "--log-flush-frequency",
+	"verbosity":      "-v",
+	"vmodule":        "--vmodule",
 }
 
 // Apply validates the flags' values and sets up klog with them: a bad format

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
-	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
@@ -30,10 +28,7 @@ import (
 // they wire it to the summaries.
 func TestNodeLabelsAfterLongOutage(t *testing.T) {
 	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	if err := crds.Install(t.Context(), apiextensionsclient.NewForConfigOrDie(cp.Config), 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	cp := controlplane.StartForTest(t, controlplane.Options{CRDs: true})
 	grids := versioned.NewForConfigOrDie(cp.Config)
 	if _, err := grids.SuperedgeV1().NodeLabelSummaries().Create(t.Context(), &superedgev1.NodeLabelSummary{
 		ObjectMeta: metav1.ObjectMeta{Name: "nodes-0"}, Keys: []string{"zone1"},

@@ -9,9 +9,12 @@
 package securemetrics
 
 import (
-	"errors"
 	"flag"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/servicegroup/servicegroup/internal/flagcheck"
 )
 
 // Options configure the secure metrics endpoint.
@@ -42,19 +45,27 @@ func DefaultOptions() Options {
 // Enabled reports whether a bind address is set.
 func (o *Options) Enabled() bool { return o.BindAddress != "" && o.BindAddress != "0" }
 
-// Validate checks the options without touching anything (the bind address
-// and the files are tried by New).
-func (o *Options) Validate() error {
-	if (o.CertFile == "") != (o.KeyFile == "") {
-		return errors.New("--secure-metrics-tls-cert-file and --secure-metrics-tls-private-key-file go together")
-	}
-	return nil
-}
-
 // AddFlags registers the --secure-metrics-* flags on fs.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.BindAddress, "secure-metrics-bind-address", o.BindAddress, "host:port serving /metrics over TLS to callers whose token the apiserver accepts (TokenReview) and who may get the non-resource URL /metrics (SubjectAccessReview); \"\" or \"0\" turns it off")
 	fs.StringVar(&o.CertFile, "secure-metrics-tls-cert-file", o.CertFile, "serving certificate (PEM) of --secure-metrics-bind-address, reread when it changes; empty: self-signed, made in memory at start")
 	fs.StringVar(&o.KeyFile, "secure-metrics-tls-private-key-file", o.KeyFile, "private key (PEM) of --secure-metrics-tls-cert-file")
 	fs.StringVar(&o.Kubeconfig, "secure-metrics-kubeconfig", o.Kubeconfig, "kubeconfig of the apiserver that reviews scrapers' tokens and access; empty: the component's own apiserver configuration")
+}
+
+// Validate checks the flags' values without reading any file or binding
+// anything, so a command can report them before it starts.
+func (o *Options) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if err := flagcheck.BindAddress(field.NewPath("--secure-metrics-bind-address"), o.BindAddress); err != nil {
+		errs = append(errs, err)
+	}
+	const together = "--secure-metrics-tls-cert-file and --secure-metrics-tls-private-key-file go together"
+	switch {
+	case o.CertFile != "" && o.KeyFile == "":
+		errs = append(errs, field.Required(field.NewPath("--secure-metrics-tls-private-key-file"), together))
+	case o.CertFile == "" && o.KeyFile != "":
+		errs = append(errs, field.Required(field.NewPath("--secure-metrics-tls-cert-file"), together))
+	}
+	return errs
 }

@@ -50,8 +50,8 @@ func New(o Options, own *rest.Config, metrics http.Handler, extra ...Route) (*Se
 	if !o.Enabled() {
 		return nil, errors.New("secure metrics: no bind address")
 	}
-	if err := o.Validate(); err != nil {
-		return nil, err
+	if errs := o.Validate(); len(errs) > 0 {
+		return nil, errs.ToAggregate()
 	}
 	cfg := own
 	if o.Kubeconfig != "" {

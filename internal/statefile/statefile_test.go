@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/servicegroup/servicegroup/internal/testwait"
 )
 
 func TestWriteAtomicAndRead(t *testing.T) {
@@ -111,8 +113,8 @@ func TestReadRefuses(t *testing.T) {
 		if !errors.Is(err, ErrNotRegular) || !errors.As(err, &se) || se.Reason != ReasonNotRegular {
 			t.Fatalf("FIFO: %v, want an Error with ErrNotRegular", err)
 		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("Read blocked on a FIFO")
+	case <-time.After(testwait.Floor):
+		t.Fatalf("Read blocked on a FIFO for %s", testwait.Floor)
 	}
 	if _, err := Read(dir, 100); !errors.Is(err, ErrNotRegular) {
 		t.Fatalf("directory: %v, want ErrNotRegular", err)

@@ -1,11 +1,14 @@
 package testbin
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/servicegroup/servicegroup/internal/testwait"
 )
 
 // Self is the test binary running as the command under test: its TestMain
@@ -59,7 +62,7 @@ func StartSelf(t testing.TB, env string, args ...string) *Self {
 }
 
 // Stop sends SIGTERM and fails t unless the command then exits cleanly
-// (within two minutes).
+// (within testwait.Floor).
 func (p *Self) Stop(t testing.TB) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -71,8 +74,26 @@ func (p *Self) Stop(t testing.TB) {
 		if err != nil {
 			t.Fatalf("exit after SIGTERM: %v", err)
 		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("no exit within 2m of SIGTERM")
+	case <-time.After(testwait.Floor):
+		t.Fatalf("no exit within %s of SIGTERM", testwait.Floor)
+	}
+}
+
+// Wait waits for the command to exit by itself and returns its exit code;
+// it fails t if the command still runs after testwait.Floor.
+func (p *Self) Wait(t testing.TB) int {
+	t.Helper()
+	select {
+	case err := <-p.exited:
+		p.exited <- err // for the cleanup
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(testwait.Floor):
+		t.Fatalf("the command still runs after %s", testwait.Floor)
+		return -1
 	}
 }
 

@@ -15,11 +15,13 @@ import (
 	"sync"
 	"time"
 
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/internal/owneddir"
 )
 
@@ -58,6 +60,10 @@ type Options struct {
 	Dir string
 	// StartTimeout bounds start-up of each component (default 60s).
 	StartTimeout time.Duration
+	// CRDs installs the superedge.io CRDs (build/crds) once the apiserver is
+	// ready and waits until they are Established, before BeforeControllers
+	// and the controllers.
+	CRDs bool
 	// BeforeControllers, if set, runs once the apiserver is ready and before
 	// kube-controller-manager and kube-scheduler start: CRDs installed there
 	// are watched by the garbage collector from its start, not only after
@@ -162,6 +168,11 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	}
 	if err := cp.StartAPIServer(ctx); err != nil {
 		return nil, err
+	}
+	if opts.CRDs {
+		if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cp.Config), opts.StartTimeout); err != nil {
+			return nil, fmt.Errorf("install the CRDs: %w", err)
+		}
 	}
 	if opts.BeforeControllers != nil {
 		if err := opts.BeforeControllers(ctx, rest.CopyConfig(cp.Config)); err != nil {

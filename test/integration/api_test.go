@@ -6,15 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
-	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned/scheme"
 	gridinformers "github.com/servicegroup/servicegroup/client/informers/externalversions"
@@ -24,14 +21,7 @@ import (
 // gridAPIPlane is shared by the tests that only create namespaced grids of
 // their own names (the examples' in default; the rejected ones are never
 // stored), so they cannot meet.
-var gridAPIPlane controlplane.Shared
-
-func installCRDs(t *testing.T, cp *controlplane.ControlPlane) {
-	t.Helper()
-	if err := crds.Install(t.Context(), apiextensionsclient.NewForConfigOrDie(cp.Config), 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-}
+var gridAPIPlane = controlplane.Shared{Options: controlplane.Options{CRDs: true}}
 
 // createExamples creates SuperEdge's three grids from examples/ through the
 // generated clientset, with the given field validation ("" for the default).
@@ -71,7 +61,6 @@ func createExamples(t *testing.T, client versioned.Interface, fieldValidation st
 func TestAPIRoundTrip(t *testing.T) {
 	t.Parallel()
 	cp := gridAPIPlane.Get(t)
-	installCRDs(t, cp)
 	ctx := t.Context()
 	client := versioned.NewForConfigOrDie(cp.Config)
 
@@ -144,7 +133,6 @@ func TestAPIRoundTrip(t *testing.T) {
 func TestAPISchemaRejectsInvalid(t *testing.T) {
 	t.Parallel()
 	cp := gridAPIPlane.Get(t)
-	installCRDs(t, cp)
 	client := versioned.NewForConfigOrDie(cp.Config)
 	rc := client.SuperedgeV1().RESTClient()
 
@@ -183,8 +171,7 @@ func TestAPISchemaRejectsInvalid(t *testing.T) {
 func TestExamplesApplyWithKubectl(t *testing.T) {
 	t.Parallel() // its own control plane
 	kubectl := controlplane.BinaryForTest(t, controlplane.Kubectl)
-	cp := controlplane.StartForTest(t, controlplane.Options{})
-	installCRDs(t, cp)
+	cp := controlplane.StartForTest(t, controlplane.Options{CRDs: true})
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := exec.CommandContext(t.Context(), kubectl, append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...)

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/servicegroup/servicegroup/autonomy"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -53,30 +53,6 @@ func (c *component) assertNoForbidden(t *testing.T) {
 	t.Helper()
 	if log := c.Log(); strings.Contains(log, "forbidden") || strings.Contains(log, "Forbidden") {
 		t.Errorf("%s was refused by RBAC:\n%s", c.Name, c.LogTail(40))
-	}
-}
-
-func waitHTTP200(t *testing.T, url string, timeout time.Duration) {
-	t.Helper()
-	waitHTTP(t, url, timeout, func(string) bool { return true })
-}
-
-// waitHTTP waits for url to answer 200 with a body that ok accepts.
-func waitHTTP(t *testing.T, url string, timeout time.Duration, ok func(body string) bool) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		resp, err := http.Get(url)
-		if err != nil {
-			return false, nil
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		last = string(body)
-		return err == nil && resp.StatusCode == http.StatusOK && ok(last), nil
-	})
-	if err != nil {
-		t.Fatalf("%s never answered 200 as wanted (last body %q): %v", url, last, err)
 	}
 }
 
@@ -113,7 +89,14 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 			"--autonomy-webhook-secret-namespace=servicegroup-system")
 		// "ok" alone: leading, CRDs applied and Established, caches synced
 		// (a standby answers 200 too, before it has installed anything).
-		waitHTTP(t, "http://"+health+"/readyz", 2*time.Minute, func(body string) bool { return body == "ok" })
+		url := "http://" + health + "/readyz"
+		testwait.Eventually(t.Context(), t, 0, url+` answers 200 "ok"`, func(ctx context.Context) error {
+			code, body, err := testwait.Get(ctx, url)
+			if err == nil && (code != http.StatusOK || body != "ok") {
+				err = fmt.Errorf("%d %q", code, body)
+			}
+			return err
+		})
 
 		grids := versioned.NewForConfigOrDie(cp.Config)
 		createExamples(t, grids, "")
@@ -203,7 +186,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 			"--kubeconfig="+saKubeconfig(t, cp, "edge-system", "servicegroup-wrapper"), "--node-name=node0", "--bind-address="+addr,
 			// What its identity may do upstream is the point here, not TLS.
 			"--insecure-plain-http")
-		waitHTTP200(t, "http://"+addr+"/readyz", 60*time.Second)
+		testwait.Eventually(t.Context(), t, 0, "the wrapper's /readyz answers 200", testwait.HTTPOK("http://"+addr+"/readyz"))
 		// kube-proxy's view through the wrapper: served resources, its Node,
 		// and what the wrapper forwards upstream with its own identity.
 		viaWrapper := kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://" + addr})
@@ -255,7 +238,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 		c := startComponent(t, "coredns", testbin.Path(t, "coredns"), "-conf", corefile)
 		// ready answers 200 only once gridhosts' and kubernetes' informers synced,
 		// which needs list and watch on everything they read.
-		waitHTTP200(t, "http://"+ready+"/ready", 90*time.Second)
+		testwait.Eventually(t.Context(), t, 0, "CoreDNS's /ready answers 200", testwait.HTTPOK("http://"+ready+"/ready"))
 		c.assertNoForbidden(t)
 	})
 }

@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/servicegroup/servicegroup/internal/testwait"
 )
 
 // applyPrerequisites installs the grid CRDs (build/manifests/prerequisites)
@@ -23,17 +25,12 @@ func applyPrerequisites(k *kubectlRunner) {
 func waitEstablished(k *kubectlRunner, crds ...string) {
 	k.t.Helper()
 	args := append([]string{"wait", `--for=jsonpath={.status.conditions[?(@.type=="Established")].status}=True`, "--timeout=120s"}, crds...)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		out, err := k.run("", args...)
-		if err == nil {
-			return
+	testwait.Eventually(k.t.Context(), k.t, 0, "CRDs Established", func(context.Context) error {
+		if out, err := k.run("", args...); err != nil {
+			return fmt.Errorf("kubectl %v: %w\n%s", args, err, out)
 		}
-		if time.Now().After(deadline) {
-			k.t.Fatalf("kubectl %v: %v\n%s", args, err, out)
-		}
-		time.Sleep(time.Second)
-	}
+		return nil
+	})
 }
 
 // defaultWithComponent writes an overlay of build/manifests/default with the

@@ -24,6 +24,7 @@ import (
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/internal/testmonitoring"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -102,13 +103,13 @@ func TestMonitoringComponent(t *testing.T) {
 	// the three answers.
 	checkScrapes := func(t *testing.T, c *component, addr, family string) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		testwait.Eventually(ctx, t, 0, fmt.Sprintf("%s serves %s on %s", c.Name, family, addr), func(ctx context.Context) error {
 			_, body, err := testmonitoring.Scrape(ctx, addr, "/metrics", prometheus)
-			return err == nil && strings.Contains(body, "# TYPE "+family+" "), nil
+			if err == nil && !strings.Contains(body, "# TYPE "+family+" ") {
+				err = fmt.Errorf("no %s in the answer", family)
+			}
+			return err
 		})
-		if err != nil {
-			t.Fatalf("%s never served %s on %s", c.Name, family, addr)
-		}
 		for _, tc := range []struct {
 			name, bearer string
 			want         int

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,13 +15,13 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper/sitestream"
 )
@@ -128,21 +129,23 @@ func TestSiteStreamComponent(t *testing.T) {
 	leader := start("node0")
 	waitLease := func(holder string) {
 		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		testwait.Eventually(ctx, t, 0, holder+" holds the site's Lease", func(ctx context.Context) error {
 			l, err := admin.CoordinationV1().Leases(flags["--site-lease-namespace"]).Get(ctx, "application-grid-wrapper-site-shop", metav1.GetOptions{})
-			return err == nil && strings.HasPrefix(ptr.Deref(l.Spec.HolderIdentity, ""), holder+"@"), nil
-		}); err != nil {
-			t.Fatalf("%s never held the site's Lease:\n%s", holder, leader.LogTail(40))
-		}
+			if err == nil && !strings.HasPrefix(ptr.Deref(l.Spec.HolderIdentity, ""), holder+"@") {
+				err = fmt.Errorf("held by %q; the leader's log:\n%s", ptr.Deref(l.Spec.HolderIdentity, ""), leader.LogTail(40))
+			}
+			return err
+		})
 	}
 	waitLease("node0")
 	follower := start("node1")
 	follows := regexp.MustCompile(`"Site stream source changed" .*leader="node0"`)
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		return follows.MatchString(follower.Log()), nil
-	}); err != nil {
-		t.Fatalf("node1 never read from node0:\n%s", follower.LogTail(40))
-	}
+	testwait.Eventually(ctx, t, 0, "node1 reads from node0", func(context.Context) error {
+		if !follows.MatchString(follower.Log()) {
+			return fmt.Errorf("its log:\n%s", follower.LogTail(40))
+		}
+		return nil
+	})
 	// Long enough for the follower's lists and first watches through the
 	// leader, each authenticated with a TokenReview.
 	time.Sleep(3 * time.Second)

@@ -2,16 +2,16 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -68,11 +68,15 @@ func TestManifestsUninstallKeepsShared(t *testing.T) {
 		t.Errorf("namespace edge-system is being deleted")
 	}
 	// The controller's own namespace goes with it (nothing else lives there).
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	testwait.Eventually(ctx, t, 0, "namespace servicegroup-system gone after the uninstall", func(ctx context.Context) error {
 		_, err := client.CoreV1().Namespaces().Get(ctx, "servicegroup-system", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err == nil:
+			return errors.New("it still exists")
+		default:
+			return err
+		}
 	})
-	if err != nil {
-		t.Errorf("namespace servicegroup-system not gone after the uninstall: %v", err)
-	}
 }

@@ -44,10 +44,7 @@ const (
 	gridService  = "servicegrid-demo-svc"
 	statefulGrid = "statefulsetgrid-demo"
 	echoSelector = "appGrid=echo"
-	// convergeFloor is the least any eventually waits (client-go's watch
-	// backoff after an outage reaches a minute).
-	convergeFloor = 2 * time.Minute
-	runTimeout    = 27 * time.Minute
+	runTimeout   = 27 * time.Minute
 	// staticNode is installed with the static-pod option (build/static-pods)
 	// instead of the DaemonSets, and is the one that reboots.
 	staticNode = "node2"

@@ -292,7 +292,3 @@ func (c *Cluster) Stop() {
 
 // errComponentMissing marks a program that this checkout cannot build yet.
 var errComponentMissing = errors.New("component not in this checkout")
-
-// IsComponentMissing reports whether err says a project program is absent
-// from the checkout (as opposed to failing).
-func IsComponentMissing(err error) bool { return errors.Is(err, errComponentMissing) }

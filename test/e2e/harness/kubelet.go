@@ -246,17 +246,6 @@ func (k *Kubelet) stopAll(ctx context.Context) {
 	}
 }
 
-// PodIP returns the IP the player gave a running Pod.
-func (k *Kubelet) PodIP(namespace, name string) (net.IP, bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	sb, ok := k.running[cache.ObjectName{Namespace: namespace, Name: name}]
-	if !ok {
-		return nil, false
-	}
-	return sb.ip, true
-}
-
 // applyRunningStatus writes the status a kubelet writes once every container
 // runs and is ready, through the status subresource with server-side apply.
 func (k *Kubelet) applyRunningStatus(ctx context.Context, pod *corev1.Pod, sb *podSandbox) error {

@@ -2,16 +2,14 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/servicegroup/servicegroup/internal/testnet"
 )
 
 // netnsDir is where `ip netns` keeps its named namespaces.
@@ -38,50 +36,12 @@ func (n *NetNS) close() {
 	}
 }
 
-// Do runs fn on an OS thread that has entered the namespace, then puts the
-// thread back into its own namespace before handing it back to the Go
-// scheduler.
-//
-// Threads must not die here: a child started with Pdeathsig (as the harness
-// and the control plane start theirs) is killed when the *thread* that forked
-// it exits, and any pooled thread may have forked one. Only if restoring
-// fails does the goroutine exit still locked, so the runtime discards a
-// thread that is in the wrong namespace.
-func (n *NetNS) Do(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("open own network namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := unix.Setns(int(n.fd.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter network namespace %s: %w", n.Name, err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("leave network namespace %s: %w", n.Name, err))
-			return // still locked: the runtime retires this thread
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+// Do runs fn on an OS thread inside the namespace (testnet.InNetNS).
+func (n *NetNS) Do(fn func() error) error { return testnet.InNetNS(n.fd, fn) }
 
 // Listen opens a listener inside the namespace.
 func (n *NetNS) Listen(network, addr string) (net.Listener, error) {
 	return inNS(n, func() (net.Listener, error) { return net.Listen(network, addr) })
-}
-
-// ListenPacket opens a packet socket inside the namespace.
-func (n *NetNS) ListenPacket(network, addr string) (net.PacketConn, error) {
-	return inNS(n, func() (net.PacketConn, error) { return net.ListenPacket(network, addr) })
 }
 
 // DialContext connects from inside the namespace (usable as an
