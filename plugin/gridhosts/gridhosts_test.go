@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
 
 const (
@@ -55,9 +57,9 @@ func demoObjects() []any {
 	objs = append(objs,
 		newService("default", "hl", "zone1", true),
 		newSlice("default", "hl-abc", "hl", 8080,
-			testEndpoint{ip: "10.5.1.1", node: "node-1", hostname: "hl-a", ready: true},
-			testEndpoint{ip: "10.5.1.2", node: "node-1", ready: false},
-			testEndpoint{ip: "10.5.2.1", node: "node-2", hostname: "hl-b", ready: true},
+			testEndpoint{IP: "10.5.1.1", Node: "node-1", Hostname: "hl-a", Ready: true},
+			testEndpoint{IP: "10.5.1.2", Node: "node-1", Ready: false},
+			testEndpoint{IP: "10.5.2.1", Node: "node-2", Hostname: "hl-b", Ready: true},
 		),
 	)
 	return objs
@@ -407,7 +409,7 @@ func TestIncrementalUpdates(t *testing.T) {
 	g.index.Delete(newGrid("default", "statefulsetgrid-demo", "zone1", "ssg-uid"))
 	run(t, g, "", []test.Case{nxdomain(demoName, dns.TypeA)})
 
-	if grids, _, _, _, _, _ := g.index.counts(); grids != 1 {
+	if grids := g.index.Counts().Grids; grids != 1 {
 		t.Fatalf("%d grids left, want 1", grids)
 	}
 }
@@ -430,4 +432,47 @@ func TestServeForgeableGridKey(t *testing.T) {
 	run(t, g, "", []test.Case{nxdomain(demoName, dns.TypeA)})
 	g.RestrictKeys = false
 	run(t, g, "", []test.Case{{Qname: demoName, Qtype: dns.TypeA, Answer: []dns.RR{test.A(demoName + "	5	IN	A	10.1.1.1")}}})
+}
+
+// TestPrefixedGridKey serves a grid keyed on a prefixed node label, with
+// children labelled and annotated as servicegroup's controller writes them.
+func TestPrefixedGridKey(t *testing.T) {
+	const zone = "topology.kubernetes.io/zone"
+	grid := newGrid("default", "web", zone, "web-uid")
+	set := newSet(grid, "east", "websvc", "web-set", 1)
+	set.Labels[superedgev1.LabelGridUniqKey] = superedgev1.GridUniqKeyLabelValue(zone)
+	set.Annotations = map[string]string{superedgev1.AnnotationGridUniqKey: zone}
+	svc := newService("default", "websvc", superedgev1.GridUniqKeyLabelValue(zone), false)
+	svc.Annotations = map[string]string{superedgev1.AnnotationGridUniqKey: zone}
+	g := demoHandler([]any{grid, set, svc, newNode("n1", map[string]string{zone: "east"}, ""), newPod(set, 0, "n1", "10.3.0.1")})
+	g.Node = "n1"
+	name := "web-0.websvc.default.svc.cluster.local."
+	run(t, g, "", []test.Case{{Qname: name, Qtype: dns.TypeA, Answer: []dns.RR{test.A(name + "	5	IN	A	10.3.0.1")}}})
+
+	// The same Service without the annotation, as SuperEdge would label it
+	// if it accepted prefixed keys: still ours, through the label value.
+	delete(svc.Annotations, superedgev1.AnnotationGridUniqKey)
+	g.index.Upsert(svc)
+	run(t, g, "", []test.Case{{Qname: name, Qtype: dns.TypeA, Answer: []dns.RR{test.A(name + "	5	IN	A	10.3.0.1")}}})
+}
+
+// BenchmarkServeDNS is the in-process cost of one unified-name answer.
+func BenchmarkServeDNS(b *testing.B) {
+	for _, mode := range []string{"node", "clients"} {
+		b.Run(mode, func(b *testing.B) {
+			g := demoHandler(demoObjects())
+			g.Node = "node-1"
+			g.Clients = mode == "clients"
+			w := &test.ResponseWriter{RemoteIP: "10.1.2.2"}
+			m := new(dns.Msg).SetQuestion(demoName, dns.TypeA)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				rec := dnstest.NewRecorder(w)
+				if _, err := g.ServeDNS(ctx, rec, m); err != nil || len(rec.Msg.Answer) != 1 {
+					b.Fatal("no answer")
+				}
+			}
+		})
+	}
 }

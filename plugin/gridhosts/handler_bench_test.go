@@ -13,6 +13,7 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -32,7 +33,7 @@ func handlerPairMode(tb testing.TB, n int, nodeMode bool) (grid, hosts plugin.Ha
 	tb.Helper()
 	g := New([]string{"cluster.local."})
 	g.Node = "node-1"
-	g.index.gridsFromChildren = nodeMode
+	g.index = index.New(index.Options{NodeMode: nodeMode})
 	gr := newGrid("default", "statefulsetgrid-demo", "zone1", "ssg-uid")
 	set := newSet(gr, "nodeunit1", demoSvc, types.UID("set-uid"), int32(n))
 	objs := []any{gr, set, newService("default", demoSvc, "zone1", false),

@@ -20,6 +20,7 @@ import (
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	gridinformers "github.com/servicegroup/servicegroup/client/informers/externalversions"
 	"github.com/servicegroup/servicegroup/internal/nodelabels"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
 
 // Label selectors that keep the caches small: an edge node holds only grid
@@ -82,8 +83,6 @@ type watcher struct {
 	gridCRDDone    chan struct{}
 }
 
-func transform(obj any) (any, error) { return toTiny(obj) }
-
 // protobufClient is a clientset for cfg speaking protobuf.
 func protobufClient(cfg *rest.Config) (*kubernetes.Clientset, error) {
 	kcfg := rest.CopyConfig(cfg)
@@ -102,7 +101,7 @@ func protobufClient(cfg *rest.Config) (*kubernetes.Clientset, error) {
 // nil: on an edge node the node wrapper's DNS view, the one cache and
 // upstream the kubernetes plugin reads too, so a Service or endpoint change
 // crosses the edge link once for the node.
-func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node string) (*watcher, error) {
+func newWatcher(cfg, services *rest.Config, idx *index.Index, clients bool, node string) (*watcher, error) {
 	kc, err := protobufClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -117,7 +116,7 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 	if err != nil {
 		return nil, fmt.Errorf("superedge client: %w", err)
 	}
-	tr := informers.WithTransform(transform)
+	tr := informers.WithTransform(index.Transform)
 	podOpts := func(o *metav1.ListOptions) { o.LabelSelector = statefulPodSelector }
 	if clients {
 		podOpts = func(o *metav1.ListOptions) { o.FieldSelector = runningPodSelector }
@@ -125,6 +124,9 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 	// Node mode: w.sets holds the children without a nodeunit label only;
 	// the pod selection watches this node's nodeunits' labelled ones.
 	nodeMode := !clients && node != ""
+	if idx.NodeMode() != nodeMode {
+		return nil, fmt.Errorf("an index in node mode %v for informers in node mode %v", idx.NodeMode(), nodeMode)
+	}
 	setSelector := gridObjectSelector
 	if nodeMode {
 		setSelector = unlabelledChildSelector
@@ -139,7 +141,7 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 		slices: informers.NewSharedInformerFactoryWithOptions(sc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = headlessSliceSelector
 		})),
-		grids: gridinformers.NewSharedInformerFactoryWithOptions(gc, 0, gridinformers.WithTransform(transform)),
+		grids: gridinformers.NewSharedInformerFactoryWithOptions(gc, 0, gridinformers.WithTransform(index.Transform)),
 		headlessServices: informers.NewSharedInformerFactoryWithOptions(sc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = headlessServiceSelector
 		})),
@@ -147,7 +149,7 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 			o.FieldSelector, o.LabelSelector = otherServiceSelector, gridServiceSelector
 		})),
 	}
-	h := handlerFor(idx)
+	h := idx.EventHandler()
 	var headless *source
 	type informerOf struct {
 		resource string
@@ -184,9 +186,9 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 		w.podSelection.onChildError = sets.onError
 		// No StatefulSetGrid is watched: its status, which the controller
 		// rewrites with every child's state anywhere, is no answer's
-		// concern; grids are read from their children (gridsFromChildren),
-		// so a name is known not to be a grid's once the children are.
-		idx.gridsFromChildren = true
+		// concern; grids are read from their children (the index's node
+		// mode), so a name is known not to be a grid's once the children
+		// are.
 		w.gridSource = sets
 		var crd atomic.Bool
 		w.gridCRD = w.addSource("statefulsetgrids.superedge.io", crd.Load, true)
@@ -234,49 +236,6 @@ func (w *watcher) addSource(resource string, synced func() bool, optional bool) 
 		}}
 	w.sources = append(w.sources, src)
 	return src
-}
-
-// handlerFor applies every event to idx as it arrives.
-func handlerFor(idx *Index) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj any, isInInitialList bool) { idx.upsertEvent(nil, obj, isInInitialList) },
-		UpdateFunc: func(old, cur any) { idx.upsertEvent(old, cur, false) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			idx.Delete(obj)
-		},
-	}
-}
-
-// upsertEvent applies an added (old nil) or updated object: an update that
-// carries the version old had is a relist's copy and changes nothing; a
-// change is observed unless it came with the initial list, whose writes
-// are old.
-func (x *Index) upsertEvent(old, cur any, initial bool) {
-	if old != nil && sameVersion(old, cur) {
-		return
-	}
-	x.Upsert(cur)
-	if old != nil || !initial {
-		x.observedWrite(cur)
-	}
-}
-
-// sameVersion: a and b carry the same known resourceVersion. Pods, the
-// many, compare their numbers without formatting them.
-func sameVersion(a, b any) bool {
-	if pa, ok := a.(*podObj); ok {
-		pb, ok := b.(*podObj)
-		return ok && pa.sameRV(pb)
-	}
-	ma, ok := a.(metav1.Object)
-	if !ok {
-		return false
-	}
-	mb, ok := b.(metav1.Object)
-	return ok && ma.GetResourceVersion() != "" && ma.GetResourceVersion() == mb.GetResourceVersion()
 }
 
 // start runs the informers until stop, without waiting for them: start-up

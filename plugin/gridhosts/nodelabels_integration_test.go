@@ -88,7 +88,9 @@ func TestNodeModeLabelsFromSummaries(t *testing.T) {
 	cfg := must(g.restConfig())(t)
 	log := &requestLog{}
 	cfg.Wrap(log.wrap)
-	g.watcher = must(newWatcher(cfg, nil, g.index, false, g.Node))(t)
+	if err := g.watch(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
 	g.watcher.nodeLabels.Recheck = time.Second
 	if err := g.start(); err != nil {
 		t.Fatal(err)
@@ -168,8 +170,8 @@ func TestServicesSelected(t *testing.T) {
 	byAnnotation.Annotations = map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1"]`}
 	must(c.kube.CoreV1().Services("default").Create(ctx, byAnnotation, metav1.CreateOptions{}))(t)
 	must(c.kube.DiscoveryV1().EndpointSlices("default").Create(ctx, newSlice("default", "hl-annotated-1", "hl-annotated", 80,
-		testEndpoint{ip: "10.9.1.1", node: "node-1", hostname: "a", ready: true},
-		testEndpoint{ip: "10.9.2.1", node: "node-2", hostname: "b", ready: true}), metav1.CreateOptions{}))(t)
+		testEndpoint{IP: "10.9.1.1", Node: "node-1", Hostname: "a", Ready: true},
+		testEndpoint{IP: "10.9.2.1", Node: "node-2", Hostname: "b", Ready: true}), metav1.CreateOptions{}))(t)
 
 	g := c.startNodeMode(t, "node-2")
 	poll(t, 30*time.Second, "closed loop by annotation", func() error {

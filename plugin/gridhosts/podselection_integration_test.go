@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -25,7 +26,7 @@ func (p *podSelection) heldPods() []string {
 	defer cur.mu.Unlock()
 	keys := slices.Collect(maps.Keys(cur.pods))
 	if cur.phase == live {
-		keys = cur.idx.podKeys()
+		keys = podKeys(cur.idx)
 	}
 	slices.Sort(keys)
 	return keys
@@ -81,12 +82,10 @@ func TestNodeModeSelectsOwnNodeunitPods(t *testing.T) {
 }
 
 // podKeys are the cache keys of every pod.
-func (x *Index) podKeys() []string {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	keys := make([]string, 0, len(x.pods))
-	for k := range x.pods {
-		keys = append(keys, k)
+func podKeys(x *index.Index) []string {
+	var keys []string
+	for _, p := range x.Contents().Pods {
+		keys = append(keys, p.Key())
 	}
 	return keys
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
 
 // maxTTL keeps answers about moving pods from living too long in caches.
@@ -43,14 +44,9 @@ func setup(c *caddy.Controller) error {
 			return plugin.Error(pluginName, fmt.Errorf("services_kubeconfig: %w", err))
 		}
 	}
-	g.index.noClientAddrs = !g.Clients
-	w, err := newWatcher(cfg, services, g.index, g.Clients, g.Node)
-	if err != nil {
+	if err := g.watch(cfg, services); err != nil {
 		return plugin.Error(pluginName, err)
 	}
-	g.watcher = w
-	g.index.observe = func(d time.Duration) { eventToAnswerable.Observe(d.Seconds()) }
-	g.index.observeWrite = func(d time.Duration) { writeToAnswerable.Observe(d.Seconds()) }
 
 	// Informers live from OnStartup to OnShutdown: a reload builds a new
 	// instance and shuts this one down.
@@ -77,7 +73,7 @@ func setup(c *caddy.Controller) error {
 func (g *GridHosts) start() error {
 	logger := klog.Background().WithName(pluginName)
 	var (
-		saved     *Index
+		saved     *index.Index
 		savedBody *snapBody
 		header    snapHeader
 	)
@@ -139,6 +135,27 @@ func (g *GridHosts) stop() error {
 	if g.snapshot != nil && g.synced.Load() {
 		g.snapshot.write(g.index, true)
 	}
+	return nil
+}
+
+// nodeMode: one node's view (`node NAME` without `clients`), which reads
+// grids from their children and places no client.
+func (g *GridHosts) nodeMode() bool { return !g.Clients && g.Node != "" }
+
+// watch makes the index of g's mode and the informers that will feed it
+// from cfg (Services and EndpointSlices from services when it is not nil),
+// not started.
+func (g *GridHosts) watch(cfg, services *rest.Config) error {
+	g.index = index.New(index.Options{
+		NodeMode:     g.nodeMode(),
+		ObserveEvent: func(d time.Duration) { eventToAnswerable.Observe(d.Seconds()) },
+		ObserveWrite: func(d time.Duration) { writeToAnswerable.Observe(d.Seconds()) },
+	})
+	w, err := newWatcher(cfg, services, g.index, g.Clients, g.Node)
+	if err != nil {
+		return err
+	}
+	g.watcher = w
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 	"github.com/servicegroup/servicegroup/internal/statefile"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
 
 const (
@@ -86,7 +87,7 @@ func (s *snapshotter) prepare() {
 // known reachable. Content equal to what was last written is rewritten
 // only to advance that time, and the apiserver is probed only for a write
 // that may happen (snapshottrust's Stamp.ForWrite).
-func (s *snapshotter) write(x *Index, final bool) error {
+func (s *snapshotter) write(x *index.Index, final bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	body, err := gobBytes(bodyOf(x))
@@ -140,7 +141,7 @@ func (s *snapshotter) report(err error) {
 
 // loadSnapshot reads this block's snapshot for start-up. Any reason not to
 // use it is one log line; the result is then nil.
-func (g *GridHosts) loadSnapshot(logger klog.Logger) (*Index, *snapBody, snapHeader) {
+func (g *GridHosts) loadSnapshot(logger klog.Logger) (*index.Index, *snapBody, snapHeader) {
 	s := g.snapshot
 	s.prepare()
 	h, b, err := readSnapshot(s.path, s.owner)
@@ -157,14 +158,12 @@ func (g *GridHosts) loadSnapshot(logger klog.Logger) (*Index, *snapBody, snapHea
 		logger.Info("Snapshot not used", "path", s.path, "err", err)
 		return nil, nil, snapHeader{}
 	}
-	x := b.index()
-	x.gridsFromChildren = !g.Clients && g.Node != ""
-	return x, b, h
+	return b.index(g.nodeMode()), b, h
 }
 
 // serveSnapshot answers from x (read from a snapshot written at written)
 // until the informers are known, unless they already are.
-func (g *GridHosts) serveSnapshot(logger klog.Logger, x *Index, h snapHeader) {
+func (g *GridHosts) serveSnapshot(logger klog.Logger, x *index.Index, h snapHeader) {
 	g.mode.Lock()
 	defer g.mode.Unlock()
 	if g.synced.Load() || !g.snapshot.life.Serve(h.Written) {
@@ -172,10 +171,10 @@ func (g *GridHosts) serveSnapshot(logger klog.Logger, x *Index, h snapHeader) {
 	}
 	g.snap.Store(x)
 	snapshotServing.Set(1)
-	grids, sets, pods, services, nodes, slices := x.counts()
+	n := x.Counts()
 	logger.Info("Apiserver not synced: answering grid names from the snapshot until it is",
 		"path", g.snapshot.path, "written", h.Written.Format(time.RFC3339), "age", time.Since(h.Written).Round(time.Second).String(),
-		"grids", grids, "statefulSets", sets, "pods", pods, "services", services, "nodes", nodes, "endpointSlices", slices)
+		"grids", n.Grids, "statefulSets", n.StatefulSets, "pods", n.Pods, "services", n.Services, "nodes", n.Nodes, "endpointSlices", n.EndpointSlices)
 }
 
 // goLive switches answers to the informers' index once they are known,

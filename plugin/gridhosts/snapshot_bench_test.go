@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/servicegroup/servicegroup/internal/statefile"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
 
 // snapshotBenchPods is the scale of the snapshot benchmarks: grid pods of
@@ -25,8 +26,8 @@ const snapshotBenchPods = 10000
 
 // benchIndex is an index of n grid pods built from the same API objects
 // the informers deliver, and the unified names they answer.
-func benchIndex(n int) (*Index, []string) {
-	x := NewIndex()
+func benchIndex(n int) (*index.Index, []string) {
+	x := index.New(index.Options{})
 	grid := newGrid("default", "statefulsetgrid-demo", "zone1", "ssg-uid")
 	set := newSet(grid, "nodeunit1", demoSvc, "set-uid", int32(n))
 	for _, o := range []any{grid, set, newService("default", demoSvc, "zone1", false),
@@ -68,14 +69,12 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var sb strings.Builder
-			x.mu.RLock()
-			node := x.nodes["node-1"]
 			for i, name := range names {
-				if p := x.member("default", "statefulsetgrid-demo", fmt.Sprint(i), demoSvc, node); p != nil {
-					fmt.Fprintf(&sb, "%s %s\n", p.IPs[0], strings.TrimSuffix(name, "."))
+				q := index.MemberQuery{Namespace: "default", Grid: "statefulsetgrid-demo", Ordinal: fmt.Sprint(i), Service: demoSvc}
+				if m := x.Member(index.Viewer{Node: "node-1"}, q); m.Pod != nil {
+					fmt.Fprintf(&sb, "%s %s\n", m.Pod.IPs[0], strings.TrimSuffix(name, "."))
 				}
 			}
-			x.mu.RUnlock()
 			if _, err := statefile.WriteAtomic(filepath.Dir(path), filepath.Base(path), func(w io.Writer) error {
 				_, err := io.WriteString(w, sb.String())
 				return err
@@ -104,7 +103,7 @@ func BenchmarkSnapshotStartup(b *testing.B) {
 		newSet(grid, "nodeunit1", demoSvc, "", snapshotBenchPods), metav1.CreateOptions{}))(b)
 	createPodsConcurrently(b, c, set, "node-1", memoryPodIP, 0, snapshotBenchPods)
 	last := fmt.Sprintf("statefulsetgrid-demo-%d.%s.default.svc.cluster.local.", snapshotBenchPods-1, demoSvc)
-	answers := func(x *Index) {
+	answers := func(x *index.Index) {
 		g := New([]string{"cluster.local."})
 		g.Node = "node-1"
 		g.snap.Store(x)
@@ -114,8 +113,8 @@ func BenchmarkSnapshotStartup(b *testing.B) {
 			b.Fatalf("%s not answered: %v", last, rec.Msg)
 		}
 	}
-	fromAPI := func() *Index {
-		x := NewIndex()
+	fromAPI := func() *index.Index {
+		x := index.New(index.Options{NodeMode: true})
 		w, err := newWatcher(c.cp.Config, nil, x, false, "node-1")
 		if err != nil {
 			b.Fatal(err)
@@ -134,19 +133,19 @@ func BenchmarkSnapshotStartup(b *testing.B) {
 	var perOp [2]time.Duration
 	for i, tc := range []struct {
 		name string
-		run  func() *Index
+		run  func() *index.Index
 	}{
 		{"informers", fromAPI},
-		{"snapshot", func() *Index {
+		{"snapshot", func() *index.Index {
 			_, body, err := readSnapshot(path, demoOwner)
 			if err != nil {
 				b.Fatal(err)
 			}
-			return body.index()
+			return body.index(true) // node mode, as the informers' index above
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			var x *Index
+			var x *index.Index
 			start := time.Now()
 			n := 0
 			for b.Loop() {

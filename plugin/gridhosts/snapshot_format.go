@@ -18,6 +18,7 @@ import (
 	"github.com/servicegroup/servicegroup/gridname"
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 	"github.com/servicegroup/servicegroup/internal/statefile"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
 
 // The snapshot file keeps the facts the index is built from (the small
@@ -131,8 +132,8 @@ type snapNode struct {
 type snapSlice struct {
 	Meta      snapMeta
 	Service   string
-	Ports     []slicePort
-	Endpoints []sliceEndpoint
+	Ports     []index.SlicePort
+	Endpoints []index.SliceEndpoint
 }
 
 // snapBody is the index's content.
@@ -145,17 +146,11 @@ type snapBody struct {
 	Slices   []snapSlice
 }
 
-func metaOf(t *tiny, uid types.UID) snapMeta {
+func metaOf(t *index.Meta, uid types.UID) snapMeta {
 	return snapMeta{Namespace: t.Namespace, Name: t.Name, UID: uid}
 }
 
-func (o *podObj) snapMeta() snapMeta { return snapMeta{Namespace: o.Namespace(), Name: o.Name()} }
-
-func (m snapMeta) tiny() tiny {
-	t := tiny{}
-	t.Namespace, t.Name = m.Namespace, m.Name
-	return t
-}
+func podMeta(o *index.PodObj) snapMeta { return snapMeta{Namespace: o.Namespace(), Name: o.Name()} }
 
 func kvsOf(m map[string]string) []snapKV {
 	if len(m) == 0 {
@@ -180,32 +175,27 @@ func mapOf(kvs []snapKV) map[string]string {
 	return m
 }
 
-// sortedValues returns m's objects sorted by namespace and name: pointers
-// are sorted, not the (larger) records, so sorting stays cheap.
-func sortedValues[K comparable, T any](m map[K]*T, meta func(*T) snapMeta) []*T {
-	out := make([]*T, 0, len(m))
-	for _, o := range m {
-		out = append(out, o)
-	}
-	slices.SortFunc(out, func(a, b *T) int {
+// sortedByName sorts objects by namespace and name: pointers are sorted,
+// not the (larger) records, so sorting stays cheap.
+func sortedByName[T any](objs []*T, meta func(*T) snapMeta) []*T {
+	slices.SortFunc(objs, func(a, b *T) int {
 		ma, mb := meta(a), meta(b)
 		return cmp.Or(strings.Compare(ma.Namespace, mb.Namespace), strings.Compare(ma.Name, mb.Name))
 	})
-	return out
+	return objs
 }
 
-// bodyOf copies the index's content into a body. It holds the read lock
-// only while collecting pointers; the small objects are never changed in
-// place.
-func bodyOf(x *Index) *snapBody {
-	x.mu.RLock()
-	grids := sortedValues(x.grids, func(o *gridObj) snapMeta { return metaOf(&o.tiny, "") })
-	sets := sortedValues(x.sets, func(o *setObj) snapMeta { return metaOf(&o.tiny, "") })
-	pods := sortedValues(x.pods, func(o *podObj) snapMeta { return o.snapMeta() })
-	services := sortedValues(x.services, func(o *svcObj) snapMeta { return metaOf(&o.tiny, "") })
-	nodes := sortedValues(x.nodes, func(o *nodeObj) snapMeta { return metaOf(&o.tiny, "") })
-	slcs := sortedValues(x.slices, func(o *sliceObj) snapMeta { return metaOf(&o.tiny, "") })
-	x.mu.RUnlock()
+// bodyOf copies the index's content into a body. The index's read lock is
+// held only while its objects' pointers are collected (index.Contents); the
+// small objects are never changed in place.
+func bodyOf(x *index.Index) *snapBody {
+	c := x.Contents()
+	grids := sortedByName(c.Grids, func(o *index.GridObj) snapMeta { return metaOf(&o.Meta, "") })
+	sets := sortedByName(c.StatefulSets, func(o *index.SetObj) snapMeta { return metaOf(&o.Meta, "") })
+	pods := sortedByName(c.Pods, podMeta)
+	services := sortedByName(c.Services, func(o *index.ServiceObj) snapMeta { return metaOf(&o.Meta, "") })
+	nodes := sortedByName(c.Nodes, func(o *index.NodeObj) snapMeta { return metaOf(&o.Meta, "") })
+	slcs := sortedByName(c.EndpointSlices, func(o *index.SliceObj) snapMeta { return metaOf(&o.Meta, "") })
 	b := &snapBody{
 		Grids:    make([]snapGrid, 0, len(grids)),
 		Sets:     make([]snapSet, 0, len(sets)),
@@ -215,57 +205,65 @@ func bodyOf(x *Index) *snapBody {
 		Slices:   make([]snapSlice, 0, len(slcs)),
 	}
 	for _, o := range grids {
-		b.Grids = append(b.Grids, snapGrid{Meta: metaOf(&o.tiny, o.Grid.UID), Key: o.Key})
+		b.Grids = append(b.Grids, snapGrid{Meta: metaOf(&o.Meta, o.Grid.UID), Key: o.Key})
 	}
 	for _, o := range sets {
-		b.Sets = append(b.Sets, snapSet{Meta: metaOf(&o.tiny, o.StatefulSet.UID), Owner: o.Owner, HasOwner: o.HasOwner,
+		b.Sets = append(b.Sets, snapSet{Meta: metaOf(&o.Meta, o.StatefulSet.UID), Owner: o.Owner, HasOwner: o.HasOwner,
 			GridSelector: o.GridSelector, HasGridSelector: o.HasGridSelector, GridKey: o.GridKey,
 			ServiceName: o.ServiceName, NodeSelector: kvsOf(o.NodeSelector), Terminating: o.Terminating})
 	}
 	for _, o := range pods {
-		b.Pods = append(b.Pods, snapPod{Meta: o.snapMeta(), Owner: o.Owner, HasOwner: o.HasOwner,
-			Created: o.createdAt().UTC(), NodeName: o.NodeName, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished})
+		b.Pods = append(b.Pods, snapPod{Meta: podMeta(o), Owner: o.Owner, HasOwner: o.HasOwner,
+			Created: o.Created().UTC(), NodeName: o.NodeName, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished})
 	}
 	for _, o := range services {
-		b.Services = append(b.Services, snapService{Meta: metaOf(&o.tiny, o.UID), GridKey: o.GridKey, Headless: o.Headless, Keys: o.Keys})
+		b.Services = append(b.Services, snapService{Meta: metaOf(&o.Meta, o.UID), GridKey: o.GridKey, Headless: o.Headless, Keys: o.Keys})
 	}
 	for _, o := range nodes {
-		b.Nodes = append(b.Nodes, snapNode{Meta: metaOf(&o.tiny, o.UID), Labels: kvsOf(o.Labels), InternalIPs: o.InternalIPs})
+		b.Nodes = append(b.Nodes, snapNode{Meta: metaOf(&o.Meta, o.UID), Labels: kvsOf(o.Labels), InternalIPs: o.InternalIPs})
 	}
 	for _, o := range slcs {
-		b.Slices = append(b.Slices, snapSlice{Meta: metaOf(&o.tiny, o.UID), Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints})
+		b.Slices = append(b.Slices, snapSlice{Meta: metaOf(&o.Meta, o.UID), Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints})
 	}
 	return b
 }
 
-// index builds a fresh index from the body through the same Upsert the
-// informers use, so snapshot answers follow the same consistency checks.
-func (b *snapBody) index() *Index {
-	x := newIndexSized(len(b.Grids), len(b.Sets), len(b.Pods), len(b.Services), len(b.Nodes), len(b.Slices))
+// index builds a fresh index in node mode nodeMode from the body through
+// the same Upsert the informers use, so snapshot answers follow the same
+// consistency checks.
+func (b *snapBody) index(nodeMode bool) *index.Index {
+	x := index.New(index.Options{NodeMode: nodeMode, Room: index.Counts{Grids: len(b.Grids), StatefulSets: len(b.Sets),
+		Pods: len(b.Pods), Services: len(b.Services), Nodes: len(b.Nodes), EndpointSlices: len(b.Slices)}})
 	for _, o := range b.Grids {
-		x.Upsert(&gridObj{tiny: o.Meta.tiny(), Grid: gridname.Grid{Name: o.Meta.Name, UID: o.Meta.UID,
+		x.Upsert(&index.GridObj{Meta: index.MetaOf(o.Meta.Namespace, o.Meta.Name), Grid: gridname.Grid{Name: o.Meta.Name, UID: o.Meta.UID,
 			Key: o.Key, KeyLabel: superedgev1.GridUniqKeyLabelValue(o.Key)}})
 	}
 	for _, o := range b.Sets {
-		x.Upsert(&setObj{tiny: o.Meta.tiny(), StatefulSet: gridname.StatefulSet{Name: o.Meta.Name, UID: o.Meta.UID,
+		x.Upsert(&index.SetObj{Meta: index.MetaOf(o.Meta.Namespace, o.Meta.Name), StatefulSet: gridname.StatefulSet{Name: o.Meta.Name, UID: o.Meta.UID,
 			Owner: o.Owner, HasOwner: o.HasOwner, GridSelector: o.GridSelector,
 			HasGridSelector: o.HasGridSelector, GridKey: o.GridKey, ServiceName: o.ServiceName,
 			NodeSelector: mapOf(o.NodeSelector), Terminating: o.Terminating}})
 	}
 	for _, o := range b.Pods {
-		p := newPodObj(o.Meta.Namespace, o.Meta.Name)
+		p := index.NewPodObj(o.Meta.Namespace, o.Meta.Name, o.Created)
 		p.Pod = gridname.Pod{Owner: o.Owner, HasOwner: o.HasOwner, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished}
-		p.created, p.NodeName = unixSeconds(o.Created.Unix()), o.NodeName
+		p.NodeName = o.NodeName
 		x.Upsert(p)
 	}
 	for _, o := range b.Services {
-		x.Upsert(&svcObj{tiny: o.Meta.tiny(), uidMeta: uidMeta{o.Meta.UID}, Service: gridname.Service{GridKey: o.GridKey}, Headless: o.Headless, Keys: o.Keys})
+		s := &index.ServiceObj{Meta: index.MetaOf(o.Meta.Namespace, o.Meta.Name), Service: gridname.Service{GridKey: o.GridKey}, Headless: o.Headless, Keys: o.Keys}
+		s.UID = o.Meta.UID
+		x.Upsert(s)
 	}
 	for _, o := range b.Nodes {
-		x.Upsert(&nodeObj{tiny: o.Meta.tiny(), uidMeta: uidMeta{o.Meta.UID}, Labels: mapOf(o.Labels), InternalIPs: o.InternalIPs})
+		n := &index.NodeObj{Meta: index.MetaOf(o.Meta.Namespace, o.Meta.Name), Labels: mapOf(o.Labels), InternalIPs: o.InternalIPs}
+		n.UID = o.Meta.UID
+		x.Upsert(n)
 	}
 	for _, o := range b.Slices {
-		x.Upsert(&sliceObj{tiny: o.Meta.tiny(), uidMeta: uidMeta{o.Meta.UID}, Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints})
+		s := &index.SliceObj{Meta: index.MetaOf(o.Meta.Namespace, o.Meta.Name), Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints}
+		s.UID = o.Meta.UID
+		x.Upsert(s)
 	}
 	return x
 }

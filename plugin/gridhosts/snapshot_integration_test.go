@@ -111,8 +111,8 @@ func TestSnapshotRestartOffline(t *testing.T) {
 	ctx := t.Context()
 	must(c.kube.CoreV1().Services("default").Create(ctx, newService("default", "hl", "zone1", true), metav1.CreateOptions{}))(t)
 	must(c.kube.DiscoveryV1().EndpointSlices("default").Create(ctx, newSlice("default", "hl-1", "hl", 8080,
-		testEndpoint{ip: "10.5.1.1", node: "node-1", hostname: "hl-a", ready: true},
-		testEndpoint{ip: "10.5.2.1", node: "node-2", hostname: "hl-b", ready: true},
+		testEndpoint{IP: "10.5.1.1", Node: "node-1", Hostname: "hl-a", Ready: true},
+		testEndpoint{IP: "10.5.2.1", Node: "node-2", Hostname: "hl-b", Ready: true},
 	), metav1.CreateOptions{}))(t)
 	bin := coreDNSBinary(t)
 	snapshot := filepath.Join(t.TempDir(), "state", "gridhosts.snapshot")

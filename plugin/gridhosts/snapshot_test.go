@@ -84,7 +84,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 	live := demoHandler(demoObjects())
 	saved := New([]string{"cluster.local."})
-	saved.snap.Store(b.index()) // not synced: answers come from the snapshot
+	saved.snap.Store(b.index(false)) // not synced: answers come from the snapshot
 	if !saved.Ready() {
 		t.Fatal("not ready while serving a snapshot")
 	}
@@ -300,7 +300,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if _, b, err := decodePayload(data); err == nil {
-			b.index()
+			b.index(false)
 		}
 	})
 }

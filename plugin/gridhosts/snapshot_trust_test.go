@@ -101,7 +101,9 @@ func TestSnapshotTrust(t *testing.T) {
 func TestSnapshotMaxAge(t *testing.T) {
 	g := New([]string{"cluster.local."})
 	g.Node = "node-1"
-	g.watcher = must(newWatcher(&rest.Config{Host: "http://127.0.0.1:9"}, nil, g.index, false, g.Node))(t)
+	if err := g.watch(&rest.Config{Host: "http://127.0.0.1:9"}, nil); err != nil {
+		t.Fatal(err)
+	}
 	g.snapshot = newSnapshotter(filepath.Join(t.TempDir(), "gridhosts.snapshot"), time.Minute, demoOwner)
 	g.snapshot.life.MaxAge = time.Hour
 	old := snapHeader{Written: time.Now().Add(-2 * time.Hour)}
