@@ -142,16 +142,12 @@ func TestNodeModeSelectsOwnNodeunitChildren(t *testing.T) {
 	// watch for the labelled one; its name is answered throughout, also
 	// when the labelled watch hears of it well after the unlabelled one
 	// (held back half a second here).
-	p := g.watcher.podSelection
 	wire.holdLabelled.Store(int64(500 * time.Millisecond))
 	askWhile(t, g, "10.0.1.1", "10.0.1.1", "the takeover seen", func() { label("nodeunit1") }, func() error {
-		p.mu.Lock()
-		cur := p.curChildren
-		p.mu.Unlock()
-		if _, held, _ := cur.inf.GetStore().GetByKey("default/" + child("nodeunit1")); !held {
+		if !slices.Contains(g.watcher.LabelledChildren(), "default/"+child("nodeunit1")) {
 			return fmt.Errorf("the labelled watch does not hold it yet")
 		}
-		if keys := g.watcher.sets.Apps().V1().StatefulSets().Informer().GetStore().ListKeys(); len(keys) != 0 {
+		if keys := g.watcher.UnlabelledChildren(); len(keys) != 0 {
 			return fmt.Errorf("the unlabelled watch still holds %v", keys)
 		}
 		return nil

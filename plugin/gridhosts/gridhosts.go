@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/informers"
 )
 
 const pluginName = "gridhosts"
@@ -55,7 +56,7 @@ type GridHosts struct {
 	// indexReader.
 	index   *index.Index
 	synced  atomic.Bool
-	watcher *watcher
+	watcher *informers.Watcher
 
 	// snapshot, when configured, keeps the index on disk; snap is the
 	// index read from it, answered from while the informers are not

@@ -512,7 +512,7 @@ func TestInProcessInformers(t *testing.T) {
 	g.stop()
 	stopped = true
 	select {
-	case <-g.watcher.stopped:
+	case <-g.watcher.Stopped():
 	default:
 		t.Fatal("informer goroutine still running after stop")
 	}

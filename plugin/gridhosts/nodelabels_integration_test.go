@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -91,7 +90,7 @@ func TestNodeModeLabelsFromSummaries(t *testing.T) {
 	if err := g.watch(cfg, nil); err != nil {
 		t.Fatal(err)
 	}
-	g.watcher.nodeLabels.Recheck = time.Second
+	g.watcher.NodeLabels().Recheck = time.Second
 	if err := g.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +109,8 @@ func TestNodeModeLabelsFromSummaries(t *testing.T) {
 	source := func(want string) {
 		t.Helper()
 		poll(t, 30*time.Second, "node label source "+want, func() error {
-			if got := g.watcher.nodeLabels.From(); got != want || !g.watcher.nodeLabels.HasSynced() {
-				return fmt.Errorf("source %q (synced %v)", got, g.watcher.nodeLabels.HasSynced())
+			if got := g.watcher.NodeLabels().From(); got != want || !g.watcher.NodeLabels().HasSynced() {
+				return fmt.Errorf("source %q (synced %v)", got, g.watcher.NodeLabels().HasSynced())
 			}
 			return nil
 		})
@@ -181,11 +180,7 @@ func TestServicesSelected(t *testing.T) {
 		}
 		return nil
 	})
-	var cached []string
-	for _, inf := range []cache.SharedIndexInformer{g.watcher.gridServices.Core().V1().Services().Informer(), g.watcher.headlessServices.Core().V1().Services().Informer()} {
-		cached = append(cached, inf.GetStore().ListKeys()...)
-	}
-	slices.Sort(cached)
+	cached := g.watcher.CachedServices()
 	want := []string{"default/" + demoSvc, "default/hl-annotated"}
 	slices.Sort(want)
 	if !slices.Equal(cached, want) {

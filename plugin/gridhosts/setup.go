@@ -21,6 +21,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/informers"
 )
 
 // maxTTL keeps answers about moving pods from living too long in caches.
@@ -89,9 +90,9 @@ func (g *GridHosts) start() error {
 		}
 	}
 	live := make(chan struct{})
-	g.gridsKnown, g.servicesKnown = g.watcher.gridSource.known, g.watcher.serviceSource.known
-	g.watcher.onError = g.onUpstreamError
-	g.watcher.start(func() {
+	g.gridsKnown, g.servicesKnown = g.watcher.GridsKnown, g.watcher.ServicesKnown
+	g.watcher.OnError(g.onUpstreamError)
+	g.watcher.Start(logger, func() {
 		replaced := g.goLive()
 		logger.Info("Serving grid names: informers synced", "replacedSnapshot", replaced)
 		close(live)
@@ -101,15 +102,15 @@ func (g *GridHosts) start() error {
 		// the live heap). Return it once, after the first sync.
 		debug.FreeOSMemory()
 	})
-	g.watcher.waitStartup(startupBound)
-	if g.watcher.sources.known() {
+	g.watcher.WaitStartup(informers.StartupBound)
+	if g.watcher.Known() {
 		g.goLive() // don't leave the first queries to the poll's next tick
 	}
 	if saved != nil {
 		g.serveSnapshot(logger, saved, header)
 	}
 	if g.snapshot != nil {
-		g.snapshot.stamp.Probe = g.watcher.probe
+		g.snapshot.stamp.Probe = g.watcher.Probe
 		if g.Node != "" {
 			g.snapshot.identify = g.identify
 		}
@@ -131,7 +132,7 @@ func (g *GridHosts) stop() error {
 		g.snapCancel()
 		<-g.snapDone
 	}
-	g.watcher.stop()
+	g.watcher.Stop()
 	if g.snapshot != nil && g.synced.Load() {
 		g.snapshot.write(g.index, true)
 	}
@@ -151,7 +152,7 @@ func (g *GridHosts) watch(cfg, services *rest.Config) error {
 		ObserveEvent: func(d time.Duration) { eventToAnswerable.Observe(d.Seconds()) },
 		ObserveWrite: func(d time.Duration) { writeToAnswerable.Observe(d.Seconds()) },
 	})
-	w, err := newWatcher(cfg, services, g.index, g.Clients, g.Node)
+	w, err := informers.New(cfg, services, g.index, g.Clients, g.Node)
 	if err != nil {
 		return err
 	}

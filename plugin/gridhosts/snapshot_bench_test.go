@@ -15,9 +15,11 @@ import (
 	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/statefile"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/informers"
 )
 
 // snapshotBenchPods is the scale of the snapshot benchmarks: grid pods of
@@ -115,14 +117,14 @@ func BenchmarkSnapshotStartup(b *testing.B) {
 	}
 	fromAPI := func() *index.Index {
 		x := index.New(index.Options{NodeMode: true})
-		w, err := newWatcher(c.cp.Config, nil, x, false, "node-1")
+		w, err := informers.New(c.cp.Config, nil, x, false, "node-1")
 		if err != nil {
 			b.Fatal(err)
 		}
 		known := make(chan struct{})
-		w.start(func() { close(known) })
+		w.Start(klog.Background(), func() { close(known) })
 		<-known
-		w.stop()
+		w.Stop()
 		return x
 	}
 	path := filepath.Join(b.TempDir(), "gridhosts.snapshot")

@@ -45,9 +45,9 @@ func (g *GridHosts) trustSnapshot(ctx context.Context, h snapHeader, b *snapBody
 	}
 	return life.Check(ctx, b.identity(h, g.Node), snapshottrust.Upstream{
 		GetNode: func(ctx context.Context, name string) (*corev1.Node, error) {
-			return g.watcher.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			return g.watcher.Client().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		},
-		Probe: g.watcher.probe,
+		Probe: g.watcher.Probe,
 	})
 }
 
@@ -57,7 +57,7 @@ func (g *GridHosts) trustSnapshot(ctx context.Context, h snapHeader, b *snapBody
 // is recorded without one (a snapshot of it is then refused while the
 // apiserver answers).
 func (g *GridHosts) identify(ctx context.Context) (snapshottrust.Identity, error) {
-	n, err := g.watcher.client.CoreV1().Nodes().Get(ctx, g.Node, metav1.GetOptions{})
+	n, err := g.watcher.Client().CoreV1().Nodes().Get(ctx, g.Node, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return snapshottrust.Identity{Node: g.Node}, nil

@@ -1,4 +1,4 @@
-package gridhosts
+package informers
 
 import (
 	"bytes"
@@ -19,6 +19,9 @@ import (
 	"github.com/servicegroup/servicegroup/gridname"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
+
+// logName names the plugin's log lines where no logger is handed down.
+const logName = "gridhosts"
 
 // maxSelectorBytes bounds the pod selector: it travels in every list and
 // watch URL, and the apiserver takes request headers up to 1 MiB in all.
@@ -96,7 +99,7 @@ func (s packedSelector) String() string {
 		err = fmt.Errorf("%d bytes, want %d", b.Len(), s.size)
 	}
 	if err != nil {
-		klog.Background().WithName(pluginName).Error(err, "The pod selector does not inflate to what was deflated; selecting every StatefulSet pod")
+		klog.Background().WithName(logName).Error(err, "The pod selector does not inflate to what was deflated; selecting every StatefulSet pod")
 		return statefulPodSelector
 	}
 	return b.String()
