@@ -22,6 +22,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/informers"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
 const pluginName = "gridhosts"
@@ -61,7 +62,7 @@ type GridHosts struct {
 	// snapshot, when configured, keeps the index on disk; snap is the
 	// index read from it, answered from while the informers are not
 	// known (nil otherwise). mode orders the switch to live answers.
-	snapshot   *snapshotter
+	snapshot   *snapshot.Writer
 	snap       atomic.Pointer[index.Index]
 	mode       sync.Mutex
 	snapCancel context.CancelFunc

@@ -12,58 +12,19 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/internal/fixtures"
 )
 
 const (
-	demoSvc  = "servicegrid-demo-svc"
+	demoSvc  = fixtures.DemoService
 	demoName = "statefulsetgrid-demo-0.servicegrid-demo-svc.default.svc.cluster.local."
 	soaLine  = "cluster.local.	5	IN	SOA	ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 5"
 )
 
-// demoObjects is SuperEdge's example: StatefulSetGrid statefulsetgrid-demo
-// with key zone1 over three nodeunits, two pods each, plus a grid whose name
-// contains a nodeunit value, and a headless grid Service.
-func demoObjects() []any {
-	grid := newGrid("default", "statefulsetgrid-demo", "zone1", "ssg-uid")
-	objs := []any{
-		grid,
-		newService("default", demoSvc, "zone1", false),
-		newNode("node-1", map[string]string{"zone1": "nodeunit1"}, "10.0.0.1"),
-		newNode("node-2", map[string]string{"zone1": "nodeunit2"}, "10.0.0.2"),
-		newNode("node-3", map[string]string{"zone1": "nodeunit3"}, "10.0.0.3"),
-		newNode("node-4", nil, "10.0.0.4"),
-	}
-	ips := map[string][][]string{
-		"nodeunit1": {{"10.1.1.1"}, {"10.1.1.2"}},
-		"nodeunit2": {{"10.1.2.1", "fd00::2:1"}, {"10.1.2.2"}},
-		"nodeunit3": {{"10.1.3.1"}, {}},
-	}
-	for i, unit := range []string{"nodeunit1", "nodeunit2", "nodeunit3"} {
-		set := newSet(grid, unit, demoSvc, types.UID("set-uid-"+unit), 2)
-		objs = append(objs, set)
-		for ord, podIPs := range ips[unit] {
-			objs = append(objs, newPod(set, ord, []string{"node-1", "node-2", "node-3"}[i], podIPs...))
-		}
-	}
-	// SuperEdge's daemon cut "nodeunit1" at its first occurrence in the pod
-	// name: here that is inside the grid name.
-	tricky := newGrid("default", "nodeunit1-db", "zone1", "db-uid")
-	trickySet := newSet(tricky, "nodeunit1", "db", "db-set-uid", 1)
-	objs = append(objs, tricky, trickySet, newPod(trickySet, 0, "node-1", "10.9.0.1"), newService("default", "db", "zone1", false))
-	// A headless grid Service with endpoints in two nodeunits.
-	objs = append(objs,
-		newService("default", "hl", "zone1", true),
-		newSlice("default", "hl-abc", "hl", 8080,
-			testEndpoint{IP: "10.5.1.1", Node: "node-1", Hostname: "hl-a", Ready: true},
-			testEndpoint{IP: "10.5.1.2", Node: "node-1", Ready: false},
-			testEndpoint{IP: "10.5.2.1", Node: "node-2", Hostname: "hl-b", Ready: true},
-		),
-	)
-	return objs
-}
+// demoObjects is SuperEdge's example (package fixtures).
+var demoObjects = fixtures.Demo
 
 func demoHandler(objs []any) *GridHosts {
 	g := New([]string{"cluster.local."})

@@ -22,6 +22,7 @@ import (
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/informers"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
 // maxTTL keeps answers about moving pods from living too long in caches.
@@ -75,8 +76,8 @@ func (g *GridHosts) start() error {
 	logger := klog.Background().WithName(pluginName)
 	var (
 		saved     *index.Index
-		savedBody *snapBody
-		header    snapHeader
+		savedBody *snapshot.Body
+		header    snapshot.Header
 	)
 	if g.snapshot != nil {
 		saved, savedBody, header = g.loadSnapshot(logger)
@@ -110,9 +111,9 @@ func (g *GridHosts) start() error {
 		g.serveSnapshot(logger, saved, header)
 	}
 	if g.snapshot != nil {
-		g.snapshot.stamp.Probe = g.watcher.Probe
+		g.snapshot.Stamp.Probe = g.watcher.Probe
 		if g.Node != "" {
-			g.snapshot.identify = g.identify
+			g.snapshot.Identify = g.identify
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		g.snapCancel, g.snapDone = cancel, make(chan struct{})
@@ -134,7 +135,7 @@ func (g *GridHosts) stop() error {
 	}
 	g.watcher.Stop()
 	if g.snapshot != nil && g.synced.Load() {
-		g.snapshot.write(g.index, true)
+		g.snapshot.Write(g.index, true)
 	}
 	return nil
 }
@@ -310,8 +311,8 @@ func parse(c *caddy.Controller) (*GridHosts, error) {
 			return nil, c.Err("snapshot_max_age without snapshot")
 		}
 		if snapPath != "" {
-			g.snapshot = newSnapshotter(snapPath, snapInterval, snapOwner{Node: g.Node, Clients: g.Clients, Zones: g.Zones})
-			g.snapshot.life.MaxAge = snapMaxAge
+			g.snapshot = snapshot.NewWriter(snapPath, snapInterval, snapshot.Owner{Node: g.Node, Clients: g.Clients, Zones: g.Zones})
+			g.snapshot.Life.MaxAge = snapMaxAge
 		}
 	}
 	if g == nil {

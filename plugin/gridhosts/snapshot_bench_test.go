@@ -20,6 +20,7 @@ import (
 	"github.com/servicegroup/servicegroup/internal/statefile"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/informers"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
 // snapshotBenchPods is the scale of the snapshot benchmarks: grid pods of
@@ -56,14 +57,14 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 	x, names := benchIndex(snapshotBenchPods)
 	dir := b.TempDir()
 	b.Run("snapshot", func(b *testing.B) {
-		s := newSnapshotter(filepath.Join(dir, "gridhosts.snapshot"), time.Minute, demoOwner)
+		s := snapshot.NewWriter(filepath.Join(dir, "gridhosts.snapshot"), time.Minute, demoOwner)
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := s.write(x, true); err != nil {
+			if err := s.Write(x, true); err != nil {
 				b.Fatal(err)
 			}
 		}
-		st, _ := os.Stat(s.path)
+		st, _ := os.Stat(s.Path)
 		b.ReportMetric(float64(st.Size()), "file-bytes")
 	})
 	b.Run("hostsfile", func(b *testing.B) {
@@ -128,7 +129,7 @@ func BenchmarkSnapshotStartup(b *testing.B) {
 		return x
 	}
 	path := filepath.Join(b.TempDir(), "gridhosts.snapshot")
-	if err := newSnapshotter(path, time.Minute, demoOwner).write(fromAPI(), true); err != nil {
+	if err := snapshot.NewWriter(path, time.Minute, demoOwner).Write(fromAPI(), true); err != nil {
 		b.Fatal(err)
 	}
 
@@ -139,11 +140,11 @@ func BenchmarkSnapshotStartup(b *testing.B) {
 	}{
 		{"informers", fromAPI},
 		{"snapshot", func() *index.Index {
-			_, body, err := readSnapshot(path, demoOwner)
+			_, body, err := snapshot.Read(path, demoOwner)
 			if err != nil {
 				b.Fatal(err)
 			}
-			return body.index(true) // node mode, as the informers' index above
+			return body.Index(true) // node mode, as the informers' index above
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

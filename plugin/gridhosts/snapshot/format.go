@@ -1,4 +1,9 @@
-package gridhosts
+// Package snapshot keeps gridhosts' index on disk, so a CoreDNS restarted
+// while the apiserver is away can answer grid names: the file format
+// (format.go), its writer (writer.go) and the snapshot's identity
+// (identity.go). When one read at start-up is answered from is package
+// snapshottrust's Life, the wrapper's rule too; the plugin decides it.
+package snapshot
 
 import (
 	"bytes"
@@ -41,23 +46,23 @@ const (
 	maxSnapshotSize = 256 << 20
 )
 
-// snapshotFormat is the snapshot's framing. The layout before it (magic
+// Format is the snapshot's framing. The layout before it (magic
 // "GHSNAP\r\n") is recognized and not read: the snapshot is rewritten as
 // soon as the informers sync, so only a restart in that window during an
 // outage misses it.
-var snapshotFormat = statefile.Format{Kind: "gridhosts-snapshot", Version: 1,
+var Format = statefile.Format{Kind: "gridhosts-snapshot", Version: 1,
 	Previous: func(data []byte) bool { return bytes.HasPrefix(data, []byte("GHSNAP\r\n")) }}
 
-// snapOwner identifies whom a snapshot belongs to: the node (node mode),
+// Owner identifies whom a snapshot belongs to: the node (node mode),
 // the mode, and the zones of the gridhosts block. Another owner's snapshot
 // is never served.
-type snapOwner struct {
+type Owner struct {
 	Node    string
 	Clients bool
 	Zones   []string
 }
 
-func (o snapOwner) String() string {
+func (o Owner) String() string {
 	mode := "node mode"
 	if o.Clients {
 		mode = "clients mode"
@@ -69,44 +74,52 @@ func (o snapOwner) String() string {
 	return fmt.Sprintf("node %s, %s, zones %s", node, mode, strings.Join(o.Zones, " "))
 }
 
-func (o snapOwner) equal(p snapOwner) bool {
+// Equal: o and p are the same owner.
+func (o Owner) Equal(p Owner) bool {
 	return o.Node == p.Node && o.Clients == p.Clients && slices.Equal(o.Zones, p.Zones)
 }
 
-type snapHeader struct {
-	Owner   snapOwner
+// Header is who a snapshot belongs to and when its data was last known
+// current.
+type Header struct {
+	Owner   Owner
 	Written time.Time
 	// Identity ties the snapshot to its cluster (snapshottrust.Identity);
 	// zero in snapshots of earlier builds.
 	Identity snapshottrust.Identity
 }
 
-type snapKV struct{ Key, Value string }
+// KV is one entry of a map, which a snapshot keeps as sorted pairs.
+type KV struct{ Key, Value string }
 
-type snapMeta struct {
+// Meta is a record's object.
+type Meta struct {
 	Namespace, Name string
 	UID             types.UID
 }
 
-type snapGrid struct {
-	Meta snapMeta
+// Grid is a StatefulSetGrid's record (index.GridObj).
+type Grid struct {
+	Meta Meta
 	Key  string
 }
 
-type snapSet struct {
-	Meta            snapMeta
+// StatefulSet is a StatefulSet's record (index.SetObj).
+type StatefulSet struct {
+	Meta            Meta
 	Owner           gridname.ControllerRef
 	HasOwner        bool
 	GridSelector    string
 	HasGridSelector bool
 	GridKey         gridname.GridKeyRef
 	ServiceName     string
-	NodeSelector    []snapKV
+	NodeSelector    []KV
 	Terminating     bool
 }
 
-type snapPod struct {
-	Meta        snapMeta
+// Pod is a pod's record (index.PodObj).
+type Pod struct {
+	Meta        Meta
 	Owner       gridname.ControllerRef
 	HasOwner    bool
 	Created     time.Time
@@ -116,55 +129,58 @@ type snapPod struct {
 	Finished    bool
 }
 
-type snapService struct {
-	Meta     snapMeta
+// Service is a Service's record (index.ServiceObj).
+type Service struct {
+	Meta     Meta
 	GridKey  gridname.GridKeyRef
 	Headless bool
 	Keys     []string
 }
 
-type snapNode struct {
-	Meta        snapMeta
-	Labels      []snapKV
+// Node is a Node's record (index.NodeObj).
+type Node struct {
+	Meta        Meta
+	Labels      []KV
 	InternalIPs []netip.Addr
 }
 
-type snapSlice struct {
-	Meta      snapMeta
+// EndpointSlice is an EndpointSlice's record (index.SliceObj).
+type EndpointSlice struct {
+	Meta      Meta
 	Service   string
 	Ports     []index.SlicePort
 	Endpoints []index.SliceEndpoint
 }
 
-// snapBody is the index's content.
-type snapBody struct {
-	Grids    []snapGrid
-	Sets     []snapSet
-	Pods     []snapPod
-	Services []snapService
-	Nodes    []snapNode
-	Slices   []snapSlice
+// Body is the index's content.
+type Body struct {
+	Grids    []Grid
+	Sets     []StatefulSet
+	Pods     []Pod
+	Services []Service
+	Nodes    []Node
+	Slices   []EndpointSlice
 }
 
-func metaOf(t *index.Meta, uid types.UID) snapMeta {
-	return snapMeta{Namespace: t.Namespace, Name: t.Name, UID: uid}
+func metaOf(t *index.Meta, uid types.UID) Meta {
+	return Meta{Namespace: t.Namespace, Name: t.Name, UID: uid}
 }
 
-func podMeta(o *index.PodObj) snapMeta { return snapMeta{Namespace: o.Namespace(), Name: o.Name()} }
+func podMeta(o *index.PodObj) Meta { return Meta{Namespace: o.Namespace(), Name: o.Name()} }
 
-func kvsOf(m map[string]string) []snapKV {
+func kvsOf(m map[string]string) []KV {
 	if len(m) == 0 {
 		return nil
 	}
-	out := make([]snapKV, 0, len(m))
+	out := make([]KV, 0, len(m))
 	for k, v := range m {
-		out = append(out, snapKV{k, v})
+		out = append(out, KV{k, v})
 	}
-	slices.SortFunc(out, func(a, b snapKV) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b KV) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 
-func mapOf(kvs []snapKV) map[string]string {
+func mapOf(kvs []KV) map[string]string {
 	if len(kvs) == 0 {
 		return nil
 	}
@@ -177,7 +193,7 @@ func mapOf(kvs []snapKV) map[string]string {
 
 // sortedByName sorts objects by namespace and name: pointers are sorted,
 // not the (larger) records, so sorting stays cheap.
-func sortedByName[T any](objs []*T, meta func(*T) snapMeta) []*T {
+func sortedByName[T any](objs []*T, meta func(*T) Meta) []*T {
 	slices.SortFunc(objs, func(a, b *T) int {
 		ma, mb := meta(a), meta(b)
 		return cmp.Or(strings.Compare(ma.Namespace, mb.Namespace), strings.Compare(ma.Name, mb.Name))
@@ -188,50 +204,50 @@ func sortedByName[T any](objs []*T, meta func(*T) snapMeta) []*T {
 // bodyOf copies the index's content into a body. The index's read lock is
 // held only while its objects' pointers are collected (index.Contents); the
 // small objects are never changed in place.
-func bodyOf(x *index.Index) *snapBody {
+func bodyOf(x *index.Index) *Body {
 	c := x.Contents()
-	grids := sortedByName(c.Grids, func(o *index.GridObj) snapMeta { return metaOf(&o.Meta, "") })
-	sets := sortedByName(c.StatefulSets, func(o *index.SetObj) snapMeta { return metaOf(&o.Meta, "") })
+	grids := sortedByName(c.Grids, func(o *index.GridObj) Meta { return metaOf(&o.Meta, "") })
+	sets := sortedByName(c.StatefulSets, func(o *index.SetObj) Meta { return metaOf(&o.Meta, "") })
 	pods := sortedByName(c.Pods, podMeta)
-	services := sortedByName(c.Services, func(o *index.ServiceObj) snapMeta { return metaOf(&o.Meta, "") })
-	nodes := sortedByName(c.Nodes, func(o *index.NodeObj) snapMeta { return metaOf(&o.Meta, "") })
-	slcs := sortedByName(c.EndpointSlices, func(o *index.SliceObj) snapMeta { return metaOf(&o.Meta, "") })
-	b := &snapBody{
-		Grids:    make([]snapGrid, 0, len(grids)),
-		Sets:     make([]snapSet, 0, len(sets)),
-		Pods:     make([]snapPod, 0, len(pods)),
-		Services: make([]snapService, 0, len(services)),
-		Nodes:    make([]snapNode, 0, len(nodes)),
-		Slices:   make([]snapSlice, 0, len(slcs)),
+	services := sortedByName(c.Services, func(o *index.ServiceObj) Meta { return metaOf(&o.Meta, "") })
+	nodes := sortedByName(c.Nodes, func(o *index.NodeObj) Meta { return metaOf(&o.Meta, "") })
+	slcs := sortedByName(c.EndpointSlices, func(o *index.SliceObj) Meta { return metaOf(&o.Meta, "") })
+	b := &Body{
+		Grids:    make([]Grid, 0, len(grids)),
+		Sets:     make([]StatefulSet, 0, len(sets)),
+		Pods:     make([]Pod, 0, len(pods)),
+		Services: make([]Service, 0, len(services)),
+		Nodes:    make([]Node, 0, len(nodes)),
+		Slices:   make([]EndpointSlice, 0, len(slcs)),
 	}
 	for _, o := range grids {
-		b.Grids = append(b.Grids, snapGrid{Meta: metaOf(&o.Meta, o.Grid.UID), Key: o.Key})
+		b.Grids = append(b.Grids, Grid{Meta: metaOf(&o.Meta, o.Grid.UID), Key: o.Key})
 	}
 	for _, o := range sets {
-		b.Sets = append(b.Sets, snapSet{Meta: metaOf(&o.Meta, o.StatefulSet.UID), Owner: o.Owner, HasOwner: o.HasOwner,
+		b.Sets = append(b.Sets, StatefulSet{Meta: metaOf(&o.Meta, o.StatefulSet.UID), Owner: o.Owner, HasOwner: o.HasOwner,
 			GridSelector: o.GridSelector, HasGridSelector: o.HasGridSelector, GridKey: o.GridKey,
 			ServiceName: o.ServiceName, NodeSelector: kvsOf(o.NodeSelector), Terminating: o.Terminating})
 	}
 	for _, o := range pods {
-		b.Pods = append(b.Pods, snapPod{Meta: podMeta(o), Owner: o.Owner, HasOwner: o.HasOwner,
+		b.Pods = append(b.Pods, Pod{Meta: podMeta(o), Owner: o.Owner, HasOwner: o.HasOwner,
 			Created: o.Created().UTC(), NodeName: o.NodeName, IPs: o.IPs, Terminating: o.Terminating, Finished: o.Finished})
 	}
 	for _, o := range services {
-		b.Services = append(b.Services, snapService{Meta: metaOf(&o.Meta, o.UID), GridKey: o.GridKey, Headless: o.Headless, Keys: o.Keys})
+		b.Services = append(b.Services, Service{Meta: metaOf(&o.Meta, o.UID), GridKey: o.GridKey, Headless: o.Headless, Keys: o.Keys})
 	}
 	for _, o := range nodes {
-		b.Nodes = append(b.Nodes, snapNode{Meta: metaOf(&o.Meta, o.UID), Labels: kvsOf(o.Labels), InternalIPs: o.InternalIPs})
+		b.Nodes = append(b.Nodes, Node{Meta: metaOf(&o.Meta, o.UID), Labels: kvsOf(o.Labels), InternalIPs: o.InternalIPs})
 	}
 	for _, o := range slcs {
-		b.Slices = append(b.Slices, snapSlice{Meta: metaOf(&o.Meta, o.UID), Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints})
+		b.Slices = append(b.Slices, EndpointSlice{Meta: metaOf(&o.Meta, o.UID), Service: o.Service, Ports: o.Ports, Endpoints: o.Endpoints})
 	}
 	return b
 }
 
-// index builds a fresh index in node mode nodeMode from the body through
+// Index builds a fresh index in node mode nodeMode from the body through
 // the same Upsert the informers use, so snapshot answers follow the same
 // consistency checks.
-func (b *snapBody) index(nodeMode bool) *index.Index {
+func (b *Body) Index(nodeMode bool) *index.Index {
 	x := index.New(index.Options{NodeMode: nodeMode, Room: index.Counts{Grids: len(b.Grids), StatefulSets: len(b.Sets),
 		Pods: len(b.Pods), Services: len(b.Services), Nodes: len(b.Nodes), EndpointSlices: len(b.Slices)}})
 	for _, o := range b.Grids {
@@ -278,7 +294,7 @@ func gobBytes(v any) ([]byte, error) {
 
 // encodePayload writes one snapshot's payload from a header and an encoded
 // body.
-func encodePayload(w io.Writer, h snapHeader, body []byte) error {
+func encodePayload(w io.Writer, h Header, body []byte) error {
 	hb, err := gobBytes(h)
 	if err != nil {
 		return err
@@ -295,9 +311,9 @@ func encodePayload(w io.Writer, h snapHeader, body []byte) error {
 
 // decodePayload decodes one snapshot's payload (its framing already
 // checked). Every error is a *statefile.Error.
-func decodePayload(data []byte) (snapHeader, *snapBody, error) {
-	bad := func(reason, format string, args ...any) (snapHeader, *snapBody, error) {
-		return snapHeader{}, nil, statefile.Errorf(reason, format, args...)
+func decodePayload(data []byte) (Header, *Body, error) {
+	bad := func(reason, format string, args ...any) (Header, *Body, error) {
+		return Header{}, nil, statefile.Errorf(reason, format, args...)
 	}
 	if len(data) < 4 {
 		return bad(statefile.ReasonTruncated, "%d bytes, no header length", len(data))
@@ -306,30 +322,30 @@ func decodePayload(data []byte) (snapHeader, *snapBody, error) {
 	if uint64(len(data)-4) < hlen {
 		return bad(statefile.ReasonTruncated, "a header of %d bytes announced, %d left", hlen, len(data)-4)
 	}
-	var h snapHeader
+	var h Header
 	if err := gob.NewDecoder(bytes.NewReader(data[4 : 4+hlen])).Decode(&h); err != nil {
 		return bad(statefile.ReasonCorrupt, "undecodable header: %v", err)
 	}
-	b := &snapBody{}
+	b := &Body{}
 	if err := gob.NewDecoder(bytes.NewReader(data[4+hlen:])).Decode(b); err != nil {
 		return bad(statefile.ReasonCorrupt, "undecodable body: %v", err)
 	}
 	return h, b, nil
 }
 
-// readSnapshot reads and checks the snapshot at path for owner. Every error
+// Read reads and checks the snapshot at path for owner. Every error
 // is a *statefile.Error naming path.
-func readSnapshot(path string, owner snapOwner) (snapHeader, *snapBody, error) {
-	data, err := statefile.ReadFramed(path, snapshotFormat, maxSnapshotSize)
+func Read(path string, owner Owner) (Header, *Body, error) {
+	data, err := statefile.ReadFramed(path, Format, maxSnapshotSize)
 	if err != nil {
-		return snapHeader{}, nil, err
+		return Header{}, nil, err
 	}
 	h, b, err := decodePayload(data)
 	if err != nil {
 		err.(*statefile.Error).Path = path
 		return h, nil, err
 	}
-	if !h.Owner.equal(owner) {
+	if !h.Owner.Equal(owner) {
 		return h, nil, &statefile.Error{Path: path, Reason: statefile.ReasonForeign,
 			Err: fmt.Errorf("belongs to another owner (%s; this is %s)", h.Owner, owner)}
 	}
