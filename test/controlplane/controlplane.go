@@ -39,6 +39,10 @@ type Options struct {
 	// Controllers is kube-controller-manager's --controllers
 	// (default "*,-nodelifecycle": there are no kubelets to keep nodes Ready).
 	Controllers string
+	// ControllerManagerArgs are appended to kube-controller-manager's flags
+	// (e.g. --kube-api-qps for benchmarks that make thousands of pods); one
+	// naming a flag the defaults set replaces that default.
+	ControllerManagerArgs []string
 	// Scheduler also starts kube-scheduler.
 	Scheduler bool
 	// APIServerBinary is the kube-apiserver to run (default the cached one
@@ -323,14 +327,14 @@ func (cp *ControlPlane) StopAPIServer() {
 }
 
 func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
-	return cp.startKubeComponent(ctx, KubeControllerManager, "kcm-certs",
-		"--controllers="+cp.opts.Controllers,
-		"--service-account-private-key-file="+cp.files["sa.key"],
-		"--root-ca-file="+cp.files["ca.crt"],
-		"--service-cluster-ip-range="+cp.opts.ServiceCIDR,
+	return cp.startKubeComponent(ctx, KubeControllerManager, "kcm-certs", overrideArgs([]string{
+		"--controllers=" + cp.opts.Controllers,
+		"--service-account-private-key-file=" + cp.files["sa.key"],
+		"--root-ca-file=" + cp.files["ca.crt"],
+		"--service-cluster-ip-range=" + cp.opts.ServiceCIDR,
 		"--use-service-account-credentials=false",
 		"--concurrent-gc-syncs=5",
-	)
+	}, cp.opts.ControllerManagerArgs)...)
 }
 
 func (cp *ControlPlane) startScheduler(ctx context.Context) error {
