@@ -21,7 +21,6 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -43,6 +42,7 @@ type benchServer struct {
 	names     []string
 	// pprof is CoreDNS's pprof address with SG_DNSPERF_PROFILE set, else "".
 	pprof string
+	proc  *coreDNS
 }
 
 func pinSelfAwayFromCPU0(b *testing.B) {
@@ -65,50 +65,20 @@ func pinSelfAwayFromCPU0(b *testing.B) {
 }
 
 func startBench(b *testing.B, hostsReload string) *benchServer {
-	return startBenchWith(b, hostsReload, benchPods)
+	w := startBenchWorld(b, benchPods, false)
+	return serveBench(b, w, w.hostsFile(b), hostsReload, false)
 }
 
-// startBenchWith serves pods unified names per view.
-func startBenchWith(b *testing.B, hostsReload string, pods int) *benchServer {
-	return startBenchMode(b, hostsReload, pods, false)
-}
-
-// startBenchMode is startBenchWith with gridhosts in clients mode when
-// clients (a query from 127.0.0.1, neither a pod's nor a node's address,
-// gets node-1's view: the clients mode's index and lookup, StatefulSetGrids
-// and every pod watched), else in node mode.
-func startBenchMode(b *testing.B, hostsReload string, pods int, clients bool) *benchServer {
+// serveBench starts the built CoreDNS over world w: gridhosts (in clients
+// mode when clients: a query from 127.0.0.1, neither a pod's nor a node's
+// address, gets node-1's view through the clients mode's index and lookup,
+// StatefulSetGrids and every pod watched; else in node mode as node-1) and
+// the hosts plugin serving the same names from hostsFile.
+func serveBench(b *testing.B, w *benchWorld, hostsFile, hostsReload string, clients bool) *benchServer {
 	b.Helper()
-	c := startCluster(b)
 	bin := coreDNSBinary(b)
-	ctx := context.Background()
-	for i := 1; i <= 2; i++ {
-		must(c.kube.CoreV1().Nodes().Create(ctx, newNode(fmt.Sprintf("node-%d", i),
-			map[string]string{"zone1": fmt.Sprintf("nodeunit%d", i)}, ""), metav1.CreateOptions{}))(b)
-	}
-	grid := newGrid("default", "statefulsetgrid-demo", "zone1", "")
-	grid = must(c.grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx, grid, metav1.CreateOptions{}))(b)
-	must(c.kube.CoreV1().Services("default").Create(ctx, newService("default", demoSvc, "zone1", false), metav1.CreateOptions{}))(b)
-	s := &benchServer{c: c}
-	var hostsText strings.Builder
-	for u := 1; u <= 2; u++ {
-		set := must(c.kube.AppsV1().StatefulSets("default").Create(ctx,
-			newSet(grid, fmt.Sprintf("nodeunit%d", u), demoSvc, "", int32(pods)), metav1.CreateOptions{}))(b)
-		for i := range pods {
-			ip := fmt.Sprintf("10.%d.%d.%d", u, i/250, i%250+1)
-			c.createPod(b, newPod(set, i, fmt.Sprintf("node-%d", u), ip))
-			if u == 1 {
-				name := fmt.Sprintf("statefulsetgrid-demo-%d.%s.default.svc.cluster.local.", i, demoSvc)
-				s.names = append(s.names, name)
-				fmt.Fprintf(&hostsText, "%s %s\n", ip, name)
-			}
-		}
-	}
+	s := &benchServer{c: w.c, names: w.names, hostsFile: hostsFile}
 	dir := b.TempDir()
-	s.hostsFile = filepath.Join(dir, "hosts")
-	if err := os.WriteFile(s.hostsFile, []byte(hostsText.String()), 0o600); err != nil {
-		b.Fatal(err)
-	}
 	gp, hp, ready := freePort(b), freePort(b), freePort(b)
 	corefile := fmt.Sprintf(`cluster.local:%d {
   bind 127.0.0.1
@@ -125,7 +95,7 @@ cluster.local:%d {
     reload %s
   }%s
 }
-`, gp, ready, c.cp.Kubeconfig, clientsLine(clients), hp, s.hostsFile, hostsReload, s.pprofLine(b))
+`, gp, ready, w.c.cp.Kubeconfig, clientsLine(clients), hp, s.hostsFile, hostsReload, s.pprofLine(b))
 	s.gridhosts, s.hosts = fmt.Sprintf("127.0.0.1:%d", gp), fmt.Sprintf("127.0.0.1:%d", hp)
 
 	if runtime.NumCPU() >= 2 {
@@ -138,9 +108,20 @@ cluster.local:%d {
 			bin = wrapper
 		}
 	}
-	startCoreDNS(b, bin, corefile, fmt.Sprintf("http://127.0.0.1:%d/ready", ready))
+	s.proc = startCoreDNS(b, bin, corefile, fmt.Sprintf("http://127.0.0.1:%d/ready", ready))
 	pinSelfAwayFromCPU0(b)
 	return s
+}
+
+// stop ends s's CoreDNS (the next one gets CPU 0 to itself).
+func (s *benchServer) stop() {
+	s.proc.Cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-s.proc.Done:
+	case <-time.After(10 * time.Second):
+		s.proc.Cmd.Process.Kill()
+		<-s.proc.Done
+	}
 }
 
 // pprofLine serves CoreDNS's profiles (process-wide) when

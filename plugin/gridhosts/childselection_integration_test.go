@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
 
 // wireLog records every request (requestLog) and the response bodies of the
@@ -66,15 +67,23 @@ func (l *wireLog) received(s string) bool {
 }
 
 // indexedSets is the child StatefulSets the index holds.
-func (x *Index) indexedSets() []string {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
+func indexedSets(x *index.Index) []string {
 	var out []string
-	for k := range x.sets {
-		out = append(out, k.ns+"/"+k.name)
+	for _, s := range x.Contents().StatefulSets {
+		out = append(out, s.Namespace+"/"+s.Name)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// indexedSet is the StatefulSet ns/name the index holds, nil for none.
+func indexedSet(x *index.Index, ns, name string) *index.SetObj {
+	for _, s := range x.Contents().StatefulSets {
+		if s.Namespace == ns && s.Name == name {
+			return s
+		}
+	}
+	return nil
 }
 
 // TestNodeModeSelectsOwnNodeunitChildren: in node mode the child
@@ -111,7 +120,7 @@ func TestNodeModeSelectsOwnNodeunitChildren(t *testing.T) {
 			want[i] = "default/" + child(want[i])
 		}
 		poll(t, 2*time.Minute, what, func() error {
-			if got := g.index.indexedSets(); !slices.Equal(got, want) {
+			if got := indexedSets(g.index); !slices.Equal(got, want) {
 				return fmt.Errorf("children indexed %v, want %v", got, want)
 			}
 			return nil
@@ -133,16 +142,12 @@ func TestNodeModeSelectsOwnNodeunitChildren(t *testing.T) {
 	// watch for the labelled one; its name is answered throughout, also
 	// when the labelled watch hears of it well after the unlabelled one
 	// (held back half a second here).
-	p := g.watcher.podSelection
 	wire.holdLabelled.Store(int64(500 * time.Millisecond))
 	askWhile(t, g, "10.0.1.1", "10.0.1.1", "the takeover seen", func() { label("nodeunit1") }, func() error {
-		p.mu.Lock()
-		cur := p.curChildren
-		p.mu.Unlock()
-		if _, held, _ := cur.inf.GetStore().GetByKey("default/" + child("nodeunit1")); !held {
+		if !slices.Contains(g.watcher.LabelledChildren(), "default/"+child("nodeunit1")) {
 			return fmt.Errorf("the labelled watch does not hold it yet")
 		}
-		if keys := g.watcher.sets.Apps().V1().StatefulSets().Informer().GetStore().ListKeys(); len(keys) != 0 {
+		if keys := g.watcher.UnlabelledChildren(); len(keys) != 0 {
 			return fmt.Errorf("the unlabelled watch still holds %v", keys)
 		}
 		return nil
@@ -165,9 +170,7 @@ func TestNodeModeSelectsOwnNodeunitChildren(t *testing.T) {
 	own.Status.Replicas = 4
 	own = must(c.kube.AppsV1().StatefulSets("default").UpdateStatus(ctx, own, metav1.UpdateOptions{}))(t)
 	poll(t, 2*time.Minute, "nodeunit1's child's status change", func() error {
-		g.index.mu.RLock()
-		s := g.index.sets[nsName{"default", child("nodeunit1")}]
-		g.index.mu.RUnlock()
+		s := indexedSet(g.index, "default", child("nodeunit1"))
 		if s == nil || s.ResourceVersion != own.ResourceVersion {
 			return fmt.Errorf("indexed %+v, want resourceVersion %s", s, own.ResourceVersion)
 		}

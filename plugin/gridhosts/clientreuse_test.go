@@ -24,7 +24,9 @@ func TestClientsReusedAddress(t *testing.T) {
 	g.Clients = true
 	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
-	g.watcher = must(newWatcher(must(g.restConfig())(t), nil, g.index, true, ""))(t)
+	if err := g.watch(must(g.restConfig())(t), nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := g.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +65,7 @@ func TestClientsReusedAddress(t *testing.T) {
 	c.setPodIPs(t, "default", "old", reused)
 	rv := must(c.kube.CoreV1().Pods("default").Get(ctx, "old", metav1.GetOptions{}))(t).ResourceVersion
 	poll(t, 30*time.Second, "old pod's last update indexed", func() error {
-		g.index.mu.RLock()
-		defer g.index.mu.RUnlock()
-		if p := g.index.pods["default/old"]; p == nil || p.GetResourceVersion() != rv {
+		if p, _ := g.index.Pod("default/old"); p == nil || p.GetResourceVersion() != rv {
 			return fmt.Errorf("not yet")
 		}
 		return nil

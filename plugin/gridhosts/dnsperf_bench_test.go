@@ -46,20 +46,24 @@ var dnsperfLatency = regexp.MustCompile(`Average Latency \(s\):\s+([0-9.]+)`)
 // (pinned to CPU 1) on 1k unified names: gridhosts from informers against
 // the hosts plugin serving the same names from a file, in the same binary
 // and Corefile shape, runs interleaved; it reports the median ratio of the
-// pairs and its spread. Needs `dnsperf` (Debian package dnsperf).
-// SG_DNSPERF_NAMES, SG_DNSPERF_PAIRS and SG_DNSPERF_MODE (node, the
-// default, or clients) change the load; every answer must be NOERROR.
-// SG_DNSPERF_PROFILE=DIR saves a CPU profile of CoreDNS (the pprof plugin,
-// 8 s) under each side's load alone, before the pairs.
+// pairs and its spread, and prints it as a ratio line (ratio.go). Needs
+// `dnsperf` (Debian package dnsperf). SG_DNSPERF_NAMES, SG_DNSPERF_PAIRS
+// and SG_DNSPERF_MODE (node, the default, clients, or both as
+// "node,clients": one world, each mode's CoreDNS in turn) change the load;
+// SG_BENCH_WORLD (benchWorldKind) who makes the grid's children and pods;
+// every answer must be NOERROR. SG_DNSPERF_PROFILE=DIR saves a CPU profile
+// of CoreDNS (the pprof plugin, 8 s) under each side's load alone, before
+// the pairs.
 func BenchmarkDNSPerf(b *testing.B) {
 	names, pairs := envInt(b, "SG_DNSPERF_NAMES", dnsperfNames), envInt(b, "SG_DNSPERF_PAIRS", dnsperfPairs)
-	mode := os.Getenv("SG_DNSPERF_MODE")
-	switch mode {
-	case "":
-		mode = "node"
-	case "node", "clients":
-	default:
-		b.Fatalf("SG_DNSPERF_MODE=%q: want node or clients", mode)
+	modes := strings.Split(os.Getenv("SG_DNSPERF_MODE"), ",")
+	if os.Getenv("SG_DNSPERF_MODE") == "" {
+		modes = []string{"node"}
+	}
+	for _, mode := range modes {
+		if mode != "node" && mode != "clients" {
+			b.Fatalf("SG_DNSPERF_MODE=%q: want node, clients or both, comma-separated", os.Getenv("SG_DNSPERF_MODE"))
+		}
 	}
 	perf, err := exec.LookPath("dnsperf")
 	if err != nil {
@@ -69,12 +73,10 @@ func BenchmarkDNSPerf(b *testing.B) {
 	if err != nil {
 		b.Skip("taskset not installed")
 	}
-	s := startBenchMode(b, "0", names, mode == "clients")
-	for _, srv := range []string{s.gridhosts, s.hosts} {
-		expect(b, "", srv, s.names[7], dns.TypeA, "10.1.0.8")
-	}
+	w := startBenchWorld(b, names, benchWorldKind(b))
+	hostsFile := w.hostsFile(b)
 	var data strings.Builder
-	for _, n := range s.names {
+	for _, n := range w.names {
 		fmt.Fprintf(&data, "%s A\n", n)
 	}
 	dataFile := filepath.Join(b.TempDir(), "queries")
@@ -99,53 +101,66 @@ func BenchmarkDNSPerf(b *testing.B) {
 		latency, _ = strconv.ParseFloat(string(l[1]), 64)
 		return qps, latency
 	}
-	run(s.gridhosts, 2) // warm up both
-	run(s.hosts, 2)
-	if dir := os.Getenv("SG_DNSPERF_PROFILE"); dir != "" {
-		// A CPU profile of the process under each side's load alone.
-		for side, srv := range map[string]string{"gridhosts": s.gridhosts, "hosts": s.hosts} {
-			done := make(chan struct{})
-			go func() { defer close(done); run(srv, 10) }()
-			time.Sleep(time.Second)
-			resp, err := http.Get("http://" + s.pprof + "/debug/pprof/profile?seconds=8")
-			if err != nil {
-				b.Fatal(err)
-			}
-			data, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil {
-				b.Fatal(err)
-			}
-			<-done
-			path := filepath.Join(dir, fmt.Sprintf("cpu-%s-%s-%d.pprof", side, mode, names))
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				b.Fatal(err)
-			}
-			b.Logf("CPU profile under %s's load: %s", side, path)
+	for _, mode := range modes {
+		s := serveBench(b, w, hostsFile, "0", mode == "clients")
+		for _, srv := range []string{s.gridhosts, s.hosts} {
+			expect(b, "", srv, s.names[7], dns.TypeA, memoryPodIP(7))
+			expect(b, "", srv, s.names[len(s.names)-1], dns.TypeA, memoryPodIP(len(s.names)-1))
 		}
+		run(s.gridhosts, 2) // warm up both
+		run(s.hosts, 2)
+		if dir := os.Getenv("SG_DNSPERF_PROFILE"); dir != "" {
+			// A CPU profile of the process under each side's load alone.
+			for side, srv := range map[string]string{"gridhosts": s.gridhosts, "hosts": s.hosts} {
+				done := make(chan struct{})
+				go func() { defer close(done); run(srv, 10) }()
+				time.Sleep(time.Second)
+				resp, err := http.Get("http://" + s.pprof + "/debug/pprof/profile?seconds=8")
+				if err != nil {
+					b.Fatal(err)
+				}
+				data, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-done
+				path := filepath.Join(dir, fmt.Sprintf("cpu-%s-%s-%d.pprof", side, mode, names))
+				if err := os.WriteFile(path, data, 0o644); err != nil {
+					b.Fatal(err)
+				}
+				b.Logf("CPU profile under %s's load: %s", side, path)
+			}
+		}
+		load := newLoadRange()
+		var ratios []float64
+		for i := range pairs {
+			// Alternate which goes first, so drift does not favour one.
+			order := []string{s.gridhosts, s.hosts}
+			if i%2 == 1 {
+				order = []string{s.hosts, s.gridhosts}
+			}
+			got := map[string][2]float64{}
+			for _, srv := range order {
+				q, l := run(srv, 10)
+				got[srv] = [2]float64{q, l}
+				load.sample()
+			}
+			g, h := got[s.gridhosts], got[s.hosts]
+			ratios = append(ratios, g[0]/h[0])
+			b.Logf("pair %d: gridhosts %.0f qps (avg %.3f ms), hosts %.0f qps (avg %.3f ms), ratio %.3f, load %s",
+				i, g[0], g[1]*1000, h[0], h[1]*1000, g[0]/h[0], load.last())
+		}
+		s.stop()
+		slices.Sort(ratios)
+		median := ratios[len(ratios)/2]
+		b.ReportMetric(median, mode+"-median-ratio")
+		b.ReportMetric(ratios[0], mode+"-min-ratio")
+		b.ReportMetric(ratios[len(ratios)-1], mode+"-max-ratio")
+		b.Logf("%s mode, %d names: gridhosts/hosts QPS over %d interleaved pairs: median %.3f, min %.3f, max %.3f", mode, names, len(ratios), median, ratios[0], ratios[len(ratios)-1])
+		printRatio(b, ratioLine{Name: fmt.Sprintf("gridhosts-qps-%s-%s", mode, sizeName(names)), Value: median, Goal: ">=1.0",
+			Extra: []string{fmt.Sprintf("min=%.3f", ratios[0]), fmt.Sprintf("max=%.3f", ratios[len(ratios)-1]),
+				fmt.Sprintf("pairs=%d", len(ratios)), "load=" + load.String(), "world=" + w.kind()}})
 	}
-	var ratios []float64
-	for i := range pairs {
-		// Alternate which goes first, so drift does not favour one.
-		order := []string{s.gridhosts, s.hosts}
-		if i%2 == 1 {
-			order = []string{s.hosts, s.gridhosts}
-		}
-		got := map[string][2]float64{}
-		for _, srv := range order {
-			q, l := run(srv, 10)
-			got[srv] = [2]float64{q, l}
-		}
-		g, h := got[s.gridhosts], got[s.hosts]
-		ratios = append(ratios, g[0]/h[0])
-		b.Logf("pair %d: gridhosts %.0f qps (avg %.3f ms), hosts %.0f qps (avg %.3f ms), ratio %.3f",
-			i, g[0], g[1]*1000, h[0], h[1]*1000, g[0]/h[0])
-	}
-	slices.Sort(ratios)
-	median := ratios[len(ratios)/2]
-	b.ReportMetric(median, "median-ratio")
-	b.ReportMetric(ratios[0], "min-ratio")
-	b.ReportMetric(ratios[len(ratios)-1], "max-ratio")
 	b.ReportMetric(0, "ns/op")
-	b.Logf("%s mode, %d names: gridhosts/hosts QPS over %d interleaved pairs: median %.3f, min %.3f, max %.3f", mode, names, len(ratios), median, ratios[0], ratios[len(ratios)-1])
 }

@@ -19,6 +19,10 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/informers"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
 const pluginName = "gridhosts"
@@ -49,15 +53,17 @@ type GridHosts struct {
 	// read instead (the node wrapper's DNS view).
 	ServicesConfig clientcmd.ClientConfig
 
-	index   *Index
+	// index is what the informers deliver; queries read it through
+	// indexReader.
+	index   *index.Index
 	synced  atomic.Bool
-	watcher *watcher
+	watcher *informers.Watcher
 
 	// snapshot, when configured, keeps the index on disk; snap is the
 	// index read from it, answered from while the informers are not
 	// known (nil otherwise). mode orders the switch to live answers.
-	snapshot   *snapshotter
-	snap       atomic.Pointer[Index]
+	snapshot   *snapshot.Writer
+	snap       atomic.Pointer[index.Index]
 	mode       sync.Mutex
 	snapCancel context.CancelFunc
 	snapDone   chan struct{}
@@ -66,9 +72,24 @@ type GridHosts struct {
 	gridsKnown, servicesKnown func() bool
 }
 
-// New returns a GridHosts with defaults and an empty index.
+// indexReader is all the handler reads of an index, the live one or a
+// snapshot's (as CoreDNS's kubernetes plugin reads its dnsController): one
+// call per query, each under the index's read lock, answered whole.
+type indexReader interface {
+	// Member resolves a unified name.
+	Member(v index.Viewer, q index.MemberQuery) index.Member
+	// Headless answers a headless grid Service's name; with restrict, keys
+	// a node can set on itself never match.
+	Headless(v index.Viewer, namespace, name string, restrict bool) index.Headless
+	// NotGridName: a unified-name shape known not to be a grid name from
+	// what has synced so far.
+	NotGridName(q index.MemberQuery, servicesKnown, gridsKnown bool) bool
+}
+
+// New returns a GridHosts with defaults and an empty index (clients mode's,
+// which answers node mode's queries too; setup makes the one of its mode).
 func New(zones []string) *GridHosts {
-	return &GridHosts{Zones: zones, TTL: defaultTTL, index: NewIndex()}
+	return &GridHosts{Zones: zones, TTL: defaultTTL, index: index.New(index.Options{})}
 }
 
 // Name implements plugin.Handler.
@@ -87,25 +108,23 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 	if q.kind == nameNone {
 		return g.miss(ctx, w, r, n, zone, false)
 	}
-	x := g.index
+	var x indexReader = g.index
 	if !g.synced.Load() {
 		// Not synced: answer from the snapshot if one was read, else as
 		// if gridhosts were not there.
-		if x = g.snap.Load(); x == nil {
+		s := g.snap.Load()
+		if s == nil {
 			return g.beforeSync(ctx, w, r, n, q, zone)
 		}
+		x = s
 	}
 
-	x.mu.RLock()
-	node, ok := g.queryNode(x, w)
-	if !ok {
-		x.mu.RUnlock()
-		return g.miss(ctx, w, r, n, zone, true)
-	}
 	origZone := n.orig[len(qname)-len(zone):] // keep the query's case
-	answer, extra, exists := g.lookup(x, state, n.orig, q, node, origZone)
-	x.mu.RUnlock()
-	if !exists {
+	answer, extra, found := g.lookup(x, g.viewer(w), state, n.orig, q, origZone)
+	switch found {
+	case unknownClient:
+		return g.miss(ctx, w, r, n, zone, true)
+	case notOurs:
 		return g.miss(ctx, w, r, n, zone, false)
 	}
 
@@ -201,41 +220,21 @@ func negative(m *dns.Msg) bool {
 // notGridName reports whether the unified-name shape q is known not to be
 // a grid name from what has synced so far.
 func (g *GridHosts) notGridName(q queryName) bool {
-	x := g.index
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	if g.servicesKnown != nil && g.servicesKnown() {
-		sv := x.services[nsName{q.namespace, q.service}]
-		if sv == nil {
-			return true
-		}
-		if _, ok := sv.GridKey.Key(); !ok {
-			return true
-		}
-	}
-	if g.gridsKnown != nil && g.gridsKnown() {
-		if x.gridOf(q.namespace, q.grid, "", nil) == nil {
-			return true
-		}
-	}
-	return false
+	servicesKnown := g.servicesKnown != nil && g.servicesKnown()
+	gridsKnown := g.gridsKnown != nil && g.gridsKnown()
+	var x indexReader = g.index
+	return x.NotGridName(index.MemberQuery{Namespace: q.namespace, Grid: q.grid, Ordinal: q.ordinal, Service: q.service}, servicesKnown, gridsKnown)
 }
 
-// queryNode returns the node whose nodeunit this query is answered for, or
-// false for an unknown client without a fixed node. Callers hold the index
-// lock. A fixed node missing from the cluster answers nothing (nil node).
-func (g *GridHosts) queryNode(x *Index, w dns.ResponseWriter) (*nodeObj, bool) {
+// viewer is whose nodeunit this query is answered for: the client's (by its
+// source address) in clients mode, else, or when the client is unknown, the
+// fixed node's.
+func (g *GridHosts) viewer(w dns.ResponseWriter) index.Viewer {
+	v := index.Viewer{Node: g.Node, Clients: g.Clients}
 	if g.Clients {
-		if ip, ok := remoteIP(w); ok {
-			if name, ok := x.nodeForClient(ip); ok {
-				return x.nodes[name], true
-			}
-		}
-		if g.Node == "" {
-			return nil, false
-		}
+		v.Client, _ = remoteIP(w)
 	}
-	return x.nodes[g.Node], true
+	return v
 }
 
 func remoteIP(w dns.ResponseWriter) (netip.Addr, bool) {

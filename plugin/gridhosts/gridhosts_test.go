@@ -12,56 +12,19 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/internal/fixtures"
 )
 
 const (
-	demoSvc  = "servicegrid-demo-svc"
+	demoSvc  = fixtures.DemoService
 	demoName = "statefulsetgrid-demo-0.servicegrid-demo-svc.default.svc.cluster.local."
 	soaLine  = "cluster.local.	5	IN	SOA	ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 5"
 )
 
-// demoObjects is SuperEdge's example: StatefulSetGrid statefulsetgrid-demo
-// with key zone1 over three nodeunits, two pods each, plus a grid whose name
-// contains a nodeunit value, and a headless grid Service.
-func demoObjects() []any {
-	grid := newGrid("default", "statefulsetgrid-demo", "zone1", "ssg-uid")
-	objs := []any{
-		grid,
-		newService("default", demoSvc, "zone1", false),
-		newNode("node-1", map[string]string{"zone1": "nodeunit1"}, "10.0.0.1"),
-		newNode("node-2", map[string]string{"zone1": "nodeunit2"}, "10.0.0.2"),
-		newNode("node-3", map[string]string{"zone1": "nodeunit3"}, "10.0.0.3"),
-		newNode("node-4", nil, "10.0.0.4"),
-	}
-	ips := map[string][][]string{
-		"nodeunit1": {{"10.1.1.1"}, {"10.1.1.2"}},
-		"nodeunit2": {{"10.1.2.1", "fd00::2:1"}, {"10.1.2.2"}},
-		"nodeunit3": {{"10.1.3.1"}, {}},
-	}
-	for i, unit := range []string{"nodeunit1", "nodeunit2", "nodeunit3"} {
-		set := newSet(grid, unit, demoSvc, types.UID("set-uid-"+unit), 2)
-		objs = append(objs, set)
-		for ord, podIPs := range ips[unit] {
-			objs = append(objs, newPod(set, ord, []string{"node-1", "node-2", "node-3"}[i], podIPs...))
-		}
-	}
-	// SuperEdge's daemon cut "nodeunit1" at its first occurrence in the pod
-	// name: here that is inside the grid name.
-	tricky := newGrid("default", "nodeunit1-db", "zone1", "db-uid")
-	trickySet := newSet(tricky, "nodeunit1", "db", "db-set-uid", 1)
-	objs = append(objs, tricky, trickySet, newPod(trickySet, 0, "node-1", "10.9.0.1"), newService("default", "db", "zone1", false))
-	// A headless grid Service with endpoints in two nodeunits.
-	objs = append(objs,
-		newService("default", "hl", "zone1", true),
-		newSlice("default", "hl-abc", "hl", 8080,
-			testEndpoint{ip: "10.5.1.1", node: "node-1", hostname: "hl-a", ready: true},
-			testEndpoint{ip: "10.5.1.2", node: "node-1", ready: false},
-			testEndpoint{ip: "10.5.2.1", node: "node-2", hostname: "hl-b", ready: true},
-		),
-	)
-	return objs
-}
+// demoObjects is SuperEdge's example (package fixtures).
+var demoObjects = fixtures.Demo
 
 func demoHandler(objs []any) *GridHosts {
 	g := New([]string{"cluster.local."})
@@ -407,7 +370,7 @@ func TestIncrementalUpdates(t *testing.T) {
 	g.index.Delete(newGrid("default", "statefulsetgrid-demo", "zone1", "ssg-uid"))
 	run(t, g, "", []test.Case{nxdomain(demoName, dns.TypeA)})
 
-	if grids, _, _, _, _, _ := g.index.counts(); grids != 1 {
+	if grids := g.index.Counts().Grids; grids != 1 {
 		t.Fatalf("%d grids left, want 1", grids)
 	}
 }
@@ -430,4 +393,47 @@ func TestServeForgeableGridKey(t *testing.T) {
 	run(t, g, "", []test.Case{nxdomain(demoName, dns.TypeA)})
 	g.RestrictKeys = false
 	run(t, g, "", []test.Case{{Qname: demoName, Qtype: dns.TypeA, Answer: []dns.RR{test.A(demoName + "	5	IN	A	10.1.1.1")}}})
+}
+
+// TestPrefixedGridKey serves a grid keyed on a prefixed node label, with
+// children labelled and annotated as servicegroup's controller writes them.
+func TestPrefixedGridKey(t *testing.T) {
+	const zone = "topology.kubernetes.io/zone"
+	grid := newGrid("default", "web", zone, "web-uid")
+	set := newSet(grid, "east", "websvc", "web-set", 1)
+	set.Labels[superedgev1.LabelGridUniqKey] = superedgev1.GridUniqKeyLabelValue(zone)
+	set.Annotations = map[string]string{superedgev1.AnnotationGridUniqKey: zone}
+	svc := newService("default", "websvc", superedgev1.GridUniqKeyLabelValue(zone), false)
+	svc.Annotations = map[string]string{superedgev1.AnnotationGridUniqKey: zone}
+	g := demoHandler([]any{grid, set, svc, newNode("n1", map[string]string{zone: "east"}, ""), newPod(set, 0, "n1", "10.3.0.1")})
+	g.Node = "n1"
+	name := "web-0.websvc.default.svc.cluster.local."
+	run(t, g, "", []test.Case{{Qname: name, Qtype: dns.TypeA, Answer: []dns.RR{test.A(name + "	5	IN	A	10.3.0.1")}}})
+
+	// The same Service without the annotation, as SuperEdge would label it
+	// if it accepted prefixed keys: still ours, through the label value.
+	delete(svc.Annotations, superedgev1.AnnotationGridUniqKey)
+	g.index.Upsert(svc)
+	run(t, g, "", []test.Case{{Qname: name, Qtype: dns.TypeA, Answer: []dns.RR{test.A(name + "	5	IN	A	10.3.0.1")}}})
+}
+
+// BenchmarkServeDNS is the in-process cost of one unified-name answer.
+func BenchmarkServeDNS(b *testing.B) {
+	for _, mode := range []string{"node", "clients"} {
+		b.Run(mode, func(b *testing.B) {
+			g := demoHandler(demoObjects())
+			g.Node = "node-1"
+			g.Clients = mode == "clients"
+			w := &test.ResponseWriter{RemoteIP: "10.1.2.2"}
+			m := new(dns.Msg).SetQuestion(demoName, dns.TypeA)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				rec := dnstest.NewRecorder(w)
+				if _, err := g.ServeDNS(ctx, rec, m); err != nil || len(rec.Msg.Answer) != 1 {
+					b.Fatal("no answer")
+				}
+			}
+		})
+	}
 }

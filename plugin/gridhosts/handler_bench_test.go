@@ -3,6 +3,7 @@ package gridhosts
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -32,7 +34,7 @@ func handlerPairMode(tb testing.TB, n int, nodeMode bool) (grid, hosts plugin.Ha
 	tb.Helper()
 	g := New([]string{"cluster.local."})
 	g.Node = "node-1"
-	g.index.gridsFromChildren = nodeMode
+	g.index = index.New(index.Options{NodeMode: nodeMode})
 	gr := newGrid("default", "statefulsetgrid-demo", "zone1", "ssg-uid")
 	set := newSet(gr, "nodeunit1", demoSvc, types.UID("set-uid"), int32(n))
 	objs := []any{gr, set, newService("default", demoSvc, "zone1", false),
@@ -126,7 +128,9 @@ func BenchmarkHandler(b *testing.B) {
 // mode's (grids read from their children, another nodeunit's child and as
 // many of its pods held too), beside the hosts plugin. Each query is
 // answered on a goroutine of its own, as CoreDNS's server does: an answer
-// path that outgrows a new goroutine's stack pays for its growth here.
+// path that outgrows a new goroutine's stack pays for its growth here. It
+// prints the allocation goal (<= 1.0x the hosts plugin's per answer) as
+// ratio lines (ratio_bench_test.go).
 func BenchmarkHandlerModes(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
@@ -159,6 +163,36 @@ func BenchmarkHandlerModes(b *testing.B) {
 						i++
 					}
 				})
+			}
+			// The allocation goal, per answer on its own goroutine as above,
+			// each plugin over every name once.
+			// (testing.AllocsPerRun rounds down to whole allocations.)
+			perAnswer := func(hd plugin.Handler) float64 {
+				w, ctx, done := &test.ResponseWriter{}, context.Background(), make(chan bool)
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				for _, m := range msgs {
+					go func() {
+						rec := dnstest.NewRecorder(w)
+						_, err := hd.ServeDNS(ctx, rec, m)
+						done <- err == nil && rec.Msg != nil && len(rec.Msg.Answer) == 1
+					}()
+					if !<-done {
+						b.Fatal("no answer")
+					}
+				}
+				runtime.ReadMemStats(&after)
+				return float64(after.Mallocs-before.Mallocs) / float64(len(msgs))
+			}
+			hostsAllocs := perAnswer(h)
+			for _, tc := range []struct {
+				mode string
+				hd   plugin.Handler
+			}{{"clients", clients}, {"node", node}} {
+				a := perAnswer(tc.hd)
+				printRatio(b, ratioLine{Name: fmt.Sprintf("gridhosts-allocs-%s-%s", tc.mode, sizeName(n)), Value: a / hostsAllocs, Goal: "<=1.0",
+					Extra: []string{fmt.Sprintf("gridhosts-allocs=%.2f", a), fmt.Sprintf("hosts-allocs=%.2f", hostsAllocs)}})
 			}
 		})
 	}

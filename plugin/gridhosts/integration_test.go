@@ -341,9 +341,9 @@ func TestCoreDNSAgainstAPIServer(t *testing.T) {
 	t.Run("headless grid service", func(t *testing.T) {
 		must(c.kube.CoreV1().Services("default").Create(ctx, newService("default", "hl", "zone1", true), metav1.CreateOptions{}))(t)
 		must(c.kube.DiscoveryV1().EndpointSlices("default").Create(ctx, newSlice("default", "hl-1", "hl", 8080,
-			testEndpoint{ip: "10.5.1.1", node: "node-1", hostname: "hl-a", ready: true},
-			testEndpoint{ip: "10.5.1.2", node: "node-1", ready: false},
-			testEndpoint{ip: "10.5.2.1", node: "node-2", ready: true},
+			testEndpoint{IP: "10.5.1.1", Node: "node-1", Hostname: "hl-a", Ready: true},
+			testEndpoint{IP: "10.5.1.2", Node: "node-1", Ready: false},
+			testEndpoint{IP: "10.5.2.1", Node: "node-2", Ready: true},
 		), metav1.CreateOptions{}))(t)
 		expect(t, "", server("node-1"), "hl.default.svc.cluster.local.", dns.TypeA, "10.5.1.1")
 		expect(t, "", server("node-2"), "hl.default.svc.cluster.local.", dns.TypeA, "10.5.2.1")
@@ -460,7 +460,9 @@ func TestInProcessInformers(t *testing.T) {
 	g.ClientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.cp.Kubeconfig}, &clientcmd.ConfigOverrides{})
 	cfg := must(g.restConfig())(t)
-	g.watcher = must(newWatcher(cfg, nil, g.index, g.Clients, g.Node))(t)
+	if err := g.watch(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := g.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +512,7 @@ func TestInProcessInformers(t *testing.T) {
 	g.stop()
 	stopped = true
 	select {
-	case <-g.watcher.stopped:
+	case <-g.watcher.Stopped():
 	default:
 		t.Fatal("informer goroutine still running after stop")
 	}
@@ -602,7 +604,9 @@ func (c *cluster) startNodeMode(t *testing.T, node string, wraps ...transport.Wr
 	for _, w := range wraps {
 		cfg.Wrap(w)
 	}
-	g.watcher = must(newWatcher(cfg, nil, g.index, false, g.Node))(t)
+	if err := g.watch(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := g.start(); err != nil {
 		t.Fatal(err)
 	}

@@ -9,25 +9,22 @@ import (
 	"github.com/servicegroup/servicegroup/topology"
 )
 
-// keyTrust drops, with require_node_restricted_keys, the topology and grid
-// keys a compromised node could set on its own Node to join another
-// nodeunit: such a key never matches, so a headless Service keyed only on
-// them gets no endpoints (NODATA: the wrapper's outcome, never the next
-// plugin's every endpoint), a member name of a grid on one is not ours (as on
-// a node without the grid's key), and a Service with a further key or "*"
-// follows that. Each Service or grid and its keys are logged once.
+// keyTrust is require_node_restricted_keys' part in the handler: the
+// topology and grid keys a compromised node could set on its own Node to
+// join another nodeunit never match. A headless Service's keys are dropped
+// by the index (index.Headless): one keyed only on them gets no endpoints
+// (NODATA: the wrapper's outcome, never the next plugin's every endpoint),
+// and one with a further key or "*" follows that. A member name of a grid on
+// one is not ours (as on a node without the grid's key). Each Service or
+// grid and its keys are logged once.
 type keyTrust struct {
 	logged sync.Map // "service ns/name" or "grid ns/name" -> fmt of forgeable keys
 }
 
-// serviceKeys returns keys without the forgeable ones; empty when none is
-// left.
-func (k *keyTrust) serviceKeys(ns, name string, keys []string) []string {
-	kept, forgeable := topology.NodeRestrictedKeys(keys)
-	if forgeable != nil {
-		k.report("service", ns, name, forgeable)
-	}
-	return kept
+// serviceKeys reports a Service's forgeable keys, which the index dropped
+// (index.Headless with restrict).
+func (k *keyTrust) serviceKeys(ns, name string, forgeable []string) {
+	k.report("service", ns, name, forgeable)
 }
 
 // gridKey reports whether a grid's key may select this node's member.

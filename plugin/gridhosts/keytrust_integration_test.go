@@ -73,8 +73,8 @@ func TestNodeRestrictedKeys(t *testing.T) {
 		}
 		must(c.kube.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{}))(t)
 		must(c.kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, newSlice(ns, svc+"-1", svc, 8080,
-			testEndpoint{ip: "10.5.1.1", node: "node-1", ready: true},
-			testEndpoint{ip: "10.5.2.1", node: "node-2", ready: true},
+			testEndpoint{IP: "10.5.1.1", Node: "node-1", Ready: true},
+			testEndpoint{IP: "10.5.2.1", Node: "node-2", Ready: true},
 		), metav1.CreateOptions{}))(t)
 	}
 	// A grid on zone1 made before the controller's option: nodeunit a's pod.
@@ -157,8 +157,8 @@ func TestUntrustedKeysOneOutcome(t *testing.T) {
 		s.Annotations = map[string]string{superedgev1.AnnotationTopologyKeys: keys}
 		must(c.kube.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{}))(t)
 		must(c.kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, newSlice(ns, svc+"-1", svc, 8080,
-			testEndpoint{ip: "10.5.1.1", node: "node-1", ready: true},
-			testEndpoint{ip: "10.5.2.1", node: "node-2", ready: true},
+			testEndpoint{IP: "10.5.1.1", Node: "node-1", Ready: true},
+			testEndpoint{IP: "10.5.2.1", Node: "node-2", Ready: true},
 		), metav1.CreateOptions{}))(t)
 	}
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,51 +28,26 @@ var memoryPods = []int{1000, 10000}
 // informers) against a second CoreDNS, the same binary file, serving the
 // same names with the hosts plugin from a file, same Corefile shape, each
 // read after every name was answered once. As many pods of the same grid
-// run in another nodeunit (their names are not this node's to answer). Per
-// size it reports the median of SG_MEMBENCH_RUNS runs (default 5), each
-// with its own processes started in rotating order; the goal is a ratio
-// <= 1.2. SG_MEMBENCH_OLD_COREDNS names another CoreDNS build (an older
+// run in another nodeunit (their names are not this node's to answer); who
+// makes the children and pods is SG_BENCH_WORLD (benchWorldKind). Per size
+// it reports the median of SG_MEMBENCH_RUNS runs (default 5), each with its
+// own processes started in rotating order; the goal is a ratio <= 1.2 at
+// 10k, printed as a ratio line (ratio_bench_test.go). SG_MEMBENCH_OLD_COREDNS names another CoreDNS build (an older
 // commit) to measure the same way in the same runs;
 // SG_MEMBENCH_HEAPPROFILE=PREFIX adds pprof to every process, logs their
 // runtime figures and saves their heap profiles; SG_MEMBENCH_SETTLE delays
 // the reading; SG_MEMBENCH_ENV adds environment to every process.
 func BenchmarkMemory(b *testing.B) {
-	c := startCluster(b)
 	bin := coreDNSBinary(b)
-	ctx := context.Background()
-	must(c.kube.CoreV1().Nodes().Create(ctx, newNode("node-1", map[string]string{"zone1": "nodeunit1"}, ""), metav1.CreateOptions{}))(b)
-	must(c.kube.CoreV1().Nodes().Create(ctx, newNode("node-2", map[string]string{"zone1": "nodeunit2"}, ""), metav1.CreateOptions{}))(b)
-	grid := must(c.grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx,
-		newGrid("default", "statefulsetgrid-demo", "zone1", ""), metav1.CreateOptions{}))(b)
-	must(c.kube.CoreV1().Services("default").Create(ctx, newService("default", demoSvc, "zone1", false), metav1.CreateOptions{}))(b)
-	last := memoryPods[len(memoryPods)-1]
-	set := must(c.kube.AppsV1().StatefulSets("default").Create(ctx,
-		newSet(grid, "nodeunit1", demoSvc, "", int32(last)), metav1.CreateOptions{}))(b)
-	foreign := must(c.kube.AppsV1().StatefulSets("default").Create(ctx,
-		newSet(grid, "nodeunit2", demoSvc, "", int32(last)), metav1.CreateOptions{}))(b)
-
-	var names []string
-	var hostsText strings.Builder
-	created := 0
+	world := startBenchWorld(b, memoryPods[0], benchWorldKind(b))
 	for _, n := range memoryPods {
-		createPodsConcurrently(b, c, set, "node-1", memoryPodIP, created, n)
-		createPodsConcurrently(b, c, foreign, "node-2", foreignPodIP, created, n)
-		for i := created; i < n; i++ {
-			ip := memoryPodIP(i)
-			name := fmt.Sprintf("statefulsetgrid-demo-%d.%s.default.svc.cluster.local.", i, demoSvc)
-			names = append(names, name)
-			fmt.Fprintf(&hostsText, "%s %s\n", ip, name)
-		}
-		created = n
-
-		dir := b.TempDir()
-		hostsFile := filepath.Join(dir, "hosts")
-		if err := os.WriteFile(hostsFile, []byte(hostsText.String()), 0o600); err != nil {
-			b.Fatal(err)
-		}
+		world.scale(b, n)
+		hostsFile := world.hostsFile(b)
+		load := newLoadRange()
 		var gRuns, hRuns, oRuns, ratios, oldRatios []float64
 		for run := range memoryRuns(b) {
-			m := measureMemory(b, c, bin, hostsFile, names[:n], n, run)
+			m := measureMemory(b, world.c, bin, hostsFile, world.names, n, run)
+			load.sample()
 			gRuns, hRuns, ratios = append(gRuns, m.grid.rss), append(hRuns, m.hosts.rss), append(ratios, m.grid.rss/m.hosts.rss)
 			if m.old != nil {
 				oRuns, oldRatios = append(oRuns, m.old.rss), append(oldRatios, m.old.rss/m.hosts.rss)
@@ -88,9 +62,20 @@ func BenchmarkMemory(b *testing.B) {
 			b.ReportMetric(median(oldRatios), fmt.Sprintf("old-rss-ratio-%dpods", n))
 			b.Logf("%d grid pods, older build: %.1f MiB, ratio %.2f (runs: %s)", n, median(oRuns), median(oldRatios), formatRatios(oldRatios))
 		}
+		if n == memoryGoalPods {
+			sorted := slices.Sorted(slices.Values(ratios))
+			printRatio(b, ratioLine{Name: "gridhosts-rss-" + sizeName(n), Value: median(ratios), Goal: "<=1.2",
+				Extra: []string{fmt.Sprintf("min=%.3f", sorted[0]), fmt.Sprintf("max=%.3f", sorted[len(sorted)-1]),
+					fmt.Sprintf("runs=%d", len(ratios)), fmt.Sprintf("gridhosts-MiB=%.1f", median(gRuns)), fmt.Sprintf("hosts-MiB=%.1f", median(hRuns)),
+					"load=" + load.String(), "world=" + world.kind()}})
+		}
 	}
 	b.ReportMetric(0, "ns/op")
 }
+
+// memoryGoalPods is the size the memory goal (<= 1.2x the hosts plugin's)
+// holds at.
+const memoryGoalPods = 10000
 
 // memoryRuns is how many runs BenchmarkMemory measures per size
 // (SG_MEMBENCH_RUNS, default 5); each run starts its own processes.

@@ -4,8 +4,6 @@ import (
 	"github.com/coredns/coredns/plugin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-
-	"github.com/servicegroup/servicegroup/internal/snapshottrust"
 )
 
 var (
@@ -51,25 +49,6 @@ var (
 	})
 )
 
-// Snapshot metrics. servingSnapshotWritten is the time of the snapshot
-// being answered from.
-var (
-	servingSnapshotWritten snapshottrust.Age
-
-	snapshotServing = promauto.NewGauge(prometheus.GaugeOpts{
-		Namespace: plugin.Namespace,
-		Subsystem: "gridhosts",
-		Name:      "snapshot_serving",
-		Help:      "1 while grid names are answered from the on-disk snapshot because the informers are not synced, else 0.",
-	})
-
-	_ = promauto.NewGaugeFunc(snapshottrust.AgeGaugeOpts(plugin.Namespace, "gridhosts"), servingSnapshotWritten.Seconds)
-
-	snapshotsRefused = promauto.NewCounterVec(snapshottrust.RefusedCounterOpts(plugin.Namespace, "gridhosts"), []string{"reason"})
-
-	snapshotWrites = promauto.NewCounterVec(snapshottrust.WritesCounterOpts(plugin.Namespace, "gridhosts"), []string{"result"})
-)
-
 // Counters bound once: the query path does no label lookups.
 var (
 	resultAnswer      = requestCount.WithLabelValues("answer")
@@ -78,8 +57,4 @@ var (
 	resultFallthrough = requestCount.WithLabelValues("fallthrough")
 	resultNotSynced   = requestCount.WithLabelValues("not_synced")
 	resultUnknown     = requestCount.WithLabelValues("unknown_client")
-
-	snapshotWritten   = snapshotWrites.WithLabelValues("written")
-	snapshotUnchanged = snapshotWrites.WithLabelValues("unchanged")
-	snapshotFailed    = snapshotWrites.WithLabelValues("failed")
 )

@@ -218,7 +218,7 @@ func (c *cluster) seedNonGrid(t *testing.T) {
 	ctx := t.Context()
 	must(c.kube.CoreV1().Services("default").Create(ctx, newService("default", "websvc", "", true), metav1.CreateOptions{}))(t)
 	must(c.kube.DiscoveryV1().EndpointSlices("default").Create(ctx, newSlice("default", "websvc-1", "websvc", 80,
-		testEndpoint{ip: "10.8.0.1", node: "node-1", hostname: "web-0", ready: true}), metav1.CreateOptions{}))(t)
+		testEndpoint{IP: "10.8.0.1", Node: "node-1", Hostname: "web-0", Ready: true}), metav1.CreateOptions{}))(t)
 }
 
 // TestNeverWorseWithoutCRD: the StatefulSetGrid CRD is not installed.

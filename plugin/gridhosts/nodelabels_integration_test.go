@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -88,8 +87,10 @@ func TestNodeModeLabelsFromSummaries(t *testing.T) {
 	cfg := must(g.restConfig())(t)
 	log := &requestLog{}
 	cfg.Wrap(log.wrap)
-	g.watcher = must(newWatcher(cfg, nil, g.index, false, g.Node))(t)
-	g.watcher.nodeLabels.Recheck = time.Second
+	if err := g.watch(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	g.watcher.NodeLabels().Recheck = time.Second
 	if err := g.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +109,8 @@ func TestNodeModeLabelsFromSummaries(t *testing.T) {
 	source := func(want string) {
 		t.Helper()
 		poll(t, 30*time.Second, "node label source "+want, func() error {
-			if got := g.watcher.nodeLabels.From(); got != want || !g.watcher.nodeLabels.HasSynced() {
-				return fmt.Errorf("source %q (synced %v)", got, g.watcher.nodeLabels.HasSynced())
+			if got := g.watcher.NodeLabels().From(); got != want || !g.watcher.NodeLabels().HasSynced() {
+				return fmt.Errorf("source %q (synced %v)", got, g.watcher.NodeLabels().HasSynced())
 			}
 			return nil
 		})
@@ -168,8 +169,8 @@ func TestServicesSelected(t *testing.T) {
 	byAnnotation.Annotations = map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1"]`}
 	must(c.kube.CoreV1().Services("default").Create(ctx, byAnnotation, metav1.CreateOptions{}))(t)
 	must(c.kube.DiscoveryV1().EndpointSlices("default").Create(ctx, newSlice("default", "hl-annotated-1", "hl-annotated", 80,
-		testEndpoint{ip: "10.9.1.1", node: "node-1", hostname: "a", ready: true},
-		testEndpoint{ip: "10.9.2.1", node: "node-2", hostname: "b", ready: true}), metav1.CreateOptions{}))(t)
+		testEndpoint{IP: "10.9.1.1", Node: "node-1", Hostname: "a", Ready: true},
+		testEndpoint{IP: "10.9.2.1", Node: "node-2", Hostname: "b", Ready: true}), metav1.CreateOptions{}))(t)
 
 	g := c.startNodeMode(t, "node-2")
 	poll(t, 30*time.Second, "closed loop by annotation", func() error {
@@ -179,11 +180,7 @@ func TestServicesSelected(t *testing.T) {
 		}
 		return nil
 	})
-	var cached []string
-	for _, inf := range []cache.SharedIndexInformer{g.watcher.gridServices.Core().V1().Services().Informer(), g.watcher.headlessServices.Core().V1().Services().Informer()} {
-		cached = append(cached, inf.GetStore().ListKeys()...)
-	}
-	slices.Sort(cached)
+	cached := g.watcher.CachedServices()
 	want := []string{"default/" + demoSvc, "default/hl-annotated"}
 	slices.Sort(want)
 	if !slices.Equal(cached, want) {

@@ -2,7 +2,6 @@ package gridhosts
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -11,25 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
-
-// heldPods are the pods the current selection holds: the index's, once
-// it is live.
-func (p *podSelection) heldPods() []string {
-	p.mu.Lock()
-	cur := p.cur
-	p.mu.Unlock()
-	if cur == nil {
-		return nil
-	}
-	cur.mu.Lock()
-	defer cur.mu.Unlock()
-	keys := slices.Collect(maps.Keys(cur.pods))
-	if cur.phase == live {
-		keys = cur.idx.podKeys()
-	}
-	slices.Sort(keys)
-	return keys
-}
 
 func demoPods(unit string, n int) []string {
 	var out []string
@@ -55,7 +35,7 @@ func TestNodeModeSelectsOwnNodeunitPods(t *testing.T) {
 	// holding: the selection holds exactly want, and name is answered ip.
 	holding := func(want []string, name, ip string) func() error {
 		return func() error {
-			if got := g.watcher.podSelection.heldPods(); !slices.Equal(got, want) {
+			if got := g.watcher.SelectedPods(); !slices.Equal(got, want) {
 				return fmt.Errorf("pods held %v, want %v", got, want)
 			}
 			if got := aRecords(g, "", name); !slices.Equal(got, []string{ip}) {
@@ -78,15 +58,4 @@ func TestNodeModeSelectsOwnNodeunitPods(t *testing.T) {
 	set = must(c.kube.AppsV1().StatefulSets("default").Update(ctx, set, metav1.UpdateOptions{}))(t)
 	c.createPod(t, newPod(set, 3, "node-2", "10.0.2.4"))
 	poll(t, 2*time.Minute, "the scaled-up pod", holding(demoPods("nodeunit2", 4), demoNames(3), "10.0.2.4"))
-}
-
-// podKeys are the cache keys of every pod.
-func (x *Index) podKeys() []string {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	keys := make([]string, 0, len(x.pods))
-	for k := range x.pods {
-		keys = append(keys, k)
-	}
-	return keys
 }

@@ -8,77 +8,74 @@ import (
 
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
+
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
 
 // The records an answer is made of, built from the index; the handler
 // (gridhosts.go) decides which name is asked and when to answer.
 
-// serviceKeys are the topology keys of the headless grid Service
-// namespace/service that gridhosts answers by (the trusted ones under
-// RestrictKeys), and whether it is one. A grid Service left with no trusted
-// key is still ours and gets no endpoints, as the wrapper serves it to
-// kube-proxy: passed on, the next plugin would answer every nodeunit's.
-func (g *GridHosts) serviceKeys(x *Index, namespace, service string) ([]string, bool) {
-	sv, keys := x.gridService(namespace, service)
-	if sv == nil {
-		return nil, false
-	}
-	if g.RestrictKeys {
-		keys = g.keyTrust.serviceKeys(namespace, service, keys)
-	}
-	return keys, true
-}
+// found is whether a name is one gridhosts answers, for this client.
+type found int
 
-// lookup builds the answer for q (asked as qname) from x as seen from node. exists is false when
-// the name is not one gridhosts serves; an existing name with no records of
-// the asked type returns an empty answer (NODATA). Callers hold the lock.
-func (g *GridHosts) lookup(x *Index, state request.Request, qname string, q queryName, node *nodeObj, zone string) (answer, extra []dns.RR, exists bool) {
+const (
+	answered      found = iota // the name is ours: records or NODATA
+	notOurs                    // next plugin (fallthrough) or NXDOMAIN
+	unknownClient              // clients mode, a source it cannot place and no node: as notOurs, counted apart
+)
+
+// lookup builds the answer for q (asked as qname) from x as viewer v sees
+// it. An existing name with no records of the asked type returns an empty
+// answer (NODATA).
+func (g *GridHosts) lookup(x indexReader, v index.Viewer, state request.Request, qname string, q queryName, zone string) (answer, extra []dns.RR, f found) {
 	switch q.kind {
 	case nameMember:
-		gr := x.gridOf(q.namespace, q.grid, q.service, nodeLabelsOf(node))
-		if gr != nil && g.RestrictKeys && !g.keyTrust.gridKey(q.namespace, q.grid, gr.Key) {
-			return nil, nil, false
+		m := x.Member(v, index.MemberQuery{Namespace: q.namespace, Grid: q.grid, Ordinal: q.ordinal, Service: q.service})
+		switch {
+		case !m.Placed:
+			return nil, nil, unknownClient
+		case m.HasGrid && g.RestrictKeys && !g.keyTrust.gridKey(q.namespace, q.grid, m.GridKey):
+			return nil, nil, notOurs
+		case m.Pod == nil:
+			return nil, nil, notOurs
 		}
-		p := x.memberOf(gr, q.namespace, q.ordinal, q.service, node)
-		if p == nil {
-			return nil, nil, false
+		return g.addressRecords(qname, state.QType(), m.Pod.IPs), nil, answered
+	case nameService, nameSRV:
+		h := x.Headless(v, q.namespace, q.service, g.RestrictKeys)
+		switch {
+		case !h.Placed:
+			return nil, nil, unknownClient
+		case !h.Found:
+			return nil, nil, notOurs
 		}
-		return g.addressRecords(qname, state.QType(), p.IPs), nil, true
-	case nameService:
-		keys, ok := g.serviceKeys(x, q.namespace, q.service)
-		if !ok {
-			return nil, nil, false
+		if h.Forgeable != nil {
+			g.keyTrust.serviceKeys(q.namespace, q.service, h.Forgeable)
 		}
-		eps, _ := x.localEndpoints(q.namespace, q.service, keys, node)
+		if q.kind == nameSRV {
+			want := func(p index.SlicePort) bool {
+				return strings.EqualFold(p.Name, q.port) && strings.EqualFold(p.Protocol, q.proto)
+			}
+			if !slices.ContainsFunc(h.Ports, want) {
+				return nil, nil, notOurs
+			}
+			if state.QType() == dns.TypeSRV {
+				answer, extra = g.srvRecords(qname, q, zone, h.Endpoints, want)
+			}
+			return answer, extra, answered
+		}
 		switch state.QType() {
 		case dns.TypeA, dns.TypeAAAA:
 			var ips []netip.Addr
-			for _, e := range eps {
+			for _, e := range h.Endpoints {
 				ips = append(ips, e.IPs...)
 			}
 			answer = g.addressRecords(qname, state.QType(), uniqueAddrs(ips))
 		case dns.TypeSRV:
-			answer, extra = g.srvRecords(qname, q, zone, eps, nil)
+			answer, extra = g.srvRecords(qname, q, zone, h.Endpoints, nil)
 		}
-		return answer, extra, true
-	case nameSRV:
-		keys, ok := g.serviceKeys(x, q.namespace, q.service)
-		if !ok {
-			return nil, nil, false
-		}
-		eps, ports := x.localEndpoints(q.namespace, q.service, keys, node)
-		want := func(p slicePort) bool {
-			return strings.EqualFold(p.Name, q.port) && strings.EqualFold(p.Protocol, q.proto)
-		}
-		if !slices.ContainsFunc(ports, want) {
-			return nil, nil, false
-		}
-		if state.QType() == dns.TypeSRV {
-			answer, extra = g.srvRecords(qname, q, zone, eps, want)
-		}
-		return answer, extra, true
+		return answer, extra, answered
 	}
-	return nil, nil, false
+	return nil, nil, notOurs
 }
 
 // uniqueAddrs drops repeated addresses (an endpoint listed in two slices)
@@ -113,7 +110,7 @@ func (g *GridHosts) addressRecords(name string, qtype uint16, ips []netip.Addr) 
 // dashed address form the kubernetes plugin uses; their addresses go in the
 // extra section. A target and port seen twice (an endpoint in two slices)
 // is answered once.
-func (g *GridHosts) srvRecords(name string, q queryName, zone string, eps []localEndpoint, want func(slicePort) bool) (answer, extra []dns.RR) {
+func (g *GridHosts) srvRecords(name string, q queryName, zone string, eps []index.LocalEndpoint, want func(index.SlicePort) bool) (answer, extra []dns.RR) {
 	type srvKey struct {
 		target string
 		port   uint16
@@ -129,7 +126,7 @@ func (g *GridHosts) srvRecords(name string, q queryName, zone string, eps []loca
 			label = dashed(e.IPs[0])
 		}
 		target := label + "." + suffix
-		for _, p := range e.ports {
+		for _, p := range e.Ports {
 			if want != nil && !want(p) {
 				continue
 			}

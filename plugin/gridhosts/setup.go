@@ -20,6 +20,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/informers"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
 // maxTTL keeps answers about moving pods from living too long in caches.
@@ -43,14 +46,9 @@ func setup(c *caddy.Controller) error {
 			return plugin.Error(pluginName, fmt.Errorf("services_kubeconfig: %w", err))
 		}
 	}
-	g.index.noClientAddrs = !g.Clients
-	w, err := newWatcher(cfg, services, g.index, g.Clients, g.Node)
-	if err != nil {
+	if err := g.watch(cfg, services); err != nil {
 		return plugin.Error(pluginName, err)
 	}
-	g.watcher = w
-	g.index.observe = func(d time.Duration) { eventToAnswerable.Observe(d.Seconds()) }
-	g.index.observeWrite = func(d time.Duration) { writeToAnswerable.Observe(d.Seconds()) }
 
 	// Informers live from OnStartup to OnShutdown: a reload builds a new
 	// instance and shuts this one down.
@@ -77,9 +75,9 @@ func setup(c *caddy.Controller) error {
 func (g *GridHosts) start() error {
 	logger := klog.Background().WithName(pluginName)
 	var (
-		saved     *Index
-		savedBody *snapBody
-		header    snapHeader
+		saved     *index.Index
+		savedBody *snapshot.Body
+		header    snapshot.Header
 	)
 	if g.snapshot != nil {
 		saved, savedBody, header = g.loadSnapshot(logger)
@@ -93,9 +91,9 @@ func (g *GridHosts) start() error {
 		}
 	}
 	live := make(chan struct{})
-	g.gridsKnown, g.servicesKnown = g.watcher.gridSource.known, g.watcher.serviceSource.known
-	g.watcher.onError = g.onUpstreamError
-	g.watcher.start(func() {
+	g.gridsKnown, g.servicesKnown = g.watcher.GridsKnown, g.watcher.ServicesKnown
+	g.watcher.OnError(g.onUpstreamError)
+	g.watcher.Start(logger, func() {
 		replaced := g.goLive()
 		logger.Info("Serving grid names: informers synced", "replacedSnapshot", replaced)
 		close(live)
@@ -105,17 +103,17 @@ func (g *GridHosts) start() error {
 		// the live heap). Return it once, after the first sync.
 		debug.FreeOSMemory()
 	})
-	g.watcher.waitStartup(startupBound)
-	if g.watcher.sources.known() {
+	g.watcher.WaitStartup(informers.StartupBound)
+	if g.watcher.Known() {
 		g.goLive() // don't leave the first queries to the poll's next tick
 	}
 	if saved != nil {
 		g.serveSnapshot(logger, saved, header)
 	}
 	if g.snapshot != nil {
-		g.snapshot.stamp.Probe = g.watcher.probe
+		g.snapshot.Stamp.Probe = g.watcher.Probe
 		if g.Node != "" {
-			g.snapshot.identify = g.identify
+			g.snapshot.Identify = g.identify
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		g.snapCancel, g.snapDone = cancel, make(chan struct{})
@@ -135,10 +133,31 @@ func (g *GridHosts) stop() error {
 		g.snapCancel()
 		<-g.snapDone
 	}
-	g.watcher.stop()
+	g.watcher.Stop()
 	if g.snapshot != nil && g.synced.Load() {
-		g.snapshot.write(g.index, true)
+		g.snapshot.Write(g.index, true)
 	}
+	return nil
+}
+
+// nodeMode: one node's view (`node NAME` without `clients`), which reads
+// grids from their children and places no client.
+func (g *GridHosts) nodeMode() bool { return !g.Clients && g.Node != "" }
+
+// watch makes the index of g's mode and the informers that will feed it
+// from cfg (Services and EndpointSlices from services when it is not nil),
+// not started.
+func (g *GridHosts) watch(cfg, services *rest.Config) error {
+	g.index = index.New(index.Options{
+		NodeMode:     g.nodeMode(),
+		ObserveEvent: func(d time.Duration) { eventToAnswerable.Observe(d.Seconds()) },
+		ObserveWrite: func(d time.Duration) { writeToAnswerable.Observe(d.Seconds()) },
+	})
+	w, err := informers.New(cfg, services, g.index, g.Clients, g.Node)
+	if err != nil {
+		return err
+	}
+	g.watcher = w
 	return nil
 }
 
@@ -292,8 +311,8 @@ func parse(c *caddy.Controller) (*GridHosts, error) {
 			return nil, c.Err("snapshot_max_age without snapshot")
 		}
 		if snapPath != "" {
-			g.snapshot = newSnapshotter(snapPath, snapInterval, snapOwner{Node: g.Node, Clients: g.Clients, Zones: g.Zones})
-			g.snapshot.life.MaxAge = snapMaxAge
+			g.snapshot = snapshot.NewWriter(snapPath, snapInterval, snapshot.Owner{Node: g.Node, Clients: g.Clients, Zones: g.Zones})
+			g.snapshot.Life.MaxAge = snapMaxAge
 		}
 	}
 	if g == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/fall"
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
 func TestParse(t *testing.T) {
@@ -106,9 +107,9 @@ func TestParse(t *testing.T) {
 			switch {
 			case tc.snapPath == "" && g.snapshot != nil:
 				t.Fatalf("snapshot %+v, want none", g.snapshot)
-			case tc.snapPath != "" && (g.snapshot == nil || g.snapshot.path != tc.snapPath || g.snapshot.interval != tc.snapEvery ||
-				g.snapshot.life.MaxAge != wantMaxAge(tc.snapMaxAge) ||
-				!g.snapshot.owner.equal(snapOwner{Node: tc.node, Clients: tc.clients, Zones: tc.zones})):
+			case tc.snapPath != "" && (g.snapshot == nil || g.snapshot.Path != tc.snapPath || g.snapshot.Interval != tc.snapEvery ||
+				g.snapshot.Life.MaxAge != wantMaxAge(tc.snapMaxAge) ||
+				!g.snapshot.Owner.Equal(snapshot.Owner{Node: tc.node, Clients: tc.clients, Zones: tc.zones})):
 				t.Fatalf("snapshot %+v, want %s every %v, max age %v", g.snapshot, tc.snapPath, tc.snapEvery, wantMaxAge(tc.snapMaxAge))
 			}
 		})

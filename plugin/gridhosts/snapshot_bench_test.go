@@ -15,8 +15,12 @@ import (
 	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/statefile"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/informers"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
 // snapshotBenchPods is the scale of the snapshot benchmarks: grid pods of
@@ -25,8 +29,8 @@ const snapshotBenchPods = 10000
 
 // benchIndex is an index of n grid pods built from the same API objects
 // the informers deliver, and the unified names they answer.
-func benchIndex(n int) (*Index, []string) {
-	x := NewIndex()
+func benchIndex(n int) (*index.Index, []string) {
+	x := index.New(index.Options{})
 	grid := newGrid("default", "statefulsetgrid-demo", "zone1", "ssg-uid")
 	set := newSet(grid, "nodeunit1", demoSvc, "set-uid", int32(n))
 	for _, o := range []any{grid, set, newService("default", demoSvc, "zone1", false),
@@ -53,14 +57,14 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 	x, names := benchIndex(snapshotBenchPods)
 	dir := b.TempDir()
 	b.Run("snapshot", func(b *testing.B) {
-		s := newSnapshotter(filepath.Join(dir, "gridhosts.snapshot"), time.Minute, demoOwner)
+		s := snapshot.NewWriter(filepath.Join(dir, "gridhosts.snapshot"), time.Minute, demoOwner)
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := s.write(x, true); err != nil {
+			if err := s.Write(x, true); err != nil {
 				b.Fatal(err)
 			}
 		}
-		st, _ := os.Stat(s.path)
+		st, _ := os.Stat(s.Path)
 		b.ReportMetric(float64(st.Size()), "file-bytes")
 	})
 	b.Run("hostsfile", func(b *testing.B) {
@@ -68,14 +72,12 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var sb strings.Builder
-			x.mu.RLock()
-			node := x.nodes["node-1"]
 			for i, name := range names {
-				if p := x.member("default", "statefulsetgrid-demo", fmt.Sprint(i), demoSvc, node); p != nil {
-					fmt.Fprintf(&sb, "%s %s\n", p.IPs[0], strings.TrimSuffix(name, "."))
+				q := index.MemberQuery{Namespace: "default", Grid: "statefulsetgrid-demo", Ordinal: fmt.Sprint(i), Service: demoSvc}
+				if m := x.Member(index.Viewer{Node: "node-1"}, q); m.Pod != nil {
+					fmt.Fprintf(&sb, "%s %s\n", m.Pod.IPs[0], strings.TrimSuffix(name, "."))
 				}
 			}
-			x.mu.RUnlock()
 			if _, err := statefile.WriteAtomic(filepath.Dir(path), filepath.Base(path), func(w io.Writer) error {
 				_, err := io.WriteString(w, sb.String())
 				return err
@@ -104,7 +106,7 @@ func BenchmarkSnapshotStartup(b *testing.B) {
 		newSet(grid, "nodeunit1", demoSvc, "", snapshotBenchPods), metav1.CreateOptions{}))(b)
 	createPodsConcurrently(b, c, set, "node-1", memoryPodIP, 0, snapshotBenchPods)
 	last := fmt.Sprintf("statefulsetgrid-demo-%d.%s.default.svc.cluster.local.", snapshotBenchPods-1, demoSvc)
-	answers := func(x *Index) {
+	answers := func(x *index.Index) {
 		g := New([]string{"cluster.local."})
 		g.Node = "node-1"
 		g.snap.Store(x)
@@ -114,39 +116,39 @@ func BenchmarkSnapshotStartup(b *testing.B) {
 			b.Fatalf("%s not answered: %v", last, rec.Msg)
 		}
 	}
-	fromAPI := func() *Index {
-		x := NewIndex()
-		w, err := newWatcher(c.cp.Config, nil, x, false, "node-1")
+	fromAPI := func() *index.Index {
+		x := index.New(index.Options{NodeMode: true})
+		w, err := informers.New(c.cp.Config, nil, x, false, "node-1")
 		if err != nil {
 			b.Fatal(err)
 		}
 		known := make(chan struct{})
-		w.start(func() { close(known) })
+		w.Start(klog.Background(), func() { close(known) })
 		<-known
-		w.stop()
+		w.Stop()
 		return x
 	}
 	path := filepath.Join(b.TempDir(), "gridhosts.snapshot")
-	if err := newSnapshotter(path, time.Minute, demoOwner).write(fromAPI(), true); err != nil {
+	if err := snapshot.NewWriter(path, time.Minute, demoOwner).Write(fromAPI(), true); err != nil {
 		b.Fatal(err)
 	}
 
 	var perOp [2]time.Duration
 	for i, tc := range []struct {
 		name string
-		run  func() *Index
+		run  func() *index.Index
 	}{
 		{"informers", fromAPI},
-		{"snapshot", func() *Index {
-			_, body, err := readSnapshot(path, demoOwner)
+		{"snapshot", func() *index.Index {
+			_, body, err := snapshot.Read(path, demoOwner)
 			if err != nil {
 				b.Fatal(err)
 			}
-			return body.index()
+			return body.Index(true) // node mode, as the informers' index above
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			var x *Index
+			var x *index.Index
 			start := time.Now()
 			n := 0
 			for b.Loop() {

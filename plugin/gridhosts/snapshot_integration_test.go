@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -111,23 +112,23 @@ func TestSnapshotRestartOffline(t *testing.T) {
 	ctx := t.Context()
 	must(c.kube.CoreV1().Services("default").Create(ctx, newService("default", "hl", "zone1", true), metav1.CreateOptions{}))(t)
 	must(c.kube.DiscoveryV1().EndpointSlices("default").Create(ctx, newSlice("default", "hl-1", "hl", 8080,
-		testEndpoint{ip: "10.5.1.1", node: "node-1", hostname: "hl-a", ready: true},
-		testEndpoint{ip: "10.5.2.1", node: "node-2", hostname: "hl-b", ready: true},
+		testEndpoint{IP: "10.5.1.1", Node: "node-1", Hostname: "hl-a", Ready: true},
+		testEndpoint{IP: "10.5.2.1", Node: "node-2", Hostname: "hl-b", Ready: true},
 	), metav1.CreateOptions{}))(t)
 	bin := coreDNSBinary(t)
-	snapshot := filepath.Join(t.TempDir(), "state", "gridhosts.snapshot")
-	if err := os.Mkdir(filepath.Dir(snapshot), 0o700); err != nil {
+	snapPath := filepath.Join(t.TempDir(), "state", "gridhosts.snapshot")
+	if err := os.Mkdir(filepath.Dir(snapPath), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	hlName := "hl.default.svc.cluster.local."
 	hlSRV := "_http._tcp.hl.default.svc.cluster.local."
 
 	t.Run("online: answers and writes the snapshot", func(t *testing.T) {
-		d := startSnapshotDNS(t, bin, c.cp.Kubeconfig, snapshot)
+		d := startSnapshotDNS(t, bin, c.cp.Kubeconfig, snapPath)
 		expect(t, "", d.server, demoNames(0), dns.TypeA, "10.0.1.1")
 		expect(t, "", d.server, hlName, dns.TypeA, "10.5.1.1")
 		poll(t, 30*time.Second, "snapshot written", func() error {
-			st, err := os.Stat(snapshot)
+			st, err := os.Stat(snapPath)
 			if err != nil {
 				return err
 			}
@@ -152,7 +153,7 @@ func TestSnapshotRestartOffline(t *testing.T) {
 	c.cp.StopAPIServer()
 
 	// Started here, not in the subtest: it runs until the end.
-	withSnap := startSnapshotDNS(t, bin, c.cp.Kubeconfig, snapshot)
+	withSnap := startSnapshotDNS(t, bin, c.cp.Kubeconfig, snapPath)
 	t.Run("offline restart with the snapshot", func(t *testing.T) {
 		expect(t, "", withSnap.server, demoNames(0), dns.TypeA, "10.0.1.1")
 		expect(t, "", withSnap.server, demoNames(2), dns.TypeA, "10.0.1.3")
@@ -199,7 +200,7 @@ func TestSnapshotRestartOffline(t *testing.T) {
 		}
 		// The live state is written back: the next restart finds 10.0.1.77.
 		poll(t, 30*time.Second, "live state written", func() error {
-			_, b, err := readSnapshot(snapshot, snapOwner{Node: "node-1", Zones: []string{"cluster.local."}})
+			_, b, err := snapshot.Read(snapPath, snapshot.Owner{Node: "node-1", Zones: []string{"cluster.local."}})
 			if err != nil {
 				return err
 			}

@@ -19,16 +19,17 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/servicegroup/servicegroup/internal/statefile"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
-var demoOwner = snapOwner{Node: "node-1", Zones: []string{"cluster.local."}}
+var demoOwner = snapshot.Owner{Node: "node-1", Zones: []string{"cluster.local."}}
 
 // writeDemoSnapshot writes the demo objects' snapshot to a new file and
 // returns its path.
-func writeDemoSnapshot(t testing.TB, owner snapOwner) string {
+func writeDemoSnapshot(t testing.TB, owner snapshot.Owner) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "gridhosts.snapshot")
-	if err := newSnapshotter(path, time.Minute, owner).write(demoHandler(demoObjects()).index, false); err != nil {
+	if err := snapshot.NewWriter(path, time.Minute, owner).Write(demoHandler(demoObjects()).index, false); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -75,16 +76,16 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Fatalf("mode %v, want 0600", st.Mode().Perm())
 	}
-	h, b, err := readSnapshot(path, demoOwner)
+	h, b, err := snapshot.Read(path, demoOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if time.Since(h.Written) > time.Minute || !h.Owner.equal(demoOwner) {
+	if time.Since(h.Written) > time.Minute || !h.Owner.Equal(demoOwner) {
 		t.Fatalf("header %+v", h)
 	}
 	live := demoHandler(demoObjects())
 	saved := New([]string{"cluster.local."})
-	saved.snap.Store(b.index()) // not synced: answers come from the snapshot
+	saved.snap.Store(b.Index(false)) // not synced: answers come from the snapshot
 	if !saved.Ready() {
 		t.Fatal("not ready while serving a snapshot")
 	}
@@ -106,26 +107,26 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 
 	// Unchanged content is not written again; forced (shutdown) it is.
-	s := newSnapshotter(path, time.Minute, demoOwner)
-	if err := s.write(live.index, false); err != nil {
+	s := snapshot.NewWriter(path, time.Minute, demoOwner)
+	if err := s.Write(live.index, false); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(path)
-	if err := s.write(live.index, false); err != nil {
+	if err := s.Write(live.index, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("unchanged index rewritten: %v", err)
 	}
 	live.index.Upsert(newNode("node-9", nil, "10.0.0.9"))
-	if err := s.write(live.index, false); err != nil {
+	if err := s.Write(live.index, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("changed index not written: %v", err)
 	}
 	os.Remove(path)
-	if err := s.write(live.index, true); err != nil {
+	if err := s.Write(live.index, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); err != nil {
@@ -133,70 +134,6 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*")); len(left) != 0 {
 		t.Fatalf("temporary files left: %v", left)
-	}
-}
-
-// TestSnapshotAgeDuringOutage: a snapshot's time is when the apiserver
-// was last known reachable. With the apiserver away, an unchanged index is
-// not rewritten (not even at shutdown) and a changed one keeps that time;
-// reachable again, the time moves on.
-func TestSnapshotAgeDuringOutage(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "gridhosts.snapshot")
-	x := demoHandler(demoObjects()).index
-	var away error
-	s := newSnapshotter(path, time.Minute, demoOwner)
-	s.stamp.Probe = func(context.Context) error { return away }
-	written := func() time.Time {
-		t.Helper()
-		h, _, err := readSnapshot(path, demoOwner)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h.Written
-	}
-	if err := s.write(x, false); err != nil {
-		t.Fatal(err)
-	}
-	online := written()
-
-	away = errors.New("connection refused")
-	if err := s.write(x, true); err != nil {
-		t.Fatal(err)
-	}
-	if got := written(); !got.Equal(online) {
-		t.Fatalf("unchanged index at shutdown during an outage: written %v, want %v", got, online)
-	}
-	x.Upsert(newNode("node-9", nil, "10.0.0.9"))
-	if err := s.write(x, false); err != nil {
-		t.Fatal(err)
-	}
-	if got := written(); !got.Equal(online) {
-		t.Fatalf("changed index during an outage: written %v, want the last reachable time %v", got, online)
-	}
-	if _, b, _ := readSnapshot(path, demoOwner); len(b.Nodes) != 5 {
-		t.Fatalf("changed index not written: %d nodes", len(b.Nodes))
-	}
-
-	away = nil
-	if err := s.write(x, true); err != nil {
-		t.Fatal(err)
-	}
-	if got := written(); !got.After(online) {
-		t.Fatalf("reachable again: written %v, want after %v", got, online)
-	}
-}
-
-// TestSnapshotCreatesDirectory: a missing directory is created 0700.
-func TestSnapshotCreatesDirectory(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state", "gridhosts")
-	s := newSnapshotter(filepath.Join(dir, "gridhosts.snapshot"), time.Minute, demoOwner)
-	s.prepare()
-	if err := s.write(demoHandler(demoObjects()).index, false); err != nil {
-		t.Fatal(err)
-	}
-	st, err := os.Stat(dir)
-	if err != nil || st.Mode().Perm() != 0o700 {
-		t.Fatalf("directory %v, %v; want 0700", st, err)
 	}
 }
 
@@ -223,11 +160,11 @@ func TestSnapshotBadFiles(t *testing.T) {
 		}
 		return b
 	}
-	payload, err := statefile.Unframe(good, snapshotFormat)
+	payload, err := statefile.Unframe(good, snapshot.Format)
 	if err != nil {
 		t.Fatal(err)
 	}
-	newer := snapshotFormat
+	newer := snapshot.Format
 	newer.Version++
 	// The layout before statefile's framing began with these magic bytes.
 	unframed := append([]byte("GHSNAP\r\n\x00\x00\x00\x01"), payload...)
@@ -236,7 +173,7 @@ func TestSnapshotBadFiles(t *testing.T) {
 	cases := []struct {
 		name  string
 		data  []byte // nil: no file
-		owner snapOwner
+		owner snapshot.Owner
 		want  string
 	}{
 		{"missing", nil, demoOwner, "reason=\"missing\""},
@@ -248,11 +185,11 @@ func TestSnapshotBadFiles(t *testing.T) {
 		{"not a snapshot", []byte("10.0.0.1 web-0.svc.default.svc.cluster.local\n"), demoOwner, "reason=\"unknown-format\""},
 		{"the layout before the framing", unframed, demoOwner, "reason=\"previous-format\""},
 		{"wrong version", framed(newer, payload), demoOwner, "gridhosts-snapshot version 2, this build reads version 1"},
-		{"undecodable body", framed(snapshotFormat, payload[:len(payload)-5]), demoOwner, "undecodable body"},
-		{"header length beyond the payload", framed(snapshotFormat, []byte{0, 1, 0, 0, 1}), demoOwner, "reason=\"truncated\""},
-		{"foreign node", good, snapOwner{Node: "node-2", Zones: []string{"cluster.local."}}, "belongs to another owner (node node-1, node mode, zones cluster.local.; this is node node-2, node mode"},
-		{"other mode", good, snapOwner{Node: "node-1", Clients: true, Zones: []string{"cluster.local."}}, "clients mode"},
-		{"other zones", good, snapOwner{Node: "node-1", Zones: []string{"example.org."}}, "zones example.org."},
+		{"undecodable body", framed(snapshot.Format, payload[:len(payload)-5]), demoOwner, "undecodable body"},
+		{"header length beyond the payload", framed(snapshot.Format, []byte{0, 1, 0, 0, 1}), demoOwner, "reason=\"truncated\""},
+		{"foreign node", good, snapshot.Owner{Node: "node-2", Zones: []string{"cluster.local."}}, "belongs to another owner (node node-1, node mode, zones cluster.local.; this is node node-2, node mode"},
+		{"other mode", good, snapshot.Owner{Node: "node-1", Clients: true, Zones: []string{"cluster.local."}}, "clients mode"},
+		{"other zones", good, snapshot.Owner{Node: "node-1", Zones: []string{"example.org."}}, "zones example.org."},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -268,7 +205,7 @@ func TestSnapshotBadFiles(t *testing.T) {
 			}
 			var log bytes.Buffer
 			g := New([]string{"cluster.local."})
-			g.snapshot = newSnapshotter(path, time.Minute, tc.owner)
+			g.snapshot = snapshot.NewWriter(path, time.Minute, tc.owner)
 			x, _, _ := g.loadSnapshot(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&log))))
 			if x != nil {
 				t.Fatal("bad snapshot loaded")
@@ -282,27 +219,6 @@ func TestSnapshotBadFiles(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzDecodeSnapshot: no input makes decoding panic, and whatever decodes
-// builds an index without panicking.
-func FuzzDecodeSnapshot(f *testing.F) {
-	good, err := os.ReadFile(writeDemoSnapshot(f, demoOwner))
-	if err != nil {
-		f.Fatal(err)
-	}
-	payload, err := statefile.Unframe(good, snapshotFormat)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(payload)
-	f.Add([]byte{0, 0, 0, 1})
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, b, err := decodePayload(data); err == nil {
-			b.index()
-		}
-	})
 }
 
 // snapshotHelperEnv selects a write scenario run in a child process (see
@@ -399,14 +315,14 @@ func TestSnapshotWriteHelper(t *testing.T) {
 	}
 	g := demoHandler(demoObjects())
 	g.Node = "node-1"
-	g.snapshot = newSnapshotter(filepath.Join(dir, "gridhosts.snapshot"), time.Second, demoOwner)
-	g.snapshot.prepare()
+	g.snapshot = snapshot.NewWriter(filepath.Join(dir, "gridhosts.snapshot"), time.Second, demoOwner)
+	g.snapshot.Prepare()
 	for range 3 {
-		if err := g.snapshot.write(g.index, false); err == nil {
+		if err := g.snapshot.Write(g.index, false); err == nil {
 			t.Fatal("write succeeded")
 		}
 	}
-	if err := g.snapshot.write(g.index, true); err == nil {
+	if err := g.snapshot.Write(g.index, true); err == nil {
 		t.Fatal("forced write succeeded")
 	}
 	rec := dnstest.NewRecorder(&test.ResponseWriter{})

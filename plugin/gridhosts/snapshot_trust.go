@@ -7,10 +7,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
 // When a snapshot may be answered from is package snapshottrust's Life, the
@@ -18,36 +18,19 @@ import (
 // apiserver cannot be reached, never when it refuses gridhosts (401, 403,
 // certificate errors), never for another cluster.
 
-// identity is the snapshot's: the one its header names (this block's node
-// under the UID the apiserver gave it when the snapshot was written), else
-// as snapshottrust.IdentityOf finds it among the nodes the snapshot holds
-// (snapshots written before headers named it).
-func (b *snapBody) identity(h snapHeader, self string) snapshottrust.Identity {
-	if h.Identity.Node != "" {
-		return h.Identity
-	}
-	return snapshottrust.IdentityOf(self, func(yield func(string, types.UID) bool) {
-		for i := range b.Nodes {
-			if !yield(b.Nodes[i].Meta.Name, b.Nodes[i].Meta.UID) {
-				return
-			}
-		}
-	})
-}
-
 // trustSnapshot decides, before a snapshot read at start-up is answered
 // from, whether it may be: not too old, and the apiserver unreachable or
 // answering with the snapshot's identity.
-func (g *GridHosts) trustSnapshot(ctx context.Context, h snapHeader, b *snapBody) snapshottrust.Verdict {
-	life := g.snapshot.life
+func (g *GridHosts) trustSnapshot(ctx context.Context, h snapshot.Header, b *snapshot.Body) snapshottrust.Verdict {
+	life := g.snapshot.Life
 	if v := life.Fresh(h.Written, time.Now()); !v.Serve {
 		return v
 	}
-	return life.Check(ctx, b.identity(h, g.Node), snapshottrust.Upstream{
+	return life.Check(ctx, b.Identity(h, g.Node), snapshottrust.Upstream{
 		GetNode: func(ctx context.Context, name string) (*corev1.Node, error) {
-			return g.watcher.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			return g.watcher.Client().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		},
-		Probe: g.watcher.probe,
+		Probe: g.watcher.Probe,
 	})
 }
 
@@ -57,7 +40,7 @@ func (g *GridHosts) trustSnapshot(ctx context.Context, h snapHeader, b *snapBody
 // is recorded without one (a snapshot of it is then refused while the
 // apiserver answers).
 func (g *GridHosts) identify(ctx context.Context) (snapshottrust.Identity, error) {
-	n, err := g.watcher.client.CoreV1().Nodes().Get(ctx, g.Node, metav1.GetOptions{})
+	n, err := g.watcher.Client().CoreV1().Nodes().Get(ctx, g.Node, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return snapshottrust.Identity{Node: g.Node}, nil
@@ -73,12 +56,12 @@ func (g *GridHosts) identify(ctx context.Context) (snapshottrust.Identity, error
 func (g *GridHosts) refuseSnapshot(logger klog.Logger, v snapshottrust.Verdict) {
 	g.mode.Lock()
 	defer g.mode.Unlock()
-	if !g.snapshot.life.Refuse(v) {
+	if !g.snapshot.Life.Refuse(v) {
 		return
 	}
 	logger.Error(nil, "Not answering from the snapshot", "reason", v.Reason, "detail", v.Detail)
 	if g.snap.Swap(nil) != nil {
-		snapshotServing.Set(0)
+		snapshot.Serving.Set(0)
 	}
 }
 

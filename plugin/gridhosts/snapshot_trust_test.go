@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -101,18 +102,20 @@ func TestSnapshotTrust(t *testing.T) {
 func TestSnapshotMaxAge(t *testing.T) {
 	g := New([]string{"cluster.local."})
 	g.Node = "node-1"
-	g.watcher = must(newWatcher(&rest.Config{Host: "http://127.0.0.1:9"}, nil, g.index, false, g.Node))(t)
-	g.snapshot = newSnapshotter(filepath.Join(t.TempDir(), "gridhosts.snapshot"), time.Minute, demoOwner)
-	g.snapshot.life.MaxAge = time.Hour
-	old := snapHeader{Written: time.Now().Add(-2 * time.Hour)}
-	if v := g.trustSnapshot(t.Context(), old, &snapBody{}); v.Serve || v.Reason != "too-old" {
+	if err := g.watch(&rest.Config{Host: "http://127.0.0.1:9"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	g.snapshot = snapshot.NewWriter(filepath.Join(t.TempDir(), "gridhosts.snapshot"), time.Minute, demoOwner)
+	g.snapshot.Life.MaxAge = time.Hour
+	old := snapshot.Header{Written: time.Now().Add(-2 * time.Hour)}
+	if v := g.trustSnapshot(t.Context(), old, &snapshot.Body{}); v.Serve || v.Reason != "too-old" {
 		t.Fatalf("two hours old, snapshot_max_age 1h: %+v, want too-old", v)
 	}
-	if v := g.trustSnapshot(t.Context(), snapHeader{Written: time.Now().Add(-30 * time.Minute)}, &snapBody{}); !v.Serve {
+	if v := g.trustSnapshot(t.Context(), snapshot.Header{Written: time.Now().Add(-30 * time.Minute)}, &snapshot.Body{}); !v.Serve {
 		t.Fatalf("half an hour old, snapshot_max_age 1h, apiserver away: %+v, want served", v)
 	}
-	g.snapshot.life.MaxAge = 0
-	if v := g.trustSnapshot(t.Context(), old, &snapBody{}); !v.Serve {
+	g.snapshot.Life.MaxAge = 0
+	if v := g.trustSnapshot(t.Context(), old, &snapshot.Body{}); !v.Serve {
 		t.Fatalf("snapshot_max_age 0, apiserver away: %+v, want any age served", v)
 	}
 }

@@ -24,8 +24,8 @@ func TestDrainingNodeunit(t *testing.T) {
 	svc := newService("default", "hl", "zone1", true)
 	svc.Annotations = map[string]string{superedgev1.AnnotationTopologyKeys: `["zone1","*"]`}
 	slice := newSlice("default", "hl-1", "hl", 8080,
-		testEndpoint{ip: "10.5.1.1", node: "node-1"},
-		testEndpoint{ip: "10.5.2.1", node: "node-2", ready: true},
+		testEndpoint{IP: "10.5.1.1", Node: "node-1"},
+		testEndpoint{IP: "10.5.2.1", Node: "node-2", Ready: true},
 	)
 	tr := true
 	slice.Endpoints[0].Conditions.Serving, slice.Endpoints[0].Conditions.Terminating = &tr, &tr

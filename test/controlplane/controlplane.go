@@ -41,8 +41,9 @@ type Options struct {
 	// Controllers is kube-controller-manager's --controllers
 	// (default "*,-nodelifecycle": there are no kubelets to keep nodes Ready).
 	Controllers string
-	// ControllerManagerArgs are appended to kube-controller-manager's flags;
-	// one naming a flag the defaults set replaces that default.
+	// ControllerManagerArgs are appended to kube-controller-manager's flags
+	// (e.g. --kube-api-qps for benchmarks that make thousands of pods); one
+	// naming a flag the defaults set replaces that default.
 	ControllerManagerArgs []string
 	// Scheduler also starts kube-scheduler.
 	Scheduler bool

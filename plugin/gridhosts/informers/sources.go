@@ -1,4 +1,4 @@
-package gridhosts
+package informers
 
 import (
 	"context"

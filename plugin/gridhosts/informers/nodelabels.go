@@ -1,11 +1,8 @@
-package gridhosts
+package informers
 
 import (
 	"fmt"
-	"maps"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -14,6 +11,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/nodelabels"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
 
 // newNodeLabelSource feeds idx every node's labels in node mode, where only
@@ -28,11 +26,11 @@ func newNodeLabelSource(cfg *rest.Config, kube kubernetes.Interface, grids versi
 	return nodelabels.New(grids, meta, nodelabels.Nodes{
 		NewInformer: func() cache.SharedIndexInformer {
 			inf := coreinformers.NewNodeInformer(kube, 0, cache.Indexers{})
-			_ = inf.SetTransform(slimNode) // cannot fail: the informer has not started
+			_ = inf.SetTransform(index.SlimNode) // cannot fail: the informer has not started
 			return inf
 		},
 		Labels: func(obj any) (string, map[string]string, bool) {
-			o, ok := obj.(*nodeObj)
+			o, ok := obj.(*index.NodeObj)
 			if !ok {
 				return "", nil, false
 			}
@@ -44,15 +42,15 @@ func newNodeLabelSource(cfg *rest.Config, kube kubernetes.Interface, grids versi
 // indexSink puts nodes' labels in the Index; this node's (self) go to the
 // pod selection, which applies them once the pods they select are there.
 type indexSink struct {
-	idx  *Index
+	idx  *index.Index
 	self string
 	sel  *podSelection
 }
 
 func (s indexSink) Set(name string, labels map[string]string, node any) {
-	o, ok := node.(*nodeObj)
+	o, ok := node.(*index.NodeObj)
 	if !ok {
-		o = &nodeObj{tiny: tiny{slimMeta: slimMeta{Name: name}, received: time.Now().UnixNano()}, Labels: labels}
+		o = index.NodeLabels(name, labels)
 	}
 	if s.sel != nil && name == s.self {
 		s.sel.setSelf(&selfChange{node: o})
@@ -62,24 +60,10 @@ func (s indexSink) Set(name string, labels map[string]string, node any) {
 }
 
 func (s indexSink) Delete(name string) {
-	o := &nodeObj{tiny: tiny{slimMeta: slimMeta{Name: name}}}
+	o := index.NodeLabels(name, nil)
 	if s.sel != nil && name == s.self {
 		s.sel.setSelf(&selfChange{node: o, deleted: true})
 		return
 	}
 	s.idx.Delete(o)
-}
-
-// slimNode keeps a Node's name and labels: node mode places no client by
-// its InternalIP.
-func slimNode(obj any) (any, error) {
-	o, ok := obj.(*corev1.Node)
-	if !ok {
-		return obj, nil
-	}
-	n := &nodeObj{tiny: newTiny(&o.ObjectMeta), uidMeta: uidMeta{o.UID}}
-	if len(o.Labels) > 0 {
-		n.Labels = maps.Clone(o.Labels)
-	}
-	return n, nil
 }

@@ -1,4 +1,4 @@
-package gridhosts
+package informers
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
 
 // In node mode the grid StatefulSets (children) come from two watches: the
@@ -83,7 +84,7 @@ func (p *podSelection) startChildren(ctx context.Context, values []string) *chil
 		return w
 	}
 	w.inf = appsinformers.NewFilteredStatefulSetInformer(p.client, metav1.NamespaceAll, 0, cache.Indexers{}, selecting(sel))
-	_ = w.inf.SetTransform(transform) // cannot fail: not started
+	_ = w.inf.SetTransform(index.Transform) // cannot fail: not started
 	if p.onChildError != nil {
 		_ = w.inf.SetWatchErrorHandlerWithContext(p.onChildError)
 	}
@@ -152,7 +153,7 @@ func (p *podSelection) retireChildren(old, next *childWatch) {
 // request, only when an unlabelled child leaves that watch (SuperEdge's
 // children, at takeover or deletion): a list by name, which the list and
 // watch rights gridhosts has allow (a get would need one more).
-func (p *podSelection) handingOver(s *setObj) bool {
+func (p *podSelection) handingOver(s *index.SetObj) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	list, err := p.client.AppsV1().StatefulSets(s.Namespace).List(ctx, metav1.ListOptions{
@@ -196,21 +197,21 @@ const (
 // change of what the view holds is applied to the index and asks the
 // selection loop to recompute.
 type childView struct {
-	idx         *Index
+	idx         *index.Index
 	changed     func()
-	handingOver func(*setObj) bool
+	handingOver func(*index.SetObj) bool
 	mu          sync.Mutex
 	byKey       map[string]*childCopies
 }
 
 // childCopies is one child as each watch has it.
 type childCopies struct {
-	c [2]*setObj
+	c [2]*index.SetObj
 	// handover: the unlabelled copy stays until the labelled watch has it.
 	handover bool
 }
 
-func newChildView(idx *Index, changed func()) *childView {
+func newChildView(idx *index.Index, changed func()) *childView {
 	return &childView{idx: idx, changed: changed, byKey: map[string]*childCopies{}}
 }
 
@@ -220,11 +221,11 @@ func (v *childView) set(slot int, obj any, deleted, observe bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, deleted = d.Obj, true
 	}
-	t, err := toTiny(obj)
+	t, err := index.Transform(obj)
 	if err != nil {
 		return
 	}
-	s, ok := t.(*setObj)
+	s, ok := t.(*index.SetObj)
 	if !ok {
 		return
 	}
@@ -264,7 +265,7 @@ func (v *childView) set(slot int, obj any, deleted, observe bool) {
 // apply puts the change from before to after (either may be nil) in the
 // index and unlocks v.mu. Under v.mu, the two watches' events reach the
 // index in the order decided here.
-func (v *childView) apply(key string, before, after *setObj, observe bool) {
+func (v *childView) apply(key string, before, after *index.SetObj, observe bool) {
 	same := before != nil && after != nil && before.UID == after.UID && before.ResourceVersion == after.ResourceVersion
 	switch {
 	case after == nil:
@@ -275,7 +276,7 @@ func (v *childView) apply(key string, before, after *setObj, observe bool) {
 	case !same:
 		v.idx.Upsert(after)
 		if observe {
-			v.idx.observedWrite(after)
+			v.idx.ObservedWrite(after)
 		}
 	}
 	v.mu.Unlock()
@@ -318,10 +319,10 @@ func (v *childView) dropHandovers(keep map[string]bool) {
 
 // list is every child the view holds (its newer copy), with the labelled
 // copies replaced by labelled when that is not nil (a watch not live yet).
-func (v *childView) list(labelled []any, replace bool) []*setObj {
+func (v *childView) list(labelled []any, replace bool) []*index.SetObj {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	out := map[string]*setObj{}
+	out := map[string]*index.SetObj{}
 	for k, e := range v.byKey {
 		if replace {
 			if e.c[unlabelledSlot] != nil {
@@ -333,7 +334,7 @@ func (v *childView) list(labelled []any, replace bool) []*setObj {
 	}
 	if replace {
 		for _, obj := range labelled {
-			s, ok := obj.(*setObj)
+			s, ok := obj.(*index.SetObj)
 			if !ok {
 				continue
 			}
@@ -345,7 +346,7 @@ func (v *childView) list(labelled []any, replace bool) []*setObj {
 }
 
 // newer is the later write of two copies of one object (nil when both are).
-func newer(a, b *setObj) *setObj {
+func newer(a, b *index.SetObj) *index.SetObj {
 	switch {
 	case a == nil:
 		return b

@@ -1,4 +1,4 @@
-package gridhosts
+package index
 
 import (
 	"net/netip"

@@ -1,4 +1,4 @@
-package gridhosts
+package informers
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	gridinformers "github.com/servicegroup/servicegroup/client/informers/externalversions"
 	"github.com/servicegroup/servicegroup/internal/nodelabels"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
 
 // Label selectors that keep the caches small: an edge node holds only grid
@@ -44,12 +45,12 @@ var (
 	gridServiceSelector     = superedgev1.LabelGridUniqKey
 )
 
-// startupBound is the kubernetes plugin's default start-up wait: if grid
+// StartupBound is the kubernetes plugin's default start-up wait: if grid
 // names cannot be served by then, the log says why.
-const startupBound = 5 * time.Second
+const StartupBound = 5 * time.Second
 
-// watcher runs the informers feeding one Index.
-type watcher struct {
+// Watcher runs the informers feeding one index.Index.
+type Watcher struct {
 	client  kubernetes.Interface
 	kube    informers.SharedInformerFactory
 	pods    informers.SharedInformerFactory
@@ -65,7 +66,8 @@ type watcher struct {
 	serviceSource *source
 	cancel        context.CancelFunc
 	stopped       chan struct{}
-	// onError, when set before start, is told every list/watch error.
+	logger        klog.Logger
+	// onError, when set before Start, is told every list/watch error.
 	onError func(context.Context, error)
 
 	// nodeLabels, in node mode, replaces the Node informer: labels only,
@@ -82,8 +84,6 @@ type watcher struct {
 	gridCRDDone    chan struct{}
 }
 
-func transform(obj any) (any, error) { return toTiny(obj) }
-
 // protobufClient is a clientset for cfg speaking protobuf.
 func protobufClient(cfg *rest.Config) (*kubernetes.Clientset, error) {
 	kcfg := rest.CopyConfig(cfg)
@@ -92,17 +92,18 @@ func protobufClient(cfg *rest.Config) (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(kcfg)
 }
 
-// newWatcher builds (but does not start) the informers. In clients mode the
-// pod informer covers every running pod, for the source-IP index, and every
-// Node is watched for its InternalIPs; in node mode only nodes' labels are
-// followed (see newNodeLabelSource), and pods are selected by name, only
-// those of node's nodeunit (see podSelection).
+// New builds (but does not start) the informers feeding idx, an index of
+// the same mode: node mode when node is set without clients. In clients
+// mode the pod informer covers every running pod, for the source-IP index,
+// and every Node is watched for its InternalIPs; in node mode only nodes'
+// labels are followed (see newNodeLabelSource), and pods are selected by
+// name, only those of node's nodeunit (see podSelection).
 //
 // Services and EndpointSlices are read through services when it is not
 // nil: on an edge node the node wrapper's DNS view, the one cache and
 // upstream the kubernetes plugin reads too, so a Service or endpoint change
 // crosses the edge link once for the node.
-func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node string) (*watcher, error) {
+func New(cfg, services *rest.Config, idx *index.Index, clients bool, node string) (*Watcher, error) {
 	kc, err := protobufClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -117,7 +118,7 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 	if err != nil {
 		return nil, fmt.Errorf("superedge client: %w", err)
 	}
-	tr := informers.WithTransform(transform)
+	tr := informers.WithTransform(index.Transform)
 	podOpts := func(o *metav1.ListOptions) { o.LabelSelector = statefulPodSelector }
 	if clients {
 		podOpts = func(o *metav1.ListOptions) { o.FieldSelector = runningPodSelector }
@@ -125,11 +126,14 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 	// Node mode: w.sets holds the children without a nodeunit label only;
 	// the pod selection watches this node's nodeunits' labelled ones.
 	nodeMode := !clients && node != ""
+	if idx.NodeMode() != nodeMode {
+		return nil, fmt.Errorf("an index in node mode %v for informers in node mode %v", idx.NodeMode(), nodeMode)
+	}
 	setSelector := gridObjectSelector
 	if nodeMode {
 		setSelector = unlabelledChildSelector
 	}
-	w := &watcher{
+	w := &Watcher{
 		client: kc,
 		kube:   informers.NewSharedInformerFactoryWithOptions(kc, 0, tr),
 		pods:   informers.NewSharedInformerFactoryWithOptions(kc, 0, tr, informers.WithTweakListOptions(podOpts)),
@@ -139,7 +143,7 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 		slices: informers.NewSharedInformerFactoryWithOptions(sc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = headlessSliceSelector
 		})),
-		grids: gridinformers.NewSharedInformerFactoryWithOptions(gc, 0, gridinformers.WithTransform(transform)),
+		grids: gridinformers.NewSharedInformerFactoryWithOptions(gc, 0, gridinformers.WithTransform(index.Transform)),
 		headlessServices: informers.NewSharedInformerFactoryWithOptions(sc, 0, tr, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = headlessServiceSelector
 		})),
@@ -147,7 +151,7 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 			o.FieldSelector, o.LabelSelector = otherServiceSelector, gridServiceSelector
 		})),
 	}
-	h := handlerFor(idx)
+	h := idx.EventHandler()
 	var headless *source
 	type informerOf struct {
 		resource string
@@ -184,9 +188,9 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 		w.podSelection.onChildError = sets.onError
 		// No StatefulSetGrid is watched: its status, which the controller
 		// rewrites with every child's state anywhere, is no answer's
-		// concern; grids are read from their children (gridsFromChildren),
-		// so a name is known not to be a grid's once the children are.
-		idx.gridsFromChildren = true
+		// concern; grids are read from their children (the index's node
+		// mode), so a name is known not to be a grid's once the children
+		// are.
 		w.gridSource = sets
 		var crd atomic.Bool
 		w.gridCRD = w.addSource("statefulsetgrids.superedge.io", crd.Load, true)
@@ -225,7 +229,7 @@ func newWatcher(cfg, services *rest.Config, idx *Index, clients bool, node strin
 
 // addSource adds one resource's source to w.sources: its list/watch errors
 // are logged once and told to onError, when that is set.
-func (w *watcher) addSource(resource string, synced func() bool, optional bool) *source {
+func (w *Watcher) addSource(resource string, synced func() bool, optional bool) *source {
 	src := &source{resource: resource, synced: synced, optional: optional, announced: &atomic.Bool{},
 		also: func(ctx context.Context, err error) {
 			if w.onError != nil {
@@ -236,55 +240,15 @@ func (w *watcher) addSource(resource string, synced func() bool, optional bool) 
 	return src
 }
 
-// handlerFor applies every event to idx as it arrives.
-func handlerFor(idx *Index) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj any, isInInitialList bool) { idx.upsertEvent(nil, obj, isInInitialList) },
-		UpdateFunc: func(old, cur any) { idx.upsertEvent(old, cur, false) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			idx.Delete(obj)
-		},
-	}
-}
+// OnError has f told every list/watch error from Start on.
+func (w *Watcher) OnError(f func(context.Context, error)) { w.onError = f }
 
-// upsertEvent applies an added (old nil) or updated object: an update that
-// carries the version old had is a relist's copy and changes nothing; a
-// change is observed unless it came with the initial list, whose writes
-// are old.
-func (x *Index) upsertEvent(old, cur any, initial bool) {
-	if old != nil && sameVersion(old, cur) {
-		return
-	}
-	x.Upsert(cur)
-	if old != nil || !initial {
-		x.observedWrite(cur)
-	}
-}
-
-// sameVersion: a and b carry the same known resourceVersion. Pods, the
-// many, compare their numbers without formatting them.
-func sameVersion(a, b any) bool {
-	if pa, ok := a.(*podObj); ok {
-		pb, ok := b.(*podObj)
-		return ok && pa.sameRV(pb)
-	}
-	ma, ok := a.(metav1.Object)
-	if !ok {
-		return false
-	}
-	mb, ok := b.(metav1.Object)
-	return ok && ma.GetResourceVersion() != "" && ma.GetResourceVersion() == mb.GetResourceVersion()
-}
-
-// start runs the informers until stop, without waiting for them: start-up
+// Start runs the informers until Stop, without waiting for them: start-up
 // must not add to the kubernetes plugin's own wait. onKnown is called once
-// every source is known (synced, or the CRD absent).
-func (w *watcher) start(onKnown func()) {
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithName(pluginName)))
-	w.cancel = cancel
+// every source is known (synced, or the CRD absent). They log to logger.
+func (w *Watcher) Start(logger klog.Logger, onKnown func()) {
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	w.cancel, w.logger = cancel, logger
 	w.stopped = make(chan struct{})
 	for _, f := range []interface{ Start(<-chan struct{}) }{w.kube, w.pods, w.sets, w.slices, w.grids, w.headlessServices, w.gridServices} {
 		f.Start(ctx.Done())
@@ -312,7 +276,7 @@ func (w *watcher) start(onKnown func()) {
 	}
 	go func() {
 		defer close(w.stopped)
-		if w.sources.waitKnown(ctx, startupBound) {
+		if w.sources.waitKnown(ctx, StartupBound) {
 			onKnown()
 		}
 		<-ctx.Done()
@@ -331,20 +295,20 @@ func (w *watcher) start(onKnown func()) {
 	}()
 }
 
-// waitStartup holds CoreDNS start-up (and every reload) until the
+// WaitStartup holds CoreDNS start-up (and every reload) until the
 // informers are known, so a reloaded instance answers grid names at once,
 // but only while that can succeed soon: it returns as soon as a source
 // reports an error or the apiserver does not answer a short probe
 // (refused connections never reach the error handlers), so an unreachable
 // apiserver costs well under the kubernetes plugin's own wait.
-func (w *watcher) waitStartup(bound time.Duration) {
+func (w *Watcher) WaitStartup(bound time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	unreachable := make(chan struct{})
 	go func() {
 		pctx, pcancel := context.WithTimeout(ctx, time.Second)
 		defer pcancel()
-		if err := w.probe(pctx); err != nil && ctx.Err() == nil {
+		if err := w.Probe(pctx); err != nil && ctx.Err() == nil {
 			close(unreachable)
 		}
 	}()
@@ -361,14 +325,27 @@ func (w *watcher) waitStartup(bound time.Duration) {
 	}
 }
 
-// probe asks the apiserver for its version: whether it answers now.
-func (w *watcher) probe(ctx context.Context) error {
+// Known reports whether every source is known: synced, or for the
+// StatefulSetGrid CRD, not installed.
+func (w *Watcher) Known() bool { return w.sources.known() }
+
+// GridsKnown and ServicesKnown tell, before everything is known, whether a
+// name can already be ruled out as a grid name: its grid known not to
+// exist, or its Service no grid Service.
+func (w *Watcher) GridsKnown() bool    { return w.gridSource.known() }
+func (w *Watcher) ServicesKnown() bool { return w.serviceSource.known() }
+
+// Client is the clientset the informers use.
+func (w *Watcher) Client() kubernetes.Interface { return w.client }
+
+// Probe asks the apiserver for its version: whether it answers now.
+func (w *Watcher) Probe(ctx context.Context) error {
 	_, err := w.client.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(ctx)
 	return err
 }
 
-// stop ends the informers and waits for their goroutines.
-func (w *watcher) stop() {
+// Stop ends the informers and waits for their goroutines.
+func (w *Watcher) Stop() {
 	if w.cancel == nil {
 		return
 	}
@@ -376,6 +353,6 @@ func (w *watcher) stop() {
 	select {
 	case <-w.stopped:
 	case <-time.After(10 * time.Second):
-		klog.Background().WithName(pluginName).Info("Informers did not stop within 10s")
+		w.logger.Info("Informers did not stop within 10s")
 	}
 }

@@ -1,4 +1,4 @@
-package gridhosts
+package index
 
 import (
 	"math"
@@ -7,13 +7,12 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/coredns/coredns/plugin/test"
-	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/gridname"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/internal/fixtures"
 )
 
 func strp(s string) *string { return &s }
@@ -44,38 +43,16 @@ func TestServiceKeys(t *testing.T) {
 	}
 }
 
-// TestPrefixedGridKey serves a grid keyed on a prefixed node label, with
-// children labelled and annotated as servicegroup's controller writes them.
-func TestPrefixedGridKey(t *testing.T) {
-	const zone = "topology.kubernetes.io/zone"
-	grid := newGrid("default", "web", zone, "web-uid")
-	set := newSet(grid, "east", "websvc", "web-set", 1)
-	set.Labels[superedgev1.LabelGridUniqKey] = superedgev1.GridUniqKeyLabelValue(zone)
-	set.Annotations = map[string]string{superedgev1.AnnotationGridUniqKey: zone}
-	svc := newService("default", "websvc", superedgev1.GridUniqKeyLabelValue(zone), false)
-	svc.Annotations = map[string]string{superedgev1.AnnotationGridUniqKey: zone}
-	g := demoHandler([]any{grid, set, svc, newNode("n1", map[string]string{zone: "east"}, ""), newPod(set, 0, "n1", "10.3.0.1")})
-	g.Node = "n1"
-	name := "web-0.websvc.default.svc.cluster.local."
-	run(t, g, "", []test.Case{{Qname: name, Qtype: dns.TypeA, Answer: []dns.RR{test.A(name + "	5	IN	A	10.3.0.1")}}})
-
-	// The same Service without the annotation, as SuperEdge would label it
-	// if it accepted prefixed keys: still ours, through the label value.
-	delete(svc.Annotations, superedgev1.AnnotationGridUniqKey)
-	g.index.Upsert(svc)
-	run(t, g, "", []test.Case{{Qname: name, Qtype: dns.TypeA, Answer: []dns.RR{test.A(name + "	5	IN	A	10.3.0.1")}}})
-}
-
 // TestPodCacheKey: a pod's informer cache key is "ns/name" as for any pod,
 // and it is the pod's own key string (no new string per key), from which
 // its Name is cut.
 func TestPodCacheKey(t *testing.T) {
-	set := newSet(newGrid("default", "web", "zone1", "web-uid"), "east", "websvc", "web-set", 1)
-	obj, err := toTiny(newPod(set, 0, "n1", "10.3.0.1"))
+	set := fixtures.Set(fixtures.Grid("default", "web", "zone1", "web-uid"), "east", "websvc", "web-set", 1)
+	obj, err := Transform(fixtures.Pod(set, 0, "n1", "10.3.0.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := obj.(*podObj)
+	p := obj.(*PodObj)
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(p)
 	if err != nil || key != "default/web-east-0" || p.Namespace() != "default" || p.Name() != "web-east-0" {
 		t.Fatalf("key %q (%v), namespace %q, name %q", key, err, p.Namespace(), p.Name())
@@ -103,15 +80,15 @@ func TestPodCacheKey(t *testing.T) {
 // TestPodTimes: a pod's times keep their one-second grain in 32 bits, and
 // times it cannot hold read as unknown, not as a wrong time.
 func TestPodTimes(t *testing.T) {
-	set := newSet(newGrid("default", "web", "zone1", "web-uid"), "east", "websvc", "web-set", 1)
-	pod := newPod(set, 0, "n1", "10.3.0.1")
+	set := fixtures.Set(fixtures.Grid("default", "web", "zone1", "web-uid"), "east", "websvc", "web-set", 1)
+	pod := fixtures.Pod(set, 0, "n1", "10.3.0.1")
 	created := time.Date(2026, 11, 28, 23, 0, 1, 0, time.UTC)
 	pod.CreationTimestamp = metav1.NewTime(created)
-	obj, err := toTiny(pod)
+	obj, err := Transform(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := obj.(*podObj).createdAt(); !got.Equal(created) {
+	if got := obj.(*PodObj).Created(); !got.Equal(created) {
 		t.Errorf("created %v, want %v", got, created)
 	}
 	for _, s := range []int64{0, -1, math.MaxUint32 + 1} {
@@ -136,11 +113,11 @@ func TestPodResourceVersion(t *testing.T) {
 			t.Errorf("%q kept as %d, want unknown", v, n)
 		}
 	}
-	a, b := &podObj{rv: parseRV("x")}, &podObj{rv: parseRV("y")}
+	a, b := &PodObj{rv: parseRV("x")}, &PodObj{rv: parseRV("y")}
 	if a.sameRV(b) {
 		t.Error("two unknown versions taken for the same")
 	}
-	if c, d := (&podObj{rv: 7}), (&podObj{rv: 7}); !c.sameRV(d) {
+	if c, d := (&PodObj{rv: 7}), (&PodObj{rv: 7}); !c.sameRV(d) {
 		t.Error("the same version not recognized")
 	}
 }

@@ -1,4 +1,4 @@
-package gridhosts
+package informers
 
 import (
 	"bytes"
@@ -17,7 +17,11 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/gridname"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
+
+// logName names the plugin's log lines where no logger is handed down.
+const logName = "gridhosts"
 
 // maxSelectorBytes bounds the pod selector: it travels in every list and
 // watch URL, and the apiserver takes request headers up to 1 MiB in all.
@@ -49,7 +53,7 @@ const maxSelectorBytes = 512 << 10
 // before pods, plus those without the label.
 type podSelection struct {
 	client       kubernetes.Interface
-	idx          *Index
+	idx          *index.Index
 	children     *childView
 	ready        func() bool // unlabelled children and node labels listed
 	onError      cache.WatchErrorHandlerWithContext
@@ -95,7 +99,7 @@ func (s packedSelector) String() string {
 		err = fmt.Errorf("%d bytes, want %d", b.Len(), s.size)
 	}
 	if err != nil {
-		klog.Background().WithName(pluginName).Error(err, "The pod selector does not inflate to what was deflated; selecting every StatefulSet pod")
+		klog.Background().WithName(logName).Error(err, "The pod selector does not inflate to what was deflated; selecting every StatefulSet pod")
 		return statefulPodSelector
 	}
 	return b.String()
@@ -104,7 +108,7 @@ func (s packedSelector) String() string {
 // is reports whether s is the selector sel.
 func (s packedSelector) is(sel string) bool { return s.size == len(sel) && s.String() == sel }
 
-func newPodSelection(client kubernetes.Interface, idx *Index, ready func() bool) *podSelection {
+func newPodSelection(client kubernetes.Interface, idx *index.Index, ready func() bool) *podSelection {
 	p := &podSelection{client: client, idx: idx, ready: ready, kick: make(chan struct{}, 1)}
 	p.children = newChildView(idx, p.changed)
 	p.children.handingOver = p.handingOver
@@ -122,7 +126,7 @@ func (p *podSelection) changed() {
 // selfChange is this node's labels (or its deletion) from the node label
 // source, waiting for the switch.
 type selfChange struct {
-	node    *nodeObj
+	node    *index.NodeObj
 	deleted bool
 }
 
@@ -228,7 +232,7 @@ func (p *podSelection) run(ctx context.Context) {
 
 // setsWith is the grid StatefulSets the selection follows: the view's,
 // with next's labelled children in place of cur's when next is not live.
-func (p *podSelection) setsWith(cur, next *childWatch) []*setObj {
+func (p *podSelection) setsWith(cur, next *childWatch) []*index.SetObj {
 	if next == cur {
 		return p.children.list(nil, false)
 	}
@@ -278,21 +282,21 @@ func (p *podSelection) target() (map[string]string, *selfChange, *podWatch, *chi
 }
 
 // wanted computes the pod names for labels (this node's) from sets.
-func (p *podSelection) wanted(labels map[string]string, cur *podWatch, sets []*setObj) ([]string, bool) {
-	chosen := map[nsName]bool{}
+func (p *podSelection) wanted(labels map[string]string, cur *podWatch, sets []*index.SetObj) ([]string, bool) {
+	chosen := map[cache.ObjectName]bool{}
 	var names []string
 	for _, s := range sets {
 		if !ownNodeunit(s, labels) {
 			continue
 		}
-		chosen[nsName{s.Namespace, s.Name}] = true
+		chosen[cache.ObjectName{Namespace: s.Namespace, Name: s.Name}] = true
 		for i := uint64(0); gridname.NodeSelectsPod(i, s.OrdinalStart, s.Replicas, s.StatusReplicas); i++ {
 			names = append(names, s.Name+"-"+itoa(int64(i)))
 		}
 	}
 	if cur != nil { // the current selection is live: its pods are the index's
-		p.idx.eachPod(func(o *podObj) {
-			if o.HasOwner && chosen[nsName{o.Namespace(), o.Owner.Name}] {
+		p.idx.EachPod(func(o *index.PodObj) {
+			if o.HasOwner && chosen[cache.ObjectName{Namespace: o.Namespace(), Name: o.Owner.Name}] {
 				names = append(names, o.Name())
 			}
 		})
@@ -312,7 +316,7 @@ func (p *podSelection) wanted(labels map[string]string, cur *podWatch, sets []*s
 // ownNodeunit: s is a grid StatefulSet whose nodeSelector names labels'
 // value of its grid key (of any key it may name: the label form of a
 // prefixed key is lossy, so every nodeSelector key it fits counts).
-func ownNodeunit(s *setObj, labels map[string]string) bool {
+func ownNodeunit(s *index.SetObj, labels map[string]string) bool {
 	if !s.HasGridSelector || len(labels) == 0 {
 		return false
 	}

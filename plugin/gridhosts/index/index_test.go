@@ -1,13 +1,10 @@
-package gridhosts
+package index
 
 import (
-	"context"
 	"net/netip"
 	"testing"
 
-	"github.com/coredns/coredns/plugin/pkg/dnstest"
-	"github.com/coredns/coredns/plugin/test"
-	"github.com/miekg/dns"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/internal/fixtures"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -15,14 +12,14 @@ import (
 
 func plainPod(name, node, ip string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
-	setPodIPs(p, ip)
+	fixtures.SetPodIPs(p, ip)
 	return p
 }
 
 // TestClientAddressReuse: an address handed from one pod to another stays
 // with the new pod when the old one's delete arrives late.
 func TestClientAddressReuse(t *testing.T) {
-	x := NewIndex()
+	x := New(Options{})
 	ip := netip.MustParseAddr("10.9.9.9")
 	x.Upsert(plainPod("old", "node-1", "10.9.9.9"))
 	x.Upsert(plainPod("new", "node-2", "10.9.9.9"))
@@ -38,11 +35,11 @@ func TestClientAddressReuse(t *testing.T) {
 		t.Fatalf("got %q %v, want node-2", n, ok)
 	}
 	x.Delete(cache.DeletedFinalStateUnknown{Key: "default/new", Obj: plainPod("new", "node-2", "10.9.9.9")})
-	// handlerFor unwraps tombstones; Delete itself ignores them.
+	// EventHandler unwraps tombstones; Delete itself ignores them.
 	if _, ok := x.nodeForClient(ip); !ok {
 		t.Fatal("Delete of a tombstone must be a no-op")
 	}
-	handlerFor(x).OnDelete(cache.DeletedFinalStateUnknown{Key: "default/new", Obj: plainPod("new", "node-2", "10.9.9.9")})
+	x.EventHandler().OnDelete(cache.DeletedFinalStateUnknown{Key: "default/new", Obj: plainPod("new", "node-2", "10.9.9.9")})
 	if n, ok := x.nodeForClient(ip); ok {
 		t.Fatalf("address still maps to %q after its pod is gone", n)
 	}
@@ -54,8 +51,8 @@ func TestClientAddressReuse(t *testing.T) {
 	if _, ok := x.nodeForClient(netip.MustParseAddr("10.9.9.8")); ok {
 		t.Fatal("finished pod's address indexed")
 	}
-	x.Upsert(newNode("node-1", nil, "10.0.0.1"))
-	x.Upsert(newNode("node-1", nil, "10.0.0.5"))
+	x.Upsert(fixtures.Node("node-1", nil, "10.0.0.1"))
+	x.Upsert(fixtures.Node("node-1", nil, "10.0.0.5"))
 	if _, ok := x.nodeForClient(netip.MustParseAddr("10.0.0.1")); ok {
 		t.Fatal("old InternalIP still indexed")
 	}
@@ -66,9 +63,9 @@ func TestClientAddressReuse(t *testing.T) {
 
 // TestHandlerSkipsResyncs: equal resourceVersions are not re-applied.
 func TestHandlerSkipsResyncs(t *testing.T) {
-	x := NewIndex()
-	h := handlerFor(x)
-	a := newNode("n", map[string]string{"k": "1"}, "")
+	x := New(Options{})
+	h := x.EventHandler()
+	a := fixtures.Node("n", map[string]string{"k": "1"}, "")
 	a.ResourceVersion = "5"
 	h.OnAdd(a, true)
 	b := a.DeepCopy()
@@ -84,27 +81,6 @@ func TestHandlerSkipsResyncs(t *testing.T) {
 	}
 }
 
-// BenchmarkServeDNS is the in-process cost of one unified-name answer.
-func BenchmarkServeDNS(b *testing.B) {
-	for _, mode := range []string{"node", "clients"} {
-		b.Run(mode, func(b *testing.B) {
-			g := demoHandler(demoObjects())
-			g.Node = "node-1"
-			g.Clients = mode == "clients"
-			w := &test.ResponseWriter{RemoteIP: "10.1.2.2"}
-			m := new(dns.Msg).SetQuestion(demoName, dns.TypeA)
-			ctx := context.Background()
-			b.ReportAllocs()
-			for b.Loop() {
-				rec := dnstest.NewRecorder(w)
-				if _, err := g.ServeDNS(ctx, rec, m); err != nil || len(rec.Msg.Answer) != 1 {
-					b.Fatal("no answer")
-				}
-			}
-		})
-	}
-}
-
 // TestGridsFromChildren: in node mode the index holds no StatefulSetGrid;
 // a unified name's grid is the one its child of this node's nodeunit
 // names (controller name and UID, grid key), and every other check is
@@ -112,23 +88,21 @@ func BenchmarkServeDNS(b *testing.B) {
 // node has no value of, is no grid here; while a grid's key changes, the
 // child of the node's value of the new key (not being deleted) decides.
 func TestGridsFromChildren(t *testing.T) {
-	x := NewIndex()
-	x.gridsFromChildren = true
+	x := New(Options{NodeMode: true})
 	resolves := func(labels map[string]string, name string) string {
 		t.Helper()
-		x.mu.RLock()
-		defer x.mu.RUnlock()
-		p := x.member("default", name, "0", "svc", &nodeObj{Labels: labels})
+		x.Upsert(fixtures.Node("asking", labels, ""))
+		p := x.Member(Viewer{Node: "asking"}, MemberQuery{Namespace: "default", Grid: name, Ordinal: "0", Service: "svc"}).Pod
 		if p == nil {
 			return ""
 		}
 		return p.IPs[0].String()
 	}
-	x.Upsert(newService("default", "svc", "zone1", false))
-	grid := newGrid("default", "db", "zone1", "uid-db")
-	a := newSet(grid, "a", "svc", "uid-db-a", 1)
+	x.Upsert(fixtures.Service("default", "svc", "zone1", false))
+	grid := fixtures.Grid("default", "db", "zone1", "uid-db")
+	a := fixtures.Set(grid, "a", "svc", "uid-db-a", 1)
 	x.Upsert(a)
-	x.Upsert(newPod(a, 0, "node-1", "10.0.1.1"))
+	x.Upsert(fixtures.Pod(a, 0, "node-1", "10.0.1.1"))
 	if got := resolves(map[string]string{"zone1": "a"}, "db"); got != "10.0.1.1" {
 		t.Fatalf("db-0 from its child: %q, want 10.0.1.1", got)
 	}
@@ -140,11 +114,11 @@ func TestGridsFromChildren(t *testing.T) {
 	}
 
 	// No controller: not a grid's child, no grid.
-	orphan := newGrid("default", "orphan", "zone1", "uid-orphan")
-	o := newSet(orphan, "a", "svc", "uid-orphan-a", 1)
+	orphan := fixtures.Grid("default", "orphan", "zone1", "uid-orphan")
+	o := fixtures.Set(orphan, "a", "svc", "uid-orphan-a", 1)
 	o.OwnerReferences = nil
 	x.Upsert(o)
-	x.Upsert(newPod(o, 0, "node-1", "10.0.9.1"))
+	x.Upsert(fixtures.Pod(o, 0, "node-1", "10.0.9.1"))
 	if got := resolves(map[string]string{"zone1": "a"}, "orphan"); got != "" || x.gridOf("default", "orphan", "", nil) != nil {
 		t.Fatalf("a child without a controller answers %q", got)
 	}
@@ -153,25 +127,25 @@ func TestGridsFromChildren(t *testing.T) {
 	// with values of both, the new child (nodeunit c of zone2) decides, the
 	// one whose key the Service names; with the Service's key still zone1,
 	// the old child does until it is being deleted.
-	moved := newGrid("default", "db", "zone2", "uid-db")
-	c := newSet(moved, "c", "svc", "uid-db-c", 1)
+	moved := fixtures.Grid("default", "db", "zone2", "uid-db")
+	c := fixtures.Set(moved, "c", "svc", "uid-db-c", 1)
 	x.Upsert(c)
-	x.Upsert(newPod(c, 0, "node-1", "10.0.3.1"))
+	x.Upsert(fixtures.Pod(c, 0, "node-1", "10.0.3.1"))
 	both := map[string]string{"zone1": "a", "zone2": "c"}
 	if got := resolves(both, "db"); got != "10.0.1.1" {
 		t.Fatalf("new child, Service still of zone1: %q, want the old child's pod 10.0.1.1", got)
 	}
-	x.Upsert(newService("default", "svc", "zone2", false))
+	x.Upsert(fixtures.Service("default", "svc", "zone2", false))
 	if got := resolves(both, "db"); got != "10.0.3.1" {
 		t.Fatalf("new child, Service of zone2: %q, want the new child's pod 10.0.3.1", got)
 	}
-	x.Upsert(newService("default", "svc", "zone1", false))
+	x.Upsert(fixtures.Service("default", "svc", "zone1", false))
 	a.DeletionTimestamp = &metav1.Time{}
 	x.Upsert(a)
 	if got := resolves(both, "db"); got != "" {
 		t.Fatalf("the old child being deleted, Service of zone1: %q, want none (SetTerminating)", got)
 	}
-	x.Upsert(newService("default", "svc", "zone2", false))
+	x.Upsert(fixtures.Service("default", "svc", "zone2", false))
 	if got := resolves(both, "db"); got != "10.0.3.1" {
 		t.Fatalf("the old child being deleted: %q, want the new child's pod 10.0.3.1", got)
 	}

@@ -1,4 +1,4 @@
-package gridhosts
+package informers
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -25,14 +26,14 @@ type podWatch struct {
 	stop     context.CancelFunc
 	done     chan struct{}
 	selector packedSelector
-	idx      *Index
+	idx      *index.Index
 
 	mu    sync.Mutex
 	phase podPhase
-	pods  map[string]*podObj // phase pending: the selection's pods
+	pods  map[string]*index.PodObj // phase pending: the selection's pods
 	// leaving, once live: the pods only the selection before had, in the
 	// index until this node's labels have moved (podSelection.retire).
-	leaving []*podObj
+	leaving []*index.PodObj
 }
 
 type podPhase uint8
@@ -48,8 +49,8 @@ const (
 
 // newPodWatch lists and watches the pods sel selects, from the start
 // pending; onError is told of every failed list or watch.
-func newPodWatch(ctx context.Context, client kubernetes.Interface, idx *Index, sel string, onError cache.WatchErrorHandlerWithContext) *podWatch {
-	w := &podWatch{selector: packSelector(sel), idx: idx, done: make(chan struct{}), pods: map[string]*podObj{}}
+func newPodWatch(ctx context.Context, client kubernetes.Interface, idx *index.Index, sel string, onError cache.WatchErrorHandlerWithContext) *podWatch {
+	w := &podWatch{selector: packSelector(sel), idx: idx, done: make(chan struct{}), pods: map[string]*index.PodObj{}}
 	wctx, cancel := context.WithCancel(ctx)
 	w.stop = cancel
 	if sel == "" {
@@ -63,7 +64,7 @@ func newPodWatch(ctx context.Context, client kubernetes.Interface, idx *Index, s
 		Queue: cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
 			Name:         "gridhosts pod selection",
 			KeyFunction:  cache.MetaNamespaceKeyFunc,
-			Transformer:  transform,
+			Transformer:  index.Transform,
 			AtomicEvents: true,
 		}),
 		ListerWatcher:                lw,
@@ -100,7 +101,7 @@ func (w *podWatch) process(obj any, initial bool) error {
 			}
 			w.replace(info.Objects, initial)
 		case cache.Sync, cache.Replaced, cache.Added, cache.Updated:
-			if p, ok := d.Object.(*podObj); ok {
+			if p, ok := d.Object.(*index.PodObj); ok {
 				w.put(p, initial)
 			}
 		case cache.Deleted:
@@ -112,23 +113,23 @@ func (w *podWatch) process(obj any, initial bool) error {
 
 // replace makes objs the selection's pods: a (re)list. Callers hold w.mu.
 func (w *podWatch) replace(objs []any, initial bool) {
-	listed := make(map[string]*podObj, len(objs))
+	listed := make(map[string]*index.PodObj, len(objs))
 	for _, obj := range objs {
-		if p, ok := obj.(*podObj); ok {
-			listed[p.key] = p
+		if p, ok := obj.(*index.PodObj); ok {
+			listed[p.Key()] = p
 		}
 	}
 	switch w.phase {
 	case pending:
 		w.pods = listed
 	case live:
-		leaving := make(map[*podObj]bool, len(w.leaving))
+		leaving := make(map[*index.PodObj]bool, len(w.leaving))
 		for _, p := range w.leaving {
 			leaving[p] = true
 		}
-		var gone []*podObj
-		w.idx.eachPod(func(p *podObj) {
-			if _, ok := listed[p.key]; !ok && !leaving[p] {
+		var gone []*index.PodObj
+		w.idx.EachPod(func(p *index.PodObj) {
+			if _, ok := listed[p.Key()]; !ok && !leaving[p] {
 				gone = append(gone, p)
 			}
 		})
@@ -142,16 +143,16 @@ func (w *podWatch) replace(objs []any, initial bool) {
 }
 
 // put adds or replaces p. Callers hold w.mu.
-func (w *podWatch) put(p *podObj, initial bool) {
+func (w *podWatch) put(p *index.PodObj, initial bool) {
 	switch w.phase {
 	case pending:
-		w.pods[p.key] = p
+		w.pods[p.Key()] = p
 	case live:
 		var old any
-		if o, known := w.idx.pod(p.key); known {
+		if o, known := w.idx.Pod(p.Key()); known {
 			old = o
 		}
-		w.idx.upsertEvent(old, p, initial)
+		w.idx.UpsertEvent(old, p, initial)
 	}
 }
 
@@ -160,13 +161,13 @@ func (w *podWatch) remove(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	p, ok := obj.(*podObj)
+	p, ok := obj.(*index.PodObj)
 	if !ok {
 		return
 	}
 	switch w.phase {
 	case pending:
-		delete(w.pods, p.key)
+		delete(w.pods, p.Key())
 	case live:
 		w.idx.Delete(p)
 	}
@@ -181,8 +182,8 @@ func (w *podWatch) goLive() {
 	if w.phase == live {
 		return
 	}
-	w.idx.eachPod(func(p *podObj) {
-		if _, kept := w.pods[p.key]; !kept {
+	w.idx.EachPod(func(p *index.PodObj) {
+		if _, kept := w.pods[p.Key()]; !kept {
 			w.leaving = append(w.leaving, p)
 		}
 	})
@@ -198,7 +199,7 @@ func (w *podWatch) dropLeaving() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, p := range w.leaving {
-		w.idx.deletePodIfSame(p)
+		w.idx.DeletePodIfSame(p)
 	}
 	w.leaving = nil
 }

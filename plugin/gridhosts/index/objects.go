@@ -1,6 +1,7 @@
-package gridhosts
+package index
 
 import (
+	"maps"
 	"math"
 	"net/netip"
 	"strconv"
@@ -21,17 +22,18 @@ import (
 	"github.com/servicegroup/servicegroup/topology"
 )
 
-// The informers store these small objects instead of the API types: an edge
-// node keeps only what the index needs (as plugin/kubernetes/object does).
-// Each carries its name, namespace and resourceVersion (slimMeta), so
-// cache keys and DeletedFinalStateUnknown work unchanged, and carries the time the transform saw it, for the
-// event-to-answerable metric.
+// The informers store these small objects instead of the API types (Transform
+// makes them): an edge node keeps only what the index needs (as CoreDNS's
+// plugin/kubernetes/object does). Each carries its name, namespace and
+// resourceVersion (slimMeta), so cache keys and DeletedFinalStateUnknown work
+// unchanged, and the time the transform saw it, for the event-to-answerable
+// metric. Once made, a small object is never changed: an update replaces it.
 
-// tiny is the part every small object shares: the metadata the informer's
+// Meta is the part every small object shares: the metadata the informer's
 // keys and the index need, in a few words rather than a full ObjectMeta and
 // TypeMeta (a pod's small form halves with it; the informers hold tens of
 // thousands of them).
-type tiny struct {
+type Meta struct {
 	slimMeta
 	received int64 // UnixNano: a time.Time is three words, and every cached object has one
 	written  int64 // the apiserver's latest write (managedFields), Unix seconds; 0: unknown
@@ -103,8 +105,8 @@ func (noMeta) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind 
 // each decoded object brings them.
 func intern(s string) string { return unique.Make(s).Value() }
 
-func newTiny(m *metav1.ObjectMeta) tiny {
-	return tiny{
+func newMeta(m *metav1.ObjectMeta) Meta {
+	return Meta{
 		slimMeta: slimMeta{Name: m.Name, Namespace: intern(m.Namespace), ResourceVersion: m.ResourceVersion},
 		received: time.Now().UnixNano(),
 		written:  lastWrite(m),
@@ -123,87 +125,105 @@ func lastWrite(m *metav1.ObjectMeta) int64 {
 	return t
 }
 
-func (t *tiny) receivedAt() time.Time { return time.Unix(0, t.received) }
+// MetaOf is the metadata of an object read from elsewhere than a watch (a
+// snapshot): its namespace and name alone.
+func MetaOf(namespace, name string) Meta {
+	return Meta{slimMeta: slimMeta{Name: name, Namespace: namespace}}
+}
 
-func (t *tiny) writtenAt() time.Time {
+func (t *Meta) receivedAt() time.Time { return time.Unix(0, t.received) }
+
+func (t *Meta) writtenAt() time.Time {
 	if t.written == 0 {
 		return time.Time{}
 	}
 	return time.Unix(t.written, 0)
 }
 
-// gridObj is a StatefulSetGrid: its UID and grid key.
-type gridObj struct {
-	tiny
+// GridObj is a StatefulSetGrid: its UID and grid key.
+type GridObj struct {
+	Meta
 	gridname.Grid
 }
 
-func (o *gridObj) DeepCopyObject() runtime.Object { c := *o; return &c }
+func (o *GridObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 
-// setObj is a StatefulSet: what the unified-name rule checks, and (node
+// SetObj is a StatefulSet: what the unified-name rule checks, and (node
 // mode) which of its pods the pod selection names.
-type setObj struct {
-	tiny
+type SetObj struct {
+	Meta
 	gridname.StatefulSet
 	// OrdinalStart is spec.ordinals.start; Replicas spec.replicas (1 when
 	// unset); StatusReplicas status.replicas (pods it still has).
 	OrdinalStart, Replicas, StatusReplicas int32
 }
 
-func (o *setObj) DeepCopyObject() runtime.Object { c := *o; return &c }
+func (o *SetObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 
-// podObj is a Pod: where it runs, its addresses and its controller. It is
+// PodObj is a Pod: where it runs, its addresses and its controller. It is
 // the small form held by the ten thousand, so it keeps its own metadata in
-// fewer words than tiny: the cache key alone (name and namespace are cut from
+// fewer words than Meta: the cache key alone (name and namespace are cut from
 // it on use), times in 32 bits (both have a one-second grain). That keeps a
 // pod in the allocator's 144-byte class, not 192.
-type podObj struct {
+type PodObj struct {
 	noMeta
 	// key is the informers' cache key "{namespace}/{name}" (the name alone
 	// without a namespace).
 	key      string
 	rv       uint64 // resourceVersion; 0: unknown (not a decimal number), never the same as another
-	received int64  // UnixNano, as tiny's
+	received int64  // UnixNano, as Meta's
 	written  uint32 // the apiserver's latest write, Unix seconds; 0: unknown
 	created  uint32 // creationTimestamp, Unix seconds; 0: unset. The newest holder of a reused address wins
 	gridname.Pod
 	NodeName string
 }
 
-// newPodObj is the small form of a pod named name in namespace ns.
-func newPodObj(ns, name string) *podObj {
-	if ns == "" {
-		return &podObj{key: name}
+// NewPodObj is the small form of a pod named name in namespace ns, created
+// at created (zero: unknown), for a pod read from elsewhere than a watch (a
+// snapshot).
+func NewPodObj(ns, name string, created time.Time) *PodObj {
+	p := &PodObj{key: name}
+	if ns != "" {
+		p.key = ns + "/" + name
 	}
-	return &podObj{key: ns + "/" + name}
+	if !created.IsZero() {
+		p.created = unixSeconds(created.Unix())
+	}
+	return p
 }
 
+// Key is the pod's cache key, "{namespace}/{name}".
+func (o *PodObj) Key() string { return o.key }
+
 // Namespace and Name are cut from the key (a namespace holds no "/").
-func (o *podObj) Namespace() string {
+func (o *PodObj) Namespace() string {
 	if i := strings.IndexByte(o.key, '/'); i >= 0 {
 		return o.key[:i]
 	}
 	return ""
 }
 
-func (o *podObj) Name() string { return o.key[strings.IndexByte(o.key, '/')+1:] }
+func (o *PodObj) Name() string { return o.key[strings.IndexByte(o.key, '/')+1:] }
 
 // GetNamespace and GetName hand client-go's key function (namespace "/"
 // name, or the name alone) the pod's whole key as its name, so the key it
 // returns is o.key itself, not a new string.
-func (o *podObj) GetNamespace() string           { return "" }
-func (o *podObj) SetNamespace(string)            {}
-func (o *podObj) GetName() string                { return o.key }
-func (o *podObj) SetName(string)                 {}
-func (o *podObj) GetResourceVersion() string     { return formatRV(o.rv) }
-func (o *podObj) SetResourceVersion(v string)    { o.rv = parseRV(v) }
-func (o *podObj) DeepCopyObject() runtime.Object { c := *o; return &c }
-func (o *podObj) receivedAt() time.Time          { return time.Unix(0, o.received) }
-func (o *podObj) writtenAt() time.Time           { return unixTime(o.written) }
-func (o *podObj) createdAt() time.Time           { return unixTime(o.created) }
+func (o *PodObj) GetNamespace() string           { return "" }
+func (o *PodObj) SetNamespace(string)            {}
+func (o *PodObj) GetName() string                { return o.key }
+func (o *PodObj) SetName(string)                 {}
+func (o *PodObj) GetResourceVersion() string     { return formatRV(o.rv) }
+func (o *PodObj) SetResourceVersion(v string)    { o.rv = parseRV(v) }
+func (o *PodObj) DeepCopyObject() runtime.Object { c := *o; return &c }
+func (o *PodObj) receivedAt() time.Time          { return time.Unix(0, o.received) }
+func (o *PodObj) writtenAt() time.Time           { return unixTime(o.written) }
+
+// Created is the pod's creationTimestamp (one-second grain); zero when
+// unknown.
+func (o *PodObj) Created() time.Time { return unixTime(o.created) }
 
 // sameRV: a and b are the same version of an object, both known.
-func (o *podObj) sameRV(other *podObj) bool { return o.rv != 0 && o.rv == other.rv }
+func (o *PodObj) sameRV(other *PodObj) bool { return o.rv != 0 && o.rv == other.rv }
 
 // parseRV keeps a pod's resourceVersion as a number: the apiserver's are
 // decimal (etcd's revision), and ten thousand strings are 0.15 MB more.
@@ -224,7 +244,7 @@ func formatRV(n uint64) string {
 	return strconv.FormatUint(n, 10)
 }
 
-// unixSeconds is t in 32 bits for podObj (0 for the zero time and for times
+// unixSeconds is t in 32 bits for PodObj (0 for the zero time and for times
 // it cannot hold, which read as unknown).
 func unixSeconds(t int64) uint32 {
 	if t <= 0 || t > math.MaxUint32 {
@@ -240,10 +260,10 @@ func unixTime(s uint32) time.Time {
 	return time.Unix(int64(s), 0)
 }
 
-// svcObj is a Service: headless or not, and whether it is a grid service.
+// ServiceObj is a Service: headless or not, and whether it is a grid service.
 // Its topology keys are parsed here, once per Service change.
-type svcObj struct {
-	tiny
+type ServiceObj struct {
+	Meta
 	uidMeta
 	gridname.Service
 	Headless bool
@@ -254,41 +274,61 @@ type svcObj struct {
 	BadTopology error
 }
 
-func (o *svcObj) DeepCopyObject() runtime.Object { c := *o; return &c }
+func (o *ServiceObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 
-// nodeObj is a Node: labels and InternalIPs.
-type nodeObj struct {
-	tiny
+// NodeObj is a Node: labels and InternalIPs.
+type NodeObj struct {
+	Meta
 	uidMeta
 	Labels      map[string]string
 	InternalIPs []netip.Addr
 }
 
-func (o *nodeObj) DeepCopyObject() runtime.Object { c := *o; return &c }
+func (o *NodeObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 
-// sliceObj is an EndpointSlice of a (headless) Service.
-type sliceObj struct {
-	tiny
-	uidMeta
-	Service   string
-	Ports     []slicePort
-	Endpoints []sliceEndpoint
+// NodeLabels is node name with labels alone, received now: how node mode
+// learns a node from NodeLabelSummaries (and names a node that is gone).
+func NodeLabels(name string, labels map[string]string) *NodeObj {
+	return &NodeObj{Meta: Meta{slimMeta: slimMeta{Name: name}, received: time.Now().UnixNano()}, Labels: labels}
 }
 
-type slicePort struct {
+// SlimNode is node mode's transform of a Node: its name and labels (node
+// mode places no client by its InternalIP).
+func SlimNode(obj any) (any, error) {
+	o, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	n := &NodeObj{Meta: newMeta(&o.ObjectMeta), uidMeta: uidMeta{o.UID}}
+	if len(o.Labels) > 0 {
+		n.Labels = maps.Clone(o.Labels)
+	}
+	return n, nil
+}
+
+// SliceObj is an EndpointSlice of a (headless) Service.
+type SliceObj struct {
+	Meta
+	uidMeta
+	Service   string
+	Ports     []SlicePort
+	Endpoints []SliceEndpoint
+}
+
+type SlicePort struct {
 	Name     string
 	Protocol string
 	Port     uint16
 }
 
-type sliceEndpoint struct {
+type SliceEndpoint struct {
 	IPs      []netip.Addr
 	Ready    bool
 	NodeName string
 	Hostname string
 }
 
-func (o *sliceObj) DeepCopyObject() runtime.Object { c := *o; return &c }
+func (o *SliceObj) DeepCopyObject() runtime.Object { c := *o; return &c }
 
 // serviceKeys decides which topology keys a grid Service's headless name
 // follows: its topologyKeys annotation (the rule kube-proxy behind the
@@ -309,14 +349,14 @@ func serviceKeys(gk gridname.GridKeyRef, annotations map[string]string) ([]strin
 	return nil, bad
 }
 
-// toTiny converts an API object from a watch into its small form. Objects
+// Transform converts an API object from a watch into its small form. Objects
 // already converted (a relist re-delivers them) pass through unchanged.
-func toTiny(obj any) (any, error) {
+func Transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *superedgev1.StatefulSetGrid:
-		return &gridObj{tiny: newTiny(&o.ObjectMeta), Grid: gridname.GridOf(o)}, nil
+		return &GridObj{Meta: newMeta(&o.ObjectMeta), Grid: gridname.GridOf(o)}, nil
 	case *appsv1.StatefulSet:
-		so := &setObj{tiny: newTiny(&o.ObjectMeta), StatefulSet: gridname.StatefulSetOf(o), Replicas: 1, StatusReplicas: o.Status.Replicas}
+		so := &SetObj{Meta: newMeta(&o.ObjectMeta), StatefulSet: gridname.StatefulSetOf(o), Replicas: 1, StatusReplicas: o.Status.Replicas}
 		if o.Spec.Replicas != nil {
 			so.Replicas = *o.Spec.Replicas
 		}
@@ -325,18 +365,17 @@ func toTiny(obj any) (any, error) {
 		}
 		return so, nil
 	case *corev1.Pod:
-		p := newPodObj(intern(o.Namespace), o.Name)
+		p := NewPodObj(intern(o.Namespace), o.Name, o.CreationTimestamp.Time)
 		p.rv, p.received, p.written = parseRV(o.ResourceVersion), time.Now().UnixNano(), unixSeconds(lastWrite(&o.ObjectMeta))
-		p.created = unixSeconds(o.CreationTimestamp.Unix())
 		p.Pod, p.NodeName = gridname.PodOf(o), intern(o.Spec.NodeName)
 		p.Owner = gridname.ControllerRef{Kind: intern(p.Owner.Kind), Name: intern(p.Owner.Name), UID: types.UID(intern(string(p.Owner.UID)))}
 		return p, nil
 	case *corev1.Service:
-		s := &svcObj{tiny: newTiny(&o.ObjectMeta), uidMeta: uidMeta{o.UID}, Service: gridname.ServiceOf(o), Headless: o.Spec.ClusterIP == corev1.ClusterIPNone}
+		s := &ServiceObj{Meta: newMeta(&o.ObjectMeta), uidMeta: uidMeta{o.UID}, Service: gridname.ServiceOf(o), Headless: o.Spec.ClusterIP == corev1.ClusterIPNone}
 		s.Keys, s.BadTopology = serviceKeys(s.GridKey, o.Annotations)
 		return s, nil
 	case *corev1.Node:
-		n := &nodeObj{tiny: newTiny(&o.ObjectMeta), uidMeta: uidMeta{o.UID}}
+		n := &NodeObj{Meta: newMeta(&o.ObjectMeta), uidMeta: uidMeta{o.UID}}
 		if len(o.Labels) > 0 {
 			n.Labels = make(map[string]string, len(o.Labels))
 			for k, v := range o.Labels {
@@ -352,9 +391,9 @@ func toTiny(obj any) (any, error) {
 		n.InternalIPs = gridname.ParseIPs(ips)
 		return n, nil
 	case *discoveryv1.EndpointSlice:
-		s := &sliceObj{tiny: newTiny(&o.ObjectMeta), uidMeta: uidMeta{o.UID}, Service: o.Labels[discoveryv1.LabelServiceName]}
+		s := &SliceObj{Meta: newMeta(&o.ObjectMeta), uidMeta: uidMeta{o.UID}, Service: o.Labels[discoveryv1.LabelServiceName]}
 		for _, p := range o.Ports {
-			sp := slicePort{}
+			sp := SlicePort{}
 			if p.Name != nil {
 				sp.Name = *p.Name
 			}
@@ -371,7 +410,7 @@ func toTiny(obj any) (any, error) {
 			s.Ports = append(s.Ports, sp)
 		}
 		for _, e := range o.Endpoints {
-			ep := sliceEndpoint{IPs: gridname.ParseIPs(e.Addresses), Ready: topology.DNSUsable(e.Conditions)}
+			ep := SliceEndpoint{IPs: gridname.ParseIPs(e.Addresses), Ready: topology.DNSUsable(e.Conditions)}
 			if e.NodeName != nil {
 				ep.NodeName = intern(*e.NodeName)
 			}
