@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test as `make test` does and says where the time went.
 #
-# The older kube-proxy releases of the end-to-end version matrix
-# (hack/kube-proxy-bins.sh) and the older kube-apiservers
-# (hack/apiserver-bins.sh) build in the background while the other packages
-# run; the tests that need them wait for them. The run's events go to
+# The older kube-apiserver and kube-proxy releases (hack/older-release-bins.sh)
+# and the monitoring tools (hack/monitoring-tools.sh) build in the
+# background at a low priority while the other packages run; the tests that
+# need them wait for them. The run's events go to
 # $TEST_OUT/test.json (go test -json); afterwards the slowest packages and
 # tests are printed, so a regression in the suite's time shows in CI output.
 #
@@ -21,35 +21,31 @@ TEST_FLAGS=${TEST_FLAGS:--race -count=1 -timeout 30m}
 TEST_PKGS=${TEST_PKGS:-./internal/imagebuild/ ./test/realnode/ ./wrapper/ ./test/e2e/ ./plugin/gridhosts/ ./controller/ ./test/integration/ ./...}
 TEST_OUT=${TEST_OUT:-bin/test}
 mkdir -p "$TEST_OUT"
-json="$TEST_OUT/test.json"
+out=$(cd "$TEST_OUT" && pwd)
+json="$out/test.json"
 gotestsum=(go tool -modfile=hack/tools/go.mod gotestsum)
 start=$SECONDS
 
-echo ">> older kube-proxy releases: building in the background (log: $TEST_OUT/kube-proxy-bins.log)"
-hack/kube-proxy-bins.sh >"$TEST_OUT/kube-proxy-bins.log" 2>&1 &
-kube_proxy_bins=$!
-echo ">> older kube-apiserver releases: building in the background (log: $TEST_OUT/apiserver-bins.log)"
-nice -n 10 hack/apiserver-bins.sh >"$TEST_OUT/apiserver-bins.log" 2>&1 &
-apiserver_bins=$!
-trap 'kill "$kube_proxy_bins" "$apiserver_bins" 2>/dev/null || true' EXIT
+echo ">> older kube-apiserver and kube-proxy releases, monitoring tools: building in the background (logs: $TEST_OUT)"
+nice -n 10 hack/older-release-bins.sh >"$out/older-release-bins.log" 2>&1 &
+older_bins=$!
+nice -n 10 hack/monitoring-tools.sh >"$out/monitoring-tools.log" 2>&1 &
+monitoring=$!
+trap 'kill "$older_bins" "$monitoring" 2>/dev/null || true' EXIT
 
 status=0
 # shellcheck disable=SC2086 # word splitting of the flag and package lists is wanted
 "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$json" -- $TEST_FLAGS $TEST_PKGS || status=$?
 
-if ! wait "$kube_proxy_bins"; then
-	echo "hack/kube-proxy-bins.sh failed:"
-	cat "$TEST_OUT/kube-proxy-bins.log"
-	status=1
-fi
-if ! wait "$apiserver_bins"; then
-	echo "hack/apiserver-bins.sh failed:"
-	cat "$TEST_OUT/apiserver-bins.log"
-	status=1
-fi
+for job in "older-release-bins:$older_bins" "monitoring-tools:$monitoring"; do
+	if ! wait "${job#*:}"; then
+		echo "hack/${job%%:*}.sh failed:"
+		cat "$out/${job%%:*}.log"
+		status=1
+	fi
+done
 trap - EXIT
-grep -h '^>> kube-proxy .* built in' "$TEST_OUT/kube-proxy-bins.log" || true
-grep -h '^>> kube-apiserver .* built in' "$TEST_OUT/apiserver-bins.log" || true
+grep -h '^>> .* \(built\|ready\) in' "$out/older-release-bins.log" "$out/monitoring-tools.log" || true
 
 echo
 echo ">> slowest packages (seconds the test binary ran; compiling is not counted)"
