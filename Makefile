@@ -77,7 +77,7 @@ monitoring-tools:
 ## (the real binaries they run are outside what go test tracks). The tests run the binaries `make build`
 ## made (SERVICEGROUP_BIN), so each is compiled once per run; hack/test.sh builds the older releases and
 ## the monitoring tools while the tests run (those that need them wait), and prints the slowest packages
-## and tests.
+## and tests and the CPU-minutes of the run.
 test: host-deps k8s-bins build
 	SERVICEGROUP_BIN=$(abspath $(BIN)) TEST_FLAGS='$(TEST_FLAGS)' hack/test.sh
 

@@ -5,8 +5,13 @@
 # and the monitoring tools (hack/monitoring-tools.sh) build in the
 # background at a low priority while the other packages run; the tests that
 # need them wait for them. The run's events go to
-# $TEST_OUT/test.json (go test -json); afterwards the slowest packages and
-# tests are printed, so a regression in the suite's time shows in CI output.
+# $TEST_OUT/test.json (go test -json). Each package's test binary runs under
+# hack/cpuacct (go test -exec), which appends the user+sys CPU time of the
+# binary and of every process it ran to $TEST_OUT/cpu.jsonl. Afterwards the
+# slowest tests, the slowest packages with their CPU-minutes, and the
+# CPU-minutes of the whole run (compiling and the background builds
+# included) are printed: wall time moves with the machine's load, CPU time
+# hardly does, so a regression in the suite's cost shows in CI output.
 #
 #   TEST_FLAGS  go test flags (default: -race -count=1 -timeout 30m)
 #   TEST_PKGS   packages (default: ./..., the longest-running first)
@@ -23,6 +28,7 @@ TEST_OUT=${TEST_OUT:-bin/test}
 mkdir -p "$TEST_OUT"
 out=$(cd "$TEST_OUT" && pwd)
 json="$out/test.json"
+records="$out/cpu.jsonl"
 gotestsum=(go tool -modfile=hack/tools/go.mod gotestsum)
 start=$SECONDS
 
@@ -33,9 +39,14 @@ nice -n 10 hack/monitoring-tools.sh >"$out/monitoring-tools.log" 2>&1 &
 monitoring=$!
 trap 'kill "$older_bins" "$monitoring" 2>/dev/null || true' EXIT
 
+# The settings of `make build`, so its compiled standard library serves.
+CGO_ENABLED=0 go build -trimpath -o "$out/cpuacct" ./hack/cpuacct
+rm -f "$records"
+
 status=0
 # shellcheck disable=SC2086 # word splitting of the flag and package lists is wanted
-"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$json" -- $TEST_FLAGS $TEST_PKGS || status=$?
+"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$json" -- $TEST_FLAGS \
+	-exec "'$out/cpuacct' exec --records '$records'" $TEST_PKGS || status=$?
 
 for job in "older-release-bins:$older_bins" "monitoring-tools:$monitoring"; do
 	if ! wait "${job#*:}"; then
@@ -48,14 +59,10 @@ trap - EXIT
 grep -h '^>> .* \(built\|ready\) in' "$out/older-release-bins.log" "$out/monitoring-tools.log" || true
 
 echo
-echo ">> slowest packages (seconds the test binary ran; compiling is not counted)"
-# Package-level results carry no "Test" field.
-grep -E '"Action":"(pass|fail)"' "$json" | grep -v '"Test":' |
-	sed -n 's/.*"Package":"\([^"]*\)".*"Elapsed":\([0-9.]*\).*/\2 \1/p' |
-	sort -rn | head -n 12 | awk '{printf "%8.1f  %s\n", $1, $2}'
-echo
 echo ">> slowest tests"
 "${gotestsum[@]}" tool slowest --jsonfile "$json" --threshold 15s | head -n 20
+echo
+"$out/cpuacct" report --records "$records" --events "$json" --whole
 echo
 echo ">> make test took $((SECONDS - start))s after the binaries were built"
 # The plain closing line, counting tests and subtests as gotestsum's DONE line does.
