@@ -62,7 +62,7 @@ echo
 echo ">> slowest tests"
 "${gotestsum[@]}" tool slowest --jsonfile "$json" --threshold 15s | head -n 20
 echo
-"$out/cpuacct" report --records "$records" --events "$json" --whole
+"$out/cpuacct" report --records "$records" --events "$json" --whole || status=1
 echo
 echo ">> make test took $((SECONDS - start))s after the binaries were built"
 # The plain closing line, counting tests and subtests as gotestsum's DONE line does.
