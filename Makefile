@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
-	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins kube-proxy-bins apiserver-bins monitoring-tools release-tools superedge-bins images release clean
+	e2e demo bench bench-fleet bench-storm fuzz host-deps k8s-bins older-release-bins kube-proxy-bins apiserver-bins monitoring-tools release-tools superedge-bins images release clean
 
 all: build
 
@@ -53,6 +53,11 @@ host-deps:
 k8s-bins:
 	hack/k8s-bins.sh
 
+## older-release-bins: build (or reuse the cached) older kube-apiserver and kube-proxy releases of
+## hack/apiserver-versions.txt and hack/kube-proxy-versions.txt, one go build per release for both
+older-release-bins:
+	hack/older-release-bins.sh
+
 ## kube-proxy-bins: build (or reuse the cached) older kube-proxy releases in hack/kube-proxy-versions.txt,
 ## which the end-to-end version matrix runs beside k8s-bins' own
 kube-proxy-bins:
@@ -82,9 +87,10 @@ superedge-bins:
 
 ## test: unit, integration (real apiserver) and end-to-end tests, with -race, never from the test cache
 ## (the real binaries they run are outside what go test tracks). The tests run the binaries `make build`
-## made (SERVICEGROUP_BIN), so each is compiled once per run; hack/test.sh builds the older kube-proxy
-## releases while the tests run and prints the slowest packages and tests.
-test: host-deps k8s-bins monitoring-tools build
+## made (SERVICEGROUP_BIN), so each is compiled once per run; hack/test.sh builds the older releases and
+## the monitoring tools while the tests run (those that need them wait), and prints the slowest packages
+## and tests and the CPU-minutes of the run.
+test: host-deps k8s-bins build
 	SERVICEGROUP_BIN=$(abspath $(BIN)) TEST_FLAGS='$(TEST_FLAGS)' hack/test.sh
 
 ## bench: benchmarks against the real binaries, each reporting against its

@@ -23,6 +23,10 @@ import (
 // ImmutableField naming spec.selector and leave the StatefulSet in place,
 // not delete it to re-create it (the new one could not adopt the pods).
 func TestStatefulSetSelectorChangeOnEachAPIServer(t *testing.T) {
+	// Parallel: it runs after the package's sequential tests, which gives
+	// the older releases' build (in the background on a fresh machine,
+	// hack/older-release-bins.sh) that much longer before it is waited for.
+	t.Parallel()
 	for _, r := range controlplane.APIServerReleasesForTest(t) {
 		t.Run(r.Version, func(t *testing.T) {
 			t.Parallel() // each its own control plane

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds the older kube-proxies of the kube-proxy version matrix (test/e2e):
-# kube-proxy alone for each release in hack/kube-proxy-versions.txt (or the
+# kube-proxy for each release in hack/kube-proxy-versions.txt (or the
 # releases given as arguments), cached per (release, Go version) in
 #
 #   $SERVICEGROUP_CACHE/kube-proxy-<release>-<go version>/bin/kube-proxy
 #
-# See hack/lib/older-release-bins.sh. With --print-dir it only prints the
-# cache directory of each release and builds nothing.
+# One `go build` per release makes the kube-apiserver of that release too when
+# its list names it (hack/lib/older-release-bins.sh). With --print-dir it
+# only prints the cache directory of each release and builds nothing.
 #
 #   SERVICEGROUP_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/servicegroup)
 set -euo pipefail

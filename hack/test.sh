@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Runs every test as `make test` does and says where the time went.
 #
-# The older kube-proxy releases of the end-to-end version matrix
-# (hack/kube-proxy-bins.sh) and the older kube-apiservers
-# (hack/apiserver-bins.sh) build in the background while the other packages
-# run; the tests that need them wait for them. The run's events go to
-# $TEST_OUT/test.json (go test -json); afterwards the slowest packages and
-# tests are printed, so a regression in the suite's time shows in CI output.
+# The older kube-apiserver and kube-proxy releases (hack/older-release-bins.sh)
+# and the monitoring tools (hack/monitoring-tools.sh) build in the
+# background at a low priority while the other packages run; the tests that
+# need them wait for them. The run's events go to
+# $TEST_OUT/test.json (go test -json). Each package's test binary runs under
+# hack/cpuacct (go test -exec), which appends the user+sys CPU time of the
+# binary and of every process it ran to $TEST_OUT/cpu.jsonl. Afterwards the
+# slowest tests, the slowest packages with their CPU-minutes, and the
+# CPU-minutes of the whole run (compiling and the background builds
+# included) are printed: wall time moves with the machine's load, CPU time
+# hardly does, so a regression in the suite's cost shows in CI output.
 #
 #   TEST_FLAGS  go test flags (default: -race -count=1 -timeout 30m)
 #   TEST_PKGS   packages (default: ./..., the longest-running first)
@@ -21,45 +26,43 @@ TEST_FLAGS=${TEST_FLAGS:--race -count=1 -timeout 30m}
 TEST_PKGS=${TEST_PKGS:-./internal/imagebuild/ ./internal/release/ ./test/realnode/ ./wrapper/ ./test/e2e/ ./plugin/gridhosts/ ./controller/ ./test/integration/ ./...}
 TEST_OUT=${TEST_OUT:-bin/test}
 mkdir -p "$TEST_OUT"
-json="$TEST_OUT/test.json"
+out=$(cd "$TEST_OUT" && pwd)
+json="$out/test.json"
+records="$out/cpu.jsonl"
 gotestsum=(go tool -modfile=hack/tools/go.mod gotestsum)
 start=$SECONDS
 
-echo ">> older kube-proxy releases: building in the background (log: $TEST_OUT/kube-proxy-bins.log)"
-hack/kube-proxy-bins.sh >"$TEST_OUT/kube-proxy-bins.log" 2>&1 &
-kube_proxy_bins=$!
-echo ">> older kube-apiserver releases: building in the background (log: $TEST_OUT/apiserver-bins.log)"
-nice -n 10 hack/apiserver-bins.sh >"$TEST_OUT/apiserver-bins.log" 2>&1 &
-apiserver_bins=$!
-trap 'kill "$kube_proxy_bins" "$apiserver_bins" 2>/dev/null || true' EXIT
+echo ">> older kube-apiserver and kube-proxy releases, monitoring tools: building in the background (logs: $TEST_OUT)"
+nice -n 10 hack/older-release-bins.sh >"$out/older-release-bins.log" 2>&1 &
+older_bins=$!
+nice -n 10 hack/monitoring-tools.sh >"$out/monitoring-tools.log" 2>&1 &
+monitoring=$!
+trap 'kill "$older_bins" "$monitoring" 2>/dev/null || true' EXIT
+
+# The settings of `make build`, so its compiled standard library serves.
+CGO_ENABLED=0 go build -trimpath -o "$out/cpuacct" ./hack/cpuacct
+rm -f "$records"
 
 status=0
 # shellcheck disable=SC2086 # word splitting of the flag and package lists is wanted
-"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$json" -- $TEST_FLAGS $TEST_PKGS || status=$?
+"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$json" -- $TEST_FLAGS \
+	-exec "'$out/cpuacct' exec --records '$records'" $TEST_PKGS || status=$?
 
-if ! wait "$kube_proxy_bins"; then
-	echo "hack/kube-proxy-bins.sh failed:"
-	cat "$TEST_OUT/kube-proxy-bins.log"
-	status=1
-fi
-if ! wait "$apiserver_bins"; then
-	echo "hack/apiserver-bins.sh failed:"
-	cat "$TEST_OUT/apiserver-bins.log"
-	status=1
-fi
+for job in "older-release-bins:$older_bins" "monitoring-tools:$monitoring"; do
+	if ! wait "${job#*:}"; then
+		echo "hack/${job%%:*}.sh failed:"
+		cat "$out/${job%%:*}.log"
+		status=1
+	fi
+done
 trap - EXIT
-grep -h '^>> kube-proxy .* built in' "$TEST_OUT/kube-proxy-bins.log" || true
-grep -h '^>> kube-apiserver .* built in' "$TEST_OUT/apiserver-bins.log" || true
+grep -h '^>> .* \(built\|ready\) in' "$out/older-release-bins.log" "$out/monitoring-tools.log" || true
 
-echo
-echo ">> slowest packages (seconds the test binary ran; compiling is not counted)"
-# Package-level results carry no "Test" field.
-grep -E '"Action":"(pass|fail)"' "$json" | grep -v '"Test":' |
-	sed -n 's/.*"Package":"\([^"]*\)".*"Elapsed":\([0-9.]*\).*/\2 \1/p' |
-	sort -rn | head -n 12 | awk '{printf "%8.1f  %s\n", $1, $2}'
 echo
 echo ">> slowest tests"
 "${gotestsum[@]}" tool slowest --jsonfile "$json" --threshold 15s | head -n 20
+echo
+"$out/cpuacct" report --records "$records" --events "$json" --whole || status=1
 echo
 echo ">> make test took $((SECONDS - start))s after the binaries were built"
 # The plain closing line, counting tests and subtests as gotestsum's DONE line does.

@@ -18,6 +18,10 @@ import (
 // and kube-proxy's informers through it: they sync with node0's nodeunit's
 // endpoints only, and a relabel upstream reaches them through the watch.
 func TestListWatchOnEachAPIServer(t *testing.T) {
+	// Parallel: it runs after the package's sequential tests, which gives
+	// the older releases' build (in the background on a fresh machine,
+	// hack/older-release-bins.sh) that much longer before it is waited for.
+	t.Parallel()
 	for _, r := range controlplane.APIServerReleasesForTest(t) {
 		t.Run(r.Version, func(t *testing.T) {
 			t.Parallel() // each its own control plane

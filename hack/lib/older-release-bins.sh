@@ -1,23 +1,51 @@
 # shellcheck shell=bash
 # older_release_bins BINARY STEM [--print-dir] [RELEASE...] builds BINARY
-# (kube-proxy, kube-apiserver) alone for each release in hack/STEM-versions.txt
+# (kube-proxy, kube-apiserver) for each release in hack/STEM-versions.txt
 # (or the releases given), from the Go module proxy the way hack/k8s-bins.sh
 # builds the current one, into a cache outside the repository keyed on
-# (release, Go version):
+# (binary, release, Go version):
 #
 #   $SERVICEGROUP_CACHE/BINARY-<release>-<go version>/bin/BINARY
 #
 # A release already cached is not rebuilt. With --print-dir it only prints
 # the cache directory of each release, one per line, and builds nothing.
 # Needs hack/lib/k8s-module.sh sourced.
-older_release_bins() {
-	local binary=$1 stem=$2 hack_dir
-	shift 2
-	hack_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-	local go_version cache
-	go_version=$(go env GOVERSION)
-	cache=$(cache_root)
+#
+# Every dependency compiles once:
+#   - one `go build` per release makes every older binary the lists want of
+#     it (OLDER_RELEASE_LISTS: kube-proxy beside kube-apiserver when both
+#     lists name the release), so the packages they share (k8s.io/api,
+#     apimachinery, client-go, component-base: most of kube-proxy) compile
+#     once, and the release's module is resolved once;
+#   - one build at a time, under one lock for every older release: two
+#     builds started together compile the same packages side by side (Go's
+#     build cache shares a package only once one build has finished it), and
+#     on two cores each makes the other slower.
+#
+# .ci/run and `make test` start hack/older-release-bins.sh in the background
+# at a low priority; a test that needs a binary runs its script for the
+# missing releases, which waits here for that build.
 
+# OLDER_RELEASE_LISTS pairs each older-release binary with the stem of its
+# list of releases (hack/STEM-versions.txt).
+OLDER_RELEASE_LISTS=("kube-apiserver:apiserver" "kube-proxy:kube-proxy")
+
+# older_release_versions STEM prints the releases of hack/STEM-versions.txt.
+older_release_versions() {
+	local hack_dir
+	hack_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/[[:space:]]//g' "$hack_dir/$1-versions.txt"
+}
+
+# older_release_dir BINARY RELEASE prints the cache directory of BINARY at
+# RELEASE (test/controlplane's OlderReleases is the same rule).
+older_release_dir() {
+	echo "$(cache_root)/$1-$2-$(go env GOVERSION)/bin"
+}
+
+older_release_bins() {
+	local binary=$1 stem=$2
+	shift 2
 	local print_only=false
 	if [ "${1:-}" = "--print-dir" ]; then
 		print_only=true
@@ -25,29 +53,45 @@ older_release_bins() {
 	fi
 	if [ $# -eq 0 ]; then
 		local versions
-		mapfile -t versions < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$hack_dir/$stem-versions.txt")
+		mapfile -t versions < <(older_release_versions "$stem")
 		set -- "${versions[@]}"
 	fi
+	if $print_only; then
+		local v
+		for v in "$@"; do older_release_dir "$binary" "$v"; done
+		return
+	fi
 
-	# One build at a time: .ci/run and `make test` start the script in the
-	# background while the tests that do not need these binaries run, and the
-	# test that needs them runs it again for what it needs, which then waits
-	# here for that build instead of starting a second one.
-	if ! $print_only; then
-		mkdir -p "$cache"
-		exec 9>"$cache/$stem-bins.lock"
+	# Held until the script exits (a test waits while it is held), taken once
+	# when one script builds for every list.
+	if [ -z "${older_release_locked:-}" ]; then
+		mkdir -p "$(cache_root)"
+		exec 9>"$(cache_root)/older-release-bins.lock"
 		flock 9
+		older_release_locked=1
 	fi
 
 	export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
-	local version dir work ldflags start
+	local version dir work ldflags start pair other other_stem b
+	local -a binaries pkgs
 	for version in "$@"; do
-		dir="$cache/$binary-$version-$go_version/bin"
-		if $print_only || [ -x "$dir/$binary" ]; then
+		dir=$(older_release_dir "$binary" "$version")
+		if [ -x "$dir/$binary" ]; then
 			echo "$dir"
 			continue
 		fi
-		echo ">> building $binary $version from the Go module proxy (once; cached in $dir)" >&2
+		# This binary, and every other one whose list names the release and
+		# is not built yet.
+		binaries=("$binary")
+		for pair in "${OLDER_RELEASE_LISTS[@]}"; do
+			other=${pair%%:*} other_stem=${pair#*:}
+			[ "$other" = "$binary" ] && continue
+			[ -x "$(older_release_dir "$other" "$version")/$other" ] && continue
+			if older_release_versions "$other_stem" | grep -qxF "$version"; then
+				binaries+=("$other")
+			fi
+		done
+		echo ">> building ${binaries[*]} $version from the Go module proxy (once; cached in $(cache_root)/<binary>-$version-$(go env GOVERSION))" >&2
 		work=$(mktemp -d)
 		# shellcheck disable=SC2064 # $work is fixed now, on purpose
 		trap "rm -rf '$work'" EXIT
@@ -55,14 +99,20 @@ older_release_bins() {
 		# version (its log, --version and build info say which it is).
 		ldflags="-s -w $(k8s_version_ldflags "$version")"
 		start=$SECONDS
+		pkgs=()
+		for b in "${binaries[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
 		k8s_module "$work/k8s" "$version"
-		k8s_build "$work/k8s" "$work/$binary" "$ldflags" "k8s.io/kubernetes/cmd/$binary"
-		mkdir -p "$dir"
-		# Rename into place: a concurrent run never sees half a binary.
-		mv "$work/$binary" "$dir/$binary.tmp.$$"
-		mv "$dir/$binary.tmp.$$" "$dir/$binary"
+		mkdir -p "$work/out"
+		k8s_build "$work/k8s" "$work/out/" "$ldflags" "${pkgs[@]}"
+		for b in "${binaries[@]}"; do
+			dir=$(older_release_dir "$b" "$version")
+			mkdir -p "$dir"
+			# Rename into place: a concurrent run never sees half a binary.
+			mv "$work/out/$b" "$dir/$b.tmp.$$"
+			mv "$dir/$b.tmp.$$" "$dir/$b"
+		done
 		rm -rf "$work"
-		echo ">> $binary $version built in $((SECONDS - start))s" >&2
-		echo "$dir"
+		echo ">> ${binaries[*]} $version built in $((SECONDS - start))s" >&2
+		older_release_dir "$binary" "$version"
 	done
 }

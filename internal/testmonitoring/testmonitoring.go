@@ -10,8 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/servicegroup/servicegroup/internal/buildcache"
 	"github.com/servicegroup/servicegroup/internal/testbin"
 )
+
+// lock is hack/monitoring-tools.sh's lock, in the build cache.
+const lock = "monitoring-tools.lock"
 
 // Dir is the script's cache directory (it names it: one rule for both).
 func Dir(t testing.TB) string {
@@ -40,8 +44,12 @@ func DashboardCheck(t testing.TB) string {
 }
 
 // built asks hack/script for the path it builds to (printFlag) and checks
-// that path/inside exists: when it does not, the test is skipped, or fails
-// under CI; what names the tools in the message.
+// that path/inside exists. When it does not and either a build is wanted
+// (CI) or one is under way (.ci/run and `make test` start
+// hack/monitoring-tools.sh, which builds both tools under one lock, in the
+// background), it runs that script, which waits for the build or does it;
+// when it is still missing the test is skipped, or fails under CI; what
+// names the tools in the message.
 func built(t testing.TB, script, printFlag, inside, what string) string {
 	t.Helper()
 	root, err := testbin.RepoRoot()
@@ -53,6 +61,12 @@ func built(t testing.TB, script, printFlag, inside, what string) string {
 		t.Fatalf("hack/%s %s: %v", script, printFlag, err)
 	}
 	path := strings.TrimSpace(string(out))
+	if _, err := os.Stat(filepath.Join(path, inside)); err != nil && (os.Getenv("CI") != "" || buildcache.UnderWay(lock)) {
+		cmd := exec.CommandContext(t.Context(), filepath.Join(root, "hack", "monitoring-tools.sh"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("hack/monitoring-tools.sh: %v\n%s", err, out)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(path, inside)); err != nil {
 		if os.Getenv("CI") == "" {
 			t.Skipf("%s: not built (%v): run 'make monitoring-tools'; CI=true makes this a failure", what, err)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/servicegroup/servicegroup/internal/buildcache"
 )
 
 //go:embed versions.env
@@ -52,17 +54,7 @@ func BinDir() string {
 // hack/lib/k8s-module.sh; TestBinDirIsTheScripts compares them):
 // $SERVICEGROUP_CACHE, else $XDG_CACHE_HOME/servicegroup, else
 // ~/.cache/servicegroup.
-func CacheRoot() string {
-	if root := os.Getenv("SERVICEGROUP_CACHE"); root != "" {
-		return root
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "servicegroup")
-}
+func CacheRoot() string { return buildcache.Root() }
 
 // Binary returns the path of one control-plane binary, or an error that says
 // how to build it.

@@ -3,15 +3,14 @@ package controlplane
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 
+	"github.com/servicegroup/servicegroup/internal/buildcache"
 	"github.com/servicegroup/servicegroup/internal/testbin"
 )
 
@@ -24,9 +23,10 @@ type OlderRelease struct {
 // listed in hack/<stem>-versions.txt, built by hack/<stem>-bins.sh into
 // $SERVICEGROUP_CACHE/<binary>-<release>-<go version>/bin. When one is
 // missing and either a build is wanted (CI) or one is under way (the
-// script's lock is held: .ci/run and `make test` start them in the
-// background), it runs the script, which waits for that build or does it,
-// within ctx; otherwise the error names what is missing and how to build it.
+// older releases' lock is held: .ci/run and `make test` start
+// hack/older-release-bins.sh in the background), it runs the script, which
+// waits for that build or does it, within ctx; otherwise the error names
+// what is missing and how to build it.
 func OlderReleases(ctx context.Context, stem, binary string) ([]OlderRelease, error) {
 	root, err := testbin.RepoRoot()
 	if err != nil {
@@ -46,7 +46,7 @@ func OlderReleases(ctx context.Context, stem, binary string) ([]OlderRelease, er
 		}
 	}
 	script := filepath.Join("hack", stem+"-bins.sh")
-	if len(missing) > 0 && (os.Getenv("CI") != "" || lockHeld(filepath.Join(CacheRoot(), stem+"-bins.lock"))) {
+	if len(missing) > 0 && (os.Getenv("CI") != "" || buildcache.UnderWay("older-release-bins.lock")) {
 		cmd := exec.CommandContext(ctx, filepath.Join(root, script), missing...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -79,18 +79,4 @@ func readVersions(path string) ([]string, error) {
 		}
 	}
 	return out, sc.Err()
-}
-
-// lockHeld tells whether another process holds the flock on path.
-func lockHeld(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
-		return errors.Is(err, syscall.EWOULDBLOCK)
-	}
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return false
 }

@@ -27,6 +27,10 @@ import (
 // and synced its rules, that the wrapper refused it nothing, and that
 // kube-proxy logged no error.
 func TestKubeProxyVersions(t *testing.T) {
+	// Parallel: it runs after the package's sequential tests, which gives
+	// the older releases' build (in the background on a fresh machine,
+	// hack/older-release-bins.sh) that much longer before it is waited for.
+	t.Parallel()
 	releases := requireKubeProxyReleases(t)
 	for shift, mode := range []string{harness.ProxyModeIPTables, harness.ProxyModeNFTables} {
 		t.Run(mode, func(t *testing.T) { testKubeProxyVersions(t, mode, releases, shift) })

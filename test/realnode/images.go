@@ -53,7 +53,7 @@ var echoImages = []string{
 const hostsDaemonImage = "docker.io/superedge/statefulset-grid-daemon:v0.2.0"
 
 // rootfsPackages are the Debian packages of the kube-proxy and client
-// images (the cache key of the root file system).
+// images (part of the root file system's cache key).
 var rootfsPackages = []string{"iptables", "nftables", "conntrack", "dnsutils", "curl", "iproute2"}
 
 // PushTestImages builds the pause, echo, hosts daemon, kube-proxy and client images for
@@ -269,13 +269,15 @@ func gzipLayer(ctx context.Context, tarPath string) (v1.Layer, error) {
 
 // debianRootfs is a minimal Debian root file system (this machine's
 // release, from its apt sources) with rootfsPackages, made by mmdebstrap
-// once and cached under the servicegroup cache keyed on release and packages.
+// once and cached under the servicegroup cache keyed on what makes it:
+// mmdebstrap's arguments (release, variant, packages) and the architecture.
 func debianRootfs(ctx context.Context) (string, error) {
 	release, err := debianRelease()
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256([]byte(release + "\n" + strings.Join(rootfsPackages, ",") + "\n" + runtime.GOARCH))
+	args := []string{"--quiet", "--variant=minbase", "--include=" + strings.Join(rootfsPackages, ","), release}
+	sum := sha256.Sum256([]byte(strings.Join(args, "\n") + "\n" + runtime.GOARCH))
 	dir := filepath.Join(controlplane.CacheRoot(), "realnode-rootfs")
 	path := filepath.Join(dir, hex.EncodeToString(sum[:8])+".tar")
 	if _, err := os.Stat(path); err == nil {
@@ -288,7 +290,7 @@ func debianRootfs(ctx context.Context) (string, error) {
 	tmp := strings.TrimSuffix(path, ".tar") + fmt.Sprintf(".%d.tmp.tar", os.Getpid())
 	defer os.Remove(tmp)
 	klog.FromContext(ctx).Info("Building the Debian root file system of the test images (cached afterwards)", "release", release, "packages", rootfsPackages)
-	cmd := exec.CommandContext(ctx, "mmdebstrap", "--quiet", "--variant=minbase", "--include="+strings.Join(rootfsPackages, ","), release, tmp)
+	cmd := exec.CommandContext(ctx, "mmdebstrap", append(args, tmp)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("mmdebstrap: %w: %s", err, out)
 	}

@@ -1,0 +1,73 @@
+package cpuacct
+
+import (
+	"os"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestParseProcessUsage(t *testing.T) {
+	// A command name with spaces and parentheses: the fields count from
+	// the last ')'. utime 150, stime 50, cutime 12000, cstime 3000 ticks,
+	// started 2000 ticks (20 s) after boot, now 620.5 s after boot.
+	stat := "4242 (a (b) c) S 1 4242 4242 0 -1 4194304 100 0 0 0 150 50 12000 3000 20 0 1 0 2000 1000 100"
+	u, err := parseProcessUsage(stat, "620.50 1234.00\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Usage{User: 121500 * time.Millisecond, System: 30500 * time.Millisecond, Wall: 600500 * time.Millisecond,
+		Self: 2 * time.Second}
+	if u != want {
+		t.Errorf("usage %+v, want %+v", u, want)
+	}
+	if got := u.CPU(); got != 152*time.Second {
+		t.Errorf("CPU %s, want 2m32s", got)
+	}
+}
+
+func TestParseProcessUsageBadInput(t *testing.T) {
+	for name, stat := range map[string]string{
+		"no command":   "4242 S 1 2 3",
+		"short":        "4242 (sh) S 1 4242 4242 0 -1 4194304 100 0 0 0 150",
+		"not a number": "4242 (sh) S 1 4242 4242 0 -1 4194304 100 0 0 0 x 50 12000 3000 20 0 1 0 2000",
+	} {
+		if _, err := parseProcessUsage(stat, "1.0 2.0"); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := parseProcessUsage("1 (sh) S 1 1 1 0 -1 0 0 0 0 0 1 1 1 1 20 0 1 0 5", "up"); err == nil {
+		t.Error("bad /proc/uptime: no error")
+	}
+}
+
+// TestProcessUsageOfSelf: this process's own CPU time counts, and a
+// second of it spent in one goroutine takes at least as long in wall time.
+func TestProcessUsageOfSelf(t *testing.T) {
+	before, err := ProcessUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread() // RUSAGE_THREAD below
+	defer runtime.UnlockOSThread()
+	const spin = 300 * time.Millisecond
+	for {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_THREAD, &ru)
+		if duration(ru.Utime)+duration(ru.Stime) >= spin {
+			break
+		}
+	}
+	after, err := ProcessUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// /proc counts in hundredths of a second.
+	if cpu := after.CPU() - before.CPU(); cpu < spin-20*time.Millisecond {
+		t.Errorf("CPU %s -> %s: %s more, want at least %s", before.CPU(), after.CPU(), cpu, spin)
+	}
+	if after.Wall < spin-20*time.Millisecond {
+		t.Errorf("wall %s, want at least %s", after.Wall, spin)
+	}
+}
