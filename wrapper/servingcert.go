@@ -1,11 +1,17 @@
 package wrapper
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,7 +19,6 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/statefile"
@@ -35,6 +40,14 @@ const (
 	servingCertRenewal = 30 * 24 * time.Hour
 )
 
+// servingCertNotBefore is where a self-signed serving certificate's
+// validity starts: the Unix epoch, where a device without a real-time
+// clock starts counting at boot. Its clients run on the same node, on the
+// same clock; a start an hour before the certificate was made (client-go's
+// choice) would fail every new handshake of kube-proxy and CoreDNS once
+// that clock is stepped back further, until both restart.
+var servingCertNotBefore = time.Unix(0, 0).UTC()
+
 // EnsureServingCert keeps a self-signed serving certificate for host (an IP
 // or a name, plus "localhost") in dir and returns its files. It is made at
 // the first start and kept while it is valid for host for more than 30
@@ -52,9 +65,7 @@ func EnsureServingCert(logger klog.Logger, dir, host string) (certFile, keyFile 
 	if why == "" {
 		return certFile, keyFile, nil
 	}
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKeyWithOptions(certutil.SelfSignedCertKeyOptions{
-		Host: host, AlternateDNS: []string{"localhost"}, MaxAge: servingCertMaxAge,
-	})
+	certPEM, keyPEM, err := selfSignedServingCert(host, time.Now())
 	if err != nil {
 		return "", "", err
 	}
@@ -88,12 +99,90 @@ func servingCertUnusable(certFile, keyFile, host string, now time.Time) string {
 	switch {
 	case leaf.VerifyHostname(host) != nil:
 		return "not for " + host
-	case now.Before(leaf.NotBefore):
+	case leaf.NotBefore.After(servingCertNotBefore):
+		// Made by an older version, valid only from an hour before it was
+		// made: replaced once, so that a clock stepped back keeps working.
 		return "not valid before " + leaf.NotBefore.String()
 	case now.Add(servingCertRenewal).After(leaf.NotAfter):
 		return "expires " + leaf.NotAfter.String()
 	}
 	return ""
+}
+
+// selfSignedServingCert makes a serving certificate for host (an IP or a
+// name) and "localhost", valid from servingCertNotBefore to
+// servingCertMaxAge after now, signed by a CA made with it whose key is
+// thrown away (as client-go's certutil does); the certificate PEM holds
+// the leaf, then the CA.
+func selfSignedServingCert(host string, now time.Time) (certPEM, keyPEM []byte, err error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	notAfter := now.Add(servingCertMaxAge)
+	caSerial, err := randomSerial()
+	if err != nil {
+		return nil, nil, err
+	}
+	leafSerial, err := randomSerial()
+	if err != nil {
+		return nil, nil, err
+	}
+	ca := &x509.Certificate{
+		SerialNumber:          caSerial,
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s-ca@%d", host, now.Unix())},
+		NotBefore:             servingCertNotBefore,
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ca, err = x509.ParseCertificate(caDER); err != nil {
+		return nil, nil, err
+	}
+	leaf := &x509.Certificate{
+		SerialNumber:          leafSerial,
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s@%d", host, now.Unix())},
+		NotBefore:             servingCertNotBefore,
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		DNSNames:              []string{"localhost"},
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		leaf.IPAddresses = []net.IP{ip}
+	} else {
+		leaf.DNSNames = append(leaf.DNSNames, host)
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	certPEM = append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})...)
+	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+// randomSerial is a random serial number in [1, 2^63).
+func randomSerial() (*big.Int, error) {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 63))
+	if err != nil {
+		return nil, err
+	}
+	return n.Add(n, big.NewInt(1)), nil
 }
 
 // WriteClientKubeconfig writes a kubeconfig for a client of the wrapper at
