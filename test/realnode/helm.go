@@ -17,8 +17,9 @@ import (
 // The Helm path of build/README.md ("Install with Helm"): its blocks,
 // marked `<!-- helm-step: NAME -->`, verify the release's signatures with
 // cosign and install, upgrade and uninstall with helm, the real binaries of
-// hack/release-tools.sh. A marker of its own until TestRealNodes runs them
-// (it fails on a `step:` marker it never runs).
+// hack/release-tools.sh. A marker of its own: TestRealNodes runs the Helm
+// path in its lifecycle and the kustomize blocks (`step:`) of the same
+// names on its own, and fails on either kind of marker it never runs.
 const (
 	helmStepMarker    = "<!-- helm-step: "
 	HelmInstallStep   = "helm-install-cluster"

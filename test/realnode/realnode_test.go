@@ -252,6 +252,20 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	// The Helm path (build/README.md, "Install with Helm") in place of
+	// kustomize's cluster steps: this build published as a release.
+	var helmRel *HelmRelease
+	var chartVersion string
+	costs.step("helm publish", func() {
+		var err error
+		if helmRel, err = NewHelmRelease(ctx, op, reg.Addr+"/servicegroup", filepath.Join(run, "helm")); err != nil {
+			t.Fatal(err)
+		}
+		helmRel.UpstreamHost, helmRel.UpstreamPort = fabric.RootIP.String(), apiPort(cp)
+		if chartVersion, err = helmRel.Publish(ctx, op, op.Version); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	costs.step("nodes Ready", func() {
 		cfg := NodeConfig{Host: host, Kubelet: kubelet, CAFile: cp.CAFile(), Registry: reg, Nameserver: fabric.GatewayIP.String()}
@@ -441,6 +455,35 @@ func TestRealNodes(t *testing.T) {
 		t.Helper()
 		stepIn(guide, name, env...)
 	}
+	helmStepThen := func(then func() error, name, version, chart string) {
+		t.Helper()
+		w := window{name: name, start: time.Now()}
+		out, err := helmRel.RunStep(ctx, op, name, version, chart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ranSteps["helm#"+name] = true
+		t.Logf("%s:\n%s", name, lastLines(out, 12))
+		if then != nil {
+			if err := then(); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		w.end = time.Now()
+		windows = append(windows, w)
+	}
+	verifyRunning := func() {
+		t.Helper()
+		imgs, err := workloadImages(ctx, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs, err := helmRel.VerifyRunning(ctx, op, imgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("signatures verified: %v", refs)
+	}
 
 	costs.step("install", func() {
 		// The one change a test machine needs: these nodes share one kernel,
@@ -453,7 +496,7 @@ func TestRealNodes(t *testing.T) {
 		if _, err := os.Stat(overlay); err != nil {
 			t.Fatalf("make images wrote no kustomize overlay (build/README.md's install step applies bin/images): %v", err)
 		}
-		step("install-cluster")
+		helmStepThen(nil, HelmInstallStep, op.Version, chartVersion)
 		step("static-node-kube-proxy", "NODE="+staticNode)
 		for _, n := range names {
 			if n != staticNode {
@@ -483,6 +526,7 @@ func TestRealNodes(t *testing.T) {
 		})
 		moveDNS(static, nodeLocalDNS, guide, "static-node-dns")
 		step("check-images")
+		verifyRunning()
 		for _, n := range names {
 			out := mustRun(ctx, t, op, "-n", "kube-system", "get", "pods", "-o", "name", "--field-selector", "spec.nodeName="+n, "-l", "k8s-app=kube-proxy")
 			if strings.TrimSpace(out) != "" {
@@ -519,6 +563,10 @@ func TestRealNodes(t *testing.T) {
 		} else {
 			t.Logf("make images (next):\n%s", lastLines(out, 4))
 		}
+		nextChart, err := helmRel.Publish(ctx, op, op.Version+"-next")
+		if err != nil {
+			t.Fatal(err)
+		}
 		trail, err := followPods(ctx, client, "edge-system", "app.kubernetes.io/name=coredns-gridhosts")
 		if err != nil {
 			t.Fatal(err)
@@ -527,9 +575,10 @@ func TestRealNodes(t *testing.T) {
 		// The step's window lasts until the old node CoreDNS pods are gone:
 		// the rollout is done once the new ones are available, the old ones
 		// stop (lameduck, then their sockets close) after that.
-		stepOnThen(nil, func() error {
+		helmStepThen(func() error {
 			return waitUntil(ctx, 3*time.Minute, func() error { return oldNodeCoreDNSGone(ctx, client) })
-		}, guide, "upgrade")
+		}, HelmUpgradeStep, op.Version+"-next", nextChart)
+		verifyRunning()
 		after, err := workloadImages(ctx, client)
 		if err != nil {
 			t.Fatal(err)
@@ -616,6 +665,7 @@ func TestRealNodes(t *testing.T) {
 		})
 	})
 
+	nextChartVersion, _ := ChartVersionFor(op, op.Version+"-next")
 	costs.step("reboot", func() {
 		rebootWithCloudAway(ctx, t, client, cp, reg, nodeByName(nodes, staticNode), pods)
 	})
@@ -643,6 +693,13 @@ func TestRealNodes(t *testing.T) {
 		}
 		stepOn(nodeByName(nodes, staticNode).Enter(), guide, "uninstall-static-node-files", "NODE="+staticNode)
 		step("uninstall-static-node", "NODE="+staticNode)
+		helmStepThen(nil, HelmUninstallStep, op.Version+"-next", nextChartVersion)
+		// The lifecycle above ran the Helm path; the kustomize path's
+		// cluster blocks run here on the same cluster, verbatim, with no
+		// node moved onto kube-proxy-edge (the node steps are the same for
+		// both paths and ran above): install, upgrade, uninstall.
+		step("install-cluster")
+		step("upgrade")
 		step("uninstall-cluster")
 		// The node-local address off every node (on node2 it stood for
 		// the persistent network configuration's).
@@ -846,7 +903,17 @@ func TestRealNodes(t *testing.T) {
 		reportTraffic(clients, windows[reported:])
 	})
 
-	// Every step the guides mark has run: none can be added untested.
+	// Every step the guides mark has run, the Helm blocks too: none can be
+	// added untested.
+	helmMarked, err := HelmSteps(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range helmMarked {
+		if !ranSteps["helm#"+name] {
+			t.Errorf("%s marks the Helm step %q, which this test never runs", guide, name)
+		}
+	}
 	for _, g := range []string{guide, migrationGuide} {
 		marked, err := op.GuideSteps(g)
 		if err != nil {
