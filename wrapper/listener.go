@@ -31,7 +31,7 @@ func (s *Server) Listen(ctx context.Context, addr string, listen func() (net.Lis
 		ln, err := listen()
 		if err == nil {
 			if !since.IsZero() {
-				s.ready.Block("")
+				s.ready.Block(addr, "")
 				logger.Info("Port free again, serving", "address", addr, "takenFor", time.Since(since).Round(time.Second))
 			}
 			return ln, nil
@@ -41,7 +41,7 @@ func (s *Server) Listen(ctx context.Context, addr string, listen func() (net.Lis
 		}
 		if since.IsZero() {
 			since = time.Now()
-			s.ready.Block(addr + " is in use by another process: not serving there until it is free (clients that pin the wrapper's certificate refuse that process)")
+			s.ready.Block(addr, addr+" is in use by another process: not serving there until it is free (clients that pin the wrapper's certificate refuse that process)")
 		}
 		if time.Since(lastLog) >= time.Minute {
 			lastLog = time.Now()

@@ -45,7 +45,7 @@ func (o *options) Run(ctx context.Context) error {
 
 	errCh := make(chan error, 4)
 	if o.secureMetrics.Enabled() {
-		if err := serveSecureMetrics(ctx, o.secureMetrics, cfg, o.kubeProxyMetrics, errCh); err != nil {
+		if err := serveSecureMetrics(ctx, srv, o.secureMetrics, cfg, o.kubeProxyMetrics, errCh); err != nil {
 			return err
 		}
 	}

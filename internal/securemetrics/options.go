@@ -9,7 +9,9 @@
 package securemetrics
 
 import (
+	"context"
 	"flag"
+	"net"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -35,6 +37,11 @@ type Options struct {
 	// ReusePort binds with SO_REUSEPORT: a host-network DaemonSet's new pod
 	// binds the port beside the old one during a surge update.
 	ReusePort bool
+
+	// Listen, when set, binds the port in Serve rather than in New, through
+	// listen (one attempt): a component that must not exit while another
+	// process holds its port (the wrapper on a node) waits there instead.
+	Listen func(ctx context.Context, listen func() (net.Listener, error)) (net.Listener, error)
 }
 
 // DefaultOptions: off, with kube-controller-manager's cache times.

@@ -30,7 +30,9 @@ import (
 
 // Server is a bound, not yet serving, secure metrics endpoint.
 type Server struct {
-	listener net.Listener
+	opts     Options
+	listen   func() (net.Listener, error) // one attempt at binding
+	listener net.Listener                 // nil until bound
 	handler  http.Handler
 	certs    *dynamiccertificates.DynamicCertKeyPairContent // nil: self-signed
 	tls      *tls.Config
@@ -75,7 +77,7 @@ func New(o Options, own *rest.Config, metrics http.Handler, extra ...Route) (*Se
 		return nil, err
 	}
 
-	s := &Server{handler: handler, tls: &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}}
+	s := &Server{opts: o, handler: handler, tls: &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}}
 	if o.CertFile != "" {
 		if s.certs, err = dynamiccertificates.NewDynamicServingContentFromFiles("secure-metrics", o.CertFile, o.KeyFile); err != nil {
 			return nil, err
@@ -90,14 +92,16 @@ func New(o Options, own *rest.Config, metrics http.Handler, extra ...Route) (*Se
 	if o.ReusePort {
 		lc.Control = sockopt.Int(unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
 	}
-	if s.listener, err = lc.Listen(context.Background(), "tcp", o.BindAddress); err != nil {
-		return nil, fmt.Errorf("--secure-metrics-bind-address: %w", err)
-	}
+	s.listen = func() (net.Listener, error) { return lc.Listen(context.Background(), "tcp", o.BindAddress) }
 	if s.certs == nil {
 		host, _, _ := net.SplitHostPort(o.BindAddress)
 		if err := s.selfSign(host); err != nil {
-			_ = s.listener.Close()
 			return nil, err
+		}
+	}
+	if o.Listen == nil {
+		if s.listener, err = s.listen(); err != nil {
+			return nil, fmt.Errorf("--secure-metrics-bind-address: %w", err)
 		}
 	}
 	return s, nil
@@ -161,11 +165,24 @@ func (s *Server) selfSign(host string) error {
 	return nil
 }
 
-// Addr is the bound address.
-func (s *Server) Addr() string { return s.listener.Addr().String() }
+// Addr is the bound address (the configured one until Serve has bound it,
+// with Options.Listen).
+func (s *Server) Addr() string {
+	if s.listener == nil {
+		return s.opts.BindAddress
+	}
+	return s.listener.Addr().String()
+}
 
-// Serve serves until ctx ends.
+// Serve serves until ctx ends; with Options.Listen it binds first.
 func (s *Server) Serve(ctx context.Context) error {
+	if s.listener == nil {
+		ln, err := s.opts.Listen(ctx, s.listen)
+		if err != nil {
+			return fmt.Errorf("--secure-metrics-bind-address: %w", err)
+		}
+		s.listener = ln
+	}
 	if s.certs != nil {
 		if err := s.certs.RunOnce(ctx); err != nil {
 			return err

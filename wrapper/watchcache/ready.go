@@ -2,6 +2,8 @@ package watchcache
 
 import (
 	"errors"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -34,9 +36,9 @@ type Ready struct {
 	state atomic.Uint32
 
 	mu       sync.Mutex
-	waiting  string // why it does not serve yet
-	refused  bool   // the snapshot is not to be served
-	blocked  string // why the process is not ready although it may serve
+	waiting  string            // why it does not serve yet
+	refused  bool              // the snapshot is not to be served
+	blocked  map[string]string // what keeps the process from being ready although it may serve, by what
 	onChange func(ready bool)
 }
 
@@ -108,12 +110,20 @@ func (r *Ready) Stop() {
 }
 
 // Block makes the process not ready for why although the cache may serve
-// (its port is taken); "" lifts it.
-func (r *Ready) Block(why string) {
+// (one of its ports is taken), on behalf of what (the port); "" lifts what's
+// block. Each what is lifted on its own: one port freed leaves the others'.
+func (r *Ready) Block(what, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	was := r.checkLocked() == nil
-	r.blocked = why
+	if why == "" {
+		delete(r.blocked, what)
+	} else {
+		if r.blocked == nil {
+			r.blocked = map[string]string{}
+		}
+		r.blocked[what] = why
+	}
 	r.notifyLocked(was)
 }
 
@@ -127,8 +137,13 @@ func (r *Ready) Check() error {
 
 func (r *Ready) checkLocked() error {
 	switch {
-	case r.blocked != "":
-		return errors.New(r.blocked)
+	case len(r.blocked) > 0:
+		whys := make([]string, 0, len(r.blocked))
+		for _, why := range r.blocked {
+			whys = append(whys, why)
+		}
+		sort.Strings(whys)
+		return errors.New(strings.Join(whys, "; "))
 	case !r.Serving():
 		return errors.New(r.waiting)
 	}

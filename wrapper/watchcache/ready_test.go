@@ -26,9 +26,13 @@ func TestReady(t *testing.T) {
 		t.Fatal("a snapshot was not served from Pending")
 	}
 	check("snapshot", Snapshot, "")
-	r.Block("port taken")
-	check("blocked", Snapshot, "port taken")
-	r.Block("")
+	r.Block(":1", "port 1 taken")
+	check("blocked", Snapshot, "port 1 taken")
+	r.Block(":2", "port 2 taken")
+	check("blocked twice", Snapshot, "port 1 taken; port 2 taken")
+	r.Block(":1", "")
+	check("one unblocked", Snapshot, "port 2 taken")
+	r.Block(":2", "")
 	check("unblocked", Snapshot, "")
 	if !r.RefuseSnapshot("not serving the snapshot: forbidden") || r.RefuseSnapshot("again") {
 		t.Fatal("a refusal did not count exactly once")
