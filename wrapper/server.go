@@ -182,7 +182,11 @@ func (s *Server) serveAPIOrDNS(w http.ResponseWriter, req *http.Request) {
 
 // OpsHandler serves only /healthz, /livez, /readyz, /metrics and (with Debug)
 // /debug/pprof/, for a separate plain-HTTP address.
-func (s *Server) OpsHandler() http.Handler { return watchcache.WithRequestLog(s.opsMux()) }
+func (s *Server) OpsHandler() http.Handler {
+	// The API port's Host rule: a web page on the node cannot read the
+	// metrics or the readiness detail through DNS rebinding either.
+	return watchcache.WithRequestLog(withHostCheck(s.opsMux(), s.opts.AllowedHosts))
+}
 
 func (s *Server) opsMux() *http.ServeMux {
 	mux := http.NewServeMux()

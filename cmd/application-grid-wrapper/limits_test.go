@@ -14,18 +14,32 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// TestConnectionBounds runs the command twice against a real apiserver:
-// with --idle-connection-timeout 1s a connection that finished its request
-// is closed by the wrapper; with --max-connections 2 a third connection is
-// not served while two are open and is served once one closes.
+// TestConnectionBounds runs the command against a real apiserver, for the
+// API port and the ops port alike: with --idle-connection-timeout 1s a
+// connection that finished its request is closed by the wrapper; with
+// --max-connections 2 a third connection is not served while two are open
+// and is served once one closes; a Host that names neither a loopback
+// address nor localhost gets 421 on both.
 func TestConnectionBounds(t *testing.T) {
 	cp := startWithNode0(t)
+	for _, port := range []struct{ name, path string }{
+		{"api", "/api/v1/namespaces/default/services/kubernetes"},
+		{"ops", "/readyz"},
+	} {
+		t.Run(port.name, func(t *testing.T) { testConnectionBounds(t, cp.Kubeconfig, port.name == "ops", port.path) })
+	}
+}
+
+func testConnectionBounds(t *testing.T, kubeconfig string, onOps bool, path string) {
+	// No connection of its own left open: the readiness poll would take
+	// one of --max-connections.
+	probe := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	start := func(t *testing.T, flags ...string) string {
 		addr, ops := freeAddr(t), freeAddr(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() {
-			done <- run(ctx, append([]string{"application-grid-wrapper", "--kubeconfig", cp.Kubeconfig, "--node-name", "node0",
+			done <- run(ctx, append([]string{"application-grid-wrapper", "--kubeconfig", kubeconfig, "--node-name", "node0",
 				"--bind-address", addr, "--metrics-bind-address", ops, "--insecure-plain-http"}, flags...))
 		}()
 		t.Cleanup(func() {
@@ -35,7 +49,7 @@ func TestConnectionBounds(t *testing.T) {
 			}
 		})
 		if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-			resp, err := http.Get("http://" + ops + "/readyz")
+			resp, err := probe.Get("http://" + ops + "/readyz")
 			if err != nil {
 				return false, nil
 			}
@@ -44,11 +58,18 @@ func TestConnectionBounds(t *testing.T) {
 		}); err != nil {
 			t.Fatal("wrapper not ready")
 		}
+		if onOps {
+			return ops
+		}
 		return addr
 	}
 	// request sends one request on c and reads its answer within bound.
+	var requestAs func(c net.Conn, r *bufio.Reader, bound time.Duration, host string) (int, error)
 	request := func(c net.Conn, r *bufio.Reader, bound time.Duration) (int, error) {
-		if _, err := io.WriteString(c, "GET /api/v1/namespaces/default/services/kubernetes HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+		return requestAs(c, r, bound, "127.0.0.1")
+	}
+	requestAs = func(c net.Conn, r *bufio.Reader, bound time.Duration, host string) (int, error) {
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: "+host+"\r\n\r\n"); err != nil {
 			return 0, err
 		}
 		_ = c.SetReadDeadline(time.Now().Add(bound))
@@ -107,6 +128,14 @@ func TestConnectionBounds(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("third connection after one closed: %s", resp.Status)
+		}
+	})
+
+	t.Run("host rule", func(t *testing.T) {
+		addr := start(t)
+		c, r := dial(t, addr)
+		if code, err := requestAs(c, r, 2*time.Minute, "rebound.example:51007"); err != nil || code != http.StatusMisdirectedRequest {
+			t.Fatalf("a request under a foreign host name: %d %v, want 421", code, err)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http/httputil"
 	"net/url"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/rest"
@@ -22,9 +23,10 @@ const kubeProxyMetricsPath = "/metrics/kube-proxy"
 // set, the node's kube-proxy's) to scrapers the upstream apiserver vouches
 // for, beside the loopback-only probe address; a serving error ends up on
 // errCh like the other servers'.
-func serveSecureMetrics(ctx context.Context, srv *wrapper.Server, o securemetrics.Options, upstream *rest.Config, kubeProxyURL string, errCh chan<- error) error {
+func serveSecureMetrics(ctx context.Context, srv *wrapper.Server, o securemetrics.Options, maxConns int, idleTimeout time.Duration, upstream *rest.Config, kubeProxyURL string, errCh chan<- error) error {
 	// A port another process holds is waited for, as the API port is
 	// (Server.Listen: logged, named by /readyz), never a reason to exit.
+	o.MaxConnections, o.IdleTimeout = maxConns, idleTimeout
 	o.Listen = func(ctx context.Context, listen func() (net.Listener, error)) (net.Listener, error) {
 		return srv.Listen(ctx, o.BindAddress, listen)
 	}

@@ -45,7 +45,7 @@ func (o *options) Run(ctx context.Context) error {
 
 	errCh := make(chan error, 4)
 	if o.secureMetrics.Enabled() {
-		if err := serveSecureMetrics(ctx, srv, o.secureMetrics, cfg, o.kubeProxyMetrics, errCh); err != nil {
+		if err := serveSecureMetrics(ctx, srv, o.secureMetrics, o.maxConns, o.idleConns, cfg, o.kubeProxyMetrics, errCh); err != nil {
 			return err
 		}
 	}
@@ -74,14 +74,16 @@ func (o *options) Run(ctx context.Context) error {
 		errCh <- httpSrv.Serve(ln)
 	}()
 	if o.metricsAddr != "" {
-		metricsSrv := &http.Server{Handler: srv.OpsHandler(), ReadHeaderTimeout: 30 * time.Second}
+		// The same bounds as the API port's: a local process holding
+		// connections open costs the wrapper no more than there.
+		metricsSrv := &http.Server{Handler: srv.OpsHandler(), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: o.idleConns}
 		go func() {
 			mln, err := srv.Listen(ctx, o.metricsAddr, nil)
 			if err != nil {
 				errCh <- err
 				return
 			}
-			errCh <- metricsSrv.Serve(mln)
+			errCh <- metricsSrv.Serve(netutil.LimitListener(mln, o.maxConns))
 		}()
 		defer metricsSrv.Close()
 	}

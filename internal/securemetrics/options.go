@@ -38,6 +38,12 @@ type Options struct {
 	// binds the port beside the old one during a surge update.
 	ReusePort bool
 
+	// MaxConnections caps the connections open at once (more wait to be
+	// accepted; 0: no cap); IdleTimeout closes a connection with no
+	// request in flight for that long.
+	MaxConnections int
+	IdleTimeout    time.Duration
+
 	// Listen, when set, binds the port in Serve rather than in New, through
 	// listen (one attempt): a component that must not exit while another
 	// process holds its port (the wrapper on a node) waits there instead.
@@ -46,7 +52,7 @@ type Options struct {
 
 // DefaultOptions: off, with kube-controller-manager's cache times.
 func DefaultOptions() Options {
-	return Options{TokenCacheTTL: 10 * time.Second, AllowCacheTTL: 10 * time.Second, DenyCacheTTL: 10 * time.Second}
+	return Options{TokenCacheTTL: 10 * time.Second, AllowCacheTTL: 10 * time.Second, DenyCacheTTL: 10 * time.Second, IdleTimeout: 90 * time.Second}
 }
 
 // Enabled reports whether a bind address is set.

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"golang.org/x/net/netutil"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
@@ -189,8 +190,12 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		go s.certs.Run(ctx, 1)
 	}
-	srv := &http.Server{Handler: s.handler, TLSConfig: s.tls, ReadHeaderTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: s.handler, TLSConfig: s.tls, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: s.opts.IdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
+	ln := s.listener
+	if s.opts.MaxConnections > 0 {
+		ln = netutil.LimitListener(ln, s.opts.MaxConnections)
+	}
 	stop := context.AfterFunc(ctx, func() {
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -198,7 +203,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	})
 	defer stop()
 	klog.FromContext(ctx).Info("Serving metrics to authorised scrapers", "address", s.Addr(), "selfSigned", s.certs == nil)
-	if err := srv.ServeTLS(s.listener, "", ""); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.ServeTLS(ln, "", ""); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
