@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servicegroup/servicegroup/internal/testenv"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
@@ -44,16 +45,10 @@ func kubeProxyHost(t *testing.T, why string, tools ...string) string {
 	t.Helper()
 	proxyBin, err := controlplane.Binary(controlplane.KubeProxy)
 	if err != nil {
-		t.Skip(err)
+		testenv.Missing(t, "%v", err)
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for " + why)
-	}
-	for _, tool := range append([]string{"ip", "iptables-save"}, tools...) {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
+	testenv.Root(t, why)
+	testenv.Tools(t, append([]string{"ip", "iptables-save"}, tools...)...)
 	return proxyBin
 }
 

@@ -4,24 +4,17 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/servicegroup/servicegroup/internal/testenv"
 )
 
-// initContainerTools skips t unless it runs as root (as the init containers
-// do) and finds every one of tools; it returns their paths, in order.
+// initContainerTools requires root (as the init containers run) and every
+// one of tools (testenv: a skip outside CI, a failure under it); it returns
+// their paths, in order.
 func initContainerTools(t *testing.T, tools ...string) []string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	paths := make([]string, len(tools))
-	for i, tool := range tools {
-		p, err := exec.LookPath(tool)
-		if err != nil {
-			t.Skipf("%s not found", tool)
-		}
-		paths[i] = p
-	}
-	return paths
+	testenv.Root(t, "the init containers run as root")
+	return testenv.Tools(t, tools...)
 }
 
 // asInitContainer runs the test binary's helper test as a shipped init

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/servicegroup/servicegroup/internal/testenv"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -185,9 +186,7 @@ func TestChownStateDir(t *testing.T) {
 	if err := run(t.Context(), []string{"application-grid-wrapper", "--chown-state-dir", "65532:65532"}); err == nil {
 		t.Fatal("--chown-state-dir without --state-dir accepted")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("chown needs root")
-	}
+	testenv.Root(t, "chown")
 	if err := run(t.Context(), []string{"application-grid-wrapper", "--state-dir", dir, "--chown-state-dir", "65532:65532"}); err != nil {
 		t.Fatal(err)
 	}

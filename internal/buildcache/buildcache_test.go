@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/servicegroup/servicegroup/internal/testenv"
 )
 
 func TestRoot(t *testing.T) {
@@ -24,9 +26,7 @@ func TestRoot(t *testing.T) {
 // TestUnderWay holds a lock the way the scripts do (flock(1) on a file in
 // the cache) and sees it held, then released.
 func TestUnderWay(t *testing.T) {
-	if _, err := exec.LookPath("flock"); err != nil {
-		t.Skip("needs flock(1)")
-	}
+	testenv.Tools(t, "flock")
 	t.Setenv("SERVICEGROUP_CACHE", t.TempDir())
 	if UnderWay("x.lock") {
 		t.Fatal("a lock file that does not exist is held")

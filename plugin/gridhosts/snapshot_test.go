@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/servicegroup/servicegroup/internal/statefile"
+	"github.com/servicegroup/servicegroup/internal/testenv"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
@@ -230,9 +231,7 @@ const snapshotHelperEnv = "GRIDHOSTS_SNAPSHOT_HELPER"
 // full disk. Each gives one Warning line however often it is retried, and
 // answers continue from memory.
 func TestSnapshotUnwritable(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root: runs a child as another user and in its own mount namespace")
-	}
+	testenv.Root(t, "runs a child as another user and in its own mount namespace")
 	// A copy of this test binary that uid 65532 may run.
 	bin := filepath.Join(worldReadableDir(t), "gridhosts.test")
 	data, err := os.ReadFile(os.Args[0])

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testenv"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
@@ -86,7 +87,7 @@ func startSite(t *testing.T) *siteCluster {
 	t.Helper()
 	requireHost(t, harness.ToolIP, harness.ToolIPTables, harness.ToolNFT)
 	if !harness.Available(harness.WrapperPkg) {
-		t.Skip("wrapper not in this checkout")
+		testenv.Missing(t, "the wrapper is not in this checkout")
 	}
 	proxyBin := controlplane.BinaryForTest(t, controlplane.KubeProxy)
 	_, ctx := ktesting.NewTestContext(t)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testenv"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -36,9 +37,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: SuperEdge's controller runs in a root directory of its own (chroot)")
-	}
+	testenv.Root(t, "SuperEdge's controller runs in a root directory of its own (chroot)")
 	e := &env{build: RequireBuild(t)}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	t.Cleanup(cancel)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/servicegroup/servicegroup/internal/testenv"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
@@ -142,9 +143,7 @@ func gridService(ctx context.Context, t *testing.T, kube kubernetes.Interface, n
 // waits at start for its informer of its own Node, whose list the wrapper
 // answers with 404. build/MIGRATION.md's prerequisites say so.
 func TestSuperEdgeWrapperKubeProxy(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces")
-	}
+	testenv.Root(t, "network namespaces")
 	build := RequireBuild(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
