@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -30,6 +31,14 @@ const ReservationFile = "resourceversion"
 // fsync per this many changes.
 const reservationStep = 1 << 20
 
+// Retries of a failed reservation write: a failing disk (or one whose
+// writes hang) is tried again at most this often, not on every change: the
+// write runs under the store's lock.
+const (
+	reservationRetryMin = time.Second
+	reservationRetryMax = time.Minute
+)
+
 // Reservation persists the high-water mark of an own clock's
 // resourceVersions.
 type Reservation struct {
@@ -38,6 +47,10 @@ type Reservation struct {
 	mu       sync.Mutex
 	reserved uint64 // versions up to this may be handed out
 	failing  bool   // the last write failed (logged once per run of failures)
+	retry    time.Duration
+	nextTry  time.Time // no write before this while failing
+	now      func() time.Time
+	writeTo  func(upTo uint64) error
 }
 
 // LoadReservation reads the reservation in dir (0 when there is none). An
@@ -61,28 +74,41 @@ func LoadReservation(dir string) (uint64, error) {
 // NewReservation reserves versions in dir from start on: the start version
 // itself is served (lists of an unchanged store), so it is reserved at once.
 func NewReservation(dir string, start uint64) *Reservation {
-	r := &Reservation{dir: dir}
+	r := &Reservation{dir: dir, now: time.Now}
+	r.writeTo = r.write
 	r.cover(start)
 	return r
 }
 
 // cover makes sure v is reserved on disk, extending the reservation by a
 // step when it is not. A write that fails is logged and serving goes on
-// (as without a state directory: the clock alone); it is retried with the
-// next version beyond the reservation.
+// (as without a state directory: the clock alone); it is retried with a
+// version beyond the reservation once its backoff (1 s, doubling up to a
+// minute) has passed.
 func (r *Reservation) cover(v uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if v <= r.reserved {
 		return
 	}
+	now := r.now()
+	if r.failing && now.Before(r.nextTry) {
+		return
+	}
 	upTo := v + reservationStep
-	if err := r.write(upTo); err != nil {
+	if err := r.writeTo(upTo); err != nil {
 		if !r.failing {
-			klog.Background().Error(err, "ResourceVersion reservation not written: versions may repeat after a crash and a clock step back", "dir", r.dir)
+			klog.Background().Error(err, "ResourceVersion reservation not written: versions may repeat after a crash and a clock step back; retried with backoff", "dir", r.dir)
+			r.retry = reservationRetryMin
+		} else if r.retry *= 2; r.retry > reservationRetryMax {
+			r.retry = reservationRetryMax
 		}
 		r.failing = true
+		r.nextTry = r.now().Add(r.retry)
 		return
+	}
+	if r.failing {
+		klog.Background().Info("ResourceVersion reservation written again", "dir", r.dir)
 	}
 	r.failing = false
 	r.reserved = upTo
