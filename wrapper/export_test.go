@@ -1,5 +1,10 @@
 package wrapper
 
+import (
+	"net/netip"
+	"slices"
+)
+
 // SiteStreamSource is the node whose wrapper this one reads Services and
 // EndpointSlices from: "" for the apiserver (no leader, this wrapper
 // leads, or its leader is given up).
@@ -30,3 +35,10 @@ func (s *Server) FetchingUnproxied() bool { return s.unproxied.Fetching() }
 // NodeLabelSource tells where other nodes' labels come from now:
 // "summaries", "nodes", or "" before upstream first answered.
 func (s *Server) NodeLabelSource() string { return s.nodeLabels.From() }
+
+// WithLocalAddrs makes addrs this node's addresses for the local-endpoint
+// rule (a test cannot put them on the machine's interfaces).
+func WithLocalAddrs(o Options, addrs ...string) Options {
+	o.localAddr = func(a netip.Addr) bool { return slices.Contains(addrs, a.String()) }
+	return o
+}

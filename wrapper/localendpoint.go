@@ -2,7 +2,9 @@ package wrapper
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +30,44 @@ type LocalEndpoint struct {
 var DefaultLocalEndpointRanges = []netip.Prefix{
 	netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"),
 	netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10"),
+}
+
+// DefaultLocalEndpointPorts are the ports default/kubernetes may be
+// redirected to unless the operator says otherwise: SuperEdge's
+// lite-apiserver's. Any other local port (the kubelet's, the wrapper's, a
+// process an attacker runs on the node) would receive every edge pod's
+// apiserver traffic, service account tokens included.
+var DefaultLocalEndpointPorts = []int32{51003}
+
+// onThisNode reports whether addr is an address of one of this node's
+// interfaces (the wrapper runs in the node's network namespace): a
+// link-local address may belong to another device on the site's LAN.
+func onThisNode(addr netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Unmap() == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// allowed says why the endpoint may not be redirected to ("" when it may):
+// its address must lie in ranges and be loopback or this node's (isLocal),
+// its port one of ports.
+func (l LocalEndpoint) allowed(ranges []netip.Prefix, ports []int32, isLocal func(netip.Addr) bool) string {
+	switch {
+	case !l.within(ranges):
+		return fmt.Sprintf("%s is outside the ranges it may point to (%v): set them on the node (--local-endpoint-ranges) to allow it", l.IP, ranges)
+	case !l.IP.IsLoopback() && !isLocal(l.IP):
+		return fmt.Sprintf("%s is no address of this node: a link-local address may be another device's on the site's network", l.IP)
+	case !slices.Contains(ports, l.Port):
+		return fmt.Sprintf("port %d is not one it may point to (%v): set them on the node (--local-endpoint-ports) to allow it", l.Port, ports)
+	}
+	return ""
 }
 
 // within reports whether the endpoint's address is in one of ranges.

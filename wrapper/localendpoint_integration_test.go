@@ -19,8 +19,10 @@ import (
 // TestLocalEndpointOnlyWhereMeant: a user whose only right is editing
 // Endpoints in "default" cannot send edge pods' apiserver traffic anywhere
 // through the local-endpoint annotations: an address outside the allowed
-// ranges (loopback and link-local by default) leaves default/kubernetes
-// served as the apiserver publishes it; a node-local address is honoured.
+// ranges (loopback and link-local by default), a link-local address that is
+// not this node's, or a port other than the lite-apiserver's leaves
+// default/kubernetes served as the apiserver publishes it; a node-local
+// address and port are honoured.
 func TestLocalEndpointOnlyWhereMeant(t *testing.T) {
 	cp, admin := startTestCluster(t, "")
 	ctx := t.Context()
@@ -55,7 +57,10 @@ func TestLocalEndpointOnlyWhereMeant(t *testing.T) {
 		t.Fatal("the editor may list Services: the test's user has more rights than meant")
 	}
 
-	w := startWrapper(t, cp, "node0", "", wrapper.Options{})
+	// 169.254.20.11 is on this node (SuperEdge's edge virtual address, on a
+	// dummy interface of every edge node); 169.254.20.99 is another
+	// device's on the site's network.
+	w := startWrapper(t, cp, "node0", "", wrapper.WithLocalAddrs(wrapper.Options{}, "169.254.20.11"))
 	c := clientFor(t, w.URL(), "")
 	annotate := func(ip, port string) {
 		t.Helper()
@@ -66,12 +71,12 @@ func TestLocalEndpointOnlyWhereMeant(t *testing.T) {
 	}
 	// served waits until the wrapper serves the annotation ip and returns
 	// the served address:port.
-	served := func(ip string) string {
+	served := func(ip, port string) string {
 		t.Helper()
 		var got string
 		eventually(t, "the wrapper serves the annotated Endpoints", 2*time.Minute, func(ctx context.Context) (bool, error) {
 			ep, err := c.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
-			if err != nil || ep.Annotations["superedge.io/local-endpoint"] != ip {
+			if err != nil || ep.Annotations["superedge.io/local-endpoint"] != ip || ep.Annotations["superedge.io/local-port"] != port {
 				return false, err
 			}
 			if len(ep.Subsets) != 1 || len(ep.Subsets[0].Addresses) != 1 || len(ep.Subsets[0].Ports) != 1 {
@@ -83,15 +88,23 @@ func TestLocalEndpointOnlyWhereMeant(t *testing.T) {
 		return got
 	}
 
-	for _, ip := range []string{"192.0.2.66", "10.96.0.10", "2001:db8::66"} {
-		annotate(ip, "443")
-		if got := served(ip); got != "192.0.2.1:6443" {
+	for _, ip := range []string{"192.0.2.66", "10.96.0.10", "2001:db8::66", "169.254.20.99"} {
+		annotate(ip, "51003")
+		if got := served(ip, "51003"); got != "192.0.2.1:6443" {
 			t.Errorf("local-endpoint %s: default/kubernetes served as %s, want the apiserver's 192.0.2.1:6443 unchanged", ip, got)
+		}
+	}
+	// A local address, but a port that is not the lite-apiserver's (the
+	// kubelet's; a port a process of the attacker's listens on).
+	for _, port := range []string{"10250", "4444"} {
+		annotate("127.0.0.1", port)
+		if got := served("127.0.0.1", port); got != "192.0.2.1:6443" {
+			t.Errorf("local-endpoint 127.0.0.1:%s: default/kubernetes served as %s, want the apiserver's 192.0.2.1:6443 unchanged", port, got)
 		}
 	}
 	for ip, want := range map[string]string{"127.0.0.1": "127.0.0.1:51003", "169.254.20.11": "169.254.20.11:51003"} {
 		annotate(ip, "51003")
-		if got := served(ip); got != want {
+		if got := served(ip, "51003"); got != want {
 			t.Errorf("local-endpoint %s: default/kubernetes served as %s, want %s", ip, got, want)
 		}
 	}

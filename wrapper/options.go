@@ -70,6 +70,11 @@ type Options struct {
 	// LocalEndpointRanges bound where the local-endpoint annotations may
 	// redirect default/kubernetes (nil: DefaultLocalEndpointRanges).
 	LocalEndpointRanges []netip.Prefix
+	// LocalEndpointPorts are the ports they may name (nil:
+	// DefaultLocalEndpointPorts).
+	LocalEndpointPorts []int32
+	// localAddr tells this node's addresses (tests; nil: its interfaces').
+	localAddr func(netip.Addr) bool
 	// SiteStream, when set, shares one upstream stream of Services and
 	// EndpointSlices among the wrappers of a site (package sitestream).
 	SiteStream *sitestream.Options

@@ -242,9 +242,10 @@ func (s *Syncer) localEndpoint(logger klog.Logger, ep *corev1.Endpoints, sls []*
 		if !found {
 			continue
 		}
-		if err == nil && !le.within(s.localRanges) {
-			err = fmt.Errorf("%s=%s is outside the ranges it may point to (%v): set them on the node (--local-endpoint-ranges) to allow it",
-				superedgev1.AnnotationLocalEndpoint, le.IP, s.localRanges)
+		if err == nil {
+			if why := le.allowed(s.localRanges, s.localPorts, s.isLocalAddr); why != "" {
+				err = fmt.Errorf("%s=%s, %s=%d: %s", superedgev1.AnnotationLocalEndpoint, le.IP, superedgev1.AnnotationLocalPort, le.Port, why)
+			}
 		}
 		if err != nil {
 			if s.badLocalEndpoint.first(kubernetesKey, err.Error()) {

@@ -79,8 +79,11 @@ type Syncer struct {
 	forgeableKeys    logOnce                // service key -> forgeable topology keys logged
 	// restrictedKeys: topology keys a node can set on itself never match.
 	restrictedKeys bool
-	// localRanges bound where default/kubernetes may be redirected.
+	// localRanges and localPorts bound where default/kubernetes may be
+	// redirected; isLocalAddr tells this node's own addresses.
 	localRanges []netip.Prefix
+	localPorts  []int32
+	isLocalAddr func(netip.Addr) bool
 }
 
 func newSyncer(self string, caches Caches, stores Stores) *Syncer {
@@ -98,6 +101,8 @@ func newSyncer(self string, caches Caches, stores Stores) *Syncer {
 		badLocalEndpoint: logOnce{},
 		forgeableKeys:    logOnce{},
 		localRanges:      DefaultLocalEndpointRanges,
+		localPorts:       DefaultLocalEndpointPorts,
+		isLocalAddr:      onThisNode,
 	}
 }
 

@@ -85,6 +85,12 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 	if opts.LocalEndpointRanges != nil {
 		s.syncer.localRanges = opts.LocalEndpointRanges
 	}
+	if opts.LocalEndpointPorts != nil {
+		s.syncer.localPorts = opts.LocalEndpointPorts
+	}
+	if opts.localAddr != nil {
+		s.syncer.isLocalAddr = opts.localAddr
+	}
 	// Synced once the handlers have seen the initial list: only then may
 	// seeded objects that were not confirmed be dropped.
 	svcInf := newUpstreamInformer(svcLW, &corev1.Service{}, services.sourceHandler(sourceMain), s.noteUpstreamError)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,8 @@ type options struct {
 	maxInFlight, maxWatches    int
 	maxConns                   int
 	localRanges                string
+	localPorts                 string
+	ports                      []int32
 	maxLag, eventLog           byteSize
 	stateDir                   string
 	snapInterval, snapMaxAge   time.Duration
@@ -63,6 +66,7 @@ func newOptions() *options {
 		maxConns:      defaultMaxConnections,
 		idleConns:     defaultIdleTimeout,
 		localRanges:   prefixList(wrapper.DefaultLocalEndpointRanges),
+		localPorts:    portList(wrapper.DefaultLocalEndpointPorts),
 		maxLag:        wrapper.DefaultWatchMaxLagBytes,
 		eventLog:      wrapper.DefaultEventLogBytes,
 		snapInterval:  wrapper.DefaultSnapshotInterval,
@@ -100,7 +104,8 @@ func (o *options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxWatches, "max-watches", o.maxWatches, "watches served at once; beyond, 429 with Retry-After")
 	fs.IntVar(&o.maxConns, "max-connections", o.maxConns, "client connections open at once; more wait to be accepted")
 	fs.DurationVar(&o.idleConns, "idle-connection-timeout", o.idleConns, "a client connection with no request in flight for this long is closed")
-	fs.StringVar(&o.localRanges, "local-endpoint-ranges", o.localRanges, "comma-separated CIDRs the superedge.io/local-endpoint annotation of default/kubernetes may point to; any other address leaves it unchanged")
+	fs.StringVar(&o.localRanges, "local-endpoint-ranges", o.localRanges, "comma-separated CIDRs the superedge.io/local-endpoint annotation of default/kubernetes may point to (a non-loopback address must also be one of this node's); any other address leaves it unchanged")
+	fs.StringVar(&o.localPorts, "local-endpoint-ports", o.localPorts, "comma-separated ports the superedge.io/local-port annotation of default/kubernetes may name (SuperEdge's lite-apiserver's by default); any other port leaves it unchanged")
 	fs.StringVar(&o.stateDir, "state-dir", o.stateDir, "directory for the snapshot of what is served (Services, EndpointSlices, Endpoints, this Node), served at start-up until upstream answers; nothing is kept on disk when empty (the DaemonSet sets /var/lib/application-grid-wrapper)")
 	fs.DurationVar(&o.snapInterval, "snapshot-interval", o.snapInterval, "the most often the snapshot is rewritten after a change (and once more on a clean shutdown)")
 	fs.DurationVar(&o.snapMaxAge, "snapshot-max-age", o.snapMaxAge, "ignore a snapshot written longer ago than this at start-up; 0 serves any")
@@ -125,6 +130,11 @@ func (o *options) Complete() error {
 		return fmt.Errorf("--local-endpoint-ranges: %w", err)
 	}
 	o.ranges = ranges
+	ports, err := parsePorts(o.localPorts)
+	if err != nil {
+		return fmt.Errorf("--local-endpoint-ports: %w", err)
+	}
+	o.ports = ports
 	if o.snapMaxAge == 0 {
 		o.snapMaxAge = -1 // wrapper.Options: negative is no limit
 	}
@@ -140,6 +150,7 @@ func (o *options) wrapperOptions() wrapper.Options {
 		StateDir: o.stateDir, SnapshotInterval: o.snapInterval, SnapshotMaxAge: o.snapMaxAge,
 		AllowedHosts:        allowedHosts(o.bindAddress),
 		LocalEndpointRanges: o.ranges,
+		LocalEndpointPorts:  o.ports,
 		RequestWriteTimeout: o.reqTimeout, MaxRequestsInFlight: o.maxInFlight, MaxWatches: o.maxWatches,
 		SiteStream: o.site.options(),
 	}
@@ -183,6 +194,28 @@ func parsePrefixes(v string) ([]netip.Prefix, error) {
 			return nil, err
 		}
 		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func portList(ps []int32) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(out, ",")
+}
+
+// parsePorts reads a comma-separated list of ports (1-65535); empty allows
+// none.
+func parsePorts(v string) ([]int32, error) {
+	out := []int32{}
+	for _, n := range splitNames(v) {
+		p, err := strconv.ParseUint(n, 10, 16)
+		if err != nil || p == 0 {
+			return nil, fmt.Errorf("%q is not a port number", n)
+		}
+		out = append(out, int32(p))
 	}
 	return out, nil
 }
