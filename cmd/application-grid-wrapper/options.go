@@ -71,7 +71,7 @@ func newOptions() *options {
 		eventLog:      wrapper.DefaultEventLogBytes,
 		snapInterval:  wrapper.DefaultSnapshotInterval,
 		snapMaxAge:    wrapper.DefaultSnapshotMaxAge,
-		site:          siteStreamFlags{namespace: "kube-system", maxConns: defaultPeerMaxConnections},
+		site:          siteStreamFlags{namespace: "kube-system", maxConns: defaultPeerMaxConnections, maxConnsPerHost: defaultPeerMaxConnectionsPerHost},
 		secureMetrics: securemetrics.DefaultOptions(),
 	}
 }

@@ -38,8 +38,10 @@ func servePeers(ctx context.Context, srv *wrapper.Server, site siteStreamFlags, 
 			errCh <- err
 			return
 		}
-		klog.FromContext(ctx).Info("Serving the site's other wrappers", "address", ln.Addr().String(), "maxConnections", site.maxConns)
-		errCh <- peerSrv.ServeTLS(netutil.LimitListener(ln, site.maxConns), "", "")
+		klog.FromContext(ctx).Info("Serving the site's other wrappers", "address", ln.Addr().String(), "maxConnections", site.maxConns, "maxConnectionsPerHost", site.maxConnsPerHost)
+		// The per-address cap inside the overall one: a connection over its
+		// address's cap is closed without taking a slot.
+		errCh <- peerSrv.ServeTLS(netutil.LimitListener(newPerHostListener(ln, site.maxConnsPerHost), site.maxConns), "", "")
 	}()
 	return peerSrv
 }

@@ -17,7 +17,7 @@ import (
 // peerserver.go serves the peer port they configure.
 type siteStreamFlags struct {
 	label, namespace, bind, advertise, tokenFile, users string
-	maxConns                                            int
+	maxConns, maxConnsPerHost                           int
 }
 
 // AddFlags registers the site stream's flags on fs.
@@ -29,6 +29,7 @@ func (f *siteStreamFlags) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.tokenFile, "peer-token-file", f.tokenFile, "ServiceAccount token with audience "+sitestream.PeerAudience+" (a projected volume) this wrapper presents to its site's leader; re-read as the kubelet rotates it")
 	fs.StringVar(&f.users, "peer-allowed-users", f.users, "comma-separated users (as the apiserver's TokenReview names them) whose tokens a leader accepts (default: the user this wrapper runs as)")
 	fs.IntVar(&f.maxConns, "peer-max-connections", f.maxConns, "connections open at once on the peer port; more wait to be accepted (each has "+peerHandshakeTimeout.String()+" to finish its TLS handshake and send its request)")
+	fs.IntVar(&f.maxConnsPerHost, "peer-max-connections-per-host", f.maxConnsPerHost, "connections open at once on the peer port from one address; more are closed at once, so that one LAN client cannot take the site's peers' slots")
 }
 
 // advertised is the address peers dial: --peer-advertise-address, else
@@ -48,8 +49,8 @@ func (f *siteStreamFlags) validate() error {
 	if f.bind == "" || f.tokenFile == "" {
 		return errors.New("--site-label needs --peer-bind-address and --peer-token-file")
 	}
-	if f.maxConns < 1 {
-		return errors.New("--peer-max-connections must be at least 1")
+	if f.maxConns < 1 || f.maxConnsPerHost < 1 {
+		return errors.New("--peer-max-connections and --peer-max-connections-per-host must be at least 1")
 	}
 	adv := f.advertised()
 	host, _, err := net.SplitHostPort(adv)

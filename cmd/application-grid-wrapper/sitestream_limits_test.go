@@ -109,3 +109,62 @@ func (c *countedConn) Close() error {
 	c.once.Do(func() { c.l.open.Add(-1) })
 	return c.Conn.Close()
 }
+
+// One address holding connections open (twice its cap, and beyond the
+// overall limit) takes no slot of a peer at another address: connections
+// over an address's cap are closed at once, and the peer is served.
+func TestPeerPortPerHostCap(t *testing.T) {
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perHost, limit = 2, 3
+	srv := newPeerServer(t.Context(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
+		&tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}, time.Minute)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.ServeTLS(netutil.LimitListener(newPerHostListener(ln, perHost), limit), "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	// From 127.0.0.1: silent connections, twice the per-address cap (and
+	// more than the overall limit). Within the handshake timeout (a
+	// minute here) only the cap's stay open.
+	var silent []net.Conn
+	for range 2 * perHost {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		silent = append(silent, c)
+	}
+	closed := 0
+	for _, c := range silent {
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			closed++
+		}
+	}
+	if closed != perHost {
+		t.Errorf("%d of %d connections from one address closed at once, want the %d over its cap", closed, len(silent), perHost)
+	}
+	// A peer at 127.0.0.2 is served meanwhile, at once.
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext:     (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}, // the test's own certificate
+	}}
+	resp, err := client.Get("https://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatalf("a peer at another address, beside one address's connections: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a peer at another address: %s", resp.Status)
+	}
+}

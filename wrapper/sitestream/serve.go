@@ -47,10 +47,11 @@ type peerServer struct {
 	serveCancel context.CancelFunc
 	authn       authenticator.Request
 	allowed     sets.Set[string]
+	failures    *authFailures
 }
 
 func newPeerServer(ss *Stream, writeTimeout time.Duration, caches []*unitCache) *peerServer {
-	p := &peerServer{ss: ss, caches: caches}
+	p := &peerServer{ss: ss, caches: caches, failures: newAuthFailures()}
 	var served []*watchcache.Served
 	for _, c := range caches {
 		served = append(served, &watchcache.Served{Resource: c.resource, Store: c.store})
@@ -189,16 +190,29 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		watchcache.WriteError(w, req, apierrors.NewTooManyRequests("not ready for peers", 1))
 		return
 	}
+	// A refused client does not keep its connection: each new try costs it
+	// a TLS handshake, and holds no slot meanwhile.
+	src := host(req.RemoteAddr)
+	if p.failures.exhausted(src, time.Now()) {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "2")
+		watchcache.WriteError(w, req, apierrors.NewTooManyRequests("too many failed authentications from "+src, 2))
+		return
+	}
 	// The TokenReview asks for the peer audience: a token the apiserver
 	// would accept is refused here, and the other way round.
 	resp, ok, err := authn.AuthenticateRequest(req.WithContext(authenticator.WithAudiences(req.Context(), authenticator.Audiences{PeerAudience})))
 	if err != nil || !ok {
+		p.failures.failed(src, time.Now())
 		klog.FromContext(req.Context()).V(1).Info("Refused a peer", "remote", req.RemoteAddr, "err", err)
+		w.Header().Set("Connection", "close")
 		watchcache.WriteError(w, req, apierrors.NewUnauthorized("a token of a wrapper of this site is required"))
 		return
 	}
 	if !allowed.Has(resp.User.GetName()) {
+		p.failures.failed(src, time.Now())
 		klog.FromContext(req.Context()).Info("Refused a peer", "remote", req.RemoteAddr, "user", resp.User.GetName())
+		w.Header().Set("Connection", "close")
 		watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("user %q is not a wrapper of this site", resp.User.GetName())))
 		return
 	}
