@@ -100,12 +100,12 @@ bench: host-deps k8s-bins
 	@hack/host-deps.sh hack/bench-packages.txt
 	$(GO) test -run '^$$' -bench . -v -timeout 120m ./...
 
-## bench-fleet: the fleet benchmark alone (wrapper/README.md, "Cost per edge node");
+## bench-fleet: the fleet benchmark alone (docs/benchmarks/wrapper-fleet.md);
 ## SG_FLEET_NODES and SG_FLEET_WRAPPERS size it
 bench-fleet: k8s-bins
 	CI=true $(GO) test -run '^$$' -bench '^BenchmarkFleet$$' -benchtime=1x -v -timeout 40m ./wrapper/
 
-## bench-storm: the reconnect storm alone (wrapper/README.md, "Reconnect storm");
+## bench-storm: the reconnect storm alone (docs/benchmarks/wrapper-reconnect-storm.md);
 ## SG_STORM_WRAPPERS, SG_STORM_NODES and SG_STORM_OUTAGE (seconds) size it
 bench-storm: k8s-bins
 	CI=true $(GO) test -run '^$$' -bench '^BenchmarkReconnectStorm$$' -benchtime=1x -v -timeout 40m ./wrapper/
