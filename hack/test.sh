@@ -13,6 +13,9 @@
 # included) are printed: wall time moves with the machine's load, CPU time
 # hardly does, so a regression in the suite's cost shows in CI output.
 #
+# After the tests, hack/fuzz-smoke.sh fuzzes the network-facing parsers for
+# a few seconds each.
+#
 #   TEST_FLAGS  go test flags (default: -race -count=1 -timeout 30m)
 #   TEST_PKGS   packages (default: ./..., the longest-running first)
 #   TEST_OUT    where the logs go (default: bin/test)
@@ -47,6 +50,10 @@ status=0
 # shellcheck disable=SC2086 # word splitting of the flag and package lists is wanted
 "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$json" -- $TEST_FLAGS \
 	-exec "'$out/cpuacct' exec --records '$records'" $TEST_PKGS || status=$?
+
+echo
+echo ">> fuzzing the network-facing parsers (hack/fuzz-smoke.sh)"
+hack/fuzz-smoke.sh || status=1
 
 for job in "older-release-bins:$older_bins" "monitoring-tools:$monitoring"; do
 	if ! wait "${job#*:}"; then
