@@ -313,3 +313,31 @@ func TestChartLintAndSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreDNSHelpersDigest: image.digests.coredns-gridhosts-helpers pins
+// the wrapper image of the node CoreDNS's init containers on its own, so
+// that the guide's first `helm upgrade` (the wrappers' new digest) leaves
+// the CoreDNS DaemonSet unchanged.
+func TestCoreDNSHelpersDigest(t *testing.T) {
+	helm, _, chart := chartTools(t)
+	const old, next = "sha256:" + "1111111111111111111111111111111111111111111111111111111111111111",
+		"sha256:" + "2222222222222222222222222222222222222222222222222222222222222222"
+	render := func(wrapperDigest string) map[string]map[string]any {
+		return objects(t, run(t, helm, "template", "servicegroup", chart, "--set", "image.repository=r.example",
+			"--set", "image.digests.application-grid-wrapper="+wrapperDigest, "--set", "image.digests.coredns-gridhosts-helpers="+old))
+	}
+	before, after := render(old), render(next)
+	const coredns, wrapper = "DaemonSet/edge-system/coredns-gridhosts", "DaemonSet/edge-system/application-grid-wrapper"
+	if diff := cmp.Diff(before[coredns], after[coredns]); diff != "" {
+		t.Errorf("the wrappers' new digest changed the CoreDNS DaemonSet (-before +after):\n%s", diff)
+	}
+	if cmp.Equal(before[wrapper], after[wrapper]) {
+		t.Error("the wrappers' new digest did not change the wrapper DaemonSet")
+	}
+	inits, _, _ := unstructured.NestedSlice(after[coredns], "spec", "template", "spec", "initContainers")
+	for _, c := range inits {
+		if img := c.(map[string]any)["image"]; img != "r.example/application-grid-wrapper@"+old {
+			t.Errorf("CoreDNS init container image %v, want the helpers' digest %s", img, old)
+		}
+	}
+}

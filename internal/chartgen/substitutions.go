@@ -36,9 +36,20 @@ const (
 	metricsReaderBinding = "ClusterRoleBinding//servicegroup:metrics-reader"
 )
 
+// corednsHelpersDigest is the digest key of the wrapper image as the node
+// CoreDNS's init containers run it (it falls back to the wrapper's own):
+// the guide's first `helm upgrade` moves the wrappers to a new digest while
+// this one keeps the CoreDNS pods as they are, and its second moves both,
+// so that CoreDNS rolls only once every wrapper runs again.
+const corednsHelpersDigest = "coredns-gridhosts-helpers"
+
 // substitutions are the chart's values in the manifests of release version.
 func substitutions(version string) []Substitution {
-	var s []Substitution
+	s := []Substitution{{
+		name: "CoreDNS's helper images", ids: []string{corednsDaemonSet},
+		re:   regexp.MustCompile(`(?m)^(\s*(?:- )?image: )servicegroup/application-grid-wrapper:` + regexp.QuoteMeta(version) + `$`),
+		repl: `${1}{{ include "servicegroup.image" (list . "application-grid-wrapper" "` + corednsHelpersDigest + `") }}`,
+	}}
 	for _, img := range images {
 		s = append(s, Substitution{
 			name: "image " + img,

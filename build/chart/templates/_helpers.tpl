@@ -2,12 +2,15 @@
 Hand-written helpers of the generated templates (internal/chartgen).
 */}}
 
-{{/* servicegroup.image: (list $ NAME) -> REPOSITORY/NAME@DIGEST, or :TAG (default: appVersion). */}}
+{{/* servicegroup.image: (list $ NAME [KEY]) -> REPOSITORY/NAME@DIGEST, or :TAG (default: appVersion).
+The digest is image.digests.KEY when set, else image.digests.NAME. */}}
 {{- define "servicegroup.image" -}}
 {{- $root := index . 0 -}}
 {{- $name := index . 1 -}}
 {{- $img := $root.Values.image -}}
-{{- $digest := index (default dict $img.digests) $name | default "" -}}
+{{- $digests := default dict $img.digests -}}
+{{- $digest := index $digests $name | default "" -}}
+{{- if gt (len .) 2 }}{{ $digest = index $digests (index . 2) | default $digest }}{{ end -}}
 {{- if $digest -}}
 {{ $img.repository }}/{{ $name }}@{{ $digest }}
 {{- else -}}
