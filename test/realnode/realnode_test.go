@@ -697,7 +697,11 @@ func TestRealNodes(t *testing.T) {
 		// The lifecycle above ran the Helm path; the kustomize path's
 		// cluster blocks run here on the same cluster, verbatim, with no
 		// node moved onto kube-proxy-edge (the node steps are the same for
-		// both paths and ran above): install, upgrade, uninstall.
+		// both paths and ran above): install, upgrade, uninstall. The
+		// registry (away since the reboot) is back for their images.
+		if err := reg.Restart(); err != nil {
+			t.Fatal(err)
+		}
 		step("install-cluster")
 		step("upgrade")
 		step("uninstall-cluster")

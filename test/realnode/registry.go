@@ -21,6 +21,7 @@ type Registry struct {
 	Addr    string
 	server  *http.Server
 	handler http.Handler
+	running bool
 }
 
 // StartRegistry serves a registry on ip (port chosen by the kernel) with
@@ -40,11 +41,16 @@ func StartRegistry(ip net.IP, dir string) (*Registry, error) {
 // pushed (the handler keeps the manifests in memory, the blobs on disk).
 func (r *Registry) Restart() error { return r.serve() }
 
+// serve serves on r.Addr unless it already does.
 func (r *Registry) serve() error {
+	if r.running {
+		return nil
+	}
 	l, err := net.Listen("tcp", r.Addr)
 	if err != nil {
 		return err
 	}
+	r.running = true
 	r.Addr = l.Addr().String()
 	r.server = &http.Server{Handler: r.handler, ReadHeaderTimeout: 30 * time.Second}
 	go func(srv *http.Server) {
@@ -63,4 +69,5 @@ func (r *Registry) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = r.server.Shutdown(ctx)
+	r.running = false
 }
