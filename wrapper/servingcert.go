@@ -99,9 +99,10 @@ func servingCertUnusable(certFile, keyFile, host string, now time.Time) string {
 	switch {
 	case leaf.VerifyHostname(host) != nil:
 		return "not for " + host
-	case leaf.NotBefore.After(servingCertNotBefore):
-		// Made by an older version, valid only from an hour before it was
-		// made: replaced once, so that a clock stepped back keeps working.
+	case now.Before(leaf.NotBefore):
+		// One an older version made, valid only from an hour before it was
+		// made, with the clock now stepped back beyond that. (A usable one
+		// is kept: its clients pinned it at their start.)
 		return "not valid before " + leaf.NotBefore.String()
 	case now.Add(servingCertRenewal).After(leaf.NotAfter):
 		return "expires " + leaf.NotAfter.String()

@@ -44,8 +44,10 @@ func TestServingCertSurvivesAClockSteppedBack(t *testing.T) {
 }
 
 // A certificate an older version made (client-go's, valid from an hour
-// before it was made) is replaced once, at the next start.
-func TestServingCertFromBeforeTheEpochRuleIsReplaced(t *testing.T) {
+// before it was made) is kept while the clock is past its start (its
+// clients pinned it: replacing it would cut them off until they restart),
+// and replaced by one valid from the epoch once the clock is before it.
+func TestServingCertFromAnOlderVersion(t *testing.T) {
 	dir := t.TempDir()
 	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKeyWithOptions(certutil.SelfSignedCertKeyOptions{Host: "127.0.0.1", AlternateDNS: []string{"localhost"}, MaxAge: servingCertMaxAge})
 	if err != nil {
@@ -58,14 +60,22 @@ func TestServingCertFromBeforeTheEpochRuleIsReplaced(t *testing.T) {
 	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if why := servingCertUnusable(certFile, keyFile, "127.0.0.1", time.Now()); why == "" {
-		t.Fatal("an hour-before certificate is kept: a clock stepped back breaks its clients")
+	if why := servingCertUnusable(certFile, keyFile, "127.0.0.1", time.Now()); why != "" {
+		t.Fatalf("a usable certificate its clients pinned would be replaced: %s", why)
 	}
-	if _, _, err := EnsureServingCert(klog.Background(), dir, "127.0.0.1"); err != nil {
+	back := time.Now().AddDate(-1, 0, 0)
+	if why := servingCertUnusable(certFile, keyFile, "127.0.0.1", back); why == "" {
+		t.Fatal("a certificate not yet valid is kept")
+	}
+	certPEM, keyPEM, err = selfSignedServingCert("127.0.0.1", time.Now())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if why := servingCertUnusable(certFile, keyFile, "127.0.0.1", time.Now()); why != "" {
-		t.Errorf("after a start: %s", why)
+	if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	if err := handshake(certFile, keyFile, mustRead(t, certFile), time.Unix(0, 0)); err != nil {
 		t.Errorf("the replacement is refused at the epoch: %v", err)
