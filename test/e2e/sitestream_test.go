@@ -398,12 +398,27 @@ func (sc *siteCluster) write(ctx context.Context) error {
 	return nil
 }
 
+// The failover bounds wrapper/sitestream/README.md promises, with the
+// defaults (LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s), plus
+// the 200 ms at which the test samples kube-proxy's rules:
+//   - a node that reaches the cloud, whatever fails: 15 s;
+//   - a node cut from the cloud (or whose wrapper stalled), which has no
+//     fresher source than a leader and a new leader only once the old
+//     one's Lease has expired: LeaseDuration plus RenewDeadline plus five
+//     RetryPeriods (the candidate's jittered retries, the questions to its
+//     peers), 35 s.
+const (
+	boundReachingCloud = 15*time.Second + 200*time.Millisecond
+	boundCutFromCloud  = 15*time.Second + 10*time.Second + 5*2*time.Second + 200*time.Millisecond
+)
+
 // scenario changes the endpoint every 500 ms while disrupt runs and until
 // it returns, and reports per node the longest time a write took to reach
 // kube-proxy's rules (or a later write did): the longest gap a kube-proxy
-// of the site went through. Nodes in skip are left out (their wrapper is
-// down on purpose).
-func (sc *siteCluster) scenario(name string, skip []string, disrupt func()) {
+// of the site went through, against its bound (boundReachingCloud, or
+// boundCutFromCloud for the nodes in cutOff), which it must not pass.
+// Nodes in skip are left out (their wrapper is down on purpose).
+func (sc *siteCluster) scenario(name string, skip, cutOff []string, disrupt func()) {
 	sc.t.Helper()
 	sc.mu.Lock()
 	first := sc.k + 1
@@ -460,9 +475,16 @@ func (sc *siteCluster) scenario(name string, skip []string, disrupt func()) {
 				longest, at = d, k
 			}
 		}
-		report = append(report, fmt.Sprintf("%s %s (write %d)", n, longest.Round(10*time.Millisecond), at))
+		bound := boundReachingCloud
+		if containsString(cutOff, n) {
+			bound = boundCutFromCloud
+		}
+		report = append(report, fmt.Sprintf("%s %s of %s (write %d)", n, longest.Round(10*time.Millisecond), bound.Round(time.Second), at))
+		if longest > bound {
+			sc.t.Errorf("%s: %s's kube-proxy went %s without a write reaching its rules (write %d), past the bound of %s", name, n, longest.Round(10*time.Millisecond), at, bound.Round(time.Second))
+		}
 	}
-	sc.t.Logf("%s: %d writes; longest gap per kube-proxy (write to its rules, sampled every 200 ms): %s", name, sc.k-first+1, strings.Join(report, ", "))
+	sc.t.Logf("%s: %d writes; longest gap per kube-proxy (write to its rules, sampled every 200 ms) against its bound: %s", name, sc.k-first+1, strings.Join(report, ", "))
 	if len(sc.lost) > 0 {
 		sc.t.Errorf("%s: kube-proxy's rules lost every endpoint of the Service (a spurious DELETE): %v", name, sc.lost)
 	}
@@ -607,7 +629,7 @@ func others(name string) []string {
 func TestSiteStreamNetnsLeaderKilled(t *testing.T) {
 	sc := startSite(t)
 	sc.cut("site2", sc.fabric.RootIP)
-	sc.scenario("leader killed, site2 cut from the cloud", []string{"site0"}, func() {
+	sc.scenario("leader killed, site2 cut from the cloud", []string{"site0"}, []string{"site2"}, func() {
 		if err := syscall.Kill(sc.nodes["site0"].wrapper.PID(), syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -626,7 +648,7 @@ func TestSiteStreamNetnsLeaderKilled(t *testing.T) {
 // its peers and reads from it over the site's LAN.
 func TestSiteStreamNetnsLeaderCutFromCloud(t *testing.T) {
 	sc := startSite(t)
-	sc.scenario("leader cut from the cloud", nil, func() {
+	sc.scenario("leader cut from the cloud", nil, []string{"site0"}, func() {
 		sc.cut("site0", sc.fabric.RootIP)
 		leader := sc.waitLeaderOtherThan("site0")
 		sc.waitFollows("site0", leader)
@@ -644,7 +666,7 @@ func TestSiteStreamNetnsLeaderCutFromCloud(t *testing.T) {
 // answers again.
 func TestSiteStreamNetnsLeaderCutFromSite(t *testing.T) {
 	sc := startSite(t)
-	sc.scenario("leader cut from the site", nil, func() {
+	sc.scenario("leader cut from the site", nil, nil, func() {
 		sc.cut("site0", sc.ip("site1"), sc.ip("site2"))
 		for _, n := range others("site0") {
 			sc.waitFollows(n, "")
@@ -657,7 +679,7 @@ func TestSiteStreamNetnsLeaderCutFromSite(t *testing.T) {
 	for _, n := range others("site0") {
 		sc.waitFollows(n, "site0")
 	}
-	sc.scenario("after the site link is back", nil, func() { time.Sleep(2 * time.Second) })
+	sc.scenario("after the site link is back", nil, nil, func() { time.Sleep(2 * time.Second) })
 }
 
 // Two leaders briefly: the leader's process is paused past the Lease's
@@ -667,7 +689,8 @@ func TestSiteStreamNetnsTwoLeaders(t *testing.T) {
 	sc := startSite(t)
 	pid := sc.nodes["site0"].wrapper.PID()
 	var leader string
-	sc.scenario("two leaders (the leader paused past its Lease)", nil, func() {
+	// site0's own wrapper is stalled: its kube-proxy waits as a cut node's.
+	sc.scenario("two leaders (the leader paused past its Lease)", nil, []string{"site0"}, func() {
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
