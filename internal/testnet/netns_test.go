@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/servicegroup/servicegroup/internal/testenv"
 )
 
 // inode identifies a namespace.
@@ -49,7 +51,7 @@ func newNetNS(t *testing.T) *os.File {
 	}()
 	m := <-done
 	if m.err != nil {
-		t.Skipf("cannot make a network namespace here: %v", m.err)
+		testenv.Missing(t, "cannot make a network namespace here: %v", m.err)
 	}
 	t.Cleanup(func() { m.f.Close() })
 	return m.f

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/servicegroup/servicegroup/internal/testenv"
 )
 
 // APIServerRelease is one kube-apiserver release and its binary.
@@ -31,7 +33,7 @@ func APIServerReleasesForTest(t testing.TB) []APIServerRelease {
 	releases, err := APIServerReleases(t.Context())
 	if err != nil {
 		if strings.Contains(err.Error(), "not found") {
-			t.Skip(err)
+			testenv.Missing(t, "%v", err)
 		}
 		t.Fatal(err)
 	}
