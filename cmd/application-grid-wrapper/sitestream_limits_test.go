@@ -20,21 +20,8 @@ import (
 // peer even while a LAN client keeps opening silent connections beyond the
 // limit.
 func TestPeerPortLimits(t *testing.T) {
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const limit = 2
-	srv := newPeerServer(t.Context(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
-		&tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}, 300*time.Millisecond)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, ln := newTestPeerServer(t, 300*time.Millisecond)
 	// Counted where the server takes and closes them: the server's
 	// ConnState reports a close only after the limit has let the next
 	// connection in, so it may count one more than is ever open.
@@ -80,6 +67,28 @@ func TestPeerPortLimits(t *testing.T) {
 	}
 }
 
+// newTestPeerServer is the peer port's server answering "ok", under a
+// certificate of the test's own, with its handshake bound, and a listener
+// on 127.0.0.1 for it to serve (the test wraps it in the limits).
+func newTestPeerServer(t *testing.T, handshake time.Duration) (*http.Server, net.Listener) {
+	t.Helper()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newPeerServer(t.Context(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
+		&tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}, handshake)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, ln
+}
+
 // countingListener counts the connections it handed out and that are not
 // closed yet, and the most at once.
 type countingListener struct {
@@ -114,21 +123,8 @@ func (c *countedConn) Close() error {
 // overall limit) takes no slot of a peer at another address: connections
 // over an address's cap are closed at once, and the peer is served.
 func TestPeerPortPerHostCap(t *testing.T) {
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const perHost, limit = 2, 3
-	srv := newPeerServer(t.Context(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
-		&tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}, time.Minute)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, ln := newTestPeerServer(t, time.Minute)
 	go func() { _ = srv.ServeTLS(netutil.LimitListener(newPerHostListener(ln, perHost), limit), "", "") }()
 	t.Cleanup(func() { _ = srv.Close() })
 
