@@ -312,6 +312,23 @@ func TestRealNodes(t *testing.T) {
 		})
 	})
 
+	// From now to the end, no node may run two kube-proxies at once.
+	netns := map[string]string{}
+	for _, n := range nodes {
+		netns[n.netnsPath()] = n.Name
+	}
+	proxies, err := startKubeProxySampler(netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		samples, twice := proxies.Stop()
+		t.Logf("kube-proxy sampler: %d samples of every node's processes (every 200 ms), %d with two kube-proxies on one node", samples, len(twice))
+		for _, line := range twice {
+			t.Errorf("two kube-proxies on one node: %s", line)
+		}
+	})
+
 	// What a kubeadm cluster runs before anything of ours: the stock
 	// kube-proxy on every node. Then the client pods start measuring.
 	var windows []window
