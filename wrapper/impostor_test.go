@@ -102,7 +102,9 @@ func TestKubeProxyRefusesImpostor(t *testing.T) {
 	}()
 	readyz := func() (int, string) {
 		rec := httptest.NewRecorder()
-		srv.OpsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
+		req.Host = "127.0.0.1:51007" // as the kubelet's probe (host: 127.0.0.1) sends it
+		srv.OpsHandler().ServeHTTP(rec, req)
 		return rec.Code, rec.Body.String()
 	}
 	eventually(t, "/readyz names the taken port", 2*time.Minute, func(context.Context) (bool, error) {

@@ -43,7 +43,7 @@ func TestProblemsLoggedOnce(t *testing.T) {
 		{"not json", "x", 2},
 		{"not json", "x", 2},  // unchanged: silent
 		{`["a","a"]`, "0", 4}, // changed: logged again
-		{`["zone1"]`, "443", 4},
+		{`["zone1"]`, "51003", 4},
 		{"not json", "x", 6}, // came back: logged again
 		{"not json", "x", 6},
 	} {
@@ -73,7 +73,7 @@ func TestCachedObjectsNeverModified(t *testing.T) {
 	// 50 nodes in 10 nodeunits take every path the 10,000 do.
 	c := sizedCluster(100, 50, 5)
 	kube := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes",
-		Annotations: map[string]string{superedgev1.AnnotationLocalEndpoint: "127.0.0.1", superedgev1.AnnotationLocalPort: "6443"}},
+		Annotations: map[string]string{superedgev1.AnnotationLocalEndpoint: "127.0.0.1", superedgev1.AnnotationLocalPort: "51003"}},
 		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.0.0.1"}}, Ports: []corev1.EndpointPort{{Name: "https", Port: 443}}}}}
 	_ = c.Endpoints.Add(kube)
 	_ = c.Services.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "plain", Generation: 3}})

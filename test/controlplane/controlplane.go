@@ -348,6 +348,17 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 	}, cp.opts.ControllerManagerArgs)...)
 }
 
+// ControllerManagerExited reports whether kube-controller-manager has
+// exited (with its error), as one that was still building its controllers
+// when the apiserver went away does.
+func (cp *ControlPlane) ControllerManagerExited() (bool, error) {
+	p := cp.proc(KubeControllerManager)
+	if p == nil {
+		return false, nil
+	}
+	return p.Exited()
+}
+
 // RestartControllerManager stops kube-controller-manager and starts it
 // again with args in place of Options.ControllerManagerArgs (nil: those
 // again), appending to its log. A new instance observes every node afresh,

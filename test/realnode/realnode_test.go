@@ -694,6 +694,16 @@ func TestRealNodes(t *testing.T) {
 		if err := cp.StartAPIServer(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// kube-controller-manager restarted at the end of the dead-node
+		// step exits when the apiserver goes away before it has built its
+		// controllers (a loaded machine); its supervisor (the kubelet of its
+		// static pod) would start it again, and so does the test.
+		if exited, err := cp.ControllerManagerExited(); exited {
+			t.Logf("kube-controller-manager exited while the apiserver was away (%v): started again", err)
+			if err := cp.RestartControllerManager(ctx, controllerManagerArgs()); err != nil {
+				t.Fatal(err)
+			}
+		}
 		eventually(ctx, t, 0, "every node Ready and every client's Service requests and DNS queries answered again with the apiserver back", func(ctx context.Context) error {
 			if err := nodesReady(ctx, client, names); err != nil {
 				return err
