@@ -15,11 +15,13 @@ import (
 // kube-proxies (the stock one, kube-proxy-edge, the static pod, SuperEdge's
 // kube-proxy) at once, where both would program the same rules. Every
 // 200 ms it reads the machine's processes (the nodes' containers run in its
-// PID namespace) and counts those named kube-proxy per node, by their
-// network namespace.
+// PID namespace) and counts the kube-proxy main processes per node, by
+// their network namespace.
 type kubeProxySampler struct {
 	stop chan struct{}
 	done chan struct{}
+
+	prev map[string]string // the last sample's main processes: pid -> node
 
 	mu      sync.Mutex
 	samples int
@@ -54,31 +56,80 @@ func startKubeProxySampler(nodes map[string]string) (*kubeProxySampler, error) {
 	return s, nil
 }
 
+// sample counts, per node, the kube-proxy main processes: named
+// kube-proxy, with a parent that is not (a Go process forks before it
+// execs iptables-restore or ipset, and the child carries the parent's name
+// for that instant), and seen in the previous sample too (a process that
+// lives under 200 ms programs no rules: a container's "kube-proxy
+// --version" or a cleanup run). Two such processes on one node at once
+// are two proxies writing the same rules.
 func (s *kubeProxySampler) sample(byInode map[uint64]string) {
 	procs, _ := filepath.Glob("/proc/[0-9]*")
+	now := map[string]string{} // pid -> node
 	perNode := map[string][]string{}
 	for _, p := range procs {
-		comm, err := os.ReadFile(p + "/comm")
-		if err != nil || strings.TrimSpace(string(comm)) != "kube-proxy" {
+		if procComm(p) != "kube-proxy" || procComm("/proc/"+procPPID(p)) == "kube-proxy" {
 			continue
 		}
 		var st syscall.Stat_t
 		if err := syscall.Stat(p+"/ns/net", &st); err != nil {
 			continue // gone meanwhile
 		}
-		if node, ok := byInode[st.Ino]; ok {
-			perNode[node] = append(perNode[node], filepath.Base(p))
+		node, ok := byInode[st.Ino]
+		if !ok {
+			continue
+		}
+		pid := filepath.Base(p)
+		now[pid] = node
+		if s.prev[pid] == node {
+			perNode[node] = append(perNode[node], pid)
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.prev = now
 	s.samples++
 	for node, pids := range perNode {
 		if len(pids) > 1 {
 			sort.Strings(pids)
-			s.twice = append(s.twice, fmt.Sprintf("%s %s: kube-proxy processes %s", time.Now().Format("15:04:05.000"), node, strings.Join(pids, ", ")))
+			var cmds []string
+			for _, pid := range pids {
+				cmds = append(cmds, pid+" ("+procCmdline("/proc/"+pid)+")")
+			}
+			s.twice = append(s.twice, fmt.Sprintf("%s %s: kube-proxy processes %s", time.Now().Format("15:04:05.000"), node, strings.Join(cmds, ", ")))
 		}
 	}
+}
+
+func procComm(p string) string {
+	b, err := os.ReadFile(p + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// procPPID reads the parent's PID from /proc/PID/stat, whose second field
+// (the name, in parentheses) may hold spaces: the fields after its last ')'.
+func procPPID(p string) string {
+	b, err := os.ReadFile(p + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+func procCmdline(p string) string {
+	b, err := os.ReadFile(p + "/cmdline")
+	if err != nil {
+		return "gone"
+	}
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
 }
 
 // Stop ends the sampling and returns how many samples were taken and every
