@@ -265,7 +265,11 @@ func TestManifestsRBAC(t *testing.T) {
 	// every node, so the others keep the Node authorizer's limit (their own
 	// pods only).
 	overlay := t.TempDir()
+	// kustomize takes only relative paths to other kustomizations.
 	base, err := filepath.Abs(manifestDir("node-identity"))
+	if err == nil {
+		base, err = filepath.Rel(overlay, base)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
