@@ -572,7 +572,8 @@ func TestRealNodes(t *testing.T) {
 	costs.step("doctor", func() { checkDoctor(ctx, t, client, cp, firstDaemonSetNode(nodes), names) })
 
 	// The next build's images (another version stamped: other binaries,
-	// other digests), installed as build/README.md's Upgrade says.
+	// other digests) and API (a new optional field with a default,
+	// addNextBuildField), installed as build/README.md's Upgrade says.
 	var installed map[string]string // our workloads' images before the upgrade
 	var upgradeTrail string         // the node CoreDNS pods' lives and logs during the upgrade
 	costs.step("upgrade", func() {
@@ -581,6 +582,9 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		installed = before
+		if err := addNextBuildField(op.Dir); err != nil {
+			t.Fatal(err)
+		}
 		if out, err := op.MakeImagesVersion(ctx, reg.Addr+"/servicegroup", op.Version+"-next"); err != nil {
 			t.Fatal(err)
 		} else {
@@ -613,6 +617,9 @@ func TestRealNodes(t *testing.T) {
 			}
 		}
 		t.Logf("upgraded: %v", after)
+		if err := checkAPIChanged(ctx, cp.Config, "default", "deploymentgrid-demo"); err != nil {
+			t.Error(err)
+		}
 		eventually(ctx, t, 0, "the DaemonSets' pods on the labelled nodes Ready after the upgrade", func(ctx context.Context) error {
 			return componentsReady(ctx, client, len(names)-1, staticNode)
 		})
