@@ -220,6 +220,7 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// of a Pod on it), never one it names.
 	node := boundNode(resp.User.GetExtra())
 	if node == "" {
+		p.failures.failed(src, time.Now())
 		klog.FromContext(req.Context()).Info("Refused a peer: its token is not bound to a Pod", "remote", req.RemoteAddr, "user", resp.User.GetName())
 		w.Header().Set("Connection", "close")
 		watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf(
@@ -237,6 +238,7 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		if !in {
+			p.failures.failed(src, time.Now())
 			klog.FromContext(req.Context()).Info("Refused a peer: its node is not in this site", "remote", req.RemoteAddr, "node", node, "site", site)
 			w.Header().Set("Connection", "close")
 			watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf(
@@ -247,6 +249,7 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		// and certificate): it must be its own node's.
 		if id := req.Header.Get(peerHeader); id != "" {
 			if named, _, _, ok := parseLeaderIdentity(id); !ok || named != node {
+				p.failures.failed(src, time.Now())
 				klog.FromContext(req.Context()).Info("Refused a peer: it names another node than its token's", "remote", req.RemoteAddr, "node", node, "named", named)
 				w.Header().Set("Connection", "close")
 				watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf(
