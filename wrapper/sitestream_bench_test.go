@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
-	"github.com/servicegroup/servicegroup/wrapper/sitestream"
 )
 
 const benchGen = "example.com/gen"
@@ -52,7 +51,6 @@ func BenchmarkSiteStream(b *testing.B) {
 	if _, err := admin.CoreV1().ServiceAccounts(peerNS).Create(b.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: peerAccount}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	token := peerToken(b, admin, peerAccount, sitestream.PeerAudience)
 	const ns = "bench"
 	createNamespace(b, admin, ns)
 	for s := range services {
@@ -86,7 +84,7 @@ func BenchmarkSiteStream(b *testing.B) {
 			}
 			ws := make([]*siteWrapper, size)
 			for i, node := range nodes {
-				ws[i] = startSiteWrapper(b, cp, node, 30+i, siteOptions{token: token})
+				ws[i] = startSiteWrapper(b, cp, node, 30+i, siteOptions{})
 				ws[i].proxy = watchAsKubeProxy(b, ws[i].runningWrapper, node, nil)
 				siteLinks = append(siteLinks, ws[i].cloud)
 				views = append(views, ws[i].proxy.slices)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -256,6 +257,8 @@ type siteWrapper struct {
 
 type siteOptions struct {
 	group string // "" reads the site label
+	// token is the peer token; nil: the token of the node's wrapper Pod
+	// (podPeerToken), as a projected volume gives it.
 	token func() (string, error)
 	// stateDir keeps the snapshot; addr and peerAddr reuse a stopped
 	// wrapper's addresses ("" picks new ones); cut starts with the cloud
@@ -275,6 +278,9 @@ func startSiteWrapper(t testing.TB, cp *controlplane.ControlPlane, node string, 
 		}
 		addr = ln.Addr().String()
 		ln.Close()
+	}
+	if so.token == nil {
+		so.token = podPeerToken(t, cp, peerAccount, node, sitestream.PeerAudience)
 	}
 	link := newCloudLink()
 	link.setCut(so.cut)
@@ -317,6 +323,19 @@ func peerToken(t testing.TB, c kubernetes.Interface, account string, aud ...stri
 		t.Fatal(err)
 	}
 	tok := tr.Status.Token
+	return func() (string, error) { return tok, nil }
+}
+
+// podPeerToken is the token the wrapper Pod of node presents (account's,
+// for audience aud): bound to a Pod on node, so that the apiserver's review
+// of it names the node (sitestream.NodeNameExtra), as a projected
+// serviceAccountToken volume's does.
+func podPeerToken(t testing.TB, cp *controlplane.ControlPlane, account, node string, aud ...string) func() (string, error) {
+	t.Helper()
+	tok, err := cp.PodToken(t.Context(), peerNS, account, node, aud...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return func() (string, error) { return tok, nil }
 }
 
@@ -477,7 +496,7 @@ func TestSiteStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	token := peerToken(t, admin, peerAccount, sitestream.PeerAudience)
+	// Each wrapper presents its own node's Pod's token (startSiteWrapper).
 	const ns = "site"
 	createNamespace(t, admin, ns)
 	createNamespace(t, admin, "beat")
@@ -487,7 +506,7 @@ func TestSiteStream(t *testing.T) {
 
 	ws := map[string]*siteWrapper{}
 	start := func(i int, node string) {
-		w := startSiteWrapper(t, cp, node, 10+i, siteOptions{token: token})
+		w := startSiteWrapper(t, cp, node, 10+i, siteOptions{})
 		w.proxy = watchAsKubeProxy(t, w.runningWrapper, node, beats)
 		ws[node] = w
 	}
@@ -587,12 +606,25 @@ func TestSiteStream(t *testing.T) {
 		ws[n].proxy.takeWorstLag()
 	}
 
+	// A node of another site, with a wrapper Pod of its own.
+	away := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-away", Labels: map[string]string{gridKey: "nodeunit-away", siteLabel: "away"}}}
+	if _, err := admin.CoreV1().Nodes().Create(t.Context(), away, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	t.Run("peers authenticate", func(t *testing.T) {
+		follower := nodes[(slicesIndex(nodes, lead)+1)%len(nodes)]
+		token := podPeerToken(t, cp, peerAccount, follower, sitestream.PeerAudience)
+		awayToken := podPeerToken(t, cp, peerAccount, "node-away", sitestream.PeerAudience)
+		pin := strings.Repeat("ab", 32)
 		url := "https://" + ws[lead].lan.addr + "/api/v1/services?labelSelector=" + strings.ReplaceAll("!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless", "!", "%21")
 		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
-		get := func(url, site string, tok func() (string, error)) int {
+		get := func(url, site, peer string, tok func() (string, error)) (int, []byte) {
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 			req.Header.Set("X-Application-Grid-Wrapper-Site", site)
+			if peer != "" {
+				req.Header.Set("X-Application-Grid-Wrapper-Peer", peer)
+			}
 			if tok != nil {
 				s, _ := tok()
 				req.Header.Set("Authorization", "Bearer "+s)
@@ -601,24 +633,63 @@ func TestSiteStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp.Body.Close()
-			return resp.StatusCode
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, body
 		}
+		siteURL := "https://" + ws[lead].lan.addr + "/site"
 		for _, tc := range []struct {
-			name, url, site string
-			tok             func() (string, error)
-			want            int
+			name, url, site, peer string
+			tok                   func() (string, error)
+			want                  int
 		}{
-			{"no token", url, "shop", nil, http.StatusUnauthorized},
-			{"a token for the apiserver", url, "shop", peerToken(t, admin, peerAccount), http.StatusUnauthorized},
-			{"another account", url, "shop", peerToken(t, admin, "someone-else", sitestream.PeerAudience), http.StatusForbidden},
-			{"outside kube-proxy's selection", "https://" + ws[lead].lan.addr + "/api/v1/services", "shop", token, http.StatusForbidden},
-			{"a Secret", "https://" + ws[lead].lan.addr + "/api/v1/secrets", "shop", token, http.StatusForbidden},
-			{"a wrapper of another site", url, "elsewhere", token, http.StatusTooManyRequests},
-			{"a wrapper of the site", url, "shop", token, http.StatusOK},
+			{"no token", url, "shop", "", nil, http.StatusUnauthorized},
+			{"a token for the apiserver", url, "shop", "", podPeerToken(t, cp, peerAccount, follower), http.StatusUnauthorized},
+			{"another account", url, "shop", "", podPeerToken(t, cp, "someone-else", follower, sitestream.PeerAudience), http.StatusForbidden},
+			{"outside kube-proxy's selection", "https://" + ws[lead].lan.addr + "/api/v1/services", "shop", "", token, http.StatusForbidden},
+			{"a Secret", "https://" + ws[lead].lan.addr + "/api/v1/secrets", "shop", "", token, http.StatusForbidden},
+			{"a wrapper of another site", url, "elsewhere", "", token, http.StatusTooManyRequests},
+			{"a token bound to no Pod", url, "shop", "", peerToken(t, admin, peerAccount, sitestream.PeerAudience), http.StatusForbidden},
+			{"a node of another site naming this one", url, "shop", "", awayToken, http.StatusForbidden},
+			{"a node of another site naming this one, its members", siteURL, "shop", "", awayToken, http.StatusForbidden},
+			{"a member of another node", siteURL, "shop", "node-away@127.0.0.99:1#" + pin, token, http.StatusForbidden},
+			{"a member of another node of the site", siteURL, "shop", lead + "@127.0.0.99:1#" + pin, token, http.StatusForbidden},
+			{"a wrapper of the site", url, "shop", "", token, http.StatusOK},
+			{"a wrapper of the site, as itself", url, "shop", follower + "@127.0.0.98:1#" + pin, token, http.StatusOK},
 		} {
-			if got := get(tc.url, tc.site, tc.tok); got != tc.want {
-				t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+			if got, body := get(tc.url, tc.site, tc.peer, tc.tok); got != tc.want {
+				t.Errorf("%s: %d, want %d: %s", tc.name, got, tc.want, body)
+			}
+		}
+		// The attack: one peer token and a member header of a node
+		// outside the site. The leader's members, and, after a follower's
+		// next read of them (every 10 s), that follower's, are only nodes
+		// of the site.
+		members := func(addr string) []string {
+			t.Helper()
+			code, body := get("https://"+addr+"/site", "shop", "", token)
+			if code != http.StatusOK {
+				t.Fatalf("/site of %s: %d %s", addr, code, body)
+			}
+			var v struct{ Members []string }
+			if err := json.Unmarshal(body, &v); err != nil {
+				t.Fatalf("/site of %s: %v: %s", addr, err, body)
+			}
+			return v.Members
+		}
+		onlySite := func(who string, ms []string) {
+			t.Helper()
+			for _, m := range ms {
+				if node, _, _ := strings.Cut(m, "@"); !slicesContain(nodes, node) {
+					t.Errorf("%s lists a member outside the site: %q (all: %v)", who, m, ms)
+				}
+			}
+		}
+		onlySite("the leader "+lead, members(ws[lead].lan.addr))
+		time.Sleep(12 * time.Second)
+		for _, n := range nodes {
+			if n != lead {
+				onlySite("the follower "+n, members(ws[n].lan.addr))
 			}
 		}
 	})
@@ -715,11 +786,13 @@ func TestSiteStream(t *testing.T) {
 		// this site's Lease while the leader still believes it leads: both
 		// serve until the old one fails to renew, then the Lease expires and
 		// the site elects again.
-		n3 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node3", Labels: map[string]string{gridKey: "nodeunit3"}}}
+		// Its node is one of this site's (the followers follow only those):
+		// the wrapper alone believes it is of another.
+		n3 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node3", Labels: map[string]string{gridKey: "nodeunit3", siteLabel: "shop"}}}
 		if _, err := admin.CoreV1().Nodes().Create(t.Context(), n3, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		other := startSiteWrapper(t, cp, "node3", 20, siteOptions{group: "elsewhere", token: token})
+		other := startSiteWrapper(t, cp, "node3", 20, siteOptions{group: "elsewhere"})
 		var otherID string
 		eventually(t, "the other site's leader", 2*time.Minute, func(ctx context.Context) (bool, error) {
 			l, err := admin.CoordinationV1().Leases(peerNS).Get(ctx, "application-grid-wrapper-site-elsewhere", metav1.GetOptions{})
@@ -769,6 +842,52 @@ func TestSiteStream(t *testing.T) {
 		report(t, "two leaders")
 	})
 
+	t.Run("a Lease held by a node of another site", func(t *testing.T) {
+		// A wrapper token of node-away (site away) can write this site's
+		// Lease as itself (the shipped policy lets a node hold a Lease only
+		// as itself, whatever the site). The followers must not read from
+		// it: they read from the apiserver until the Lease expires and the
+		// site elects one of its own.
+		other := startSiteWrapper(t, cp, "node-away", 21, siteOptions{})
+		var otherID string
+		eventually(t, "node-away leads its own site", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			l, err := admin.CoordinationV1().Leases(peerNS).Get(ctx, "application-grid-wrapper-site-away", metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil {
+				return false, err
+			}
+			otherID = *l.Spec.HolderIdentity
+			return strings.HasPrefix(otherID, "node-away@"), nil
+		})
+		before := cloudLists()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			l, err := admin.CoordinationV1().Leases(peerNS).Get(t.Context(), "application-grid-wrapper-site-shop", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			now := metav1.NowMicro()
+			l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime = &otherID, &now, &now
+			_, err = admin.CoordinationV1().Leases(peerNS).Update(t.Context(), l, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		change()
+		eventually(t, "the site elected one of its own again", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			cur, err := holder(ctx, admin, "shop")
+			if err != nil {
+				return false, err
+			}
+			return slicesContain(nodes, cur), fmt.Errorf("holder %q", cur)
+		})
+		change()
+		lead = settle(t, "one leader of the site again")
+		if n := other.lan.accepted.Load(); n != 0 {
+			t.Errorf("the site's wrappers connected %d times to node-away's wrapper, which held their Lease from another site", n)
+		}
+		noRelists(t, before)
+		report(t, "a Lease held by a node of another site")
+	})
+
 	outer := t
 	t.Run("whole site cut off", func(t *testing.T) {
 		// A follower started again with a state directory (the others
@@ -781,7 +900,7 @@ func TestSiteStream(t *testing.T) {
 			if dir == "" {
 				dir = outer.TempDir()
 			}
-			w := startSiteWrapper(outer, cp, node, 0, siteOptions{token: token, stateDir: dir,
+			w := startSiteWrapper(outer, cp, node, 0, siteOptions{stateDir: dir,
 				addr: old.addr, peerAddr: old.lan.addr, cut: cut})
 			w.proxy = old.proxy
 			ws[node] = w

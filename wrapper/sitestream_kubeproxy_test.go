@@ -12,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/servicegroup/servicegroup/wrapper/sitestream"
 )
 
 // TestSiteStreamKubeProxy runs the real kube-proxy (iptables mode, in a
@@ -34,18 +32,17 @@ func TestSiteStreamKubeProxy(t *testing.T) {
 	if _, err := admin.CoreV1().ServiceAccounts(peerNS).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: peerAccount}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	token := peerToken(t, admin, peerAccount, sitestream.PeerAudience)
 	createNamespace(t, admin, "kp")
 	createService(t, admin, "kp", "svc", `["zone1"]`)
 	createSlice(t, admin, "kp", "svc", "svc-a", endpoint("10.9.0.1", "node0"), endpoint("10.9.0.2", "node1"))
 
 	// node1's wrapper leads; node0's follows and serves kube-proxy.
-	leader := startSiteWrapper(t, cp, "node1", 41, siteOptions{token: token})
+	leader := startSiteWrapper(t, cp, "node1", 41, siteOptions{})
 	eventually(t, "node1 leads", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		h, err := holder(ctx, admin, "shop")
 		return h == "node1", err
 	})
-	follower := startSiteWrapper(t, cp, "node0", 40, siteOptions{token: token})
+	follower := startSiteWrapper(t, cp, "node0", 40, siteOptions{})
 	eventually(t, "node0 reads from node1", 2*time.Minute, func(context.Context) (bool, error) {
 		return follower.cloud.openUnitStreams() == 0 && leader.cloud.openUnitStreams() > 0, nil
 	})

@@ -26,7 +26,7 @@ func (f *siteStreamFlags) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.namespace, "site-lease-namespace", f.namespace, "namespace of the sites' Leases")
 	fs.StringVar(&f.bind, "peer-bind-address", f.bind, "address the site's other wrappers reach this one at (TLS, token-authenticated); required with --site-label")
 	fs.StringVar(&f.advertise, "peer-advertise-address", f.advertise, "host:port peers dial, published in the site's Lease (default --peer-bind-address; set it when that is a wildcard address)")
-	fs.StringVar(&f.tokenFile, "peer-token-file", f.tokenFile, "ServiceAccount token with audience "+sitestream.PeerAudience+" (a projected volume) this wrapper presents to its site's leader; re-read as the kubelet rotates it")
+	fs.StringVar(&f.tokenFile, "peer-token-file", f.tokenFile, "ServiceAccount token with audience "+sitestream.PeerAudience+" this wrapper presents to its site's leader: a projected volume's, bound to this wrapper's Pod (the leader serves only Pods on nodes of its site); re-read as the kubelet rotates it")
 	fs.StringVar(&f.users, "peer-allowed-users", f.users, "comma-separated users (as the apiserver's TokenReview names them) whose tokens a leader accepts (default: the user this wrapper runs as)")
 	fs.IntVar(&f.maxConns, "peer-max-connections", f.maxConns, "connections open at once on the peer port; more wait to be accepted (each has "+peerHandshakeTimeout.String()+" to finish its TLS handshake and send its request)")
 	fs.IntVar(&f.maxConnsPerHost, "peer-max-connections-per-host", f.maxConnsPerHost, "connections open at once on the peer port from one address; more are closed at once, so that one LAN client cannot take the site's peers' slots")

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,7 +66,7 @@ type siteCluster struct {
 	client  kubernetes.Interface
 	bin     string
 	dir     string
-	tokenF  string
+	tokenF  map[string]string // node -> its wrapper Pod's peer token file
 	kubecfg string
 	nodes   map[string]*siteNode
 
@@ -115,20 +114,13 @@ func startSite(t *testing.T) *siteCluster {
 	sc := &siteCluster{t: t, ctx: ctx, fabric: f, cp: cp, client: client, bin: bins["application-grid-wrapper"], dir: t.TempDir(),
 		nodes: map[string]*siteNode{}, written: map[int]time.Time{}, seen: map[string]map[int]time.Time{}}
 
-	// The peers' tokens: the wrappers' ServiceAccount, audience PeerAudience.
+	// The peers' tokens: the wrappers' ServiceAccount, audience PeerAudience,
+	// each bound to a Pod on its node (as a DaemonSet's projected volume
+	// gives it: the leader takes the peer's node from it).
 	if _, err := client.CoreV1().ServiceAccounts(siteNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: siteAccount}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := client.CoreV1().ServiceAccounts(siteNS).CreateToken(ctx, siteAccount, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{sitestream.PeerAudience}, ExpirationSeconds: ptr.To[int64](3600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.tokenF = filepath.Join(sc.dir, "peer-token")
-	if err := os.WriteFile(sc.tokenF, []byte(tr.Status.Token), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sc.tokenF = map[string]string{}
 	cert, key := cp.AdminCertificate()
 	if sc.kubecfg, err = cp.WriteKubeconfig("site-wrapper.kubeconfig", cp.URL, cert, key); err != nil {
 		t.Fatal(err)
@@ -144,6 +136,14 @@ func startSite(t *testing.T) *siteCluster {
 			t.Fatal(err)
 		}
 		sc.nodes[fn.Name] = &siteNode{fabric: fn}
+		tok, err := cp.PodToken(ctx, siteNS, siteAccount, fn.Name, sitestream.PeerAudience)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.tokenF[fn.Name] = filepath.Join(sc.dir, "peer-token-"+fn.Name)
+		if err := os.WriteFile(sc.tokenF[fn.Name], []byte(tok), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: siteSvc, Namespace: siteSvcNS},
@@ -228,7 +228,7 @@ func (sc *siteCluster) startWrapper(name string) {
 		"--insecure-plain-http", "--bind-address=" + harness.WrapperAddr, "--metrics-bind-address=" + harness.WrapperOpsAddr,
 		"--site-label=" + siteLabelKey, "--site-lease-namespace=" + siteNS,
 		"--peer-bind-address=" + net.JoinHostPort(n.fabric.IP.String(), sitePeerPort),
-		"--peer-token-file=" + sc.tokenF,
+		"--peer-token-file=" + sc.tokenF[name],
 		"--peer-allowed-users=system:serviceaccount:" + siteNS + ":" + siteAccount,
 		"--v=2",
 	}

@@ -57,8 +57,12 @@ type siteView struct {
 // siteMembers are the identities of the site's wrappers this one has heard
 // of: its leaders, its followers, its leaders' members.
 type siteMembers struct {
-	mu   sync.Mutex
-	seen map[string]time.Time
+	// inSite, when set, keeps out identities whose node is not one of the
+	// site's: a peer's answer cannot make this wrapper ask, or follow, a
+	// wrapper of another site.
+	inSite func(node string) bool
+	mu     sync.Mutex
+	seen   map[string]time.Time
 }
 
 func newSiteMembers() *siteMembers { return &siteMembers{seen: map[string]time.Time{}} }
@@ -68,7 +72,8 @@ func (m *siteMembers) add(ids ...string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, id := range ids {
-		if _, _, _, ok := parseLeaderIdentity(id); !ok {
+		node, _, _, ok := parseLeaderIdentity(id)
+		if !ok || (m.inSite != nil && !m.inSite(node)) {
 			continue
 		}
 		if _, known := m.seen[id]; !known && len(m.seen) >= maxMembers {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"k8s.io/klog/v2"
 )
 
 // What peers say about the site's members is bounded and checked: only
@@ -25,5 +27,51 @@ func TestSiteMembers(t *testing.T) {
 	}
 	if got := len(m.list()); got != maxMembers {
 		t.Errorf("%d members kept, want the bound %d", got, maxMembers)
+	}
+}
+
+// A follower follows, and remembers, only wrappers of nodes of its site:
+// a Lease holder or a member named on another node is left out.
+func TestOnlyTheSitesNodes(t *testing.T) {
+	pin := strings.Repeat("ab", 32)
+	site := map[string]bool{"node0": true, "node1": true}
+	r := newPeerRouter(Options{GroupLabel: "example.com/site"}, leaderIdentity("node0", "10.0.0.1:51009", pin))
+	r.inSite = func(node string) (bool, bool) { return site[node], true }
+	r.members.inSite = func(node string) bool { return site[node] }
+
+	away := leaderIdentity("node-away", "10.0.0.9:51009", pin)
+	r.setLeader(klog.Background(), away)
+	if following, _ := r.following(); following || r.source() != nil {
+		t.Errorf("follows %s, a holder on a node outside the site", away)
+	}
+	r.members.add(away)
+	if got := r.members.list(); len(got) != 0 {
+		t.Errorf("remembers members outside the site: %v", got)
+	}
+	ours := leaderIdentity("node1", "10.0.0.2:51009", pin)
+	r.setLeader(klog.Background(), ours)
+	if s := r.source(); s == nil || s.node != "node1" {
+		t.Errorf("source %+v, want node1 (a holder of the site)", s)
+	}
+	if got := r.members.list(); strings.Join(got, ",") != ours {
+		t.Errorf("members %v, want [%s]", got, ours)
+	}
+}
+
+// A peer's node is the one its token review names, and only one.
+func TestBoundNode(t *testing.T) {
+	for _, tc := range []struct {
+		extra map[string][]string
+		want  string
+	}{
+		{nil, ""},
+		{map[string][]string{"authentication.kubernetes.io/pod-name": {"p"}}, ""},
+		{map[string][]string{NodeNameExtra: {}}, ""},
+		{map[string][]string{NodeNameExtra: {"a", "b"}}, ""},
+		{map[string][]string{NodeNameExtra: {"node0"}}, "node0"},
+	} {
+		if got := boundNode(tc.extra); got != tc.want {
+			t.Errorf("boundNode(%v) = %q, want %q", tc.extra, got, tc.want)
+		}
 	}
 }

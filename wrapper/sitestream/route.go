@@ -70,6 +70,12 @@ type peerRouter struct {
 	upstream http.RoundTripper
 	// members are the site's wrappers heard of (members.go).
 	members *siteMembers
+	// inSite tells whether a node carries this site's label value (nil:
+	// every node does, for tests of the routing alone). A Lease holder on
+	// another node is not followed.
+	inSite func(node string) (in, synced bool)
+	// refused is the last holder not followed, logged once.
+	refused string
 }
 
 // peerRetry is how long a leader that failed is left alone before a probe.
@@ -107,8 +113,12 @@ func (r *peerRouter) wrap(rt http.RoundTripper) http.RoundTripper {
 func (r *peerRouter) setLeader(logger klog.Logger, identity string) {
 	var t *peerTarget
 	if node, addr, pin, ok := parseLeaderIdentity(identity); ok && identity != r.self {
-		t = &peerTarget{node: node, addr: addr, pin: pin, transport: pinnedTransport(pin)}
-		r.members.add(identity)
+		if r.foreign(logger, node, identity) {
+			identity = ""
+		} else {
+			t = &peerTarget{node: node, addr: addr, pin: pin, transport: pinnedTransport(pin)}
+			r.members.add(identity)
+		}
 	} else if identity != "" && !ok {
 		logger.Info("Ignoring a Lease holder that is not a wrapper's identity", "holder", identity)
 	}
@@ -130,6 +140,32 @@ func (r *peerRouter) setLeader(logger klog.Logger, identity string) {
 		leaderName = t.node
 	}
 	logger.Info("Site stream source changed", "leader", leaderName, "self", identity != "" && t == nil, "streamsMoved", cut)
+}
+
+// foreign reports whether a leader's node is not one of this site's: a
+// stolen token of another site's node can hold this site's Lease (nothing
+// but the Lease's name ties it to a site), and this wrapper must not read
+// Services and EndpointSlices from it. It then reads from the apiserver,
+// as without a leader, and campaigns until the Lease expires. Logged once
+// per holder.
+func (r *peerRouter) foreign(logger klog.Logger, node, identity string) bool {
+	if r.inSite == nil {
+		return false
+	}
+	in, synced := r.inSite(node)
+	if in {
+		return false
+	}
+	r.mu.Lock()
+	again := r.refused == identity
+	r.refused = identity
+	r.mu.Unlock()
+	if !again {
+		site, _ := r.site.Load().(string)
+		logger.Info("Not following the site's Lease holder: its node is not in this site (a wrapper of another site, or a stolen token); reading from the apiserver",
+			"holderNode", node, "site", site, "label", r.opts.GroupLabel, "nodesKnown", synced)
+	}
+	return true
 }
 
 // cutLocked ends the streams match selects; r.mu is held.

@@ -216,11 +216,48 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("user %q is not a wrapper of this site", resp.User.GetName())))
 		return
 	}
+	// The peer's node is the one its token is bound to (a projected token
+	// of a Pod on it), never one it names.
+	node := boundNode(resp.User.GetExtra())
+	if node == "" {
+		p.failures.failed(src, time.Now())
+		klog.FromContext(req.Context()).Info("Refused a peer: its token is not bound to a Pod", "remote", req.RemoteAddr, "user", resp.User.GetName())
+		w.Header().Set("Connection", "close")
+		watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf(
+			"the token of %q names no node: a peer presents the projected ServiceAccount token of its Pod (audience %s), which the apiserver binds to the Pod's node", resp.User.GetName(), PeerAudience)))
+		return
+	}
 	lead := p.leading()
 	if site := p.ss.Group(); site == "" || req.Header.Get(siteHeader) != site {
 		lead = nil // not this follower's site's leader
 	} else {
-		p.ss.members.add(req.Header.Get(peerHeader))
+		in, synced := p.ss.inSite(node)
+		if !synced {
+			w.Header().Set("Retry-After", "1")
+			watchcache.WriteError(w, req, apierrors.NewTooManyRequests("the site's nodes are not known yet", 1))
+			return
+		}
+		if !in {
+			p.failures.failed(src, time.Now())
+			klog.FromContext(req.Context()).Info("Refused a peer: its node is not in this site", "remote", req.RemoteAddr, "node", node, "site", site)
+			w.Header().Set("Connection", "close")
+			watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf(
+				"node %q, whose Pod's token this is, is not in site %q (label %s)", node, site, p.ss.opts.GroupLabel)))
+			return
+		}
+		// The identity a peer sends is a hint to reach it by (its address
+		// and certificate): it must be its own node's.
+		if id := req.Header.Get(peerHeader); id != "" {
+			if named, _, _, ok := parseLeaderIdentity(id); !ok || named != node {
+				p.failures.failed(src, time.Now())
+				klog.FromContext(req.Context()).Info("Refused a peer: it names another node than its token's", "remote", req.RemoteAddr, "node", node, "named", named)
+				w.Header().Set("Connection", "close")
+				watchcache.WriteError(w, req, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf(
+					"the peer identity %q is not of node %q, whose Pod's token this is", id, node)))
+				return
+			}
+			p.ss.members.add(id)
+		}
 		if req.URL.Path == sitePath {
 			p.serveSite(w)
 			return
@@ -245,6 +282,14 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	stop := context.AfterFunc(lead, cancel)
 	defer stop()
 	p.view.ServeHTTP(w, req.WithContext(ctx))
+}
+
+// boundNode is the node a Pod-bound token's review names ("" for none).
+func boundNode(extra map[string][]string) string {
+	if v := extra[NodeNameExtra]; len(v) == 1 {
+		return v[0]
+	}
+	return ""
 }
 
 // admit: only lists and watches within kube-proxy's selection. A list at a

@@ -35,9 +35,11 @@ const PeerAudience = "application-grid-wrapper-peer"
 type Options struct {
 	// GroupLabel is the node label whose value names this node's site.
 	// A node without it streams from the apiserver on its own. Read once,
-	// at start-up.
+	// at start-up, for this node; the other nodes' values decide which
+	// peers this wrapper serves and which Lease holder it follows.
 	GroupLabel string
-	// Group names the site directly (tests; overrides GroupLabel).
+	// Group names this node's site directly (tests; overrides this node's
+	// GroupLabel, not the peers').
 	Group string
 	// Namespace holds the Leases (default kube-system).
 	Namespace string
@@ -49,7 +51,8 @@ type Options struct {
 	Token func() (string, error)
 	// AllowedUsers are the users (as upstream's TokenReview names them)
 	// whose tokens the leader accepts; empty: this wrapper's own user (all
-	// wrappers run as one ServiceAccount).
+	// wrappers run as one ServiceAccount). The token must also be bound to
+	// a Pod on a node of the site (NodeNameExtra).
 	AllowedUsers []string
 	// Lease timing (defaults 15s, 10s, 2s). A leader that cannot renew
 	// within RenewDeadline stops serving its peers.
@@ -94,7 +97,8 @@ type Stream struct {
 	router  *peerRouter
 	peers   *peerServer
 	members *siteMembers
-	lock    atomic.Pointer[readLock] // the Lease, once the site is known
+	lock    atomic.Pointer[readLock]  // the Lease, once the site is known
+	nodes   atomic.Pointer[siteNodes] // the site's Nodes, once the site is known
 
 	cert tls.Certificate
 	pin  string // hex SHA-256 of cert's DER, published in the Lease
@@ -119,7 +123,8 @@ func New(opts Options, node string, client kubernetes.Interface, limits watchcac
 	if opts.Token == nil {
 		return nil, errors.New("site stream: a peer token source is required")
 	}
-	if opts.Group == "" && opts.GroupLabel == "" {
+	if opts.GroupLabel == "" {
+		// Also with Group: every peer's site is read from its Node's label.
 		return nil, errors.New("site stream: a group label is required")
 	}
 	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, nil, nil)
@@ -140,6 +145,8 @@ func New(opts Options, node string, client kubernetes.Interface, limits watchcac
 	}
 	ss.router = newPeerRouter(opts, leaderIdentity(node, opts.AdvertiseAddress, ss.pin))
 	ss.members = ss.router.members
+	ss.router.inSite = ss.inSite
+	ss.members.inSite = func(node string) bool { in, _ := ss.inSite(node); return in }
 	ss.peers = newPeerServer(ss, writeTimeout, caches)
 	return ss, nil
 }
@@ -174,6 +181,13 @@ func (ss *Stream) Run(ctx context.Context) {
 	if group == "" {
 		return
 	}
+	// Whom to serve and whom to follow is decided by the site's Nodes:
+	// known before either.
+	nodes := newSiteNodes(ss.client, ss.opts.GroupLabel, group)
+	ss.nodes.Store(nodes)
+	if !nodes.run(ctx) {
+		return
+	}
 	if err := ss.peers.resolveAllowedUsers(ctx, logger); err != nil {
 		logger.Error(err, "Site stream off: cannot tell which users its peers run as")
 		return
@@ -200,6 +214,12 @@ func (ss *Stream) resolveGroup(ctx context.Context, logger klog.Logger) bool {
 	ss.group = group
 	ss.mu.Unlock()
 	return true
+}
+
+// inSite reports whether node carries this site's label value; synced is
+// false while the site's Nodes are not known yet.
+func (ss *Stream) inSite(node string) (in, synced bool) {
+	return ss.nodes.Load().has(node)
 }
 
 // Group is this node's site ("" while unknown or without one).
