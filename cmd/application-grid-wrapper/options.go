@@ -33,6 +33,7 @@ type options struct {
 	bookmarks, writeTimeout    time.Duration
 	reqTimeout, idleConns      time.Duration
 	maxInFlight, maxWatches    int
+	uidInFlight, uidWatches    int
 	maxConns                   int
 	localRanges                string
 	localPorts                 string
@@ -63,6 +64,8 @@ func newOptions() *options {
 		reqTimeout:    wrapper.DefaultRequestWriteTimeout,
 		maxInFlight:   wrapper.DefaultMaxRequestsInFlight,
 		maxWatches:    wrapper.DefaultMaxWatches,
+		uidInFlight:   wrapper.DefaultMaxRequestsInFlightPerUID,
+		uidWatches:    wrapper.DefaultMaxWatchesPerUID,
 		maxConns:      defaultMaxConnections,
 		idleConns:     defaultIdleTimeout,
 		localRanges:   prefixList(wrapper.DefaultLocalEndpointRanges),
@@ -102,6 +105,8 @@ func (o *options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.reqTimeout, "request-write-timeout", o.reqTimeout, "an answer other than a watch that its client does not take within this is cut off")
 	fs.IntVar(&o.maxInFlight, "max-requests-inflight", o.maxInFlight, "requests other than watches served at once; beyond, 429 with Retry-After")
 	fs.IntVar(&o.maxWatches, "max-watches", o.maxWatches, "watches served at once; beyond, 429 with Retry-After")
+	fs.IntVar(&o.uidInFlight, "max-requests-inflight-per-uid", o.uidInFlight, "of --max-requests-inflight, what the local clients of one uid other than root (by the owner of the client's socket; clients from other hosts count as one) may have served at once, at most half: root's (kube-proxy, the node's CoreDNS) always keep as many")
+	fs.IntVar(&o.uidWatches, "max-watches-per-uid", o.uidWatches, "of --max-watches, what the local clients of one uid other than root (by the owner of the client's socket; clients from other hosts count as one) may hold at once, at most half: root's (kube-proxy, the node's CoreDNS) always keep as many")
 	fs.IntVar(&o.maxConns, "max-connections", o.maxConns, "client connections open at once; more wait to be accepted")
 	fs.DurationVar(&o.idleConns, "idle-connection-timeout", o.idleConns, "a client connection with no request in flight for this long is closed")
 	fs.StringVar(&o.localRanges, "local-endpoint-ranges", o.localRanges, "comma-separated CIDRs the superedge.io/local-endpoint annotation of default/kubernetes may point to (a non-loopback address must also be one of this node's); any other address leaves it unchanged")
@@ -152,6 +157,7 @@ func (o *options) wrapperOptions() wrapper.Options {
 		LocalEndpointRanges: o.ranges,
 		LocalEndpointPorts:  o.ports,
 		RequestWriteTimeout: o.reqTimeout, MaxRequestsInFlight: o.maxInFlight, MaxWatches: o.maxWatches,
+		MaxRequestsInFlightPerUID: o.uidInFlight, MaxWatchesPerUID: o.uidWatches,
 		SiteStream: o.site.options(),
 	}
 }

@@ -40,8 +40,10 @@ func (o *options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// ConnContext: the uid owning each client's socket, for the per-uid
+	// limits.
 	httpSrv := &http.Server{Handler: srv.Handler(), TLSConfig: tlsCfg, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: o.idleConns,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+		BaseContext: func(net.Listener) context.Context { return ctx }, ConnContext: srv.ConnContext}
 
 	errCh := make(chan error, 4)
 	if o.secureMetrics.Enabled() {
