@@ -140,8 +140,12 @@ func TestLocalClientsFair(t *testing.T) {
 	}
 	defer svcWatch.Stop()
 	for _, w := range []func() (watch.Interface, error){
-		func() (watch.Interface, error) { return kp.DiscoveryV1().EndpointSlices("").Watch(ctx, metav1.ListOptions{}) },
-		func() (watch.Interface, error) { return kp.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=node0"}) },
+		func() (watch.Interface, error) {
+			return kp.DiscoveryV1().EndpointSlices("").Watch(ctx, metav1.ListOptions{})
+		},
+		func() (watch.Interface, error) {
+			return kp.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=node0"})
+		},
 	} {
 		wi, err := w()
 		if err != nil {
