@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 )
 
@@ -117,9 +118,15 @@ func addrPort(a net.Addr) (netip.AddrPort, bool) {
 
 // findSocketUID reads a /proc/net/tcp or /proc/net/tcp6 table and returns
 // the uid of the socket whose local address is local and remote address
-// remote (IPv4-mapped IPv6 addresses match their IPv4 form). A line it
-// cannot read is an error naming it; a table without the socket is not.
+// remote (an IPv4 pair also as IPv4-mapped IPv6). Only a line whose
+// addresses read as the pair's is parsed in full (a table holds every
+// socket of the host); if it cannot be read, the error names it.
 func findSocketUID(table io.Reader, local, remote netip.AddrPort) (uid uint32, found bool, err error) {
+	var want [][2][]byte
+	if local.Addr().Is4() && remote.Addr().Is4() {
+		want = append(want, [2][]byte{kernelHex(local, 8), kernelHex(remote, 8)})
+	}
+	want = append(want, [2][]byte{kernelHex(local, 32), kernelHex(remote, 32)})
 	sc := bufio.NewScanner(table)
 	sc.Buffer(make([]byte, 0, 512), 4096)
 	for n := 1; sc.Scan(); n++ {
@@ -127,15 +134,44 @@ func findSocketUID(table io.Reader, local, remote netip.AddrPort) (uid uint32, f
 			continue // the header
 		}
 		line := sc.Bytes()
-		l, r, u, err := parseSocketLine(line)
+		l, rest := nextField(line) // "sl:"
+		l, rest = nextField(rest)
+		r, _ := nextField(rest)
+		if !slices.ContainsFunc(want, func(w [2][]byte) bool { return bytes.EqualFold(l, w[0]) && bytes.EqualFold(r, w[1]) }) {
+			continue
+		}
+		pl, pr, u, err := parseSocketLine(line)
 		if err != nil {
 			return 0, false, fmt.Errorf("line %d %q: %w", n, truncate(line, 80), err)
 		}
-		if l == local && r == remote {
+		if pl == local && pr == remote {
 			return u, true, nil
 		}
 	}
 	return 0, false, sc.Err()
+}
+
+// nextField is b's first space-separated field and what follows it.
+func nextField(b []byte) (field, rest []byte) {
+	b = bytes.TrimLeft(b, " \t")
+	end := bytes.IndexAny(b, " \t")
+	if end < 0 {
+		return b, nil
+	}
+	return b[:end], b[end:]
+}
+
+// kernelHex writes ap as the kernel does in /proc/net/tcp (width 8, IPv4
+// only) or tcp6 (32, IPv4 as IPv4-mapped): each 32-bit word of the
+// address in this host's byte order, then the port, in hexadecimal.
+func kernelHex(ap netip.AddrPort, width int) []byte {
+	raw := ap.Addr().As16()
+	words := raw[16-width/2:]
+	out := make([]byte, 0, width+5)
+	for i := 0; i < len(words); i += 4 {
+		out = fmt.Appendf(out, "%08X", binary.NativeEndian.Uint32(words[i:]))
+	}
+	return fmt.Appendf(out, ":%04X", ap.Port())
 }
 
 // parseSocketLine reads one entry of /proc/net/tcp{,6}:

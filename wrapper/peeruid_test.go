@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -60,11 +61,10 @@ func TestFindSocketUID(t *testing.T) {
 	}
 }
 
-// A line the parser cannot read is an error naming the line and what is
-// wrong with it, never a panic nor a wrong match.
-func TestFindSocketUIDBadLines(t *testing.T) {
-	header := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
-	any := netip.MustParseAddrPort("127.0.0.1:51274")
+// A line the parser cannot read is an error naming what is wrong with
+// it, never a panic; findSocketUID names the line, when it is the one
+// sought.
+func TestParseSocketLineBadLines(t *testing.T) {
 	for _, tc := range []struct{ line, want string }{
 		{"   0: 0100007F:C84A", "2 fields, want at least 8"},
 		{"   0: 0100007FC84A 0100007F:A739 01 00000000:00000000 00:00000000 00000000 0 0", "local address: no port"},
@@ -77,12 +77,26 @@ func TestFindSocketUIDBadLines(t *testing.T) {
 		{"   0: 0100007F:C84A 0100007F:A739 01 00000000:00000000 00:00000000 00000000 +0 0", "uid: "},
 		{"   0: 0x00007F:C84A 0100007F:A739 01 00000000:00000000 00:00000000 00000000 0 0", "local address: address"},
 		{"   0: 0100007F:+84A 0100007F:A739 01 00000000:00000000 00:00000000 00000000 0 0", `local address: port "+84A"`},
-		{"   0: 0100007F:C84A " + strings.Repeat("0", 5000), "token too long"},
 	} {
-		_, found, err := findSocketUID(strings.NewReader(header+tc.line+"\n"), any, any)
-		if err == nil || found || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: got found %v err %v, want an error with %q", tc.line, found, err, tc.want)
+		if _, _, _, err := parseSocketLine([]byte(tc.line)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want an error with %q", tc.line, err, tc.want)
 		}
+	}
+	littleEndian(t)
+	header := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+	ap := netip.MustParseAddrPort
+	for _, tc := range []struct{ table, want string }{
+		{header + "   7: 0100007F:C84A 0100007F:A739 01 00000000:00000000 00:00000000 00000000 -1 0\n", `line 2 "   7: 0100007F:C84A`},
+		{header + "   7: 0100007F:C84A " + strings.Repeat("0", 5000) + "\n", "token too long"},
+	} {
+		_, found, err := findSocketUID(strings.NewReader(tc.table), ap("127.0.0.1:51274"), ap("127.0.0.1:42809"))
+		if err == nil || found || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got found %v err %v, want an error with %q", found, err, tc.want)
+		}
+	}
+	// A bad line that is not the one sought is passed over.
+	if _, found, err := findSocketUID(strings.NewReader(header+"   0: garbage\n"+sampleTCP[len(header):]), ap("127.0.0.1:51274"), ap("127.0.0.1:42809")); err != nil || !found {
+		t.Errorf("a bad line before the one sought: found %v err %v", found, err)
 	}
 }
 
@@ -123,5 +137,24 @@ func TestLookupClientUIDOfThisProcess(t *testing.T) {
 	}
 	if got := lookupClientUID(local, &net.UnixAddr{Name: "@x", Net: "unix"}); got.known {
 		t.Errorf("a unix peer: %v, want unknown", got)
+	}
+}
+
+// BenchmarkFindSocketUID reads a table of 10,000 sockets to its end (the
+// socket is not there: the most an accept costs with that many sockets on
+// the host).
+func BenchmarkFindSocketUID(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n")
+	for i := range 10000 {
+		fmt.Fprintf(&sb, "%4d: 0100007F:%04X 0100007F:6D0C 01 00000000:00000000 02:000ADE3F 00000000     0        0 12080922 2 0000000018851806 20 4 28 17 -1\n", i, 1024+i)
+	}
+	table := sb.String()
+	local, remote := netip.MustParseAddrPort("127.0.0.1:1"), netip.MustParseAddrPort("127.0.0.1:2")
+	b.SetBytes(int64(len(table)))
+	for b.Loop() {
+		if _, found, err := findSocketUID(strings.NewReader(table), local, remote); found || err != nil {
+			b.Fatal(found, err)
+		}
 	}
 }
