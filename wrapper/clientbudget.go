@@ -90,7 +90,11 @@ func withClientBudgets(next http.Handler, watches, requests *clientBudgets) http
 		if info, ok := request.RequestInfoFrom(req.Context()); ok && info.Verb == "watch" {
 			b = watches
 		}
-		c := clientOf(req)
+		c, identified := clientOf(req)
+		if !identified {
+			next.ServeHTTP(w, req)
+			return
+		}
 		if refused := b.acquire(c); refused != "" {
 			b.mu.Lock()
 			label := b.label(c)

@@ -61,25 +61,19 @@ type clientUIDKey struct{}
 var procNetTCP = []string{"/proc/net/tcp", "/proc/net/tcp6"}
 
 // ConnContext puts the uid that owns c's peer socket in the context of c's
-// requests, for the per-client limits (limits.go): set it as the API
+// requests, for the per-uid budgets (clientbudget.go): set it as the API
 // server's http.Server.ConnContext. A peer on another host, or one whose
-// socket cannot be found, is unknown.
+// socket cannot be found, is unknown. A server without it applies the
+// totals alone, to every client as one.
 func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, clientUIDKey{}, lookupClientUID(c.LocalAddr(), c.RemoteAddr()))
 }
 
-// clientOf is the uid ConnContext found for req's connection; a server
-// without it looks the connection up now.
-func clientOf(req *http.Request) clientUID {
-	if c, ok := req.Context().Value(clientUIDKey{}).(clientUID); ok {
-		return c
-	}
-	local, _ := req.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	remote, err := netip.ParseAddrPort(req.RemoteAddr)
-	if local == nil || err != nil {
-		return clientUID{}
-	}
-	return lookupClientUID(local, net.TCPAddrFromAddrPort(remote))
+// clientOf is the uid ConnContext found for req's connection; false when
+// the server did not look.
+func clientOf(req *http.Request) (clientUID, bool) {
+	c, ok := req.Context().Value(clientUIDKey{}).(clientUID)
+	return c, ok
 }
 
 // lookupClientUID finds the uid owning the socket at the other end of the
