@@ -98,12 +98,12 @@ func TestLocalClientsFair(t *testing.T) {
 		for sc.Scan() {
 			if strings.HasPrefix(sc.Text(), "RESULT ") {
 				result <- sc.Text()
-				break
+				_, _ = io.Copy(io.Discard, out)
+				return
 			}
 			lines = append(lines, sc.Text())
 		}
 		result <- "no RESULT line; output:\n" + strings.Join(lines, "\n")
-		_, _ = io.Copy(io.Discard, out)
 	}()
 	var line string
 	select {
