@@ -11,7 +11,8 @@ import (
 	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
-// clientBudgets shares one kind of slot (watches, or other requests)
+// clientBudgets shares one kind of slot (connections, watches, or other
+// requests)
 // among the API port's local clients by the uid that owns their socket
 // (peeruid.go). Root, which kube-proxy and the node's CoreDNS run as, may
 // hold up to the whole total (the outer max-in-flight filter's); every
@@ -19,7 +20,7 @@ import (
 // of those together at most total-perUID, so root always keeps perUID
 // slots however many other uids fill theirs.
 type clientBudgets struct {
-	kind          string // "watches" or "requests", for the 429 and the metric
+	kind          string // "connections", "watches" or "requests", for the 429 and the metric
 	perUID        int
 	nonRootTotal  int
 	mu            sync.Mutex
@@ -53,7 +54,7 @@ func (b *clientBudgets) acquire(c clientUID) (refused string) {
 		b.nonRootHeld++
 	}
 	b.held[c]++
-	clientSlots.WithLabelValues(b.kind, b.label(c)).Inc()
+	clientHeld.WithLabelValues(b.kind, b.label(c)).Inc()
 	return ""
 }
 
@@ -66,7 +67,14 @@ func (b *clientBudgets) release(c clientUID) {
 	if !c.isRoot() {
 		b.nonRootHeld--
 	}
-	clientSlots.WithLabelValues(b.kind, b.label(c)).Dec()
+	clientHeld.WithLabelValues(b.kind, b.label(c)).Dec()
+}
+
+// refused counts a refusal of c.
+func (b *clientBudgets) refused(c clientUID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	clientRefusals.WithLabelValues(b.kind, b.label(c)).Inc()
 }
 
 // label is c's value of the metrics' uid label (under b.mu).
@@ -96,10 +104,7 @@ func withClientBudgets(next http.Handler, watches, requests *clientBudgets) http
 			return
 		}
 		if refused := b.acquire(c); refused != "" {
-			b.mu.Lock()
-			label := b.label(c)
-			b.mu.Unlock()
-			clientRejections.WithLabelValues(b.kind, label).Inc()
+			b.refused(c)
 			watchcache.WriteError(w, req, apierrors.NewTooManyRequests(refused+": please try again later", 1))
 			return
 		}
@@ -109,11 +114,11 @@ func withClientBudgets(next http.Handler, watches, requests *clientBudgets) http
 }
 
 var (
-	clientSlots = metric.GaugeVec("client_requests_in_flight",
-		"Watches (kind=watches) and other requests (kind=requests) the API port serves, by the uid owning the client's socket (\"unknown\": another host or not found; \"other\": past the first 16 uids).",
+	clientHeld = metric.GaugeVec("client_held",
+		"Connections, watches and other requests (kind) the API port's clients hold, by the uid owning the client's socket (\"unknown\": another host or not found; \"other\": past the first 16 uids).",
 		"kind", "uid")
-	clientRejections = metric.CounterVec("client_requests_rejected_total",
-		"Requests answered 429 because their client's uid held its budget of the kind (watches, requests), by that uid as in client_requests_in_flight.",
+	clientRefusals = metric.CounterVec("client_refused_total",
+		"Connections closed at once and requests answered 429 because their client's uid held its budget of that kind, by uid as in client_held.",
 		"kind", "uid")
 )
 

@@ -71,8 +71,7 @@ type Options struct {
 	// of one local user other than root (by the uid owning the client's
 	// socket; ConnContext) may hold of those, at most half of each:
 	// root's clients (kube-proxy, the node's CoreDNS) always keep as much
-	// (defaults DefaultMaxRequestsInFlightPerUID, DefaultMaxWatchesPerUID,
-	// or half the total when that is less).
+	// (default a quarter of each, at least 1).
 	MaxRequestsInFlightPerUID, MaxWatchesPerUID int
 	// LocalEndpointRanges bound where the local-endpoint annotations may
 	// redirect default/kubernetes (nil: DefaultLocalEndpointRanges).
@@ -121,8 +120,8 @@ func (opts Options) withDefaults() (Options, error) {
 	orDefault(&opts.RequestWriteTimeout, DefaultRequestWriteTimeout)
 	orDefault(&opts.MaxRequestsInFlight, DefaultMaxRequestsInFlight)
 	orDefault(&opts.MaxWatches, DefaultMaxWatches)
-	orDefault(&opts.MaxRequestsInFlightPerUID, max(1, min(DefaultMaxRequestsInFlightPerUID, opts.MaxRequestsInFlight/2)))
-	orDefault(&opts.MaxWatchesPerUID, max(1, min(DefaultMaxWatchesPerUID, opts.MaxWatches/2)))
+	orDefault(&opts.MaxRequestsInFlightPerUID, max(1, opts.MaxRequestsInFlight/4))
+	orDefault(&opts.MaxWatchesPerUID, max(1, opts.MaxWatches/4))
 	if err := CheckUIDBudget("MaxRequestsInFlightPerUID", opts.MaxRequestsInFlightPerUID, "MaxRequestsInFlight", opts.MaxRequestsInFlight); err != nil {
 		return opts, err
 	}

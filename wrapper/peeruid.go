@@ -60,13 +60,18 @@ type clientUIDKey struct{}
 // procNetTCP are the kernel's tables of TCP sockets, IPv4 and IPv6.
 var procNetTCP = []string{"/proc/net/tcp", "/proc/net/tcp6"}
 
-// ConnContext puts the uid that owns c's peer socket in the context of c's
-// requests, for the per-uid budgets (clientbudget.go): set it as the API
-// server's http.Server.ConnContext. A peer on another host, or one whose
+// ConnContext puts the uid that owns c's peer socket (IdentifyClients
+// found it, or it is looked up now) in the context of c's requests, for
+// the per-uid budgets (clientbudget.go): set it as the API server's
+// http.Server.ConnContext. A peer on another host, or one whose
 // socket cannot be found, is unknown. A server without it applies the
 // totals alone, to every client as one.
 func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, clientUIDKey{}, lookupClientUID(c.LocalAddr(), c.RemoteAddr()))
+	uid, ok := uidOfConn(c)
+	if !ok {
+		uid = lookupClientUID(c.LocalAddr(), c.RemoteAddr())
+	}
+	return context.WithValue(ctx, clientUIDKey{}, uid)
 }
 
 // clientOf is the uid ConnContext found for req's connection; false when

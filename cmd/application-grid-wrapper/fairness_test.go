@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +15,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,7 +42,9 @@ const fairHelperURL = "FAIRNESS_HELPER_URL"
 // defaults) against a real apiserver. A process of uid 65534 opens
 // watches over one HTTP/2 connection until it is refused, and keeps them:
 // it gets exactly its budget (--max-watches-per-uid) and then 429 naming
-// its uid. A root client with kube-proxy's kubeconfig (client-go, as
+// its uid. It then opens as many connections as the wrapper's total:
+// all but its budget (--max-connections-per-uid) are closed at once. A
+// root client on a new connection with kube-proxy's kubeconfig (client-go, as
 // kube-proxy) is still served: its watches, a list, and a Service created
 // meanwhile arriving on the watch. /metrics shows both uids.
 func TestLocalClientsFair(t *testing.T) {
@@ -111,18 +117,23 @@ func TestLocalClientsFair(t *testing.T) {
 	case <-time.After(testwait.Floor):
 		t.Fatal("the uid 65534 client did not report within " + testwait.Floor.String())
 	}
-	m := regexp.MustCompile(`^RESULT served=(\d+) refused=(\d+) proto=(\S+) first429="(.*)"$`).FindStringSubmatch(line)
+	m := regexp.MustCompile(`^RESULT served=(\d+) refused=(\d+) proto=(\S+) conns=(\d+) closed=(\d+) first429="(.*)"$`).FindStringSubmatch(line)
 	if m == nil {
 		t.Fatalf("uid 65534 client: %s", line)
 	}
 	served, _ := strconv.Atoi(m[1])
-	t.Logf("uid 65534: %d watches served, %s refused (%s), first refusal: %s", served, m[2], m[3], m[4])
+	t.Logf("uid 65534: %d watches served, %s refused (%s), first refusal: %s; %s more connections held, %s closed at once", served, m[2], m[3], m[6], m[4], m[5])
 	if m[3] != "HTTP/2.0" {
 		t.Fatalf("the uid 65534 client's watches went over %s, want HTTP/2 (one connection, as client-go's)", m[3])
 	}
-	if served != wrapper.DefaultMaxWatchesPerUID || m[2] == "0" || !strings.Contains(m[4], "uid 65534 holds as many watches as one local user may (25)") {
+	if served != wrapper.DefaultMaxWatchesPerUID || m[2] == "0" || !strings.Contains(m[6], "uid 65534 holds as many watches as one local user may (25)") {
 		t.Fatalf("uid 65534 was served %d watches and refused %s times (%q), want its budget of %d and a 429 naming it",
-			served, m[2], m[4], wrapper.DefaultMaxWatchesPerUID)
+			served, m[2], m[6], wrapper.DefaultMaxWatchesPerUID)
+	}
+	// Its watches' connection and 24 more: 25 of --max-connections' 100.
+	if m[4] != "24" || m[5] != "76" {
+		t.Fatalf("uid 65534 holds %s more connections and %s were closed at once, want 24 held (its budget of %d with the watches' one) and 76 closed",
+			m[4], m[5], wrapper.DefaultMaxConnectionsPerUID)
 	}
 
 	// kube-proxy's client, as root, with the kubeconfig --cert-dir wrote
@@ -183,12 +194,13 @@ func TestLocalClientsFair(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`application_grid_wrapper_client_requests_in_flight{kind="watches",uid="65534"} 25`,
-		`application_grid_wrapper_client_requests_in_flight{kind="watches",uid="0"} 3`,
-		`application_grid_wrapper_client_requests_rejected_total{kind="watches",uid="65534"} ` + m[2],
+		`application_grid_wrapper_client_held{kind="watches",uid="65534"} 25`,
+		`application_grid_wrapper_client_held{kind="watches",uid="0"} 3`,
+		`application_grid_wrapper_client_refused_total{kind="watches",uid="65534"} ` + m[2],
+		`application_grid_wrapper_client_refused_total{kind="connections",uid="65534"} ` + m[5],
 	} {
 		if !strings.Contains(metrics, want+"\n") {
-			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(metrics, "client_requests"))
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(metrics, "application_grid_wrapper_client_"))
 		}
 	}
 }
@@ -244,6 +256,40 @@ func TestLocalClientsFairHelper(t *testing.T) {
 			t.Fatalf("watch %d: %s %s", i, resp.Status, b)
 		}
 	}
-	fmt.Printf("RESULT served=%d refused=%d proto=%s first429=\"%s\"\n", served, refused, proto, strings.TrimSpace(first429))
+	// Then connections, as many as the wrapper's total (--max-connections,
+	// 100), each finishing its TLS handshake: one closed at once (read:
+	// EOF or reset within 2s) was refused, one still open is held.
+	host := strings.TrimPrefix(url, "https://")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range 100 {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	var held, closed atomic.Int32
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+			err := tls.Client(c, &tls.Config{InsecureSkipVerify: true}).Handshake() //nolint:gosec // the attacker
+			if err == nil {
+				_, err = c.Read(make([]byte, 1))
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				held.Add(1)
+			} else {
+				closed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Printf("RESULT served=%d refused=%d proto=%s conns=%d closed=%d first429=\"%s\"\n", served, refused, proto, held.Load(), closed.Load(), strings.TrimSpace(first429))
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }

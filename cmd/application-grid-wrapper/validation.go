@@ -47,6 +47,9 @@ func (o *options) Validate() error {
 	if err := wrapper.CheckUIDBudget("--max-watches-per-uid", o.uidWatches, "--max-watches", o.maxWatches); err != nil {
 		return err
 	}
+	if err := wrapper.CheckUIDBudget("--max-connections-per-uid", o.uidConns, "--max-connections", o.maxConns); err != nil {
+		return err
+	}
 	if o.idleConns <= 0 {
 		return errors.New("--idle-connection-timeout must be positive")
 	}
