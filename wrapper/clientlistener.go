@@ -13,8 +13,9 @@ import (
 // watches and requests.
 const DefaultMaxConnectionsPerUID = 25
 
-// IdentifyClients wraps the API port's listener (inside the total cap,
-// netutil.LimitListener's): it looks up the uid owning each accepted
+// IdentifyClients wraps the API port's listener (around the total cap,
+// netutil.LimitListener's, so that ConnContext finds its connections
+// under TLS's): it looks up the uid owning each accepted
 // connection's client socket once (peeruid.go), and closes at once a
 // connection of a uid other than root that holds perUID open already, or
 // when those uids together hold total-perUID: root, which kube-proxy and

@@ -68,7 +68,7 @@ func (o *options) Run(ctx context.Context) error {
 		// within ReadHeaderTimeout) or stays idle past IdleTimeout is closed.
 		// Of those, a uid other than root's gets --max-connections-per-uid
 		// (more are closed at once), and root can always connect.
-		ln = netutil.LimitListener(wrapper.IdentifyClients(ln, o.maxConns, o.uidConns), o.maxConns)
+		ln = wrapper.IdentifyClients(netutil.LimitListener(ln, o.maxConns), o.maxConns, o.uidConns)
 		logger.Info("Serving", "address", ln.Addr().String(), "tls", httpSrv.TLSConfig != nil, "node", o.nodeName, "upstream", cfg.Host, "version", version.Version)
 		if httpSrv.TLSConfig != nil {
 			// ServeTLS (not a tls.Listener) also sets up HTTP/2, which client-go prefers.
