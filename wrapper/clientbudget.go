@@ -12,9 +12,8 @@ import (
 )
 
 // clientBudgets shares one kind of slot (connections, watches, or other
-// requests)
-// among the API port's local clients by the uid that owns their socket
-// (peeruid.go). Root, which kube-proxy and the node's CoreDNS run as, may
+// requests) among the API port's local clients by the uid that owns their
+// socket (peeruid.go). Root, which kube-proxy and the node's CoreDNS run as, may
 // hold up to the whole total (the outer max-in-flight filter's); every
 // other uid, and clients of unknown uid together, at most perUID; and all
 // of those together at most total-perUID, so root always keeps perUID

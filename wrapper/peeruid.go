@@ -21,7 +21,7 @@ import (
 // one thing that tells them apart is who owns the client's socket: for a
 // connection from this host, the kernel lists that socket in
 // /proc/net/tcp (or tcp6) with its owner's uid. It is read once per
-// connection, at accept (Server.ConnContext).
+// connection, at accept (IdentifyClients, or Server.ConnContext).
 
 // clientUID is who a connection came from: a uid, or unknown (another
 // host, or a socket the kernel no longer lists).
