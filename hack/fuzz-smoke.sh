@@ -11,6 +11,7 @@ targets=(
 	"./wrapper/ FuzzHostAllowed"
 	"./wrapper/ FuzzPathError"
 	"./wrapper/ FuzzParseLocalEndpoint"
+	"./wrapper/ FuzzParseSocketLine"
 	"./wrapper/sitestream/ FuzzParseLeaderIdentity"
 	"./wrapper/sitestream/ FuzzSiteView"
 	"./wrapper/sitestream/ FuzzSiteLeaseName"

@@ -22,14 +22,22 @@ const (
 	// DefaultMaxWatches: a watch costs a cursor and one batch of events;
 	// kube-proxy holds four or five.
 	DefaultMaxWatches = 100
+	// DefaultMaxRequestsInFlightPerUID and DefaultMaxWatchesPerUID are
+	// what one local user other than root may hold (clientbudget.go): a
+	// quarter of the totals, so that root (kube-proxy and the node's
+	// CoreDNS) keeps at least as much whatever one or more other users do.
+	DefaultMaxRequestsInFlightPerUID = DefaultMaxRequestsInFlight / 4
+	DefaultMaxWatchesPerUID          = DefaultMaxWatches / 4
 )
 
 // withLimits is the chain in front of the views: the path check, the
 // request's RequestInfo (apiserver's parser), then apiserver's max-in-flight filter
 // twice, once for watches and once for everything else, each answering 429
-// with Retry-After when full; and a write deadline on every answer but a
-// watch's (watches have their own per batch).
-func withLimits(next http.Handler, writeTimeout time.Duration, maxInFlight, maxWatches int) http.Handler {
+// with Retry-After when full; inside those totals, each local user's
+// budget of both (clientbudget.go); and a write deadline on every answer
+// but a watch's (watches have their own per batch).
+func withLimits(next http.Handler, opts Options) http.Handler {
+	writeTimeout, maxInFlight, maxWatches := opts.RequestWriteTimeout, opts.MaxRequestsInFlight, opts.MaxWatches
 	isWatch := func(_ *http.Request, info *request.RequestInfo) bool { return info.Verb == "watch" }
 	notWatch := func(r *http.Request, info *request.RequestInfo) bool { return !isWatch(r, info) }
 	deadline := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -38,7 +46,10 @@ func withLimits(next http.Handler, writeTimeout time.Duration, maxInFlight, maxW
 		}
 		next.ServeHTTP(w, req)
 	})
-	limited := genericfilters.WithMaxInFlightLimit(deadline, maxInFlight, maxInFlight, isWatch)
+	perClient := withClientBudgets(deadline,
+		newClientBudgets("watches", maxWatches, opts.MaxWatchesPerUID),
+		newClientBudgets("requests", maxInFlight, opts.MaxRequestsInFlightPerUID))
+	limited := genericfilters.WithMaxInFlightLimit(perClient, maxInFlight, maxInFlight, isWatch)
 	limited = genericfilters.WithMaxInFlightLimit(limited, maxWatches, 0, notWatch)
 	withInfo := watchcache.WithRequestInfo(limited)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

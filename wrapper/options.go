@@ -67,6 +67,12 @@ type Options struct {
 	// MaxWatches watches; beyond, 429 with Retry-After (defaults
 	// DefaultMaxRequestsInFlight, DefaultMaxWatches).
 	MaxRequestsInFlight, MaxWatches int
+	// MaxRequestsInFlightPerUID and MaxWatchesPerUID are what the clients
+	// of one local user other than root (by the uid owning the client's
+	// socket; ConnContext) may hold of those, at most half of each:
+	// root's clients (kube-proxy, the node's CoreDNS) always keep as much
+	// (default a quarter of each, at least 1).
+	MaxRequestsInFlightPerUID, MaxWatchesPerUID int
 	// LocalEndpointRanges bound where the local-endpoint annotations may
 	// redirect default/kubernetes (nil: DefaultLocalEndpointRanges).
 	LocalEndpointRanges []netip.Prefix
@@ -114,6 +120,14 @@ func (opts Options) withDefaults() (Options, error) {
 	orDefault(&opts.RequestWriteTimeout, DefaultRequestWriteTimeout)
 	orDefault(&opts.MaxRequestsInFlight, DefaultMaxRequestsInFlight)
 	orDefault(&opts.MaxWatches, DefaultMaxWatches)
+	orDefault(&opts.MaxRequestsInFlightPerUID, max(1, opts.MaxRequestsInFlight/4))
+	orDefault(&opts.MaxWatchesPerUID, max(1, opts.MaxWatches/4))
+	if err := CheckUIDBudget("MaxRequestsInFlightPerUID", opts.MaxRequestsInFlightPerUID, "MaxRequestsInFlight", opts.MaxRequestsInFlight); err != nil {
+		return opts, err
+	}
+	if err := CheckUIDBudget("MaxWatchesPerUID", opts.MaxWatchesPerUID, "MaxWatches", opts.MaxWatches); err != nil {
+		return opts, err
+	}
 	orDefault(&opts.StartVersion, uint64(time.Now().UnixNano()))
 	orDefault(&opts.NodeLabelRecheckInterval, DefaultNodeLabelRecheckInterval)
 	orDefault(&opts.SnapshotInterval, DefaultSnapshotInterval)

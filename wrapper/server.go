@@ -165,7 +165,7 @@ func (s *Server) Ready() bool { return s.ready.Serving() }
 // Handler returns the wrapper's HTTP handler: the API plus OpsHandler's paths.
 func (s *Server) Handler() http.Handler {
 	mux := s.opsMux()
-	api := withLimits(http.HandlerFunc(s.serveAPIOrDNS), s.opts.RequestWriteTimeout, s.opts.MaxRequestsInFlight, s.opts.MaxWatches)
+	api := withLimits(http.HandlerFunc(s.serveAPIOrDNS), s.opts)
 	mux.Handle("/", withDNSPrefix(api))
 	return watchcache.WithRequestLog(withHostCheck(mux, s.opts.AllowedHosts))
 }

@@ -33,17 +33,20 @@ type options struct {
 	bookmarks, writeTimeout    time.Duration
 	reqTimeout, idleConns      time.Duration
 	maxInFlight, maxWatches    int
-	maxConns                   int
-	localRanges                string
-	localPorts                 string
-	ports                      []int32
-	maxLag, eventLog           byteSize
-	stateDir                   string
-	snapInterval, snapMaxAge   time.Duration
-	restrictKeys               bool
-	site                       siteStreamFlags
-	secureMetrics              securemetrics.Options
-	kubeProxyMetrics           string
+	// Per-uid budgets; 0 until Complete: a quarter of their total.
+	uidInFlight, uidWatches  int
+	uidConns                 int
+	maxConns                 int
+	localRanges              string
+	localPorts               string
+	ports                    []int32
+	maxLag, eventLog         byteSize
+	stateDir                 string
+	snapInterval, snapMaxAge time.Duration
+	restrictKeys             bool
+	site                     siteStreamFlags
+	secureMetrics            securemetrics.Options
+	kubeProxyMetrics         string
 	// One-shot modes: print or prepare something and exit.
 	printVersion                 bool
 	getURL, chownState, loopback string
@@ -102,6 +105,9 @@ func (o *options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.reqTimeout, "request-write-timeout", o.reqTimeout, "an answer other than a watch that its client does not take within this is cut off")
 	fs.IntVar(&o.maxInFlight, "max-requests-inflight", o.maxInFlight, "requests other than watches served at once; beyond, 429 with Retry-After")
 	fs.IntVar(&o.maxWatches, "max-watches", o.maxWatches, "watches served at once; beyond, 429 with Retry-After")
+	fs.IntVar(&o.uidInFlight, "max-requests-inflight-per-uid", o.uidInFlight, "of --max-requests-inflight, what the local clients of one uid other than root (by the owner of the client's socket; clients from other hosts count as one) may have served at once, at most half, so that root's (kube-proxy, the node's CoreDNS) always keep as many; 0: a quarter")
+	fs.IntVar(&o.uidWatches, "max-watches-per-uid", o.uidWatches, "of --max-watches, the same for watches; 0: a quarter")
+	fs.IntVar(&o.uidConns, "max-connections-per-uid", o.uidConns, "of --max-connections, the same for connections, a connection past it being closed at once; 0: a quarter")
 	fs.IntVar(&o.maxConns, "max-connections", o.maxConns, "client connections open at once; more wait to be accepted")
 	fs.DurationVar(&o.idleConns, "idle-connection-timeout", o.idleConns, "a client connection with no request in flight for this long is closed")
 	fs.StringVar(&o.localRanges, "local-endpoint-ranges", o.localRanges, "comma-separated CIDRs the superedge.io/local-endpoint annotation of default/kubernetes may point to (a non-loopback address must also be one of this node's); any other address leaves it unchanged")
@@ -135,6 +141,14 @@ func (o *options) Complete() error {
 		return fmt.Errorf("--local-endpoint-ports: %w", err)
 	}
 	o.ports = ports
+	for _, b := range []struct {
+		perUID *int
+		total  int
+	}{{&o.uidInFlight, o.maxInFlight}, {&o.uidWatches, o.maxWatches}, {&o.uidConns, o.maxConns}} {
+		if *b.perUID == 0 {
+			*b.perUID = max(1, b.total/4)
+		}
+	}
 	if o.snapMaxAge == 0 {
 		o.snapMaxAge = -1 // wrapper.Options: negative is no limit
 	}
@@ -152,6 +166,7 @@ func (o *options) wrapperOptions() wrapper.Options {
 		LocalEndpointRanges: o.ranges,
 		LocalEndpointPorts:  o.ports,
 		RequestWriteTimeout: o.reqTimeout, MaxRequestsInFlight: o.maxInFlight, MaxWatches: o.maxWatches,
+		MaxRequestsInFlightPerUID: o.uidInFlight, MaxWatchesPerUID: o.uidWatches,
 		SiteStream: o.site.options(),
 	}
 }

@@ -40,8 +40,10 @@ func (o *options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// ConnContext: the uid owning each client's socket, for the per-uid
+	// limits.
 	httpSrv := &http.Server{Handler: srv.Handler(), TLSConfig: tlsCfg, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: o.idleConns,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+		BaseContext: func(net.Listener) context.Context { return ctx }, ConnContext: srv.ConnContext}
 
 	errCh := make(chan error, 4)
 	if o.secureMetrics.Enabled() {
@@ -64,7 +66,9 @@ func (o *options) Run(ctx context.Context) error {
 		// Connections past the cap wait in the kernel's accept queue, costing
 		// the wrapper nothing; a connection that sends no request (headers
 		// within ReadHeaderTimeout) or stays idle past IdleTimeout is closed.
-		ln = netutil.LimitListener(ln, o.maxConns)
+		// Of those, a uid other than root's gets --max-connections-per-uid
+		// (more are closed at once), and root can always connect.
+		ln = wrapper.IdentifyClients(netutil.LimitListener(ln, o.maxConns), o.maxConns, o.uidConns)
 		logger.Info("Serving", "address", ln.Addr().String(), "tls", httpSrv.TLSConfig != nil, "node", o.nodeName, "upstream", cfg.Host, "version", version.Version)
 		if httpSrv.TLSConfig != nil {
 			// ServeTLS (not a tls.Listener) also sets up HTTP/2, which client-go prefers.

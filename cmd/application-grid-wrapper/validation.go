@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/servicegroup/servicegroup/wrapper"
 )
 
 // Validate checks every flag of the serving mode, so that a bad one stops
@@ -38,6 +40,15 @@ func (o *options) Validate() error {
 	}
 	if o.maxConns < 1 || o.maxInFlight < 1 || o.maxWatches < 1 {
 		return errors.New("--max-connections, --max-requests-inflight and --max-watches must be at least 1")
+	}
+	if err := wrapper.CheckUIDBudget("--max-requests-inflight-per-uid", o.uidInFlight, "--max-requests-inflight", o.maxInFlight); err != nil {
+		return err
+	}
+	if err := wrapper.CheckUIDBudget("--max-watches-per-uid", o.uidWatches, "--max-watches", o.maxWatches); err != nil {
+		return err
+	}
+	if err := wrapper.CheckUIDBudget("--max-connections-per-uid", o.uidConns, "--max-connections", o.maxConns); err != nil {
+		return err
 	}
 	if o.idleConns <= 0 {
 		return errors.New("--idle-connection-timeout must be positive")

@@ -38,6 +38,10 @@ func TestBadFlagTouchesNothing(t *testing.T) {
 	}{
 		{"max watches", "--max-watches", slices.Concat(plain, []string{"--max-watches", "0"})},
 		{"max requests", "--max-requests-inflight", slices.Concat(plain, []string{"--max-requests-inflight", "0"})},
+		{"watches per uid over half", "--max-watches-per-uid is 51: it must be at least 1 and at most half of --max-watches (100)", slices.Concat(plain, []string{"--max-watches-per-uid", "51"})},
+		{"watches per uid negative", "--max-watches-per-uid is -1", slices.Concat(plain, []string{"--max-watches-per-uid", "-1"})},
+		{"requests per uid past a lowered total", "--max-requests-inflight-per-uid is 5: it must be at least 1 and at most half of --max-requests-inflight (8)", slices.Concat(plain, []string{"--max-requests-inflight", "8", "--max-requests-inflight-per-uid", "5"})},
+		{"connections per uid over half", "--max-connections-per-uid is 3: it must be at least 1 and at most half of --max-connections (4)", slices.Concat(plain, []string{"--max-connections", "4", "--max-connections-per-uid", "3"})},
 		{"max connections", "--max-connections", slices.Concat(plain, []string{"--max-connections", "0"})},
 		{"idle timeout", "--idle-connection-timeout", slices.Concat(plain, []string{"--idle-connection-timeout", "0s"})},
 		{"kube-proxy metrics", "--kube-proxy-metrics-url", slices.Concat(plain, []string{"--kube-proxy-metrics-url", "http://192.0.2.1:10249/metrics"})},
