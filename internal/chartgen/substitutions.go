@@ -33,7 +33,6 @@ const (
 	corednsSharedDeploy  = "Deployment/edge-system/coredns-gridhosts-shared"
 	upstreamConfigMap    = "ConfigMap/edge-system/servicegroup-upstream"
 	edgeNamespace        = "Namespace//edge-system"
-	metricsReaderBinding = "ClusterRoleBinding//servicegroup:metrics-reader"
 )
 
 // corednsHelpersDigest is the digest key of the wrapper image as the node
@@ -104,11 +103,6 @@ func substitutions(version string) []Substitution {
 			name: "site label", ids: []string{wrapperDaemonSet}, optional: true,
 			re:   regexp.MustCompile(`--site-label=servicegroup\.io/site\b`),
 			repl: `--site-label={{ .Values.siteStream.siteLabel }}`,
-		},
-		Substitution{
-			name: "metrics reader subject", ids: []string{metricsReaderBinding},
-			re:   regexp.MustCompile(`(?m)^(- kind: ServiceAccount\n  name: )prometheus-k8s\n(  namespace: )monitoring$`),
-			repl: "${1}{{ .Values.monitoring.prometheus.serviceAccount }}\n${2}{{ .Values.monitoring.prometheus.namespace }}",
 		},
 		// Helm deletes what it installed on uninstall; edge-system stays, as
 		// the kustomize uninstall keeps prerequisites (SuperEdge shares it).

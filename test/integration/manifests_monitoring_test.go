@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -33,13 +35,15 @@ import (
 // first, so ServiceMonitors and the PrometheusRule meet their real schema),
 // then runs each of our binaries with its own ServiceAccount and the secure
 // metrics flag the component sets, and scrapes it as Prometheus would: no
-// credentials and a token without the shipped role are refused, the token of
-// the ServiceAccount the shipped binding names is served the component's
-// metrics.
+// credentials, a token without the shipped role and Prometheus's own token
+// are refused, the token the ServiceMonitors send (the shipped
+// servicegroup-metrics-reader's, filled in by kube-controller-manager's token
+// controller) is served the component's metrics, and may do nothing else.
 func TestMonitoringComponent(t *testing.T) {
 	t.Parallel() // its own control plane
 	crds := testmonitoring.CRDs(t)
-	cp := controlplane.StartForTest(t, controlplane.Options{})
+	// The token controller fills the shipped token Secrets.
+	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true, Controllers: "serviceaccount-token"})
 	k := newKubectl(t, cp)
 	applyNamespaces(k)
 	for _, crd := range crds {
@@ -59,18 +63,32 @@ func TestMonitoringComponent(t *testing.T) {
 	}
 	k.must("apply", "--server-side", "-k", overlay)
 
-	// What each side needs, and no more.
+	// What each side needs, and no more: the scrape token reads metrics
+	// and nothing else; Prometheus's own token is not needed.
+	const (
+		readerEdge = "system:serviceaccount:edge-system:servicegroup-metrics-reader"
+		readerCtrl = "system:serviceaccount:servicegroup-system:servicegroup-metrics-reader"
+	)
 	for _, tc := range []struct {
 		as, verb, what, want string
 	}{
-		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/metrics", "yes"},
-		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/debug/pprof/", "no"},
+		{readerEdge, "get", "/metrics", "yes"},
+		{readerEdge, "get", "/metrics/kube-proxy", "yes"},
+		{readerCtrl, "get", "/metrics", "yes"},
+		{readerEdge, "get", "/debug/pprof/", "no"},
+		{readerEdge, "list", "pods -A", "no"},
+		{readerEdge, "get", "secrets -n edge-system", "no"},
+		{readerCtrl, "get", "secrets -n servicegroup-system", "no"},
+		{readerEdge, "list", "nodes", "no"},
+		{readerEdge, "create", "tokenreviews.authentication.k8s.io", "no"},
+		{readerEdge, "create", "serviceaccounts/token -n edge-system", "no"},
+		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/metrics", "no"},
 		{"system:serviceaccount:monitoring:other", "get", "/metrics", "no"},
 		{"system:serviceaccount:edge-system:servicegroup-wrapper", "create", "tokenreviews.authentication.k8s.io", "yes"},
 		{"system:serviceaccount:edge-system:coredns-gridhosts", "create", "subjectaccessreviews.authorization.k8s.io", "yes"},
 		{"system:serviceaccount:servicegroup-system:application-grid-controller", "create", "tokenreviews.authentication.k8s.io", "yes"},
 	} {
-		if got := k.canI(tc.verb, tc.what, "--as="+tc.as); got != tc.want {
+		if got := k.canI(append([]string{tc.verb}, append(strings.Fields(tc.what), "--as="+tc.as)...)...); got != tc.want {
 			t.Errorf("%s may %s %s: %q, want %q", tc.as, tc.verb, tc.what, got, tc.want)
 		}
 	}
@@ -92,6 +110,34 @@ func TestMonitoringComponent(t *testing.T) {
 		return tr.Status.Token
 	}
 	prometheus, stranger := token("prometheus-k8s"), token("other")
+	// What the ServiceMonitors send: the token Secret each names, in its
+	// own namespace.
+	monitors := map[string]string{}
+	for _, sm := range servedServiceMonitors(t, k) {
+		for _, ep := range sm.Spec.Endpoints {
+			if ep.BearerTokenFile != "" || ep.Authorization == nil || ep.Authorization.Credentials.Name != "servicegroup-metrics-reader-token" || ep.Authorization.Credentials.Key != "token" {
+				t.Errorf("ServiceMonitor %s/%s %s: want authorization.credentials servicegroup-metrics-reader-token/token and no bearerTokenFile, got %+v",
+					sm.Namespace, sm.Name, ep.Path, ep)
+			}
+		}
+		monitors[sm.Name] = sm.Namespace
+	}
+	readerToken := map[string]string{}
+	for _, ns := range []string{"edge-system", "servicegroup-system"} {
+		readerToken[ns] = shippedToken(t, admin, ns, "servicegroup-metrics-reader-token")
+		// The token itself, at the apiserver: metrics, and nothing else.
+		asReader := kubernetes.NewForConfigOrDie(&rest.Config{Host: cp.Config.Host, BearerToken: readerToken[ns],
+			TLSClientConfig: rest.TLSClientConfig{CAFile: cp.Config.CAFile, CAData: cp.Config.CAData}})
+		if _, err := asReader.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the %s scrape token lists Secrets: %v, want forbidden", ns, err)
+		}
+		if _, err := asReader.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the %s scrape token lists Pods: %v, want forbidden", ns, err)
+		}
+		if _, err := asReader.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); err != nil {
+			t.Errorf("the %s scrape token reads the apiserver's /metrics: %v", ns, err)
+		}
+	}
 	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node0", Labels: map[string]string{"zone1": "nodeunit1"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +145,17 @@ func TestMonitoringComponent(t *testing.T) {
 	// Every metric family the three components serve, from their answers.
 	var familiesMu sync.Mutex
 	families := map[string]bool{}
-	// checkScrapes waits until Prometheus's scrape has family, then asserts
-	// the three answers.
-	checkScrapes := func(t *testing.T, c *component, addr, family string) {
+	// checkScrapes waits until the scrape ServiceMonitor monitor sends has
+	// family, then asserts the four answers.
+	checkScrapes := func(t *testing.T, c *component, monitor, addr, family string) {
 		t.Helper()
+		ns, ok := monitors[monitor]
+		if !ok {
+			t.Fatalf("no ServiceMonitor %s", monitor)
+		}
+		reader := readerToken[ns]
 		testwait.Eventually(ctx, t, 0, fmt.Sprintf("%s serves %s on %s", c.Name, family, addr), func(ctx context.Context) error {
-			_, body, err := testmonitoring.Scrape(ctx, addr, "/metrics", prometheus)
+			_, body, err := testmonitoring.Scrape(ctx, addr, "/metrics", reader)
 			if err == nil && !strings.Contains(body, "# TYPE "+family+" ") {
 				err = fmt.Errorf("no %s in the answer", family)
 			}
@@ -116,7 +167,8 @@ func TestMonitoringComponent(t *testing.T) {
 		}{
 			{"no credentials", "", http.StatusUnauthorized},
 			{"a token without the reader role", stranger, http.StatusForbidden},
-			{"Prometheus's token", prometheus, http.StatusOK},
+			{"Prometheus's own token", prometheus, http.StatusForbidden},
+			{"the ServiceMonitor's token", reader, http.StatusOK},
 		} {
 			code, body, err := testmonitoring.Scrape(ctx, addr, "/metrics", tc.bearer)
 			if err != nil {
@@ -152,7 +204,7 @@ func TestMonitoringComponent(t *testing.T) {
 		// A grid, so its Ready gauge exists.
 		grids := versioned.NewForConfigOrDie(cp.Config)
 		createExamples(t, grids, "")
-		checkScrapes(t, c, addr, "application_grid_controller_grid_ready")
+		checkScrapes(t, c, "application-grid-controller", addr, "application_grid_controller_grid_ready")
 		// An autonomous nodeunit whose node the node lifecycle controller
 		// marked unreachable, so the autonomy gauges have a series.
 		if _, err := grids.SuperedgeV1().DeploymentGrids("default").Patch(ctx, "deploymentgrid-demo", types.MergePatchType,
@@ -205,8 +257,8 @@ func TestMonitoringComponent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the node lifecycle controller's write was never withheld: %v (last: %v)", err, last)
 		}
-		checkScrapes(t, c, addr, "application_grid_controller_autonomy_nodeunit_autonomous_until_timestamp_seconds")
-		checkScrapes(t, c, addr, "application_grid_controller_autonomy_nodeunit_state")
+		checkScrapes(t, c, "application-grid-controller", addr, "application_grid_controller_autonomy_nodeunit_autonomous_until_timestamp_seconds")
+		checkScrapes(t, c, "application-grid-controller", addr, "application_grid_controller_autonomy_nodeunit_state")
 		if !families["application_grid_controller_reconcile_errors_total"] {
 			t.Error("application_grid_controller_reconcile_errors_total is not served before the first error")
 		}
@@ -218,7 +270,7 @@ func TestMonitoringComponent(t *testing.T) {
 			"--bind-address="+controlplane.FreeAddress(t), "--insecure-plain-http",
 			"--secure-metrics-bind-address="+addr, "--bookmark-interval=1s")
 		// served_objects is set once it serves, at each bookmark interval.
-		checkScrapes(t, c, addr, "application_grid_wrapper_served_objects")
+		checkScrapes(t, c, "application-grid-wrapper", addr, "application_grid_wrapper_served_objects")
 	})
 	t.Run("coredns", func(t *testing.T) {
 		kubeconfig := saKubeconfig(t, cp, "edge-system", "coredns-gridhosts")
@@ -231,9 +283,65 @@ func TestMonitoringComponent(t *testing.T) {
 		}
 		c := startComponent(t, "coredns", testbin.Path(t, "coredns"), "-conf", corefile,
 			"-secure-metrics-bind-address="+addr, "-secure-metrics-kubeconfig="+kubeconfig)
-		checkScrapes(t, c, addr, "coredns_gridhosts_requests_total")
+		checkScrapes(t, c, "coredns-gridhosts", addr, "coredns_gridhosts_requests_total")
 	})
 	if !t.Failed() {
 		checkSeriesServed(t, families)
 	}
+}
+
+// serviceMonitor is what these tests read of prometheus-operator's
+// ServiceMonitor: how each endpoint authenticates.
+type serviceMonitor struct {
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Endpoints []struct {
+			Path            string `json:"path"`
+			BearerTokenFile string `json:"bearerTokenFile"`
+			Authorization   *struct {
+				Credentials struct {
+					Name string `json:"name"`
+					Key  string `json:"key"`
+				} `json:"credentials"`
+			} `json:"authorization"`
+			TLSConfig map[string]any `json:"tlsConfig"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+// servedServiceMonitors are the ServiceMonitors the apiserver holds (as
+// applied, through prometheus-operator's schema).
+func servedServiceMonitors(t *testing.T, k *kubectlRunner) []serviceMonitor {
+	t.Helper()
+	var list struct {
+		Items []serviceMonitor `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(k.must("get", "servicemonitors", "-A", "-o", "json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 3 {
+		t.Fatalf("%d ServiceMonitors, want 3", len(list.Items))
+	}
+	return list.Items
+}
+
+// shippedToken waits for the token controller to fill the
+// service-account-token Secret namespace/name, and returns the token.
+func shippedToken(t *testing.T, admin kubernetes.Interface, namespace, name string) string {
+	t.Helper()
+	var token string
+	testwait.Eventually(t.Context(), t, 0, "Secret "+namespace+"/"+name+" holds a token", func(ctx context.Context) error {
+		s, err := admin.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s.Type != corev1.SecretTypeServiceAccountToken {
+			t.Fatalf("Secret %s/%s is of type %s", namespace, name, s.Type)
+		}
+		if token = string(s.Data[corev1.ServiceAccountTokenKey]); token == "" {
+			return fmt.Errorf("no token yet")
+		}
+		return nil
+	})
+	return token
 }
