@@ -2,18 +2,24 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,12 +27,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/servicegroup/servicegroup/autonomy"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/internal/testmonitoring"
 	"github.com/servicegroup/servicegroup/internal/testwait"
+	"github.com/servicegroup/servicegroup/metricscert"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -55,6 +64,7 @@ func TestMonitoringComponent(t *testing.T) {
 	rendered := k.must("kustomize", overlay)
 	for _, want := range []string{
 		"--secure-metrics-bind-address=:8443", "--secure-metrics-bind-address=:51008", "-secure-metrics-bind-address=:9443",
+		"--metrics-serving-signer", "--secure-metrics-csr-signer=" + metricscert.SignerName,
 		"kind: ServiceMonitor", "kind: PrometheusRule",
 	} {
 		if !strings.Contains(rendered, want) {
@@ -83,6 +93,13 @@ func TestMonitoringComponent(t *testing.T) {
 		{readerEdge, "create", "tokenreviews.authentication.k8s.io", "no"},
 		{readerEdge, "create", "serviceaccounts/token -n edge-system", "no"},
 		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/metrics", "no"},
+		// The wrappers' serving certificates: the wrapper asks, the
+		// controller approves and signs for that signer only.
+		{"system:serviceaccount:edge-system:servicegroup-wrapper", "create", "certificatesigningrequests.certificates.k8s.io", "yes"},
+		{"system:serviceaccount:edge-system:servicegroup-wrapper", "update", "certificatesigningrequests.certificates.k8s.io --subresource=approval", "no"},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "get", "secrets/servicegroup-metrics-serving-ca -n servicegroup-system", "yes"},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "update", "configmaps/servicegroup-metrics-serving-ca -n edge-system", "yes"},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "update", "configmaps/coredns-gridhosts -n edge-system", "no"},
 		{"system:serviceaccount:monitoring:other", "get", "/metrics", "no"},
 		{"system:serviceaccount:edge-system:servicegroup-wrapper", "create", "tokenreviews.authentication.k8s.io", "yes"},
 		{"system:serviceaccount:edge-system:coredns-gridhosts", "create", "subjectaccessreviews.authorization.k8s.io", "yes"},
@@ -95,6 +112,30 @@ func TestMonitoringComponent(t *testing.T) {
 
 	ctx := t.Context()
 	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	// Signers' names hold a slash, which kubectl auth can-i cannot take:
+	// the SubjectAccessReview the apiserver itself makes for them.
+	for _, tc := range []struct {
+		user, verb, signer string
+		want               bool
+	}{
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "approve", metricscert.SignerName, true},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "sign", metricscert.SignerName, true},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "approve", "kubernetes.io/kube-apiserver-client", false},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "sign", "kubernetes.io/kubelet-serving", false},
+		{"system:serviceaccount:edge-system:servicegroup-wrapper", "approve", metricscert.SignerName, false},
+		{"system:serviceaccount:edge-system:servicegroup-wrapper", "sign", metricscert.SignerName, false},
+	} {
+		sar, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: tc.user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "certificates.k8s.io", Resource: "signers", Name: tc.signer, Verb: tc.verb},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != tc.want {
+			t.Errorf("%s may %s for signer %s: %v, want %v", tc.user, tc.verb, tc.signer, sar.Status.Allowed, tc.want)
+		}
+	}
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -265,12 +306,95 @@ func TestMonitoringComponent(t *testing.T) {
 	})
 	t.Run("wrapper", func(t *testing.T) {
 		addr := controlplane.FreeAddress(t)
+		// The controller signs, with its own ServiceAccount; the wrapper
+		// asks with a token bound to its pod on node0, whose address is
+		// where it listens here.
+		startComponent(t, "application-grid-controller", testbin.Path(t, "application-grid-controller"),
+			"--kubeconfig="+saKubeconfig(t, cp, "servicegroup-system", "application-grid-controller"),
+			"--leader-elect=false", "--manage-crds=false", "--metrics-bind-address=0", "--health-bind-address=0",
+			"--metrics-serving-signer")
+		node, err := admin.CoreV1().Nodes().Get(ctx, "node0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+		if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		c := startComponent(t, "application-grid-wrapper", testbin.Path(t, "application-grid-wrapper"),
-			"--kubeconfig="+saKubeconfig(t, cp, "edge-system", "servicegroup-wrapper"), "--node-name=node0",
+			"--kubeconfig="+podBoundKubeconfig(t, cp, admin, "edge-system", "servicegroup-wrapper", "node0"), "--node-name=node0",
 			"--bind-address="+controlplane.FreeAddress(t), "--insecure-plain-http",
-			"--secure-metrics-bind-address="+addr, "--bookmark-interval=1s")
+			"--secure-metrics-bind-address="+addr, "--bookmark-interval=1s",
+			"--secure-metrics-csr-signer="+metricscert.SignerName)
 		// served_objects is set once it serves, at each bookmark interval.
 		checkScrapes(t, c, "application-grid-wrapper", addr, "application_grid_wrapper_served_objects")
+
+		// A scrape as the ServiceMonitor makes it: verified against the
+		// published CA, by the address it dials.
+		cm, err := admin.CoreV1().ConfigMaps("edge-system").Get(ctx, "servicegroup-metrics-serving-ca", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
+			t.Fatal("ConfigMap edge-system/servicegroup-metrics-serving-ca holds no CA certificate")
+		}
+		verifying := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+		scrape := func(ctx context.Context, url string) (int, error) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			req.Header.Set("Authorization", "Bearer "+readerToken["edge-system"])
+			resp, err := verifying.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		}
+		testwait.Eventually(ctx, t, 0, "a scrape verifying the published CA is served by the wrapper", func(ctx context.Context) error {
+			code, err := scrape(ctx, "https://"+addr+"/metrics")
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("status %d", code)
+			}
+			if err != nil {
+				for _, l := range strings.Split(c.Log(), "\n") {
+					if strings.Contains(l, "ertificate") && !strings.Contains(l, "handshake") {
+						t.Log(l)
+					}
+				}
+				// What it serves instead.
+				if conn, derr := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}); derr == nil {
+					leaf := conn.ConnectionState().PeerCertificates[0]
+					err = fmt.Errorf("%w (served: subject %q issuer %q, IPs %v)", err, leaf.Subject, leaf.Issuer, leaf.IPAddresses)
+					conn.Close()
+				}
+			}
+			return err
+		})
+		// Whatever else holds a node's port (its own self-signed
+		// certificate) fails the handshake and never sees the token.
+		var tokens atomic.Int32
+		impostor := httptest.NewUnstartedServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "" {
+				tokens.Add(1)
+			}
+		}))
+		impostor.StartTLS() // httptest's certificate names 127.0.0.1
+		defer impostor.Close()
+		_, err = scrape(ctx, impostor.URL+"/metrics")
+		var unknown x509.UnknownAuthorityError
+		if !errors.As(err, &unknown) || tokens.Load() != 0 {
+			t.Errorf("a scrape of an impostor: %v, %d tokens received; want an unknown-authority error and no token", err, tokens.Load())
+		}
+		// The wrapper's request, as the signer left it.
+		csrs, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, csr := range csrs.Items {
+			if csr.Spec.SignerName == metricscert.SignerName && len(csr.Status.Certificate) == 0 {
+				t.Errorf("CSR %s of %s not signed: %+v", csr.Name, csr.Spec.Username, csr.Status.Conditions)
+			}
+		}
 	})
 	t.Run("coredns", func(t *testing.T) {
 		kubeconfig := saKubeconfig(t, cp, "edge-system", "coredns-gridhosts")
@@ -344,4 +468,32 @@ func shippedToken(t *testing.T, admin kubernetes.Interface, namespace, name stri
 		return nil
 	})
 	return token
+}
+
+// podBoundKubeconfig is a kubeconfig with a token of ServiceAccount
+// namespace/name bound to a new pod of it on node, as the kubelet gives a
+// DaemonSet's pod: the apiserver then names the node in the user's extra.
+func podBoundKubeconfig(t *testing.T, cp *controlplane.ControlPlane, admin kubernetes.Interface, namespace, name, node string) string {
+	t.Helper()
+	ctx := t.Context()
+	pod, err := admin.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: name, Containers: []corev1.Container{{Name: "c", Image: "i"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: cp.URL, CertificateAuthorityData: cp.Config.CAData, CertificateAuthority: cp.Config.CAFile}
+	cfg.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	cfg.CurrentContext = "test"
+	path := filepath.Join(t.TempDir(), "pod-bound.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
