@@ -35,6 +35,7 @@ import (
 	gridinformers "github.com/servicegroup/servicegroup/client/informers/externalversions"
 	"github.com/servicegroup/servicegroup/internal/controllerlease"
 	"github.com/servicegroup/servicegroup/internal/version"
+	"github.com/servicegroup/servicegroup/metricscert"
 )
 
 // Options configure the controller process.
@@ -76,6 +77,10 @@ type Options struct {
 	// /readyz; equal addresses share one listener; "0" turns one off.
 	MetricsBindAddress string
 	HealthBindAddress  string
+
+	// MetricsServingSigner, when set, approves and signs the wrappers'
+	// secure-metrics serving certificates while leading (package metricscert).
+	MetricsServingSigner *metricscert.Options
 }
 
 // DefaultOptions are the defaults of the binary's flags.
@@ -386,6 +391,13 @@ func (m *Manager) work(ctx context.Context, recorder record.EventRecorder) error
 		wg.Go(func() { keepCRDs(ctx, m.ext, m.opts.CRDCheckInterval) })
 	}
 
+	if o := m.opts.MetricsServingSigner; o != nil {
+		wg.Go(func() {
+			if err := metricscert.New(*o, m.kube).Run(ctx); err != nil {
+				logger.Error(err, "Metrics serving signer stopped")
+			}
+		})
+	}
 	kubeInformers := informers.NewSharedInformerFactoryWithOptions(m.kube, m.opts.Resync, informers.WithTransform(Transform))
 	gridInformers := gridinformers.NewSharedInformerFactoryWithOptions(m.grids, m.opts.Resync, gridinformers.WithTransform(TransformGrids))
 	ctrls, err := NewControllers(Deps{

@@ -14,6 +14,7 @@ import (
 	"github.com/servicegroup/servicegroup/internal/logging"
 	"github.com/servicegroup/servicegroup/internal/securemetrics"
 	"github.com/servicegroup/servicegroup/internal/version"
+	"github.com/servicegroup/servicegroup/metricscert"
 )
 
 // options are everything the command is run with: AddFlags binds them,
@@ -32,6 +33,8 @@ type options struct {
 	logging       *logging.Options
 	secureMetrics securemetrics.Options
 	autonomy      webhook.Options
+
+	metricsServingSigner bool
 
 	showVersion bool
 }
@@ -70,6 +73,7 @@ func (o *options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "Address serving /metrics (\"0\" disables).")
 	fs.StringVar(&c.HealthBindAddress, "health-bind-address", c.HealthBindAddress, "Address serving /healthz and /readyz (\"0\" disables).")
 	o.secureMetrics.AddFlags(fs)
+	fs.BoolVar(&o.metricsServingSigner, "metrics-serving-signer", o.metricsServingSigner, "While leading, approve and sign the wrappers' secure-metrics serving certificates (CSR signer "+metricscert.SignerName+"): only names of the requesting wrapper's own node; CA in Secret servicegroup-system/servicegroup-metrics-serving-ca (made when missing), published in ConfigMap edge-system/servicegroup-metrics-serving-ca.")
 	o.autonomy.AddFlags(fs)
 	fs.BoolVar(&o.showVersion, "version", o.showVersion, "Print the version and exit.")
 }
@@ -88,6 +92,10 @@ func (o *options) Complete() error {
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	cfg.UserAgent = "application-grid-controller/" + version.Version
 	o.controller.Config = cfg
+	if o.metricsServingSigner {
+		signer := metricscert.DefaultOptions()
+		o.controller.MetricsServingSigner = &signer
+	}
 	return nil
 }
 

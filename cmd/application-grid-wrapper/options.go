@@ -47,6 +47,7 @@ type options struct {
 	site                     siteStreamFlags
 	secureMetrics            securemetrics.Options
 	kubeProxyMetrics         string
+	secureMetricsCSRSigner   string
 	// One-shot modes: print or prepare something and exit.
 	printVersion                 bool
 	getURL, chownState, loopback string
@@ -122,6 +123,7 @@ func (o *options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.getURL, "get-loopback", o.getURL, "GET this loopback URL (e.g. http://127.0.0.1:51007/readyz), print the answer and exit, non-zero unless 200: for kubectl exec, the image having no shell")
 	o.site.AddFlags(fs)
 	o.secureMetrics.AddFlags(fs)
+	fs.StringVar(&o.secureMetricsCSRSigner, "secure-metrics-csr-signer", o.secureMetricsCSRSigner, "with --secure-metrics-bind-address: ask this CertificateSigningRequest signer (the controller's servicegroup.io/metrics-serving) for a serving certificate naming this node and its addresses, with the wrapper's own token, and serve it once issued (renewed before it expires; the self-signed one until then)")
 	fs.StringVar(&o.kubeProxyMetrics, "kube-proxy-metrics-url", o.kubeProxyMetrics, "with --secure-metrics-bind-address: also serve this loopback URL (the node's kube-proxy's metrics, e.g. http://127.0.0.1:10249/metrics) at "+kubeProxyMetricsPath+" behind the same checks")
 	fs.Var(&o.maxLag, "watch-max-lag-bytes", "how far (encoded size of events, e.g. 64Mi) a watcher may fall behind before it gets 410 Expired and relists")
 	fs.Var(&o.eventLog, "event-log-bytes", "encoded size of the newest events per resource (e.g. 4Mi) a watch can resume from")

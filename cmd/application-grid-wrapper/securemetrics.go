@@ -21,9 +21,10 @@ const kubeProxyMetricsPath = "/metrics/kube-proxy"
 
 // serveSecureMetrics serves the wrapper's metrics (and, when kubeProxyURL is
 // set, the node's kube-proxy's) to scrapers the upstream apiserver vouches
-// for, beside the loopback-only probe address; a serving error ends up on
-// errCh like the other servers'.
-func serveSecureMetrics(ctx context.Context, srv *wrapper.Server, o securemetrics.Options, maxConns int, idleTimeout time.Duration, upstream *rest.Config, kubeProxyURL string, errCh chan<- error) error {
+// for, beside the loopback-only probe address, with a certificate csrSigner
+// issues for nodeName when set; a serving error ends up on errCh like the
+// other servers'.
+func serveSecureMetrics(ctx context.Context, srv *wrapper.Server, o securemetrics.Options, maxConns int, idleTimeout time.Duration, upstream *rest.Config, kubeProxyURL, csrSigner, nodeName string, errCh chan<- error) error {
 	// A port another process holds is waited for, as the API port is
 	// (Server.Listen: logged, named by /readyz), never a reason to exit.
 	o.MaxConnections, o.IdleTimeout = maxConns, idleTimeout
@@ -41,6 +42,13 @@ func serveSecureMetrics(ctx context.Context, srv *wrapper.Server, o securemetric
 			r.Out.Header.Del("Authorization") // the scraper's token stays here
 		}}
 		extra = append(extra, securemetrics.Route{Path: kubeProxyMetricsPath, Handler: proxy})
+	}
+	if csrSigner != "" {
+		issued, err := issuedMetricsCertificate(ctx, upstream, csrSigner, nodeName)
+		if err != nil {
+			return err
+		}
+		o.IssuedCertificate = issued
 	}
 	s, err := securemetrics.New(o, upstream, promhttp.HandlerFor(wrapper.Gatherer, promhttp.HandlerOpts{}), extra...)
 	if err != nil {

@@ -47,7 +47,7 @@ func (o *options) Run(ctx context.Context) error {
 
 	errCh := make(chan error, 4)
 	if o.secureMetrics.Enabled() {
-		if err := serveSecureMetrics(ctx, srv, o.secureMetrics, o.maxConns, o.idleConns, cfg, o.kubeProxyMetrics, errCh); err != nil {
+		if err := serveSecureMetrics(ctx, srv, o.secureMetrics, o.maxConns, o.idleConns, cfg, o.kubeProxyMetrics, o.secureMetricsCSRSigner, o.nodeName, errCh); err != nil {
 			return err
 		}
 	}

@@ -61,6 +61,9 @@ func (o *options) Validate() error {
 			return err
 		}
 	}
+	if o.secureMetricsCSRSigner != "" && (!o.secureMetrics.Enabled() || o.secureMetrics.CertFile != "") {
+		return errors.New("--secure-metrics-csr-signer needs --secure-metrics-bind-address and no --secure-metrics-tls-cert-file")
+	}
 	return nil
 }
 

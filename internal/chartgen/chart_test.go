@@ -194,8 +194,7 @@ func TestChartValues(t *testing.T) {
 		"--set", "controller.extraArgs={--v=4}",
 		"--set", "wrapper.snapshotMaxAge=24h",
 		"--set", "kubeProxy.image=registry.example/kube-proxy:v1.36.4",
-		"--set", "monitoring.enabled=true", "--set", "monitoring.prometheus.serviceAccount=prometheus",
-		"--set", "monitoring.prometheus.namespace=observability",
+		"--set", "monitoring.enabled=true",
 		"--set", "siteStream.enabled=true", "--set", "siteStream.siteLabel=example.com/site",
 	))
 	get := func(id string, path ...string) any {
@@ -244,7 +243,10 @@ func TestChartValues(t *testing.T) {
 		{"upstream port", get("ConfigMap/edge-system/servicegroup-upstream", "data", "KUBERNETES_SERVICE_PORT"), "8443"},
 		{"controller replicas", get(ctrl, "spec", "replicas"), float64(3)},
 		{"node-local address on lo", args(container(coredns, true, 0)), []string{"--add-loopback-address=169.254.20.53/32"}},
-		{"prometheus subject", get("ClusterRoleBinding//servicegroup:metrics-reader", "subjects"), []any{map[string]any{"kind": "ServiceAccount", "name": "prometheus", "namespace": "observability"}}},
+		{"metrics reader subjects", get("ClusterRoleBinding//servicegroup:metrics-reader", "subjects"), []any{
+			map[string]any{"kind": "ServiceAccount", "name": "servicegroup-metrics-reader", "namespace": "edge-system"},
+			map[string]any{"kind": "ServiceAccount", "name": "servicegroup-metrics-reader", "namespace": "servicegroup-system"},
+		}},
 		{"edge-system kept", get("Namespace//edge-system", "metadata", "annotations"), map[string]any{"helm.sh/resource-policy": "keep"}},
 	}
 	for _, c := range checks {
@@ -299,6 +301,8 @@ func TestChartLintAndSchema(t *testing.T) {
 		{"logging.format=xml", "logging/format"},
 		{"controller.nodeunitDeletionGracePeriod=ten minutes", "controller/nodeunitDeletionGracePeriod"},
 		{"monitoring.enable=true", "monitoring"},
+		// Gone: the scrape sends its own ServiceAccount's token.
+		{"monitoring.prometheus.serviceAccount=prometheus-k8s", "monitoring"},
 		{"kubeProxy.image=registry.k8s.io/kube-proxy", "kubeProxy/image"},
 		{"staticPods.nodes={system:node:edge-1}", "staticPods/nodes/0"},
 	} {

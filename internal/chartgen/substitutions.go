@@ -33,7 +33,6 @@ const (
 	corednsSharedDeploy  = "Deployment/edge-system/coredns-gridhosts-shared"
 	upstreamConfigMap    = "ConfigMap/edge-system/servicegroup-upstream"
 	edgeNamespace        = "Namespace//edge-system"
-	metricsReaderBinding = "ClusterRoleBinding//servicegroup:metrics-reader"
 	edgeNodeBinding      = "ClusterRoleBinding//servicegroup:edge-node"
 )
 
@@ -105,11 +104,6 @@ func substitutions(version string) []Substitution {
 			name: "site label", ids: []string{wrapperDaemonSet}, optional: true,
 			re:   regexp.MustCompile(`--site-label=servicegroup\.io/site\b`),
 			repl: `--site-label={{ .Values.siteStream.siteLabel }}`,
-		},
-		Substitution{
-			name: "metrics reader subject", ids: []string{metricsReaderBinding},
-			re:   regexp.MustCompile(`(?m)^(- kind: ServiceAccount\n  name: )prometheus-k8s\n(  namespace: )monitoring$`),
-			repl: "${1}{{ .Values.monitoring.prometheus.serviceAccount }}\n${2}{{ .Values.monitoring.prometheus.namespace }}",
 		},
 		// The static-pod option's read rights (every Pod among them) for
 		// the named static-pod nodes only, instead of every node.

@@ -4,12 +4,14 @@
 // SubjectAccessReview, both through k8s.io/apiserver's delegating
 // authenticator and authorizer (the ones its DelegatingAuthenticationOptions
 // and DelegatingAuthorizationOptions build for kube-controller-manager's
-// secure port), cached as there. Prometheus in the cluster scrapes it with its
-// ServiceAccount token; nobody else reads the metrics.
+// secure port), cached as there. Prometheus in the cluster scrapes it with the
+// token of ServiceAccount servicegroup-metrics-reader (may read /metrics and
+// nothing else); nobody else reads the metrics.
 package securemetrics
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"net"
 	"time"
@@ -27,6 +29,11 @@ type Options struct {
 	// change (cert-manager rotation); empty: a self-signed certificate made
 	// in memory at start (scrapers then skip verification).
 	CertFile, KeyFile string
+	// IssuedCertificate, when set and CertFile is not, is asked at each
+	// handshake for a certificate issued elsewhere (the wrapper's, through
+	// the CertificateSigningRequest API); while it returns nil the
+	// self-signed one is served, which a verifying scraper refuses.
+	IssuedCertificate func() *tls.Certificate
 	// Kubeconfig reaches the apiserver that reviews tokens and access; empty:
 	// the component's own apiserver configuration.
 	Kubeconfig string

@@ -99,6 +99,18 @@ func New(o Options, own *rest.Config, metrics http.Handler, extra ...Route) (*Se
 		if err := s.selfSign(host); err != nil {
 			return nil, err
 		}
+		if issued := o.IssuedCertificate; issued != nil {
+			// Not through Certificates, which tls serves before
+			// GetCertificate to a client sending no SNI (one dialing an IP).
+			selfSigned := s.tls.Certificates[0]
+			s.tls.Certificates = nil
+			s.tls.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+				if c := issued(); c != nil {
+					return c, nil
+				}
+				return &selfSigned, nil
+			}
+		}
 	}
 	if o.Listen == nil {
 		if s.listener, err = s.listen(); err != nil {

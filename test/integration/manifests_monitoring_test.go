@@ -2,29 +2,40 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/servicegroup/servicegroup/autonomy"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/internal/testmonitoring"
 	"github.com/servicegroup/servicegroup/internal/testwait"
+	"github.com/servicegroup/servicegroup/metricscert"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -33,13 +44,15 @@ import (
 // first, so ServiceMonitors and the PrometheusRule meet their real schema),
 // then runs each of our binaries with its own ServiceAccount and the secure
 // metrics flag the component sets, and scrapes it as Prometheus would: no
-// credentials and a token without the shipped role are refused, the token of
-// the ServiceAccount the shipped binding names is served the component's
-// metrics.
+// credentials, a token without the shipped role and Prometheus's own token
+// are refused, the token the ServiceMonitors send (the shipped
+// servicegroup-metrics-reader's, filled in by kube-controller-manager's token
+// controller) is served the component's metrics, and may do nothing else.
 func TestMonitoringComponent(t *testing.T) {
 	t.Parallel() // its own control plane
 	crds := testmonitoring.CRDs(t)
-	cp := controlplane.StartForTest(t, controlplane.Options{})
+	// The token controller fills the shipped token Secrets.
+	cp := controlplane.StartForTest(t, controlplane.Options{ControllerManager: true, Controllers: "serviceaccount-token"})
 	k := newKubectl(t, cp)
 	applyNamespaces(k)
 	for _, crd := range crds {
@@ -51,6 +64,7 @@ func TestMonitoringComponent(t *testing.T) {
 	rendered := k.must("kustomize", overlay)
 	for _, want := range []string{
 		"--secure-metrics-bind-address=:8443", "--secure-metrics-bind-address=:51008", "-secure-metrics-bind-address=:9443",
+		"--metrics-serving-signer", "--secure-metrics-csr-signer=" + metricscert.SignerName,
 		"kind: ServiceMonitor", "kind: PrometheusRule",
 	} {
 		if !strings.Contains(rendered, want) {
@@ -59,12 +73,33 @@ func TestMonitoringComponent(t *testing.T) {
 	}
 	k.must("apply", "--server-side", "-k", overlay)
 
-	// What each side needs, and no more.
+	// What each side needs, and no more: the scrape token reads metrics
+	// and nothing else; Prometheus's own token is not needed.
+	const (
+		readerEdge = "system:serviceaccount:edge-system:servicegroup-metrics-reader"
+		readerCtrl = "system:serviceaccount:servicegroup-system:servicegroup-metrics-reader"
+	)
 	for _, tc := range []struct {
 		as, verb, what, want string
 	}{
-		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/metrics", "yes"},
-		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/debug/pprof/", "no"},
+		{readerEdge, "get", "/metrics", "yes"},
+		{readerEdge, "get", "/metrics/kube-proxy", "yes"},
+		{readerCtrl, "get", "/metrics", "yes"},
+		{readerEdge, "get", "/debug/pprof/", "no"},
+		{readerEdge, "list", "pods -A", "no"},
+		{readerEdge, "get", "secrets -n edge-system", "no"},
+		{readerCtrl, "get", "secrets -n servicegroup-system", "no"},
+		{readerEdge, "list", "nodes", "no"},
+		{readerEdge, "create", "tokenreviews.authentication.k8s.io", "no"},
+		{readerEdge, "create", "serviceaccounts/token -n edge-system", "no"},
+		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/metrics", "no"},
+		// The wrappers' serving certificates: the wrapper asks, the
+		// controller approves and signs for that signer only.
+		{"system:serviceaccount:edge-system:servicegroup-wrapper", "create", "certificatesigningrequests.certificates.k8s.io", "yes"},
+		{"system:serviceaccount:edge-system:servicegroup-wrapper", "update", "certificatesigningrequests.certificates.k8s.io --subresource=approval", "no"},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "get", "secrets/servicegroup-metrics-serving-ca -n servicegroup-system", "yes"},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "update", "configmaps/servicegroup-metrics-serving-ca -n edge-system", "yes"},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "update", "configmaps/coredns-gridhosts -n edge-system", "no"},
 		{"system:serviceaccount:monitoring:other", "get", "/metrics", "no"},
 		{"system:serviceaccount:edge-system:servicegroup-wrapper", "create", "tokenreviews.authentication.k8s.io", "yes"},
 		{"system:serviceaccount:edge-system:coredns-gridhosts", "create", "subjectaccessreviews.authorization.k8s.io", "yes"},
@@ -77,13 +112,37 @@ func TestMonitoringComponent(t *testing.T) {
 		{"system:serviceaccount:edge-system:coredns-gridhosts", "list", "services", "no"},
 		{"system:serviceaccount:edge-system:servicegroup-wrapper", "list", "secrets", "no"},
 	} {
-		if got := k.canI(tc.verb, tc.what, "--as="+tc.as); got != tc.want {
+		if got := k.canI(append([]string{tc.verb}, append(strings.Fields(tc.what), "--as="+tc.as)...)...); got != tc.want {
 			t.Errorf("%s may %s %s: %q, want %q", tc.as, tc.verb, tc.what, got, tc.want)
 		}
 	}
 
 	ctx := t.Context()
 	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	// Signers' names hold a slash, which kubectl auth can-i cannot take:
+	// the SubjectAccessReview the apiserver itself makes for them.
+	for _, tc := range []struct {
+		user, verb, signer string
+		want               bool
+	}{
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "approve", metricscert.SignerName, true},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "sign", metricscert.SignerName, true},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "approve", "kubernetes.io/kube-apiserver-client", false},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "sign", "kubernetes.io/kubelet-serving", false},
+		{"system:serviceaccount:edge-system:servicegroup-wrapper", "approve", metricscert.SignerName, false},
+		{"system:serviceaccount:edge-system:servicegroup-wrapper", "sign", metricscert.SignerName, false},
+	} {
+		sar, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: tc.user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "certificates.k8s.io", Resource: "signers", Name: tc.signer, Verb: tc.verb},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != tc.want {
+			t.Errorf("%s may %s for signer %s: %v, want %v", tc.user, tc.verb, tc.signer, sar.Status.Allowed, tc.want)
+		}
+	}
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +158,34 @@ func TestMonitoringComponent(t *testing.T) {
 		return tr.Status.Token
 	}
 	prometheus, stranger := token("prometheus-k8s"), token("other")
+	// What the ServiceMonitors send: the token Secret each names, in its
+	// own namespace.
+	monitors := map[string]string{}
+	for _, sm := range servedServiceMonitors(t, k) {
+		for _, ep := range sm.Spec.Endpoints {
+			if ep.BearerTokenFile != "" || ep.Authorization == nil || ep.Authorization.Credentials.Name != "servicegroup-metrics-reader-token" || ep.Authorization.Credentials.Key != "token" {
+				t.Errorf("ServiceMonitor %s/%s %s: want authorization.credentials servicegroup-metrics-reader-token/token and no bearerTokenFile, got %+v",
+					sm.Namespace, sm.Name, ep.Path, ep)
+			}
+		}
+		monitors[sm.Name] = sm.Namespace
+	}
+	readerToken := map[string]string{}
+	for _, ns := range []string{"edge-system", "servicegroup-system"} {
+		readerToken[ns] = shippedToken(t, admin, ns, "servicegroup-metrics-reader-token")
+		// The token itself, at the apiserver: metrics, and nothing else.
+		asReader := kubernetes.NewForConfigOrDie(&rest.Config{Host: cp.Config.Host, BearerToken: readerToken[ns],
+			TLSClientConfig: rest.TLSClientConfig{CAFile: cp.Config.CAFile, CAData: cp.Config.CAData}})
+		if _, err := asReader.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the %s scrape token lists Secrets: %v, want forbidden", ns, err)
+		}
+		if _, err := asReader.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the %s scrape token lists Pods: %v, want forbidden", ns, err)
+		}
+		if _, err := asReader.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); err != nil {
+			t.Errorf("the %s scrape token reads the apiserver's /metrics: %v", ns, err)
+		}
+	}
 	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node0", Labels: map[string]string{"zone1": "nodeunit1"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,12 +193,17 @@ func TestMonitoringComponent(t *testing.T) {
 	// Every metric family the three components serve, from their answers.
 	var familiesMu sync.Mutex
 	families := map[string]bool{}
-	// checkScrapes waits until Prometheus's scrape has family, then asserts
-	// the three answers.
-	checkScrapes := func(t *testing.T, c *component, addr, family string) {
+	// checkScrapes waits until the scrape ServiceMonitor monitor sends has
+	// family, then asserts the four answers.
+	checkScrapes := func(t *testing.T, c *component, monitor, addr, family string) {
 		t.Helper()
+		ns, ok := monitors[monitor]
+		if !ok {
+			t.Fatalf("no ServiceMonitor %s", monitor)
+		}
+		reader := readerToken[ns]
 		testwait.Eventually(ctx, t, 0, fmt.Sprintf("%s serves %s on %s", c.Name, family, addr), func(ctx context.Context) error {
-			_, body, err := testmonitoring.Scrape(ctx, addr, "/metrics", prometheus)
+			_, body, err := testmonitoring.Scrape(ctx, addr, "/metrics", reader)
 			if err == nil && !strings.Contains(body, "# TYPE "+family+" ") {
 				err = fmt.Errorf("no %s in the answer", family)
 			}
@@ -123,7 +215,8 @@ func TestMonitoringComponent(t *testing.T) {
 		}{
 			{"no credentials", "", http.StatusUnauthorized},
 			{"a token without the reader role", stranger, http.StatusForbidden},
-			{"Prometheus's token", prometheus, http.StatusOK},
+			{"Prometheus's own token", prometheus, http.StatusForbidden},
+			{"the ServiceMonitor's token", reader, http.StatusOK},
 		} {
 			code, body, err := testmonitoring.Scrape(ctx, addr, "/metrics", tc.bearer)
 			if err != nil {
@@ -159,7 +252,7 @@ func TestMonitoringComponent(t *testing.T) {
 		// A grid, so its Ready gauge exists.
 		grids := versioned.NewForConfigOrDie(cp.Config)
 		createExamples(t, grids, "")
-		checkScrapes(t, c, addr, "application_grid_controller_grid_ready")
+		checkScrapes(t, c, "application-grid-controller", addr, "application_grid_controller_grid_ready")
 		// An autonomous nodeunit whose node the node lifecycle controller
 		// marked unreachable, so the autonomy gauges have a series.
 		if _, err := grids.SuperedgeV1().DeploymentGrids("default").Patch(ctx, "deploymentgrid-demo", types.MergePatchType,
@@ -212,20 +305,103 @@ func TestMonitoringComponent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the node lifecycle controller's write was never withheld: %v (last: %v)", err, last)
 		}
-		checkScrapes(t, c, addr, "application_grid_controller_autonomy_nodeunit_autonomous_until_timestamp_seconds")
-		checkScrapes(t, c, addr, "application_grid_controller_autonomy_nodeunit_state")
+		checkScrapes(t, c, "application-grid-controller", addr, "application_grid_controller_autonomy_nodeunit_autonomous_until_timestamp_seconds")
+		checkScrapes(t, c, "application-grid-controller", addr, "application_grid_controller_autonomy_nodeunit_state")
 		if !families["application_grid_controller_reconcile_errors_total"] {
 			t.Error("application_grid_controller_reconcile_errors_total is not served before the first error")
 		}
 	})
 	t.Run("wrapper", func(t *testing.T) {
 		addr := controlplane.FreeAddress(t)
+		// The controller signs, with its own ServiceAccount; the wrapper
+		// asks with a token bound to its pod on node0, whose address is
+		// where it listens here.
+		startComponent(t, "application-grid-controller", testbin.Path(t, "application-grid-controller"),
+			"--kubeconfig="+saKubeconfig(t, cp, "servicegroup-system", "application-grid-controller"),
+			"--leader-elect=false", "--manage-crds=false", "--metrics-bind-address=0", "--health-bind-address=0",
+			"--metrics-serving-signer")
+		node, err := admin.CoreV1().Nodes().Get(ctx, "node0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+		if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		c := startComponent(t, "application-grid-wrapper", testbin.Path(t, "application-grid-wrapper"),
-			"--kubeconfig="+saKubeconfig(t, cp, "edge-system", "servicegroup-wrapper"), "--node-name=node0",
+			"--kubeconfig="+podBoundKubeconfig(t, cp, admin, "edge-system", "servicegroup-wrapper", "node0"), "--node-name=node0",
 			"--bind-address="+controlplane.FreeAddress(t), "--insecure-plain-http",
-			"--secure-metrics-bind-address="+addr, "--bookmark-interval=1s")
+			"--secure-metrics-bind-address="+addr, "--bookmark-interval=1s",
+			"--secure-metrics-csr-signer="+metricscert.SignerName)
 		// served_objects is set once it serves, at each bookmark interval.
-		checkScrapes(t, c, addr, "application_grid_wrapper_served_objects")
+		checkScrapes(t, c, "application-grid-wrapper", addr, "application_grid_wrapper_served_objects")
+
+		// A scrape as the ServiceMonitor makes it: verified against the
+		// published CA, by the address it dials.
+		cm, err := admin.CoreV1().ConfigMaps("edge-system").Get(ctx, "servicegroup-metrics-serving-ca", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
+			t.Fatal("ConfigMap edge-system/servicegroup-metrics-serving-ca holds no CA certificate")
+		}
+		verifying := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+		scrape := func(ctx context.Context, url string) (int, error) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			req.Header.Set("Authorization", "Bearer "+readerToken["edge-system"])
+			resp, err := verifying.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		}
+		testwait.Eventually(ctx, t, 0, "a scrape verifying the published CA is served by the wrapper", func(ctx context.Context) error {
+			code, err := scrape(ctx, "https://"+addr+"/metrics")
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("status %d", code)
+			}
+			if err != nil {
+				for _, l := range strings.Split(c.Log(), "\n") {
+					if strings.Contains(l, "ertificate") && !strings.Contains(l, "handshake") {
+						t.Log(l)
+					}
+				}
+				// What it serves instead.
+				if conn, derr := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}); derr == nil {
+					leaf := conn.ConnectionState().PeerCertificates[0]
+					err = fmt.Errorf("%w (served: subject %q issuer %q, IPs %v)", err, leaf.Subject, leaf.Issuer, leaf.IPAddresses)
+					conn.Close()
+				}
+			}
+			return err
+		})
+		// Whatever else holds a node's port (its own self-signed
+		// certificate) fails the handshake and never sees the token.
+		var tokens atomic.Int32
+		impostor := httptest.NewUnstartedServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "" {
+				tokens.Add(1)
+			}
+		}))
+		impostor.StartTLS() // httptest's certificate names 127.0.0.1
+		defer impostor.Close()
+		_, err = scrape(ctx, impostor.URL+"/metrics")
+		var unknown x509.UnknownAuthorityError
+		if !errors.As(err, &unknown) || tokens.Load() != 0 {
+			t.Errorf("a scrape of an impostor: %v, %d tokens received; want an unknown-authority error and no token", err, tokens.Load())
+		}
+		// The wrapper's request, as the signer left it.
+		csrs, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, csr := range csrs.Items {
+			if csr.Spec.SignerName == metricscert.SignerName && len(csr.Status.Certificate) == 0 {
+				t.Errorf("CSR %s of %s not signed: %+v", csr.Name, csr.Spec.Username, csr.Status.Conditions)
+			}
+		}
 	})
 	t.Run("coredns", func(t *testing.T) {
 		kubeconfig := saKubeconfig(t, cp, "edge-system", "coredns-gridhosts")
@@ -238,9 +414,93 @@ func TestMonitoringComponent(t *testing.T) {
 		}
 		c := startComponent(t, "coredns", testbin.Path(t, "coredns"), "-conf", corefile,
 			"-secure-metrics-bind-address="+addr, "-secure-metrics-kubeconfig="+kubeconfig)
-		checkScrapes(t, c, addr, "coredns_gridhosts_requests_total")
+		checkScrapes(t, c, "coredns-gridhosts", addr, "coredns_gridhosts_requests_total")
 	})
 	if !t.Failed() {
 		checkSeriesServed(t, families)
 	}
+}
+
+// serviceMonitor is what these tests read of prometheus-operator's
+// ServiceMonitor: how each endpoint authenticates.
+type serviceMonitor struct {
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Endpoints []struct {
+			Path            string `json:"path"`
+			BearerTokenFile string `json:"bearerTokenFile"`
+			Authorization   *struct {
+				Credentials struct {
+					Name string `json:"name"`
+					Key  string `json:"key"`
+				} `json:"credentials"`
+			} `json:"authorization"`
+			TLSConfig map[string]any `json:"tlsConfig"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+// servedServiceMonitors are the ServiceMonitors the apiserver holds (as
+// applied, through prometheus-operator's schema).
+func servedServiceMonitors(t *testing.T, k *kubectlRunner) []serviceMonitor {
+	t.Helper()
+	var list struct {
+		Items []serviceMonitor `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(k.must("get", "servicemonitors", "-A", "-o", "json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 3 {
+		t.Fatalf("%d ServiceMonitors, want 3", len(list.Items))
+	}
+	return list.Items
+}
+
+// shippedToken waits for the token controller to fill the
+// service-account-token Secret namespace/name, and returns the token.
+func shippedToken(t *testing.T, admin kubernetes.Interface, namespace, name string) string {
+	t.Helper()
+	var token string
+	testwait.Eventually(t.Context(), t, 0, "Secret "+namespace+"/"+name+" holds a token", func(ctx context.Context) error {
+		s, err := admin.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s.Type != corev1.SecretTypeServiceAccountToken {
+			t.Fatalf("Secret %s/%s is of type %s", namespace, name, s.Type)
+		}
+		if token = string(s.Data[corev1.ServiceAccountTokenKey]); token == "" {
+			return fmt.Errorf("no token yet")
+		}
+		return nil
+	})
+	return token
+}
+
+// podBoundKubeconfig is a kubeconfig with a token of ServiceAccount
+// namespace/name bound to a new pod of it on node, as the kubelet gives a
+// DaemonSet's pod: the apiserver then names the node in the user's extra.
+func podBoundKubeconfig(t *testing.T, cp *controlplane.ControlPlane, admin kubernetes.Interface, namespace, name, node string) string {
+	t.Helper()
+	ctx := t.Context()
+	pod, err := admin.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: name, Containers: []corev1.Container{{Name: "c", Image: "i"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: cp.URL, CertificateAuthorityData: cp.Config.CAData, CertificateAuthority: cp.Config.CAFile}
+	cfg.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	cfg.CurrentContext = "test"
+	path := filepath.Join(t.TempDir(), "pod-bound.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
