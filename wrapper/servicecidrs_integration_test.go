@@ -3,16 +3,20 @@ package wrapper_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/servicegroup/servicegroup/wrapper"
@@ -163,5 +167,51 @@ func TestServiceCIDRsThroughOutage(t *testing.T) {
 	}
 	if got := ci.names(); !slices.Equal(got, want) {
 		t.Fatalf("after the apiserver returned: %q, want %q", got, want)
+	}
+}
+
+// TestServiceCIDRsUpstreamWithout: against an apiserver that serves no
+// networking.k8s.io/v1 ServiceCIDRs (a release before the API went GA;
+// 1.35-1.37 cannot turn it off: the apiserver does not become ready with
+// --runtime-config=networking.k8s.io/v1/servicecidrs=false) the wrapper
+// passes requests for them on and returns the apiserver's own answer. The
+// real apiserver stands in for one: its requests for ServiceCIDRs are sent
+// to a resource of the same group it does not have. kube-proxy's other
+// informers are unaffected.
+func TestServiceCIDRsUpstreamWithout(t *testing.T) {
+	cp, admin := startTestCluster(t, "")
+	const cidrs, unknown = "/apis/networking.k8s.io/v1/servicecidrs", "/apis/networking.k8s.io/v1/nosuchresources"
+	up := rest.CopyConfig(cp.Config)
+	var asked atomic.Int32
+	up.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if strings.HasPrefix(r.URL.Path, cidrs) {
+				asked.Add(1)
+				r = r.Clone(r.Context())
+				r.URL.Path = unknown + strings.TrimPrefix(r.URL.Path, cidrs)
+				r.URL.RawPath = ""
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	direct := admin.NetworkingV1().RESTClient().Get().AbsPath(unknown).Do(t.Context()).Error()
+	if !apierrors.IsNotFound(direct) {
+		t.Fatalf("the apiserver answered a list of an unknown resource with %v, want 404", direct)
+	}
+	w := startWrapper(t, cp, "node0", "", wrapper.Options{Upstream: up})
+	startInformers(t, w.URL(), protobuf, "node0")
+	c := clientFor(t, w.URL(), protobuf)
+	for range 2 { // the first starts the fetch and waits for its answer, the second knows it
+		before := asked.Load()
+		err := c.NetworkingV1().RESTClient().Get().AbsPath(cidrs).Do(t.Context()).Error()
+		if !apierrors.IsNotFound(err) || err.Error() != direct.Error() {
+			t.Fatalf("a ServiceCIDR list through the wrapper: %v, want the apiserver's %v", err, direct)
+		}
+		if asked.Load() == before {
+			t.Fatal("the ServiceCIDR list was not passed upstream")
+		}
+	}
+	if code, body := readyz(t, w); code != http.StatusOK {
+		t.Fatalf("/readyz: %d %q", code, body)
 	}
 }
