@@ -107,6 +107,21 @@ func TestServiceCIDRsThroughOutage(t *testing.T) {
 	if got := ci.names(); !slices.Equal(got, want) {
 		t.Fatalf("ServiceCIDRs through the wrapper %q, want %q", got, want)
 	}
+	// Selectors and get as the apiserver answers them.
+	c := clientFor(t, w.URL(), protobuf)
+	for _, sel := range []string{"metadata.name=kubernetes", "metadata.name!=kubernetes", "spec.cidrs=10.0.0.0/16"} {
+		got, err := c.NetworkingV1().ServiceCIDRs().List(t.Context(), metav1.ListOptions{FieldSelector: sel})
+		up, upErr := admin.NetworkingV1().ServiceCIDRs().List(t.Context(), metav1.ListOptions{FieldSelector: sel})
+		if (err == nil) != (upErr == nil) || apierrors.ReasonForError(err) != apierrors.ReasonForError(upErr) {
+			t.Fatalf("fieldSelector %s: through the wrapper %v, from the apiserver %v", sel, err, upErr)
+		}
+		if err == nil && len(got.Items) != len(up.Items) {
+			t.Fatalf("fieldSelector %s: %d through the wrapper, %d from the apiserver", sel, len(got.Items), len(up.Items))
+		}
+	}
+	if _, err := c.NetworkingV1().ServiceCIDRs().Get(t.Context(), "kubernetes", metav1.GetOptions{}); err != nil {
+		t.Fatalf("get through the wrapper: %v", err)
+	}
 	// Watches more than a second old (client-go relists after a "very
 	// short watch").
 	eventually(t, "the informer watches", 30*time.Second, func(context.Context) (bool, error) {
