@@ -47,7 +47,7 @@ var (
 
 // snapshotResources are the sections a snapshot may hold.
 func snapshotResources() []*watchcache.Resource {
-	return slices.Concat(kubeProxyResources, dnsSnapshotResources)
+	return slices.Concat(kubeProxyResources, dnsSnapshotResources, serviceCIDRSnapshotResources)
 }
 
 // dnsView is what the DNS view serves. Services are kube-proxy's store

@@ -24,7 +24,9 @@ var forwardable = map[schema.GroupResource]sets.Set[string]{
 	// recorder, events.k8s.io/v1 since).
 	{Group: "", Resource: "events"}:              sets.New("create", "update", "patch"),
 	{Group: "events.k8s.io", Resource: "events"}: sets.New("create", "update", "patch"),
-	// ServiceCIDRs: kube-proxy 1.31+ watches them.
+	// ServiceCIDRs: kube-proxy 1.31+ watches them. v1 is served from the
+	// wrapper's store (servicecidrs.go) except when upstream does not serve
+	// it or a snapshot without them is served.
 	{Group: "networking.k8s.io", Resource: "servicecidrs"}: sets.New("get", "list", "watch"),
 }
 

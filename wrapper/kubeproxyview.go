@@ -18,18 +18,21 @@ import (
 var kubeProxyResources = []*watchcache.Resource{watchcache.Services, watchcache.Endpoints, watchcache.EndpointSlices, watchcache.Nodes}
 
 // kubeProxyView is what kube-proxy reads: kubeProxyResources, filtered
-// for this node, and this node's own Node; the few other requests kube-proxy
-// makes are forwarded upstream, everything else refused.
+// for this node, and this node's own Node, and ServiceCIDRs; the few other
+// requests kube-proxy makes are forwarded upstream, everything else
+// refused.
 type kubeProxyView struct {
 	api   *watchcache.View
 	ready *watchcache.Ready
 	// endpoints and unproxied fetch, while clients ask, v1 Endpoints and
 	// what kube-proxy's selector leaves out.
 	endpoints, unproxied *demand
+	cidrs                *serviceCIDRs
 	proxy                http.Handler
 }
 
-// serve serves served (in kubeProxyResources order), Nodes for node only.
+// serve serves served (kubeProxyResources, then ServiceCIDRs), Nodes for
+// node only.
 func (k *kubeProxyView) serve(served []*watchcache.Served, node string, writeTimeout time.Duration) {
 	k.api = watchcache.NewView(watchcache.ViewConfig{
 		Served:            served,
@@ -43,10 +46,12 @@ func (k *kubeProxyView) serve(served []*watchcache.Served, node string, writeTim
 }
 
 // admit makes sure what a request may see is fetched from upstream: v1
-// Endpoints, and for Services and EndpointSlices what kube-proxy's
-// selector leaves out (a get, sel nil, may name any).
+// Endpoints, ServiceCIDRs, and for Services and EndpointSlices what
+// kube-proxy's selector leaves out (a get, sel nil, may name any).
 func (k *kubeProxyView) admit(w http.ResponseWriter, req *http.Request, _ string, r *watchcache.Served, sel labels.Selector) bool {
 	switch {
+	case r.Resource == watchcache.ServiceCIDRs:
+		return k.cidrs.admit(k.ready, k.forwardOrRefuse, w, req, r)
 	case r.Resource == watchcache.Endpoints:
 		return holdDemand(k.ready, w, req, r, k.endpoints)
 	case (r.Resource == watchcache.Services || r.Resource == watchcache.EndpointSlices) && !watchcache.WithinKubeProxySelection(sel):

@@ -46,7 +46,9 @@ type Server struct {
 	// (package sitestream); nil when off.
 	site *sitestream.Stream
 	// dns is the DNS view for the node's CoreDNS (dnsview.go).
-	dns   *dnsView
+	dns *dnsView
+	// cidrs are kube-proxy's ServiceCIDRs (servicecidrs.go).
+	cidrs *serviceCIDRs
 	start func(ctx context.Context)
 	// served are kube-proxy's view's resources, in kubeProxyResources
 	// order.
@@ -88,18 +90,20 @@ func New(opts Options) (*Server, error) {
 	if err := s.watchUpstream(client); err != nil {
 		return nil, err
 	}
-	s.kubeProxy = &kubeProxyView{ready: s.ready, endpoints: &s.endpoints.demand, unproxied: s.unproxied, proxy: proxy}
-	s.kubeProxy.serve(s.served, opts.NodeName, opts.WatchWriteTimeout)
 	idle := DefaultOnDemandIdleTimeout
 	if opts.OnDemandIdleTimeout > 0 {
 		idle = opts.OnDemandIdleTimeout
 	}
+	s.cidrs.fetchFrom(client, idle, s.noteUpstreamError)
+	s.kubeProxy = &kubeProxyView{ready: s.ready, endpoints: &s.endpoints.demand, unproxied: s.unproxied, cidrs: s.cidrs, proxy: proxy}
+	s.kubeProxy.serve(append(slices.Clone(s.served), s.cidrs.served), opts.NodeName, opts.WatchWriteTimeout)
 	s.dns.fetchNamespaces(client, idle, s.watchUpstreamErrors)
 	s.dns.serve(s.served[slices.Index(kubeProxyResources, watchcache.Services)], s.kubeProxy, opts.WatchWriteTimeout)
 	start := s.start
 	s.start = func(ctx context.Context) {
 		start(ctx)
 		s.dns.run(ctx, opts.BookmarkInterval)
+		go s.cidrs.demand.run(ctx)
 	}
 	return s, nil
 }
@@ -129,6 +133,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.endpoints.waitIfFetching(ctx)
 	s.unproxied.waitIfFetching(ctx)
 	s.dns.waitIfFetching(ctx)
+	s.cidrs.demand.waitIfFetching(ctx)
 	s.syncer.startServing(ctx)
 	s.confirmSnapshot(logger)
 	go s.syncer.Run(ctx)

@@ -45,12 +45,13 @@ func snapshotKind(r *watchcache.Resource) snapshot.Kind {
 		OwnNodeOnly: r.OwnNodeOnly, NewList: r.NewList}
 }
 
-// newSnapshotCodec reads and writes snapshots of kube-proxy's sections
-// alone (an older wrapper's) or with the DNS view's after them.
+// newSnapshotCodec reads and writes snapshots of every section; it reads
+// older wrappers' too: kube-proxy's sections alone, or with the DNS view's
+// after them but no ServiceCIDRs.
 func newSnapshotCodec() snapshot.Codec {
-	kinds := make([]snapshot.Kind, 0, len(kubeProxyResources)+len(dnsSnapshotResources))
+	var kinds []snapshot.Kind
 	for _, r := range snapshotResources() {
 		kinds = append(kinds, snapshotKind(r))
 	}
-	return snapshot.NewCodec(kinds, len(kubeProxyResources))
+	return snapshot.NewCodec(kinds, len(kubeProxyResources), len(kubeProxyResources)+len(dnsSnapshotResources))
 }

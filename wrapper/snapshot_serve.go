@@ -32,7 +32,7 @@ func (s *Server) seed(snap *snapshot.Snapshot, clock *watchcache.Clock) error {
 		return nil
 	}
 	s.persist.Clock = clock
-	for _, r := range slices.Concat(s.served, s.dns.own) { // snapshotResources' order
+	for _, r := range slices.Concat(s.served, s.dns.own, []*watchcache.Served{s.cidrs.served}) { // snapshotResources' order
 		s.persist.keep(r)
 	}
 	if snap == nil {
@@ -40,7 +40,7 @@ func (s *Server) seed(snap *snapshot.Snapshot, clock *watchcache.Clock) error {
 	}
 	for _, r := range s.persist.resources {
 		objs, ok := snap.Objects[r.Name]
-		if !ok { // the DNS view's, from an older wrapper
+		if !ok { // the DNS view's or ServiceCIDRs, from an older wrapper
 			continue
 		}
 		sec := snap.Section(r.Name)
@@ -52,6 +52,7 @@ func (s *Server) seed(snap *snapshot.Snapshot, clock *watchcache.Clock) error {
 	// snapshot's state off as newer than it is.
 	s.persist.MarkWritten(clock.Current())
 	_, s.dns.seeded = snap.Objects[watchcache.ResourceNamespaces]
+	_, s.cidrs.seeded = snap.Objects[watchcache.ResourceServiceCIDRs]
 	s.seededFrom.Store(snap)
 	return nil
 }

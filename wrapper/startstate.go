@@ -21,6 +21,7 @@ func (s *Server) openStores() error {
 		s.served = append(s.served, &watchcache.Served{Resource: r, Store: st})
 	}
 	s.dns = newDNSView(clock, watchcache.LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes})
+	s.cidrs = newServiceCIDRs(clock, watchcache.LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes})
 	if err := s.seed(snap, clock); err != nil {
 		return err
 	}

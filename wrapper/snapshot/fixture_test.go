@@ -91,7 +91,7 @@ func testMetrics() Metrics {
 // newTestPersister is a persister of an empty state at clock start.
 func newTestPersister(dir string, start uint64) (*Persister, *testState) {
 	st := &testState{clock: start, objs: map[string]map[string]Object{}, from: map[string]uint64{}}
-	p := &Persister{Dir: dir, Node: testNode, Upstream: testUpstream, Codec: NewCodec(testKinds, len(testKinds)),
+	p := &Persister{Dir: dir, Node: testNode, Upstream: testUpstream, Codec: NewCodec(testKinds),
 		Clock: st, Metrics: testMetrics()}
 	for _, k := range testKinds {
 		st.objs[k.Name], st.from[k.Name] = map[string]Object{}, start

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -126,21 +127,21 @@ func (sn *Snapshot) MaxVersion() uint64 {
 // Codec encodes lists as protobuf and decodes them strictly to the types
 // the client-go scheme knows.
 type Codec struct {
-	// kinds are the sections a snapshot may hold; the first required of
-	// them it must hold, the others all or none (a snapshot of an older
+	// kinds are the sections a snapshot may hold, in order; it holds the
+	// first n of them for an n in prefixes (a snapshot of an older
 	// writer, without the later ones, still loads).
 	kinds    []Kind
-	required int
+	prefixes []int
 	codecs   serializer.CodecFactory
 	proto    runtime.Serializer
 }
 
-// NewCodec reads and writes snapshots whose sections are the first required
-// of kinds, or all of them.
-func NewCodec(kinds []Kind, required int) Codec {
+// NewCodec reads and writes snapshots whose sections are all of kinds, or
+// the first n of them for an n in olderPrefixes (what older writers wrote).
+func NewCodec(kinds []Kind, olderPrefixes ...int) Codec {
 	return Codec{
 		kinds:    kinds,
-		required: required,
+		prefixes: append(slices.Clone(olderPrefixes), len(kinds)),
 		codecs:   serializer.NewCodecFactory(scheme.Scheme),
 		proto:    protobuf.NewSerializer(scheme.Scheme, scheme.Scheme),
 	}
@@ -220,8 +221,8 @@ func (c Codec) Decode(data []byte, node, upstream string) (*Snapshot, error) {
 	if h.WrittenAt.IsZero() {
 		return nil, bad(statefile.ReasonInvalid, "no writtenAt time")
 	}
-	if len(h.Sections) != c.required && len(h.Sections) != len(c.kinds) {
-		return nil, bad(statefile.ReasonInvalid, "%d sections, want %d or %d", len(h.Sections), c.required, len(c.kinds))
+	if !slices.Contains(c.prefixes, len(h.Sections)) {
+		return nil, bad(statefile.ReasonInvalid, "%d sections, want one of %v", len(h.Sections), c.prefixes)
 	}
 	sn := &Snapshot{Header: h, Objects: map[string]map[string]Object{}}
 	for _, sec := range h.Sections {
@@ -253,9 +254,9 @@ func (c Codec) Decode(data []byte, node, upstream string) (*Snapshot, error) {
 	if len(rest) != 0 {
 		return nil, bad(statefile.ReasonCorrupt, "%d bytes after the last section", len(rest))
 	}
-	// With every section known and none twice, this leaves the required
-	// ones alone or all of them.
-	for _, k := range c.kinds[:c.required] {
+	// With every section known and none twice, this leaves the first ones
+	// of kinds.
+	for _, k := range c.kinds[:len(h.Sections)] {
 		if _, ok := sn.Objects[k.Name]; !ok {
 			return nil, bad(statefile.ReasonInvalid, "no section %q", k.Name)
 		}

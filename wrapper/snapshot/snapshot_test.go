@@ -169,7 +169,7 @@ func FuzzSnapshotDecode(f *testing.F) {
 	f.Add(good[:len(good)/2])
 	f.Add([]byte{})
 	f.Add([]byte{0, 0, 0, 32})
-	codec := NewCodec(testKinds, len(testKinds))
+	codec := NewCodec(testKinds)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sn, err := codec.Decode(data, testNode, testUpstream)
 		if err != nil {

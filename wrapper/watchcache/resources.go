@@ -3,6 +3,7 @@ package watchcache
 import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,6 +36,7 @@ const (
 	ResourceEndpointSlices = "endpointslices"
 	ResourceNodes          = "nodes"
 	ResourceNamespaces     = "namespaces"
+	ResourceServiceCIDRs   = "servicecidrs"
 )
 
 // The served resources.
@@ -68,6 +70,15 @@ var (
 		Name: ResourceNamespaces, GroupVersion: corev1.SchemeGroupVersion, fields: namespaceFields,
 		objectTypes: typed(func(m metav1.ListMeta, items []corev1.Namespace) runtime.Object {
 			return &corev1.NamespaceList{ListMeta: m, Items: items}
+		}),
+	}
+	// ServiceCIDRs: cluster-scoped, and like every resource whose strategy
+	// adds none of its own, selectable by metadata.name alone.
+	ServiceCIDRs = &Resource{
+		Name: ResourceServiceCIDRs, GroupVersion: networkingv1.SchemeGroupVersion,
+		fields: func(o Object) fields.Set { return objectMetaFields(o, false) },
+		objectTypes: typed(func(m metav1.ListMeta, items []networkingv1.ServiceCIDR) runtime.Object {
+			return &networkingv1.ServiceCIDRList{ListMeta: m, Items: items}
 		}),
 	}
 )
