@@ -24,9 +24,12 @@ import (
 type Options struct {
 	// CASecretNamespace/CASecretName hold the CA (made when missing).
 	CASecretNamespace, CASecretName string
-	// BundleNamespace/BundleName is the ConfigMap the CA's certificate is
-	// published in (key ca.crt), for the scrapers.
-	BundleNamespace, BundleName string
+	// BundleName is the ConfigMap the CA's certificate is published in
+	// (key ca.crt), for the scrapers, in each of BundleNamespaces (where
+	// the ServiceMonitors are: prometheus-operator reads it from the
+	// ServiceMonitor's namespace).
+	BundleNamespaces []string
+	BundleName       string
 	// Requesters are the users (ServiceAccounts) that may ask.
 	Requesters []string
 	// MaxLifetime caps a certificate's lifetime (and is the lifetime of
@@ -35,12 +38,14 @@ type Options struct {
 }
 
 // DefaultOptions are the shipped names: the CA in the controller's
-// namespace, the bundle beside the wrapper's ServiceMonitor.
+// namespace, the bundle beside the ServiceMonitors (the wrapper's and
+// CoreDNS's in edge-system, the controller's in servicegroup-system).
+// The wrappers and the nodes' CoreDNS ask.
 func DefaultOptions() Options {
 	return Options{
 		CASecretNamespace: "servicegroup-system", CASecretName: "servicegroup-metrics-serving-ca",
-		BundleNamespace: "edge-system", BundleName: "servicegroup-metrics-serving-ca",
-		Requesters:  []string{"system:serviceaccount:edge-system:servicegroup-wrapper"},
+		BundleNamespaces: []string{"edge-system", "servicegroup-system"}, BundleName: "servicegroup-metrics-serving-ca",
+		Requesters:  []string{"system:serviceaccount:edge-system:servicegroup-wrapper", "system:serviceaccount:edge-system:coredns-gridhosts"},
 		MaxLifetime: 30 * 24 * time.Hour,
 	}
 }
@@ -73,8 +78,10 @@ func (s *Signer) Run(ctx context.Context) error {
 	// The apiserver may not be up yet: the CA is retried until it is.
 	if err := wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
 		ca, err := ensureCA(ctx, s.kube, s.opts.CASecretNamespace, s.opts.CASecretName, s.now())
-		if err == nil {
-			err = publish(ctx, s.kube, s.opts.BundleNamespace, s.opts.BundleName, ca.pem)
+		for _, ns := range s.opts.BundleNamespaces {
+			if err == nil {
+				err = publish(ctx, s.kube, ns, s.opts.BundleName, ca.pem)
+			}
 		}
 		if err != nil {
 			logger.Error(err, "Metrics serving CA not ready; retrying")
@@ -104,7 +111,7 @@ func (s *Signer) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return nil
 	}
-	logger.Info("Signing metrics serving certificates", "bundle", s.opts.BundleNamespace+"/"+s.opts.BundleName)
+	logger.Info("Signing metrics serving certificates", "bundle", s.opts.BundleName, "bundleNamespaces", s.opts.BundleNamespaces)
 	go func() {
 		<-ctx.Done()
 		s.queue.ShutDown()

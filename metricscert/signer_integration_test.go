@@ -33,10 +33,12 @@ import (
 )
 
 // TestSignerApprovesOnlyTheRequestersNode: against a real apiserver, a
-// wrapper with a token bound to its pod on node0 asks for certificates. One
-// naming node0 and node0's address is approved and signed by the CA the
-// signer publishes; one naming node1 or node1's address, and one asked with
-// a token bound to no pod, are denied with a reason and get no certificate.
+// wrapper and a node's CoreDNS, each with a token bound to its pod on node0,
+// ask for certificates. One naming node0 and node0's address is approved and
+// signed by the CA the signer publishes (in every bundle namespace); one
+// naming node1 or node1's address, one asked with a token bound to no pod,
+// and one asked by a ServiceAccount that is no requester are denied with a
+// reason and get no certificate.
 // A client verifying against the published bundle then completes a
 // handshake with a server holding the issued certificate, and refuses an
 // impostor's self-signed one before sending its token.
@@ -50,8 +52,12 @@ func TestSignerApprovesOnlyTheRequestersNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := admin.CoreV1().ServiceAccounts("edge-system").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "servicegroup-wrapper"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// The wrapper and the node's CoreDNS may ask; "other" is not a requester.
+	serviceAccounts := []string{"servicegroup-wrapper", "coredns-gridhosts", "other"}
+	for _, sa := range serviceAccounts {
+		if _, err := admin.CoreV1().ServiceAccounts("edge-system").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "ask"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}}},
@@ -59,8 +65,10 @@ func TestSignerApprovesOnlyTheRequestersNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "ask"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "ask"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "edge-system", Name: "servicegroup-wrapper"}},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "ask"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "edge-system", Name: "servicegroup-wrapper"},
+			{Kind: rbacv1.ServiceAccountKind, Namespace: "edge-system", Name: "coredns-gridhosts"},
+			{Kind: rbacv1.ServiceAccountKind, Namespace: "edge-system", Name: "other"}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,14 +83,20 @@ func TestSignerApprovesOnlyTheRequestersNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pod, err := admin.CoreV1().Pods("edge-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "wrapper-node0"},
-		Spec: corev1.PodSpec{NodeName: "node0", ServiceAccountName: "servicegroup-wrapper", Containers: []corev1.Container{{Name: "w", Image: "w"}}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	asWrapper := func(bound *authenticationv1.BoundObjectReference) kubernetes.Interface {
+	// as is serviceAccount's client with a token bound to a new pod of it on
+	// node0 (as the kubelet gives a DaemonSet's pod), or to none.
+	as := func(serviceAccount string, podBound bool) kubernetes.Interface {
 		t.Helper()
-		tr, err := admin.CoreV1().ServiceAccounts("edge-system").CreateToken(ctx, "servicegroup-wrapper",
+		var bound *authenticationv1.BoundObjectReference
+		if podBound {
+			pod, err := admin.CoreV1().Pods("edge-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: serviceAccount + "-node0"},
+				Spec: corev1.PodSpec{NodeName: "node0", ServiceAccountName: serviceAccount, Containers: []corev1.Container{{Name: "c", Image: "c"}}}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bound = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+		}
+		tr, err := admin.CoreV1().ServiceAccounts("edge-system").CreateToken(ctx, serviceAccount,
 			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{BoundObjectRef: bound}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -90,8 +104,8 @@ func TestSignerApprovesOnlyTheRequestersNode(t *testing.T) {
 		return kubernetes.NewForConfigOrDie(&rest.Config{Host: cp.Config.Host, BearerToken: tr.Status.Token,
 			TLSClientConfig: rest.TLSClientConfig{CAFile: cp.Config.CAFile, CAData: cp.Config.CAData}})
 	}
-	onNode0 := asWrapper(&authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID})
-	unbound := asWrapper(nil)
+	onNode0, unbound := as("servicegroup-wrapper", true), as("servicegroup-wrapper", false)
+	coreDNSOnNode0, otherOnNode0 := as("coredns-gridhosts", true), as("other", true)
 
 	s := New(opts, admin)
 	runCtx, stop := context.WithCancel(ctx)
@@ -135,6 +149,7 @@ func TestSignerApprovesOnlyTheRequestersNode(t *testing.T) {
 		return asked{name, key}
 	}
 	good := ask(onNode0, "node0-own", []string{"node0"}, addresses["node0"])
+	coreDNSGood := ask(coreDNSOnNode0, "coredns-node0-own", []string{"node0"}, addresses["node0"])
 	denied := []struct {
 		asked
 		reason, mentions string
@@ -142,26 +157,35 @@ func TestSignerApprovesOnlyTheRequestersNode(t *testing.T) {
 		{ask(onNode0, "node0-asks-node1-name", []string{"node0", "node1"}, addresses["node0"]), ReasonNotRequestersNode, `"node1"`},
 		{ask(onNode0, "node0-asks-node1-address", nil, addresses["node1"]), ReasonNotRequestersNode, addresses["node1"]},
 		{ask(unbound, "no-pod-binding", []string{"node0"}), ReasonNoNodeBinding, NodeNameExtra},
+		{ask(coreDNSOnNode0, "coredns-node0-asks-node1-name", []string{"node1"}), ReasonNotRequestersNode, `"node1"`},
+		{ask(coreDNSOnNode0, "coredns-node0-asks-node1-address", []string{"node0"}, addresses["node1"]), ReasonNotRequestersNode, addresses["node1"]},
+		{ask(otherOnNode0, "not-a-requester", []string{"node0"}), ReasonNotAllowedRequester, "system:serviceaccount:edge-system:other"},
 	}
 
-	var issued *certificatesv1.CertificateSigningRequest
-	testwait.Eventually(ctx, t, 0, "CSR "+good.name+" is signed", func(ctx context.Context) error {
-		csr, err := admin.CertificatesV1().CertificateSigningRequests().Get(ctx, good.name, metav1.GetOptions{})
-		if err != nil {
-			return err
+	signed := func(name string) *certificatesv1.CertificateSigningRequest {
+		t.Helper()
+		var issued *certificatesv1.CertificateSigningRequest
+		testwait.Eventually(ctx, t, 0, "CSR "+name+" is signed", func(ctx context.Context) error {
+			csr, err := admin.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if hasCondition(csr, certificatesv1.CertificateDenied) {
+				t.Fatalf("CSR %s denied: %+v", name, csr.Status.Conditions)
+			}
+			if len(csr.Status.Certificate) == 0 {
+				return errors.New("no certificate yet")
+			}
+			issued = csr
+			return nil
+		})
+		if !hasCondition(issued, certificatesv1.CertificateApproved) {
+			t.Errorf("CSR %s signed without an Approved condition: %+v", name, issued.Status.Conditions)
 		}
-		if hasCondition(csr, certificatesv1.CertificateDenied) {
-			t.Fatalf("CSR %s denied: %+v", good.name, csr.Status.Conditions)
-		}
-		if len(csr.Status.Certificate) == 0 {
-			return errors.New("no certificate yet")
-		}
-		issued = csr
-		return nil
-	})
-	if !hasCondition(issued, certificatesv1.CertificateApproved) {
-		t.Errorf("CSR %s signed without an Approved condition: %+v", good.name, issued.Status.Conditions)
+		return issued
 	}
+	issued := signed(good.name)
+	coreDNSIssued := signed(coreDNSGood.name)
 	for _, d := range denied {
 		testwait.Eventually(ctx, t, 0, "CSR "+d.name+" is denied", func(ctx context.Context) error {
 			csr, err := admin.CertificatesV1().CertificateSigningRequests().Get(ctx, d.name, metav1.GetOptions{})
@@ -185,25 +209,37 @@ func TestSignerApprovesOnlyTheRequestersNode(t *testing.T) {
 	}
 
 	// The bundle the scrapers are given, and the certificate against it.
-	cm, err := admin.CoreV1().ConfigMaps(opts.BundleNamespace).Get(ctx, opts.BundleName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM([]byte(cm.Data[CAKey])) {
-		t.Fatalf("ConfigMap %s/%s holds no CA certificate", opts.BundleNamespace, opts.BundleName)
-	}
-	certs, err := certutil.ParseCertsPEM(issued.Status.Certificate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"node0", addresses["node0"]} {
-		if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: name, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-			t.Errorf("the issued certificate for %s: %v", name, err)
+	// Published in every namespace a ServiceMonitor reads it from, alike.
+	var bundle string
+	for _, ns := range opts.BundleNamespaces {
+		cm, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, opts.BundleName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bundle == "" {
+			bundle = cm.Data[CAKey]
+		}
+		if cm.Data[CAKey] != bundle {
+			t.Errorf("ConfigMap %s/%s holds another CA than %s/%s", ns, opts.BundleName, opts.BundleNamespaces[0], opts.BundleName)
 		}
 	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: "node1"}); err == nil {
-		t.Error("the issued certificate verifies for node1")
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(bundle)) {
+		t.Fatalf("ConfigMap %s/%s holds no CA certificate", opts.BundleNamespaces[0], opts.BundleName)
+	}
+	for _, csr := range []*certificatesv1.CertificateSigningRequest{issued, coreDNSIssued} {
+		certs, err := certutil.ParseCertsPEM(csr.Status.Certificate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"node0", addresses["node0"]} {
+			if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: name, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+				t.Errorf("%s's issued certificate for %s: %v", csr.Name, name, err)
+			}
+		}
+		if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: "node1"}); err == nil {
+			t.Errorf("%s's issued certificate verifies for node1", csr.Name)
+		}
 	}
 
 	// A scrape: verified against the bundle, the real holder is reached

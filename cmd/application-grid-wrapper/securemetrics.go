@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/servicegroup/servicegroup/internal/securemetrics"
+	"github.com/servicegroup/servicegroup/metricscert"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -44,7 +46,11 @@ func serveSecureMetrics(ctx context.Context, srv *wrapper.Server, o securemetric
 		extra = append(extra, securemetrics.Route{Path: kubeProxyMetricsPath, Handler: proxy})
 	}
 	if csrSigner != "" {
-		issued, err := issuedMetricsCertificate(ctx, upstream, csrSigner, nodeName)
+		kube, err := kubernetes.NewForConfig(rest.CopyConfig(upstream))
+		if err != nil {
+			return err
+		}
+		issued, err := metricscert.RequestServingCertificate(ctx, kube, csrSigner, nodeName, "system:servicegroup-wrapper-metrics:"+nodeName)
 		if err != nil {
 			return err
 		}

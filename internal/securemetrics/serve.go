@@ -56,18 +56,9 @@ func New(o Options, own *rest.Config, metrics http.Handler, extra ...Route) (*Se
 	if errs := o.Validate(); len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
-	cfg := own
-	if o.Kubeconfig != "" {
-		var err error
-		if cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig); err != nil {
-			return nil, fmt.Errorf("--secure-metrics-kubeconfig: %w", err)
-		}
-	}
-	if cfg == nil {
-		var err error
-		if cfg, err = rest.InClusterConfig(); err != nil {
-			return nil, fmt.Errorf("secure metrics: no apiserver to review tokens (set --secure-metrics-kubeconfig): %w", err)
-		}
+	cfg, err := o.RESTConfig(own)
+	if err != nil {
+		return nil, err
 	}
 	client, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
@@ -118,6 +109,26 @@ func New(o Options, own *rest.Config, metrics http.Handler, extra ...Route) (*Se
 		}
 	}
 	return s, nil
+}
+
+// RESTConfig is the apiserver configuration the endpoint reviews tokens
+// with: o.Kubeconfig's, else own, else the in-cluster one.
+func (o *Options) RESTConfig(own *rest.Config) (*rest.Config, error) {
+	if o.Kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--secure-metrics-kubeconfig: %w", err)
+		}
+		return cfg, nil
+	}
+	if own != nil {
+		return own, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("secure metrics: no apiserver to review tokens (set --secure-metrics-kubeconfig): %w", err)
+	}
+	return cfg, nil
 }
 
 // chain is kube-controller-manager's secure handler chain: request info,

@@ -1,4 +1,4 @@
-package main
+package metricscert
 
 import (
 	"context"
@@ -16,25 +16,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/certificate"
 	"k8s.io/klog/v2"
 )
 
-// nodeAddressRefresh is how often the wrapper rereads its Node's addresses
+// nodeAddressRefresh is how often a requester rereads its Node's addresses
 // for the certificate it asks for (a changed address asks again).
 const nodeAddressRefresh = time.Minute
 
-// issuedMetricsCertificate asks signer, through the CertificateSigningRequest
-// API with the wrapper's own (pod-bound) token, for a serving certificate
-// naming nodeName and the Node's addresses, and keeps it renewed until ctx
-// ends. The returned function gives the current one, nil until issued.
-func issuedMetricsCertificate(ctx context.Context, upstream *rest.Config, signer, nodeName string) (func() *tls.Certificate, error) {
-	logger := klog.FromContext(ctx).WithValues("signer", signer)
-	kube, err := kubernetes.NewForConfig(rest.CopyConfig(upstream))
-	if err != nil {
-		return nil, err
+// RequestServingCertificate asks signer, through the CertificateSigningRequest
+// API with kube's credentials (a pod-bound token: the signer checks the
+// names against that pod's node), for a serving certificate naming nodeName
+// and the Node's addresses, with subject commonName, and keeps it renewed
+// until ctx ends. The returned function gives the current one, nil until
+// issued (for securemetrics.Options.IssuedCertificate). The wrapper and the
+// node's CoreDNS ask this way.
+func RequestServingCertificate(ctx context.Context, kube kubernetes.Interface, signer, nodeName, commonName string) (func() *tls.Certificate, error) {
+	if nodeName == "" {
+		return nil, errors.New("a metrics serving certificate names the node: no node name")
 	}
+	logger := klog.FromContext(ctx).WithValues("signer", signer)
 	var template atomic.Pointer[x509.CertificateRequest]
 	refresh := func(ctx context.Context) {
 		node, err := kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
@@ -52,7 +53,7 @@ func issuedMetricsCertificate(ctx context.Context, upstream *rest.Config, signer
 			}
 		}
 		template.Store(&x509.CertificateRequest{
-			Subject:  pkix.Name{CommonName: "system:servicegroup-wrapper-metrics:" + nodeName},
+			Subject:  pkix.Name{CommonName: commonName},
 			DNSNames: []string{nodeName}, IPAddresses: ips,
 		})
 	}
@@ -91,7 +92,7 @@ func issuedMetricsCertificate(ctx context.Context, upstream *rest.Config, signer
 }
 
 // memoryStore keeps the issued certificate in memory only: a restarted
-// wrapper asks again (the self-signed one serves meanwhile).
+// requester asks again (the self-signed one serves meanwhile).
 type memoryStore struct {
 	mu   sync.Mutex
 	cert *tls.Certificate
