@@ -4,8 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
@@ -35,6 +37,9 @@ type options struct {
 	autonomy      webhook.Options
 
 	metricsServingSigner bool
+	// secureMetricsCADNSNames: serve the secure-metrics port a certificate
+	// issued from the metrics-serving CA for these names.
+	secureMetricsCADNSNames stringList
 
 	showVersion bool
 }
@@ -73,7 +78,8 @@ func (o *options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "Address serving /metrics (\"0\" disables).")
 	fs.StringVar(&c.HealthBindAddress, "health-bind-address", c.HealthBindAddress, "Address serving /healthz and /readyz (\"0\" disables).")
 	o.secureMetrics.AddFlags(fs)
-	fs.BoolVar(&o.metricsServingSigner, "metrics-serving-signer", o.metricsServingSigner, "While leading, approve and sign the wrappers' secure-metrics serving certificates (CSR signer "+metricscert.SignerName+"): only names of the requesting wrapper's own node; CA in Secret servicegroup-system/servicegroup-metrics-serving-ca (made when missing), published in ConfigMap edge-system/servicegroup-metrics-serving-ca.")
+	fs.BoolVar(&o.metricsServingSigner, "metrics-serving-signer", o.metricsServingSigner, "While leading, approve and sign the wrappers' secure-metrics serving certificates (CSR signer "+metricscert.SignerName+"): only names of the requesting wrapper's own node; CA in Secret servicegroup-system/servicegroup-metrics-serving-ca (made when missing), published in ConfigMaps edge-system/ and servicegroup-system/servicegroup-metrics-serving-ca.")
+	fs.Var(&o.secureMetricsCADNSNames, "secure-metrics-ca-dns-names", "Comma-separated DNS names (the metrics Service's, <svc>.<ns>.svc and <svc>.<ns>.svc.cluster.local): with --secure-metrics-bind-address and --metrics-serving-signer, serve a certificate for them issued straight from the metrics-serving CA (every replica, renewed before it expires; self-signed until the CA is readable), which a scraper verifies against the published bundle with one of them as server name.")
 	o.autonomy.AddFlags(fs)
 	fs.BoolVar(&o.showVersion, "version", o.showVersion, "Print the version and exit.")
 }
@@ -111,6 +117,17 @@ func (o *options) Run(ctx context.Context) error {
 	defer stop()
 	serveErr := make(chan error, 2)
 	if o.secureMetrics.Enabled() {
+		if len(o.secureMetricsCADNSNames) > 0 {
+			kube, err := kubernetes.NewForConfig(o.controller.Config)
+			if err != nil {
+				return err
+			}
+			issued, err := metricscert.ServeFromCA(ctx, kube, metricscert.DefaultOptions(), o.secureMetricsCADNSNames)
+			if err != nil {
+				return err
+			}
+			o.secureMetrics.IssuedCertificate = issued
+		}
 		sm, err := securemetrics.New(o.secureMetrics, o.controller.Config, promhttp.HandlerFor(controller.Registry(), promhttp.HandlerOpts{}))
 		if err != nil {
 			return err
@@ -145,4 +162,19 @@ func (o *options) Run(ctx context.Context) error {
 	default:
 		return nil
 	}
+}
+
+// stringList is a comma-separated flag value.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = nil
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
 }

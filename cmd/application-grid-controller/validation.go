@@ -45,6 +45,17 @@ func (o *options) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, o.secureMetrics.Validate()...)
+	if len(o.secureMetricsCADNSNames) > 0 {
+		if !o.secureMetrics.Enabled() || o.secureMetrics.CertFile != "" || !o.metricsServingSigner {
+			errs = append(errs, field.Invalid(flagPath("secure-metrics-ca-dns-names"), o.secureMetricsCADNSNames.String(),
+				"needs --secure-metrics-bind-address and --metrics-serving-signer (which publishes the CA), and no --secure-metrics-tls-cert-file"))
+		}
+		for _, name := range o.secureMetricsCADNSNames {
+			for _, msg := range validation.IsDNS1123Subdomain(name) {
+				errs = append(errs, field.Invalid(flagPath("secure-metrics-ca-dns-names"), name, msg))
+			}
+		}
+	}
 	return utilerrors.NewAggregate([]error{errs.ToAggregate(), o.autonomy.Validate()})
 }
 

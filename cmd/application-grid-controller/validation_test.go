@@ -31,6 +31,7 @@ func parse(t *testing.T, args ...string) *options {
 func TestValidate(t *testing.T) {
 	label := func(v string) string { return validation.IsDNS1123Label(v)[0] }
 	subdomain := func(v string) string { return validation.IsDNS1123Subdomain(v)[0] }
+	const caNamesNeed = "needs --secure-metrics-bind-address and --metrics-serving-signer (which publishes the CA), and no --secure-metrics-tls-cert-file"
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -67,6 +68,12 @@ func TestValidate(t *testing.T) {
 		{[]string{"--secure-metrics-bind-address=127.0.0.1"}, `--secure-metrics-bind-address: Invalid value: "127.0.0.1": must be host:port, or "0" to turn it off`},
 		{[]string{"--secure-metrics-tls-cert-file=x.crt"}, `--secure-metrics-tls-private-key-file: Required value: --secure-metrics-tls-cert-file and --secure-metrics-tls-private-key-file go together`},
 		{[]string{"--secure-metrics-tls-private-key-file=x.key"}, `--secure-metrics-tls-cert-file: Required value: --secure-metrics-tls-cert-file and --secure-metrics-tls-private-key-file go together`},
+		{[]string{"--secure-metrics-bind-address=:8443", "--metrics-serving-signer", "--secure-metrics-ca-dns-names=m.ns.svc, m.ns.svc.cluster.local"}, ""},
+		{[]string{"--metrics-serving-signer", "--secure-metrics-ca-dns-names=m.ns.svc"}, `--secure-metrics-ca-dns-names: Invalid value: "m.ns.svc": ` + caNamesNeed},
+		{[]string{"--secure-metrics-bind-address=:8443", "--secure-metrics-ca-dns-names=m.ns.svc"}, `--secure-metrics-ca-dns-names: Invalid value: "m.ns.svc": ` + caNamesNeed},
+		{[]string{"--secure-metrics-bind-address=:8443", "--metrics-serving-signer", "--secure-metrics-tls-cert-file=x.crt", "--secure-metrics-tls-private-key-file=x.key", "--secure-metrics-ca-dns-names=m.ns.svc"},
+			`--secure-metrics-ca-dns-names: Invalid value: "m.ns.svc": ` + caNamesNeed},
+		{[]string{"--secure-metrics-bind-address=:8443", "--metrics-serving-signer", "--secure-metrics-ca-dns-names=m.ns.svc,Bad_Name"}, `--secure-metrics-ca-dns-names: Invalid value: "Bad_Name": ` + subdomain("Bad_Name")},
 		{[]string{"--logging-format=xml"}, `--logging-format: Invalid value: "xml": Unsupported log format`},
 		{[]string{"--log-flush-frequency=0"}, `--log-flush-frequency: Invalid value: "0s": Must be greater than zero`},
 		{[]string{"--workers=0", "--superedge-lock=x", "--health-bind-address=x"}, `[` +

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -14,9 +15,12 @@ import (
 	_ "github.com/coredns/coredns/core/plugin" // every in-tree plugin
 	"github.com/coredns/coredns/coremain"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/servicegroup/servicegroup/internal/securemetrics"
 	"github.com/servicegroup/servicegroup/internal/version"
+	"github.com/servicegroup/servicegroup/metricscert"
 	_ "github.com/servicegroup/servicegroup/plugin/gridhosts"
 )
 
@@ -54,7 +58,15 @@ func insertBefore(list []string, name, anchor string) ([]string, error) {
 // stays on loopback.
 var secureMetrics = securemetrics.DefaultOptions()
 
-func init() { secureMetrics.AddFlags(flag.CommandLine) }
+// secureMetricsCSRSigner and secureMetricsNodeName: ask this signer for a
+// serving certificate naming the node (as the wrapper does).
+var secureMetricsCSRSigner, secureMetricsNodeName string
+
+func init() {
+	secureMetrics.AddFlags(flag.CommandLine)
+	flag.StringVar(&secureMetricsCSRSigner, "secure-metrics-csr-signer", "", "with -secure-metrics-bind-address: ask this CertificateSigningRequest signer (the controller's "+metricscert.SignerName+"), with the token of -secure-metrics-kubeconfig (in-cluster: the pod-bound one), for a serving certificate naming -secure-metrics-node-name and its addresses, and serve it once issued (renewed before it expires; the self-signed one until then)")
+	flag.StringVar(&secureMetricsNodeName, "secure-metrics-node-name", os.Getenv("NODE_NAME"), "the node -secure-metrics-csr-signer's certificate names (default: $NODE_NAME)")
+}
 
 func main() {
 	flag.Parse() // coremain.Run parses again; the same flags, the same values
@@ -62,6 +74,10 @@ func main() {
 		// CoreDNS's own listeners use SO_REUSEPORT (the node's DaemonSet is in
 		// the host network: old and new pod bind together during an update).
 		secureMetrics.ReusePort = true
+		if err := requestSecureMetricsCertificate(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "coredns:", err)
+			os.Exit(1)
+		}
 		// CoreDNS's plugins register on the default registry.
 		s, err := securemetrics.New(secureMetrics, nil, promhttp.Handler())
 		if err != nil {
@@ -76,4 +92,30 @@ func main() {
 		}()
 	}
 	coremain.Run()
+}
+
+// requestSecureMetricsCertificate sets secureMetrics.IssuedCertificate from
+// -secure-metrics-csr-signer, when set.
+func requestSecureMetricsCertificate(ctx context.Context) error {
+	if secureMetricsCSRSigner == "" {
+		return nil
+	}
+	if secureMetrics.CertFile != "" {
+		return errors.New("-secure-metrics-csr-signer and -secure-metrics-tls-cert-file exclude each other")
+	}
+	cfg, err := secureMetrics.RESTConfig(nil)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return err
+	}
+	issued, err := metricscert.RequestServingCertificate(ctx, kube, secureMetricsCSRSigner, secureMetricsNodeName,
+		"system:servicegroup-coredns-metrics:"+secureMetricsNodeName)
+	if err != nil {
+		return fmt.Errorf("-secure-metrics-csr-signer: %w", err)
+	}
+	secureMetrics.IssuedCertificate = issued
+	return nil
 }

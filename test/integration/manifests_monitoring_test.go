@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/servicegroup/servicegroup/autonomy"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
@@ -38,6 +40,13 @@ import (
 	"github.com/servicegroup/servicegroup/metricscert"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
+
+// controllerMetricsNames are the DNS names of the controller's metrics
+// Service (servicemonitors.yaml), which its certificate names.
+var controllerMetricsNames = []string{
+	"application-grid-controller-metrics.servicegroup-system.svc",
+	"application-grid-controller-metrics.servicegroup-system.svc.cluster.local",
+}
 
 // TestMonitoringComponent installs build/manifests/default with the
 // monitoring component for real (prometheus-operator's own CRDs installed
@@ -64,7 +73,8 @@ func TestMonitoringComponent(t *testing.T) {
 	rendered := k.must("kustomize", overlay)
 	for _, want := range []string{
 		"--secure-metrics-bind-address=:8443", "--secure-metrics-bind-address=:51008", "-secure-metrics-bind-address=:9443",
-		"--metrics-serving-signer", "--secure-metrics-csr-signer=" + metricscert.SignerName,
+		"--metrics-serving-signer", "--secure-metrics-csr-signer=" + metricscert.SignerName, "-secure-metrics-csr-signer=" + metricscert.SignerName,
+		"--secure-metrics-ca-dns-names=" + strings.Join(controllerMetricsNames, ","),
 		"kind: ServiceMonitor", "kind: PrometheusRule",
 	} {
 		if !strings.Contains(rendered, want) {
@@ -97,6 +107,14 @@ func TestMonitoringComponent(t *testing.T) {
 		// controller approves and signs for that signer only.
 		{"system:serviceaccount:edge-system:servicegroup-wrapper", "create", "certificatesigningrequests.certificates.k8s.io", "yes"},
 		{"system:serviceaccount:edge-system:servicegroup-wrapper", "update", "certificatesigningrequests.certificates.k8s.io --subresource=approval", "no"},
+		{"system:serviceaccount:edge-system:coredns-gridhosts", "create", "certificatesigningrequests.certificates.k8s.io", "yes"},
+		{"system:serviceaccount:edge-system:coredns-gridhosts", "watch", "certificatesigningrequests.certificates.k8s.io", "yes"},
+		{"system:serviceaccount:edge-system:coredns-gridhosts", "update", "certificatesigningrequests.certificates.k8s.io --subresource=approval", "no"},
+		{"system:serviceaccount:edge-system:coredns-gridhosts", "update", "certificatesigningrequests.certificates.k8s.io --subresource=status", "no"},
+		{"system:serviceaccount:edge-system:coredns-gridhosts", "get", "secrets/servicegroup-metrics-serving-ca -n servicegroup-system", "no"},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "update", "configmaps/servicegroup-metrics-serving-ca -n servicegroup-system", "yes"},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "create", "configmaps -n servicegroup-system", "yes"},
+		{"system:serviceaccount:servicegroup-system:application-grid-controller", "update", "configmaps/other -n servicegroup-system", "no"},
 		{"system:serviceaccount:servicegroup-system:application-grid-controller", "get", "secrets/servicegroup-metrics-serving-ca -n servicegroup-system", "yes"},
 		{"system:serviceaccount:servicegroup-system:application-grid-controller", "update", "configmaps/servicegroup-metrics-serving-ca -n edge-system", "yes"},
 		{"system:serviceaccount:servicegroup-system:application-grid-controller", "update", "configmaps/coredns-gridhosts -n edge-system", "no"},
@@ -104,9 +122,10 @@ func TestMonitoringComponent(t *testing.T) {
 		{"system:serviceaccount:edge-system:servicegroup-wrapper", "create", "tokenreviews.authentication.k8s.io", "yes"},
 		{"system:serviceaccount:edge-system:coredns-gridhosts", "create", "subjectaccessreviews.authorization.k8s.io", "yes"},
 		{"system:serviceaccount:servicegroup-system:application-grid-controller", "create", "tokenreviews.authentication.k8s.io", "yes"},
-		// A scraper reads metrics and nothing else; checking it gives the
-		// components no read of their own.
-		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/metrics/kube-proxy", "yes"},
+		// Prometheus's own token is given nothing (the scrape sends the
+		// reader's); checking scrapers gives the components no read of
+		// their own.
+		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/metrics/kube-proxy", "no"},
 		{"system:serviceaccount:monitoring:prometheus-k8s", "list", "pods", "no"},
 		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "secrets", "no"},
 		{"system:serviceaccount:edge-system:coredns-gridhosts", "list", "services", "no"},
@@ -131,6 +150,8 @@ func TestMonitoringComponent(t *testing.T) {
 		{"system:serviceaccount:servicegroup-system:application-grid-controller", "sign", "kubernetes.io/kubelet-serving", false},
 		{"system:serviceaccount:edge-system:servicegroup-wrapper", "approve", metricscert.SignerName, false},
 		{"system:serviceaccount:edge-system:servicegroup-wrapper", "sign", metricscert.SignerName, false},
+		{"system:serviceaccount:edge-system:coredns-gridhosts", "approve", metricscert.SignerName, false},
+		{"system:serviceaccount:edge-system:coredns-gridhosts", "sign", metricscert.SignerName, false},
 	} {
 		sar, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: tc.user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
@@ -161,14 +182,27 @@ func TestMonitoringComponent(t *testing.T) {
 	// What the ServiceMonitors send: the token Secret each names, in its
 	// own namespace.
 	monitors := map[string]string{}
+	// The server name each ServiceMonitor verifies ("": the address it
+	// dials, the pod's).
+	serverNames := map[string]string{}
 	for _, sm := range servedServiceMonitors(t, k) {
 		for _, ep := range sm.Spec.Endpoints {
 			if ep.BearerTokenFile != "" || ep.Authorization == nil || ep.Authorization.Credentials.Name != "servicegroup-metrics-reader-token" || ep.Authorization.Credentials.Key != "token" {
 				t.Errorf("ServiceMonitor %s/%s %s: want authorization.credentials servicegroup-metrics-reader-token/token and no bearerTokenFile, got %+v",
 					sm.Namespace, sm.Name, ep.Path, ep)
 			}
+			// Every scrape verifies, against the published bundle.
+			tc := ep.TLSConfig
+			if tc.InsecureSkipVerify || tc.CA.ConfigMap == nil || tc.CA.ConfigMap.Name != "servicegroup-metrics-serving-ca" || tc.CA.ConfigMap.Key != "ca.crt" {
+				t.Errorf("ServiceMonitor %s/%s %s: want tlsConfig.ca.configMap servicegroup-metrics-serving-ca/ca.crt and no insecureSkipVerify, got %+v",
+					sm.Namespace, sm.Name, ep.Path, tc)
+			}
+			serverNames[sm.Name] = tc.ServerName
 		}
 		monitors[sm.Name] = sm.Namespace
+	}
+	if got := serverNames["application-grid-controller"]; !slices.Contains(controllerMetricsNames, got) {
+		t.Errorf("the controller's ServiceMonitor verifies server name %q, want one of its certificate's %q", got, controllerMetricsNames)
 	}
 	readerToken := map[string]string{}
 	for _, ns := range []string{"edge-system", "servicegroup-system"} {
@@ -185,6 +219,115 @@ func TestMonitoringComponent(t *testing.T) {
 		if _, err := asReader.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); err != nil {
 			t.Errorf("the %s scrape token reads the apiserver's /metrics: %v", ns, err)
 		}
+	}
+	// checkVerified scrapes addr as ServiceMonitor monitor does: verifying
+	// against the bundle in its namespace with its server name. It waits
+	// until the component serves its issued certificate, then checks that a
+	// process holding its own certificate fails the handshake and never
+	// sees the token.
+	checkVerified := func(t *testing.T, c *component, monitor, addr string) {
+		t.Helper()
+		ns := monitors[monitor]
+		cm, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, "servicegroup-metrics-serving-ca", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the bundle beside ServiceMonitor %s/%s: %v", ns, monitor, err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
+			t.Fatalf("ConfigMap %s/servicegroup-metrics-serving-ca holds no CA certificate", ns)
+		}
+		verifying := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: serverNames[monitor]}}}
+		scrape := func(ctx context.Context, url string) (int, error) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			req.Header.Set("Authorization", "Bearer "+readerToken[ns])
+			resp, err := verifying.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		}
+		testwait.Eventually(ctx, t, 0, "a scrape verifying as ServiceMonitor "+monitor+" is served by "+c.Name, func(ctx context.Context) error {
+			code, err := scrape(ctx, "https://"+addr+"/metrics")
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("status %d", code)
+			}
+			if err != nil {
+				for _, l := range strings.Split(c.Log(), "\n") {
+					if strings.Contains(l, "ertificate") && !strings.Contains(l, "handshake") {
+						t.Log(l)
+					}
+				}
+				// What it serves instead.
+				if conn, derr := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}); derr == nil {
+					leaf := conn.ConnectionState().PeerCertificates[0]
+					err = fmt.Errorf("%w (served: subject %q issuer %q, DNS names %v, IPs %v)", err, leaf.Subject, leaf.Issuer, leaf.DNSNames, leaf.IPAddresses)
+					conn.Close()
+				}
+			}
+			return err
+		})
+		// Whatever else holds the port, with a certificate of its own CA
+		// for the very name verified, fails the handshake and never sees
+		// the token.
+		host := serverNames[monitor]
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, []net.IP{net.ParseIP("127.0.0.1")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tokens atomic.Int32
+		impostor := httptest.NewUnstartedServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "" {
+				tokens.Add(1)
+			}
+		}))
+		impostor.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+		impostor.StartTLS()
+		defer impostor.Close()
+		_, err = scrape(ctx, impostor.URL+"/metrics")
+		var unknown x509.UnknownAuthorityError
+		if !errors.As(err, &unknown) || tokens.Load() != 0 {
+			t.Errorf("a scrape of an impostor on %s's port: %v, %d tokens received; want an unknown-authority error and no token", c.Name, err, tokens.Load())
+		}
+	}
+	// signedCSRs: every request to the signer got its certificate.
+	signedCSRs := func(t *testing.T) {
+		t.Helper()
+		csrs, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, csr := range csrs.Items {
+			if csr.Spec.SignerName == metricscert.SignerName && len(csr.Status.Certificate) == 0 {
+				t.Errorf("CSR %s of %s not signed: %+v", csr.Name, csr.Spec.Username, csr.Status.Conditions)
+			}
+		}
+	}
+	// node0 listens on 127.0.0.1 here: the address its certificates name.
+	node0At127 := func(t *testing.T) {
+		t.Helper()
+		node, err := admin.CoreV1().Nodes().Get(ctx, "node0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+		if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// signer runs a controller that signs, with its own ServiceAccount.
+	signer := func(t *testing.T) {
+		startComponent(t, "application-grid-controller", testbin.Path(t, "application-grid-controller"),
+			"--kubeconfig="+saKubeconfig(t, cp, "servicegroup-system", "application-grid-controller"),
+			"--leader-elect=false", "--manage-crds=false", "--metrics-bind-address=0", "--health-bind-address=0",
+			"--metrics-serving-signer")
 	}
 	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node0", Labels: map[string]string{"zone1": "nodeunit1"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -246,13 +389,15 @@ func TestMonitoringComponent(t *testing.T) {
 		c := startComponent(t, "application-grid-controller", testbin.Path(t, "application-grid-controller"),
 			"--kubeconfig="+saKubeconfig(t, cp, "servicegroup-system", "application-grid-controller"),
 			"--leader-elect=false", "--manage-crds=false", "--metrics-bind-address=0", "--health-bind-address=0",
-			"--secure-metrics-bind-address="+addr,
+			"--secure-metrics-bind-address="+addr, "--metrics-serving-signer", "--secure-metrics-ca-dns-names="+strings.Join(controllerMetricsNames, ","),
 			"--autonomy-webhook-bind-address="+webhookAddr, "--autonomy-webhook-url=https://"+webhookAddr,
 			"--autonomy-webhook-secret-namespace=servicegroup-system")
 		// A grid, so its Ready gauge exists.
 		grids := versioned.NewForConfigOrDie(cp.Config)
 		createExamples(t, grids, "")
 		checkScrapes(t, c, "application-grid-controller", addr, "application_grid_controller_grid_ready")
+		// Prometheus dials the pod's address and verifies the Service's name.
+		checkVerified(t, c, "application-grid-controller", addr)
 		// An autonomous nodeunit whose node the node lifecycle controller
 		// marked unreachable, so the autonomy gauges have a series.
 		if _, err := grids.SuperedgeV1().DeploymentGrids("default").Patch(ctx, "deploymentgrid-demo", types.MergePatchType,
@@ -313,21 +458,10 @@ func TestMonitoringComponent(t *testing.T) {
 	})
 	t.Run("wrapper", func(t *testing.T) {
 		addr := controlplane.FreeAddress(t)
-		// The controller signs, with its own ServiceAccount; the wrapper
-		// asks with a token bound to its pod on node0, whose address is
-		// where it listens here.
-		startComponent(t, "application-grid-controller", testbin.Path(t, "application-grid-controller"),
-			"--kubeconfig="+saKubeconfig(t, cp, "servicegroup-system", "application-grid-controller"),
-			"--leader-elect=false", "--manage-crds=false", "--metrics-bind-address=0", "--health-bind-address=0",
-			"--metrics-serving-signer")
-		node, err := admin.CoreV1().Nodes().Get(ctx, "node0", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
-		if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		// The wrapper asks with a token bound to its pod on node0, whose
+		// address is where it listens here.
+		signer(t)
+		node0At127(t)
 		c := startComponent(t, "application-grid-wrapper", testbin.Path(t, "application-grid-wrapper"),
 			"--kubeconfig="+podBoundKubeconfig(t, cp, admin, "edge-system", "servicegroup-wrapper", "node0"), "--node-name=node0",
 			"--bind-address="+controlplane.FreeAddress(t), "--insecure-plain-http",
@@ -338,73 +472,16 @@ func TestMonitoringComponent(t *testing.T) {
 
 		// A scrape as the ServiceMonitor makes it: verified against the
 		// published CA, by the address it dials.
-		cm, err := admin.CoreV1().ConfigMaps("edge-system").Get(ctx, "servicegroup-metrics-serving-ca", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
-			t.Fatal("ConfigMap edge-system/servicegroup-metrics-serving-ca holds no CA certificate")
-		}
-		verifying := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
-		scrape := func(ctx context.Context, url string) (int, error) {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			req.Header.Set("Authorization", "Bearer "+readerToken["edge-system"])
-			resp, err := verifying.Do(req)
-			if err != nil {
-				return 0, err
-			}
-			resp.Body.Close()
-			return resp.StatusCode, nil
-		}
-		testwait.Eventually(ctx, t, 0, "a scrape verifying the published CA is served by the wrapper", func(ctx context.Context) error {
-			code, err := scrape(ctx, "https://"+addr+"/metrics")
-			if err == nil && code != http.StatusOK {
-				err = fmt.Errorf("status %d", code)
-			}
-			if err != nil {
-				for _, l := range strings.Split(c.Log(), "\n") {
-					if strings.Contains(l, "ertificate") && !strings.Contains(l, "handshake") {
-						t.Log(l)
-					}
-				}
-				// What it serves instead.
-				if conn, derr := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}); derr == nil {
-					leaf := conn.ConnectionState().PeerCertificates[0]
-					err = fmt.Errorf("%w (served: subject %q issuer %q, IPs %v)", err, leaf.Subject, leaf.Issuer, leaf.IPAddresses)
-					conn.Close()
-				}
-			}
-			return err
-		})
-		// Whatever else holds a node's port (its own self-signed
-		// certificate) fails the handshake and never sees the token.
-		var tokens atomic.Int32
-		impostor := httptest.NewUnstartedServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Authorization") != "" {
-				tokens.Add(1)
-			}
-		}))
-		impostor.StartTLS() // httptest's certificate names 127.0.0.1
-		defer impostor.Close()
-		_, err = scrape(ctx, impostor.URL+"/metrics")
-		var unknown x509.UnknownAuthorityError
-		if !errors.As(err, &unknown) || tokens.Load() != 0 {
-			t.Errorf("a scrape of an impostor: %v, %d tokens received; want an unknown-authority error and no token", err, tokens.Load())
-		}
-		// The wrapper's request, as the signer left it.
-		csrs, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, csr := range csrs.Items {
-			if csr.Spec.SignerName == metricscert.SignerName && len(csr.Status.Certificate) == 0 {
-				t.Errorf("CSR %s of %s not signed: %+v", csr.Name, csr.Spec.Username, csr.Status.Conditions)
-			}
-		}
+		checkVerified(t, c, "application-grid-wrapper", addr)
+		signedCSRs(t)
 	})
 	t.Run("coredns", func(t *testing.T) {
 		kubeconfig := saKubeconfig(t, cp, "edge-system", "coredns-gridhosts")
+		// Its certificate is asked for with a token bound to its pod on
+		// node0, as the DaemonSet's in-cluster one is.
+		signer(t)
+		node0At127(t)
+		podBound := podBoundKubeconfig(t, cp, admin, "edge-system", "coredns-gridhosts", "node0")
 		dns, promAddr, addr := controlplane.FreeAddress(t), controlplane.FreeAddress(t), controlplane.FreeAddress(t)
 		_, dnsPort, _ := net.SplitHostPort(dns)
 		corefile := filepath.Join(t.TempDir(), "Corefile")
@@ -413,8 +490,11 @@ func TestMonitoringComponent(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := startComponent(t, "coredns", testbin.Path(t, "coredns"), "-conf", corefile,
-			"-secure-metrics-bind-address="+addr, "-secure-metrics-kubeconfig="+kubeconfig)
+			"-secure-metrics-bind-address="+addr, "-secure-metrics-kubeconfig="+podBound,
+			"-secure-metrics-csr-signer="+metricscert.SignerName, "-secure-metrics-node-name=node0")
 		checkScrapes(t, c, "coredns-gridhosts", addr, "coredns_gridhosts_requests_total")
+		checkVerified(t, c, "coredns-gridhosts", addr)
+		signedCSRs(t)
 	})
 	if !t.Failed() {
 		checkSeriesServed(t, families)
@@ -435,7 +515,16 @@ type serviceMonitor struct {
 					Key  string `json:"key"`
 				} `json:"credentials"`
 			} `json:"authorization"`
-			TLSConfig map[string]any `json:"tlsConfig"`
+			TLSConfig struct {
+				InsecureSkipVerify bool   `json:"insecureSkipVerify"`
+				ServerName         string `json:"serverName"`
+				CA                 struct {
+					ConfigMap *struct {
+						Name string `json:"name"`
+						Key  string `json:"key"`
+					} `json:"configMap"`
+				} `json:"ca"`
+			} `json:"tlsConfig"`
 		} `json:"endpoints"`
 	} `json:"spec"`
 }
