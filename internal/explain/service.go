@@ -26,14 +26,14 @@ type ServiceReport struct {
 	// Mode is "unfiltered" (no annotation), "invalid" (served unfiltered,
 	// see Error), "topology" (the wrapper's mode) or "native"
 	// (trafficDistribution PreferSameZone, no annotation: the data plane's).
-	Mode  string      `json:"mode"`
+	Mode string `json:"mode"`
 	// Zone is the node's topology.kubernetes.io/zone (native mode).
 	Zone string `json:"zone,omitempty"`
 	// Fallback says why the data plane uses every endpoint (native mode),
 	// "" when it keeps to the node's zone.
-	Fallback string `json:"fallback,omitempty"`
-	Error string      `json:"error,omitempty"`
-	Keys  []KeyReport `json:"keys,omitempty"`
+	Fallback string      `json:"fallback,omitempty"`
+	Error    string      `json:"error,omitempty"`
+	Keys     []KeyReport `json:"keys,omitempty"`
 	// Winner is the first qualifying key; empty when none qualified (then
 	// no endpoint is served) or the Service is not filtered.
 	Winner string `json:"winner,omitempty"`
