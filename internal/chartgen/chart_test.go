@@ -300,6 +300,7 @@ func TestChartLintAndSchema(t *testing.T) {
 		{"controller.nodeunitDeletionGracePeriod=ten minutes", "controller/nodeunitDeletionGracePeriod"},
 		{"monitoring.enable=true", "monitoring"},
 		{"kubeProxy.image=registry.k8s.io/kube-proxy", "kubeProxy/image"},
+		{"staticPods.nodes={system:node:edge-1}", "staticPods/nodes/0"},
 	} {
 		cmd := exec.Command(helm, "template", "servicegroup", chart, "--set", c.set)
 		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir())
@@ -310,6 +311,36 @@ func TestChartLintAndSchema(t *testing.T) {
 		}
 		if !strings.Contains(string(out), "values don't meet the specifications of the schema") || !strings.Contains(string(out), c.field) {
 			t.Errorf("helm template --set %s: want a schema error naming %s, got:\n%s", c.set, c.field, out)
+		}
+	}
+}
+
+// TestStaticPodNodes: staticPods.nodes binds node-identity's rights to
+// those nodes' kubelets instead of group system:nodes.
+func TestStaticPodNodes(t *testing.T) {
+	helm, _, chart := chartTools(t)
+	const binding = "ClusterRoleBinding//servicegroup:edge-node"
+	user := func(n string) any {
+		return map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:node:" + n}
+	}
+	for _, c := range []struct {
+		set  []string
+		want []any
+	}{
+		{[]string{"staticPods.nodeIdentity=true"}, []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}}},
+		{[]string{"staticPods.nodeIdentity=true", "staticPods.nodes={edge-1,edge-2}"}, []any{user("edge-1"), user("edge-2")}},
+	} {
+		args := []string{"template", "servicegroup", chart}
+		for _, s := range c.set {
+			args = append(args, "--set", s)
+		}
+		o, ok := objects(t, run(t, helm, args...))[binding]
+		if !ok {
+			t.Fatalf("%v: %s not rendered", c.set, binding)
+		}
+		got, _, _ := unstructured.NestedSlice(o, "subjects")
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("%v: subjects (-want +got):\n%s", c.set, diff)
 		}
 	}
 }

@@ -34,6 +34,7 @@ const (
 	upstreamConfigMap    = "ConfigMap/edge-system/servicegroup-upstream"
 	edgeNamespace        = "Namespace//edge-system"
 	metricsReaderBinding = "ClusterRoleBinding//servicegroup:metrics-reader"
+	edgeNodeBinding      = "ClusterRoleBinding//servicegroup:edge-node"
 )
 
 // corednsHelpersDigest is the digest key of the wrapper image as the node
@@ -109,6 +110,13 @@ func substitutions(version string) []Substitution {
 			name: "metrics reader subject", ids: []string{metricsReaderBinding},
 			re:   regexp.MustCompile(`(?m)^(- kind: ServiceAccount\n  name: )prometheus-k8s\n(  namespace: )monitoring$`),
 			repl: "${1}{{ .Values.monitoring.prometheus.serviceAccount }}\n${2}{{ .Values.monitoring.prometheus.namespace }}",
+		},
+		// The static-pod option's read rights (every Pod among them) for
+		// the named static-pod nodes only, instead of every node.
+		Substitution{
+			name: "static-pod nodes", ids: []string{edgeNodeBinding},
+			re:   regexp.MustCompile(`(?m)^subjects:\n(- apiGroup: rbac\.authorization\.k8s\.io\n  kind: Group\n  name: system:nodes\n)`),
+			repl: "subjects:\n{{- with .Values.staticPods.nodes }}\n{{- range . }}\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: system:node:{{ . }}\n{{- end }}\n{{- else }}\n${1}{{- end }}\n",
 		},
 		// Helm deletes what it installed on uninstall; edge-system stays, as
 		// the kustomize uninstall keeps prerequisites (SuperEdge shares it).

@@ -25,6 +25,7 @@ import (
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
+	"github.com/servicegroup/servicegroup/wrapper"
 )
 
 // component is one of our binaries running under a test.
@@ -215,6 +216,18 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 	})
 
 	t.Run("coredns", func(t *testing.T) {
+		// As the shipped Corefile runs it: Services, EndpointSlices and
+		// Namespaces through the node's wrapper (its DNS view; the wrapper's
+		// own identity upstream), the rest with CoreDNS's own token.
+		wrapperAddr := controlplane.FreeAddress(t)
+		startComponent(t, "application-grid-wrapper-for-dns", testbin.Path(t, "application-grid-wrapper"),
+			"--kubeconfig="+saKubeconfig(t, cp, "edge-system", "servicegroup-wrapper"), "--node-name=node0", "--bind-address="+wrapperAddr,
+			"--insecure-plain-http")
+		testwait.Eventually(t.Context(), t, 0, "the wrapper's /readyz answers 200", testwait.HTTPOK("http://"+wrapperAddr+"/readyz"))
+		dnsView := filepath.Join(t.TempDir(), "dns.kubeconfig")
+		if err := wrapper.WriteClientKubeconfig(dnsView, "http://"+wrapperAddr+wrapper.DNSPathPrefix, ""); err != nil {
+			t.Fatal(err)
+		}
 		kubeconfig := saKubeconfig(t, cp, "edge-system", "coredns-gridhosts")
 		dns, ready := controlplane.FreeAddress(t), controlplane.FreeAddress(t)
 		_, dnsPort, _ := net.SplitHostPort(dns)
@@ -224,6 +237,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
     ready %s
     gridhosts cluster.local {
         kubeconfig %s
+        services_kubeconfig %s
         node node0
         fallthrough
     }
@@ -231,7 +245,7 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
         kubeconfig %s
     }
 }
-`, dnsPort, ready, kubeconfig, kubeconfig)
+`, dnsPort, ready, kubeconfig, dnsView, dnsView)
 		if err := os.WriteFile(corefile, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -240,5 +254,22 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 		// which needs list and watch on everything they read.
 		testwait.Eventually(t.Context(), t, 0, "CoreDNS's /ready answers 200", testwait.HTTPOK("http://"+ready+"/ready"))
 		c.assertNoForbidden(t)
+
+		// It served without its own token reaching what it reads through the
+		// wrapper (TestManifestsRBAC checks the rest of its rights).
+		sa := "--as=system:serviceaccount:edge-system:coredns-gridhosts"
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"list", "services", "-A"}, "no"},
+			{[]string{"list", "endpointslices.discovery.k8s.io", "-A"}, "no"},
+			{[]string{"list", "namespaces"}, "no"},
+			{[]string{"list", "pods", "-A"}, "yes"},
+		} {
+			if got := k.canI(append(tc.args, sa)...); got != tc.want {
+				t.Errorf("kubectl auth can-i %s: %s, want %s", strings.Join(tc.args, " "), got, tc.want)
+			}
+		}
 	})
 }

@@ -69,6 +69,13 @@ func TestMonitoringComponent(t *testing.T) {
 		{"system:serviceaccount:edge-system:servicegroup-wrapper", "create", "tokenreviews.authentication.k8s.io", "yes"},
 		{"system:serviceaccount:edge-system:coredns-gridhosts", "create", "subjectaccessreviews.authorization.k8s.io", "yes"},
 		{"system:serviceaccount:servicegroup-system:application-grid-controller", "create", "tokenreviews.authentication.k8s.io", "yes"},
+		// A scraper reads metrics and nothing else; checking it gives the
+		// components no read of their own.
+		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/metrics/kube-proxy", "yes"},
+		{"system:serviceaccount:monitoring:prometheus-k8s", "list", "pods", "no"},
+		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "secrets", "no"},
+		{"system:serviceaccount:edge-system:coredns-gridhosts", "list", "services", "no"},
+		{"system:serviceaccount:edge-system:servicegroup-wrapper", "list", "secrets", "no"},
 	} {
 		if got := k.canI(tc.verb, tc.what, "--as="+tc.as); got != tc.want {
 			t.Errorf("%s may %s %s: %q, want %q", tc.as, tc.verb, tc.what, got, tc.want)

@@ -64,7 +64,7 @@ func TestHelmSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	vars := regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)`)
-	locals := map[string]bool{"controller": true, "wrapper": true, "coredns": true, "VERSION": true, "CHART_VERSION": true}
+	locals := map[string]bool{"controller": true, "wrapper": true, "coredns": true, "i": true, "VERSION": true, "CHART_VERSION": true}
 	for _, n := range names {
 		block, err := op.GuideStep(guide, n)
 		if err != nil {

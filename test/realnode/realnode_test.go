@@ -312,6 +312,23 @@ func TestRealNodes(t *testing.T) {
 		})
 	})
 
+	// From now to the end, no node may run two kube-proxies at once.
+	netns := map[string]string{}
+	for _, n := range nodes {
+		netns[n.netnsPath()] = n.Name
+	}
+	proxies, err := startKubeProxySampler(netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		samples, twice := proxies.Stop()
+		t.Logf("kube-proxy sampler: %d samples of every node's processes (every 200 ms), %d with two kube-proxies on one node", samples, len(twice))
+		for _, line := range twice {
+			t.Errorf("two kube-proxies on one node: %s", line)
+		}
+	})
+
 	// What a kubeadm cluster runs before anything of ours: the stock
 	// kube-proxy on every node. Then the client pods start measuring.
 	var windows []window
@@ -442,9 +459,15 @@ func TestRealNodes(t *testing.T) {
 		if want == edgeCoreDNS {
 			stepOn(nil, migrationGuide, "edge-coredns-reprobed", "NODE="+n.Name)
 		}
+		// The new client's first attempts count as an operator's freshly
+		// started pods' would: its window runs from its creation until its
+		// requests and queries are all answered.
+		w := window{name: name + " NODE=" + n.Name + ": new client", start: time.Now()}
 		if err := recreateClient(ctx, client, n.Name, probeIP, earlierLogs); err != nil {
 			t.Fatal(err)
 		}
+		w.end = time.Now()
+		windows = append(windows, w)
 		checkResolver(ctx, t, op, "client-"+n.Name, want)
 	}
 	stepIn := func(g, name string, env ...string) {
@@ -549,7 +572,8 @@ func TestRealNodes(t *testing.T) {
 	costs.step("doctor", func() { checkDoctor(ctx, t, client, cp, firstDaemonSetNode(nodes), names) })
 
 	// The next build's images (another version stamped: other binaries,
-	// other digests), installed as build/README.md's Upgrade says.
+	// other digests) and API (a new optional field with a default,
+	// addNextBuildField), installed as build/README.md's Upgrade says.
 	var installed map[string]string // our workloads' images before the upgrade
 	var upgradeTrail string         // the node CoreDNS pods' lives and logs during the upgrade
 	costs.step("upgrade", func() {
@@ -558,6 +582,9 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		installed = before
+		if err := addNextBuildField(op.Dir); err != nil {
+			t.Fatal(err)
+		}
 		if out, err := op.MakeImagesVersion(ctx, reg.Addr+"/servicegroup", op.Version+"-next"); err != nil {
 			t.Fatal(err)
 		} else {
@@ -590,6 +617,9 @@ func TestRealNodes(t *testing.T) {
 			}
 		}
 		t.Logf("upgraded: %v", after)
+		if err := checkAPIChanged(ctx, cp.Config, "default", "deploymentgrid-demo"); err != nil {
+			t.Error(err)
+		}
 		eventually(ctx, t, 0, "the DaemonSets' pods on the labelled nodes Ready after the upgrade", func(ctx context.Context) error {
 			return componentsReady(ctx, client, len(names)-1, staticNode)
 		})

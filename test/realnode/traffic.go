@@ -79,7 +79,9 @@ func probeObjects(avoid ...string) (*appsv1.Deployment, *corev1.Service) {
 // section holds exactly the expected address (what `dig +short` prints); a
 // failed one logs what dig saw: the response's status and the server that
 // sent it, or dig's error (a timeout) and the server it asked, and the
-// answer. The grid loop runs when the pod's environment names a grid name
+// answer; a failed request logs curl's exit code and error (a refused
+// connection, a timeout, an HTTP status), which tell a lost SYN from a
+// rule pointing nowhere. The grid loop runs when the pod's environment names a grid name
 // and the address it must resolve to (gridNameEnv, gridIPEnv).
 func probeLoop(clusterIP string) string { return probeLoopFor(clusterIP, probeName, clusterIP) }
 
@@ -93,7 +95,7 @@ func probeLoopFor(requestIP, name, nameIP string) string {
   echo "fail$(printf '%%s\n' "$out" | sed -n -e 's/.*status: \([A-Z]*\),.*/ status=\1/p' -e 's/^;; SERVER: \([^ ]*\).*/ server=\1/p' -e 's/^;; communications error to \([^ ]*\): \(.*\)/ server=\1 error=\2/p' | tr -d '\n') answer=$(echo $ans | tr ' ' ,)"
 }
 while :; do
-  if curl -sf -o /dev/null --max-time 3 http://%[1]s/; then r=ok; else r=fail; fi
+  if out=$(curl -sSf -o /dev/null --max-time 3 http://%[1]s/ 2>&1); then r=ok; else rc=$?; r="fail exit=$rc $(printf '%%s' "$out" | tr '\n' ' ')"; fi
   echo "$(date +%%s%%3N) svc $r"
   sleep 0.2
 done &

@@ -140,7 +140,7 @@ func (c *Cluster) startWrapper(ctx context.Context, n *Node) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	hostDir := filepath.Join(c.Dir, "hostpath-wrapper-"+n.Name)
+	hostDir := c.nodeRoot(n.Name)
 	if err := c.runInitContainers(ctx, n.NS, run, hostDir, sc); err != nil {
 		return nil, fmt.Errorf("%s: %w", WrapperDaemonSet, err)
 	}
@@ -227,12 +227,17 @@ func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, shipped, no
 		return nil, err
 	}
 	if text != "" {
-		// The node CoreDNS runs as the shipped DaemonSet: in-cluster config,
-		// its snapshot on the DaemonSet's hostPath (mapped per node); others
-		// keep theirs in a file of the process.
+		// The node CoreDNS runs as the shipped DaemonSet: what the Corefile
+		// reads through the node's wrapper (its DNS view's kubeconfig, a file
+		// the wrapper writes on the node), the rest with in-cluster config,
+		// its snapshot on the DaemonSet's hostPath; others keep theirs in a
+		// file of the process.
 		kubeconfig := c.CP.Kubeconfig
 		snapshot := filepath.Join(c.Dir, "gridhosts-"+name+".snapshot")
 		if shipped == CorefileNode {
+			if !c.opts.Components.Wrapper {
+				return nil, fmt.Errorf("corefile/%s reads through the node's wrapper: the node CoreDNS needs Components.Wrapper", shipped)
+			}
 			kubeconfig = ""
 			if snapshot, err = c.nodeSnapshotPath(ctx, text, nodeName, snapshot); err != nil {
 				return nil, fmt.Errorf("corefile/%s: %w", shipped, err)
@@ -240,6 +245,11 @@ func (c *Cluster) startCoreDNS(ctx context.Context, ns *NetNS, name, shipped, no
 		}
 		if corefile, err = adaptCorefile(text, hostOf(listen), kubeconfig, snapshot); err != nil {
 			return nil, fmt.Errorf("corefile/%s: %w", shipped, err)
+		}
+		if shipped == CorefileNode {
+			if corefile, err = c.nodeKubeconfigPaths(ctx, corefile, nodeName); err != nil {
+				return nil, fmt.Errorf("corefile/%s: %w", shipped, err)
+			}
 		}
 		source = "corefile/" + shipped
 	}
@@ -286,10 +296,10 @@ func (c *Cluster) nodeCoreDNSCommand(ctx context.Context, ns *NetNS, name, nodeN
 	if err != nil {
 		return nil, err
 	}
-	if err := c.runInitContainers(ctx, ns, run, filepath.Join(c.Dir, "hostpath-coredns-"+nodeName), sc); err != nil {
+	if err := c.runInitContainers(ctx, ns, run, c.nodeRoot(nodeName), sc); err != nil {
 		return nil, fmt.Errorf("%s: %w", CoreDNSDaemonSet, err)
 	}
-	if args, err = sc.withHostPaths(filepath.Join(c.Dir, "hostpath-coredns-"+nodeName), args); err != nil {
+	if args, err = sc.withHostPaths(c.nodeRoot(nodeName), args); err != nil {
 		return nil, err
 	}
 	return inClusterCommand(context.WithoutCancel(ctx), ns, run, sc.Env, bin, args...), nil
@@ -313,7 +323,7 @@ func (c *Cluster) nodeSnapshotPath(ctx context.Context, corefile, nodeName, fall
 	if err != nil {
 		return "", err
 	}
-	mapped, err := sc.withHostPaths(filepath.Join(c.Dir, "hostpath-coredns-"+nodeName), []string{shippedPath})
+	mapped, err := sc.withHostPaths(c.nodeRoot(nodeName), []string{shippedPath})
 	if err != nil {
 		return "", err
 	}
@@ -321,6 +331,35 @@ func (c *Cluster) nodeSnapshotPath(ctx context.Context, corefile, nodeName, fall
 		return "", fmt.Errorf("gridhosts snapshot %s is on no hostPath volume of %s: it would not survive a reboot", shippedPath, CoreDNSDaemonSet)
 	}
 	return mapped[0], nil
+}
+
+// nodeKubeconfigPaths maps the node Corefile's kubeconfig and
+// services_kubeconfig paths (the wrapper's DNS view, files the node's
+// wrapper writes) onto the node's files through the coredns-node
+// DaemonSet's hostPath volumes, as the pod sees them. A kubeconfig on no
+// hostPath volume is an error: the pod could not read it.
+func (c *Cluster) nodeKubeconfigPaths(ctx context.Context, corefile, nodeName string) (string, error) {
+	sc, err := c.shippedNodeContainer(ctx, CoreDNSDaemonSet, nodeName)
+	if err != nil {
+		return "", err
+	}
+	mapped, err := sc.withHostPaths(c.nodeRoot(nodeName), []string{corefile})
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", CoreDNSDaemonSet, err)
+	}
+	for _, l := range strings.Split(mapped[0], "\n") {
+		if f := strings.Fields(l); len(f) > 1 && (f[0] == "kubeconfig" || f[0] == "services_kubeconfig") && !strings.HasPrefix(f[1], c.nodeRoot(nodeName)+"/") {
+			return "", fmt.Errorf("%s %s is on no hostPath volume of %s", f[0], f[1], CoreDNSDaemonSet)
+		}
+	}
+	return mapped[0], nil
+}
+
+// nodeRoot is where a node's hostPath volumes live: a volume's path on the
+// node below it, shared by the node's components (the wrapper writes the
+// DNS view's kubeconfig that CoreDNS reads) and kept across their restarts.
+func (c *Cluster) nodeRoot(node string) string {
+	return filepath.Join(c.Dir, "node-"+node)
 }
 
 // coreDNSReady is /ready answering 200, or, while the apiserver is down,

@@ -18,10 +18,13 @@ const (
 // adaptCorefile turns a shipped Corefile into one for the test cluster,
 // changing only what differs from a real cluster:
 //   - `bind IP` inside the server block: answer on the namespace's address;
-//   - `kubeconfig PATH` in the gridhosts and kubernetes blocks (gridhosts'
-//     `services_kubeconfig` dropped: it reads them there too), unless
-//     kubeconfig is "" (the node CoreDNS runs with in-cluster config, as
-//     the shipped DaemonSet does; the shared one has no such manifest);
+//   - `kubeconfig PATH` in the gridhosts and kubernetes blocks (the shipped
+//     `kubeconfig` and `services_kubeconfig` lines dropped: it reads
+//     everything there), unless kubeconfig is "": then the shipped lines
+//     stay (the node CoreDNS reads through its node's wrapper, as the
+//     shipped DaemonSet does, and with in-cluster config where the Corefile
+//     names no kubeconfig; the caller maps their paths onto the node's
+//     files); the shared one has no such manifest;
 //   - no `forward` block: nothing may leave the machine (upstream resolvers
 //     are unreachable from the test namespaces anyway);
 //   - health, ready and prometheus on 127.0.0.1: the player's pods share the
@@ -49,10 +52,10 @@ func adaptCorefile(shipped, bindIP, kubeconfig, snapshot string) (string, error)
 			}
 			continue
 		}
-		// The shipped node-local address and the node's wrapper kubeconfigs
-		// (gridhosts' Services and EndpointSlices too): this harness binds
-		// bindIP and gives its own credentials below.
-		if f := strings.Fields(trimmed); len(f) > 0 && (f[0] == "bind" || f[0] == "kubeconfig" || f[0] == "services_kubeconfig") {
+		// The shipped node-local address: this harness binds bindIP. The
+		// node's wrapper kubeconfigs (gridhosts' Services and EndpointSlices
+		// too) give way to the harness's credentials, if any, below.
+		if f := strings.Fields(trimmed); len(f) > 0 && (f[0] == "bind" || kubeconfig != "" && (f[0] == "kubeconfig" || f[0] == "services_kubeconfig")) {
 			continue
 		}
 		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]

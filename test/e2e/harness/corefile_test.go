@@ -62,6 +62,20 @@ func TestAdaptCorefile(t *testing.T) {
 		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 	}
 
+	// The node CoreDNS: the shipped kubeconfig lines stay (its node's
+	// wrapper), in-cluster config elsewhere.
+	got, err = adaptCorefile(shipped, "10.250.1.10", "", "/t/gridhosts-node-1.snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = strings.NewReplacer("        kubeconfig /k/admin.kubeconfig\n        node {$NODE_NAME}\n",
+		"        node {$NODE_NAME}\n        services_kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig\n",
+		"        kubeconfig /k/admin.kubeconfig\n        pods insecure\n",
+		"        kubeconfig /var/lib/application-grid-wrapper/pki/dns.kubeconfig\n        pods insecure\n").Replace(want)
+	if got != want {
+		t.Fatalf("node CoreDNS: got:\n%s\nwant:\n%s", got, want)
+	}
+
 	if _, err := adaptCorefile(".:53 {\n    hosts\n}\n", "10.0.0.1", "k", "s"); err == nil || !strings.Contains(err.Error(), "gridhosts block false") {
 		t.Fatalf("a Corefile without gridhosts must be refused, got %v", err)
 	}

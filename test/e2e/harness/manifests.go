@@ -45,13 +45,24 @@ type shippedContainer struct {
 	Env []string
 	// Mounts are the container's volume mounts by volume name.
 	Mounts map[string]string
-	// HostPaths are the mount paths of hostPath volumes (node state that
-	// survives a restart), by volume name.
-	HostPaths map[string]string
+	// HostPaths are the hostPath volumes (node state that survives a
+	// restart, or files another component of the node writes), by volume
+	// name.
+	HostPaths map[string]hostPathMount
 	// Name is the container's name, Image its image; Init are the pod's
 	// init containers, run to completion in order before it.
 	Name, Image string
 	Init        []*shippedContainer
+}
+
+// hostPathMount is one hostPath volume mounted into a container.
+type hostPathMount struct {
+	// Mount is where the container sees it, Path the file or directory on
+	// the node.
+	Mount, Path string
+	// MustExist is a volume of type File: the kubelet starts the pod only
+	// once the file is there, and creates nothing.
+	MustExist bool
 }
 
 // readShippedDaemonSet reads one DaemonSet from a manifest file (the file
@@ -180,7 +191,7 @@ func resolveContainer(ds *appsv1.DaemonSet, c corev1.Container, node string, ups
 			return nil, fmt.Errorf("DaemonSet %s: env %s: only values and spec.nodeName are known to the harness", ds.Name, e.Name)
 		}
 	}
-	out := &shippedContainer{Name: c.Name, Image: c.Image, ServiceAccount: spec.ServiceAccountName, Namespace: ds.Namespace, Mounts: map[string]string{}, HostPaths: map[string]string{}}
+	out := &shippedContainer{Name: c.Name, Image: c.Image, ServiceAccount: spec.ServiceAccountName, Namespace: ds.Namespace, Mounts: map[string]string{}, HostPaths: map[string]hostPathMount{}}
 	if out.Namespace == "" {
 		out.Namespace = "default"
 	}
@@ -196,14 +207,18 @@ func resolveContainer(ds *appsv1.DaemonSet, c corev1.Container, node string, ups
 	for _, k := range order {
 		out.Env = append(out.Env, k+"="+env[k])
 	}
-	hostPath := map[string]bool{}
+	hostPath := map[string]*corev1.HostPathVolumeSource{}
 	for _, v := range spec.Volumes {
-		hostPath[v.Name] = v.HostPath != nil
+		hostPath[v.Name] = v.HostPath
 	}
 	for _, m := range c.VolumeMounts {
 		out.Mounts[m.Name] = m.MountPath
-		if hostPath[m.Name] {
-			out.HostPaths[m.Name] = m.MountPath
+		if hp := hostPath[m.Name]; hp != nil {
+			if m.SubPath != "" || m.SubPathExpr != "" {
+				return nil, fmt.Errorf("DaemonSet %s: volume mount %s: subPath is not known to the harness", ds.Name, m.Name)
+			}
+			out.HostPaths[m.Name] = hostPathMount{Mount: m.MountPath, Path: filepath.Clean(hp.Path),
+				MustExist: hp.Type != nil && *hp.Type == corev1.HostPathFile}
 		}
 	}
 	return out, nil
@@ -245,17 +260,24 @@ func (sc *shippedContainer) mountedFile(volume, inside, replacement string, args
 }
 
 // withHostPaths rewrites arguments under a hostPath volume's mount path to
-// the same path under dir/<volume> (the node's own directory for it, kept
-// across restarts of the process as the node keeps a hostPath).
-func (sc *shippedContainer) withHostPaths(dir string, args []string) ([]string, error) {
+// its path on the node under nodeRoot (the node's own file system for
+// hostPaths, kept across restarts of the process as the node keeps them, and
+// shared by every component of the node as a real node shares its files). A
+// directory is created as the kubelet's DirectoryOrCreate does; a File volume
+// must already be there (another component of the node writes it).
+func (sc *shippedContainer) withHostPaths(nodeRoot string, args []string) ([]string, error) {
 	out := slices.Clone(args)
-	for volume, mount := range sc.HostPaths {
-		local := filepath.Join(dir, volume)
-		if err := os.MkdirAll(local, 0o755); err != nil {
+	for volume, hp := range sc.HostPaths {
+		local := filepath.Join(nodeRoot, hp.Path)
+		if hp.MustExist {
+			if fi, err := os.Stat(local); err != nil || !fi.Mode().IsRegular() {
+				return nil, fmt.Errorf("hostPath volume %s: %s (type File) is not a file on the node (yet): %v", volume, hp.Path, err)
+			}
+		} else if err := os.MkdirAll(local, 0o755); err != nil {
 			return nil, err
 		}
 		for i, a := range out {
-			out[i] = replacePath(a, mount, local)
+			out[i] = replacePath(a, hp.Mount, local)
 		}
 	}
 	return out, nil
@@ -276,8 +298,8 @@ func SnapshotsMissing() string {
 		return err.Error()
 	}
 	if !slices.ContainsFunc(sc.Args, func(a string) bool {
-		for _, mount := range sc.HostPaths {
-			if strings.Contains(a, mount) {
+		for _, hp := range sc.HostPaths {
+			if strings.Contains(a, hp.Mount) {
 				return true
 			}
 		}
@@ -300,22 +322,24 @@ func SnapshotsMissing() string {
 
 // replacePath replaces every occurrence of the path mount in s that is the
 // whole path or a parent of it (followed by the end, '/', or a non-path
-// character such as a space or quote) with local.
+// character such as a space or quote) and starts a path (at the start of s
+// or after a non-path character: not inside a path another mount was
+// already mapped to) with local.
 func replacePath(s, mount, local string) string {
 	var b strings.Builder
-	for {
-		j := strings.Index(s, mount)
+	for i := 0; ; {
+		j := strings.Index(s[i:], mount)
 		if j < 0 {
-			b.WriteString(s)
+			b.WriteString(s[i:])
 			return b.String()
 		}
-		end := j + len(mount)
-		if end == len(s) || !isPathChar(s[end]) || s[end] == '/' {
-			b.WriteString(s[:j] + local)
+		start, end := i+j, i+j+len(mount)
+		if (start == 0 || !isPathChar(s[start-1])) && (end == len(s) || !isPathChar(s[end]) || s[end] == '/') {
+			b.WriteString(s[i:start] + local)
 		} else {
-			b.WriteString(s[:end])
+			b.WriteString(s[i:end])
 		}
-		s = s[end:]
+		i = end
 	}
 }
 

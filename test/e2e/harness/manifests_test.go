@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -60,14 +62,35 @@ func TestExpandVarsAndHostPaths(t *testing.T) {
 	if got := expandVars("x=$(A),y=$(B)", env); got != "x=1,y=$(B)" {
 		t.Errorf("expandVars: %q", got)
 	}
-	sc := &shippedContainer{HostPaths: map[string]string{"state": "/var/lib/w"}}
+	sc := &shippedContainer{HostPaths: map[string]hostPathMount{"state": {Mount: "/var/lib/w", Path: "/srv/w"}}}
 	dir := t.TempDir()
-	got, err := sc.withHostPaths(dir, []string{"--state-dir=/var/lib/w", "--other=/var/lib/wx", "--f=/var/lib/w/s.json", "chown 1:1 /var/lib/w && chmod 0700 /var/lib/w"})
+	got, err := sc.withHostPaths(dir, []string{"--state-dir=/var/lib/w", "--other=/var/lib/wx", "--f=/var/lib/w/s.json", "chown 1:1 /var/lib/w && chmod 0700 /var/lib/w", "x/var/lib/w"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--state-dir=" + dir + "/state", "--other=/var/lib/wx", "--f=" + dir + "/state/s.json", "chown 1:1 " + dir + "/state && chmod 0700 " + dir + "/state"}
+	want := []string{"--state-dir=" + dir + "/srv/w", "--other=/var/lib/wx", "--f=" + dir + "/srv/w/s.json", "chown 1:1 " + dir + "/srv/w && chmod 0700 " + dir + "/srv/w", "x/var/lib/w"}
 	if !slices.Equal(got, want) {
 		t.Errorf("withHostPaths: %v, want %v", got, want)
+	}
+
+	// Another component's file on the node (type File): mapped onto the
+	// same node path, once it is there; a path already mapped is left alone
+	// by a mount it contains.
+	other := &shippedContainer{HostPaths: map[string]hostPathMount{
+		"kc":   {Mount: "/etc/x/kc", Path: "/srv/w/kc", MustExist: true},
+		"snap": {Mount: "/srv", Path: "/srv/snap"},
+	}}
+	if _, err := other.withHostPaths(dir, []string{"kubeconfig /etc/x/kc"}); err == nil || !strings.Contains(err.Error(), "/srv/w/kc") {
+		t.Errorf("a File volume not yet on the node: got %v, want an error naming it", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "srv/w/kc"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err = other.withHostPaths(dir, []string{"kubeconfig /etc/x/kc\nsnapshot /srv/s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "kubeconfig " + dir + "/srv/w/kc\nsnapshot " + dir + "/srv/snap/s"; got[0] != want {
+		t.Errorf("withHostPaths: %q, want %q", got[0], want)
 	}
 }
