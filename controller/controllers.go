@@ -38,9 +38,15 @@ type Deps struct {
 	// RequireNodeRestrictedGridKeys accepts only grid keys under
 	// node-restriction.kubernetes.io/, which a node cannot set on itself.
 	RequireNodeRestrictedGridKeys bool
+	// ZoneFromGridKey is the grid key whose value the zone-label writer
+	// keeps in every node's topology.kubernetes.io/zone, and the only key
+	// native-mode ServiceGrids may use ("": no zone is written; the writer
+	// still removes the zones it wrote).
+	ZoneFromGridKey string
 }
 
-// Controllers are the three grid controllers and the NodeLabelSummary writer.
+// Controllers are the three grid controllers, the NodeLabelSummary writer
+// and the zone-label writer.
 type Controllers struct {
 	runners []func(ctx context.Context, workers int)
 }
@@ -51,7 +57,7 @@ func NewControllers(deps Deps) (*Controllers, error) {
 	c := &Controllers{}
 	for _, build := range []func(Deps) (runner, error){
 		asRunner(newDeploymentGridController), asRunner(newStatefulSetGridController),
-		asRunner(newServiceGridController), asRunner(newLabelSummaryWriter),
+		asRunner(newServiceGridController), asRunner(newLabelSummaryWriter), asRunner(newZoneLabelWriter),
 	} {
 		r, err := build(deps)
 		if err != nil {

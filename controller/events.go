@@ -12,6 +12,15 @@ const (
 	// on itself while only node-restricted keys are accepted; nothing is
 	// created or deleted.
 	ReasonUntrustedGridUniqKey = "UntrustedGridUniqKey"
+	// ReasonInvalidTrafficMode: a ServiceGrid's servicegroup.io/traffic-mode
+	// is neither wrapper nor native; its Service is left as it is.
+	ReasonInvalidTrafficMode = "InvalidTrafficMode"
+	// ReasonNativeModeKeyNotZoneSource: a native-mode ServiceGrid's key is
+	// not the grid key the zone labels come from; its Service is left as it is.
+	ReasonNativeModeKeyNotZoneSource = "NativeModeKeyNotZoneSource"
+	// ReasonZoneLabelNotOurs: a Node's topology.kubernetes.io/zone was set
+	// by someone else and differs from its nodeunit; it is left as it is.
+	ReasonZoneLabelNotOurs = "ZoneLabelNotOurs"
 	// ReasonInvalidGridName: the grid's name cannot be a label value.
 	ReasonInvalidGridName = "InvalidGridName"
 	// ReasonInvalidChildName: a nodeunit value cannot form a valid child name; that nodeunit is skipped.

@@ -51,6 +51,10 @@ type gridKind[G, C object, A any] interface {
 	units(G) []unit
 	// validName says why name cannot name a child.
 	validName(name string) error
+	// refused says why this controller cannot honour the grid's spec as it
+	// is (a reason and a message), or nil: no child is then created,
+	// changed or deleted.
+	refused(G) (reason string, err error)
 	// desired is the child the grid wants for one unit.
 	desired(G, unit) (A, error)
 	// ready: the child is up to date and ready.

@@ -73,6 +73,11 @@ type Options struct {
 	// node-restriction.kubernetes.io/ (gridkeytrust.go).
 	RequireNodeRestrictedGridKeys bool
 
+	// ZoneFromGridKey: the grid key whose node values become the nodes'
+	// topology.kubernetes.io/zone, the one key native-mode ServiceGrids may
+	// use ("": none written, those the controller wrote are removed).
+	ZoneFromGridKey string
+
 	// MetricsBindAddress serves /metrics, HealthBindAddress /healthz and
 	// /readyz; equal addresses share one listener; "0" turns one off.
 	MetricsBindAddress string
@@ -405,6 +410,7 @@ func (m *Manager) work(ctx context.Context, recorder record.EventRecorder) error
 		KubeInformers: kubeInformers, GridInformers: gridInformers,
 		Recorder: recorder, DeletionGracePeriod: m.opts.DeletionGracePeriod,
 		RequireNodeRestrictedGridKeys: m.opts.RequireNodeRestrictedGridKeys,
+		ZoneFromGridKey:               m.opts.ZoneFromGridKey,
 	})
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/servicegroup/servicegroup/trafficmode"
 )
 
 // nodeLabelKeyIndex indexes Nodes by each of their label keys, so the
@@ -69,12 +71,17 @@ func changedLabelKeys(old, cur map[string]string) []string {
 	return keys
 }
 
-// stripNode keeps only what nodeunits need: name and labels.
+// stripNode keeps only what nodeunits need, name and labels, and the
+// zone-label writer's record of the zone it wrote (zonelabels.go).
 func stripNode(node *corev1.Node) *corev1.Node {
-	return &corev1.Node{
+	out := &corev1.Node{
 		TypeMeta: node.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, Labels: node.Labels,
 		},
 	}
+	if v, ok := node.Annotations[trafficmode.ZoneWrittenAnnotation]; ok {
+		out.Annotations = map[string]string{trafficmode.ZoneWrittenAnnotation: v}
+	}
+	return out
 }

@@ -9,20 +9,26 @@ import (
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/trafficmode"
 )
 
 // serviceGrids is the ServiceGrid kind: one Service, {grid}-svc, for every
-// ServiceGrid. The Service does not depend on nodes: the wrapper filters its
-// endpoints per node by the topologyKeys annotation. A ServiceGrid has no
-// rollout: its one Service changes at once.
-type serviceGrids struct{}
+// ServiceGrid. The Service does not depend on nodes: in the wrapper mode the
+// wrapper filters its endpoints per node by the topologyKeys annotation, in
+// the native mode the data plane prefers the caller's zone
+// (trafficDistribution), which zonelabels.go keeps equal to the nodeunit.
+// A ServiceGrid has no rollout: its one Service changes at once.
+type serviceGrids struct {
+	// zoneFromGridKey is --zone-from-grid-key ("": zones are not written).
+	zoneFromGridKey string
+}
 
 // newServiceGridController keeps one Service for every ServiceGrid.
 func newServiceGridController(deps Deps) (*gridController[*superedgev1.ServiceGrid, *corev1.Service, *corev1apply.ServiceApplyConfiguration], error) {
 	grids := deps.GridInformers.Superedge().V1().ServiceGrids().Informer()
 	children := deps.KubeInformers.Core().V1().Services().Informer()
 	const kind = "ServiceGrid"
-	k := serviceGrids{}
+	k := serviceGrids{zoneFromGridKey: deps.ZoneFromGridKey}
 	if err := wireIndexes(grids, children, nil, kind, k.gridKey); err != nil {
 		return nil, err
 	}
@@ -49,6 +55,21 @@ func (serviceGrids) units(g *superedgev1.ServiceGrid) []unit {
 
 func (serviceGrids) validName(name string) error { return validServiceName(name) }
 
+// refused: an unknown traffic mode, or the native mode on a key the zones
+// do not come from (its traffic would be kept in some other grouping).
+func (k serviceGrids) refused(g *superedgev1.ServiceGrid) (string, error) {
+	mode, err := trafficmode.Of(g.Annotations)
+	if err != nil {
+		return ReasonInvalidTrafficMode, fmt.Errorf("%w; the Service is left as it is", err)
+	}
+	if mode == trafficmode.Native {
+		if err := trafficmode.NativeKeyError(g.Spec.GridUniqKey, k.zoneFromGridKey); err != nil {
+			return ReasonNativeModeKeyNotZoneSource, err
+		}
+	}
+	return "", nil
+}
+
 // ready: a Service is ready once it exists.
 func (serviceGrids) ready(*corev1.Service) bool { return true }
 
@@ -73,7 +94,10 @@ func topologyKeys(key string) string {
 
 // desired is the Service a ServiceGrid wants. clusterIP(s) and nodePorts
 // are set only when the template sets them, so the allocated ones of an
-// existing Service stay.
+// existing Service stay. The wrapper mode adds the topologyKeys annotation;
+// the native mode trafficDistribution PreferSameZone instead, unless the
+// template chose a distribution itself. Switching modes is one apply: the
+// field of the other mode is no longer applied, so it leaves the Service.
 func (serviceGrids) desired(g *superedgev1.ServiceGrid, u unit) (*corev1apply.ServiceApplyConfiguration, error) {
 	spec := &corev1apply.ServiceSpecApplyConfiguration{}
 	if err := fromTemplate(g.Spec.Template, spec); err != nil {
@@ -87,8 +111,19 @@ func (serviceGrids) desired(g *superedgev1.ServiceGrid, u unit) (*corev1apply.Se
 	}
 	s := corev1apply.Service(u.name, g.Namespace).
 		WithAnnotations(withoutLastApplied(g.Annotations)).
-		WithAnnotations(map[string]string{superedgev1.AnnotationTopologyKeys: topologyKeys(g.Spec.GridUniqKey)}).
 		WithSpec(spec)
+	mode, err := trafficmode.Of(g.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	switch mode {
+	case trafficmode.Native:
+		if spec.TrafficDistribution == nil {
+			spec.WithTrafficDistribution(corev1.ServiceTrafficDistributionPreferSameZone)
+		}
+	default:
+		s.WithAnnotations(map[string]string{superedgev1.AnnotationTopologyKeys: topologyKeys(g.Spec.GridUniqKey)})
+	}
 	return ownedChild(s, g, "ServiceGrid", g.Spec.GridUniqKey)
 }
 

@@ -51,6 +51,9 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 			reason = ReasonUntrustedGridUniqKey
 		}
 	}
+	if err == nil {
+		reason, err = c.grids.refused(grid)
+	}
 	if err != nil {
 		// Bad spec: touch no child, only report (the status still lists them).
 		var kept []child[C]

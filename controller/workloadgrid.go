@@ -55,6 +55,9 @@ func (w workloadGrid[G, C, A]) gridKey(g G) string {
 }
 
 // units: one per nodeunit, built from the template SuperEdge's rule picks.
+// refused: a workload grid's spec has nothing beyond its key to refuse.
+func (w workloadGrid[G, C, A]) refused(G) (string, error) { return "", nil }
+
 func (w workloadGrid[G, C, A]) units(g G) []unit {
 	key, s := w.spec(g)
 	return workloadUnits(g.GetName(), w.nodes.values(key), s.Templates, s.DefaultTemplateName)

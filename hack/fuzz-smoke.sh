@@ -17,6 +17,7 @@ targets=(
 	"./wrapper/sitestream/ FuzzSiteLeaseName"
 	"./wrapper/snapshot/ FuzzSnapshotDecode"
 	"./autonomy/webhook/ FuzzReadReview"
+	"./trafficmode/ FuzzParse"
 	"./plugin/gridhosts/ FuzzParse"
 	"./plugin/gridhosts/snapshot/ FuzzDecodeSnapshot"
 )

@@ -11,6 +11,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/controller"
 	"github.com/servicegroup/servicegroup/internal/flagcheck"
+	"github.com/servicegroup/servicegroup/trafficmode"
 )
 
 // Validate checks every flag's value, reading no file and starting nothing,
@@ -37,6 +38,9 @@ func (o *options) Validate() error {
 		if _, _, err := controller.ParseSuperEdgeLock(c.SuperEdgeLock); err != nil {
 			errs = append(errs, field.Invalid(flagPath("superedge-lock"), c.SuperEdgeLock, err.Error()))
 		}
+	}
+	if err := trafficmode.ValidZoneFromGridKey(c.ZoneFromGridKey); err != nil {
+		errs = append(errs, field.Invalid(flagPath("zone-from-grid-key"), c.ZoneFromGridKey, err.Error()))
 	}
 	if err := flagcheck.BindAddress(flagPath("metrics-bind-address"), c.MetricsBindAddress); err != nil {
 		errs = append(errs, err)

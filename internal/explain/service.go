@@ -24,10 +24,16 @@ type ServiceReport struct {
 	// Annotation is the raw topologyKeys annotation ("" when absent).
 	Annotation string `json:"annotation,omitempty"`
 	// Mode is "unfiltered" (no annotation), "invalid" (served unfiltered,
-	// see Error) or "topology".
-	Mode  string      `json:"mode"`
-	Error string      `json:"error,omitempty"`
-	Keys  []KeyReport `json:"keys,omitempty"`
+	// see Error), "topology" (the wrapper's mode) or "native"
+	// (trafficDistribution PreferSameZone, no annotation: the data plane's).
+	Mode string `json:"mode"`
+	// Zone is the node's topology.kubernetes.io/zone (native mode).
+	Zone string `json:"zone,omitempty"`
+	// Fallback says why the data plane uses every endpoint (native mode),
+	// "" when it keeps to the node's zone.
+	Fallback string      `json:"fallback,omitempty"`
+	Error    string      `json:"error,omitempty"`
+	Keys     []KeyReport `json:"keys,omitempty"`
 	// Winner is the first qualifying key; empty when none qualified (then
 	// no endpoint is served) or the Service is not filtered.
 	Winner string `json:"winner,omitempty"`
@@ -72,6 +78,10 @@ func Service(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, self stri
 	}
 	raw, annotated := svc.Annotations[TopologyKeysAnnotation]
 	r.Annotation = raw
+	if !annotated && nativeDistribution(svc) {
+		explainNative(&r, view.Self, slices)
+		return r
+	}
 	if !annotated {
 		r.Mode = "unfiltered"
 		r.Served = endpointsOf(slices)
@@ -135,10 +145,14 @@ func endpointsOf(ss []*discoveryv1.EndpointSlice) []EndpointReport {
 			})
 		}
 	}
+	sortEndpoints(out)
+	return out
+}
+
+func sortEndpoints(out []EndpointReport) {
 	slices.SortFunc(out, func(a, b EndpointReport) int {
 		return strings.Compare(fmt.Sprint(a.Addresses), fmt.Sprint(b.Addresses))
 	})
-	return out
 }
 
 func deref(s *string) string {

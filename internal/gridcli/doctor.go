@@ -68,7 +68,11 @@ func newDoctorCommand(o *options) *cobra.Command {
   autonomy (servicegroup.io/autonomy-duration): invalid annotations, the
   webhook registered and reachable, the controller off the nodeunits it
   protects, and every nodeunit with unreachable nodes (cut off since when,
-  autonomous until when, or failed nodes).`,
+  autonomous until when, or failed nodes);
+  traffic modes (servicegroup.io/traffic-mode): invalid values, native-mode
+  ServiceGrids on a key that is not the zone source (the controller's
+  --zone-from-grid-key, else topology.kubernetes.io/zone), and nodes whose
+  topology.kubernetes.io/zone disagrees with their nodeunit of that key.`,
 		Example: "  kubectl grid doctor\n  kubectl grid doctor -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -102,7 +106,7 @@ func (o *options) doctor(ctx context.Context) (*doctorReport, error) {
 	}
 	r := &doctorReport{EdgeNodes: []string{}, Problems: []finding{}}
 	d := &doctor{kube: c.kube, c: c, ext: ext, exec: podExecutor{cfg: rest.CopyConfig(cfg), kube: c.kube}, report: r}
-	for _, check := range []func(context.Context) error{d.checkEdgeNodes, d.checkCRDs, d.checkLeader, d.checkSuperEdgeLeftovers, d.checkAutonomy} {
+	for _, check := range []func(context.Context) error{d.checkEdgeNodes, d.checkCRDs, d.checkLeader, d.checkSuperEdgeLeftovers, d.checkAutonomy, d.checkTrafficModes} {
 		if err := check(ctx); err != nil {
 			return nil, err
 		}

@@ -16,7 +16,7 @@ func newExplainCommand(o *options) *cobra.Command {
 	var node, zone, mode string
 	cmd := &cobra.Command{
 		Use:   "explain (svc/NAME | dns NAME) --node NODE",
-		Short: "Explain what NODE gets for a Service (as the wrapper filters it) or a unified StatefulSetGrid name",
+		Short: "Explain what NODE gets for a Service (as the wrapper filters it, or its data plane in native mode) or a unified StatefulSetGrid name",
 		Example: `  kubectl grid explain svc/servicegrid-demo-svc --node node1
   kubectl grid explain dns statefulsetgrid-demo-0.servicegrid-demo-svc.default.svc.cluster.local --node node1 -o yaml`,
 		Args: cobra.RangeArgs(1, 2),

@@ -85,6 +85,18 @@ func printServiceReport(t *table, r explain.ServiceReport) {
 		t.line("No %s annotation: the wrapper serves every endpoint unchanged.", explain.TopologyKeysAnnotation)
 	case "invalid":
 		t.line("Invalid %s %q: %s; the wrapper serves the Service unfiltered.", explain.TopologyKeysAnnotation, r.Annotation, r.Error)
+	case explain.ModeNative:
+		t.line("Native mode (trafficDistribution: PreferSameZone, no %s): the wrapper passes it unchanged; the node's data plane (kube-proxy, Cilium, ztunnel...) prefers endpoints hinted for the node's zone.", explain.TopologyKeysAnnotation)
+		zone := r.Zone
+		if zone == "" {
+			zone = "<none>"
+		}
+		t.line("Node zone (topology.kubernetes.io/zone): %s", zone)
+		if r.Fallback != "" {
+			t.line("Falls back: %s.", r.Fallback)
+		} else {
+			t.line("Keeps to zone %s: only the endpoints hinted for it.", r.Zone)
+		}
 	default:
 		t.line("%s: %s", explain.TopologyKeysAnnotation, r.Annotation)
 		t.row("#", "KEY", "NODE VALUE", "USABLE MATCHING", "QUALIFIED", "DECISION")

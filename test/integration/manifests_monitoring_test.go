@@ -122,9 +122,8 @@ func TestMonitoringComponent(t *testing.T) {
 		{"system:serviceaccount:edge-system:servicegroup-wrapper", "create", "tokenreviews.authentication.k8s.io", "yes"},
 		{"system:serviceaccount:edge-system:coredns-gridhosts", "create", "subjectaccessreviews.authorization.k8s.io", "yes"},
 		{"system:serviceaccount:servicegroup-system:application-grid-controller", "create", "tokenreviews.authentication.k8s.io", "yes"},
-		// Prometheus's own token is given nothing (the scrape sends the
-		// reader's); checking scrapers gives the components no read of
-		// their own.
+		// Prometheus's own identity gets nothing from us; checking a
+		// scrape gives the components no read of their own.
 		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "/metrics/kube-proxy", "no"},
 		{"system:serviceaccount:monitoring:prometheus-k8s", "list", "pods", "no"},
 		{"system:serviceaccount:monitoring:prometheus-k8s", "get", "secrets", "no"},

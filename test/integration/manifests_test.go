@@ -150,7 +150,11 @@ func TestManifestsRBAC(t *testing.T) {
 		{controller, []string{"patch", "customresourcedefinitions.apiextensions.k8s.io/deploymentgrids.superedge.io"}, true},
 		{controller, []string{"get", "secrets", "-n", "default"}, false},
 		{controller, []string{"list", "secrets", "-A"}, false},
-		{controller, []string{"patch", "nodes"}, false},
+		// The zone-label writer (--zone-from-grid-key), by server-side apply.
+		{controller, []string{"patch", "nodes"}, true},
+		{controller, []string{"update", "nodes"}, false},
+		{controller, []string{"delete", "nodes"}, false},
+		{controller, []string{"patch", "nodes", "--subresource=status"}, false},
 		{controller, []string{"patch", "customresourcedefinitions.apiextensions.k8s.io/other.example.com"}, false},
 		{controller, []string{"delete", "customresourcedefinitions.apiextensions.k8s.io/deploymentgrids.superedge.io"}, false},
 		{controller, []string{"update", "leases.coordination.k8s.io/kube-scheduler", "-n", "kube-system"}, false},

@@ -78,6 +78,11 @@ func TestHelmSteps(t *testing.T) {
 		if n != HelmUninstallStep && strings.Count(block, "cosign verify --key cosign.pub --insecure-ignore-tlog=true") != 2 {
 			t.Errorf("%s does not verify the images and the chart against cosign.pub:\n%s", n, block)
 		}
+		// A tag of digits only (a commit like 4228755, or 20261129) is a
+		// number to --set, which the chart's schema refuses.
+		if strings.Contains(block, "--set image.tag=") {
+			t.Errorf("%s sets image.tag with --set, not --set-string:\n%s", n, block)
+		}
 		if n == HelmInstallStep && (!strings.Contains(block, "upstream.host=192.0.2.1") || !strings.Contains(block, "upstream.port=6443")) {
 			t.Errorf("%s does not set the upstream address RunStep replaces:\n%s", n, block)
 		}
