@@ -71,6 +71,13 @@ func (r *Record) Report(value float64, unit string) {
 	r.Figure(unit, value, unit)
 }
 
+// ReportOn is sub.ReportMetric for a sub-benchmark of the recorded one; the
+// figure is named by sub's name below the recorded benchmark's and the unit.
+func (r *Record) ReportOn(sub *testing.B, value float64, unit string) {
+	sub.ReportMetric(value, unit)
+	r.Figure(r.subName(sub)+" "+unit, value, unit)
+}
+
 // PerOp records sub's time per operation when sub ends, named by sub's
 // name below the recorded benchmark's (for sub-benchmarks measured by
 // the testing package's own ns/op rather than a metric).
@@ -79,9 +86,12 @@ func (r *Record) PerOp(sub *testing.B) {
 		if sub.N == 0 {
 			return
 		}
-		name := strings.TrimPrefix(strings.TrimPrefix(sub.Name(), r.b.Name()), "/")
-		r.Figure(name, float64(sub.Elapsed().Nanoseconds())/float64(sub.N), "ns/op")
+		r.Figure(r.subName(sub)+" ns/op", float64(sub.Elapsed().Nanoseconds())/float64(sub.N), "ns/op")
 	})
+}
+
+func (r *Record) subName(sub *testing.B) string {
+	return strings.TrimPrefix(strings.TrimPrefix(sub.Name(), r.b.Name()), "/")
 }
 
 func (r *Record) finish() {
@@ -141,7 +151,7 @@ type Result struct {
 func Render(res Result) string {
 	var s strings.Builder
 	s.WriteString("### Latest result\n\n")
-	fmt.Fprintf(&s, "- Benchmark: `%s` (%d iterations)\n", res.Name, res.Iter)
+	fmt.Fprintf(&s, "- Benchmark: `%s`, b.N=%d\n", res.Name, res.Iter)
 	fmt.Fprintf(&s, "- Date: %s\n", res.Date.UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&s, "- Commit: `%s`\n", res.Commit)
 	fmt.Fprintf(&s, "- Go: %s, GOMAXPROCS=%d\n", res.GoVersion, res.MaxProcs)
@@ -215,6 +225,9 @@ func Command(name, pkg string, flags []Flag) string {
 	return cmd + " ./" + filepath.ToSlash(pkg) + "/"
 }
 
+// goTestTimeout is the -timeout the go command passes when none is given.
+const goTestTimeout = "10m0s"
+
 // testFlags lists the benchmark-relevant test flags set away from their
 // defaults.
 func testFlags() []Flag {
@@ -225,10 +238,10 @@ func testFlags() []Flag {
 			continue
 		}
 		v := f.Value.String()
-		if name == "benchtime" || v != f.DefValue {
-			if name == "v" && v == "false" {
-				continue
-			}
+		switch {
+		case name == "v" && v == "false":
+		case name == "timeout" && v == goTestTimeout:
+		case name == "benchtime" || v != f.DefValue:
 			out = append(out, Flag{name, v})
 		}
 	}

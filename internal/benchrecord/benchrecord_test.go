@@ -23,7 +23,7 @@ func TestRender(t *testing.T) {
 		},
 	})
 	want := "### Latest result\n\n" +
-		"- Benchmark: `BenchmarkHandlerModes` (1 iterations)\n" +
+		"- Benchmark: `BenchmarkHandlerModes`, b.N=1\n" +
 		"- Date: 2026-11-29 16:50 UTC\n" +
 		"- Commit: `28c5b00-dirty`\n" +
 		"- Go: go1.26.8, GOMAXPROCS=2\n" +
