@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
@@ -20,6 +21,7 @@ import (
 // the writes a forced resync of the converged world makes (goal: 0).
 // Run with -benchtime=1x: one iteration takes tens of seconds.
 func BenchmarkConverge(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/controller-converge.md")
 	const grids, units = 100, 50
 	e := newEnv(b, controlplane.Options{})
 	for i := range units {
@@ -74,13 +76,13 @@ func BenchmarkConverge(b *testing.B) {
 		if len(deps.Items) != grids*units {
 			b.Fatalf("%d Deployments, want %d", len(deps.Items), grids*units)
 		}
-		b.ReportMetric(wall.Seconds(), "s/converge")
-		b.ReportMetric(float64(len(all)), "writes")
-		b.ReportMetric(float64(len(children)), "child-writes")
-		b.ReportMetric(float64(len(children))/float64(grids*units), "child-writes/child")
-		b.ReportMetric(float64(len(all))/float64(grids*units), "writes/child")
-		b.ReportMetric(float64(len(wc.list(func(s string) bool { return strings.HasSuffix(s, "/status") }))), "status-writes")
-		b.ReportMetric(float64(len(wc.list(func(s string) bool { return strings.Contains(s, "/events") }))), "event-writes")
+		benchRec.Report(wall.Seconds(), "s/converge")
+		benchRec.Report(float64(len(all)), "writes")
+		benchRec.Report(float64(len(children)), "child-writes")
+		benchRec.Report(float64(len(children))/float64(grids*units), "child-writes/child")
+		benchRec.Report(float64(len(all))/float64(grids*units), "writes/child")
+		benchRec.Report(float64(len(wc.list(func(s string) bool { return strings.HasSuffix(s, "/status") }))), "status-writes")
+		benchRec.Report(float64(len(wc.list(func(s string) bool { return strings.Contains(s, "/events") }))), "event-writes")
 	}
 
 	// Forced resync: a fresh controller (cold caches, every grid
@@ -95,7 +97,7 @@ func BenchmarkConverge(b *testing.B) {
 		return nil
 	})
 	quietB(b, wc2)
-	b.ReportMetric(float64(len(wc2.list(nil))), "resync-writes")
+	benchRec.Report(float64(len(wc2.list(nil))), "resync-writes")
 }
 
 // quietB waits for the controller's writes to stop for two seconds.

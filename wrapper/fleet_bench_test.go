@@ -23,6 +23,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/controller"
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
@@ -307,6 +308,7 @@ func bytesOf(c *byteCounter) int64 {
 // sent its kube-proxy, with the time a change takes to reach every
 // wrapper's kube-proxy.
 func BenchmarkFleet(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/wrapper-fleet.md")
 	nodesN, wrappersN := envInt("SG_FLEET_NODES", 300), envInt("SG_FLEET_WRAPPERS", 50)
 	const servicesN, churn = 100, 20
 	f := startFleet(b, nodesN, servicesN)
@@ -463,10 +465,10 @@ func BenchmarkFleet(b *testing.B) {
 	for _, verb := range []string{"LIST", "GET"} {
 		row(verb+" requests at start", (l2.requests[verb]-l1.requests[verb])/n, (l1.requests[verb]-l0.requests[verb])/n, "requests")
 	}
-	b.ReportMetric((l1.watches-l0.watches)/n, "wrapper-watches/client")
-	b.ReportMetric((l2.watches-l1.watches)/n, "direct-watches/client")
-	b.ReportMetric((cpu1[2]-cpu0[2])/n*1000, "wrapper-cycle-ms/client")
-	b.ReportMetric((cpu2[2]-cpu1[2])/n*1000, "direct-cycle-ms/client")
+	benchRec.Report((l1.watches-l0.watches)/n, "wrapper-watches/client")
+	benchRec.Report((l2.watches-l1.watches)/n, "direct-watches/client")
+	benchRec.Report((cpu1[2]-cpu0[2])/n*1000, "wrapper-cycle-ms/client")
+	benchRec.Report((cpu2[2]-cpu1[2])/n*1000, "direct-cycle-ms/client")
 
 	// kube-proxy behind each wrapper: what the wrapper sends it.
 	for _, e := range edge {
@@ -496,8 +498,8 @@ func BenchmarkFleet(b *testing.B) {
 		}
 		b.Logf("%-52s %12.0f %12.0f %12.0f %6s", kind, d, w, k, ratio)
 		unit := strings.ReplaceAll(kind, " ", "-")
-		b.ReportMetric(d, "direct-B/"+unit)
-		b.ReportMetric(w, "wrapper-B/"+unit)
+		benchRec.Report(d, "direct-B/"+unit)
+		benchRec.Report(w, "wrapper-B/"+unit)
 	}
 	line("initial sync", directInitial, wrapperInitial, downInitial)
 	report := func(kind string, events int, who func(*fleetEdge) bool, change func()) {
@@ -583,8 +585,8 @@ func BenchmarkFleet(b *testing.B) {
 	b.Logf("until every nodeunit-0 wrapper serves it to kube-proxy: a new ready pod p50 %v max %v (%d); a relabel p50 %v max %v (%d)",
 		q(ownTook, 0.5).Round(time.Millisecond), q(ownTook, 1).Round(time.Millisecond), len(ownTook),
 		q(relabelTook, 0.5).Round(time.Millisecond), q(relabelTook, 1).Round(time.Millisecond), len(relabelTook))
-	b.ReportMetric(float64(q(ownTook, 0.5).Milliseconds()), "endpoint-reach-p50-ms")
-	b.ReportMetric(float64(q(relabelTook, 0.5).Milliseconds()), "relabel-reach-p50-ms")
+	benchRec.Report(float64(q(ownTook, 0.5).Milliseconds()), "endpoint-reach-p50-ms")
+	benchRec.Report(float64(q(relabelTook, 0.5).Milliseconds()), "relabel-reach-p50-ms")
 }
 
 // loadAverage is the machine's 1, 5 and 15 minute load averages.

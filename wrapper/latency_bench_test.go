@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 	"github.com/servicegroup/servicegroup/wrapper/internal/latencystages"
@@ -32,6 +33,7 @@ import (
 // Each change is timed on all three watches, so they are interleaved event
 // by event.
 func BenchmarkWatchLatency(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/wrapper-watch-latency.md")
 	// Informer logs on stderr would split the benchmark's result line.
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
@@ -64,7 +66,7 @@ func BenchmarkWatchLatency(b *testing.B) {
 				direct := func() kubernetes.Interface {
 					return kubernetes.NewForConfigOrDie(withContentType(cp.Config, contentType))
 				}
-				benchmarkWatchLatency(b, &seq, admin, direct(), direct(), through)
+				benchmarkWatchLatency(b, benchRec, &seq, admin, direct(), direct(), through)
 			})
 		}
 	}
@@ -72,7 +74,7 @@ func BenchmarkWatchLatency(b *testing.B) {
 
 // benchmarkWatchLatency times each change on direct, on direct2 (an equal
 // second watch on the apiserver, the floor) and on through (the wrapper).
-func benchmarkWatchLatency(b *testing.B, next *int, admin, direct, direct2, through kubernetes.Interface) {
+func benchmarkWatchLatency(b *testing.B, benchRec *benchrecord.Record, next *int, admin, direct, direct2, through kubernetes.Interface) {
 	ctx := b.Context()
 	// kube-proxy's Service watch: every namespace, its label selector.
 	opts := metav1.ListOptions{LabelSelector: "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"}
@@ -145,14 +147,14 @@ func benchmarkWatchLatency(b *testing.B, next *int, admin, direct, direct2, thro
 		slices.Sort(s)
 		return float64(s[int(float64(len(s)-1)*p)].Microseconds())
 	}
-	b.ReportMetric(pct(d, .5), "direct-p50-µs")
-	b.ReportMetric(pct(d, .99), "direct-p99-µs")
-	b.ReportMetric(pct(v, .5), "wrapper-p50-µs")
-	b.ReportMetric(pct(v, .99), "wrapper-p99-µs")
-	b.ReportMetric(pct(added, .5), "added-p50-µs")
-	b.ReportMetric(pct(added, .99), "added-p99-µs")
-	b.ReportMetric(pct(floor, .5), "floor-p50-µs")
-	b.ReportMetric(pct(floor, .99), "floor-p99-µs")
+	benchRec.ReportOn(b, pct(d, .5), "direct-p50-µs")
+	benchRec.ReportOn(b, pct(d, .99), "direct-p99-µs")
+	benchRec.ReportOn(b, pct(v, .5), "wrapper-p50-µs")
+	benchRec.ReportOn(b, pct(v, .99), "wrapper-p99-µs")
+	benchRec.ReportOn(b, pct(added, .5), "added-p50-µs")
+	benchRec.ReportOn(b, pct(added, .99), "added-p99-µs")
+	benchRec.ReportOn(b, pct(floor, .5), "floor-p50-µs")
+	benchRec.ReportOn(b, pct(floor, .99), "floor-p99-µs")
 }
 
 type arrival struct {

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
@@ -385,6 +386,7 @@ func measureOldWrapper(b *testing.B, bin, kubeconfig string) (heap, rss, live fl
 // same baseline. A kube-proxy-like client lists and watches
 // through each wrapper while it is measured. One iteration.
 func BenchmarkMemoryAtScale(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/wrapper-memory.md")
 	const (
 		perService = 10
 		nodes      = 100
@@ -443,29 +445,29 @@ func BenchmarkMemoryAtScale(b *testing.B) {
 		baseHeap, baseRSS, basePeak, baseLive := base.measure(b)
 		heap, rss, peak, live := wr.measure(b)
 		const mib = 1 << 20
-		b.ReportMetric(populate.Seconds(), "populate-s")
-		b.ReportMetric(baseSync.Seconds(), "baseline-sync-s")
-		b.ReportMetric(wrapperSync.Seconds(), "wrapper-ready-s")
-		b.ReportMetric(baseHeap/mib, "baseline-heap-MiB")
-		b.ReportMetric(heap/mib, "wrapper-heap-MiB")
-		b.ReportMetric(heap/baseHeap, "heap-ratio")
-		b.ReportMetric(baseLive/mib, "baseline-live-MiB")
-		b.ReportMetric(live/mib, "wrapper-live-MiB")
-		b.ReportMetric(live/baseLive, "live-ratio")
-		b.ReportMetric(baseRSS/mib, "baseline-RSS-MiB")
-		b.ReportMetric(rss/mib, "wrapper-RSS-MiB")
-		b.ReportMetric(rss/baseRSS, "RSS-ratio")
-		b.ReportMetric(basePeak/mib, "baseline-peak-RSS-MiB")
-		b.ReportMetric(peak/mib, "wrapper-peak-RSS-MiB")
-		b.ReportMetric(peak/basePeak, "peak-RSS-ratio")
+		benchRec.Report(populate.Seconds(), "populate-s")
+		benchRec.Report(baseSync.Seconds(), "baseline-sync-s")
+		benchRec.Report(wrapperSync.Seconds(), "wrapper-ready-s")
+		benchRec.Report(baseHeap/mib, "baseline-heap-MiB")
+		benchRec.Report(heap/mib, "wrapper-heap-MiB")
+		benchRec.Report(heap/baseHeap, "heap-ratio")
+		benchRec.Report(baseLive/mib, "baseline-live-MiB")
+		benchRec.Report(live/mib, "wrapper-live-MiB")
+		benchRec.Report(live/baseLive, "live-ratio")
+		benchRec.Report(baseRSS/mib, "baseline-RSS-MiB")
+		benchRec.Report(rss/mib, "wrapper-RSS-MiB")
+		benchRec.Report(rss/baseRSS, "RSS-ratio")
+		benchRec.Report(basePeak/mib, "baseline-peak-RSS-MiB")
+		benchRec.Report(peak/mib, "wrapper-peak-RSS-MiB")
+		benchRec.Report(peak/basePeak, "peak-RSS-ratio")
 		if old := os.Getenv("SG_MEMBENCH_OLD_TEST"); old != "" {
 			oldHeap, oldRSS, oldLive := measureOldWrapper(b, old, kubeconfig)
-			b.ReportMetric(oldHeap/mib, "old-wrapper-heap-MiB")
-			b.ReportMetric(oldHeap/baseHeap, "old-heap-ratio")
+			benchRec.Report(oldHeap/mib, "old-wrapper-heap-MiB")
+			benchRec.Report(oldHeap/baseHeap, "old-heap-ratio")
 			if oldLive > 0 {
-				b.ReportMetric(oldLive/baseLive, "old-live-ratio")
+				benchRec.Report(oldLive/baseLive, "old-live-ratio")
 			}
-			b.ReportMetric(oldRSS/baseRSS, "old-RSS-ratio")
+			benchRec.Report(oldRSS/baseRSS, "old-RSS-ratio")
 		}
 
 		if os.Getenv("SG_MEMBENCH_SKIP_BINARY") != "" {
@@ -474,13 +476,13 @@ func BenchmarkMemoryAtScale(b *testing.B) {
 		b.Cleanup(testbin.Cleanup)
 		bin := testbin.Path(b, "application-grid-wrapper")
 		binRSS, binPeak := runWrapperBinary(b, bin, kubeconfig)
-		b.ReportMetric(binRSS/mib, "binary-RSS-MiB")
-		b.ReportMetric(binPeak/mib, "binary-peak-RSS-MiB")
+		benchRec.Report(binRSS/mib, "binary-RSS-MiB")
+		benchRec.Report(binPeak/mib, "binary-peak-RSS-MiB")
 		if old := os.Getenv("SG_MEMBENCH_OLD_WRAPPER"); old != "" {
 			oldRSS, oldPeak := runWrapperBinary(b, old, kubeconfig)
-			b.ReportMetric(oldRSS/mib, "old-binary-RSS-MiB")
-			b.ReportMetric(oldPeak/mib, "old-binary-peak-RSS-MiB")
-			b.ReportMetric(binRSS/oldRSS, "binary-vs-old-RSS-ratio")
+			benchRec.Report(oldRSS/mib, "old-binary-RSS-MiB")
+			benchRec.Report(oldPeak/mib, "old-binary-peak-RSS-MiB")
+			benchRec.Report(binRSS/oldRSS, "binary-vs-old-RSS-ratio")
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
@@ -111,6 +112,7 @@ func (k *kubeProxyInNetns) programmed(ctx context.Context, ip string) (bool, err
 // changes are paced: each one waits until the direct kube-proxy has
 // programmed it, so every change can cost it a sync.
 func BenchmarkQuietForeignChanges(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/wrapper-quiet-foreign-changes.md")
 	const foreign = 10
 	ns := "quietbench"
 	cp, admin := startQuietService(b, ns)
@@ -187,9 +189,9 @@ func BenchmarkQuietForeignChanges(b *testing.B) {
 		podReady(fmt.Sprintf("local-%d", i+1), "node0", sentinel)
 		up, down := eventsUntil(b, upstream, sentinel), eventsUntil(b, served, sentinel)
 		// The last event of each is the local change.
-		b.ReportMetric(float64(up-1)/foreign, "apiserver-events/foreign-change")
-		b.ReportMetric(float64(down-1)/foreign, "wrapper-events/foreign-change")
-		b.ReportMetric(float64(down-1)/float64(up-1), "events-ratio")
+		benchRec.Report(float64(up-1)/foreign, "apiserver-events/foreign-change")
+		benchRec.Report(float64(down-1)/foreign, "wrapper-events/foreign-change")
+		benchRec.Report(float64(down-1)/float64(up-1), "events-ratio")
 		b.Logf("%d foreign changes + 1 local: apiserver %d events, wrapper for node0 %d", foreign, up, down)
 		if withKubeProxy {
 			for _, k := range []*kubeProxyInNetns{direct, behind} {
@@ -201,9 +203,9 @@ func BenchmarkQuietForeignChanges(b *testing.B) {
 			d, wv := direct.syncs(b)-directBefore, behind.syncs(b)-behindBefore
 			// Totals for the foreign changes and the local one together
 			// (plus any periodic resync that fell in between).
-			b.ReportMetric(d, "direct-kube-proxy-syncs")
-			b.ReportMetric(wv, "behind-wrapper-kube-proxy-syncs")
-			b.ReportMetric(wv/d, "kube-proxy-syncs-ratio")
+			benchRec.Report(d, "direct-kube-proxy-syncs")
+			benchRec.Report(wv, "behind-wrapper-kube-proxy-syncs")
+			benchRec.Report(wv/d, "kube-proxy-syncs-ratio")
 			b.Logf("kube-proxy rule syncs for them: direct %v, behind the wrapper %v", d, wv)
 		}
 	}

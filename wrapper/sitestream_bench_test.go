@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
 
@@ -36,6 +37,7 @@ const benchGen = "example.com/gen"
 // site/one-direct, the site's unit bytes over what ONE direct kube-proxy
 // pulled; and the bytes per second over the links during 10 s with no change.
 func BenchmarkSiteStream(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/sitestream-bytes.md")
 	sizes := []int{1, 5, 20, 50}
 	if v := os.Getenv("SG_SITE_SIZES"); v != "" {
 		sizes = nil
@@ -148,14 +150,14 @@ func BenchmarkSiteStream(b *testing.B) {
 			qd, qs := sum(directLinks, false), sum(siteLinks, false)
 			const quiet = 10 * time.Second
 			time.Sleep(quiet)
-			b.ReportMetric(float64(sum(directLinks, false)-qd)/quiet.Seconds(), "direct-quiet-B/s")
-			b.ReportMetric(float64(sum(siteLinks, false)-qs)/quiet.Seconds(), "site-quiet-B/s")
-			b.ReportMetric(float64(du)/iters, "direct-unit-B/op")
-			b.ReportMetric(float64(da)/iters, "direct-all-B/op")
-			b.ReportMetric(float64(su)/iters, "site-unit-B/op")
-			b.ReportMetric(float64(sa)/iters, "site-all-B/op")
-			b.ReportMetric(float64(su)/(float64(du)/float64(size)), "site/one-direct")
-			b.ReportMetric(float64(sa)/(float64(da)/float64(size)), "site-all/one-direct-all")
+			benchRec.ReportOn(b, float64(sum(directLinks, false)-qd)/quiet.Seconds(), "direct-quiet-B/s")
+			benchRec.ReportOn(b, float64(sum(siteLinks, false)-qs)/quiet.Seconds(), "site-quiet-B/s")
+			benchRec.ReportOn(b, float64(du)/iters, "direct-unit-B/op")
+			benchRec.ReportOn(b, float64(da)/iters, "direct-all-B/op")
+			benchRec.ReportOn(b, float64(su)/iters, "site-unit-B/op")
+			benchRec.ReportOn(b, float64(sa)/iters, "site-all-B/op")
+			benchRec.ReportOn(b, float64(su)/(float64(du)/float64(size)), "site/one-direct")
+			benchRec.ReportOn(b, float64(sa)/(float64(da)/float64(size)), "site-all/one-direct-all")
 		})
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 	"github.com/servicegroup/servicegroup/internal/statefile"
 	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
@@ -82,6 +83,7 @@ func cpuTime() time.Duration {
 // objects as plain JSON Lists (also fsynced), and decoding those JSON Lists.
 // Ratios are reported as snapshot/baseline.
 func BenchmarkSnapshot(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/wrapper-snapshot.md")
 	dir := b.TempDir()
 	p := snapshotBenchState(dir)
 	// Upstream is a closed loopback port: the wrapper serves the snapshot.
@@ -92,6 +94,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	var jsonWrite, jsonDecode time.Duration
 	var jsonBytes int
 	b.Run("baseline-json-write", func(b *testing.B) {
+		benchRec.PerOp(b)
 		for b.Loop() {
 			var buf bytes.Buffer
 			if err := jsonLists(p, &buf); err != nil {
@@ -103,9 +106,10 @@ func BenchmarkSnapshot(b *testing.B) {
 			jsonBytes = buf.Len()
 		}
 		jsonWrite = b.Elapsed() / time.Duration(b.N)
-		b.ReportMetric(float64(jsonBytes), "bytes")
+		benchRec.ReportOn(b, float64(jsonBytes), "bytes")
 	})
 	b.Run("write", func(b *testing.B) {
+		benchRec.PerOp(b)
 		cpu := cpuTime()
 		for b.Loop() {
 			p.Write(logger, time.Now())
@@ -113,16 +117,17 @@ func BenchmarkSnapshot(b *testing.B) {
 				b.Fatal(e)
 			}
 		}
-		b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "cpu-ms/op")
+		benchRec.ReportOn(b, float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "cpu-ms/op")
 		st, _ := os.Stat(p.Path())
 		per := b.Elapsed() / time.Duration(b.N)
-		b.ReportMetric(float64(st.Size()), "bytes")
+		benchRec.ReportOn(b, float64(st.Size()), "bytes")
 		if jsonWrite > 0 {
-			b.ReportMetric(float64(per)/float64(jsonWrite), "x-json-write")
-			b.ReportMetric(float64(st.Size())/float64(jsonBytes), "x-json-bytes")
+			benchRec.ReportOn(b, float64(per)/float64(jsonWrite), "x-json-write")
+			benchRec.ReportOn(b, float64(st.Size())/float64(jsonBytes), "x-json-bytes")
 		}
 	})
 	b.Run("baseline-json-decode", func(b *testing.B) {
+		benchRec.PerOp(b)
 		var buf bytes.Buffer
 		if err := jsonLists(p, &buf); err != nil {
 			b.Fatal(err)
@@ -150,6 +155,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		jsonDecode = b.Elapsed() / time.Duration(b.N)
 	})
 	b.Run("start-to-first-list", func(b *testing.B) {
+		benchRec.PerOp(b)
 		p.Write(logger, time.Now())
 		cpu := cpuTime()
 		for b.Loop() {
@@ -180,9 +186,9 @@ func BenchmarkSnapshot(b *testing.B) {
 			<-done
 		}
 		// Includes the informers' first failing tries to reach upstream.
-		b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "cpu-ms/op")
+		benchRec.ReportOn(b, float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "cpu-ms/op")
 		if jsonDecode > 0 {
-			b.ReportMetric(float64(b.Elapsed()/time.Duration(b.N))/float64(jsonDecode), "x-json-decode")
+			benchRec.ReportOn(b, float64(b.Elapsed()/time.Duration(b.N))/float64(jsonDecode), "x-json-decode")
 		}
 	})
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 	"github.com/servicegroup/servicegroup/wrapper"
 )
 
@@ -121,6 +122,7 @@ func (c *closeHook) Close() error {
 // relists), the bytes it pulled, how long until every watch was open
 // again, and the kube-apiserver's requests and CPU for the reconnection.
 func BenchmarkReconnectStorm(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/wrapper-reconnect-storm.md")
 	nodesN, wrappersN := envInt("SG_STORM_NODES", 1000), envInt("SG_STORM_WRAPPERS", 1000)
 	outage := time.Duration(envInt("SG_STORM_OUTAGE", 30)) * time.Second
 	f := startFleet(b, nodesN, 100)
@@ -282,15 +284,15 @@ func BenchmarkReconnectStorm(b *testing.B) {
 			if !resume {
 				unit = "/wrapper-before"
 			}
-			b.ReportMetric(float64(t1.lists-td.lists)/n, "relists"+unit)
-			b.ReportMetric(float64(t1.resumes-td.resumes)/n, "resumes"+unit)
+			benchRec.Report(float64(t1.lists-td.lists)/n, "relists"+unit)
+			benchRec.Report(float64(t1.resumes-td.resumes)/n, "resumes"+unit)
 		}
 		b.Logf("kube-apiserver for the reconnection of all %d: %.1f s CPU (%.1f s during the outage's changes), RSS %.0f -> %.0f MiB, requests LIST %.0f WATCH %.0f GET %.0f; watches %.0f before, %.0f after",
 			len(edge), l1.cpuSeconds-lDown.cpuSeconds, lDown.cpuSeconds-l0.cpuSeconds, lDown.rssBytes/(1<<20), l1.rssBytes/(1<<20),
 			l1.requests["LIST"]-lDown.requests["LIST"], l1.requests["WATCH"]-lDown.requests["WATCH"], l1.requests["GET"]-lDown.requests["GET"],
 			l0.watches, l1.watches)
-		b.ReportMetric(allOpen.Seconds(), "s-until-all-watching")
-		b.ReportMetric(l1.cpuSeconds-lDown.cpuSeconds, "apiserver-cpu-s")
+		benchRec.Report(allOpen.Seconds(), "s-until-all-watching")
+		benchRec.Report(l1.cpuSeconds-lDown.cpuSeconds, "apiserver-cpu-s")
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/servicegroup/servicegroup/autonomy"
 	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 	"github.com/servicegroup/servicegroup/internal/testnet"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
@@ -88,6 +89,7 @@ func kubeletNode(name string, labels map[string]string) *corev1.Node {
 // about its pods (its identity, impersonated: 3 pods per node, each asked
 // every 5 s) are reviewed for a minute of the window.
 func BenchmarkAutonomyCost(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/autonomy-cost.md")
 	nodes := 300
 	if v, err := strconv.Atoi(getenv("SG_AUTONOMY_NODES")); err == nil && v > 0 {
 		nodes = v
@@ -231,10 +233,10 @@ func BenchmarkAutonomyCost(b *testing.B) {
 			}
 		}
 		failWebhook := webhookDial.read.Load() - failStart
-		b.ReportMetric(float64(steadyWebhook)/float64(nodes), "webhook-steady-B/node")
-		b.ReportMetric(float64(steadyInformer)/float64(nodes), "node-informer-steady-B/node")
-		b.ReportMetric(float64(failWebhook)/float64(failing), "webhook-failing-B/node/min")
-		b.ReportMetric(float64(withheld), "writes-withheld")
+		benchRec.Report(float64(steadyWebhook)/float64(nodes), "webhook-steady-B/node")
+		benchRec.Report(float64(steadyInformer)/float64(nodes), "node-informer-steady-B/node")
+		benchRec.Report(float64(failWebhook)/float64(failing), "webhook-failing-B/node/min")
+		benchRec.Report(float64(withheld), "writes-withheld")
 		b.Logf("%d nodes, each posting its status once: the webhook read %d B from the apiserver (%.1f B/node), a Node informer %d B (%.0f B/node); one nodeunit of %d nodes failing for a minute (%d withheld writes): the webhook read %d B",
 			nodes, steadyWebhook, float64(steadyWebhook)/float64(nodes), steadyInformer, float64(steadyInformer)/float64(nodes), failing, withheld, failWebhook)
 		// Back to health for the next iteration.

@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 )
 
 // Benchmarks against the built CoreDNS and a real apiserver. Run with
@@ -264,6 +266,7 @@ func BenchmarkQPS(b *testing.B) {
 // pipeline (an informer-driven daemon rewriting a hosts file, read by
 // `hosts FILE { reload 300ms }`), both watching the same changes.
 func BenchmarkPropagation(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/gridhosts-propagation.md")
 	s := startBench(b, "300ms")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -295,10 +298,10 @@ func BenchmarkPropagation(b *testing.B) {
 		time.Sleep(time.Duration(rand.IntN(100)) * time.Millisecond) // decorrelate from the reload ticker
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(percentile(grid, 0.5).Microseconds())/1000, "gridhosts-p50-ms")
-	b.ReportMetric(float64(percentile(grid, 0.99).Microseconds())/1000, "gridhosts-p99-ms")
-	b.ReportMetric(float64(percentile(hosts, 0.5).Microseconds())/1000, "hostsfile-p50-ms")
-	b.ReportMetric(float64(percentile(hosts, 0.99).Microseconds())/1000, "hostsfile-p99-ms")
+	benchRec.Report(float64(percentile(grid, 0.5).Microseconds())/1000, "gridhosts-p50-ms")
+	benchRec.Report(float64(percentile(grid, 0.99).Microseconds())/1000, "gridhosts-p99-ms")
+	benchRec.Report(float64(percentile(hosts, 0.5).Microseconds())/1000, "hostsfile-p50-ms")
+	benchRec.Report(float64(percentile(hosts, 0.99).Microseconds())/1000, "hostsfile-p99-ms")
 	b.ReportMetric(0, "ns/op")
 	b.Logf("%d changes: gridhosts p50 %v p99 %v; hosts file + reload 300ms p50 %v p99 %v",
 		changes, percentile(grid, 0.5), percentile(grid, 0.99), percentile(hosts, 0.5), percentile(hosts, 0.99))

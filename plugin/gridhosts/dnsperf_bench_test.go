@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 )
 
 // dnsperfNames is how many unified names the dnsperf benchmark serves
@@ -55,6 +57,7 @@ var dnsperfLatency = regexp.MustCompile(`Average Latency \(s\):\s+([0-9.]+)`)
 // of CoreDNS (the pprof plugin, 8 s) under each side's load alone, before
 // the pairs.
 func BenchmarkDNSPerf(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/gridhosts-qps.md")
 	names, pairs := envInt(b, "SG_DNSPERF_NAMES", dnsperfNames), envInt(b, "SG_DNSPERF_PAIRS", dnsperfPairs)
 	modes := strings.Split(os.Getenv("SG_DNSPERF_MODE"), ",")
 	if os.Getenv("SG_DNSPERF_MODE") == "" {
@@ -154,9 +157,9 @@ func BenchmarkDNSPerf(b *testing.B) {
 		s.stop()
 		slices.Sort(ratios)
 		median := ratios[len(ratios)/2]
-		b.ReportMetric(median, mode+"-median-ratio")
-		b.ReportMetric(ratios[0], mode+"-min-ratio")
-		b.ReportMetric(ratios[len(ratios)-1], mode+"-max-ratio")
+		benchRec.Report(median, mode+"-median-ratio")
+		benchRec.Report(ratios[0], mode+"-min-ratio")
+		benchRec.Report(ratios[len(ratios)-1], mode+"-max-ratio")
 		b.Logf("%s mode, %d names: gridhosts/hosts QPS over %d interleaved pairs: median %.3f, min %.3f, max %.3f", mode, names, len(ratios), median, ratios[0], ratios[len(ratios)-1])
 		printRatio(b, ratioLine{Name: fmt.Sprintf("gridhosts-qps-%s-%s", mode, sizeName(names)), Value: median, Goal: ">=1.0",
 			Extra: []string{fmt.Sprintf("min=%.3f", ratios[0]), fmt.Sprintf("max=%.3f", ratios[len(ratios)-1]),

@@ -14,6 +14,7 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -132,6 +133,7 @@ func BenchmarkHandler(b *testing.B) {
 // prints the allocation goal (<= 1.0x the hosts plugin's per answer) as
 // ratio lines (ratio_bench_test.go).
 func BenchmarkHandlerModes(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/gridhosts-qps.md")
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			clients, h, names := handlerPairMode(b, n, false)
@@ -145,6 +147,7 @@ func BenchmarkHandlerModes(b *testing.B) {
 				hd   plugin.Handler
 			}{{"gridhosts-clients", clients}, {"gridhosts-node", node}, {"hosts", h}} {
 				b.Run(tc.name, func(b *testing.B) {
+					benchRec.PerOp(b)
 					w := &test.ResponseWriter{}
 					ctx := context.Background()
 					done := make(chan bool)
@@ -191,8 +194,10 @@ func BenchmarkHandlerModes(b *testing.B) {
 				hd   plugin.Handler
 			}{{"clients", clients}, {"node", node}} {
 				a := perAnswer(tc.hd)
-				printRatio(b, ratioLine{Name: fmt.Sprintf("gridhosts-allocs-%s-%s", tc.mode, sizeName(n)), Value: a / hostsAllocs, Goal: "<=1.0",
-					Extra: []string{fmt.Sprintf("gridhosts-allocs=%.2f", a), fmt.Sprintf("hosts-allocs=%.2f", hostsAllocs)}})
+				line := ratioLine{Name: fmt.Sprintf("gridhosts-allocs-%s-%s", tc.mode, sizeName(n)), Value: a / hostsAllocs, Goal: "<=1.0",
+					Extra: []string{fmt.Sprintf("gridhosts-allocs=%.2f", a), fmt.Sprintf("hosts-allocs=%.2f", hostsAllocs)}}
+				printRatio(b, line)
+				benchRec.Figure(line.Name, line.Value, "x hosts (goal "+line.Goal+")")
 			}
 		})
 	}

@@ -18,6 +18,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 )
 
 // memoryPods are the grid pod counts BenchmarkMemory compares at.
@@ -38,6 +40,7 @@ var memoryPods = []int{1000, 10000}
 // runtime figures and saves their heap profiles; SG_MEMBENCH_SETTLE delays
 // the reading; SG_MEMBENCH_ENV adds environment to every process.
 func BenchmarkMemory(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/gridhosts-memory.md")
 	bin := coreDNSBinary(b)
 	world := startBenchWorld(b, memoryPods[0], benchWorldKind(b))
 	for _, n := range memoryPods {
@@ -53,13 +56,13 @@ func BenchmarkMemory(b *testing.B) {
 				oRuns, oldRatios = append(oRuns, m.old.rss), append(oldRatios, m.old.rss/m.hosts.rss)
 			}
 		}
-		b.ReportMetric(median(ratios), fmt.Sprintf("rss-ratio-%dpods", n))
-		b.ReportMetric(median(gRuns), fmt.Sprintf("gridhosts-MiB-%dpods", n))
-		b.ReportMetric(median(hRuns), fmt.Sprintf("hosts-MiB-%dpods", n))
+		benchRec.Report(median(ratios), fmt.Sprintf("rss-ratio-%dpods", n))
+		benchRec.Report(median(gRuns), fmt.Sprintf("gridhosts-MiB-%dpods", n))
+		benchRec.Report(median(hRuns), fmt.Sprintf("hosts-MiB-%dpods", n))
 		b.Logf("%d grid pods, medians of %d runs: gridhosts %.1f MiB, hosts %.1f MiB, ratio %.2f (runs: %s)",
 			n, len(ratios), median(gRuns), median(hRuns), median(ratios), formatRatios(ratios))
 		if len(oRuns) > 0 {
-			b.ReportMetric(median(oldRatios), fmt.Sprintf("old-rss-ratio-%dpods", n))
+			benchRec.Report(median(oldRatios), fmt.Sprintf("old-rss-ratio-%dpods", n))
 			b.Logf("%d grid pods, older build: %.1f MiB, ratio %.2f (runs: %s)", n, median(oRuns), median(oldRatios), formatRatios(oldRatios))
 		}
 		if n == memoryGoalPods {

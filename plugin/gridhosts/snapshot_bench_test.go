@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 	"github.com/servicegroup/servicegroup/internal/statefile"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/informers"
@@ -54,9 +55,11 @@ func benchIndex(n int) (*index.Index, []string) {
 // written the same durable way. Both subbenchmarks run in one process;
 // compare their ns/op (bytes/op is the file size).
 func BenchmarkSnapshotWrite(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/gridhosts-snapshot.md")
 	x, names := benchIndex(snapshotBenchPods)
 	dir := b.TempDir()
 	b.Run("snapshot", func(b *testing.B) {
+		benchRec.PerOp(b)
 		s := snapshot.NewWriter(filepath.Join(dir, "gridhosts.snapshot"), time.Minute, demoOwner)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -65,9 +68,10 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 			}
 		}
 		st, _ := os.Stat(s.Path)
-		b.ReportMetric(float64(st.Size()), "file-bytes")
+		benchRec.ReportOn(b, float64(st.Size()), "file-bytes")
 	})
 	b.Run("hostsfile", func(b *testing.B) {
+		benchRec.PerOp(b)
 		path := filepath.Join(dir, "hosts")
 		b.ReportAllocs()
 		for b.Loop() {
@@ -86,7 +90,7 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 			}
 		}
 		st, _ := os.Stat(path)
-		b.ReportMetric(float64(st.Size()), "file-bytes")
+		benchRec.ReportOn(b, float64(st.Size()), "file-bytes")
 	})
 }
 
