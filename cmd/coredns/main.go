@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
@@ -62,6 +63,10 @@ var secureMetrics = securemetrics.DefaultOptions()
 // serving certificate naming the node (as the wrapper does).
 var secureMetricsCSRSigner, secureMetricsNodeName string
 
+// secureMetricsMaxConnections bounds the secure-metrics port's open
+// connections, as the wrapper's --max-connections bounds its ports.
+const secureMetricsMaxConnections = 32
+
 func init() {
 	secureMetrics.AddFlags(flag.CommandLine)
 	flag.StringVar(&secureMetricsCSRSigner, "secure-metrics-csr-signer", "", "with -secure-metrics-bind-address: ask this CertificateSigningRequest signer (the controller's "+metricscert.SignerName+"), with the token of -secure-metrics-kubeconfig (in-cluster: the pod-bound one), for a serving certificate naming -secure-metrics-node-name and its addresses, and serve it once issued (renewed before it expires; the self-signed one until then)")
@@ -74,6 +79,15 @@ func main() {
 		// CoreDNS's own listeners use SO_REUSEPORT (the node's DaemonSet is in
 		// the host network: old and new pod bind together during an update).
 		secureMetrics.ReusePort = true
+		// Any local user may bind the port first (a port above 1024, the
+		// host network): CoreDNS answers DNS meanwhile and binds it once
+		// free, never exits for it. Scrapers are few: a small cap.
+		secureMetrics.Listen = securemetrics.RetryListen(2*time.Second, func(err error) {
+			fmt.Fprintf(os.Stderr, "coredns: secure metrics: waiting for %s: %v\n", secureMetrics.BindAddress, err)
+		})
+		if secureMetrics.MaxConnections == 0 {
+			secureMetrics.MaxConnections = secureMetricsMaxConnections
+		}
 		if err := requestSecureMetricsCertificate(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, "coredns:", err)
 			os.Exit(1)
