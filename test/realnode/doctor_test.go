@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -127,10 +128,32 @@ func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface,
 			t.Fatal(err)
 		}
 	}
+	// Each way through "handover" (neither DaemonSet's), the old
+	// kube-proxy gone before the other starts, as the guides move a node:
+	// the sampler holds the whole run to one kube-proxy per node.
+	gone := func(selector string) {
+		t.Helper()
+		if err := waitUntil(ctx, 3*time.Minute, func() error {
+			pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: selector, FieldSelector: "spec.nodeName=" + snapshotNode.Name})
+			if err != nil {
+				return err
+			}
+			if len(pods.Items) > 0 {
+				return fmt.Errorf("pod %s still there", pods.Items[0].Name)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("%s off %s: %v", selector, snapshotNode.Name, err)
+		}
+	}
+	label(`"handover"`)
+	gone("app.kubernetes.io/name=kube-proxy-edge")
 	label("null")
 	expectDoctor(ctx, t, kubeconfig, sorted, "the stock kube-proxy instead of kube-proxy-edge on "+snapshotNode.Name,
 		"node "+snapshotNode.Name+": no kube-proxy-edge pod",
 		"node "+snapshotNode.Name+": the stock kube-proxy (pod kube-proxy-")
+	label(`"handover"`)
+	gone("k8s-app=kube-proxy")
 	label(`"edge"`)
 	expectDoctor(ctx, t, kubeconfig, sorted, "kube-proxy-edge back on "+snapshotNode.Name)
 
