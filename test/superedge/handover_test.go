@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -247,11 +248,15 @@ func TestSuperEdgeLeaderLock(t *testing.T) {
 		}
 		return nil
 	})
+	// SuperEdge's controller makes the children on its own time: our
+	// controller's Event says nothing of that.
 	for _, u := range units {
-		d, err := e.kube.AppsV1().Deployments(ns).Get(ctx, dgName+"-"+u, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("SuperEdge's controller made no %s-%s: %v", dgName, u, err)
-		}
+		var d *appsv1.Deployment
+		testwait.Eventually(ctx, t, 0, "SuperEdge's controller makes "+dgName+"-"+u, func(ctx context.Context) error {
+			var err error
+			d, err = e.kube.AppsV1().Deployments(ns).Get(ctx, dgName+"-"+u, metav1.GetOptions{})
+			return err
+		})
 		if h := d.Annotations[appliedHash]; h != "" {
 			t.Errorf("%s carries our %s=%s while SuperEdge's controller leads", d.Name, appliedHash, h)
 		}
