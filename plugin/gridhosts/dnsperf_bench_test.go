@@ -27,6 +27,9 @@ const dnsperfNames = 1000
 // (SG_DNSPERF_PAIRS).
 const dnsperfPairs = 8
 
+// dnsperfSeconds is how long each dnsperf run lasts (SG_DNSPERF_SECONDS).
+const dnsperfSeconds = 10
+
 // envInt is the integer in environment variable name, def when unset.
 func envInt(b *testing.B, name string, def int) int {
 	v := os.Getenv(name)
@@ -49,8 +52,8 @@ var dnsperfLatency = regexp.MustCompile(`Average Latency \(s\):\s+([0-9.]+)`)
 // the hosts plugin serving the same names from a file, in the same binary
 // and Corefile shape, runs interleaved; it reports the median ratio of the
 // pairs and its spread, and prints it as a ratio line (ratio.go). Needs
-// `dnsperf` (Debian package dnsperf). SG_DNSPERF_NAMES, SG_DNSPERF_PAIRS
-// and SG_DNSPERF_MODE (node, the default, clients, or both as
+// `dnsperf` (Debian package dnsperf). SG_DNSPERF_NAMES, SG_DNSPERF_PAIRS,
+// SG_DNSPERF_SECONDS (each run's length, 10) and SG_DNSPERF_MODE (node, the default, clients, or both as
 // "node,clients": one world, each mode's CoreDNS in turn) change the load;
 // SG_BENCH_WORLD (benchWorldKind) who makes the grid's children and pods;
 // every answer must be NOERROR. SG_DNSPERF_PROFILE=DIR saves a CPU profile
@@ -59,6 +62,7 @@ var dnsperfLatency = regexp.MustCompile(`Average Latency \(s\):\s+([0-9.]+)`)
 func BenchmarkDNSPerf(b *testing.B) {
 	benchRec := benchrecord.Start(b, "docs/benchmarks/gridhosts-qps.md")
 	names, pairs := envInt(b, "SG_DNSPERF_NAMES", dnsperfNames), envInt(b, "SG_DNSPERF_PAIRS", dnsperfPairs)
+	seconds := envInt(b, "SG_DNSPERF_SECONDS", dnsperfSeconds)
 	modes := strings.Split(os.Getenv("SG_DNSPERF_MODE"), ",")
 	if os.Getenv("SG_DNSPERF_MODE") == "" {
 		modes = []string{"node"}
@@ -145,7 +149,7 @@ func BenchmarkDNSPerf(b *testing.B) {
 			}
 			got := map[string][2]float64{}
 			for _, srv := range order {
-				q, l := run(srv, 10)
+				q, l := run(srv, seconds)
 				got[srv] = [2]float64{q, l}
 				load.sample()
 			}

@@ -22,11 +22,26 @@ import (
 	"github.com/servicegroup/servicegroup/internal/benchrecord"
 )
 
-// memoryPods are the grid pod counts BenchmarkMemory compares at.
-var memoryPods = []int{1000, 10000}
+// memoryPods are the grid pod counts BenchmarkMemory compares at
+// (SG_MEMBENCH_PODS, comma-separated, default 1000,10000).
+func memoryPods(b *testing.B) []int {
+	v := os.Getenv("SG_MEMBENCH_PODS")
+	if v == "" {
+		return []int{1000, 10000}
+	}
+	var pods []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("SG_MEMBENCH_PODS=%q: want positive pod counts, comma-separated", v)
+		}
+		pods = append(pods, n)
+	}
+	return pods
+}
 
 // BenchmarkMemory reports the resident memory (VmRSS) of the built CoreDNS
-// serving the unified names of 1k and 10k grid pods with gridhosts (from
+// serving the unified names of 1k and 10k grid pods (SG_MEMBENCH_PODS) with gridhosts (from
 // informers) against a second CoreDNS, the same binary file, serving the
 // same names with the hosts plugin from a file, same Corefile shape, each
 // read after every name was answered once. As many pods of the same grid
@@ -42,8 +57,9 @@ var memoryPods = []int{1000, 10000}
 func BenchmarkMemory(b *testing.B) {
 	benchRec := benchrecord.Start(b, "docs/benchmarks/gridhosts-memory.md")
 	bin := coreDNSBinary(b)
-	world := startBenchWorld(b, memoryPods[0], benchWorldKind(b))
-	for _, n := range memoryPods {
+	pods := memoryPods(b)
+	world := startBenchWorld(b, pods[0], benchWorldKind(b))
+	for _, n := range pods {
 		world.scale(b, n)
 		hostsFile := world.hostsFile(b)
 		load := newLoadRange()

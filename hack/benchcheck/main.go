@@ -1,0 +1,254 @@
+// Command benchcheck holds the benchmarks' quantitative goals
+// (docs/benchmarks/goals.md, internal/benchcheck): it runs every
+// benchmark with a goal at the size the goals file gives, each beside its
+// baseline in one run, prints the table of goals met and missed, and exits
+// 1 naming each goal missed or not measured. `make bench-check` runs it;
+// -from checks saved `go test -bench -v` output instead of running.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/servicegroup/servicegroup/internal/benchcheck"
+)
+
+func main() {
+	goalsPath := flag.String("goals", "docs/benchmarks/goals.md", "the goals file")
+	only := flag.String("runs", "", "comma-separated runs of the goals file to run (default: every run)")
+	from := flag.String("from", "", "comma-separated `go test -bench -v` outputs to check instead of running the benchmarks")
+	logDir := flag.String("logs", "", "directory for each run's output (default: a new one under the temporary directory)")
+	record := flag.String("record", "", "write the result, with date, commit and load, as markdown to this file")
+	budget := flag.Duration("budget", 15*time.Minute, "the time bench-check should take; a longer run is reported")
+	flag.Parse()
+	if err := run(*goalsPath, *only, *from, *logDir, *record, *budget); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-check:", err)
+		os.Exit(2)
+	}
+}
+
+// runResult is one run's output and how it ended.
+type runResult struct {
+	run     benchcheck.Run
+	took    time.Duration
+	failure string // "" when go test succeeded
+	log     string
+}
+
+func run(goalsPath, only, from, logDir, record string, budget time.Duration) error {
+	f, err := os.Open(goalsPath)
+	if err != nil {
+		return err
+	}
+	table, err := benchcheck.ParseTable(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", goalsPath, err)
+	}
+	runs := table.Runs
+	if only != "" {
+		runs = nil
+		for _, name := range strings.Split(only, ",") {
+			r, ok := table.RunByName(strings.TrimSpace(name))
+			if !ok {
+				return fmt.Errorf("-runs: %s has no run %q", goalsPath, name)
+			}
+			runs = append(runs, r)
+		}
+	}
+	goals := table.Goals
+	if only != "" {
+		goals = slices.DeleteFunc(slices.Clone(goals), func(g benchcheck.Goal) bool {
+			return !slices.ContainsFunc(runs, func(r benchcheck.Run) bool { return r.Name == g.Run })
+		})
+	}
+
+	started, loadStart := time.Now().UTC(), loadAverage()
+	res := benchcheck.NewResults()
+	runFailed := map[string]string{}
+	var done []runResult
+	if from != "" {
+		for _, path := range strings.Split(from, ",") {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if err := res.Parse(bytes.NewReader(data)); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+		}
+	} else {
+		if logDir == "" {
+			if logDir, err = os.MkdirTemp("", "bench-check-"); err != nil {
+				return err
+			}
+		} else if err := os.MkdirAll(logDir, 0o755); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bench-check: %d runs, output in %s\n", len(runs), logDir)
+		for _, r := range runs {
+			rr := execute(r, logDir)
+			done = append(done, rr)
+			if rr.failure != "" {
+				runFailed[r.Name] = rr.failure
+			}
+			data, err := os.ReadFile(rr.log)
+			if err != nil {
+				return err
+			}
+			if err := res.Parse(bytes.NewReader(data)); err != nil {
+				return fmt.Errorf("%s: %w", rr.log, err)
+			}
+		}
+	}
+	took := time.Since(started)
+	outcomes := benchcheck.Check(goals, res, runFailed)
+	failures := benchcheck.Failures(outcomes)
+
+	var page strings.Builder
+	fmt.Fprintf(&page, "- Date: %s, %s\n", started.Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
+	fmt.Fprintf(&page, "- Commit: `%s`\n", commit())
+	fmt.Fprintf(&page, "- Go: %s, %d CPUs\n", runtime.Version(), runtime.NumCPU())
+	fmt.Fprintf(&page, "- Load average (1, 5, 15 min): %s at start, %s at end\n", loadStart, loadAverage())
+	if from != "" {
+		fmt.Fprintf(&page, "- Checked from saved output: %s\n", from)
+	}
+	for _, rr := range done {
+		state := "ok"
+		if rr.failure != "" {
+			state = rr.failure
+		}
+		fmt.Fprintf(&page, "- Run `%s`: %s, %s: `%s`\n", rr.run.Name, rr.took.Round(time.Second), state, commandLine(rr.run))
+	}
+	if from == "" && took > budget {
+		fmt.Fprintf(&page, "- **Over budget**: %s, more than %s\n", took.Round(time.Second), budget)
+	}
+	page.WriteString("\n")
+	page.WriteString(benchcheck.RenderTable(outcomes))
+	if len(failures) > 0 {
+		page.WriteString("\n")
+		for _, f := range failures {
+			fmt.Fprintf(&page, "- %s\n", f)
+		}
+	}
+	fmt.Print(page.String())
+	if record != "" {
+		if err := os.WriteFile(record, []byte(page.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	if len(failures) > 0 {
+		for _, f := range failures {
+			fmt.Fprintln(os.Stderr, "bench-check:", f)
+		}
+		os.Exit(1)
+	}
+	return nil
+}
+
+// goCommand is the go command to run (GO, as the Makefile names it).
+func goCommand() string {
+	if g := os.Getenv("GO"); g != "" {
+		return g
+	}
+	return "go"
+}
+
+func testArgs(r benchcheck.Run) []string {
+	return []string{"test", "-run", "^$", "-bench", r.Bench, "-benchtime", r.Benchtime,
+		"-count", strconv.Itoa(r.Count), "-timeout", r.Timeout.String(), "-v", r.Package}
+}
+
+// commandLine is the run as a shell command, to re-run it alone.
+func commandLine(r benchcheck.Run) string {
+	parts := slices.Clone(r.Env)
+	parts = append(parts, goCommand())
+	for _, a := range testArgs(r) {
+		if strings.ContainsAny(a, "^$|()*") {
+			a = "'" + a + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// execute runs r's go test, its output into a file of logDir, and says
+// how it went.
+func execute(r benchcheck.Run, logDir string) runResult {
+	rr := runResult{run: r, log: filepath.Join(logDir, r.Name+".log")}
+	fmt.Fprintf(os.Stderr, "bench-check: run %s: %s\n", r.Name, commandLine(r))
+	out, err := os.Create(rr.log)
+	if err != nil {
+		rr.failure = err.Error()
+		return rr
+	}
+	defer out.Close()
+	// go test's own -timeout ends the benchmark with a stack dump; this is
+	// a backstop if the go command itself hangs.
+	ctx, cancel := context.WithTimeout(context.Background(), r.Timeout+2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goCommand(), testArgs(r)...)
+	cmd.Env = append(os.Environ(), r.Env...)
+	cmd.Stdout, cmd.Stderr = out, out
+	start := time.Now()
+	err = cmd.Run()
+	rr.took = time.Since(start)
+	if err != nil {
+		rr.failure = fmt.Sprintf("go test: %v, see %s", err, rr.log)
+		tail, _ := tailOf(rr.log, 20)
+		fmt.Fprintf(os.Stderr, "bench-check: run %s failed after %s (%v); the end of %s:\n%s\n", r.Name, rr.took.Round(time.Second), err, rr.log, tail)
+	} else {
+		fmt.Fprintf(os.Stderr, "bench-check: run %s done in %s\n", r.Name, rr.took.Round(time.Second))
+	}
+	return rr
+}
+
+func tailOf(path string, lines int) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return "", err
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(all[max(0, len(all)-lines):], "\n"), nil
+}
+
+// commit is the short commit of the checkout, "-dirty" with changes.
+func commit() string {
+	head, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(head))
+	if st, err := exec.Command("git", "status", "--porcelain").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		c += "-dirty"
+	}
+	return c
+}
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
