@@ -61,6 +61,9 @@ func check(g Goal, res *Results, runErr string) Outcome {
 	}
 	v := Median(values)
 	o.Value, o.Detail = v, spread(values)
+	if name, ok := strings.CutPrefix(g.Metric, "ratio:"); ok && len(values) == 1 {
+		o.Detail = res.RatioRun(name)
+	}
 	if g.Baseline.Metric != "" {
 		base := g.Baseline
 		if base.Benchmark == "" {

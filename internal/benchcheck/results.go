@@ -16,13 +16,16 @@ import (
 type Results struct {
 	values map[string]map[string][]float64
 	ratios map[string][]float64
+	// ratioRun is what the last ratio line of each name says of its run
+	// (spread, samples, load, world).
+	ratioRun map[string]string
 	// Failed are the benchmarks a "--- FAIL:" or "--- SKIP:" line names.
 	Failed map[string]string
 }
 
 // NewResults returns empty Results.
 func NewResults() *Results {
-	return &Results{values: map[string]map[string][]float64{}, ratios: map[string][]float64{}, Failed: map[string]string{}}
+	return &Results{values: map[string]map[string][]float64{}, ratios: map[string][]float64{}, ratioRun: map[string]string{}, Failed: map[string]string{}}
 }
 
 var (
@@ -82,6 +85,7 @@ func (r *Results) parseLine(line string) {
 // parseRatio reads `ratio name=NAME value=V goal<=X key=value...`.
 func (r *Results) parseRatio(line string) {
 	var name string
+	var run []string
 	value, ok := 0.0, false
 	for _, f := range strings.Fields(line)[1:] {
 		k, v, _ := strings.Cut(f, "=")
@@ -92,10 +96,13 @@ func (r *Results) parseRatio(line string) {
 			if x, err := strconv.ParseFloat(v, 64); err == nil {
 				value, ok = x, true
 			}
+		case "min", "max", "pairs", "runs", "load", "world":
+			run = append(run, f)
 		}
 	}
 	if name != "" && ok {
 		r.ratios[name] = append(r.ratios[name], value)
+		r.ratioRun[name] = strings.Join(run, " ")
 	}
 }
 
@@ -107,6 +114,10 @@ func (r *Results) Values(benchmark, metric string) []float64 {
 	}
 	return r.values[benchmark][metric]
 }
+
+// RatioRun is what the last ratio line of name said of its run
+// ("min=0.59 max=0.92 pairs=4 load=18.6-20.9 world=direct"), "" without.
+func (r *Results) RatioRun(name string) string { return r.ratioRun[name] }
 
 // Metrics lists the units benchmark reported, sorted (for the message of a
 // missing figure).
