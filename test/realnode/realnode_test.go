@@ -965,8 +965,9 @@ func TestRealNodes(t *testing.T) {
 			pods, err = readyPods(ctx, client, 10)
 			return err
 		})
-		// edge-kube-proxy reads SuperEdge's wrapper again, and edge-coredns
-		// answers the edge nodes' names.
+		// edge-kube-proxy reads SuperEdge's wrapper again (its rules follow
+		// the rolled pods), and edge-coredns answers the edge nodes' names.
+		proxyRulesInUnit(ctx, t, nodeByName(nodes, "node0"), "nodeunit1", pods)
 		checkClusterIP(ctx, t, op, "client-node0", gridURL(), podsInUnit(pods, "nodeunit1"))
 		for _, sn := range seedNodes[:len(edgeNodes)] {
 			checkGridNames(ctx, t, op, "client-"+sn.name, sn.unit, pods)

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
 
 // superEdgeManager is the field manager of SuperEdge's controller's
@@ -304,4 +306,26 @@ func TestSuperEdgeChecks(t *testing.T) {
 			t.Errorf("%s: taken for rolled out", name)
 		}
 	}
+}
+
+// proxyRulesInUnit waits until the kube-proxy on node n (iptables mode:
+// edge-kube-proxy's) balances the grid's Service over exactly the pods of
+// unit (pods: the ready ones by name), read from the node's own rules.
+func proxyRulesInUnit(ctx context.Context, t *testing.T, n *Node, unit string, pods map[string]corev1.Pod) {
+	t.Helper()
+	var want []string
+	for name := range podsInUnit(pods, unit) {
+		want = append(want, pods[name].Status.PodIP)
+	}
+	slices.Sort(want)
+	eventually(ctx, t, 0, n.Name+": kube-proxy's rules balance "+gridService+" over exactly "+unit+"'s pods "+fmt.Sprint(want), func(ctx context.Context) error {
+		rules, err := n.Net.NS.Run(ctx, "iptables-save")
+		if err != nil {
+			return err
+		}
+		if got := harness.ProxyEndpoints(harness.ProxyModeIPTables, rules, "default", gridService); !slices.Equal(got, want) {
+			return fmt.Errorf("rules list %v", got)
+		}
+		return nil
+	})
 }
