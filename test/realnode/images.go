@@ -39,8 +39,9 @@ const (
 
 // MirroredRegistries are the upstream registries each node resolves
 // through the local registry (SuperEdge's examples name gcr.io and docker.io
-// echo servers, the manifests registry.k8s.io's kube-proxy).
-var MirroredRegistries = []string{"registry.k8s.io", "gcr.io", "docker.io"}
+// echo servers, the manifests registry.k8s.io's kube-proxy, SuperEdge's
+// manifests its own registry).
+var MirroredRegistries = []string{"registry.k8s.io", "gcr.io", "docker.io", superEdgeRegistry}
 
 // echoImages are SuperEdge's examples' images, served by our echoserver.
 var echoImages = []string{
@@ -48,15 +49,11 @@ var echoImages = []string{
 	"docker.io/superedge/echoserver:2.2",
 }
 
-// hostsDaemonImage is SuperEdge's statefulset-grid-daemon image, served by
-// our stand-in (statefulsetgriddaemon/).
-const hostsDaemonImage = "docker.io/superedge/statefulset-grid-daemon:v0.2.0"
-
 // rootfsPackages are the Debian packages of the kube-proxy and client
 // images (part of the root file system's cache key).
 var rootfsPackages = []string{"iptables", "nftables", "conntrack", "dnsutils", "curl", "iproute2"}
 
-// PushTestImages builds the pause, echo, hosts daemon, kube-proxy and client images for
+// PushTestImages builds the pause, echo, kube-proxy and client images for
 // the machine's platform and pushes them to reg under their mirrored
 // paths. kubeProxy is the kube-proxy binary; work is a scratch directory.
 func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag, work string) error {
@@ -66,7 +63,7 @@ func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag,
 		return err
 	}
 	bins := map[string]string{}
-	for _, cmd := range []string{"pause", "echoserver", "statefulsetgriddaemon"} {
+	for _, cmd := range []string{"pause", "echoserver"} {
 		out := filepath.Join(work, cmd)
 		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./test/realnode/"+cmd)
 		build.Dir = repo
@@ -93,10 +90,6 @@ func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag,
 	if err != nil {
 		return err
 	}
-	hostsDaemon, err := fileLayer(bins["statefulsetgriddaemon"], "statefulset-grid-daemon")
-	if err != nil {
-		return err
-	}
 	proxy, err := cachedFileLayer(ctx, kubeProxy, "usr/local/bin/kube-proxy")
 	if err != nil {
 		return err
@@ -108,7 +101,6 @@ func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag,
 	}{
 		{[]string{PauseImage}, []v1.Layer{pause}, []string{"/pause"}},
 		{echoImages, []v1.Layer{echo}, []string{"/echoserver"}},
-		{[]string{hostsDaemonImage}, []v1.Layer{hostsDaemon}, []string{"/statefulset-grid-daemon"}},
 		{[]string{"registry.k8s.io/kube-proxy:" + kubeProxyTag}, []v1.Layer{rootfsLayer, proxy}, []string{"/usr/local/bin/kube-proxy"}},
 		{[]string{ClientImage}, []v1.Layer{rootfsLayer}, []string{"sleep", "infinity"}},
 	}

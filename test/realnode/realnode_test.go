@@ -63,10 +63,11 @@ const (
 // first boot.
 const clusterDNS = "10.96.0.10"
 
-// edgeCoreDNS is SuperEdge's edge-coredns Service's clusterIP
-// (testdata/superedge.yaml), the edge nodes' clusterDNS while SuperEdge's
-// data plane runs.
-const edgeCoreDNS = "10.96.0.20"
+// edgeCoreDNS is where SuperEdge's edge-coredns answers on each edge node
+// (edgeadm 0.8.2 and later: host network, its edge virtual address on the
+// node, testdata/superedge.yaml), the edge nodes' clusterDNS while
+// SuperEdge's data plane runs.
+const edgeCoreDNS = "169.254.20.11"
 
 // TestRealNodes installs the shipped artefacts with the operator guide's
 // commands on three real kubelets with their own containerd, in two
@@ -445,10 +446,9 @@ func TestRealNodes(t *testing.T) {
 	// clusterDNS elsewhere and restarts the kubelet; then the node's client
 	// pod is recreated at once and must name want as its only nameserver
 	// and resolve through it (nodeDNSStep). No wait for the restarted
-	// kubelet's probes: the node's CoreDNS is reached on its node-local
-	// address, not through a Service whose endpoint a not-yet-probed pod
-	// leaves. A move to edge-coredns (SuperEdge's, a Service answering only
-	// on its own node) waits first for the restarted kubelet to probe it.
+	// kubelet's probes: the node's CoreDNS, and SuperEdge's edge-coredns,
+	// are reached on node-local addresses, not through a Service whose
+	// endpoint a not-yet-probed pod leaves.
 	moveDNS := func(n *Node, want, g, name string, env ...string) {
 		t.Helper()
 		extra, then, err := nodeDNSStep(ctx, n, filepath.Join(run, "node-bin"), op.Kubectl, want)
@@ -456,9 +456,6 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		stepOnThen(n.Enter(), then, g, name, append(append([]string{"NODE=" + n.Name}, extra...), env...)...)
-		if want == edgeCoreDNS {
-			stepOn(nil, migrationGuide, "edge-coredns-reprobed", "NODE="+n.Name)
-		}
 		// The new client's first attempts count as an operator's freshly
 		// started pods' would: its window runs from its creation until its
 		// requests and queries are all answered.
@@ -787,20 +784,21 @@ func TestRealNodes(t *testing.T) {
 	})
 	reported = len(windows)
 
-	// SuperEdge's data plane on the same nodes, as its manifests deploy it
-	// (testdata/superedge.yaml, stand-in images of ours): node0 and node1
-	// edge nodes, node2 a cloud node; then build/MIGRATION.md's steps to
-	// ours and back. The registry is back with the cloud.
+	// SuperEdge v0.9.0 on the same nodes, its own controller, wrapper and
+	// hosts daemon, as its installer (edgeadm v0.9.0) and its manifests
+	// deploy them (testdata/superedge.yaml): node0 and node1 edge nodes,
+	// node2 the cloud node; SuperEdge's controller makes the grids'
+	// children. Then build/MIGRATION.md's steps to ours and back. The
+	// registry is back with the cloud.
 	apiserver := fmt.Sprintf("https://%s:%d", fabric.RootIP, apiPort(cp))
 	edgeNodes := []string{"node0", "node1"}
 	superEdgeOn := map[string]int{
-		"edge-system/application-grid-wrapper-node": len(edgeNodes), "edge-system/application-grid-wrapper-master": len(names) - len(edgeNodes),
-		"edge-system/edge-coredns": len(edgeNodes), "edge-system/statefulset-grid-daemon": len(edgeNodes),
+		"edge-system/application-grid-wrapper-node": len(edgeNodes), "edge-system/edge-coredns": len(edgeNodes),
+		"edge-system/edge-kube-proxy": len(edgeNodes), "edge-system/statefulset-grid-daemon": len(names),
 	}
-	superEdgeGone := map[string]int{}
-	for ds := range superEdgeOn {
-		superEdgeGone[ds] = 0
-	}
+	// edge-kube-proxy stays (no pod: every edge node carries
+	// servicegroup.io/kube-proxy) for a rollback; the rest goes.
+	superEdgeGone := map[string]int{"edge-system/application-grid-wrapper-node": 0, "edge-system/edge-coredns": 0, "edge-system/statefulset-grid-daemon": 0}
 	ours := map[string]int{"edge-system/application-grid-wrapper": len(edgeNodes), "edge-system/coredns-gridhosts": len(edgeNodes), "kube-system/kube-proxy-edge": len(edgeNodes)}
 	gridURL := func() string {
 		svc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
@@ -809,74 +807,88 @@ func TestRealNodes(t *testing.T) {
 		}
 		return "http://" + svc.Spec.ClusterIP + ":80/"
 	}
+	repo, _ := harness.RepoRoot()
+	demoGrids := []string{"deploymentgrid.yaml", "statefulsetgrid.yaml", "servicegrid.yaml"}
+	var superEdgeMade gridWorkloads // the grids' workloads SuperEdge's controller made
 	costs.step("superedge", func() {
 		if err := reg.Restart(); err != nil {
 			t.Fatal(err)
 		}
+		se, err := BuildSuperEdge(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := PushSuperEdgeImages(ctx, reg, se); err != nil {
+			t.Fatal(err)
+		}
+		edgeProxyImage, err := PushKubeProxyImage(ctx, reg, se.KubeProxy, se.KubeProxyVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
 		manifests, err := op.WriteSuperEdgeManifests("testdata/superedge.yaml", apiserver, map[string]string{
-			"WRAPPER_IMAGE": installed["DaemonSet/edge-system/application-grid-wrapper/wrapper"],
-			"COREDNS_IMAGE": installed["DaemonSet/edge-system/coredns-gridhosts/coredns"],
-			"PAUSE_IMAGE":   PauseImage,
+			"CONTROLLER_IMAGE": se.Image("application-grid-controller"),
+			"WRAPPER_IMAGE":    se.Image("application-grid-wrapper"),
+			"DAEMON_IMAGE":     se.Image("statefulset-grid-daemon"),
+			"COREDNS_IMAGE":    installed["DaemonSet/edge-system/coredns-gridhosts/coredns"],
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
+		// edgeadm's node labels, and on each edge node its edge virtual
+		// address (there the dummy interface of lite-apiserver, not run here).
 		for _, n := range edgeNodes {
-			mustRun(ctx, t, op, "label", "node", n, "superedge.io/edge-node=enable")
+			mustRun(ctx, t, op, "label", "node", n, superEdgeEdgeLabel+"=enable")
+			if err := nodeByName(nodes, n).AddLoopbackAddr(ctx, edgeCoreDNS+"/32"); err != nil {
+				t.Fatal(err)
+			}
 		}
+		mustRun(ctx, t, op, "label", "node", staticNode, "node-role.kubernetes.io/master=")
+		// The children remove-crds orphaned go: SuperEdge's controller makes
+		// the grids' children itself.
+		mustRun(ctx, t, op, "-n", "default", "delete", "deployments,statefulsets,services", "-l", "superedge.io/grid-selector", "--wait=true")
 		mustRun(ctx, t, op, "apply", "-f", manifests)
-		// SuperEdge's grids, as a cluster running SuperEdge has them: the
-		// grid CRDs (which SuperEdge's controller installs at its start;
-		// ours stand in) and examples/ again, whose children, orphaned by
-		// remove-crds, stay orphans until our controller takes them over in
-		// migrate-cluster.
-		repo, _ := harness.RepoRoot()
-		var crds []string
-		for _, kind := range []string{"deploymentgrids", "statefulsetgrids", "servicegrids"} {
-			crds = append(crds, "-f", filepath.Join(repo, "build/crds/superedge.io_"+kind+".yaml"))
+		if err := InstallEdgeKubeProxy(ctx, client, edgeProxyImage); err != nil {
+			t.Fatal(err)
 		}
-		mustRun(ctx, t, op, append([]string{"apply", "--server-side"}, crds...)...)
-		// kubectl wait fails at once on a CRD that has no conditions yet:
-		// asked again until it succeeds.
-		eventually(ctx, t, 0, "the grid CRDs Established", func(ctx context.Context) error {
+		// SuperEdge's controller creates the grid CRDs at its start.
+		eventually(ctx, t, 0, "SuperEdge's controller running and its grid CRDs Established", func(ctx context.Context) error {
+			if _, err := op.Run(ctx, "-n", "edge-system", "wait", "--for=condition=Available", "--timeout=10s", "deployment/application-grid-controller"); err != nil {
+				return err
+			}
 			_, err := op.Run(ctx, "wait", "--for=condition=Established", "--timeout=10s", "crd/deploymentgrids.superedge.io", "crd/statefulsetgrids.superedge.io", "crd/servicegrids.superedge.io")
 			return err
 		})
-		mustRun(ctx, t, op, "apply", "-f", filepath.Join(repo, "examples"))
+		for _, f := range demoGrids {
+			mustRun(ctx, t, op, "apply", "-f", filepath.Join(repo, "examples", f))
+		}
+		eventually(ctx, t, 0, "SuperEdge's DaemonSets ready on their nodes, the stock kube-proxy on the cloud node only", func(ctx context.Context) error {
+			return daemonSetsReady(ctx, client, map[string]int{"kube-system/kube-proxy": len(names) - len(edgeNodes)})
+		})
 		eventually(ctx, t, 0, "SuperEdge's DaemonSets ready on their nodes", func(ctx context.Context) error {
 			return daemonSetsReady(ctx, client, superEdgeOn)
 		})
-		if err := PointKubeProxyAt(ctx, client, apiserver, superEdgeWrapperServer); err != nil {
+		eventually(ctx, t, 4*time.Minute, "the grids' 10 pods (their workloads made by SuperEdge's controller) and the 3 clients Ready", func(ctx context.Context) error {
+			var err error
+			pods, err = readyPods(ctx, client, 10)
+			return err
+		})
+		if superEdgeMade, err = madeBySuperEdge(ctx, client); err != nil {
 			t.Fatal(err)
 		}
-		mustRun(ctx, t, op, "-n", "kube-system", "rollout", "restart", "daemonset", "kube-proxy")
-		mustRun(ctx, t, op, "-n", "kube-system", "rollout", "status", "daemonset", "kube-proxy", "--timeout=5m")
-		// kube-proxy reads through SuperEdge's wrapper: the grid's Service
-		// stays in node0's nodeunit again.
+		t.Logf("made by SuperEdge's controller: %s", superEdgeMade)
+		// edge-kube-proxy reads through SuperEdge's wrapper: the grid's
+		// Service stays in node0's nodeunit.
 		checkClusterIP(ctx, t, op, "client-node0", gridURL(), podsInUnit(pods, "nodeunit1"))
 
 		// What SuperEdge's installer does on each edge node: its kubelet
 		// names edge-coredns. The node's client is recreated to resolve
 		// through it, and from then on also resolves the grid's unified
 		// name, which edge-coredns answers from the hosts daemon's file.
-		svc, err := client.CoreV1().Services("edge-system").Get(ctx, "edge-coredns", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if svc.Spec.ClusterIP != edgeCoreDNS {
-			t.Fatalf("edge-coredns has clusterIP %s, testdata/superedge.yaml pins %s", svc.Spec.ClusterIP, edgeCoreDNS)
-		}
-		eventually(ctx, t, 0, "the grids' 10 pods and the 3 clients Ready", func(ctx context.Context) error {
-			var err error
-			pods, err = readyPods(ctx, client, 10)
-			return err
-		})
 		for _, sn := range seedNodes[:len(edgeNodes)] {
 			n := nodeByName(nodes, sn.name)
 			if err := NameEdgeCoreDNS(ctx, n, edgeCoreDNS); err != nil {
 				t.Fatal(err)
 			}
-			stepIn(migrationGuide, "edge-coredns-reprobed", "NODE="+n.Name)
 			first, ok := pods[fmt.Sprintf("%s-%s-0", statefulGrid, sn.unit)]
 			if !ok {
 				t.Fatalf("no pod %s-%s-0", statefulGrid, sn.unit)
@@ -900,22 +912,30 @@ func TestRealNodes(t *testing.T) {
 			stepIn(migrationGuide, "migrate-node", "NODE="+n)
 			moveDNS(nodeByName(nodes, n), nodeLocalDNS, migrationGuide, "migrate-node-dns")
 		}
-		stepIn(migrationGuide, "migrate-finish", "APISERVER="+apiserver)
-		eventually(ctx, t, 0, "ours ready on the edge nodes, SuperEdge's DaemonSets gone", func(ctx context.Context) error {
+		stepIn(migrationGuide, "migrate-finish", "APISERVER="+apiserver, "EDGE_COREDNS="+edgeCoreDNS)
+		eventually(ctx, t, 0, "ours ready on the edge nodes, SuperEdge's DaemonSets gone, edge-kube-proxy on no node", func(ctx context.Context) error {
 			if err := daemonSetsReady(ctx, client, superEdgeGone); err != nil {
+				return err
+			}
+			if err := daemonSetsIdle(ctx, client, "edge-system/edge-kube-proxy"); err != nil {
 				return err
 			}
 			return daemonSetsReady(ctx, client, ours)
 		})
-		// The grids (SuperEdge's, from the superedge step): the controller
-		// took their orphaned workloads over, the edge nodes' wrapper and
-		// CoreDNS serve them.
-		eventually(ctx, t, 0, "the grids' 10 pods and the 3 clients Ready", func(ctx context.Context) error {
-			var err error
-			pods, err = readyPods(ctx, client, 10)
-			return err
-		})
 		stepIn(migrationGuide, "migrate-check")
+		// The takeover replaced nothing SuperEdge's controller made: every
+		// pod, ReplicaSet and revision is the same object, no container
+		// restarted, and our controller manages the children.
+		eventually(ctx, t, 0, "our controller manages every child SuperEdge's controller made", func(ctx context.Context) error {
+			return takenOver(ctx, client)
+		})
+		now, err := readGridWorkloads(ctx, client, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := superEdgeMade.same(now); err != nil {
+			t.Errorf("the takeover replaced or restarted workloads: %v", err)
+		}
 		for _, sn := range seedNodes[:len(edgeNodes)] {
 			caller := "client-" + sn.name
 			checkClusterIP(ctx, t, op, caller, gridURL(), podsInUnit(pods, sn.unit))
@@ -937,9 +957,17 @@ func TestRealNodes(t *testing.T) {
 			}
 			return daemonSetsReady(ctx, client, map[string]int{"edge-system/application-grid-wrapper": 0, "edge-system/coredns-gridhosts": 0, "kube-system/kube-proxy-edge": 0})
 		})
-		// SuperEdge's wrapper (its own ServiceAccount, untouched by our
-		// uninstall) serves kube-proxy again, and edge-coredns the edge
-		// nodes' names.
+		// SuperEdge's controller manages the grids again: a template change
+		// made now reaches every nodeunit's Deployment (it rolls them).
+		rolledBack(ctx, t, client)
+		eventually(ctx, t, 4*time.Minute, "the grids' 10 pods (the Deployments' rolled by SuperEdge's controller) and the 3 clients Ready", func(ctx context.Context) error {
+			var err error
+			pods, err = readyPods(ctx, client, 10)
+			return err
+		})
+		// edge-kube-proxy reads SuperEdge's wrapper again (its rules follow
+		// the rolled pods), and edge-coredns answers the edge nodes' names.
+		proxyRulesInUnit(ctx, t, nodeByName(nodes, "node0"), "nodeunit1", pods)
 		checkClusterIP(ctx, t, op, "client-node0", gridURL(), podsInUnit(pods, "nodeunit1"))
 		for _, sn := range seedNodes[:len(edgeNodes)] {
 			checkGridNames(ctx, t, op, "client-"+sn.name, sn.unit, pods)
