@@ -92,7 +92,7 @@ func TestGridsFromChildren(t *testing.T) {
 	resolves := func(labels map[string]string, name string) string {
 		t.Helper()
 		x.Upsert(fixtures.Node("asking", labels, ""))
-		p := x.Member(Viewer{Node: "asking"}, MemberQuery{Namespace: "default", Grid: name, Ordinal: "0", Service: "svc"}).Pod
+		p := x.Member(&Viewer{Node: "asking"}, &MemberQuery{Namespace: "default", Grid: name, Ordinal: "0", Service: "svc"}).Pod
 		if p == nil {
 			return ""
 		}
