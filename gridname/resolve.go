@@ -142,8 +142,9 @@ type Result struct {
 // this nodeunit, that Service existing with the same grid key, and the pod
 // {set}-{ordinal} controlled by that StatefulSet, neither being deleted nor
 // finished, with an address. It is generic so that gridhosts' finder, a
-// plain struct, is called directly on the query path.
-func Resolve[F Finder](q Query, nodeLabels map[string]string, nodeKnown bool, f F) Result {
+// plain struct, is called directly on the query path; q by pointer keeps
+// that path's frames small (a query's goroutine starts with a small stack).
+func Resolve[F Finder](q *Query, nodeLabels map[string]string, nodeKnown bool, f F) Result {
 	var r Result
 	g := f.Grid()
 	r.Grid = g
@@ -184,7 +185,7 @@ func Resolve[F Finder](q Query, nodeLabels map[string]string, nodeKnown bool, f 
 	return r
 }
 
-func checkSet(s *StatefulSet, g *Grid, q Query, value string) Reason {
+func checkSet(s *StatefulSet, g *Grid, q *Query, value string) Reason {
 	switch {
 	case s == nil:
 		return SetNotFound

@@ -61,7 +61,7 @@ func TestResolve(t *testing.T) {
 	} {
 		f, node := healthy()
 		known := tc.break_(&f, node)
-		r := Resolve(q, node, known, f)
+		r := Resolve(&q, node, known, f)
 		if r.Reason != tc.want || r.Reason.Step() != tc.step {
 			t.Errorf("want %q at %q, got %q at %q", tc.want, tc.step, r.Reason, r.Reason.Step())
 		}

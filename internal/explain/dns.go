@@ -126,7 +126,7 @@ func DNS(qname string, n DNSName, self string, o DNSObjects) DNSReport {
 			f.pod = nil
 		}
 	}
-	res := gridname.Resolve(gridname.Query{Grid: n.Grid, Ordinal: strconv.Itoa(n.Ordinal), Service: n.Service}, labels, o.Node != nil, f)
+	res := gridname.Resolve(&gridname.Query{Grid: n.Grid, Ordinal: strconv.Itoa(n.Ordinal), Service: n.Service}, labels, o.Node != nil, f)
 
 	r := DNSReport{Name: qname, Node: self, Answers: []string{}, Resolved: res.Reason == gridname.Resolved, Reason: res.Reason.String()}
 	if r.Resolved {

@@ -77,6 +77,10 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 	c.pod(u1, 3, "10.0.1.4", corev1.PodFailed, nil)
 	c.pod(u1, 4, "10.0.1.5", corev1.PodSucceeded, nil)
 	c.pod(u1, 5, "10.0.1.6", corev1.PodRunning, func(p *corev1.Pod) { p.OwnerReferences = nil })
+	// Healthy and controlled, but beyond the 3 replicas (made directly, as
+	// a StatefulSet scaled down while its pod stays): answered in clients
+	// mode, not held by the node's DNS (issue 49's disagreement).
+	c.pod(u1, 7, "10.0.1.8", corev1.PodRunning, nil)
 	c.pod(u2, 0, "10.0.2.1", corev1.PodRunning, nil)
 	c.terminate(&corev1.Pod{}, "statefulsetgrid-demo-nodeunit1-2")
 	c.terminate(&appsv1.StatefulSet{}, u2.Name)
@@ -100,6 +104,42 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 		}
 		c.pod(c.childSet(g, "nodeunit1", defect), 0, "10.0.9.1", corev1.PodRunning, nil)
 	}
+
+	// A grid keyed by a key a kubelet cannot set on its own Node: its
+	// children and Service carry it in the annotation, the label holds
+	// its lossy encoding. The shipped Corefiles trust every key; both
+	// sides must still read the key from the annotation.
+	const trustedKey = "node-restriction.kubernetes.io/unit"
+	n1, err := c.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1.Labels[trustedKey] = "nodeunit1"
+	c.must(c.kube.CoreV1().Nodes().Update(ctx, n1, metav1.UpdateOptions{}))
+	keyed := func(o *metav1.ObjectMeta) {
+		o.Labels[superedgev1.LabelGridUniqKey] = superedgev1.GridUniqKeyLabelValue(trustedKey)
+		if o.Annotations == nil {
+			o.Annotations = map[string]string{}
+		}
+		o.Annotations[superedgev1.AnnotationGridUniqKey] = trustedKey
+	}
+	c.service("restricted-svc", `["`+trustedKey+`"]`, nil)
+	rsvc, err := c.kube.CoreV1().Services("default").Get(ctx, "restricted-svc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed(&rsvc.ObjectMeta)
+	c.must(c.kube.CoreV1().Services("default").Update(ctx, rsvc, metav1.UpdateOptions{}))
+	rg := demo.DeepCopy()
+	rg.ObjectMeta = metav1.ObjectMeta{Name: "g-restricted", Namespace: "default"}
+	rg.Spec.GridUniqKey = trustedKey
+	if rg, err = c.grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx, rg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.pod(c.childSet(rg, "nodeunit1", func(s *appsv1.StatefulSet) {
+		keyed(&s.ObjectMeta)
+		s.Spec.ServiceName = "restricted-svc"
+	}), 0, "10.0.8.1", corev1.PodRunning, nil)
 
 	ready := testcoredns.FreePort(t)
 	port := testcoredns.FreePort(t)
@@ -136,6 +176,7 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 		{demoName(4), "node1", gridname.PodFinished, reason(gridname.PodNotFound)},
 		{demoName(5), "node1", gridname.PodNotControlled, reason(gridname.PodNotFound)},
 		{demoName(6), "node1", gridname.PodNotFound, nil},
+		{demoName(7), "node1", gridname.Resolved, reason(gridname.PodNotFound)},
 		{demoName(0), "node3", gridname.SetTerminating, nil},
 		{demoName(0), "node4", gridname.NodeNoValue, nil},
 		{demoName(0), "node9", gridname.NodeNotFound, nil},
@@ -148,6 +189,8 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 		{gridName("g-nosvc", "missing-svc"), "node1", gridname.ServiceNotFound, nil},
 		{gridName("g-svckey", "nogridkey-svc"), "node1", gridname.ServiceGridKey, nil},
 		{gridName("g-svckey", "nogridkey-svc"), "node3", gridname.SetNotFound, nil},
+		{gridName("g-restricted", "restricted-svc"), "node1", gridname.Resolved, nil},
+		{gridName("g-restricted", "restricted-svc"), "node3", gridname.NodeNoValue, nil},
 	}
 	source := func(node string) string {
 		if ip, ok := nodeIPs[node]; ok {

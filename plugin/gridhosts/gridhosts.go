@@ -15,7 +15,6 @@ import (
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/fall"
 	"github.com/coredns/coredns/plugin/pkg/nonwriter"
-	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/clientcmd"
@@ -77,7 +76,7 @@ type GridHosts struct {
 // call per query, each under the index's read lock, answered whole.
 type indexReader interface {
 	// Member resolves a unified name.
-	Member(v index.Viewer, q index.MemberQuery) index.Member
+	Member(v *index.Viewer, q *index.MemberQuery) index.Member
 	// Headless answers a headless grid Service's name; with restrict, keys
 	// a node can set on itself never match.
 	Headless(v index.Viewer, namespace, name string, restrict bool) index.Headless
@@ -96,44 +95,71 @@ func New(zones []string) *GridHosts {
 func (g *GridHosts) Name() string { return pluginName }
 
 // ServeDNS implements plugin.Handler.
+//
+// Each query runs on a goroutine of its own, which starts with a small
+// stack: the frames on the answer path are kept small (no request.Request,
+// arguments by pointer, a unified name answered in this frame, one above
+// the index) so that an answer needs no more stack than the hosts plugin's
+// (TestAnswerStackNoDeeperThanHosts; issue 49's profile had a fifth of the
+// CPU in stack growth).
 func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
-	state := request.Request{W: w, Req: r}
-	n := askedName(state)
-	qname := n.lower
-	zone := plugin.Zones(g.Zones).Matches(qname)
+	n := askedName(r)
+	zone := plugin.Zones(g.Zones).Matches(n.lower)
 	if zone == "" {
 		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 	}
-	q := parseName(qname, zone)
+	q := parseName(n.lower, zone)
 	if q.kind == nameNone {
-		return g.miss(ctx, w, r, n, zone, false)
+		return g.miss(ctx, w, r, &n, zone, false)
 	}
-	var x indexReader = g.index
+	x := g.index
 	if !g.synced.Load() {
 		// Not synced: answer from the snapshot if one was read, else as
 		// if gridhosts were not there.
-		s := g.snap.Load()
-		if s == nil {
-			return g.beforeSync(ctx, w, r, n, q, zone)
+		if x = g.snap.Load(); x == nil {
+			return g.beforeSync(ctx, w, r, &n, &q, zone)
 		}
-		x = s
 	}
 
-	origZone := n.orig[len(qname)-len(zone):] // keep the query's case
-	answer, extra, found := g.lookup(x, g.viewer(w), state, n.orig, q, origZone)
+	origZone := n.orig[len(n.lower)-len(zone):] // keep the query's case
+	var answer, extra []dns.RR
+	var found found
+	if q.kind == nameMember {
+		v := g.viewer(w)
+		m := x.Member(&v, &q.MemberQuery)
+		switch {
+		case !m.Placed:
+			found = unknownClient
+		case m.HasGrid && g.RestrictKeys && !g.keyTrust.gridKey(q.Namespace, q.Grid, m.GridKey), m.Pod == nil:
+			found = notOurs
+		default:
+			answer = g.addressRecords(n.orig, r.Question[0].Qtype, m.Pod.IPs)
+		}
+	} else {
+		answer, extra, found = g.lookup(x, g.viewer(w), r.Question[0].Qtype, n.orig, &q, origZone)
+	}
 	switch found {
 	case unknownClient:
-		return g.miss(ctx, w, r, n, zone, true)
+		return g.miss(ctx, w, r, &n, zone, true)
 	case notOurs:
-		return g.miss(ctx, w, r, n, zone, false)
+		return g.miss(ctx, w, r, &n, zone, false)
 	}
+	g.reply(w, r, answer, extra, origZone)
+	return dns.RcodeSuccess, nil
+}
 
+// reply writes the answer to r: answer and extra, or NODATA (zone's SOA)
+// without answer. Not inlined: its locals stay out of ServeDNS's frame,
+// which is on the stack under every index lookup.
+//
+//go:noinline
+func (g *GridHosts) reply(w dns.ResponseWriter, r *dns.Msg, answer, extra []dns.RR, zone string) {
 	m := new(dns.Msg)
 	m.SetReply(r)
 	m.Authoritative = true
 	if len(answer) == 0 {
 		resultNoData.Inc()
-		m.Ns = []dns.RR{g.soa(origZone)}
+		m.Ns = []dns.RR{g.soa(zone)}
 	} else {
 		resultAnswer.Inc()
 		recordsServed.Add(float64(len(answer)))
@@ -141,7 +167,6 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 		m.Extra = extra
 	}
 	w.WriteMsg(m)
-	return dns.RcodeSuccess, nil
 }
 
 // asked is the query name, converted to presentation format once per query
@@ -149,18 +174,23 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 // QName and Name each convert again).
 type asked struct {
 	orig  string // as the client wrote it: answers keep its case
-	lower string // what state.Name() returns
+	lower string // what request.Request's Name returns
 }
 
-func askedName(state request.Request) asked {
-	orig := state.QName()
+// askedName is r's question name as request.Request's QName gives it ("."
+// without a question).
+func askedName(r *dns.Msg) asked {
+	orig := "."
+	if len(r.Question) > 0 {
+		orig = dns.Name(r.Question[0].Name).String()
+	}
 	return asked{orig: orig, lower: strings.ToLower(orig)}
 }
 
 // miss handles a name that is not ours: the next plugin with fallthrough,
 // else NXDOMAIN with our SOA. Each query is counted once: as
 // unknown_client when that is why it missed.
-func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, n asked, zone string, unknownClient bool) (int, error) {
+func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, n *asked, zone string, unknownClient bool) (int, error) {
 	count := func(c prometheus.Counter) {
 		if unknownClient {
 			c = resultUnknown
@@ -189,7 +219,7 @@ func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 // kubernetes plugin never knows unified names, clients would cache its
 // NXDOMAIN, so that becomes SERVFAIL. Headless Service names need no such
 // guard: a Service the next plugin denies has no endpoints anywhere.
-func (g *GridHosts) beforeSync(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, n asked, q queryName, zone string) (int, error) {
+func (g *GridHosts) beforeSync(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, n *asked, q *queryName, zone string) (int, error) {
 	if q.kind != nameMember || g.notGridName(q) {
 		return g.miss(ctx, w, r, n, zone, false)
 	}
@@ -219,16 +249,18 @@ func negative(m *dns.Msg) bool {
 
 // notGridName reports whether the unified-name shape q is known not to be
 // a grid name from what has synced so far.
-func (g *GridHosts) notGridName(q queryName) bool {
+func (g *GridHosts) notGridName(q *queryName) bool {
 	servicesKnown := g.servicesKnown != nil && g.servicesKnown()
 	gridsKnown := g.gridsKnown != nil && g.gridsKnown()
 	var x indexReader = g.index
-	return x.NotGridName(index.MemberQuery{Namespace: q.namespace, Grid: q.grid, Ordinal: q.ordinal, Service: q.service}, servicesKnown, gridsKnown)
+	return x.NotGridName(q.MemberQuery, servicesKnown, gridsKnown)
 }
 
 // viewer is whose nodeunit this query is answered for: the client's (by its
 // source address) in clients mode, else, or when the client is unknown, the
-// fixed node's.
+// fixed node's. Not inlined, as reply.
+//
+//go:noinline
 func (g *GridHosts) viewer(w dns.ResponseWriter) index.Viewer {
 	v := index.Viewer{Node: g.Node, Clients: g.Clients}
 	if g.Clients {

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/servicegroup/servicegroup/gridname"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
 
 // nameKind says which shape a query name has inside a zone.
@@ -17,14 +18,13 @@ const (
 )
 
 // queryName is a parsed query name; all strings are slices of the name.
+// Its Grid and Ordinal are set for nameMember only; the index is asked with
+// its MemberQuery in place (no copy in the query's frame).
 type queryName struct {
-	kind      nameKind
-	grid      string // nameMember
-	ordinal   string // nameMember
-	service   string
-	namespace string
-	port      string // nameSRV, without "_"
-	proto     string // nameSRV, without "_"
+	kind nameKind
+	index.MemberQuery
+	port  string // nameSRV, without "_"
+	proto string // nameSRV, without "_"
 }
 
 // parseName splits name (lower case, fully qualified) relative to zone
@@ -65,7 +65,7 @@ func parseName(name, zone string) queryName {
 	if n < 3 || l[0] != "svc" {
 		return queryName{}
 	}
-	q := queryName{namespace: l[1], service: l[2]}
+	q := queryName{MemberQuery: index.MemberQuery{Namespace: l[1], Service: l[2]}}
 	switch n {
 	case 3:
 		q.kind = nameService
@@ -74,7 +74,7 @@ func parseName(name, zone string) queryName {
 		if !ok {
 			return queryName{}
 		}
-		q.kind, q.grid, q.ordinal = nameMember, grid, ordinal
+		q.kind, q.Grid, q.Ordinal = nameMember, grid, ordinal
 	case 5:
 		if len(l[4]) < 2 || len(l[3]) < 2 || l[4][0] != '_' || l[3][0] != '_' {
 			return queryName{}

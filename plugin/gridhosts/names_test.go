@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/servicegroup/servicegroup/gridname"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
 
 func TestParseName(t *testing.T) {
@@ -13,17 +14,17 @@ func TestParseName(t *testing.T) {
 		name string
 		want queryName
 	}{
-		{"ssg-0.svc1.ns.svc.cluster.local.", queryName{kind: nameMember, grid: "ssg", ordinal: "0", service: "svc1", namespace: "ns"}},
-		{"a-b-12.s.n.svc.cluster.local.", queryName{kind: nameMember, grid: "a-b", ordinal: "12", service: "s", namespace: "n"}},
-		{"nodeunit1-db-3.db.default.svc.cluster.local.", queryName{kind: nameMember, grid: "nodeunit1-db", ordinal: "3", service: "db", namespace: "default"}},
-		{"hl.default.svc.cluster.local.", queryName{kind: nameService, service: "hl", namespace: "default"}},
-		{"_http._tcp.hl.default.svc.cluster.local.", queryName{kind: nameSRV, port: "http", proto: "tcp", service: "hl", namespace: "default"}},
+		{"ssg-0.svc1.ns.svc.cluster.local.", queryName{kind: nameMember, MemberQuery: index.MemberQuery{Namespace: "ns", Grid: "ssg", Ordinal: "0", Service: "svc1"}}},
+		{"a-b-12.s.n.svc.cluster.local.", queryName{kind: nameMember, MemberQuery: index.MemberQuery{Namespace: "n", Grid: "a-b", Ordinal: "12", Service: "s"}}},
+		{"nodeunit1-db-3.db.default.svc.cluster.local.", queryName{kind: nameMember, MemberQuery: index.MemberQuery{Namespace: "default", Grid: "nodeunit1-db", Ordinal: "3", Service: "db"}}},
+		{"hl.default.svc.cluster.local.", queryName{kind: nameService, MemberQuery: index.MemberQuery{Namespace: "default", Service: "hl"}}},
+		{"_http._tcp.hl.default.svc.cluster.local.", queryName{kind: nameSRV, MemberQuery: index.MemberQuery{Namespace: "default", Service: "hl"}, port: "http", proto: "tcp"}},
 		{"ssg-01.s.n.svc.cluster.local.", queryName{}},
 		{"ssg-.s.n.svc.cluster.local.", queryName{}},
 		{"-0.s.n.svc.cluster.local.", queryName{}},
 		{"ssg.s.n.svc.cluster.local.", queryName{}},
 		// Ordinals go up to spec.ordinals.start + replicas - 1 (both int32).
-		{"ssg-4294967295.s.n.svc.cluster.local.", queryName{kind: nameMember, grid: "ssg", ordinal: "4294967295", service: "s", namespace: "n"}},
+		{"ssg-4294967295.s.n.svc.cluster.local.", queryName{kind: nameMember, MemberQuery: index.MemberQuery{Namespace: "n", Grid: "ssg", Ordinal: "4294967295", Service: "s"}}},
 		{"ssg-4294967296.s.n.svc.cluster.local.", queryName{}},
 		{"ssg-12345678901.s.n.svc.cluster.local.", queryName{}},
 		{"ssg-0.s.n.pod.cluster.local.", queryName{}},
@@ -40,7 +41,7 @@ func TestParseName(t *testing.T) {
 			t.Errorf("parseName(%q) = %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
-	if got := parseName("ssg-0.s.n.svc.", "."); got.kind != nameMember || got.grid != "ssg" {
+	if got := parseName("ssg-0.s.n.svc.", "."); got.kind != nameMember || got.Grid != "ssg" {
 		t.Errorf("root zone: %+v", got)
 	}
 }
@@ -63,19 +64,19 @@ func FuzzParseName(f *testing.F) {
 		case nameNone:
 			return
 		case nameMember:
-			if !gridname.IsOrdinal(q.ordinal) || q.grid == "" {
+			if !gridname.IsOrdinal(q.Ordinal) || q.Grid == "" {
 				t.Fatalf("%q: bad member %+v", name, q)
 			}
-			rebuilt = q.grid + "-" + q.ordinal + "." + q.service + "." + q.namespace + ".svc." + z
+			rebuilt = q.Grid + "-" + q.Ordinal + "." + q.Service + "." + q.Namespace + ".svc." + z
 		case nameService:
-			rebuilt = q.service + "." + q.namespace + ".svc." + z
+			rebuilt = q.Service + "." + q.Namespace + ".svc." + z
 		case nameSRV:
-			rebuilt = "_" + q.port + "._" + q.proto + "." + q.service + "." + q.namespace + ".svc." + z
+			rebuilt = "_" + q.port + "._" + q.proto + "." + q.Service + "." + q.Namespace + ".svc." + z
 		}
 		if rebuilt != name {
 			t.Fatalf("%q parsed to %+v, which rebuilds %q", name, q, rebuilt)
 		}
-		for _, l := range []string{q.service, q.namespace} {
+		for _, l := range []string{q.Service, q.Namespace} {
 			if l == "" || strings.Contains(l, ".") {
 				t.Fatalf("%q: bad label %q in %+v", name, l, q)
 			}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
@@ -24,24 +23,14 @@ const (
 	unknownClient              // clients mode, a source it cannot place and no node: as notOurs, counted apart
 )
 
-// lookup builds the answer for q (asked as qname) from x as viewer v sees
-// it. An existing name with no records of the asked type returns an empty
-// answer (NODATA).
-func (g *GridHosts) lookup(x indexReader, v index.Viewer, state request.Request, qname string, q queryName, zone string) (answer, extra []dns.RR, f found) {
+// lookup builds the answer for q, a Service or SRV name (asked as qname;
+// unified names are answered by the handler itself, gridhosts.go),
+// from x as viewer v sees it. An existing name with no records of type
+// qtype returns an empty answer (NODATA).
+func (g *GridHosts) lookup(x indexReader, v index.Viewer, qtype uint16, qname string, q *queryName, zone string) (answer, extra []dns.RR, f found) {
 	switch q.kind {
-	case nameMember:
-		m := x.Member(v, index.MemberQuery{Namespace: q.namespace, Grid: q.grid, Ordinal: q.ordinal, Service: q.service})
-		switch {
-		case !m.Placed:
-			return nil, nil, unknownClient
-		case m.HasGrid && g.RestrictKeys && !g.keyTrust.gridKey(q.namespace, q.grid, m.GridKey):
-			return nil, nil, notOurs
-		case m.Pod == nil:
-			return nil, nil, notOurs
-		}
-		return g.addressRecords(qname, state.QType(), m.Pod.IPs), nil, answered
 	case nameService, nameSRV:
-		h := x.Headless(v, q.namespace, q.service, g.RestrictKeys)
+		h := x.Headless(v, q.Namespace, q.Service, g.RestrictKeys)
 		switch {
 		case !h.Placed:
 			return nil, nil, unknownClient
@@ -49,7 +38,7 @@ func (g *GridHosts) lookup(x indexReader, v index.Viewer, state request.Request,
 			return nil, nil, notOurs
 		}
 		if h.Forgeable != nil {
-			g.keyTrust.serviceKeys(q.namespace, q.service, h.Forgeable)
+			g.keyTrust.serviceKeys(q.Namespace, q.Service, h.Forgeable)
 		}
 		if q.kind == nameSRV {
 			want := func(p index.SlicePort) bool {
@@ -58,18 +47,18 @@ func (g *GridHosts) lookup(x indexReader, v index.Viewer, state request.Request,
 			if !slices.ContainsFunc(h.Ports, want) {
 				return nil, nil, notOurs
 			}
-			if state.QType() == dns.TypeSRV {
+			if qtype == dns.TypeSRV {
 				answer, extra = g.srvRecords(qname, q, zone, h.Endpoints, want)
 			}
 			return answer, extra, answered
 		}
-		switch state.QType() {
+		switch qtype {
 		case dns.TypeA, dns.TypeAAAA:
 			var ips []netip.Addr
 			for _, e := range h.Endpoints {
 				ips = append(ips, e.IPs...)
 			}
-			answer = g.addressRecords(qname, state.QType(), uniqueAddrs(ips))
+			answer = g.addressRecords(qname, qtype, uniqueAddrs(ips))
 		case dns.TypeSRV:
 			answer, extra = g.srvRecords(qname, q, zone, h.Endpoints, nil)
 		}
@@ -110,12 +99,12 @@ func (g *GridHosts) addressRecords(name string, qtype uint16, ips []netip.Addr) 
 // dashed address form the kubernetes plugin uses; their addresses go in the
 // extra section. A target and port seen twice (an endpoint in two slices)
 // is answered once.
-func (g *GridHosts) srvRecords(name string, q queryName, zone string, eps []index.LocalEndpoint, want func(index.SlicePort) bool) (answer, extra []dns.RR) {
+func (g *GridHosts) srvRecords(name string, q *queryName, zone string, eps []index.LocalEndpoint, want func(index.SlicePort) bool) (answer, extra []dns.RR) {
 	type srvKey struct {
 		target string
 		port   uint16
 	}
-	suffix := q.service + "." + q.namespace + ".svc." + zone
+	suffix := q.Service + "." + q.Namespace + ".svc." + zone
 	var recs []srvKey
 	seen := map[srvKey]bool{}
 	targets := map[string][]netip.Addr{}

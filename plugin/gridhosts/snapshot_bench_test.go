@@ -78,7 +78,7 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 			var sb strings.Builder
 			for i, name := range names {
 				q := index.MemberQuery{Namespace: "default", Grid: "statefulsetgrid-demo", Ordinal: fmt.Sprint(i), Service: demoSvc}
-				if m := x.Member(index.Viewer{Node: "node-1"}, q); m.Pod != nil {
+				if m := x.Member(&index.Viewer{Node: "node-1"}, &q); m.Pod != nil {
 					fmt.Fprintf(&sb, "%s %s\n", m.Pod.IPs[0], strings.TrimSuffix(name, "."))
 				}
 			}

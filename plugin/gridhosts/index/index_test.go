@@ -2,6 +2,7 @@ package index
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/internal/fixtures"
@@ -92,7 +93,7 @@ func TestGridsFromChildren(t *testing.T) {
 	resolves := func(labels map[string]string, name string) string {
 		t.Helper()
 		x.Upsert(fixtures.Node("asking", labels, ""))
-		p := x.Member(Viewer{Node: "asking"}, MemberQuery{Namespace: "default", Grid: name, Ordinal: "0", Service: "svc"}).Pod
+		p := x.Member(&Viewer{Node: "asking"}, &MemberQuery{Namespace: "default", Grid: name, Ordinal: "0", Service: "svc"}).Pod
 		if p == nil {
 			return ""
 		}
@@ -156,5 +157,27 @@ func TestGridsFromChildren(t *testing.T) {
 	x.Delete(c)
 	if g := x.gridOf("default", "db", "", nil); g != nil {
 		t.Fatalf("every child gone, grid still %+v", g)
+	}
+}
+
+// TestMemberLongPodKey: a pod whose key is longer than the finder's stack
+// buffer (a 63-byte namespace, a 67-byte pod name: 131 bytes) is found as
+// any other, and one whose key fills the buffer (128 bytes) too.
+func TestMemberLongPodKey(t *testing.T) {
+	ns := strings.Repeat("n", 63)
+	for _, gridName := range []string{strings.Repeat("g", 62), strings.Repeat("g", 59)} {
+		x := New(Options{})
+		grid := fixtures.Grid(ns, gridName, "zone1", "uid-grid")
+		set := fixtures.Set(grid, "u1", "svc", "uid-set", 1)
+		x.Upsert(grid)
+		x.Upsert(set)
+		x.Upsert(fixtures.Service(ns, "svc", "zone1", false))
+		x.Upsert(fixtures.Node("node-1", map[string]string{"zone1": "u1"}, ""))
+		x.Upsert(fixtures.Pod(set, 0, "node-1", "10.0.1.1"))
+		key := len(ns) + 1 + len(set.Name) + 2
+		p := x.Member(&Viewer{Node: "node-1"}, &MemberQuery{Namespace: ns, Grid: gridName, Ordinal: "0", Service: "svc"}).Pod
+		if p == nil || p.IPs[0].String() != "10.0.1.1" {
+			t.Errorf("pod key of %d bytes: %v, want 10.0.1.1", key, p)
+		}
 	}
 }

@@ -42,11 +42,12 @@ type Member struct {
 	Pod *gridname.Pod
 }
 
-// Member resolves a unified name for viewer v.
-func (x *Index) Member(v Viewer, q MemberQuery) Member {
+// Member resolves a unified name for viewer v. Both by pointer: it is
+// called once per query, on a goroutine whose stack is small.
+func (x *Index) Member(v *Viewer, q *MemberQuery) Member {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	node, placed := x.viewerNode(v)
+	node, placed := x.viewerNode(*v)
 	if !placed {
 		return Member{}
 	}
@@ -59,7 +60,7 @@ func (x *Index) Member(v Viewer, q MemberQuery) Member {
 		return Member{Placed: true} // the rule's first check: no grid
 	}
 	m := Member{Placed: true, HasGrid: true, GridKey: gr.Key}
-	r := gridname.Resolve(gridname.Query{Grid: gr.Name, Ordinal: q.Ordinal, Service: q.Service}, labels, node != nil,
+	r := gridname.Resolve(&gridname.Query{Grid: gr.Name, Ordinal: q.Ordinal, Service: q.Service}, labels, node != nil,
 		indexFinder{x: x, grid: gr, ns: q.Namespace, ordinal: q.Ordinal, svc: q.Service})
 	if r.Reason == gridname.Resolved {
 		m.Pod = r.Pod
@@ -206,15 +207,36 @@ func (f indexFinder) Service() *gridname.Service {
 
 // Pod finds member {set}-{ordinal} by its pod's key, built on the stack: a
 // second map keyed by set and ordinal would hold every pod again (0.9 MB at
-// 10k), and a map lookup of string(bytes) does not allocate.
+// 10k), and a map lookup of string(bytes) does not allocate. A StatefulSet
+// pod's name is at most 63 bytes (its pod-name label), so is a namespace:
+// 128 bytes hold every key the StatefulSet controller makes.
 func (f indexFinder) Pod(set *gridname.StatefulSet) *gridname.Pod {
-	var buf [160]byte
-	key := append(append(append(append(append(buf[:0], f.ns...), '/'), set.Name...), '-'), f.ordinal...)
-	p, ok := f.x.pods[string(key)]
-	// Its name is {set}-{ordinal}, the ordinal checked when the name was
-	// parsed: it is the set's member when the set controls it (ordinalOf,
-	// without parsing the ordinal again on every query).
-	if !ok || !p.HasOwner || p.Owner.Kind != gridname.KindStatefulSet || p.Owner.Name != set.Name {
+	var buf [128]byte
+	n := len(f.ns) + 1 + len(set.Name) + 1 + len(f.ordinal)
+	if n > len(buf) {
+		return f.longPod(set)
+	}
+	i := copy(buf[:], f.ns)
+	buf[i] = '/'
+	i += 1 + copy(buf[i+1:], set.Name)
+	buf[i] = '-'
+	copy(buf[i+1:], f.ordinal)
+	return setMember(f.x.pods[string(buf[:n])], set)
+}
+
+// longPod is Pod for a key longer than its buffer, which no StatefulSet
+// controller makes: built on the heap, in a frame of its own.
+//
+//go:noinline
+func (f *indexFinder) longPod(set *gridname.StatefulSet) *gridname.Pod {
+	return setMember(f.x.pods[f.ns+"/"+set.Name+"-"+f.ordinal], set)
+}
+
+// setMember is p when it is set's member: its name is {set}-{ordinal}, the
+// ordinal checked when the name was parsed, so it is when the set controls
+// it (ordinalOf, without parsing the ordinal again on every query).
+func setMember(p *PodObj, set *gridname.StatefulSet) *gridname.Pod {
+	if p == nil || !p.HasOwner || p.Owner.Kind != gridname.KindStatefulSet || p.Owner.Name != set.Name {
 		return nil
 	}
 	return &p.Pod
