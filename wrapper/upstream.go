@@ -41,16 +41,25 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 			return err
 		}
 	}
-	withKubeProxySelector := func(o *metav1.ListOptions) { o.LabelSelector = watchcache.KubeProxySelector }
-	listWatch := func(c rest.Interface, r *watchcache.Resource) cache.ListerWatcher {
-		lw := cache.ListerWatcher(cache.NewFilteredListWatchFromClient(c, r.Name, metav1.NamespaceAll, withKubeProxySelector))
+	// The informers of one resource straight to upstream relist together
+	// (shared_relist.go).
+	svcRelist := newSharedRelist(selectedListWatch(client.CoreV1().RESTClient(), watchcache.Services.Name, ""))
+	sliceRelist := newSharedRelist(selectedListWatch(client.DiscoveryV1().RESTClient(), watchcache.EndpointSlices.Name, ""))
+	listWatch := func(c rest.Interface, r *watchcache.Resource, relist *sharedRelist) (cache.ListerWatcher, error) {
+		lw := selectedListWatch(c, r.Name, watchcache.KubeProxySelector)
 		if s.site != nil {
-			lw = s.site.Tap(r, lw)
+			return s.site.Tap(r, lw), nil
 		}
-		return lw
+		return relist.join(lw, watchcache.KubeProxySelector)
 	}
-	svcLW := listWatch(unitClient.CoreV1().RESTClient(), watchcache.Services)
-	sliceLW := listWatch(unitClient.DiscoveryV1().RESTClient(), watchcache.EndpointSlices)
+	svcLW, err := listWatch(unitClient.CoreV1().RESTClient(), watchcache.Services, svcRelist)
+	if err != nil {
+		return err
+	}
+	sliceLW, err := listWatch(unitClient.DiscoveryV1().RESTClient(), watchcache.EndpointSlices, sliceRelist)
+	if err != nil {
+		return err
+	}
 	metaClient, err := metadata.NewForConfig(opts.Upstream)
 	if err != nil {
 		return err
@@ -77,7 +86,7 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 	s.nodeLabels.Recheck = opts.NodeLabelRecheckInterval
 	s.syncer.caches.Nodes = s.nodeLabels.store
 	s.endpoints = newEndpointsOnDemand(client, s.syncer.serviceHandler(), s.syncer.refilterAll, s.watchUpstreamErrors)
-	s.unproxied = newUnproxiedOnDemand(client, services, slices, s.syncer.refilterAll, s.watchUpstreamErrors)
+	s.unproxied = newUnproxiedOnDemand(client, services, slices, svcRelist, sliceRelist, s.syncer.refilterAll, s.watchUpstreamErrors)
 	if opts.OnDemandIdleTimeout > 0 {
 		s.endpoints.idle, s.unproxied.idle = opts.OnDemandIdleTimeout, opts.OnDemandIdleTimeout
 	}
@@ -118,4 +127,11 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 		}
 	}
 	return nil
+}
+
+// selectedListWatch lists and watches resource in every namespace, with
+// selector ("": all).
+func selectedListWatch(c rest.Interface, resource, selector string) *cache.ListWatch {
+	return cache.NewFilteredListWatchFromClient(c, resource, metav1.NamespaceAll,
+		func(o *metav1.ListOptions) { o.LabelSelector = selector })
 }
