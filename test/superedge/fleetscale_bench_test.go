@@ -37,6 +37,7 @@ var (
 	fleetGrids       = flag.Int("fleet.grids", 20, "grids, alternately DeploymentGrids and StatefulSetGrids, each with its ServiceGrid")
 	fleetRelabel     = flag.Int("fleet.relabel", 100, "Nodes moved into new nodeunits (10 per new nodeunit)")
 	fleetSteady      = flag.Duration("fleet.steady", 40*time.Second, "the quiet window in which steady-state writes are counted (longer than both controllers' resync)")
+	fleetLimit       = flag.Duration("fleet.converge-limit", 60*time.Minute, "how long a controller may take to converge; past it its figures so far are recorded and its later phases skipped")
 	fleetControllers = flag.String("fleet.controllers", "ours,ours-qps1000,superedge", "the controllers measured, one world each: ours (as shipped), ours-qps1000 (with SuperEdge's default client rate), superedge")
 )
 
@@ -162,13 +163,18 @@ func runFleet(b *testing.B, rec *benchrecord.Record, who string, nodes, units, g
 	ctl := watchRSS(pid)
 	defer ctl.close()
 	var convergedAt time.Time
-	testwait.Eventually(ctx, b, 60*time.Minute, who+"'s controller made every child and Service", func(context.Context) error {
+	limited := false
+	testwait.Eventually(ctx, b, *fleetLimit+time.Minute, who+"'s controller made every child and Service", func(context.Context) error {
 		if done, err := proc.Exited(); done {
 			b.Fatalf("%s's controller exited (%v):\n%s", who, err, proc.LogTail(30))
 		}
 		c, err := f.audit.scan()
 		if err != nil {
 			return err
+		}
+		if time.Since(start) > *fleetLimit {
+			limited = true
+			return nil
 		}
 		if c.Services < grids {
 			return fmt.Errorf("%d/%d Services created", c.Services, grids)
@@ -179,6 +185,10 @@ func runFleet(b *testing.B, rec *benchrecord.Record, who string, nodes, units, g
 		convergedAt = time.Now()
 		return nil
 	})
+	if limited {
+		f.notConverged(pid, api0, apiPeak)
+		return
+	}
 	f.waitQuiet(5 * time.Second)
 	quietAt := time.Now().Add(-5 * time.Second)
 	c, _ := f.audit.scan()
@@ -394,13 +404,26 @@ func (f *fleet) childrenMade(created, want, total int) error {
 		return fmt.Errorf("%d/%d children created (201)", created, want)
 	}
 	f.lastCount = time.Now()
+	n, err := f.presentChildren()
+	if err != nil {
+		return err
+	}
+	if n < total {
+		return fmt.Errorf("%d/%d children created (201), %d/%d in the apiserver", created, want, n, total)
+	}
+	return nil
+}
+
+// presentChildren counts the Deployments and StatefulSets the apiserver
+// holds (metadata only, in pages).
+func (f *fleet) presentChildren() (int, error) {
 	n := 0
 	for _, res := range []string{"deployments", "statefulsets"} {
 		cont := ""
 		for {
 			l, err := f.meta.Resource(appsv1.SchemeGroupVersion.WithResource(res)).Namespace(fleetNS).List(f.ctx, metav1.ListOptions{Limit: 5000, Continue: cont})
 			if err != nil {
-				return err
+				return n, err
 			}
 			n += len(l.Items)
 			if cont = l.Continue; cont == "" {
@@ -408,10 +431,28 @@ func (f *fleet) childrenMade(created, want, total int) error {
 			}
 		}
 	}
-	if n < total {
-		return fmt.Errorf("%d/%d children created (201), %d/%d in the apiserver", created, want, n, total)
+	return n, nil
+}
+
+// notConverged records a controller that did not converge within
+// -fleet.converge-limit: the children present, its writes, CPU and memory
+// so far.
+func (f *fleet) notConverged(pid int, api0 procUsage, apiPeak *rssPeak) {
+	// The writes first: the controller goes on creating while the count
+	// pages through the children.
+	c, _ := f.audit.scan()
+	n, err := f.presentChildren()
+	if err != nil {
+		f.b.Logf("%s: counting the children at the limit: %v", f.who, err)
 	}
-	return nil
+	ctlUse, apiUse := readProc(pid), readProc(f.cp.APIServerPID())
+	f.fig("converge: NOT converged within", fleetLimit.Seconds(), "s")
+	f.fig("converge: children present at the limit", float64(n), "children")
+	f.writes("converge (to the limit)", c, f.children)
+	f.fig("converge: controller CPU", ctlUse.CPU.Seconds(), "CPU-s")
+	f.fig("converge: controller peak RSS", float64(ctlUse.HWM)/(1<<20), "MiB")
+	f.fig("converge: apiserver CPU", (apiUse.CPU - api0.CPU).Seconds(), "CPU-s")
+	f.fig("converge: apiserver peak RSS", float64(apiPeak.take())/(1<<20), "MiB")
 }
 
 // checkChildren lists (in pages) the children the apiserver holds.
