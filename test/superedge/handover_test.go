@@ -360,7 +360,7 @@ func takenOver(ctx context.Context, kube kubernetes.Interface) error {
 }
 
 // superEdgeCRDs are the grid CRDs of SuperEdge's release, by name.
-func superEdgeCRDs(t *testing.T, b *Build) map[string]*apiextensionsv1.CustomResourceDefinition {
+func superEdgeCRDs(t testing.TB, b *Build) map[string]*apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
 	out := map[string]*apiextensionsv1.CustomResourceDefinition{}
 	entries, err := os.ReadDir(b.Manifests)
