@@ -39,8 +39,8 @@ const (
 // from node0 (kube-proxy-edge behind the wrapper, which passes the hints)
 // while nodeunit1 has ready endpoints and reaches nodeunit2 once it has
 // none; the wrapper-mode grid still answers only from the caller's
-// nodeunit; the grid switches native -> wrapper -> native with clients on
-// node0, node1 and deadNode requesting it all along, none failing. The
+// nodeunit; the grid switches wrapper -> native -> wrapper -> native with
+// clients on node0, node1 and deadNode requesting it all along, none failing. The
 // phase removes what it made and turns the writer off again (the same
 // block, KEY empty), so the steps after it see the cluster as before.
 // version is the build the Helm release runs.
@@ -62,9 +62,9 @@ func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, 
 		ranSteps["helm#"+HelmZoneStep] = true
 		t.Logf("%s KEY=%s (%s):\n%s", HelmZoneStep, key, time.Since(start).Round(100*time.Millisecond), lastLines(out, 8))
 	}
-	zones(gridKey)
 
-	// The grid, its pods and its clients.
+	// The grid as SuperEdge's manifests have it (the wrapper mode), its pods
+	// and its clients, starting while the zone writer is turned on.
 	gridFile := filepath.Join(filepath.Dir(op.Dir), "native-mode-grid.yaml")
 	if err := os.WriteFile(gridFile, []byte(nativeGridYAML), 0o644); err != nil {
 		t.Fatal(err)
@@ -79,18 +79,27 @@ func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, 
 			t.Fatal(err)
 		}
 	}
+	// inMode: the Service is rendered in mode (native: trafficDistribution
+	// PreferSameZone and no topologyKeys; wrapper: the reverse), always on
+	// the ClusterIP it was given first.
 	var clusterIP string
-	eventually(ctx, t, 0, nativeService+" rendered with trafficDistribution PreferSameZone and no topologyKeys", func(ctx context.Context) error {
+	inMode := func(ctx context.Context, mode string) error {
 		s, err := client.CoreV1().Services("default").Get(ctx, nativeService, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if got := ptr.Deref(s.Spec.TrafficDistribution, ""); got != corev1.ServiceTrafficDistributionPreferSameZone || s.Annotations["topologyKeys"] != "" {
-			return fmt.Errorf("trafficDistribution %q, topologyKeys %q", got, s.Annotations["topologyKeys"])
+		if clusterIP == "" {
+			clusterIP = s.Spec.ClusterIP
+		} else if s.Spec.ClusterIP != clusterIP {
+			return fmt.Errorf("clusterIP %s, was %s", s.Spec.ClusterIP, clusterIP)
 		}
-		clusterIP = s.Spec.ClusterIP
+		dist, keys := ptr.Deref(s.Spec.TrafficDistribution, ""), s.Annotations["topologyKeys"]
+		if (mode == "native") != (dist == corev1.ServiceTrafficDistributionPreferSameZone && keys == "") || (mode == "wrapper") != (dist == "" && keys != "") {
+			return fmt.Errorf("trafficDistribution %q, topologyKeys %q", dist, keys)
+		}
 		return nil
-	})
+	}
+	eventually(ctx, t, 0, nativeService+" rendered in the wrapper mode", func(ctx context.Context) error { return inMode(ctx, "wrapper") })
 	probe, err := client.CoreV1().Services("default").Get(ctx, probeService, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +122,7 @@ func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, 
 			removeNative(ctx, t, client, op, clients)
 		}
 	}()
+	zones(gridKey)
 	var native map[string]corev1.Pod
 	eventually(ctx, t, 0, "the native grid's 4 pods Ready, its clients requesting it", func(ctx context.Context) error {
 		l, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + nativeApp})
@@ -153,6 +163,21 @@ func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, 
 			})
 		}
 	}
+	// The switches, as build/README.md says (the annotation), with the
+	// clients requesting the ClusterIP all along: each window lasts from
+	// the annotation until the Service shows the mode and 3 s more for
+	// every kube-proxy to have synced it.
+	var windows []window
+	switchTo := func(mode string) {
+		t.Helper()
+		w := window{name: fmt.Sprintf("%d: traffic-mode=%s", len(windows)+1, mode), start: time.Now()}
+		mustRun(ctx, t, op, "annotate", "servicegrid", nativeGrid, trafficModeKey+"="+mode, "--overwrite")
+		eventually(ctx, t, 0, nativeService+" in "+mode+" mode, its ClusterIP kept", func(ctx context.Context) error { return inMode(ctx, mode) })
+		time.Sleep(3 * time.Second)
+		w.end = time.Now()
+		windows = append(windows, w)
+	}
+	switchTo("native")
 	staysInUnit("native ClusterIP stays in the nodeunit")
 
 	// The wrapper-mode grid beside it, as the checks step checks it.
@@ -172,33 +197,6 @@ func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, 
 		})
 	}
 
-	// The switch, as build/README.md says (the annotation), with the
-	// clients requesting the ClusterIP all along: each window lasts from
-	// the annotation until the Service shows the mode and 3 s more for
-	// every kube-proxy to have synced it.
-	var windows []window
-	switchTo := func(mode string) {
-		t.Helper()
-		w := window{name: "traffic-mode=" + mode, start: time.Now()}
-		mustRun(ctx, t, op, "annotate", "servicegrid", nativeGrid, trafficModeKey+"="+mode, "--overwrite")
-		eventually(ctx, t, 0, nativeService+" in "+mode+" mode, its ClusterIP kept", func(ctx context.Context) error {
-			s, err := client.CoreV1().Services("default").Get(ctx, nativeService, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			dist, keys := ptr.Deref(s.Spec.TrafficDistribution, ""), s.Annotations["topologyKeys"]
-			if s.Spec.ClusterIP != clusterIP {
-				return fmt.Errorf("clusterIP %s, was %s", s.Spec.ClusterIP, clusterIP)
-			}
-			if (mode == "native") != (dist == corev1.ServiceTrafficDistributionPreferSameZone && keys == "") || (mode == "wrapper") != (dist == "" && keys != "") {
-				return fmt.Errorf("trafficDistribution %q, topologyKeys %q", dist, keys)
-			}
-			return nil
-		})
-		time.Sleep(3 * time.Second)
-		w.end = time.Now()
-		windows = append(windows, w)
-	}
 	switchTo("wrapper")
 	switchTo("native")
 	// Until the ClusterIP is seen in the nodeunits again, every kube-proxy
@@ -372,8 +370,6 @@ kind: ServiceGrid
 metadata:
   name: ` + nativeGrid + `
   namespace: default
-  annotations:
-    ` + trafficModeKey + `: native
 spec:
   gridUniqKey: ` + gridKey + `
   template:
