@@ -191,6 +191,7 @@ func TestChartValues(t *testing.T) {
 		"--set", "logging.format=json",
 		"--set", "controller.replicas=3", "--set", "controller.manageCRDs=false",
 		"--set", "controller.nodeunitDeletionGracePeriod=10m", "--set", "controller.superedgeLock=-",
+		"--set", "controller.zoneFromGridKey=zone1",
 		"--set", "controller.extraArgs={--v=4}",
 		"--set", "wrapper.snapshotMaxAge=24h",
 		"--set", "kubeProxy.image=registry.example/kube-proxy:v1.36.4",
@@ -259,7 +260,7 @@ func TestChartValues(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"controller", args(container(ctrl, false, 0)), []string{"--manage-crds=false", "--nodeunit-deletion-grace-period=10m", "--superedge-lock=", "--require-node-restricted-grid-keys", "--logging-format=json", "--v=4"}},
+		{"controller", args(container(ctrl, false, 0)), []string{"--manage-crds=false", "--nodeunit-deletion-grace-period=10m", "--superedge-lock=", "--require-node-restricted-grid-keys", "--logging-format=json", "--zone-from-grid-key=zone1", "--v=4"}},
 		{"wrapper", args(container(wrapper, false, 0)), []string{"--snapshot-max-age=24h", "--require-node-restricted-topology-keys", "--logging-format=json", "--site-label=example.com/site", "--secure-metrics-bind-address=:51008"}},
 		{"coredns", args(container(coredns, false, 0)), []string{"-log-format", "json", "-secure-metrics-bind-address=:9443"}},
 	} {

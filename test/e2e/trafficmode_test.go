@@ -198,8 +198,7 @@ func nativeModeKubeProxy(t *testing.T, mode string) {
 		return stays(ctx, c.Nodes[1], inUnit("nodeunit2"))
 	})
 
-	// kube-proxy's own rules for the Service on node0 hold nodeunit1's pod only
-	// (iptables mode).
+	// kube-proxy's own rules for the Service on node0 hold nodeunit1's pod only.
 	podIPs := func(ctx context.Context, u string) ([]string, error) {
 		l, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=nat"})
 		if err != nil {
@@ -216,12 +215,6 @@ func nativeModeKubeProxy(t *testing.T, mode string) {
 	}
 	rulesHold := func(what, u string) {
 		t.Helper()
-		if mode != harness.ProxyModeIPTables {
-			// harness.ProxyEndpoints reads no endpoint from kube-proxy 1.37's
-			// nftables chain of this one-endpoint Service (to be looked at);
-			// the answers above and below prove the routing in this mode.
-			return
-		}
 		eventually(ctx, t, time.Minute, what, func(ctx context.Context) error {
 			want, err := podIPs(ctx, u)
 			if err != nil {

@@ -25,6 +25,9 @@ const (
 	HelmInstallStep   = "helm-install-cluster"
 	HelmUpgradeStep   = "helm-upgrade"
 	HelmUninstallStep = "helm-uninstall-cluster"
+	// HelmZoneStep sets the controller's --zone-from-grid-key on the
+	// release installed (KEY; empty: off), for native-mode grids.
+	HelmZoneStep = "helm-zone-from-grid-key"
 )
 
 // HelmRelease publishes a build as `make release` does (its images

@@ -55,7 +55,7 @@ func TestHelmSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{HelmInstallStep, HelmUpgradeStep, HelmUninstallStep}; strings.Join(names, " ") != strings.Join(want, " ") {
+	if want := []string{HelmInstallStep, HelmUpgradeStep, HelmUninstallStep, HelmZoneStep}; strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("Helm steps %v, want %v", names, want)
 	}
 	h := &HelmRelease{}
@@ -64,7 +64,7 @@ func TestHelmSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	vars := regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)`)
-	locals := map[string]bool{"controller": true, "wrapper": true, "coredns": true, "i": true, "VERSION": true, "CHART_VERSION": true}
+	locals := map[string]bool{"controller": true, "wrapper": true, "coredns": true, "i": true, "VERSION": true, "CHART_VERSION": true, "KEY": true, "differ": true, "NF": true /* awk's */}
 	for _, n := range names {
 		block, err := op.GuideStep(guide, n)
 		if err != nil {
@@ -75,8 +75,10 @@ func TestHelmSteps(t *testing.T) {
 				t.Errorf("%s reads $%s, which neither the block nor Env sets", n, m[1])
 			}
 		}
-		if n != HelmUninstallStep && strings.Count(block, "cosign verify --key cosign.pub --insecure-ignore-tlog=true") != 2 {
-			t.Errorf("%s does not verify the images and the chart against cosign.pub:\n%s", n, block)
+		// Every block that pulls the chart checks it, and the images it changes.
+		verifies := map[string]int{HelmInstallStep: 2, HelmUpgradeStep: 2, HelmUninstallStep: 0, HelmZoneStep: 1}
+		if got := strings.Count(block, "cosign verify --key cosign.pub --insecure-ignore-tlog=true"); got != verifies[n] {
+			t.Errorf("%s verifies %d things against cosign.pub, want %d (the images it changes, then the chart):\n%s", n, got, verifies[n], block)
 		}
 		// A tag of digits only (a commit like 4228755, or 20261129) is a
 		// number to --set, which the chart's schema refuses.

@@ -628,6 +628,7 @@ func TestRealNodes(t *testing.T) {
 		t.Logf("the node CoreDNS pods during the upgrade (times seen by the test; log lines with the kubelet's):\n%s", upgradeTrail)
 	}
 	reported := len(windows)
+	costs.step("native mode", func() { nativeMode(ctx, t, client, cp, op, helmRel, op.Version+"-next", ranSteps) })
 
 	// A nodeunit cut off from the cloud keeps its pods; a node that dies
 	// beside connected ones does not (build/README.md, Autonomy).

@@ -27,6 +27,7 @@ The digest is image.digests.KEY when set, else image.digests.NAME. */}}
 {{- if eq $c.superedgeLock "-" }}{{ $args = append $args "--superedge-lock=" }}{{ else if $c.superedgeLock }}{{ $args = append $args (printf "--superedge-lock=%s" $c.superedgeLock) }}{{ end -}}
 {{- with $c.workers }}{{ $args = append $args (printf "--workers=%d" (int .)) }}{{ end -}}
 {{- with $c.resync }}{{ $args = append $args (printf "--resync=%s" .) }}{{ end -}}
+{{- with $c.zoneFromGridKey }}{{ $args = append $args (printf "--zone-from-grid-key=%s" .) }}{{ end -}}
 {{- if .Values.gridKeys.requireNodeRestricted }}{{ $args = append $args "--require-node-restricted-grid-keys" }}{{ end -}}
 {{- if eq .Values.logging.format "json" }}{{ $args = append $args "--logging-format=json" }}{{ end -}}
 {{- include "servicegroup.list" (concat $args $c.extraArgs) -}}

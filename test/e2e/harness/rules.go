@@ -18,9 +18,12 @@ func ProxyEndpoints(mode, rules, namespace, name string) []string {
 		//   numgen random mod N vmap { 0 : goto endpoint-HASH-ns/name/tcp/PORTNAME__IP/PORT, ... }
 		// or, when no endpoint chain is needed (kube-proxy 1.37),
 		//   dnat ip to numgen random mod N map { 0 : IP . PORT, ... }
+		// and for a single endpoint (no map)
+		//   meta l4proto tcp dnat ip to IP:PORT
 		chainStart := regexp.MustCompile(`^\s*chain service-[0-9A-Za-z]+-` + regexp.QuoteMeta(svc) + `/tcp/\S* \{`)
 		endpoint := regexp.MustCompile(`endpoint-[0-9A-Za-z]+-` + regexp.QuoteMeta(svc) + `/tcp/[^_\s]*__([0-9a-f.:]+)/\d+`)
 		direct := regexp.MustCompile(`\d+ : ([0-9.]+) \. \d+`)
+		single := regexp.MustCompile(`dnat (?:ip )?to ([0-9.]+):\d+`)
 		in := false
 		for _, line := range strings.Split(rules, "\n") {
 			switch {
@@ -29,7 +32,7 @@ func ProxyEndpoints(mode, rules, namespace, name string) []string {
 			case in && strings.TrimSpace(line) == "}":
 				in = false
 			case in:
-				for _, re := range []*regexp.Regexp{endpoint, direct} {
+				for _, re := range []*regexp.Regexp{endpoint, direct, single} {
 					for _, m := range re.FindAllStringSubmatch(line, -1) {
 						set[m[1]] = true
 					}

@@ -28,6 +28,17 @@ func TestProxyEndpoints(t *testing.T) {
 	}`,
 		want: []string{"10.244.0.2", "10.244.2.3"},
 	}, {
+		name: "nftables single endpoint dnat",
+		mode: ProxyModeNFTables,
+		rules: `	chain service-L7225WA2-default/svc/tcp/ {
+		ip daddr 10.96.0.10 tcp dport 80 ip saddr != 10.244.0.0/16 jump mark-for-masquerade
+		meta l4proto tcp dnat ip to 10.244.0.2:8080
+	}
+	chain service-VVJ7CJJF-default/other/tcp/ {
+		meta l4proto tcp dnat ip to 10.244.1.4:8080
+	}`,
+		want: []string{"10.244.0.2"},
+	}, {
 		name: "nftables endpoint chains, stale chain ignored",
 		mode: ProxyModeNFTables,
 		rules: `	chain service-L7225WA2-default/svc/tcp/ {
