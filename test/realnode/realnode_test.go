@@ -409,6 +409,9 @@ func TestRealNodes(t *testing.T) {
 				if grid := r["grid"]; grid.workedBefore && grid.failed > 0 {
 					t.Errorf("%s: %s: %d of %d queries of the grid's unified name failed: %s", w.name, c, grid.failed, grid.attempts, strings.Join(grid.failures, "; "))
 				}
+				if gsvc := r["gsvc"]; gsvc.failed > 0 {
+					t.Errorf("%s: %s: %d of %d requests to the grid's Service failed or left the nodeunit (at %s)", w.name, c, gsvc.failed, gsvc.attempts, strings.Join(gsvc.failures, "; "))
+				}
 			}
 		}
 	}
@@ -884,7 +887,13 @@ func TestRealNodes(t *testing.T) {
 		// What SuperEdge's installer does on each edge node: its kubelet
 		// names edge-coredns. The node's client is recreated to resolve
 		// through it, and from then on also resolves the grid's unified
-		// name, which edge-coredns answers from the hosts daemon's file.
+		// name, which edge-coredns answers from the hosts daemon's file,
+		// and requests the grid's Service (SuperEdge's controller made
+		// it), which only its nodeunit's pods may answer.
+		gridSvc, err := client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, sn := range seedNodes[:len(edgeNodes)] {
 			n := nodeByName(nodes, sn.name)
 			if err := NameEdgeCoreDNS(ctx, n, edgeCoreDNS); err != nil {
@@ -897,6 +906,8 @@ func TestRealNodes(t *testing.T) {
 			env := []corev1.EnvVar{
 				{Name: gridNameEnv, Value: fmt.Sprintf("%s-0.%s.default.svc.cluster.local", statefulGrid, gridService)},
 				{Name: gridIPEnv, Value: first.Status.PodIP},
+				{Name: gridServiceEnv, Value: gridSvc.Spec.ClusterIP},
+				{Name: gridNodesEnv, Value: strings.Join(nodesInUnit(sn.unit), " ")},
 			}
 			if err := recreateClientWith(ctx, client, n.Name, probeIP, earlierLogs, env); err != nil {
 				t.Fatal(err)
@@ -1331,6 +1342,17 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // podsInUnit are the echo pods on nodes of the nodeunit.
+// nodesInUnit are the seed nodes of the nodeunit unit.
+func nodesInUnit(unit string) []string {
+	var out []string
+	for _, n := range seedNodes {
+		if n.unit == unit {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
 func podsInUnit(pods map[string]corev1.Pod, unit string) map[string]bool {
 	units := map[string]string{deadNode: deadNodeUnit}
 	for _, n := range seedNodes {

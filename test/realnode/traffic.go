@@ -82,7 +82,9 @@ func probeObjects(avoid ...string) (*appsv1.Deployment, *corev1.Service) {
 // answer; a failed request logs curl's exit code and error (a refused
 // connection, a timeout, an HTTP status), which tell a lost SYN from a
 // rule pointing nowhere. The grid loop runs when the pod's environment names a grid name
-// and the address it must resolve to (gridNameEnv, gridIPEnv).
+// and the address it must resolve to (gridNameEnv, gridIPEnv); the gsvc
+// loop (gridServiceLoop) when it names the ServiceGrid's Service
+// (gridServiceEnv).
 func probeLoop(clusterIP string) string { return probeLoopFor(clusterIP, probeName, clusterIP) }
 
 // probeLoopFor is probeLoop with the "svc" loop requesting requestIP and
@@ -109,7 +111,28 @@ if [ -n "$%[3]s" ]; then while :; do
   echo "$(date +%%s%%3N) grid $r"
   sleep 0.2
 done & fi
-wait`, requestIP, name, gridNameEnv, gridIPEnv, nameIP)
+%[6]s
+wait`, requestIP, name, gridNameEnv, gridIPEnv, nameIP, gridServiceLoop())
+}
+
+// gridServiceLoop is the client's "gsvc" loop, run when gridServiceEnv is
+// set: a request to the ServiceGrid's Service every ~0.2 s, which fails
+// like the "svc" loop's and also when the echo pod that answered (its
+// "node name:" line) runs on a node outside gridNodesEnv, the caller's
+// nodeunit: what checkClusterIP checks at fixed points, here all along.
+func gridServiceLoop() string {
+	return fmt.Sprintf(`if [ -n "$%[1]s" ]; then while :; do
+  if out=$(curl -sSf --max-time 3 "http://$%[1]s/" 2>&1); then
+    node=$(printf '%%s\n' "$out" | sed -n 's/^[[:space:]]*node name: *//p' | head -n 1)
+    pod=$(printf '%%s\n' "$out" | sed -n 's/^[[:space:]]*pod name: *//p' | head -n 1)
+    case " $%[2]s " in
+    *" $node "*) r=ok ;;
+    *) r="fail outside=$%[2]s node=$node pod=$pod" ;;
+    esac
+  else rc=$?; r="fail exit=$rc $(printf '%%s' "$out" | tr '\n' ' ')"; fi
+  echo "$(date +%%s%%3N) gsvc $r"
+  sleep 0.2
+done & fi`, gridServiceEnv, gridNodesEnv)
 }
 
 // The client's environment for its grid loop: a StatefulSetGrid's unified
@@ -118,6 +141,14 @@ wait`, requestIP, name, gridNameEnv, gridIPEnv, nameIP)
 const (
 	gridNameEnv = "GRID_NAME"
 	gridIPEnv   = "GRID_IP"
+)
+
+// The client's environment for its gsvc loop: the ServiceGrid's Service
+// (its ClusterIP, optionally with ":port") and the nodes of the client's
+// nodeunit (space-separated), the only ones whose pods may answer it.
+const (
+	gridServiceEnv = "GRID_SVC_ADDR"
+	gridNodesEnv   = "GRID_SVC_NODES"
 )
 
 // window is a stretch of the run (one operator step) to report on.
@@ -144,7 +175,8 @@ type probeSample struct {
 	detail string // a failure's, as the client logged it
 }
 
-// parseProbeLog reads the client's log into samples by kind (svc, dns).
+// parseProbeLog reads the client's log into samples by kind (svc, dns,
+// grid, gsvc).
 func parseProbeLog(log string) map[string][]probeSample {
 	out := map[string][]probeSample{}
 	for _, line := range strings.Split(log, "\n") {
@@ -189,9 +221,6 @@ func measure(samples []probeSample, w window) probeResult {
 // pods of the same name, earlier: see recreateClient) and returns, per
 // window and client, what its Service requests and DNS queries saw.
 func trafficReport(ctx context.Context, client kubernetes.Interface, clients []string, windows []window, earlier map[string]string) (map[string]map[string]map[string]probeResult, string, error) {
-	results := map[string]map[string]map[string]probeResult{}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-34s %-14s %27s %27s %27s\n", "step", "client", "Service: failed/tries gap", "DNS: failed/tries gap", "grid name: failed/tries gap")
 	logs := map[string]map[string][]probeSample{}
 	for _, c := range clients {
 		raw, err := client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{}).DoRaw(ctx)
@@ -200,21 +229,47 @@ func trafficReport(ctx context.Context, client kubernetes.Interface, clients []s
 		}
 		logs[c] = parseProbeLog(earlier[c] + string(raw))
 	}
+	results, table := trafficTable(logs, windows)
+	return results, table, nil
+}
+
+// probeKinds are the client loops' kinds, in the report's column order:
+// the plain Service, the probe's name, the grid's unified name, the
+// ServiceGrid's Service.
+var probeKinds = []string{"svc", "dns", "grid", "gsvc"}
+
+// trafficTable measures each client's samples (by kind, parseProbeLog) in
+// each window: the results by window, client and kind, and the report's
+// table ("-" for a kind the client did not run).
+func trafficTable(logs map[string]map[string][]probeSample, windows []window) (map[string]map[string]map[string]probeResult, string) {
+	clients := make([]string, 0, len(logs))
+	for c := range logs {
+		clients = append(clients, c)
+	}
 	sort.Strings(clients)
+	results := map[string]map[string]map[string]probeResult{}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-34s %-14s %27s %27s %27s %27s\n", "step", "client", "Service: failed/tries gap", "DNS: failed/tries gap", "grid name: failed/tries gap", "grid Service: failed/tries gap")
 	for _, w := range windows {
 		results[w.name] = map[string]map[string]probeResult{}
 		for _, c := range clients {
-			svc, dns, grid := measure(logs[c]["svc"], w), measure(logs[c]["dns"], w), measure(logs[c]["grid"], w)
-			results[w.name][c] = map[string]probeResult{"svc": svc, "dns": dns, "grid": grid}
-			gridCol := "-"
-			if grid.attempts > 0 {
-				gridCol = fmt.Sprintf("%10d/%-5d %9s", grid.failed, grid.attempts, grid.gap.Round(10*time.Millisecond))
+			results[w.name][c] = map[string]probeResult{}
+			fmt.Fprintf(&b, "%-34s %-14s", w.name, c)
+			for _, kind := range probeKinds {
+				r := measure(logs[c][kind], w)
+				results[w.name][c][kind] = r
+				col := "-"
+				// svc and dns run in every client: their columns show even
+				// an empty window.
+				if r.attempts > 0 || kind == "svc" || kind == "dns" {
+					col = fmt.Sprintf("%10d/%-5d %9s", r.failed, r.attempts, r.gap.Round(10*time.Millisecond))
+				}
+				fmt.Fprintf(&b, " %27s", col)
 			}
-			fmt.Fprintf(&b, "%-34s %-14s %10d/%-5d %9s %10d/%-5d %9s %27s\n", w.name, c,
-				svc.failed, svc.attempts, svc.gap.Round(10*time.Millisecond), dns.failed, dns.attempts, dns.gap.Round(10*time.Millisecond), gridCol)
+			b.WriteString("\n")
 		}
 	}
-	return results, b.String(), nil
+	return results, b.String()
 }
 
 // recreateClient replaces the client pod of node with a new one of the
@@ -267,8 +322,11 @@ func recreateClientWith(ctx context.Context, client kubernetes.Interface, node, 
 	}
 	kinds := []string{"svc", "dns"}
 	for _, e := range env {
-		if e.Name == gridNameEnv {
+		switch e.Name {
+		case gridNameEnv:
 			kinds = append(kinds, "grid")
+		case gridServiceEnv:
+			kinds = append(kinds, "gsvc")
 		}
 	}
 	return waitUntil(ctx, 3*time.Minute, func() error {

@@ -1,9 +1,18 @@
 package realnode
 
 import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -57,5 +66,117 @@ func TestGuideStep(t *testing.T) {
 	names, err := op.GuideSteps("g.md")
 	if err != nil || len(names) != 3 || names[0] != "a" || names[1] != "b" || names[2] != "c" {
 		t.Errorf("GuideSteps = %v, %v", names, err)
+	}
+}
+
+// TestGridServiceLoop runs the clients' gsvc loop under sh against an echo
+// server on 127.0.0.1: an answer from a node of the caller's nodeunit is
+// ok; one from any other node fails and names it; an HTTP error fails with
+// curl's exit code. Unset, the loop does not run.
+func TestGridServiceLoop(t *testing.T) {
+	for _, tool := range []string{"sh", "curl", "sed"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found: %v", tool, err)
+		}
+	}
+	var mu sync.Mutex
+	answers := []string{"node0", "node1", "node3", ""}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(answers) == 0 || answers[0] == "" {
+			http.Error(w, "no endpoint", http.StatusServiceUnavailable)
+			return
+		}
+		node := answers[0]
+		answers = answers[1:]
+		// The echo server's format (echoserver/main.go).
+		fmt.Fprintf(w, "Hostname: echo-%[1]s\n\nPod Information:\n\tnode name: %[1]s\n\tpod name: echo-%[1]s\n\tpod namespace: default\n\tpod IP: 10.244.0.9\n\n", node)
+	}))
+	defer srv.Close()
+
+	run := func(env ...string) []probeSample {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "sh", "-c", gridServiceLoop()+"\nwait")
+		cmd.Env = append(os.Environ(), env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var log strings.Builder
+		sc := bufio.NewScanner(out)
+		for lines := 0; lines < 5 && sc.Scan(); lines++ {
+			log.WriteString(sc.Text() + "\n")
+		}
+		cancel()
+		_ = cmd.Wait()
+		samples := parseProbeLog(log.String())
+		if len(samples) > 1 {
+			t.Errorf("kinds other than gsvc logged: %q", log.String())
+		}
+		return samples["gsvc"]
+	}
+
+	got := run(gridServiceEnv+"="+strings.TrimPrefix(srv.URL, "http://"), gridNodesEnv+"=node0 node3")
+	if len(got) != 5 {
+		t.Fatalf("%d gsvc samples, want 5: %+v", len(got), got)
+	}
+	want := []struct {
+		ok     bool
+		detail string
+	}{
+		{true, ""},
+		{false, "outside=node0 node3 node=node1 pod=echo-node1"},
+		{true, ""},
+		{false, "exit=22 curl: (22) The requested URL returned error: 503"},
+		{false, "exit=22 curl: (22) The requested URL returned error: 503"},
+	}
+	for i, w := range want {
+		if got[i].ok != w.ok || !strings.HasPrefix(got[i].detail, w.detail) {
+			t.Errorf("sample %d: ok=%v %q, want ok=%v %q", i, got[i].ok, got[i].detail, w.ok, w.detail)
+		}
+	}
+
+	// Without the Service's address the loop does not run: sh ends at once.
+	if got := run(gridServiceEnv + "="); len(got) != 0 {
+		t.Errorf("unset: %d gsvc samples: %+v", len(got), got)
+	}
+}
+
+// TestTrafficTable: each kind measured per window and client; the grid
+// Service's column shows a client's gsvc attempts, "-" for a client that
+// does not run the loop.
+func TestTrafficTable(t *testing.T) {
+	at := func(ms int64) time.Time { return time.UnixMilli(1_000_000 + ms) }
+	logs := map[string]map[string][]probeSample{
+		"client-node0": parseProbeLog("1000000 svc ok\n1000000 dns ok\n1000100 gsvc ok\n1000500 gsvc fail outside=node0 node=node1 pod=p\n1001500 gsvc ok\n1001600 svc ok\n1001600 dns ok\n"),
+		"client-node2": parseProbeLog("1000000 svc ok\n1000000 dns ok\n1001600 svc ok\n1001600 dns ok\n"),
+	}
+	results, table := trafficTable(logs, []window{{name: "migrate-node NODE=node0", start: at(50), end: at(2000)}})
+	g := results["migrate-node NODE=node0"]["client-node0"]["gsvc"]
+	if g.attempts != 3 || g.failed != 1 || g.gap != 1400*time.Millisecond || g.workedBefore {
+		t.Errorf("client-node0 gsvc = %+v, want 1 of 3 failed, gap 1.4s", g)
+	}
+	if len(g.failures) != 1 || !strings.HasSuffix(g.failures[0], " outside=node0 node=node1 pod=p") {
+		t.Errorf("failures %q", g.failures)
+	}
+	if r := results["migrate-node NODE=node0"]["client-node2"]["gsvc"]; r.attempts != 0 {
+		t.Errorf("client-node2 gsvc = %+v, want none", r)
+	}
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[0], "grid Service: failed/tries gap") {
+		t.Fatalf("table:\n%s", table)
+	}
+	if f := strings.Fields(lines[1]); f[len(f)-2] != "1/3" || f[len(f)-1] != "1.4s" || f[len(f)-3] != "-" {
+		t.Errorf("client-node0's row %q: want grid name -, grid Service 1/3 1.4s", lines[1])
+	}
+	if f := strings.Fields(lines[2]); f[len(f)-1] != "-" || f[len(f)-2] != "-" {
+		t.Errorf("client-node2's row %q: want - for grid name and grid Service", lines[2])
 	}
 }
