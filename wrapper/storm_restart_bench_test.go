@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 )
 
 // stormAuditPolicy records, at Metadata level, the lists and watches of
@@ -296,9 +298,7 @@ const (
 // compacted while it is away ("compaction"). Each is counted from the
 // SIGTERM until every watch is open again and nothing was listed or
 // failed for 10 s, by the clients' taps and by the apiserver's audit log.
-func runRestartScenarios(b *testing.B, rec interface {
-	Report(float64, string)
-}, f *fleet, ws []stormWrapper, auditLog string, down time.Duration) {
+func runRestartScenarios(b *testing.B, rec *benchrecord.Record, f *fleet, ws []stormWrapper, auditLog string, down time.Duration) {
 	ctx := b.Context()
 	proto := func(cfg *rest.Config, agent string) *rest.Config {
 		cfg = rest.CopyConfig(cfg)
