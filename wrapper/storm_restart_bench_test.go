@@ -327,16 +327,21 @@ func runRestartScenarios(b *testing.B, rec *benchrecord.Record, f *fleet, ws []s
 	settle := func(what string) {
 		eventually(b, what, 10*time.Minute, func(context.Context) (bool, error) {
 			if !allWatching(behind) || !allWatching(direct) {
-				return false, nil
+				return false, fmt.Errorf("consumers not watching every resource: behind the wrappers %v, direct %v", !allWatching(behind), !allWatching(direct))
 			}
+			short := 0
 			for x, w := range ws {
 				if w.up.tally().open < watchesPer[x] {
-					return false, nil
+					short++
 				}
+			}
+			if short > 0 {
+				return false, fmt.Errorf("%d wrappers with fewer upstream watches open than before", short)
 			}
 			before := activity()
 			time.Sleep(10 * time.Second)
-			return activity() == before, nil
+			after := activity()
+			return after == before, fmt.Errorf("%d lists or failed calls in 10 s", after-before)
 		})
 	}
 	settle("every consumer watching")
