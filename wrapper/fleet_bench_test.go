@@ -132,13 +132,13 @@ func fleetParallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-func startFleet(b *testing.B, nodesN, servicesN int) *fleet {
+func startFleet(b *testing.B, nodesN, servicesN int, apiserverArgs ...string) *fleet {
 	cp := controlplane.StartForTest(b, controlplane.Options{
 		ControllerManager: true,
 		Controllers:       "endpointslice-controller,endpoints-controller",
 		// Its heap profile forces a garbage collection: heap figures
 		// without the collector's timing in them.
-		APIServerArgs: []string{"--profiling=true"},
+		APIServerArgs: append([]string{"--profiling=true"}, apiserverArgs...),
 	})
 	ctx := b.Context()
 	f := &fleet{cp: cp, admin: adminClient(cp), nodesN: nodesN, servicesN: servicesN, beat: time.Now(), readyAt: time.Now().Add(-24 * time.Hour)}

@@ -121,16 +121,22 @@ func (c *closeHook) Close() error {
 // came back (watches resumed from their resourceVersion against full
 // relists), the bytes it pulled, how long until every watch was open
 // again, and the kube-apiserver's requests and CPU for the reconnection.
+// Then, with a kube-proxy-shaped consumer behind each current wrapper and
+// as many straight to the apiserver, the apiserver restarted and restarted
+// with etcd compacted meanwhile (runRestartScenarios), its port closed for
+// SG_STORM_DOWN seconds (10): relists-behind-wrapper must be 0.
 func BenchmarkReconnectStorm(b *testing.B) {
 	benchRec := benchrecord.Start(b, "docs/benchmarks/wrapper-reconnect-storm.md")
 	nodesN, wrappersN := envInt("SG_STORM_NODES", 1000), envInt("SG_STORM_WRAPPERS", 1000)
 	outage := time.Duration(envInt("SG_STORM_OUTAGE", 30)) * time.Second
-	f := startFleet(b, nodesN, 100)
+	auditArgs, auditLog := stormAuditArgs(b)
+	f := startFleet(b, nodesN, 100, auditArgs...)
 	link := newCutLink() // the edge nodes' link to the apiserver
 	type edgeWrapper struct {
 		node   int
 		resume bool // unanswered watches read as refused connections (the default)
 		up     *upstreamRequests
+		kinds  *consumerTap
 		w      *runningWrapper
 	}
 	// Every other wrapper as it was before unanswered watches read as refused, to
@@ -147,9 +153,10 @@ func BenchmarkReconnectStorm(b *testing.B) {
 		cfg.TLSClientConfig = rest.TLSClientConfig{}
 		cfg.Transport = &http.Transport{DialContext: link.dial, TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true,
 			MaxIdleConnsPerHost: 25, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second}
-		e := &edgeWrapper{node: i, resume: i%2 == 0, up: &upstreamRequests{}}
+		cfg.UserAgent = stormWrapperAgent
+		e := &edgeWrapper{node: i, resume: i%2 == 0, up: &upstreamRequests{}, kinds: newConsumerTap()}
 		wrapper.SetResumeUnansweredWatches(e.resume)
-		e.w = startWrapper(b, f.cp, fleetNodeName(i), "", wrapper.Options{Upstream: e.up.wrap(cfg)})
+		e.w = startWrapper(b, f.cp, fleetNodeName(i), "", wrapper.Options{Upstream: e.kinds.wrap(e.up.wrap(cfg))})
 		edge = append(edge, e)
 	}
 	wrapper.SetResumeUnansweredWatches(true)
@@ -293,6 +300,19 @@ func BenchmarkReconnectStorm(b *testing.B) {
 			l0.watches, l1.watches)
 		benchRec.Report(allOpen.Seconds(), "s-until-all-watching")
 		benchRec.Report(l1.cpuSeconds-lDown.cpuSeconds, "apiserver-cpu-s")
+
+		// The apiserver restarted, then restarted with etcd compacted: the
+		// wrappers as they are now, with consumers behind them beside as
+		// many straight to the apiserver (the others stopped first).
+		var ws []stormWrapper
+		for _, e := range edge {
+			if e.resume {
+				ws = append(ws, stormWrapper{node: e.node, w: e.w, up: e.up, kinds: e.kinds})
+			} else {
+				e.w.Stop()
+			}
+		}
+		runRestartScenarios(b, benchRec, f, ws, auditLog, time.Duration(envInt("SG_STORM_DOWN", 10))*time.Second)
 	}
 }
 
