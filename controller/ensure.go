@@ -41,8 +41,13 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 			live.GetAnnotations()[AnnotationAppliedHash] != c.applied.hashOf(live) {
 			return live, nil // applied already; the cache has not caught up (its update event follows)
 		}
+		wantHash := nestedString(want, "metadata", "annotations", AnnotationAppliedHash)
+		if c.verified.upToDate(live.GetUID(), live.GetResourceVersion(), wantHash) {
+			return live, nil
+		}
 		if ext, err := c.store.config(live); err == nil {
 			if same, err := upToDate(live, want, ext); err == nil && same {
+				c.verified.remember(live.GetUID(), live.GetResourceVersion(), wantHash)
 				return live, nil
 			}
 		}

@@ -32,6 +32,8 @@ type gridController[G, C object, A childConfig[A]] struct {
 	grace    *deletionGrace
 	// applied remembers each child's last apply until the cache shows it.
 	applied appliedChildren
+	// verified remembers which child versions match which desired hash.
+	verified verifiedChildren
 	// restrictedKeys: only node-restricted grid keys (gridkeytrust.go).
 	restrictedKeys bool
 }

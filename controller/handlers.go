@@ -50,7 +50,12 @@ func (c *gridController[G, C, A]) childHandlers() cache.ResourceEventHandler {
 			enqueue(old)
 			enqueue(cur)
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) {
+			if m, ok := objectOf(obj); ok {
+				c.verified.forget(m.GetUID())
+			}
+			enqueue(obj)
+		},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/internal/testwait"
@@ -96,4 +97,48 @@ func reconciles(kind string) float64 {
 		return 0
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestEditOfVerifiedChildIsUndone: a child the controller has already found
+// up to date (resyncs passed) and that someone then edits is put back: the
+// controller remembers only child versions it compared, never a child.
+func TestEditOfVerifiedChildIsUndone(t *testing.T) {
+	// Not parallel: it counts reconciles on the process-wide metric.
+	e := newEnv(t, controlplane.Options{})
+	e.node(t, "node0", map[string]string{"zone": "north"})
+	_, wc, _ := e.startController(t, func(o *Options) { o.Resync = time.Second })
+	ctx := t.Context()
+	const ns = "verified"
+	e.namespace(t, ns)
+	dg := simpleDeploymentGrid(ns, "web", "zone", nil)
+	if _, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Create(ctx, dg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(ctx, t, 30*time.Second, "web-north made", func(ctx context.Context) error {
+		_, err := e.kube.AppsV1().Deployments(ns).Get(ctx, "web-north", metav1.GetOptions{})
+		return err
+	})
+	quiet(t, wc, 2*time.Second, 30*time.Second)
+	start := reconciles("DeploymentGrid")
+	testwait.Eventually(ctx, t, 30*time.Second, "three resyncs of the converged grid", func(context.Context) error {
+		if n := reconciles("DeploymentGrid") - start; n < 3 {
+			return fmt.Errorf("%v reconciles", n)
+		}
+		return nil
+	})
+
+	edit := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"echo","image":"registry.example/echo:someone-else"}]}}}}`)
+	if _, err := e.kube.AppsV1().Deployments(ns).Patch(ctx, "web-north", types.StrategicMergePatchType, edit, metav1.PatchOptions{FieldManager: "someone"}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(ctx, t, 30*time.Second, "the edited image put back", func(ctx context.Context) error {
+		d, err := e.kube.AppsV1().Deployments(ns).Get(ctx, "web-north", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if img := d.Spec.Template.Spec.Containers[0].Image; img != "registry.example/echo:1" {
+			return fmt.Errorf("image %s", img)
+		}
+		return nil
+	})
 }

@@ -38,7 +38,8 @@ var (
 	fleetRelabel     = flag.Int("fleet.relabel", 100, "Nodes moved into new nodeunits (10 per new nodeunit)")
 	fleetSteady      = flag.Duration("fleet.steady", 40*time.Second, "the quiet window in which steady-state writes are counted (longer than both controllers' resync)")
 	fleetLimit       = flag.Duration("fleet.converge-limit", 60*time.Minute, "how long a controller may take to converge; past it its figures so far are recorded and its later phases skipped")
-	fleetControllers = flag.String("fleet.controllers", "ours,ours-qps1000,superedge", "the controllers measured, one world each: ours (as shipped), ours-qps1000 (with SuperEdge's default client rate), superedge")
+	fleetControllers = flag.String("fleet.controllers", "ours,ours-qps1000,superedge", "the controllers measured, one world each: ours (as shipped), ours-qps1000 (with SuperEdge's default client rate), ours-baseline (-fleet.baseline-bin run as ours), superedge")
+	fleetBaseline    = flag.String("fleet.baseline-bin", "", "an application-grid-controller binary of another commit, measured as ours-baseline beside ours (before and after of a fix in one run)")
 )
 
 const (
@@ -77,7 +78,7 @@ func BenchmarkFleetScale(b *testing.B) {
 	for iter := 0; iter < b.N; iter++ {
 		for _, who := range strings.Split(*fleetControllers, ",") {
 			switch who {
-			case "ours", "ours-qps1000", "superedge":
+			case "ours", "ours-qps1000", "ours-baseline", "superedge":
 				runFleet(b, rec, who, nodes, units, grids)
 			default:
 				b.Fatalf("-fleet.controllers: %q is neither ours nor superedge", who)
@@ -385,7 +386,14 @@ func (f *fleet) startController(build *Build, kubeconfig, dir string) *controlpl
 		// SuperEdge's --kube-qps and --kube-burst defaults.
 		args = append(args, "--kube-api-qps=1000", "--kube-api-burst=1000")
 	}
-	p, err := controlplane.StartProcess("application-grid-controller", exec.Command(paths["application-grid-controller"], args...), dir)
+	bin := paths["application-grid-controller"]
+	if f.who == "ours-baseline" {
+		if *fleetBaseline == "" {
+			f.b.Fatal("ours-baseline needs -fleet.baseline-bin")
+		}
+		bin = *fleetBaseline
+	}
+	p, err := controlplane.StartProcess("application-grid-controller", exec.Command(bin, args...), dir)
 	if err != nil {
 		f.b.Fatal(err)
 	}
