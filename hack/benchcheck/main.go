@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/servicegroup/servicegroup/internal/benchcheck"
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 )
 
 func main() {
@@ -74,7 +75,7 @@ func run(goalsPath, only, from, logDir, record string, budget time.Duration) err
 		})
 	}
 
-	started, loadStart := time.Now().UTC(), loadAverage()
+	started, loadStart := time.Now().UTC(), benchrecord.LoadAverage()
 	res := benchcheck.NewResults()
 	runFailed := map[string]string{}
 	var done []runResult
@@ -118,9 +119,9 @@ func run(goalsPath, only, from, logDir, record string, budget time.Duration) err
 
 	var page strings.Builder
 	fmt.Fprintf(&page, "- Date: %s, %s\n", started.Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
-	fmt.Fprintf(&page, "- Commit: `%s`\n", commit())
+	fmt.Fprintf(&page, "- Commit: `%s`\n", benchrecord.Commit("."))
 	fmt.Fprintf(&page, "- Go: %s, %d CPUs\n", runtime.Version(), runtime.NumCPU())
-	fmt.Fprintf(&page, "- Load average (1, 5, 15 min): %s at start, %s at end\n", loadStart, loadAverage())
+	fmt.Fprintf(&page, "- Load average (1, 5, 15 min): %s at start, %s at end\n", loadStart, benchrecord.LoadAverage())
 	if from != "" {
 		fmt.Fprintf(&page, "- Checked from saved output: %s\n", from)
 	}
@@ -226,29 +227,4 @@ func tailOf(path string, lines int) (string, error) {
 	}
 	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	return strings.Join(all[max(0, len(all)-lines):], "\n"), nil
-}
-
-// commit is the short commit of the checkout, "-dirty" with changes.
-func commit() string {
-	head, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return "unknown"
-	}
-	c := strings.TrimSpace(string(head))
-	if st, err := exec.Command("git", "status", "--porcelain").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-		c += "-dirty"
-	}
-	return c
-}
-
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }

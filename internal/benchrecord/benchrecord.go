@@ -47,7 +47,7 @@ type Record struct {
 // repository root, e.g. "docs/benchmarks/wrapper-fleet.md"). The block is
 // printed, and written when asked, in b's cleanup.
 func Start(b *testing.B, page string) *Record {
-	r := &Record{b: b, page: page, start: time.Now().UTC(), loadStart: loadAverage()}
+	r := &Record{b: b, page: page, start: time.Now().UTC(), loadStart: LoadAverage()}
 	b.Cleanup(r.finish)
 	return r
 }
@@ -105,11 +105,11 @@ func (r *Record) finish() {
 	block := Render(Result{
 		Name:      r.b.Name(),
 		Date:      r.start,
-		Commit:    commit(root),
+		Commit:    Commit(root),
 		GoVersion: runtime.Version(),
 		MaxProcs:  runtime.GOMAXPROCS(0),
 		LoadStart: r.loadStart,
-		LoadEnd:   loadAverage(),
+		LoadEnd:   LoadAverage(),
 		Command:   Command(r.b.Name(), pkg, testFlags()),
 		Iter:      r.b.N,
 		Figures:   figures,
@@ -270,9 +270,9 @@ func repoPackage() (root, pkg string) {
 	}
 }
 
-// commit is the short commit of root's checkout, with "-dirty" when the
+// Commit is the short commit of root's checkout, with "-dirty" when the
 // work tree has changes; "unknown" without git.
-func commit(root string) string {
+func Commit(root string) string {
 	if root == "" {
 		return "unknown"
 	}
@@ -287,8 +287,8 @@ func commit(root string) string {
 	return c
 }
 
-// loadAverage is the 1, 5 and 15 minute load average from /proc/loadavg.
-func loadAverage() string {
+// LoadAverage is the 1, 5 and 15 minute load average from /proc/loadavg.
+func LoadAverage() string {
 	data, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "unknown"
