@@ -17,6 +17,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/internal/imagebuild"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
+	"github.com/servicegroup/servicegroup/test/superedge"
 )
 
 // superEdgeRegistry is where SuperEdge's manifests pull its images from
@@ -63,10 +64,10 @@ func BuildSuperEdge(ctx context.Context) (*SuperEdgeBuild, error) {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	bin := lines[len(lines)-1]
 	b := &SuperEdgeBuild{BinDir: bin, Manifests: filepath.Join(filepath.Dir(bin), "manifests")}
-	if b.Version, err = superEdgePin(repo, "SUPEREDGE"); err != nil {
+	if b.Version, err = superedge.Pinned(repo, "SUPEREDGE"); err != nil {
 		return nil, err
 	}
-	if b.KubeProxyVersion, err = superEdgePin(repo, "SUPEREDGE_KUBE_PROXY"); err != nil {
+	if b.KubeProxyVersion, err = superedge.Pinned(repo, "SUPEREDGE_KUBE_PROXY"); err != nil {
 		return nil, err
 	}
 	dir, err := exec.CommandContext(ctx, filepath.Join(repo, "hack", "kube-proxy-bins.sh"), "--print-dir", b.KubeProxyVersion).Output()
@@ -75,20 +76,6 @@ func BuildSuperEdge(ctx context.Context) (*SuperEdgeBuild, error) {
 	}
 	b.KubeProxy = filepath.Join(strings.TrimSpace(string(dir)), "kube-proxy")
 	return b, nil
-}
-
-// superEdgePin is a release pinned in hack/superedge-versions.env.
-func superEdgePin(repo, key string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(repo, "hack", "superedge-versions.env"))
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, key+"="); ok && v != "" {
-			return v, nil
-		}
-	}
-	return "", fmt.Errorf("hack/superedge-versions.env pins no %s", key)
 }
 
 // Image is the upstream reference of SuperEdge's image of component, as

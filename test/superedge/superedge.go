@@ -46,7 +46,7 @@ func RequireBuild(t testing.TB) *Build {
 	}
 	b := &Build{BinDir: strings.TrimSpace(string(out))}
 	b.Manifests = filepath.Join(filepath.Dir(b.BinDir), "manifests")
-	if b.KubeProxyVersion, err = pinned(root, "SUPEREDGE_KUBE_PROXY"); err != nil {
+	if b.KubeProxyVersion, err = Pinned(root, "SUPEREDGE_KUBE_PROXY"); err != nil {
 		t.Fatal(err)
 	}
 	out, err = exec.Command(filepath.Join(root, "hack", "kube-proxy-bins.sh"), "--print-dir", b.KubeProxyVersion).Output()
@@ -69,8 +69,8 @@ func RequireBuild(t testing.TB) *Build {
 	return b
 }
 
-// pinned is a release hack/superedge-versions.env pins.
-func pinned(root, key string) (string, error) {
+// Pinned is a release root's hack/superedge-versions.env pins under key.
+func Pinned(root, key string) (string, error) {
 	data, err := os.ReadFile(filepath.Join(root, "hack", "superedge-versions.env"))
 	if err != nil {
 		return "", err
