@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,70 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/servicegroup/servicegroup/wrapper"
 )
-
-// resourceTap counts one client's requests to the apiserver by resource:
-// full lists (LIST, or a watch-list: a WATCH with sendInitialEvents) with
-// the bytes they brought, and open watches.
-type resourceTap struct {
-	mu        sync.Mutex
-	lists     map[string]int
-	listBytes map[string]int64
-	open      map[string]int
-}
-
-func newResourceTap() *resourceTap {
-	return &resourceTap{lists: map[string]int{}, listBytes: map[string]int64{}, open: map[string]int{}}
-}
-
-func (rt *resourceTap) wrap(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			q := r.URL.Query()
-			resource := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
-			watch := q.Get("watch") == "true" || q.Get("watch") == "1"
-			full := r.Method == http.MethodGet && (!watch || q.Get("sendInitialEvents") == "true")
-			resp, err := next.RoundTrip(r)
-			if err != nil || resp.StatusCode >= 400 {
-				return resp, err
-			}
-			rt.mu.Lock()
-			defer rt.mu.Unlock()
-			if full {
-				rt.lists[resource]++
-				resp.Body = &countingBody{ReadCloser: resp.Body, add: func(n int) {
-					rt.mu.Lock()
-					rt.listBytes[resource] += int64(n)
-					rt.mu.Unlock()
-				}}
-			}
-			if watch {
-				rt.open[resource]++
-				var once sync.Once
-				resp.Body = &closeHook{ReadCloser: resp.Body, closed: func() {
-					once.Do(func() {
-						rt.mu.Lock()
-						rt.open[resource]--
-						rt.mu.Unlock()
-					})
-				}}
-			}
-			return resp, nil
-		})
-	})
-	return cfg
-}
-
-func (rt *resourceTap) counts() (lists map[string]int, bytes map[string]int64, open map[string]int) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return maps.Clone(rt.lists), maps.Clone(rt.listBytes), maps.Clone(rt.open)
-}
 
 // TestWrapperRelistsOncePerKind: a wrapper serving kube-proxy and, through
 // the DNS view, the node's CoreDNS (so it also fetches the headless
@@ -137,12 +75,13 @@ func TestWrapperRelistsOncePerKind(t *testing.T) {
 	// "very short watch").
 	var watching map[string]int
 	eventually(t, "the wrapper's watches open", 60*time.Second, func(context.Context) (bool, error) {
-		_, _, watching = tap.counts()
+		watching = tap.counts().open
 		return watching["services"] >= 1 && watching["endpointslices"] >= 1, fmt.Errorf("open watches %v", watching)
 	})
 	time.Sleep(1500 * time.Millisecond)
-	_, _, watching = tap.counts()
-	listsBefore, bytesBefore, _ := tap.counts()
+	watching = tap.counts().open
+	before := tap.counts()
+	listsBefore, bytesBefore := before.lists, before.listBytes
 	clientMark := w.started.Load()
 	t.Logf("the wrapper's open watches upstream: %v", watching)
 
@@ -158,17 +97,18 @@ func TestWrapperRelistsOncePerKind(t *testing.T) {
 	// Back once every watch is open again and no list came for 5 s.
 	var lists map[string]int
 	eventually(t, "the wrapper watching again", 3*time.Minute, func(context.Context) (bool, error) {
-		l0, _, open := tap.counts()
+		c0 := tap.counts()
+		l0, open := c0.lists, c0.open
 		for r, n := range watching {
 			if open[r] < n {
 				return false, fmt.Errorf("open watches %v, before %v", open, watching)
 			}
 		}
 		time.Sleep(5 * time.Second)
-		lists, _, _ = tap.counts()
+		lists = tap.counts().lists
 		return maps.Equal(l0, lists), fmt.Errorf("lists went on: %v -> %v", l0, lists)
 	})
-	_, bytesAfter, _ := tap.counts()
+	bytesAfter := tap.counts().listBytes
 	relisted := map[string]int{}
 	for r, n := range lists {
 		if d := n - listsBefore[r]; d > 0 {

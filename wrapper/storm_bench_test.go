@@ -136,7 +136,7 @@ func BenchmarkReconnectStorm(b *testing.B) {
 		node   int
 		resume bool // unanswered watches read as refused connections (the default)
 		up     *upstreamRequests
-		kinds  *consumerTap
+		kinds  *resourceTap
 		w      *runningWrapper
 	}
 	// Every other wrapper as it was before unanswered watches read as refused, to
@@ -154,7 +154,7 @@ func BenchmarkReconnectStorm(b *testing.B) {
 		cfg.Transport = &http.Transport{DialContext: link.dial, TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true,
 			MaxIdleConnsPerHost: 25, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second}
 		cfg.UserAgent = stormWrapperAgent
-		e := &edgeWrapper{node: i, resume: i%2 == 0, up: &upstreamRequests{}, kinds: newConsumerTap()}
+		e := &edgeWrapper{node: i, resume: i%2 == 0, up: &upstreamRequests{}, kinds: newResourceTap()}
 		wrapper.SetResumeUnansweredWatches(e.resume)
 		e.w = startWrapper(b, f.cp, fleetNodeName(i), "", wrapper.Options{Upstream: e.kinds.wrap(e.up.wrap(cfg))})
 		edge = append(edge, e)

@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -107,70 +105,6 @@ func readAudit(b *testing.B, path string, offset int64, prefixes ...string) (aud
 	return c, offset
 }
 
-// consumerTap counts one client's requests by resource: full lists (LIST,
-// or a watch-list), failed calls (an error or a status >= 400), the bytes
-// it read, and its open watches.
-type consumerTap struct {
-	mu                  sync.Mutex
-	lists, failed, open map[string]int
-	bytes               int64
-}
-
-func newConsumerTap() *consumerTap {
-	return &consumerTap{lists: map[string]int{}, failed: map[string]int{}, open: map[string]int{}}
-}
-
-func (ct *consumerTap) wrap(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			q := r.URL.Query()
-			resource := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
-			watch := q.Get("watch") == "true" || q.Get("watch") == "1"
-			full := !watch || q.Get("sendInitialEvents") == "true"
-			resp, err := next.RoundTrip(r)
-			ct.mu.Lock()
-			defer ct.mu.Unlock()
-			if err != nil || resp.StatusCode >= 400 {
-				ct.failed[resource]++
-				return resp, err
-			}
-			if full {
-				ct.lists[resource]++
-			}
-			resp.Body = &countingBody{ReadCloser: resp.Body, add: func(n int) {
-				ct.mu.Lock()
-				ct.bytes += int64(n)
-				ct.mu.Unlock()
-			}}
-			if watch {
-				ct.open[resource]++
-				var once sync.Once
-				resp.Body = &closeHook{ReadCloser: resp.Body, closed: func() {
-					once.Do(func() {
-						ct.mu.Lock()
-						ct.open[resource]--
-						ct.mu.Unlock()
-					})
-				}}
-			}
-			return resp, nil
-		})
-	})
-	return cfg
-}
-
-type consumerCounts struct {
-	lists, failed, open map[string]int
-	bytes               int64
-}
-
-func (ct *consumerTap) counts() consumerCounts {
-	ct.mu.Lock()
-	defer ct.mu.Unlock()
-	return consumerCounts{maps.Clone(ct.lists), maps.Clone(ct.failed), maps.Clone(ct.open), ct.bytes}
-}
-
 // stormResources are what a kube-proxy-shaped consumer watches.
 var stormResources = []string{"services", "endpointslices", "nodes", "servicecidrs"}
 
@@ -178,13 +112,13 @@ var stormResources = []string{"services", "endpointslices", "nodes", "servicecid
 // Services and EndpointSlices by its label selector, its own Node, and
 // ServiceCIDRs; counted by its tap.
 type kubeProxyConsumer struct {
-	tap      *consumerTap
+	tap      *resourceTap
 	services cache.SharedIndexInformer
 }
 
 func startKubeProxyConsumer(b *testing.B, cfg *rest.Config, node string) *kubeProxyConsumer {
 	b.Helper()
-	k := &kubeProxyConsumer{tap: newConsumerTap()}
+	k := &kubeProxyConsumer{tap: newResourceTap()}
 	c := kubernetes.NewForConfigOrDie(k.tap.wrap(cfg))
 	sel := "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
 	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
@@ -281,7 +215,7 @@ type stormWrapper struct {
 	node  int
 	w     *runningWrapper
 	up    *upstreamRequests
-	kinds *consumerTap
+	kinds *resourceTap
 }
 
 // User agents that tell the audit log's requests apart.
