@@ -1,25 +1,16 @@
 package metricscert
 
 import (
-	"bytes"
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"time"
 
+	"github.com/servicegroup/servicegroup/internal/pki"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/keyutil"
 )
 
 // Keys of the CA Secret and of the published ConfigMap.
@@ -35,16 +26,9 @@ const (
 	clockSlack = 5 * time.Minute
 )
 
-// authority is the signing CA.
-type authority struct {
-	cert *x509.Certificate
-	key  crypto.Signer
-	pem  []byte
-}
-
 // ensureCA reads the CA from Secret namespace/name, making it when there is
 // none (replicas racing: the loser reads the winner's).
-func ensureCA(ctx context.Context, kube kubernetes.Interface, namespace, name string, now time.Time) (*authority, error) {
+func ensureCA(ctx context.Context, kube kubernetes.Interface, namespace, name string, now time.Time) (*pki.CA, error) {
 	for range 3 {
 		s, err := kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
@@ -74,56 +58,19 @@ func ensureCA(ctx context.Context, kube kubernetes.Interface, namespace, name st
 }
 
 func newCASecret(namespace, name string, now time.Time) (*corev1.Secret, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "servicegroup-metrics-serving-ca"},
-		NotBefore:             now.Add(-clockSlack),
-		NotAfter:              now.Add(caLifetime),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, err
-	}
-	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	ca, err := pki.NewCA("servicegroup-metrics-serving-ca", now.Add(-clockSlack), now.Add(caLifetime))
 	if err != nil {
 		return nil, err
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app.kubernetes.io/part-of": "servicegroup"}},
 		Type:       corev1.SecretTypeOpaque,
-		Data: map[string][]byte{
-			CAKey:    pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: der}),
-			caKeyKey: keyPEM,
-		},
+		Data:       map[string][]byte{CAKey: ca.CertPEM, caKeyKey: ca.KeyPEM},
 	}, nil
 }
 
-func parseCA(s *corev1.Secret) (*authority, error) {
-	certs, err := certutil.ParseCertsPEM(s.Data[CAKey])
-	if err != nil || len(certs) != 1 {
-		return nil, fmt.Errorf("%s is not one certificate", CAKey)
-	}
-	key, err := keyutil.ParsePrivateKeyPEM(s.Data[caKeyKey])
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", caKeyKey, err)
-	}
-	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return nil, fmt.Errorf("%s is not a signing key", caKeyKey)
-	}
-	a, err1 := x509.MarshalPKIXPublicKey(signer.Public())
-	b, err2 := x509.MarshalPKIXPublicKey(certs[0].PublicKey)
-	if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
-		return nil, fmt.Errorf("%s does not match %s", caKeyKey, CAKey)
-	}
-	return &authority{cert: certs[0], key: signer, pem: s.Data[CAKey]}, nil
+func parseCA(s *corev1.Secret) (*pki.CA, error) {
+	return pki.ParseCA(s.Data[CAKey], s.Data[caKeyKey], CAKey, caKeyKey)
 }
 
 // publish keeps the CA's certificate in ConfigMap namespace/name, key
@@ -155,33 +102,18 @@ func publish(ctx context.Context, kube kubernetes.Interface, namespace, name str
 
 // sign issues the certificate req asks for, valid for lifetime (within
 // the CA's).
-func (a *authority) sign(req *x509.CertificateRequest, keyEncipherment bool, lifetime time.Duration, now time.Time) ([]byte, error) {
-	usage := x509.KeyUsageDigitalSignature
+func sign(ca *pki.CA, req *x509.CertificateRequest, keyEncipherment bool, lifetime time.Duration, now time.Time) ([]byte, error) {
+	var usage x509.KeyUsage
 	if keyEncipherment {
-		usage |= x509.KeyUsageKeyEncipherment
+		usage = x509.KeyUsageKeyEncipherment
 	}
-	notAfter := now.Add(lifetime)
-	if notAfter.After(a.cert.NotAfter) {
-		notAfter = a.cert.NotAfter
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      req.Subject,
-		DNSNames:     req.DNSNames,
-		IPAddresses:  req.IPAddresses,
-		NotBefore:    now.Add(-clockSlack),
-		NotAfter:     notAfter,
-		KeyUsage:     usage,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, req.PublicKey, a.key)
-	if err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: der}), nil
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	return n
+	return ca.Sign(pki.Leaf{
+		Subject:     req.Subject,
+		DNSNames:    req.DNSNames,
+		IPs:         req.IPAddresses,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage:    usage,
+		NotBefore:   now.Add(-clockSlack),
+		NotAfter:    now.Add(lifetime),
+	}, req.PublicKey)
 }

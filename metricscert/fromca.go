@@ -3,20 +3,16 @@ package metricscert
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
+	"github.com/servicegroup/servicegroup/internal/pki"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
 )
 
@@ -50,7 +46,7 @@ func ServeFromCA(ctx context.Context, kube kubernetes.Interface, opts Options, d
 			return
 		}
 		c := current.Load()
-		if c != nil && bytes.Equal(ca.pem, caPEM) && time.Now().Before(renewAt(c.Leaf)) {
+		if c != nil && bytes.Equal(ca.CertPEM, caPEM) && time.Now().Before(renewAt(c.Leaf)) {
 			return
 		}
 		next, err := issueFromCA(ca, dnsNames, time.Now())
@@ -59,7 +55,7 @@ func ServeFromCA(ctx context.Context, kube kubernetes.Interface, opts Options, d
 			return
 		}
 		current.Store(next)
-		caPEM = ca.pem
+		caPEM = ca.CertPEM
 		logger.Info("Serving a metrics certificate issued from the CA", "dnsNames", dnsNames, "notAfter", next.Leaf.NotAfter)
 	}
 	go wait.UntilWithContext(ctx, renew, fromCACheck)
@@ -72,17 +68,14 @@ func renewAt(leaf *x509.Certificate) time.Time {
 }
 
 // issueFromCA makes a key and a certificate for dnsNames signed by ca.
-func issueFromCA(ca *authority, dnsNames []string, now time.Time) (*tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	certPEM, err := ca.sign(&x509.CertificateRequest{Subject: pkix.Name{CommonName: dnsNames[0]}, DNSNames: dnsNames, PublicKey: key.Public()},
-		false, fromCALifetime, now)
-	if err != nil {
-		return nil, fmt.Errorf("signing: %w", err)
-	}
-	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+func issueFromCA(ca *pki.CA, dnsNames []string, now time.Time) (*tls.Certificate, error) {
+	certPEM, keyPEM, err := ca.Issue(pki.Leaf{
+		Subject:     pkix.Name{CommonName: dnsNames[0]},
+		DNSNames:    dnsNames,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		NotBefore:   now.Add(-clockSlack),
+		NotAfter:    now.Add(fromCALifetime),
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/servicegroup/servicegroup/internal/pki"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
@@ -115,7 +116,7 @@ func TestServeFromCA(t *testing.T) {
 }
 
 // mustSelfSignedCA is a CA of its own, as an impostor would make.
-func mustSelfSignedCA(t *testing.T) *authority {
+func mustSelfSignedCA(t *testing.T) *pki.CA {
 	t.Helper()
 	s, err := newCASecret("ns", "impostor", time.Now())
 	if err != nil {

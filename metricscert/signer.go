@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/servicegroup/servicegroup/internal/pki"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,7 +59,7 @@ const minLifetime = 10 * time.Minute
 type Signer struct {
 	opts  Options
 	kube  kubernetes.Interface
-	ca    *authority
+	ca    *pki.CA
 	queue workqueue.TypedRateLimitingInterface[string]
 	csrs  cache.Indexer
 	now   func() time.Time
@@ -80,7 +81,7 @@ func (s *Signer) Run(ctx context.Context) error {
 		ca, err := ensureCA(ctx, s.kube, s.opts.CASecretNamespace, s.opts.CASecretName, s.now())
 		for _, ns := range s.opts.BundleNamespaces {
 			if err == nil {
-				err = publish(ctx, s.kube, ns, s.opts.BundleName, ca.pem)
+				err = publish(ctx, s.kube, ns, s.opts.BundleName, ca.CertPEM)
 			}
 		}
 		if err != nil {
@@ -177,7 +178,7 @@ func (s *Signer) handle(ctx context.Context, csr *certificatesv1.CertificateSign
 	if e := csr.Spec.ExpirationSeconds; e != nil {
 		lifetime = min(max(time.Duration(*e)*time.Second, minLifetime), lifetime)
 	}
-	certPEM, err := s.ca.sign(req, slices.Contains(csr.Spec.Usages, certificatesv1.UsageKeyEncipherment), lifetime, s.now())
+	certPEM, err := sign(s.ca, req, slices.Contains(csr.Spec.Usages, certificatesv1.UsageKeyEncipherment), lifetime, s.now())
 	if err != nil {
 		return fmt.Errorf("signing: %w", err)
 	}

@@ -1,17 +1,12 @@
 package wrapper
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/internal/pki"
 	"github.com/servicegroup/servicegroup/internal/statefile"
 )
 
@@ -116,74 +112,28 @@ func servingCertUnusable(certFile, keyFile, host string, now time.Time) string {
 // thrown away (as client-go's certutil does); the certificate PEM holds
 // the leaf, then the CA.
 func selfSignedServingCert(host string, now time.Time) (certPEM, keyPEM []byte, err error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
 	notAfter := now.Add(servingCertMaxAge)
-	caSerial, err := randomSerial()
+	ca, err := pki.NewCA(fmt.Sprintf("%s-ca@%d", host, now.Unix()), servingCertNotBefore, notAfter)
 	if err != nil {
 		return nil, nil, err
 	}
-	leafSerial, err := randomSerial()
-	if err != nil {
-		return nil, nil, err
-	}
-	ca := &x509.Certificate{
-		SerialNumber:          caSerial,
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s-ca@%d", host, now.Unix())},
-		NotBefore:             servingCertNotBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ca, err = x509.ParseCertificate(caDER); err != nil {
-		return nil, nil, err
-	}
-	leaf := &x509.Certificate{
-		SerialNumber:          leafSerial,
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s@%d", host, now.Unix())},
-		NotBefore:             servingCertNotBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		DNSNames:              []string{"localhost"},
+	leaf := pki.Leaf{
+		Subject:     pkix.Name{CommonName: fmt.Sprintf("%s@%d", host, now.Unix())},
+		DNSNames:    []string{"localhost"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		NotBefore:   servingCertNotBefore,
+		NotAfter:    notAfter,
 	}
 	if ip := net.ParseIP(host); ip != nil {
-		leaf.IPAddresses = []net.IP{ip}
+		leaf.IPs = []net.IP{ip}
 	} else {
 		leaf.DNSNames = append(leaf.DNSNames, host)
 	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	certPEM, keyPEM, err = ca.Issue(leaf)
 	if err != nil {
 		return nil, nil, err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	certPEM = append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})...)
-	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
-}
-
-// randomSerial is a random serial number in [1, 2^63).
-func randomSerial() (*big.Int, error) {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 63))
-	if err != nil {
-		return nil, err
-	}
-	return n.Add(n, big.NewInt(1)), nil
+	return append(certPEM, ca.CertPEM...), keyPEM, nil
 }
 
 // WriteClientKubeconfig writes a kubeconfig for a client of the wrapper at

@@ -1,29 +1,21 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"sync/atomic"
 	"time"
 
+	"github.com/servicegroup/servicegroup/internal/pki"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/keyutil"
 )
 
 // Keys of the webhook's Secret.
@@ -147,7 +139,7 @@ func (c *servingCert) load(s *corev1.Secret) error {
 // renewal says why the Secret's serving certificate must be made anew, ""
 // when it need not.
 func (c *servingCert) renewal(s *corev1.Secret, now time.Time) (string, error) {
-	ca, _, err := parseCA(s)
+	ca, err := parseCA(s)
 	if err != nil {
 		return "", fmt.Errorf("Secret %s/%s: %w (delete it to make a new CA)", c.namespace, c.name, err)
 	}
@@ -159,7 +151,7 @@ func (c *servingCert) renewal(s *corev1.Secret, now time.Time) (string, error) {
 	if err != nil {
 		return "unreadable: " + err.Error(), nil
 	}
-	if err := leaf.CheckSignatureFrom(ca); err != nil {
+	if err := leaf.CheckSignatureFrom(ca.Cert); err != nil {
 		return "not signed by the Secret's CA", nil
 	}
 	for _, name := range c.dns {
@@ -180,34 +172,14 @@ func (c *servingCert) renewal(s *corev1.Secret, now time.Time) (string, error) {
 
 // newSecret makes a CA and a serving certificate.
 func (c *servingCert) newSecret(now time.Time) (*corev1.Secret, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "servicegroup-autonomy-webhook-ca"},
-		NotBefore:             now.Add(-clockSlack),
-		NotAfter:              now.Add(caLifetime),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, err
-	}
-	caKeyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	ca, err := pki.NewCA("servicegroup-autonomy-webhook-ca", now.Add(-clockSlack), now.Add(caLifetime))
 	if err != nil {
 		return nil, err
 	}
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace, Labels: map[string]string{"app.kubernetes.io/part-of": "servicegroup"}},
 		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			secretCAKey: pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: der}),
-			caKeyName:   caKeyPEM,
-		},
+		Data:       map[string][]byte{secretCAKey: ca.CertPEM, caKeyName: ca.KeyPEM},
 	}
 	return c.renewed(s, now)
 }
@@ -218,71 +190,27 @@ const caKeyName = "ca.key"
 
 // renewed returns a copy of s with a new serving certificate from its CA.
 func (c *servingCert) renewed(s *corev1.Secret, now time.Time) (*corev1.Secret, error) {
-	ca, caKey, err := parseCA(s)
+	ca, err := parseCA(s)
 	if err != nil {
 		return nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "servicegroup-autonomy-webhook"},
-		DNSNames:     c.dns,
-		IPAddresses:  c.ips,
-		NotBefore:    now.Add(-clockSlack),
-		NotAfter:     minTime(now.Add(servingLifetime), ca.NotAfter),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
-	if err != nil {
-		return nil, err
-	}
-	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	certPEM, keyPEM, err := ca.Issue(pki.Leaf{
+		Subject:     pkix.Name{CommonName: "servicegroup-autonomy-webhook"},
+		DNSNames:    c.dns,
+		IPs:         c.ips,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		NotBefore:   now.Add(-clockSlack),
+		NotAfter:    now.Add(servingLifetime),
+	})
 	if err != nil {
 		return nil, err
 	}
 	out := s.DeepCopy()
-	out.Data[secretCertKey] = pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: der})
+	out.Data[secretCertKey] = certPEM
 	out.Data[secretKeyKey] = keyPEM
 	return out, nil
 }
 
-func parseCA(s *corev1.Secret) (*x509.Certificate, crypto.Signer, error) {
-	certs, err := certutil.ParseCertsPEM(s.Data[secretCAKey])
-	if err != nil || len(certs) != 1 {
-		return nil, nil, fmt.Errorf("%s is not one certificate", secretCAKey)
-	}
-	key, err := keyutil.ParsePrivateKeyPEM(s.Data[caKeyName])
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", caKeyName, err)
-	}
-	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return nil, nil, fmt.Errorf("%s is not a signing key", caKeyName)
-	}
-	if !publicKeysEqual(signer.Public(), certs[0].PublicKey) {
-		return nil, nil, fmt.Errorf("%s does not match %s", caKeyName, secretCAKey)
-	}
-	return certs[0], signer, nil
-}
-
-func publicKeysEqual(a, b crypto.PublicKey) bool {
-	ma, err1 := x509.MarshalPKIXPublicKey(a)
-	mb, err2 := x509.MarshalPKIXPublicKey(b)
-	return err1 == nil && err2 == nil && bytes.Equal(ma, mb)
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	return n
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
+func parseCA(s *corev1.Secret) (*pki.CA, error) {
+	return pki.ParseCA(s.Data[secretCAKey], s.Data[caKeyName], secretCAKey, caKeyName)
 }

@@ -84,7 +84,7 @@ type ControlPlane struct {
 	Dir string
 
 	opts     Options
-	pki      *pki
+	pki      *controlPlanePKI
 	files    map[string]string
 	ownDir   bool
 	apiPort  int
@@ -157,7 +157,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	cp.Config = &rest.Config{
 		Host: cp.URL,
 		TLSClientConfig: rest.TLSClientConfig{
-			CAData:   cp.pki.caCertPEM,
+			CAData:   cp.pki.ca.CertPEM,
 			CertData: cp.pki.adminCertPEM,
 			KeyData:  cp.pki.adminKeyPEM,
 		},
@@ -440,7 +440,7 @@ func HTTPOK(client *http.Client, url string) error {
 // plane's directory.
 func (cp *ControlPlane) WriteKubeconfig(name, server string, certPEM, keyPEM []byte) (string, error) {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cp.pki.caCertPEM}
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cp.pki.ca.CertPEM}
 	cfg.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
 	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
 	cfg.CurrentContext = "test"
@@ -458,7 +458,7 @@ func (cp *ControlPlane) AdminCertificate() (certPEM, keyPEM []byte) {
 
 // CACertificate returns the CA certificate (PEM) that signed every
 // certificate of this control plane.
-func (cp *ControlPlane) CACertificate() []byte { return cp.pki.caCertPEM }
+func (cp *ControlPlane) CACertificate() []byte { return cp.pki.ca.CertPEM }
 
 // CAFile is the path of the CA certificate.
 func (cp *ControlPlane) CAFile() string { return cp.files["ca.crt"] }

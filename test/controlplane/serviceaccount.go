@@ -81,7 +81,7 @@ func (cp *ControlPlane) PodToken(ctx context.Context, namespace, name, node stri
 // with token.
 func (cp *ControlPlane) tokenKubeconfig(file, token string) (string, *rest.Config, error) {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: cp.URL, CertificateAuthorityData: cp.pki.caCertPEM}
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: cp.URL, CertificateAuthorityData: cp.pki.ca.CertPEM}
 	cfg.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
 	cfg.CurrentContext = "test"
@@ -92,7 +92,7 @@ func (cp *ControlPlane) tokenKubeconfig(file, token string) (string, *rest.Confi
 	restCfg := &rest.Config{
 		Host:            cp.URL,
 		BearerToken:     token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: cp.pki.caCertPEM},
+		TLSClientConfig: rest.TLSClientConfig{CAData: cp.pki.ca.CertPEM},
 		QPS:             cp.Config.QPS,
 		Burst:           cp.Config.Burst,
 	}
