@@ -137,11 +137,11 @@ const (
 )
 
 func fleetNodeName(i int) string { return fmt.Sprintf("fleet%03d", i) }
+func fleetUnitOf(i int) int      { return i % fleetUnits }
 
 // kubeletMaxImages is how many images a kubelet lists in its Node's status
 // (its nodeStatusMaxImages default).
 const kubeletMaxImages = 50
-func fleetUnitOf(i int) int      { return i % fleetUnits }
 
 // fleetParallel runs f(0..n-1), 8 at a time.
 func fleetParallel(n int, f func(i int)) {
@@ -306,10 +306,10 @@ type fleetEdge struct {
 	rewatch       *byteCounter
 	rewatchWire   *wireCounter
 	rewatchSynced func() bool
-	wrapper                *runningWrapper
-	directSynced           func() bool
-	downSynced             func() bool
-	served                 cache.Store // the EndpointSlices the wrapper serves its kube-proxy
+	wrapper       *runningWrapper
+	directSynced  func() bool
+	downSynced    func() bool
+	served        cache.Store // the EndpointSlices the wrapper serves its kube-proxy
 }
 
 func (e *fleetEdge) serves(ip string) bool {
