@@ -36,8 +36,8 @@ func envInt(name string, def int) int {
 }
 
 // fleetNodeStatus is a Node status as a kubelet reports it: conditions with
-// heartbeat times, addresses, capacity, node info and a list of images
-// (about 5 KB of JSON, most of a real Node's size).
+// heartbeat times, addresses, capacity, node info and the 50 largest images
+// (kubelet's nodeStatusMaxImages; about 14 KB of JSON, as a real Node's).
 func fleetNodeStatus(i int, beat time.Time) []byte {
 	ts := beat.UTC().Format(time.RFC3339)
 	var conds []string
@@ -49,7 +49,7 @@ func fleetNodeStatus(i int, beat time.Time) []byte {
 			c[0], c[1], c[2], strings.ToLower(c[2]), ts))
 	}
 	var images []string
-	for k := range 16 {
+	for k := range kubeletMaxImages {
 		images = append(images, fmt.Sprintf(`{"names":["registry.example.com/team/app-%02d@sha256:%064x","registry.example.com/team/app-%02d:v1.%d.0"],"sizeBytes":%d}`,
 			k, k*7919+1, k, k, 10_000_000+k*1_234_567))
 	}
@@ -62,12 +62,33 @@ func fleetNodeStatus(i int, beat time.Time) []byte {
 
 // kubeProxyInformers are client-go informers in kube-proxy v1.37's shape
 // (Services and EndpointSlices with its selector, its own Node), protobuf.
+// Their first watch of each resource is a watch-list (sendInitialEvents),
+// which kube-apiserver v1.37 sends gzip-compressed.
 func kubeProxyInformers(tb testing.TB, cfg *rest.Config, node string) (synced func() bool, endpointSlices cache.Store) {
 	tb.Helper()
+	return kubeProxyInformersOf(tb, kubernetes.NewForConfigOrDie(kubeProxyConfig(cfg)), node)
+}
+
+func kubeProxyConfig(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = protobuf
 	cfg.AcceptContentTypes = protobuf + ",application/json"
-	c := kubernetes.NewForConfigOrDie(cfg)
+	return cfg
+}
+
+// rewatchingKubeProxy is kube-proxy's client as its informers use it once
+// their first watch has ended (after 5-10 minutes, client-go's watch
+// timeout) or after a relist that fell back to LIST: client-go's reflector
+// watches on from the last resourceVersion with a plain watch, which
+// kube-apiserver v1.37 does not compress. Informers of a client that says
+// it does not support watch-list semantics list and then watch that way
+// from the start.
+type rewatchingKubeProxy struct{ kubernetes.Interface }
+
+func (rewatchingKubeProxy) IsWatchListSemanticsUnSupported() bool { return true }
+
+func kubeProxyInformersOf(tb testing.TB, c kubernetes.Interface, node string) (synced func() bool, endpointSlices cache.Store) {
+	tb.Helper()
 	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = kubeProxySelector
 	}))
@@ -117,6 +138,10 @@ const (
 
 func fleetNodeName(i int) string { return fmt.Sprintf("fleet%03d", i) }
 func fleetUnitOf(i int) int      { return i % fleetUnits }
+
+// kubeletMaxImages is how many images a kubelet lists in its Node's status
+// (its nodeStatusMaxImages default).
+const kubeletMaxImages = 50
 
 // fleetParallel runs f(0..n-1), 8 at a time.
 func fleetParallel(n int, f func(i int)) {
@@ -222,14 +247,15 @@ func (f *fleet) addPod(b *testing.B, k, node int) string {
 	return ip
 }
 
-// statusRound: every node for which report says so reports its status once.
+// statusRound: every node for which report says so reports its status
+// once, as its kubelet does when only the heartbeat times moved.
 func (f *fleet) statusRound(b *testing.B, report func(i int) bool) {
 	f.beat = f.beat.Add(10 * time.Second)
 	fleetParallel(f.nodesN, func(i int) {
 		if !report(i) {
 			return
 		}
-		if _, err := f.admin.CoreV1().Nodes().PatchStatus(b.Context(), fleetNodeName(i), fleetNodeStatus(i, f.beat)); err != nil {
+		if _, err := f.admin.CoreV1().Nodes().PatchStatus(b.Context(), fleetNodeName(i), kubeletHeartbeat(f.beat)); err != nil {
 			b.Error(err)
 		}
 	})
@@ -272,10 +298,18 @@ func (f *fleet) relabel(b *testing.B, node int, unit string) {
 type fleetEdge struct {
 	node                   int
 	upstream, direct, down *byteCounter
-	wrapper                *runningWrapper
-	directSynced           func() bool
-	downSynced             func() bool
-	served                 cache.Store // the EndpointSlices the wrapper serves its kube-proxy
+	// The same links' bytes on the wire (TLS records and HTTP/2 frames to
+	// the apiserver, HTTP/1.1 on loopback to the wrapper), both directions.
+	upWire, directWire, downWire *wireCounter
+	// kube-proxy-shaped informers straight to the apiserver once their
+	// first watch has ended (rewatchingKubeProxy), counted apart.
+	rewatch       *byteCounter
+	rewatchWire   *wireCounter
+	rewatchSynced func() bool
+	wrapper       *runningWrapper
+	directSynced  func() bool
+	downSynced    func() bool
+	served        cache.Store // the EndpointSlices the wrapper serves its kube-proxy
 }
 
 func (e *fleetEdge) serves(ip string) bool {
@@ -321,6 +355,7 @@ func BenchmarkFleet(b *testing.B) {
 	}
 	const servicesN, churn = 100, 20
 	f := startFleet(b, nodesN, servicesN)
+	kubelets := startKubelets(b, f)
 	ctx := b.Context()
 
 	// Edge nodes: the first wrappersN nodes outside nodeunit 5.
@@ -328,25 +363,38 @@ func BenchmarkFleet(b *testing.B) {
 	for i := 0; i < nodesN && len(edge) < wrappersN; i++ {
 		if fleetUnitOf(i) != fleetUnits-1 {
 			edge = append(edge, &fleetEdge{node: i, upstream: &byteCounter{bytes: map[string]int64{}},
-				direct: &byteCounter{bytes: map[string]int64{}}, down: &byteCounter{bytes: map[string]int64{}}})
+				direct: &byteCounter{bytes: map[string]int64{}}, down: &byteCounter{bytes: map[string]int64{}},
+				upWire: newWireCounter(), directWire: newWireCounter(), downWire: newWireCounter(),
+				rewatch: &byteCounter{bytes: map[string]int64{}}, rewatchWire: newWireCounter()})
 		}
 	}
 	all := func(*fleetEdge) bool { return true }
 	inUnit0 := func(e *fleetEdge) bool { return fleetUnitOf(e.node) == 0 }
-	perNode := func(of func(*fleetEdge) *byteCounter, who func(*fleetEdge) bool) float64 {
+	perNode := func(of func(*fleetEdge) int64, who func(*fleetEdge) bool) float64 {
 		var n, k float64
 		for _, e := range edge {
-			if c := of(e); c != nil && who(e) {
-				n += float64(bytesOf(c))
+			if who(e) {
+				n += float64(of(e))
 				k++
 			}
 		}
 		return n / k
 	}
-	up := func(e *fleetEdge) *byteCounter { return e.upstream }
-	direct := func(e *fleetEdge) *byteCounter { return e.direct }
-	down := func(e *fleetEdge) *byteCounter { return e.down }
-	everything := func() float64 { return perNode(up, all) + perNode(direct, all) + perNode(down, all) }
+	up := func(e *fleetEdge) int64 { return bytesOf(e.upstream) }
+	direct := func(e *fleetEdge) int64 { return bytesOf(e.direct) }
+	down := func(e *fleetEdge) int64 { return bytesOf(e.down) }
+	rewatch := func(e *fleetEdge) int64 { return bytesOf(e.rewatch) }
+	rewatchWire := func(e *fleetEdge) int64 { return e.rewatchWire.total() }
+	upWire := func(e *fleetEdge) int64 { return e.upWire.total() }
+	directWire := func(e *fleetEdge) int64 { return e.directWire.total() }
+	downWire := func(e *fleetEdge) int64 { return e.downWire.total() }
+	everything := func() float64 {
+		var n float64
+		for _, c := range []func(*fleetEdge) int64{up, direct, down, rewatch, upWire, directWire, downWire, rewatchWire} {
+			n += perNode(c, all)
+		}
+		return n
+	}
 	// settle waits until the counters have moved by no more than BOOKMARKs
 	// (a few bytes a second per watch) for 3s: every edge node has
 	// received what the changes sent it.
@@ -408,7 +456,7 @@ func BenchmarkFleet(b *testing.B) {
 	}
 	at, l0 := time.Now(), load()
 	for _, e := range edge {
-		e.wrapper = startWrapper(b, f.cp, fleetNodeName(e.node), "", wrapper.Options{Upstream: e.upstream.wrap(f.cp.Config)})
+		e.wrapper = startWrapper(b, f.cp, fleetNodeName(e.node), "", wrapper.Options{Upstream: e.upstream.wrap(e.upWire.wrap(b, f.cp.Config))})
 	}
 	eventually(b, "every wrapper synced", 5*time.Minute, func(context.Context) (bool, error) {
 		for _, e := range edge {
@@ -421,7 +469,7 @@ func BenchmarkFleet(b *testing.B) {
 	settle()
 	l1 := load()
 	wrapperSync := syncCPU(at, l0, l1)
-	wrapperInitial := perNode(up, all)
+	wrapperInitial, wrapperInitialWire := perNode(up, all), perNode(upWire, all)
 	h1 := heap()
 	b.Logf("the first wrapper's upstream requests at start: %q", edge[0].upstream.requests())
 	cpu1 := cycleCPU()
@@ -429,7 +477,7 @@ func BenchmarkFleet(b *testing.B) {
 
 	at, l1 = time.Now(), load()
 	for _, e := range edge {
-		e.directSynced, _ = kubeProxyInformers(b, e.direct.wrap(f.cp.Config), fleetNodeName(e.node))
+		e.directSynced, _ = kubeProxyInformers(b, e.direct.wrap(e.directWire.wrap(b, f.cp.Config)), fleetNodeName(e.node))
 	}
 	eventually(b, "kube-proxy-shaped informers synced", 5*time.Minute, func(context.Context) (bool, error) {
 		for _, e := range edge {
@@ -442,7 +490,7 @@ func BenchmarkFleet(b *testing.B) {
 	settle()
 	l2 := load()
 	directSync := syncCPU(at, l1, l2)
-	directInitial := perNode(direct, all)
+	directInitial, directInitialWire := perNode(direct, all), perNode(directWire, all)
 	h2 := heap()
 	cpu2 := cycleCPU()
 
@@ -487,7 +535,7 @@ func BenchmarkFleet(b *testing.B) {
 
 	// kube-proxy behind each wrapper: what the wrapper sends it.
 	for _, e := range edge {
-		e.downSynced, e.served = kubeProxyInformers(b, e.down.wrap(&rest.Config{Host: e.wrapper.URL(), QPS: -1}), fleetNodeName(e.node))
+		e.downSynced, e.served = kubeProxyInformers(b, e.down.wrap(e.downWire.wrap(b, &rest.Config{Host: e.wrapper.URL(), QPS: -1})), fleetNodeName(e.node))
 	}
 	eventually(b, "kube-proxy behind every wrapper synced", 5*time.Minute, func(context.Context) (bool, error) {
 		for _, e := range edge {
@@ -498,31 +546,69 @@ func BenchmarkFleet(b *testing.B) {
 		return true, nil
 	})
 	settle()
-	downInitial := perNode(down, all)
+	downInitial, downInitialWire := perNode(down, all), perNode(downWire, all)
+	// kube-proxy as it reads once its first watch has ended.
+	for _, e := range edge {
+		c := kubernetes.NewForConfigOrDie(kubeProxyConfig(e.rewatch.wrap(e.rewatchWire.wrap(b, f.cp.Config))))
+		e.rewatchSynced, _ = kubeProxyInformersOf(b, rewatchingKubeProxy{c}, fleetNodeName(e.node))
+	}
+	eventually(b, "rewatching kube-proxy-shaped informers synced", 5*time.Minute, func(context.Context) (bool, error) {
+		for _, e := range edge {
+			if !e.rewatchSynced() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	settle()
+	rewatchInitial, rewatchInitialWire := perNode(rewatch, all), perNode(rewatchWire, all)
 
-	b.Logf("%-52s %12s %12s %12s %6s", "bytes per edge node", "kube-proxy", "wrapper", "wrapper to", "ratio")
-	b.Logf("%-52s %12s %12s %12s", "", "direct", "upstream", "kube-proxy")
-	line := func(kind string, d, w, k float64) {
-		// Below 10 bytes an event is BOOKMARK noise: nothing.
-		ratio := "-"
+	// Columns: kube-proxy straight to the apiserver on its first watch
+	// (a watch-list, compressed) and on the watches after it (plain), the
+	// wrapper's upstream, the wrapper to its kube-proxy (loopback, HTTP/1.1).
+	b.Logf("%-52s %-50s | %s", "bytes per edge node", "decoded bodies", "on the wire (TLS, HTTP/2; both directions)")
+	b.Logf("%-52s %9s %9s %9s %9s %6s | %9s %9s %9s %9s %6s %6s", "",
+		"direct,", "direct,", "wrapper", "wrapper", "ratio", "direct,", "direct,", "wrapper", "wrapper", "ratio", "ratio")
+	b.Logf("%-52s %9s %9s %9s %9s %6s | %9s %9s %9s %9s %6s %6s", "",
+		"1st watch", "rewatch", "upstream", "to k-p", "w/1st", "1st watch", "rewatch", "upstream", "to k-p", "w/1st", "w/re")
+	// Below 10 bytes an event is BOOKMARK noise: nothing.
+	ratio := func(d, w float64) string {
 		switch {
 		case d >= 10:
-			ratio = fmt.Sprintf("%.2f", w/d)
+			return fmt.Sprintf("%.3f", w/d)
 		case w >= 10:
-			ratio = "more"
+			return "more"
 		}
-		b.Logf("%-52s %12.0f %12.0f %12.0f %6s", kind, d, w, k, ratio)
-		unit := strings.ReplaceAll(kind, " ", "-")
-		benchRec.Report(d, "direct-B/"+unit)
-		benchRec.Report(w, "wrapper-B/"+unit)
+		return "-"
 	}
-	line("initial sync", directInitial, wrapperInitial, downInitial)
+	// body and wire: direct (first watch), direct (rewatch), wrapper upstream, wrapper to kube-proxy.
+	line := func(kind string, body, wire [4]float64) {
+		b.Logf("%-52s %9.0f %9.0f %9.0f %9.0f %6s | %9.0f %9.0f %9.0f %9.0f %6s %6s", kind,
+			body[0], body[1], body[2], body[3], ratio(body[0], body[2]),
+			wire[0], wire[1], wire[2], wire[3], ratio(wire[0], wire[2]), ratio(wire[1], wire[2]))
+		unit := strings.ReplaceAll(kind, " ", "-")
+		benchRec.Report(body[0], "direct-B/"+unit)
+		benchRec.Report(body[2], "wrapper-B/"+unit)
+		benchRec.Report(wire[0], "direct-wire-B/"+unit)
+		benchRec.Report(wire[1], "rewatch-wire-B/"+unit)
+		benchRec.Report(wire[2], "wrapper-wire-B/"+unit)
+		benchRec.Report(wire[3], "to-kube-proxy-wire-B/"+unit)
+	}
+	line("initial sync", [4]float64{directInitial, rewatchInitial, wrapperInitial, downInitial},
+		[4]float64{directInitialWire, rewatchInitialWire, wrapperInitialWire, downInitialWire})
 	report := func(kind string, events int, who func(*fleetEdge) bool, change func()) {
-		w0, d0, k0 := perNode(up, who), perNode(direct, who), perNode(down, who)
+		counters := [8]func(*fleetEdge) int64{direct, rewatch, up, down, directWire, rewatchWire, upWire, downWire}
+		var before [8]float64
+		for x, c := range counters {
+			before[x] = perNode(c, who)
+		}
 		change()
 		settle()
-		e := float64(events)
-		line(kind, (perNode(direct, who)-d0)/e, (perNode(up, who)-w0)/e, (perNode(down, who)-k0)/e)
+		var per [8]float64
+		for x, c := range counters {
+			per[x] = (perNode(c, who) - before[x]) / float64(events)
+		}
+		line(kind, [4]float64(per[:4]), [4]float64(per[4:]))
 	}
 	// reach waits until every edge node of nodeunit 0 serves ip (or none
 	// does), checks that no other edge node does, and returns how long
@@ -555,9 +641,9 @@ func BenchmarkFleet(b *testing.B) {
 	}
 	var ownTook, relabelTook []time.Duration
 	for range b.N {
-		report("another node's status report", nodesN-len(edge), all, func() {
-			f.statusRound(b, func(i int) bool { return !slices.ContainsFunc(edge, func(e *fleetEdge) bool { return e.node == i }) })
-		})
+		notEdge := func(i int) bool { return !slices.ContainsFunc(edge, func(e *fleetEdge) bool { return e.node == i }) }
+		report("another node's status report", nodesN-len(edge), all, func() { f.statusRound(b, notEdge) })
+		report("another node's Lease renewal", nodesN-len(edge), all, func() { kubelets.leaseRound(b, notEdge) })
 		report("a non-topology label change on another node", churn, all, func() {
 			for k := range churn {
 				patch := fmt.Sprintf(`{"metadata":{"labels":{"example.com/rack":"r%d"}}}`, k)

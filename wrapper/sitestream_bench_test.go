@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,23 +20,26 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/servicegroup/servicegroup/internal/benchrecord"
-	"github.com/servicegroup/servicegroup/test/controlplane"
 )
-
-const benchGen = "example.com/gen"
 
 // BenchmarkSiteStream: bytes over the cloud link of one site of N nodes
 // (SG_SITE_SIZES, default 1,5,20,50) whose wrappers share one stream,
-// against N kube-proxies reading the apiserver directly, side by side
-// against one real kube-apiserver. SG_SITE_SERVICES (40) Services with an
-// EndpointSlice of 8 endpoints each; every iteration changes each slice
-// SG_SITE_CHANGES_PER_SERVICE (2) times and waits until every kube-proxy
-// view (behind each wrapper, or direct) holds the last change. Reported per
-// iteration: unit-bytes (Services and EndpointSlices lists and watches) and
-// all-bytes (every response, Leases and each node's own reads included) over
-// the site's cloud links, for the site and for the direct kube-proxies, and
-// site/one-direct, the site's unit bytes over what ONE direct kube-proxy
-// pulled; and the bytes per second over the links during 10 s with no change.
+// against N kube-proxies reading the apiserver directly, side by side, in
+// BenchmarkFleet's world (SG_FLEET_NODES, 300 nodes in 6 nodeunits, 100
+// topology Services whose EndpointSlices kube-controller-manager makes from
+// pods, every node's kubelet writing its Lease and status at kubelet's
+// cadence). The site is the first N nodes of nodeunit 0. Every iteration
+// makes SG_SITE_CHANGES_PER_SERVICE (2) pod changes to each of
+// SG_SITE_SERVICES (40) Services (a new ready pod on a node of nodeunit 0,
+// the Service's previous such pod deleted) and waits until every kube-proxy
+// view (behind each wrapper, or direct) lists the last pod and not the one
+// before. Reported per iteration: unit-bytes (Services and EndpointSlices
+// lists and watches, decoded bodies) and all-bytes (every response body,
+// Leases and each node's own reads included) over the site's cloud links,
+// for the site and for the direct kube-proxies, wire-bytes (what crosses
+// the links below TLS, both directions: records, HTTP/2 frames, headers,
+// requests), and each over what ONE direct kube-proxy pulled; and the bytes
+// per second over the links during 10 s with no change.
 func BenchmarkSiteStream(b *testing.B) {
 	benchRec := benchrecord.Start(b, "docs/benchmarks/sitestream-bytes.md")
 	sizes := []int{1, 5, 20, 50}
@@ -47,46 +51,51 @@ func BenchmarkSiteStream(b *testing.B) {
 			}
 		}
 	}
-	services, changes := envInt("SG_SITE_SERVICES", 40), envInt("SG_SITE_CHANGES_PER_SERVICE", 2)
-	cp := controlplane.StartForTest(b, controlplane.Options{})
-	admin := adminClient(cp)
+	const servicesN = 100
+	services, changes := min(envInt("SG_SITE_SERVICES", 40), servicesN), envInt("SG_SITE_CHANGES_PER_SERVICE", 2)
+	f := startFleet(b, envInt("SG_FLEET_NODES", 300), servicesN)
+	startKubelets(b, f)
+	cp, admin := f.cp, f.admin
 	if _, err := admin.CoreV1().ServiceAccounts(peerNS).Create(b.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: peerAccount}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	const ns = "bench"
-	createNamespace(b, admin, ns)
-	for s := range services {
-		name := fmt.Sprintf("svc-%02d", s)
-		createService(b, admin, ns, name, `["zone1"]`)
-		var eps []discoveryv1.Endpoint
-		for e := range 8 {
-			eps = append(eps, endpoint(fmt.Sprintf("10.%d.%d.1", s, e), "bench-0-0"))
+	var unit0 []string
+	for i := range f.nodesN {
+		if fleetUnitOf(i) == 0 {
+			unit0 = append(unit0, fleetNodeName(i))
 		}
-		createSlice(b, admin, ns, name, name, eps...)
 	}
-	gen := 0
+	// sitePods[s] is Service s's pod of the last change, "" before any.
+	sitePods, made := make([]string, services), 0
 	for _, size := range sizes {
 		b.Run(fmt.Sprintf("nodes=%d", size), func(b *testing.B) {
-			nodes := make([]string, size)
-			for i := range nodes {
-				nodes[i] = fmt.Sprintf("bench-%d-%d", size, i)
-				n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodes[i], Labels: map[string]string{gridKey: "unit", siteLabel: fmt.Sprintf("site-%d", size)}}}
-				if _, err := admin.CoreV1().Nodes().Create(b.Context(), n, metav1.CreateOptions{}); err != nil {
-					b.Fatal(err)
+			if size > len(unit0) {
+				b.Fatalf("a site of %d nodes in a nodeunit of %d: more nodes (SG_FLEET_NODES)", size, len(unit0))
+			}
+			nodes := unit0[:size]
+			labelSite := func(value string) {
+				patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, siteLabel, value)
+				for _, n := range nodes {
+					if _, err := admin.CoreV1().Nodes().Patch(context.Background(), n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
+			labelSite(fmt.Sprintf("%q", fmt.Sprintf("site-%d", size)))
+			b.Cleanup(func() { labelSite("null") }) // after the wrappers stop: cleanups run last first
 			var directLinks, siteLinks []*cloudLink
 			var views []cache.SharedIndexInformer // slices, as each kube-proxy sees them
 			for _, node := range nodes {
 				link := newCloudLink()
-				cfg := rest.CopyConfig(cp.Config)
+				link.wire = newWireCounter()
+				cfg := link.wire.wrap(b, cp.Config)
 				cfg.Wrap(link.wrap)
 				directLinks = append(directLinks, link)
 				views = append(views, directKubeProxy(b, cfg, node))
 			}
 			ws := make([]*siteWrapper, size)
 			for i, node := range nodes {
-				ws[i] = startSiteWrapper(b, cp, node, 30+i, siteOptions{})
+				ws[i] = startSiteWrapper(b, cp, node, 30+i, siteOptions{countWire: true})
 				ws[i].proxy = watchAsKubeProxy(b, ws[i].runningWrapper, node, nil)
 				siteLinks = append(siteLinks, ws[i].cloud)
 				views = append(views, ws[i].proxy.slices)
@@ -104,36 +113,58 @@ func BenchmarkSiteStream(b *testing.B) {
 				}
 				return nil
 			})
-			sum := func(links []*cloudLink, unit bool) int64 {
+			const (
+				unitBodies = iota
+				allBodies
+				wire
+			)
+			sum := func(links []*cloudLink, what int) int64 {
 				var n int64
 				for _, l := range links {
-					if unit {
+					switch what {
+					case unitBodies:
 						n += l.unitBytes.Load()
-					} else {
+					case allBodies:
 						n += l.bytes.Load()
+					case wire:
+						n += l.wire.total()
 					}
 				}
 				return n
 			}
-			du, da, su, sa := sum(directLinks, true), sum(directLinks, false), sum(siteLinks, true), sum(siteLinks, false)
+			var d0, s0 [3]int64
+			for what := range 3 {
+				d0[what], s0[what] = sum(directLinks, what), sum(siteLinks, what)
+			}
 			b.ResetTimer()
 			for b.Loop() {
+				before := slices.Clone(sitePods)
 				for range changes {
-					gen++
 					for s := range services {
-						patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}},"endpoints":[{"addresses":["10.%d.%d.9"],"nodeName":"bench-0-0"}]}`, benchGen, gen, s, gen%250)
-						if _, err := admin.DiscoveryV1().EndpointSlices(ns).Patch(b.Context(), fmt.Sprintf("svc-%02d", s), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-							b.Fatal(err)
+						made++
+						name := fmt.Sprintf("%s-site%d", fleetService(s), made)
+						readyPod(b, admin, fleetNS, fleetService(s), name, unit0[made%len(unit0)], podIP(name), f.next())
+						if sitePods[s] != "" {
+							if err := admin.CoreV1().Pods(fleetNS).Delete(b.Context(), sitePods[s], metav1.DeleteOptions{GracePeriodSeconds: ptr[int64](0)}); err != nil {
+								b.Fatal(err)
+							}
 						}
+						sitePods[s] = name
 					}
 				}
-				want := strconv.Itoa(gen)
+				last := make([]string, services)
+				for s := range services {
+					last[s] = podIP(sitePods[s])
+				}
 				waitFor(b, "every kube-proxy view has the last change", func(context.Context) error {
 					for i, v := range views {
+						addrs := viewAddresses(v)
 						for s := range services {
-							o, ok, _ := v.GetStore().GetByKey(fmt.Sprintf("%s/svc-%02d", ns, s))
-							if !ok || o.(*discoveryv1.EndpointSlice).Annotations[benchGen] != want {
-								return fmt.Errorf("view %d lags on svc-%02d", i, s)
+							if !addrs[fleetService(s)][last[s]] {
+								return fmt.Errorf("view %d lacks %s of %s", i, last[s], fleetService(s))
+							}
+							if before[s] != "" && addrs[fleetService(s)][podIP(before[s])] {
+								return fmt.Errorf("view %d still has %s's pod %s", i, fleetService(s), before[s])
 							}
 						}
 					}
@@ -142,24 +173,58 @@ func BenchmarkSiteStream(b *testing.B) {
 			}
 			b.StopTimer()
 			iters := float64(b.N)
-			du, da = sum(directLinks, true)-du, sum(directLinks, false)-da
-			su, sa = sum(siteLinks, true)-su, sum(siteLinks, false)-sa
+			var d, st [3]float64
+			for what := range 3 {
+				d[what] = float64(sum(directLinks, what)-d0[what]) / iters
+				st[what] = float64(sum(siteLinks, what)-s0[what]) / iters
+			}
 			// A quiet spell: what the site pays with nothing changing (the
 			// Lease: the leader renews it, every follower reads it, each
 			// every RetryPeriod).
-			qd, qs := sum(directLinks, false), sum(siteLinks, false)
+			qd, qs, qdw, qsw := sum(directLinks, allBodies), sum(siteLinks, allBodies), sum(directLinks, wire), sum(siteLinks, wire)
 			const quiet = 10 * time.Second
 			time.Sleep(quiet)
-			benchRec.ReportOn(b, float64(sum(directLinks, false)-qd)/quiet.Seconds(), "direct-quiet-B/s")
-			benchRec.ReportOn(b, float64(sum(siteLinks, false)-qs)/quiet.Seconds(), "site-quiet-B/s")
-			benchRec.ReportOn(b, float64(du)/iters, "direct-unit-B/op")
-			benchRec.ReportOn(b, float64(da)/iters, "direct-all-B/op")
-			benchRec.ReportOn(b, float64(su)/iters, "site-unit-B/op")
-			benchRec.ReportOn(b, float64(sa)/iters, "site-all-B/op")
-			benchRec.ReportOn(b, float64(su)/(float64(du)/float64(size)), "site/one-direct")
-			benchRec.ReportOn(b, float64(sa)/(float64(da)/float64(size)), "site-all/one-direct-all")
+			benchRec.ReportOn(b, float64(sum(directLinks, allBodies)-qd)/quiet.Seconds(), "direct-quiet-B/s")
+			benchRec.ReportOn(b, float64(sum(siteLinks, allBodies)-qs)/quiet.Seconds(), "site-quiet-B/s")
+			benchRec.ReportOn(b, float64(sum(directLinks, wire)-qdw)/quiet.Seconds(), "direct-quiet-wire-B/s")
+			benchRec.ReportOn(b, float64(sum(siteLinks, wire)-qsw)/quiet.Seconds(), "site-quiet-wire-B/s")
+			benchRec.ReportOn(b, d[unitBodies], "direct-unit-B/op")
+			benchRec.ReportOn(b, d[allBodies], "direct-all-B/op")
+			benchRec.ReportOn(b, d[wire], "direct-wire-B/op")
+			benchRec.ReportOn(b, st[unitBodies], "site-unit-B/op")
+			benchRec.ReportOn(b, st[allBodies], "site-all-B/op")
+			benchRec.ReportOn(b, st[wire], "site-wire-B/op")
+			one := float64(size)
+			benchRec.ReportOn(b, st[unitBodies]/(d[unitBodies]/one), "site/one-direct")
+			benchRec.ReportOn(b, st[allBodies]/(d[allBodies]/one), "site-all/one-direct-all")
+			benchRec.ReportOn(b, st[wire]/(d[wire]/one), "site-wire/one-direct-wire")
 		})
 	}
+}
+
+// podIP is the address BenchmarkSiteStream gave its pod name: the number
+// after "-site".
+func podIP(name string) string {
+	n, _ := strconv.Atoi(name[strings.LastIndex(name, "-site")+len("-site"):])
+	return fmt.Sprintf("10.32.%d.%d", n/250, n%250+1)
+}
+
+// viewAddresses is every address a view's EndpointSlices list, by Service.
+func viewAddresses(v cache.SharedIndexInformer) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, o := range v.GetStore().List() {
+		sl := o.(*discoveryv1.EndpointSlice)
+		svc := sl.Labels[discoveryv1.LabelServiceName]
+		if out[svc] == nil {
+			out[svc] = map[string]bool{}
+		}
+		for _, ep := range sl.Endpoints {
+			for _, a := range ep.Addresses {
+				out[svc][a] = true
+			}
+		}
+	}
+	return out
 }
 
 // directKubeProxy runs kube-proxy-shaped informers (protobuf, its selector,

@@ -53,6 +53,9 @@ type cloudLink struct {
 	// apiserver answered a resumed watch of them with: the one reason a
 	// follower may relist from the cloud.
 	expired atomic.Int64
+	// wire counts the link's bytes below TLS when the link was made with
+	// its own transport (siteOptions.countWire); nil otherwise.
+	wire *wireCounter
 }
 
 func newCloudLink() *cloudLink { return &cloudLink{cutLink: newCutLink()} }
@@ -265,6 +268,9 @@ type siteOptions struct {
 	// link cut.
 	stateDir, addr, peerAddr string
 	cut                      bool
+	// countWire gives the wrapper's cloud link a transport of its own
+	// whose connections count the bytes on the wire (cloudLink.wire).
+	countWire bool
 }
 
 func startSiteWrapper(t testing.TB, cp *controlplane.ControlPlane, node string, ip int, so siteOptions) *siteWrapper {
@@ -285,6 +291,10 @@ func startSiteWrapper(t testing.TB, cp *controlplane.ControlPlane, node string, 
 	link := newCloudLink()
 	link.setCut(so.cut)
 	up := rest.CopyConfig(cp.Config)
+	if so.countWire {
+		link.wire = newWireCounter()
+		up = link.wire.wrap(t, up)
+	}
 	up.Wrap(link.wrap)
 	w := startWrapper(t, cp, node, so.addr, wrapper.Options{
 		Upstream: up,
