@@ -44,7 +44,7 @@ const (
 // phase removes what it made and turns the writer off again (the same
 // block, KEY empty), so the steps after it see the cluster as before.
 // version is the build the Helm release runs.
-func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, cp *controlplane.ControlPlane, op *Operator, helmRel *HelmRelease, version string, ranSteps map[string]bool) {
+func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, cp *controlplane.ControlPlane, op *Operator, helmRel *HelmRelease, version string, edgeNodes []string, ranSteps map[string]bool) {
 	t.Helper()
 	checkStockKubeProxy(ctx, t, client, cp.URL, deadNode)
 
@@ -149,19 +149,30 @@ func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, 
 		}
 		return out
 	}
+	// doctor: a traffic mode the controller refuses, and a zone label
+	// someone else set on deadNode (the writer never overwrites it); then
+	// the label removed, which the writer sets again.
+	mustRun(ctx, t, op, "annotate", "servicegrid", nativeGrid, trafficModeKey+"=bogus")
+	mustRun(ctx, t, op, "label", "node", deadNode, "topology.kubernetes.io/zone=elsewhere", "--overwrite")
+	expectDoctor(ctx, t, cp.Kubeconfig, edgeNodes, "a refused traffic mode, a zone someone else set",
+		"servicegrid default/"+nativeGrid+`: servicegroup.io/traffic-mode "bogus" is not a traffic mode`,
+		"node "+deadNode+`: topology.kubernetes.io/zone is "elsewhere", set by someone else`)
+	mustRun(ctx, t, op, "annotate", "servicegrid", nativeGrid, trafficModeKey+"-")
+	mustRun(ctx, t, op, "label", "node", deadNode, "topology.kubernetes.io/zone-")
+	expectDoctor(ctx, t, cp.Kubeconfig, edgeNodes, "the annotation gone, "+deadNode+"'s zone written again by the controller")
 	placed := map[string]string{}
 	for name, p := range native {
 		placed[name] = p.Spec.NodeName
 	}
 	t.Logf("native grid pods: %v", placed)
 	url := "http://" + clusterIP + ":80/"
-	staysInUnit := func(what string) {
-		t.Helper()
+	// The 50-request checks of one moment run at once, from their clients.
+	staysInUnit := func(what string) []*clusterIPCheck {
+		var checks []*clusterIPCheck
 		for _, c := range clients {
-			t.Run(what+" from "+callers[c], func(t *testing.T) {
-				checkClusterIP(ctx, t, op, c, url, inUnit(units[callers[c]]))
-			})
+			checks = append(checks, &clusterIPCheck{name: what + " from " + callers[c], caller: c, url: url, want: inUnit(units[callers[c]])})
 		}
+		return checks
 	}
 	// The switches, as build/README.md says (the annotation), with the
 	// clients requesting the ClusterIP all along: each window lasts from
@@ -178,9 +189,8 @@ func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, 
 		windows = append(windows, w)
 	}
 	switchTo("native")
-	staysInUnit("native ClusterIP stays in the nodeunit")
-
-	// The wrapper-mode grid beside it, as the checks step checks it.
+	// With the wrapper-mode grid beside it, checked as the checks step
+	// checks it.
 	var pods map[string]corev1.Pod
 	eventually(ctx, t, 0, "the seeds' grids' 10 pods and the 3 client pods Running and Ready", func(ctx context.Context) error {
 		var err error
@@ -191,18 +201,19 @@ func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	checks := staysInUnit("native ClusterIP stays in the nodeunit")
 	for _, sn := range seedNodes {
-		t.Run("wrapper-mode ClusterIP stays in "+sn.unit+" from "+sn.name+" beside the native grid", func(t *testing.T) {
-			checkClusterIP(ctx, t, op, "client-"+sn.name, "http://"+grid.Spec.ClusterIP+":80/", podsInUnit(pods, sn.unit))
-		})
+		checks = append(checks, &clusterIPCheck{name: "wrapper-mode ClusterIP stays in " + sn.unit + " from " + sn.name + " beside the native grid",
+			caller: "client-" + sn.name, url: "http://" + grid.Spec.ClusterIP + ":80/", want: podsInUnit(pods, sn.unit)})
 	}
+	checkClusterIPs(ctx, t, op, checks)
 
 	switchTo("wrapper")
 	switchTo("native")
 	// Until the ClusterIP is seen in the nodeunits again, every kube-proxy
 	// has the last change: its requests count too.
 	after := window{name: "after the switch", start: time.Now()}
-	staysInUnit("native ClusterIP stays in the nodeunit after the switch back")
+	checkClusterIPs(ctx, t, op, staysInUnit("native ClusterIP stays in the nodeunit after the switch back"))
 	after.end = time.Now()
 	windows = append(windows, after)
 	report, table, err := trafficReport(ctx, client, clients, windows, nil)
@@ -236,17 +247,22 @@ func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, 
 		}
 		return nil
 	})
+	checks = nil
 	for _, c := range clients {
-		if units[callers[c]] != "nodeunit1" {
-			continue
+		if units[callers[c]] == "nodeunit1" {
+			checks = append(checks, &clusterIPCheck{name: "native ClusterIP reaches nodeunit2 from " + callers[c] + " once nodeunit1 has no endpoint", caller: c, url: url, want: inUnit("nodeunit2")})
 		}
-		t.Run("native ClusterIP reaches nodeunit2 from "+callers[c]+" once nodeunit1 has no endpoint", func(t *testing.T) {
-			checkClusterIP(ctx, t, op, c, url, inUnit("nodeunit2"))
-		})
 	}
+	checkClusterIPs(ctx, t, op, checks)
+
+	// The writer turned off while the grid is still native: the
+	// controller refuses the grid, and doctor says why.
+	zones("")
+	expectDoctor(ctx, t, cp.Kubeconfig, edgeNodes, "the zone writer off under a native-mode grid",
+		"servicegrid default/"+nativeGrid+`: native-mode grid on key "`+gridKey+`", which is not the zone source`)
 	removeNative(ctx, t, client, op, clients)
 	removed = true
-	zones("")
+	expectDoctor(ctx, t, cp.Kubeconfig, edgeNodes, "the native-mode phase's objects gone, the writer off")
 }
 
 // checkStockKubeProxy: node runs kubeadm's kube-proxy (DaemonSet

@@ -500,6 +500,9 @@ type deadNodeStep struct {
 	op     *Operator
 	dead   *Node
 	caller string // a client pod in the same nodeunit
+	// For doctor: the admin's kubeconfig and the edge nodes.
+	kubeconfig string
+	edgeNodes  []string
 }
 
 func (d *deadNodeStep) run() (dying, after window) {
@@ -546,6 +549,9 @@ func (d *deadNodeStep) run() (dying, after window) {
 	if err := hasEventFor(ctx, d.client, "", "Node", d.dead.Name, "AutonomyNodeFailure"); err != nil {
 		t.Error(err)
 	}
+	placement := controllerInNodeunit(ctx, t, d.client)
+	expectDoctor(ctx, t, d.kubeconfig, d.edgeNodes, "a failed node in nodeunit1",
+		append(slices.Clone(placement), "nodeunit "+gridKey+"=nodeunit1: 1/2 nodes unreachable since")...)
 	t.Logf("%s powered off: its pods out of the endpoints after %s, evicted after %s (grace period %s + decision window 20s + toleration %ds)",
 		d.dead.Name, notReady.Round(time.Second), evicted.Round(time.Second), lifecycleGrace, tolerationSeconds)
 	dying.end = time.Now()
@@ -559,6 +565,7 @@ func (d *deadNodeStep) run() (dying, after window) {
 		_, err := readyPods(ctx, d.client, 10)
 		return err
 	})
+	expectDoctor(ctx, t, d.kubeconfig, d.edgeNodes, "the failed node deleted", placement...)
 	after = window{name: "after the node died", start: time.Now()}
 	svc, err := d.client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
 	if err != nil {

@@ -234,6 +234,8 @@ func TestRealNodes(t *testing.T) {
 
 	// The steps of the guides that ran (guide#step).
 	ranSteps := map[string]bool{}
+	// The nodes doctor checks while our data plane is installed.
+	doctorNodes := slices.Sorted(slices.Values(names))
 	costs.step("images", func() {
 		if err := PushTestImages(ctx, reg, kubeProxy, controlplane.KubernetesVersion, run); err != nil {
 			t.Fatal(err)
@@ -569,7 +571,7 @@ func TestRealNodes(t *testing.T) {
 		})
 		checkNodeunits(ctx, t, client, op, pods)
 	})
-	costs.step("doctor", func() { checkDoctor(ctx, t, client, cp, firstDaemonSetNode(nodes), names) })
+	costs.step("doctor", func() { checkDoctor(ctx, t, client, cp, nodeByName(nodes, "node0"), nodeByName(nodes, "node1"), names) })
 
 	// The next build's images (another version stamped: other binaries,
 	// other digests) and API (a new optional field with a default,
@@ -631,16 +633,27 @@ func TestRealNodes(t *testing.T) {
 		t.Logf("the node CoreDNS pods during the upgrade (times seen by the test; log lines with the kubelet's):\n%s", upgradeTrail)
 	}
 	reported := len(windows)
-	costs.step("native mode", func() { nativeMode(ctx, t, client, cp, op, helmRel, op.Version+"-next", ranSteps) })
+	costs.step("native mode", func() { nativeMode(ctx, t, client, cp, op, helmRel, op.Version+"-next", doctorNodes, ranSteps) })
 
 	// A nodeunit cut off from the cloud keeps its pods; a node that dies
 	// beside connected ones does not (build/README.md, Autonomy).
 	var siteClients []string
 	costs.step("autonomy", func() {
 		stepIn(guide, "autonomy-controller-placement", "CLOUD_NODES=kubernetes.io/hostname="+cloudNode)
+		// doctor: an autonomy annotation it cannot read (the opt-in below
+		// overwrites it).
+		mustRun(ctx, t, op, "-n", "default", "annotate", "deploymentgrid", "deploymentgrid-demo", "servicegroup.io/autonomy-duration=forever")
+		expectDoctor(ctx, t, cp.Kubeconfig, doctorNodes, "an autonomy annotation that is not a duration",
+			`DeploymentGrid default/deploymentgrid-demo: servicegroup.io/autonomy-duration "forever" is not a duration`)
 		for _, grid := range []string{"deploymentgrid/deploymentgrid-demo", "statefulsetgrid/" + statefulGrid} {
 			stepIn(guide, "autonomy-opt-in", "NAMESPACE=default", "GRID="+grid)
 		}
+		// The cloud node is in nodeunit1, which the grids now make
+		// autonomous: doctor names each controller pod there, as it does
+		// until the grids go (uninstall).
+		placement := controllerInNodeunit(ctx, t, client)
+		expectDoctor(ctx, t, cp.Kubeconfig, doctorNodes, "the controller inside a nodeunit it protects", placement...)
+		checkDoctorWebhook(ctx, t, client, cp.Kubeconfig, doctorNodes, placement)
 		if err := cp.RestartControllerManager(ctx, scaledLifecycle()); err != nil {
 			t.Fatal(err)
 		}
@@ -670,7 +683,7 @@ func TestRealNodes(t *testing.T) {
 		reportTraffic(siteClients, p.run())
 	})
 	costs.step("dead node", func() {
-		d := &deadNodeStep{ctx: ctx, t: t, client: client, op: op, dead: nodeByName(nodes, deadNode), caller: "site-node0"}
+		d := &deadNodeStep{ctx: ctx, t: t, client: client, op: op, dead: nodeByName(nodes, deadNode), caller: "site-node0", kubeconfig: cp.Kubeconfig, edgeNodes: doctorNodes}
 		dying, after := d.run()
 		// While the node dies, requests sent to its pods fail until the
 		// node lifecycle controller marks them not Ready: Kubernetes'
@@ -918,12 +931,34 @@ func TestRealNodes(t *testing.T) {
 	})
 
 	costs.step("migration from SuperEdge", func() {
+		// doctor on SuperEdge's cluster, as an operator would run it first:
+		// none of ours, SuperEdge's grid CRDs (its controller made them; our
+		// fourth, nodelabelsummaries, missing), and every SuperEdge
+		// component a leftover.
+		superEdgeLeft := []string{
+			"daemonset edge-system/application-grid-wrapper-node: SuperEdge leftover",
+			"daemonset edge-system/edge-coredns: SuperEdge leftover",
+			"daemonset edge-system/statefulset-grid-daemon: SuperEdge leftover",
+			"serviceaccount edge-system/application-grid-wrapper: SuperEdge leftover",
+			"clusterrolebinding application-grid-wrapper: SuperEdge leftover",
+		}
+		expectDoctor(ctx, t, cp.Kubeconfig, nil, "SuperEdge's cluster before the migration", append(slices.Clone(superEdgeLeft),
+			"daemonset edge-system/application-grid-wrapper: missing",
+			"deployment servicegroup-system/application-grid-controller: missing",
+			"crd deploymentgrids.superedge.io: missing or different from release",
+			"crd nodelabelsummaries.superedge.io: missing or different from release",
+			"crd servicegrids.superedge.io: missing or different from release",
+			"crd statefulsetgrids.superedge.io: missing or different from release",
+			"deployment edge-system/application-grid-controller: SuperEdge leftover")...)
 		stepIn(migrationGuide, "stop-superedge-controller")
 		stepIn(migrationGuide, "migrate-cluster")
 		for _, n := range edgeNodes {
 			stepIn(migrationGuide, "migrate-node", "NODE="+n)
 			moveDNS(nodeByName(nodes, n), nodeLocalDNS, migrationGuide, "migrate-node-dns")
 		}
+		// Every node moved: what migrate-finish removes is what doctor
+		// names.
+		expectDoctor(ctx, t, cp.Kubeconfig, edgeNodes, "every edge node moved, SuperEdge's components left", superEdgeLeft...)
 		stepIn(migrationGuide, "migrate-finish", "APISERVER="+apiserver, "EDGE_COREDNS="+edgeCoreDNS)
 		eventually(ctx, t, 0, "ours ready on the edge nodes, SuperEdge's DaemonSets gone, edge-kube-proxy on no node", func(ctx context.Context) error {
 			if err := daemonSetsReady(ctx, client, superEdgeGone); err != nil {
@@ -935,6 +970,7 @@ func TestRealNodes(t *testing.T) {
 			return daemonSetsReady(ctx, client, ours)
 		})
 		stepIn(migrationGuide, "migrate-check")
+		expectDoctor(ctx, t, cp.Kubeconfig, edgeNodes, "the migration done")
 		// The takeover replaced nothing SuperEdge's controller made: every
 		// pod, ReplicaSet and revision is the same object, no container
 		// restarted, and our controller manages the children.
@@ -1214,38 +1250,86 @@ func checkNodeunits(ctx context.Context, t *testing.T, client kubernetes.Interfa
 // answered from the nodeunit.
 func checkClusterIP(ctx context.Context, t *testing.T, op *Operator, caller, url string, want map[string]bool) {
 	t.Helper()
+	c := clusterIPCheck{caller: caller, url: url, want: want}
+	c.run(ctx, op)
+	c.report(t)
+}
+
+// clusterIPCheck is checkClusterIP's check, run apart from its report so
+// that several run at once (checkClusterIPs).
+type clusterIPCheck struct {
+	name, caller, url string
+	want              map[string]bool
+	seenAll           error          // every pod of want seen, or why not
+	got               map[string]int // the requests' answers by pod
+	err               error          // the requests' error
+	took              time.Duration
+}
+
+func (c *clusterIPCheck) run(ctx context.Context, op *Operator) {
+	start := time.Now()
+	defer func() { c.took = time.Since(start) }()
 	seen := map[string]int{}
-	eventually(ctx, t, 0, caller+" reaches every pod of its nodeunit "+fmt.Sprint(sortedKeys(want)), func(ctx context.Context) error {
-		got, err := curlPods(ctx, op, caller, url, 20)
+	c.seenAll = waitUntil(ctx, testwait.Floor, func() error {
+		got, err := curlPods(ctx, op, c.caller, c.url, 20)
 		if err != nil {
 			return err
 		}
-		for p, c := range got {
-			if !want[p] {
-				return fmt.Errorf("answered by %s, outside the nodeunit %v", p, sortedKeys(want))
+		for p, n := range got {
+			if !c.want[p] {
+				return fmt.Errorf("answered by %s, outside the nodeunit %v", p, sortedKeys(c.want))
 			}
-			seen[p] += c
+			seen[p] += n
 		}
-		if len(seen) != len(want) {
+		if len(seen) != len(c.want) {
 			return fmt.Errorf("seen %v so far", seen)
 		}
 		return nil
 	})
-	got, err := curlPods(ctx, op, caller, url, requests)
-	if err != nil {
-		t.Fatal(err)
+	if c.seenAll == nil {
+		c.got, c.err = curlPods(ctx, op, c.caller, c.url, requests)
+	}
+}
+
+func (c *clusterIPCheck) report(t *testing.T) {
+	t.Helper()
+	if c.seenAll != nil {
+		t.Fatalf("%s reaches every pod of its nodeunit %v: %v", c.caller, sortedKeys(c.want), c.seenAll)
+	}
+	if c.err != nil {
+		t.Fatal(c.err)
 	}
 	total := 0
-	for p, c := range got {
-		total += c
-		if !want[p] {
-			t.Errorf("%s: %d of %d requests to %s answered by %s, outside its nodeunit %v", caller, c, requests, url, p, sortedKeys(want))
+	for p, n := range c.got {
+		total += n
+		if !c.want[p] {
+			t.Errorf("%s: %d of %d requests to %s answered by %s, outside its nodeunit %v", c.caller, n, requests, c.url, p, sortedKeys(c.want))
 		}
 	}
 	if total != requests {
-		t.Errorf("%s: %d of %d requests answered: %v", caller, total, requests, got)
+		t.Errorf("%s: %d of %d requests answered: %v", c.caller, total, requests, c.got)
 	}
-	t.Logf("%s -> %s: %v", caller, url, got)
+	t.Logf("%s -> %s: %v", c.caller, c.url, c.got)
+}
+
+// checkClusterIPs runs checkClusterIP's checks at once (each from its own
+// client pod), each reported as the subtest of its name.
+func checkClusterIPs(ctx context.Context, t *testing.T, op *Operator, checks []*clusterIPCheck) {
+	t.Helper()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range checks {
+		wg.Go(func() { c.run(ctx, op) })
+	}
+	wg.Wait()
+	var each []string
+	for _, c := range checks {
+		each = append(each, c.took.Round(100*time.Millisecond).String())
+	}
+	t.Logf("%d ClusterIP checks at once took %s (each: %s)", len(checks), time.Since(start).Round(100*time.Millisecond), strings.Join(each, ", "))
+	for _, c := range checks {
+		t.Run(c.name, c.report)
+	}
 }
 
 // checkGridNames: statefulsetgrid-demo-{0,1,2}.servicegrid-demo-svc...,
