@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/servicegroup/servicegroup/internal/benchcheck"
@@ -43,7 +44,8 @@ func main() {
 type runResult struct {
 	run     benchcheck.Run
 	took    time.Duration
-	failure string // "" when go test succeeded
+	cpu     time.Duration // user+sys of go test and what it waited for
+	failure string        // "" when go test succeeded
 	log     string
 }
 
@@ -113,12 +115,16 @@ func run(goalsPath, only, from, logDir, record string, budget time.Duration) err
 			}
 		}
 	}
-	took := time.Since(started)
+	took, cpu := time.Since(started), childrenCPU()
 	outcomes := benchcheck.Check(goals, res, runFailed)
 	failures := benchcheck.Failures(outcomes)
 
 	var page strings.Builder
 	fmt.Fprintf(&page, "- Date: %s, %s\n", started.Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
+	if from == "" {
+		fmt.Fprintf(&page, "- Wall time %s, CPU time (user+sys of every process the runs started and waited for) %s: %.2f of the %d CPUs on average\n",
+			took.Round(time.Second), cpu.Round(time.Second), cpu.Seconds()/took.Seconds(), runtime.NumCPU())
+	}
 	fmt.Fprintf(&page, "- Commit: `%s`\n", benchrecord.Commit("."))
 	fmt.Fprintf(&page, "- Go: %s, %d CPUs\n", runtime.Version(), runtime.NumCPU())
 	fmt.Fprintf(&page, "- Load average (1, 5, 15 min): %s at start, %s at end\n", loadStart, benchrecord.LoadAverage())
@@ -130,7 +136,7 @@ func run(goalsPath, only, from, logDir, record string, budget time.Duration) err
 		if rr.failure != "" {
 			state = rr.failure
 		}
-		fmt.Fprintf(&page, "- Run `%s`: %s, %s: `%s`\n", rr.run.Name, rr.took.Round(time.Second), state, commandLine(rr.run))
+		fmt.Fprintf(&page, "- Run `%s`: %s (CPU %s), %s: `%s`\n", rr.run.Name, rr.took.Round(time.Second), rr.cpu.Round(time.Second), state, commandLine(rr.run))
 	}
 	if from == "" && took > budget {
 		fmt.Fprintf(&page, "- **Over budget**: %s, more than %s\n", took.Round(time.Second), budget)
@@ -205,14 +211,28 @@ func execute(r benchcheck.Run, logDir string) runResult {
 	start := time.Now()
 	err = cmd.Run()
 	rr.took = time.Since(start)
+	if cmd.ProcessState != nil {
+		rr.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	if err != nil {
 		rr.failure = fmt.Sprintf("go test: %v, see %s", err, rr.log)
 		tail, _ := tailOf(rr.log, 20)
 		fmt.Fprintf(os.Stderr, "bench-check: run %s failed after %s (%v); the end of %s:\n%s\n", r.Name, rr.took.Round(time.Second), err, rr.log, tail)
 	} else {
-		fmt.Fprintf(os.Stderr, "bench-check: run %s done in %s\n", r.Name, rr.took.Round(time.Second))
+		fmt.Fprintf(os.Stderr, "bench-check: run %s done in %s (CPU %s, load %s)\n", r.Name, rr.took.Round(time.Second), rr.cpu.Round(time.Second), benchrecord.LoadAverage())
 	}
 	return rr
+}
+
+// childrenCPU is the user+sys CPU time of every child process this one
+// waited for, and of theirs: go test, the test binaries, the apiservers,
+// CoreDNS and the rest the benchmarks started and stopped.
+func childrenCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func tailOf(path string, lines int) (string, error) {
