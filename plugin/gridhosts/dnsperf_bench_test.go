@@ -55,7 +55,8 @@ var dnsperfLatency = regexp.MustCompile(`Average Latency \(s\):\s+([0-9.]+)`)
 // `dnsperf` (Debian package dnsperf). SG_DNSPERF_NAMES, SG_DNSPERF_PAIRS,
 // SG_DNSPERF_SECONDS (each run's length, 10) and SG_DNSPERF_MODE (node, the default, clients, or both as
 // "node,clients": one world, each mode's CoreDNS in turn) change the load;
-// SG_BENCH_WORLD (benchWorldKind) who makes the grid's children and pods;
+// SG_BENCH_WORLD (benchWorldKind) who makes the grid's children and pods
+// (a world BenchmarkMemory of the same process reuses: sharedBenchWorld);
 // every answer must be NOERROR. SG_DNSPERF_PROFILE=DIR saves a CPU profile
 // of CoreDNS (the pprof plugin, 8 s) under each side's load alone, before
 // the pairs.
@@ -80,7 +81,7 @@ func BenchmarkDNSPerf(b *testing.B) {
 	if err != nil {
 		b.Skip("taskset not installed")
 	}
-	w := startBenchWorld(b, names, benchWorldKind(b))
+	w := sharedBenchWorld(b, names, benchWorldKind(b))
 	hostsFile := w.hostsFile(b)
 	var data strings.Builder
 	for _, n := range w.names {

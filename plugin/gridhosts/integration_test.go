@@ -38,7 +38,7 @@ import (
 // The integration tests run the real CoreDNS binary of cmd/coredns against a
 // real kube-apiserver and query it over UDP and TCP on loopback.
 
-func TestMain(m *testing.M) { testbin.Main(m) }
+func TestMain(m *testing.M) { testbin.Main(m, stopSharedWorld) }
 
 // coreDNSBinary is the CoreDNS command of cmd/coredns.
 func coreDNSBinary(t testing.TB) string {

@@ -46,7 +46,9 @@ func memoryPods(b *testing.B) []int {
 // same names with the hosts plugin from a file, same Corefile shape, each
 // read after every name was answered once. As many pods of the same grid
 // run in another nodeunit (their names are not this node's to answer); who
-// makes the children and pods is SG_BENCH_WORLD (benchWorldKind). Per size
+// makes the children and pods is SG_BENCH_WORLD (benchWorldKind); the world
+// BenchmarkDNSPerf built in this process is reused when no larger
+// (sharedBenchWorld). Per size
 // it reports the median of SG_MEMBENCH_RUNS runs (default 5), each with its
 // own processes started in rotating order; the goal is a ratio <= 1.2 at
 // 10k, printed as a ratio line (ratio_bench_test.go). SG_MEMBENCH_OLD_COREDNS names another CoreDNS build (an older
@@ -58,7 +60,7 @@ func BenchmarkMemory(b *testing.B) {
 	benchRec := benchrecord.Start(b, "docs/benchmarks/gridhosts-memory.md")
 	bin := coreDNSBinary(b)
 	pods := memoryPods(b)
-	world := startBenchWorld(b, pods[0], benchWorldKind(b))
+	world := sharedBenchWorld(b, pods[0], benchWorldKind(b))
 	for _, n := range pods {
 		world.scale(b, n)
 		hostsFile := world.hostsFile(b)

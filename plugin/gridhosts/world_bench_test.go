@@ -16,11 +16,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
@@ -38,8 +40,11 @@ type benchWorld struct {
 	controllers bool
 	grid        *superedgev1.StatefulSetGrid
 	pods        int
-	names       []string   // node-1's unified names, ordinal order
-	running     func() int // controllers: pods running with an address
+	names       []string              // node-1's unified names, ordinal order
+	running     func() int            // controllers: pods running with an address
+	retried     func() int64          // controllers: writes playing kubelet retried
+	controller  *controlplane.Process // controllers: the application-grid-controller
+	stops       []func()              // what stop does, in reverse
 }
 
 // benchWorldKind is SG_BENCH_WORLD: "controllers" (default) or "direct".
@@ -55,7 +60,59 @@ func benchWorldKind(b *testing.B) bool {
 	}
 }
 
-// startBenchWorld builds the world with pods pods per nodeunit. With
+// startBenchWorld builds a world for b alone, stopped when b ends.
+func startBenchWorld(b *testing.B, pods int, controllers bool) *benchWorld {
+	b.Helper()
+	w := buildBenchWorld(b, pods, controllers)
+	b.Cleanup(func() {
+		w.logEnd(b)
+		w.stop()
+	})
+	return w
+}
+
+// sharedWorld is the world benchmarks of this process share (nil until one
+// asks): BenchmarkDNSPerf and BenchmarkMemory at 10k names each built the
+// same one, 4 minutes of a loaded 2-core machine apiece. TestMain stops it.
+var sharedWorld *benchWorld
+
+// sharedBenchWorld returns the shared world with pods pods per nodeunit,
+// made by the controllers or not: the one already built when it is of that
+// kind and no larger (a smaller one grows, as BenchmarkMemory's sizes do),
+// else a new one in its place. Only benchmarks that change nothing in it
+// share it, so each reads the same objects as in a world of its own. A
+// benchmark that fails stops it: the next one builds a fresh one.
+func sharedBenchWorld(b *testing.B, pods int, controllers bool) *benchWorld {
+	b.Helper()
+	if w := sharedWorld; w != nil && (w.controllers != controllers || w.pods > pods) {
+		stopSharedWorld()
+	}
+	if sharedWorld == nil {
+		sharedWorld = buildBenchWorld(b, pods, controllers)
+	} else {
+		b.Logf("world: %d pods per nodeunit (made by: %s), shared with an earlier benchmark of this process", sharedWorld.pods, sharedWorld.kind())
+		sharedWorld.scale(b, pods)
+	}
+	w := sharedWorld
+	b.Cleanup(func() {
+		w.logEnd(b)
+		if b.Failed() && sharedWorld == w {
+			stopSharedWorld()
+		}
+	})
+	return w
+}
+
+// stopSharedWorld stops the shared world, if one was built.
+func stopSharedWorld() {
+	if sharedWorld != nil {
+		sharedWorld.stop()
+		sharedWorld = nil
+	}
+}
+
+// buildBenchWorld builds the world with pods pods per nodeunit; its
+// processes run until stop. With
 // controllers it runs the application-grid-controller (children and their
 // Service, as a cluster would get them) and kube-controller-manager (its
 // StatefulSet controller makes the pods from the grid's template, Parallel
@@ -63,24 +120,30 @@ func benchWorldKind(b *testing.B) bool {
 // the node their nodeSelector names, reported Running and Ready with their
 // address), as the other tests here do; else it creates the children and
 // the pods itself, status filled.
-func startBenchWorld(b *testing.B, pods int, controllers bool) *benchWorld {
+func buildBenchWorld(b *testing.B, pods int, controllers bool) (w *benchWorld) {
 	b.Helper()
-	var c *cluster
+	w = &benchWorld{controllers: controllers}
+	built := false
+	defer func() {
+		if !built { // b.Fatal or b.Skip ended the build: stop what it started
+			w.stop()
+		}
+	}()
+	opts := controlplane.Options{CRDs: true}
 	if controllers {
 		// The StatefulSet controller writes each pod through
 		// kube-controller-manager's client: its default 20 queries per
 		// second would take 17 minutes for 20k pods.
-		c = startClusterWith(b, controlplane.Options{ControllerManager: true,
-			ControllerManagerArgs: []string{"--kube-api-qps=500", "--kube-api-burst=1000"}})
-	} else {
-		c = startCluster(b)
+		opts.ControllerManager = true
+		opts.ControllerManagerArgs = []string{"--kube-api-qps=500", "--kube-api-burst=1000"}
 	}
+	w.startCluster(b, opts)
+	c := w.c
 	ctx := context.Background()
 	for i := 1; i <= 2; i++ {
 		must(c.kube.CoreV1().Nodes().Create(ctx, newNode(fmt.Sprintf("node-%d", i),
 			map[string]string{"zone1": fmt.Sprintf("nodeunit%d", i)}, ""), metav1.CreateOptions{}))(b)
 	}
-	w := &benchWorld{c: c, controllers: controllers}
 	grid := newGrid("default", "statefulsetgrid-demo", "zone1", "")
 	grid.Spec.Template.ServiceName = demoSvc
 	grid.Spec.Template.Replicas = ptr.To(int32(pods))
@@ -93,14 +156,22 @@ func startBenchWorld(b *testing.B, pods int, controllers bool) *benchWorld {
 				newSet(w.grid, fmt.Sprintf("nodeunit%d", u), demoSvc, "", int32(pods)), metav1.CreateOptions{}))(b)
 		}
 		w.scale(b, pods)
+		built = true
 		return w
 	}
 
-	w.running = playPods(b, c)
+	var stopPlaying func()
+	w.running, w.retried, stopPlaying = playPods(b, c)
+	w.onStop(stopPlaying)
 	health := controlplane.FreeAddress(b)
-	controlplane.StartProcessForTest(b, "application-grid-controller", exec.Command(testbin.Path(b, "application-grid-controller"),
+	var err error
+	w.controller, err = controlplane.StartProcess("application-grid-controller", exec.Command(testbin.Path(b, "application-grid-controller"),
 		"--kubeconfig="+c.cp.Kubeconfig, "--leader-elect=false", "--manage-crds=false",
-		"--metrics-bind-address=0", "--health-bind-address="+health))
+		"--metrics-bind-address=0", "--health-bind-address="+health), c.cp.Dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w.onStop(func() { w.controller.Stop(10 * time.Second) })
 	sg := &superedgev1.ServiceGrid{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: strings.TrimSuffix(demoSvc, "-svc")},
 		Spec: superedgev1.ServiceGridSpec{GridUniqKey: "zone1", Template: corev1.ServiceSpec{
@@ -112,13 +183,61 @@ func startBenchWorld(b *testing.B, pods int, controllers bool) *benchWorld {
 	grid.Spec.Template.Replicas = ptr.To(int32(0))
 	w.grid = must(c.grids.SuperedgeV1().StatefulSetGrids("default").Create(ctx, grid, metav1.CreateOptions{}))(b)
 	w.scale(b, pods)
+	built = true
 	return w
+}
+
+// startCluster starts the world's control plane (kube-apiserver, etcd, the
+// CRDs installed, and what opts add), stopped by stop; without the
+// binaries it skips b, or fails it under CI, as StartForTest does.
+func (w *benchWorld) startCluster(b *testing.B, opts controlplane.Options) {
+	b.Helper()
+	controlplane.BinaryForTest(b, controlplane.KubeAPIServer)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, opts)
+	if err != nil {
+		b.Fatalf("start control plane: %v", err)
+	}
+	w.onStop(cp.Stop)
+	w.c = &cluster{kube: kubernetes.NewForConfigOrDie(cp.Config), grids: versioned.NewForConfigOrDie(cp.Config), cp: cp}
+}
+
+// logEnd logs, as b ends, the writes playing kubelet retried and, when b
+// failed, the end of the control plane's and the controller's logs.
+func (w *benchWorld) logEnd(b *testing.B) {
+	if w.retried != nil {
+		if n := w.retried(); n > 0 {
+			b.Logf("playing scheduler and kubelet: %d writes retried", n)
+		}
+	}
+	if !b.Failed() {
+		return
+	}
+	b.Logf("control plane logs:\n%s", w.c.cp.Logs(40))
+	if w.controller != nil {
+		b.Logf("----- application-grid-controller log -----\n%s", w.controller.LogTail(100))
+	}
+}
+
+// onStop adds f to what stop does, after what was added later.
+func (w *benchWorld) onStop(f func()) { w.stops = append(w.stops, f) }
+
+// stop ends the world's processes, the last started first.
+func (w *benchWorld) stop() {
+	for i := len(w.stops) - 1; i >= 0; i-- {
+		w.stops[i]()
+	}
+	w.stops = nil
 }
 
 // scale makes the world pods pods per nodeunit and waits until every one
 // of them has its address; the names grow with it.
 func (w *benchWorld) scale(b *testing.B, pods int) {
 	b.Helper()
+	if pods == w.pods {
+		return
+	}
 	ctx := context.Background()
 	start := time.Now()
 	if !w.controllers {
@@ -190,14 +309,15 @@ func (w *benchWorld) hostsFile(b *testing.B) string {
 	return path
 }
 
-// playPods plays kube-scheduler and kubelet for every pod until b ends, and
-// returns how many pods run with an address (its informer's count): a
+// playPods plays kube-scheduler and kubelet for every pod until stop, and
+// returns how many pods run with an address (its informer's count) and how
+// many of its writes were retried: a
 // pod without a node is bound to the node its nodeSelector names (node-1
 // for zone1=nodeunit1, node-2 for nodeunit2); a bound pod without an
 // address is reported Running and Ready with its nodeunit's address for
 // its ordinal. Eight workers, as a node's kubelet and the scheduler run
 // beside each other.
-func playPods(b *testing.B, c *cluster) func() int {
+func playPods(b *testing.B, c *cluster) (running func() int, retried func() int64, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithNamespace("default"))
 	pods := factory.Core().V1().Pods()
@@ -274,18 +394,15 @@ func playPods(b *testing.B, c *cluster) func() int {
 		}()
 	}
 	factory.Start(ctx.Done())
-	b.Cleanup(func() {
+	stop = func() {
 		cancel()
 		queue.ShutDown()
 		for range 8 {
 			<-done
 		}
 		factory.Shutdown()
-		if n := failures.Load(); n > 0 {
-			b.Logf("playing scheduler and kubelet: %d writes retried", n)
-		}
-	})
-	return func() int {
+	}
+	running = func() int {
 		n := 0
 		for _, obj := range pods.Informer().GetStore().List() {
 			if p := obj.(*corev1.Pod); p.Status.PodIP != "" && p.DeletionTimestamp == nil {
@@ -294,4 +411,5 @@ func playPods(b *testing.B, c *cluster) func() int {
 		}
 		return n
 	}
+	return running, failures.Load, stop
 }
