@@ -69,8 +69,9 @@ kube-proxy-bins:
 apiserver-bins:
 	hack/apiserver-bins.sh
 
-## monitoring-tools: build (or reuse the cached) promtool and take prometheus-operator's CRDs, both from the
-## Go module proxy (hack/monitoring-versions.env), for the alert and monitoring-component tests
+## monitoring-tools: build (or reuse the cached) promtool and take prometheus-operator's CRDs, for the alert
+## and monitoring-component tests, then the Prometheus server, prometheus-operator and its config reloader,
+## for the real-node test; all from the Go module proxy (hack/monitoring-versions.env)
 monitoring-tools:
 	hack/monitoring-tools.sh
 

@@ -184,8 +184,15 @@ var superEdgeLeftovers = []struct{ kind, name, does string }{
 }
 
 // ourWrapperRoles are the cluster roles our manifests bind the wrapper's
-// ServiceAccount to.
-var ourWrapperRoles = []string{"servicegroup:application-grid-wrapper", "system:auth-delegator"}
+// ServiceAccount to: its own, and with the optional components the site
+// stream's and monitoring's (TestOurWrapperRoles reads them from
+// build/manifests).
+var ourWrapperRoles = []string{
+	"servicegroup:application-grid-wrapper",
+	"servicegroup:application-grid-wrapper-site",
+	"servicegroup:metrics-serving-requester",
+	"system:auth-delegator",
+}
 
 // checkSuperEdgeLeftovers finds SuperEdge's workloads and RBAC, and any
 // ClusterRoleBinding giving our wrapper's ServiceAccount more than ours.

@@ -14,7 +14,8 @@ import (
 	"github.com/servicegroup/servicegroup/internal/testbin"
 )
 
-// lock is hack/monitoring-tools.sh's lock, in the build cache.
+// lock is hack/monitoring-tools.sh's lock of promtool, the CRDs and the
+// dashboard checker, in the build cache.
 const lock = "monitoring-tools.lock"
 
 // Dir is the script's cache directory (it names it: one rule for both).
@@ -62,9 +63,11 @@ func built(t testing.TB, script, printFlag, inside, what string) string {
 	}
 	path := strings.TrimSpace(string(out))
 	if _, err := os.Stat(filepath.Join(path, inside)); err != nil && (os.Getenv("CI") != "" || buildcache.UnderWay(lock)) {
-		cmd := exec.CommandContext(t.Context(), filepath.Join(root, "hack", "monitoring-tools.sh"))
+		// --tools: not the Prometheus server and operator, which build
+		// after these under a lock of their own.
+		cmd := exec.CommandContext(t.Context(), filepath.Join(root, "hack", "monitoring-tools.sh"), "--tools")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("hack/monitoring-tools.sh: %v\n%s", err, out)
+			t.Fatalf("hack/monitoring-tools.sh --tools: %v\n%s", err, out)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(path, inside)); err != nil {

@@ -28,6 +28,9 @@ const (
 	// HelmZoneStep sets the controller's --zone-from-grid-key on the
 	// release installed (KEY; empty: off), for native-mode grids.
 	HelmZoneStep = "helm-zone-from-grid-key"
+	// HelmMonitoringStep turns on the chart's monitoring (ServiceMonitors,
+	// PrometheusRule, secure metrics) on the release installed.
+	HelmMonitoringStep = "helm-monitoring"
 )
 
 // HelmRelease publishes a build as `make release` does (its images

@@ -46,7 +46,7 @@ func checkoutWith(t *testing.T, files ...string) *Operator {
 	return op
 }
 
-// TestHelmSteps: build/README.md marks the three Helm blocks the functions
+// TestHelmSteps: build/README.md marks the Helm blocks the functions
 // here run, each found as a step, each verifying the release's signatures
 // or reading only what Env and the substitutions provide.
 func TestHelmSteps(t *testing.T) {
@@ -55,7 +55,7 @@ func TestHelmSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{HelmInstallStep, HelmUpgradeStep, HelmUninstallStep, HelmZoneStep}; strings.Join(names, " ") != strings.Join(want, " ") {
+	if want := []string{HelmInstallStep, HelmUpgradeStep, HelmUninstallStep, HelmZoneStep, HelmMonitoringStep}; strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("Helm steps %v, want %v", names, want)
 	}
 	h := &HelmRelease{}
@@ -76,7 +76,7 @@ func TestHelmSteps(t *testing.T) {
 			}
 		}
 		// Every block that pulls the chart checks it, and the images it changes.
-		verifies := map[string]int{HelmInstallStep: 2, HelmUpgradeStep: 2, HelmUninstallStep: 0, HelmZoneStep: 1}
+		verifies := map[string]int{HelmInstallStep: 2, HelmUpgradeStep: 2, HelmUninstallStep: 0, HelmZoneStep: 1, HelmMonitoringStep: 1}
 		if got := strings.Count(block, "cosign verify --key cosign.pub --insecure-ignore-tlog=true"); got != verifies[n] {
 			t.Errorf("%s verifies %d things against cosign.pub, want %d (the images it changes, then the chart):\n%s", n, got, verifies[n], block)
 		}

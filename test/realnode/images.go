@@ -40,8 +40,8 @@ const (
 // MirroredRegistries are the upstream registries each node resolves
 // through the local registry (SuperEdge's examples name gcr.io and docker.io
 // echo servers, the manifests registry.k8s.io's kube-proxy, SuperEdge's
-// manifests its own registry).
-var MirroredRegistries = []string{"registry.k8s.io", "gcr.io", "docker.io", superEdgeRegistry}
+// manifests its own registry, prometheus-operator quay.io).
+var MirroredRegistries = []string{"registry.k8s.io", "gcr.io", "docker.io", superEdgeRegistry, "quay.io"}
 
 // echoImages are SuperEdge's examples' images, served by our echoserver.
 var echoImages = []string{

@@ -283,6 +283,14 @@ type partitionStep struct {
 	fabric     *harness.Fabric
 	unit       []*Node // the nodeunit cut off
 	rest       []*Node // every other node
+	// holdUntil, when set, keeps the nodeunit cut off past cutFor until it
+	// returns nil, at most holdMax longer (the cut's real condition held
+	// until a check outside, e.g. an alert firing, has seen it).
+	holdUntil func(ctx context.Context) error
+	holdMax   time.Duration
+	// heldErr is holdUntil's last error when the cut ended without it
+	// passing.
+	heldErr error
 }
 
 func (p *partitionStep) run() []window {
@@ -368,7 +376,20 @@ func (p *partitionStep) run() []window {
 	t.Logf("%v cut off from %v for %s", unitNames, outside, cutFor)
 	heldSince := time.Time{}
 	sawStatus, sawDoctor := false, false
-	for time.Since(cut.start) < cutFor {
+	holding := func() bool {
+		if time.Since(cut.start) < cutFor {
+			if p.holdUntil != nil {
+				p.heldErr = p.holdUntil(ctx)
+			}
+			return true
+		}
+		if p.holdUntil == nil || time.Since(cut.start) >= cutFor+p.holdMax {
+			return false
+		}
+		p.heldErr = p.holdUntil(ctx)
+		return p.heldErr != nil
+	}
+	for holding() {
 		unreachable, err := nodeunitHeld(ctx, p.client, unitNames)
 		if err != nil {
 			t.Fatalf("%s after the cut: %v", time.Since(cut.start).Round(time.Second), err)

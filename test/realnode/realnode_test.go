@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -236,6 +237,17 @@ func TestRealNodes(t *testing.T) {
 	ranSteps := map[string]bool{}
 	// The nodes doctor checks while our data plane is installed.
 	doctorNodes := slices.Sorted(slices.Values(names))
+	// Prometheus and prometheus-operator (monitoring.go) build meanwhile,
+	// when not cached, or wait for the build `make test` started.
+	type monitoringResult struct {
+		b   *MonitoringBuild
+		err error
+	}
+	monitoringBuilt := make(chan monitoringResult, 1)
+	go func() {
+		b, err := BuildMonitoring(ctx)
+		monitoringBuilt <- monitoringResult{b, err}
+	}()
 	costs.step("images", func() {
 		if err := PushTestImages(ctx, reg, kubeProxy, controlplane.KubernetesVersion, run); err != nil {
 			t.Fatal(err)
@@ -510,6 +522,23 @@ func TestRealNodes(t *testing.T) {
 		t.Logf("signatures verified: %v", refs)
 	}
 
+	// prometheus-operator and a Prometheus on the cloud node, before the
+	// chart's monitoring is turned on (its ServiceMonitors need the CRDs);
+	// Prometheus starts while the install runs.
+	prometheusDir := filepath.Join(run, "prometheus")
+	costs.step("prometheus-operator", func() {
+		built := <-monitoringBuilt
+		if built.err != nil {
+			t.Fatal(built.err)
+		}
+		if err := PushMonitoringImages(ctx, reg, built.b); err != nil {
+			t.Fatal(err)
+		}
+		if err := InstallPrometheus(ctx, op, built.b, prometheusDir, cloudNode); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	costs.step("install", func() {
 		// The one change a test machine needs: these nodes share one kernel,
 		// whose conntrack table size only the host may set (the cluster's
@@ -522,6 +551,8 @@ func TestRealNodes(t *testing.T) {
 			t.Fatalf("make images wrote no kustomize overlay (build/README.md's install step applies bin/images): %v", err)
 		}
 		helmStepThen(nil, HelmInstallStep, op.Version, chartVersion)
+		// Before the nodes are labelled: only the controller restarts.
+		helmStepThen(nil, HelmMonitoringStep, op.Version, chartVersion)
 		step("static-node-kube-proxy", "NODE="+staticNode)
 		for _, n := range names {
 			if n != staticNode {
@@ -676,11 +707,51 @@ func TestRealNodes(t *testing.T) {
 			return clientsProbing(ctx, client, siteClients, "svc", "dns", "grid")
 		})
 	})
+	// The real Prometheus reads the shipped ServiceMonitors and
+	// PrometheusRule: every target up over verified TLS, every rule loaded.
+	prom := &PromAPI{Client: &http.Client{Timeout: 5 * time.Second}}
+	costs.step("prometheus targets and rules", func() {
+		checkPrometheus(ctx, t, client, prom)
+	})
 	costs.step("partition", func() {
+		// The nodeunit stays cut off until Prometheus fires the alert for
+		// it (the rule's `for` is 2 minutes), at most 3 minutes more.
+		const alert = "ServiceGroupNodeunitCutOff"
+		var fired *PromAlert
+		var firedAt time.Time
+		var alertsThen []PromAlert
 		p := &partitionStep{ctx: ctx, t: t, client: client, cp: cp, kubeconfig: cp.Kubeconfig, fabric: fabric,
-			unit: []*Node{nodeByName(nodes, "node1"), nodeByName(nodes, "node2")},
-			rest: []*Node{nodeByName(nodes, "node0"), nodeByName(nodes, deadNode)}}
-		reportTraffic(siteClients, p.run())
+			unit:    []*Node{nodeByName(nodes, "node1"), nodeByName(nodes, "node2")},
+			rest:    []*Node{nodeByName(nodes, "node0"), nodeByName(nodes, deadNode)},
+			holdMax: 3 * time.Minute,
+			holdUntil: func(ctx context.Context) error {
+				if fired != nil {
+					return nil
+				}
+				alerts, err := prom.Alerts(ctx)
+				if err != nil {
+					return err
+				}
+				for _, a := range alerts {
+					if a.Labels["alertname"] == alert && a.Labels["nodeunit"] == "nodeunit2" && a.State == "firing" {
+						fired, firedAt, alertsThen = &a, time.Now(), alerts
+						return nil
+					}
+				}
+				return fmt.Errorf("%s for nodeunit2 not firing; alerts: %s", alert, describeAlerts(alerts))
+			}}
+		windows := p.run()
+		start := windows[0].start // the cut
+		reportTraffic(siteClients, windows)
+		if fired == nil {
+			t.Errorf("Prometheus: %v", p.heldErr)
+		} else {
+			t.Logf("Prometheus: %s firing %s after the cut (pending since %s after it); the alerts then:\n%s",
+				alert, firedAt.Sub(start).Round(time.Second), fired.ActiveAt.Sub(start).Round(time.Second), describeAlerts(alertsThen))
+		}
+		if err := RemovePrometheus(ctx, op, prometheusDir); err != nil {
+			t.Error(err)
+		}
 	})
 	costs.step("dead node", func() {
 		d := &deadNodeStep{ctx: ctx, t: t, client: client, op: op, dead: nodeByName(nodes, deadNode), caller: "site-node0", kubeconfig: cp.Kubeconfig, edgeNodes: doctorNodes}

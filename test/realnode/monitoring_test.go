@@ -1,0 +1,183 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/servicegroup/servicegroup/test/e2e/harness"
+)
+
+// checkPrometheus: the Prometheus InstallPrometheus started (on the cloud
+// node, whose pods the test reaches) scrapes one target per pod of each
+// component the shipped ServiceMonitors select, every one up over TLS
+// verified against the signer's CA (the configuration it runs says so for
+// every job), and has loaded every alert of the shipped PrometheusRule
+// with health ok. prom's URL is set to the pod's address.
+func checkPrometheus(ctx context.Context, t *testing.T, client kubernetes.Interface, prom *PromAPI) {
+	t.Helper()
+	eventually(ctx, t, 3*time.Minute, "Prometheus running on "+cloudNode, func(ctx context.Context) error {
+		p, err := client.CoreV1().Pods("default").Get(ctx, prometheusPod, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !podReady(p) || p.Status.PodIP == "" {
+			return fmt.Errorf("%s on %q not Ready (%s)", prometheusPod, p.Spec.NodeName, p.Status.Phase)
+		}
+		prom.URL = "http://" + net.JoinHostPort(p.Status.PodIP, "9090")
+		return nil
+	})
+	want := func(ctx context.Context) (map[string]int, error) {
+		d, err := client.AppsV1().Deployments("servicegroup-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		n := map[string]int{}
+		for _, ds := range []string{"application-grid-wrapper", "coredns-gridhosts"} {
+			d, err := client.AppsV1().DaemonSets("edge-system").Get(ctx, ds, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			n[ds] = int(d.Status.DesiredNumberScheduled)
+		}
+		return wantTargets(int(*d.Spec.Replicas), n["application-grid-wrapper"], n["coredns-gridhosts"]), nil
+	}
+	var targets []PromTarget
+	eventually(ctx, t, 3*time.Minute, "every target of the shipped ServiceMonitors up", func(ctx context.Context) error {
+		w, err := want(ctx)
+		if err != nil {
+			return err
+		}
+		if targets, err = prom.Targets(ctx); err != nil {
+			return err
+		}
+		return checkTargets(targets, w)
+	})
+	var lines []string
+	for _, tg := range targets {
+		lines = append(lines, fmt.Sprintf("%s %s job=%s node=%s %s", tg.ScrapePool, tg.ScrapeURL, tg.Labels["job"], tg.Labels["node"], tg.Health))
+	}
+	t.Logf("Prometheus's targets:\n%s", strings.Join(lines, "\n"))
+	config, err := prom.Config(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkVerifies(config); err != nil {
+		t.Error(err)
+	}
+	repo, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts, err := shippedAlerts(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, time.Minute, "the shipped rules loaded", func(ctx context.Context) error {
+		groups, err := prom.Rules(ctx)
+		if err != nil {
+			return err
+		}
+		return checkRules(groups, alerts)
+	})
+	t.Logf("Prometheus loaded the %d alerts of PrometheusRule edge-system/servicegroup, each with health ok", len(alerts))
+}
+
+func TestPrometheusRelease(t *testing.T) {
+	for module, want := range map[string]string{"v0.316.0": "v3.16.0", "v0.305.1": "v3.5.1", "v0.54.1": "", "v2.0.0": ""} {
+		if got := prometheusRelease(module); got != want {
+			t.Errorf("prometheusRelease(%s) = %q, want %q", module, got, want)
+		}
+	}
+}
+
+func TestCheckTargets(t *testing.T) {
+	want := wantTargets(1, 2, 2)
+	var up []PromTarget
+	for pool, n := range want {
+		for range n {
+			up = append(up, PromTarget{ScrapePool: pool, ScrapeURL: "https://10.0.0.1:1/metrics", Health: "up"})
+		}
+	}
+	if err := checkTargets(up, want); err != nil {
+		t.Fatalf("all up: %v", err)
+	}
+	down := append([]PromTarget(nil), up...)
+	down[0].Health, down[0].LastError = "down", "x509: certificate signed by unknown authority"
+	if err := checkTargets(down, want); err == nil || !strings.Contains(err.Error(), "x509") {
+		t.Errorf("one down: %v", err)
+	}
+	if err := checkTargets(up[1:], want); err == nil {
+		t.Error("one missing: no error")
+	}
+	plain := append([]PromTarget(nil), up...)
+	plain[0].ScrapeURL = "http://10.0.0.1:1/metrics"
+	if err := checkTargets(plain, want); err == nil {
+		t.Error("plain HTTP: no error")
+	}
+	if err := checkTargets(append(up, PromTarget{ScrapePool: "serviceMonitor/x/y/0", Health: "up"}), want); err == nil {
+		t.Error("another pool: no error")
+	}
+}
+
+func TestCheckVerifies(t *testing.T) {
+	ok := "scrape_configs:\n- job_name: a\n  scheme: https\n  tls_config:\n    ca_file: /etc/prometheus/certs/ca\n    insecure_skip_verify: false\n"
+	if err := checkVerifies(ok); err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range map[string]string{
+		"insecure": strings.Replace(ok, "insecure_skip_verify: false", "insecure_skip_verify: true", 1),
+		"no CA":    strings.Replace(ok, "    ca_file: /etc/prometheus/certs/ca\n", "", 1),
+		"http":     strings.Replace(ok, "scheme: https", "scheme: http", 1),
+		"no jobs":  "global: {}\n",
+	} {
+		if err := checkVerifies(cfg); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestCheckRules(t *testing.T) {
+	repo, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts, err := shippedAlerts(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := PromRuleGroup{Name: "servicegroup", File: "/etc/prometheus/rules/prometheus-servicegroup-rulefiles-0/edge-system-servicegroup-abc.yaml"}
+	for _, a := range alerts {
+		g.Rules = append(g.Rules, struct {
+			Name      string `json:"name"`
+			Type      string `json:"type"`
+			Health    string `json:"health"`
+			LastError string `json:"lastError"`
+			Query     string `json:"query"`
+		}{Name: a, Type: "alerting", Health: "ok"})
+	}
+	if err := checkRules([]PromRuleGroup{g}, alerts); err != nil {
+		t.Fatal(err)
+	}
+	bad := g
+	bad.Rules = append(bad.Rules[:0:0], g.Rules...)
+	bad.Rules[0].Health = "err"
+	if err := checkRules([]PromRuleGroup{bad}, alerts); err == nil {
+		t.Error("a rule with health err: no error")
+	}
+	bad.Rules = g.Rules[1:]
+	if err := checkRules([]PromRuleGroup{bad}, alerts); err == nil {
+		t.Error("a rule missing: no error")
+	}
+	other := g
+	other.File = "/etc/prometheus/rules/x/default-other.yaml"
+	if err := checkRules([]PromRuleGroup{other}, alerts); err == nil {
+		t.Error("rules of another PrometheusRule only: no error")
+	}
+}
