@@ -179,7 +179,7 @@ func Resolve[F Finder](q *Query, nodeLabels map[string]string, nodeKnown bool, f
 		return r
 	}
 	p := f.Pod(s)
-	if r.Reason = checkPod(p, s); r.Reason == Resolved {
+	if r.Reason = CheckPod(p, s); r.Reason == Resolved {
 		r.Pod = p
 	}
 	return r
@@ -205,7 +205,10 @@ func checkSet(s *StatefulSet, g *Grid, q *Query, value string) Reason {
 	return Resolved
 }
 
-func checkPod(p *Pod, s *StatefulSet) Reason {
+// CheckPod is the rule's last step: whether p, set s's pod of the query's
+// ordinal (nil when there is none), answers, else why not. For callers that
+// already hold the outcome of every earlier step (gridhosts' node mode).
+func CheckPod(p *Pod, s *StatefulSet) Reason {
 	switch {
 	case p == nil:
 		return PodNotFound

@@ -50,6 +50,9 @@ type Index struct {
 	// childGrids (node mode) holds each grid's name, UID and key as its
 	// children name them, by namespace and grid name.
 	childGrids map[nsName][]gridname.Child
+	// resolved (node mode) is what the rule decides for each grid on one
+	// node up to the pod; nil when a change made it stale (resolved.go).
+	resolved *resolvedGrids
 
 	// clients mode only: source IP -> node.
 	clientPods clientAddrs
@@ -121,6 +124,9 @@ func (x *Index) apply(obj any, change func(t any) bool) {
 	}
 	x.mu.Lock()
 	known := change(t)
+	if _, pod := t.(*PodObj); !pod {
+		x.resolved = nil // every kind but pods is an input of the resolved grids
+	}
 	x.mu.Unlock()
 	if known {
 		x.observed(t)

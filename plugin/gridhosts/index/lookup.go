@@ -45,6 +45,11 @@ type Member struct {
 // Member resolves a unified name for viewer v. Both by pointer: it is
 // called once per query, on a goroutine whose stack is small.
 func (x *Index) Member(v *Viewer, q *MemberQuery) Member {
+	if x.opts.NodeMode && !v.Clients {
+		if m, ok := x.nodeMember(v.Node, q); ok {
+			return m
+		}
+	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	node, placed := x.viewerNode(*v)

@@ -1,0 +1,128 @@
+package index
+
+import "github.com/servicegroup/servicegroup/gridname"
+
+// resolvedGrids is node mode's answer path made short: for one node, what
+// the rule (gridname.Resolve) decides for each grid up to the pod, which is
+// the same for every ordinal. A unified name is then answered with one
+// small map lookup and the pod's, instead of the node, the Service twice,
+// the children, the node's labels and the StatefulSet (each a map lookup
+// with its strings hashed) on every query.
+//
+// It depends on StatefulSets (children), Services and Nodes only, never on
+// pods (the pod step runs on every query): any change to one of those kinds
+// drops it (apply), and the next unified-name query rebuilds it, under the
+// write lock, from the index itself. Pod events, the frequent ones, keep it.
+// Its size is one entry per grid and Service a child names, not per pod.
+type resolvedGrids struct {
+	node  string
+	grids map[nsName][]resolvedChild
+}
+
+// resolvedChild is a grid's child that passes every check of the rule
+// before the pod's, on the node, for names asked through Service svc.
+type resolvedChild struct {
+	svc  string
+	grid *gridname.Grid
+	set  *gridname.StatefulSet
+}
+
+// nodeMember answers q for node from the resolved grids, made current
+// first if a change dropped them; ok false when the name is not answered
+// through them (Member runs the whole rule, which says why).
+func (x *Index) nodeMember(node string, q *MemberQuery) (Member, bool) {
+	if m, ok := x.resolvedMember(node, q); ok {
+		return m, true
+	}
+	if x.resolvedFor(node) {
+		return Member{}, false
+	}
+	x.resolveGrids(node)
+	return x.resolvedMember(node, q)
+}
+
+// resolvedMember answers q for node from the resolved grids, ok false when
+// they do not hold q's grid and Service (the name is not answered there, or
+// the resolved grids are not current: the caller runs the whole rule).
+func (x *Index) resolvedMember(node string, q *MemberQuery) (Member, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	r := x.resolved
+	if r == nil || r.node != node {
+		return Member{}, false
+	}
+	cs := r.grids[nsName{q.Namespace, q.Grid}]
+	for i := range cs {
+		c := &cs[i]
+		if c.svc != q.Service {
+			continue
+		}
+		m := Member{Placed: true, HasGrid: true, GridKey: c.grid.Key}
+		p := indexFinder{x: x, grid: c.grid, ns: q.Namespace, ordinal: q.Ordinal, svc: q.Service}.Pod(c.set)
+		if gridname.CheckPod(p, c.set) == gridname.Resolved {
+			m.Pod = p
+		}
+		return m, true
+	}
+	return Member{}, false
+}
+
+// resolveGrids makes x.resolved current for node, unless it is.
+func (x *Index) resolveGrids(node string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.resolved != nil && x.resolved.node == node {
+		return
+	}
+	r := &resolvedGrids{node: node, grids: make(map[nsName][]resolvedChild, len(x.childGrids))}
+	n := x.nodes[node]
+	labels := nodeLabelsOf(n)
+	for gk, children := range x.childGrids {
+		for i := range children {
+			svc := children[i].Set.ServiceName
+			if seen(r.grids[gk], svc) {
+				continue
+			}
+			// The rule itself decides, through a finder that stops at the
+			// pod: reaching it means every earlier check passed.
+			gr := x.gridOf(gk.ns, gk.name, svc, labels)
+			f := &stopAtPod{indexFinder: indexFinder{x: x, grid: gr, ns: gk.ns, svc: svc}}
+			if gr == nil {
+				continue
+			}
+			gridname.Resolve(&gridname.Query{Grid: gr.Name, Service: svc}, labels, n != nil, f)
+			if f.set != nil {
+				r.grids[gk] = append(r.grids[gk], resolvedChild{svc: svc, grid: gr, set: f.set})
+			}
+		}
+	}
+	x.resolved = r
+}
+
+func seen(cs []resolvedChild, svc string) bool {
+	for _, c := range cs {
+		if c.svc == svc {
+			return true
+		}
+	}
+	return false
+}
+
+// stopAtPod is the index's finder that records the StatefulSet the rule
+// asks for a pod of, and finds none.
+type stopAtPod struct {
+	indexFinder
+	set *gridname.StatefulSet
+}
+
+func (f *stopAtPod) Pod(set *gridname.StatefulSet) *gridname.Pod {
+	f.set = set
+	return nil
+}
+
+// resolvedFor reports whether x.resolved is current for node.
+func (x *Index) resolvedFor(node string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.resolved != nil && x.resolved.node == node
+}
