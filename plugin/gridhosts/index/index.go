@@ -53,6 +53,10 @@ type Index struct {
 	// resolved (node mode) is what the rule decides for each grid on one
 	// node up to the pod; nil when a change made it stale (resolved.go).
 	resolved *resolvedGrids
+	// units (clients mode) is the same by nodeunit: what the rule decides
+	// up to the pod for any node whose value of the grid's key is the
+	// unit's; nil when a change made it stale (resolved.go).
+	units map[unitKey]resolvedChild
 
 	// clients mode only: source IP -> node.
 	clientPods clientAddrs
@@ -124,8 +128,12 @@ func (x *Index) apply(obj any, change func(t any) bool) {
 	}
 	x.mu.Lock()
 	known := change(t)
-	if _, pod := t.(*PodObj); !pod {
-		x.resolved = nil // every kind but pods is an input of the resolved grids
+	// The resolved grids and units are made from these kinds only.
+	switch t.(type) {
+	case *GridObj, *SetObj, *ServiceObj:
+		x.resolved, x.units = nil, nil
+	case *NodeObj:
+		x.resolved = nil // units are by the node's value, not the node
 	}
 	x.mu.Unlock()
 	if known {

@@ -120,6 +120,78 @@ func (f *stopAtPod) Pod(set *gridname.StatefulSet) *gridname.Pod {
 	return nil
 }
 
+// unitMember answers q for viewer v (clients mode) from the resolved
+// units, made current first if a change dropped them; ok false when they
+// do not answer it (Member runs the whole rule, which says why).
+func (x *Index) unitMember(v *Viewer, q *MemberQuery) (Member, bool) {
+	if m, ok, current := x.resolvedUnitMember(v, q); current {
+		return m, ok
+	}
+	x.resolveUnits()
+	m, ok, _ := x.resolvedUnitMember(v, q)
+	return m, ok
+}
+
+// resolvedUnitMember is unitMember's lookup; current is false when the
+// units were dropped.
+func (x *Index) resolvedUnitMember(v *Viewer, q *MemberQuery) (m Member, ok, current bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.units == nil {
+		return Member{}, false, false
+	}
+	node, placed := x.viewerNode(*v)
+	if !placed {
+		return Member{}, true, true
+	}
+	if node == nil {
+		return Member{}, false, true
+	}
+	g, found := x.grids[nsName{q.Namespace, q.Grid}]
+	if !found {
+		return Member{}, false, true
+	}
+	value := node.Labels[g.Key]
+	if value == "" {
+		return Member{}, false, true
+	}
+	c, found := x.units[unitKey{q.Namespace, g.Name, value}]
+	if !found || c.svc != q.Service {
+		return Member{}, false, true
+	}
+	m = Member{Placed: true, HasGrid: true, GridKey: c.grid.Key}
+	p := indexFinder{x: x, grid: c.grid, ns: q.Namespace, ordinal: q.Ordinal, svc: q.Service}.Pod(c.set)
+	if gridname.CheckPod(p, c.set) == gridname.Resolved {
+		m.Pod = p
+	}
+	return m, true, true
+}
+
+// resolveUnits makes x.units current (clients mode), unless it is: for each
+// grid's child, the rule up to the pod for a node of the child's nodeunit,
+// which is all the rule reads of a node in clients mode.
+func (x *Index) resolveUnits() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.units != nil {
+		return
+	}
+	u := make(map[unitKey]resolvedChild, len(x.setsByUnit))
+	for k, s := range x.setsByUnit {
+		g, ok := x.grids[nsName{k.ns, k.grid}]
+		if !ok || g.Key == "" {
+			continue
+		}
+		svc := s.ServiceName
+		f := &stopAtPod{indexFinder: indexFinder{x: x, grid: &g.Grid, ns: k.ns, svc: svc}}
+		gridname.Resolve(&gridname.Query{Grid: g.Name, Service: svc}, map[string]string{g.Key: k.value}, true, f)
+		if f.set != nil {
+			u[k] = resolvedChild{svc: svc, grid: &g.Grid, set: f.set}
+		}
+	}
+	x.units = u
+}
+
 // resolvedFor reports whether x.resolved is current for node.
 func (x *Index) resolvedFor(node string) bool {
 	x.mu.RLock()

@@ -10,15 +10,22 @@ import (
 )
 
 // TestResolvedGridsFollowChanges: node mode answers a unified name from the
-// grids resolved for its node (resolved.go); after every kind of change
-// (pods, StatefulSets, Services, the node's labels) each name gets the
-// answer the whole rule gives on the same index (asked as a clients-mode
-// viewer that falls back to the node, which runs the rule every time).
+// grids resolved for its node, clients mode from the units resolved by
+// nodeunit (resolved.go); after every kind of change (pods, StatefulSets,
+// Services, the grid, the node's labels) each name gets the answer the
+// whole rule (memberByRule) gives on the same index.
 func TestResolvedGridsFollowChanges(t *testing.T) {
-	x := New(Options{NodeMode: true})
+	for _, nodeMode := range []bool{true, false} {
+		t.Run(fmt.Sprintf("nodeMode=%v", nodeMode), func(t *testing.T) { resolvedFollowChanges(t, nodeMode) })
+	}
+}
+
+func resolvedFollowChanges(t *testing.T, nodeMode bool) {
+	x := New(Options{NodeMode: nodeMode})
 	grid := fixtures.Grid("default", "db", "zone1", "uid-db")
 	a := fixtures.Set(grid, "a", "svc", "uid-db-a", 3)
 	b := fixtures.Set(grid, "b", "svc", "uid-db-b", 3)
+	x.Upsert(grid)
 	x.Upsert(fixtures.Service("default", "svc", "zone1", false))
 	x.Upsert(fixtures.Service("default", "other", "zone1", false))
 	x.Upsert(fixtures.Node("asking", map[string]string{"zone1": "a"}, ""))
@@ -41,8 +48,8 @@ func TestResolvedGridsFollowChanges(t *testing.T) {
 	agree := func(step string) {
 		t.Helper()
 		for _, q := range queries {
-			got := x.Member(&Viewer{Node: "asking"}, &q)
-			want := x.Member(&Viewer{Node: "asking", Clients: true}, &q)
+			v := &Viewer{Node: "asking"}
+			got, want := x.Member(v, &q), x.memberByRule(v, &q)
 			if got.Placed != want.Placed || got.HasGrid != want.HasGrid || got.GridKey != want.GridKey || got.Pod != want.Pod {
 				t.Fatalf("%s: %+v: from the resolved grids %+v, by the rule %+v", step, q, got, want)
 			}
@@ -50,8 +57,8 @@ func TestResolvedGridsFollowChanges(t *testing.T) {
 				answered++
 			}
 		}
-		if x.resolved == nil {
-			t.Fatalf("%s: no resolved grids after the queries", step)
+		if nodeMode && x.resolved == nil || !nodeMode && x.units == nil {
+			t.Fatalf("%s: nothing resolved after the queries", step)
 		}
 	}
 	agree("start")
@@ -68,6 +75,9 @@ func TestResolvedGridsFollowChanges(t *testing.T) {
 	x.Upsert(toOther)
 	agree("StatefulSet a serves through Service other")
 	x.Upsert(a)
+	x.Upsert(fixtures.Grid("default", "db", "zone2", "uid-db"))
+	agree("the grid's key changed")
+	x.Upsert(grid)
 	x.Upsert(fixtures.Service("default", "svc", "zone2", false))
 	agree("Service svc of another key")
 	x.Upsert(fixtures.Service("default", "svc", "zone1", false))
