@@ -12,7 +12,8 @@ import "github.com/servicegroup/servicegroup/gridname"
 // It depends on StatefulSets (children), Services and Nodes only, never on
 // pods (the pod step runs on every query): any change to one of those kinds
 // drops it (apply), and the next unified-name query rebuilds it, under the
-// write lock, from the index itself. Pod events, the frequent ones, keep it.
+// write lock, from the index itself. Pod and EndpointSlice events, the
+// frequent ones, keep it.
 // Its size is one entry per grid and Service a child names, not per pod.
 type resolvedGrids struct {
 	node  string
@@ -80,16 +81,16 @@ func (x *Index) resolveGrids(node string) {
 	for gk, children := range x.childGrids {
 		for i := range children {
 			svc := children[i].Set.ServiceName
-			if seen(r.grids[gk], svc) {
+			if hasService(r.grids[gk], svc) {
+				continue
+			}
+			gr := x.gridOf(gk.ns, gk.name, svc, labels)
+			if gr == nil {
 				continue
 			}
 			// The rule itself decides, through a finder that stops at the
 			// pod: reaching it means every earlier check passed.
-			gr := x.gridOf(gk.ns, gk.name, svc, labels)
 			f := &stopAtPod{indexFinder: indexFinder{x: x, grid: gr, ns: gk.ns, svc: svc}}
-			if gr == nil {
-				continue
-			}
 			gridname.Resolve(&gridname.Query{Grid: gr.Name, Service: svc}, labels, n != nil, f)
 			if f.set != nil {
 				r.grids[gk] = append(r.grids[gk], resolvedChild{svc: svc, grid: gr, set: f.set})
@@ -99,7 +100,7 @@ func (x *Index) resolveGrids(node string) {
 	x.resolved = r
 }
 
-func seen(cs []resolvedChild, svc string) bool {
+func hasService(cs []resolvedChild, svc string) bool {
 	for _, c := range cs {
 		if c.svc == svc {
 			return true
