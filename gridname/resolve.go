@@ -11,6 +11,9 @@ const (
 	GridNoKey
 	NodeNotFound
 	NodeNoValue
+	// NodeKeyNotTrusted is decided outside Resolve, by gridhosts'
+	// require_node_restricted_keys (and kubectl grid explain dns after it).
+	NodeKeyNotTrusted
 	SetNotFound
 	SetTerminating
 	SetNotControlled
@@ -48,7 +51,7 @@ func (r Reason) Step() string {
 		return ""
 	case r <= GridNoKey:
 		return StepGrid
-	case r <= NodeNoValue:
+	case r <= NodeKeyNotTrusted:
 		return StepNodeValue
 	case r <= SetNodeSelector:
 		return StepStatefulSet
@@ -73,6 +76,8 @@ func (r Reason) String() string {
 		return "node not found"
 	case NodeNoValue:
 		return "the node has no value of the grid key: it is in no nodeunit of this grid"
+	case NodeKeyNotTrusted:
+		return "the grid key is one a node can set on its own Node: with require_node_restricted_keys it matches no node (only keys under node-restriction.kubernetes.io/ are trusted)"
 	case SetNotFound:
 		return "StatefulSet not found (the controller has not created it, or the nodeunit name cannot form a child name)"
 	case SetTerminating:
@@ -179,7 +184,7 @@ func Resolve[F Finder](q *Query, nodeLabels map[string]string, nodeKnown bool, f
 		return r
 	}
 	p := f.Pod(s)
-	if r.Reason = checkPod(p, s); r.Reason == Resolved {
+	if r.Reason = CheckPod(p, s); r.Reason == Resolved {
 		r.Pod = p
 	}
 	return r
@@ -205,7 +210,10 @@ func checkSet(s *StatefulSet, g *Grid, q *Query, value string) Reason {
 	return Resolved
 }
 
-func checkPod(p *Pod, s *StatefulSet) Reason {
+// CheckPod is the rule's last step: whether p, set s's pod of the query's
+// ordinal (nil when there is none), answers, else why not. For callers that
+// already hold the outcome of every earlier step (gridhosts' node mode).
+func CheckPod(p *Pod, s *StatefulSet) Reason {
 	switch {
 	case p == nil:
 		return PodNotFound

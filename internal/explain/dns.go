@@ -10,6 +10,7 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/gridname"
+	"github.com/servicegroup/servicegroup/topology"
 )
 
 // DNSName is a unified StatefulSetGrid name {ssg}-{i}.{svc}.{ns}.svc.{zone}.
@@ -56,6 +57,12 @@ type DNSObjects struct {
 	// them; the node holds those NodeHolds keeps.
 	NodeMode bool
 	Children []*appsv1.StatefulSet
+
+	// RestrictKeys: the explained gridhosts sets require_node_restricted_keys,
+	// under which a grid whose key a node can set on its own Node matches no
+	// node. Corefile says where that was read, or why it could not be.
+	RestrictKeys bool
+	Corefile     string
 }
 
 // NodeHolds reports whether a node with labels holds child c in node mode:
@@ -85,6 +92,10 @@ type DNSReport struct {
 	Resolved bool `json:"resolved"`
 	// Reason is the rule's outcome ("resolved" or why not).
 	Reason string `json:"reason"`
+	// Corefile says whether the explained gridhosts sets
+	// require_node_restricted_keys and where that was read, or why it
+	// could not be told.
+	Corefile string `json:"corefile,omitempty"`
 }
 
 // DNSStep is one link of the chain grid -> key -> value -> StatefulSet -> pod -> IPs.
@@ -127,8 +138,14 @@ func DNS(qname string, n DNSName, self string, o DNSObjects) DNSReport {
 		}
 	}
 	res := gridname.Resolve(&gridname.Query{Grid: n.Grid, Ordinal: strconv.Itoa(n.Ordinal), Service: n.Service}, labels, o.Node != nil, f)
+	if o.RestrictKeys && res.Grid != nil && res.Reason != gridname.GridNoKey && !topology.IsNodeRestrictedKey(res.Grid.Key) {
+		// gridhosts checks the key of any grid the name names, whatever
+		// the rule decided after it: the name is not answered.
+		res.Reason, res.Pod = gridname.NodeKeyNotTrusted, nil
+	}
 
-	r := DNSReport{Name: qname, Node: self, Answers: []string{}, Resolved: res.Reason == gridname.Resolved, Reason: res.Reason.String()}
+	r := DNSReport{Name: qname, Node: self, Answers: []string{}, Resolved: res.Reason == gridname.Resolved, Reason: res.Reason.String(),
+		Corefile: o.Corefile}
 	if r.Resolved {
 		for _, ip := range res.Pod.IPs {
 			r.Answers = append(r.Answers, ip.String())
@@ -231,6 +248,8 @@ func dnsDetail(step string, res gridname.Result, ok bool, n DNSName, self string
 			return fmt.Sprintf("node %s not found", self)
 		case gridname.NodeNoValue:
 			return fmt.Sprintf("node %s has no label %s: it is in no nodeunit of this grid", self, key)
+		case gridname.NodeKeyNotTrusted:
+			return fmt.Sprintf("grid key %s is not under %s/: a node can set it on its own Node, so require_node_restricted_keys matches no node with it", key, topology.NodeRestrictionDomain)
 		}
 		return fmt.Sprintf("node %s has %s=%q", self, key, res.Value)
 	case StepStatefulSet:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,6 +142,38 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 		s.Spec.ServiceName = "restricted-svc"
 	}), 0, "10.0.8.1", corev1.PodRunning, nil)
 
+	// node5 is node1's twin (nodeunit1, the trusted key) whose own CoreDNS
+	// sets require_node_restricted_keys: a Corefile.node with the option,
+	// kept in a ConfigMap that its coredns-gridhosts pod (made directly: no
+	// kubelet here) mounts, where explain reads it. The other nodes have no
+	// such pod: explain says it cannot tell and explains without the option,
+	// as their shipped Corefile runs.
+	c.must(c.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node5",
+		Labels: map[string]string{"zone1": "nodeunit1", trustedKey: "nodeunit1"}}}, metav1.CreateOptions{}))
+	n5, err := c.kube.CoreV1().Nodes().Get(ctx, "node5", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeIPs["node5"] = "127.0.0.45"
+	n5.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIPs["node5"]}}
+	c.must(c.kube.CoreV1().Nodes().UpdateStatus(ctx, n5, metav1.UpdateOptions{}))
+	restricted := testcoredns.ShippedCorefile(t, "Corefile.node", c.kubeconfig, c.kubeconfig)
+	const restrictOption = "        require_node_restricted_keys\n"
+	gridhostsBlock := "    gridhosts cluster.local {\n"
+	if !strings.Contains(restricted.Text, gridhostsBlock) {
+		t.Fatalf("no %q in the shipped Corefile.node", gridhostsBlock)
+	}
+	restricted.Text = strings.Replace(restricted.Text, gridhostsBlock, gridhostsBlock+restrictOption, 1)
+	c.must(c.kube.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "coredns-gridhosts-node5"},
+		Data: map[string]string{"Corefile": restricted.Text}}, metav1.CreateOptions{}))
+	c.must(c.kube.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "coredns-gridhosts-node5", Labels: map[string]string{"app.kubernetes.io/name": "coredns-gridhosts"}},
+		Spec: corev1.PodSpec{NodeName: "node5", Containers: []corev1.Container{{Name: "coredns", Image: "registry.invalid/coredns",
+			VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns"}}}},
+			Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "coredns-gridhosts-node5"}}}}}},
+	}, metav1.CreateOptions{}))
+
 	ready := testcoredns.FreePort(t)
 	port := testcoredns.FreePort(t)
 	corefile := fmt.Sprintf("cluster.local:%d {\n  bind 127.0.0.1\n  ready 127.0.0.1:%d\n  gridhosts {\n    kubeconfig %s\n    clients\n  }\n}\n",
@@ -153,6 +186,8 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 		testcoredns.Start(t, bin, sc.Text, sc.ReadyURL(), "NODE_NAME="+node)
 		nodeServers[node] = sc.Server()
 	}
+	testcoredns.Start(t, bin, restricted.Text, restricted.ReadyURL(), "NODE_NAME=node5")
+	nodeServers["node5"] = restricted.Server()
 
 	demoName := func(ord int) string {
 		return fmt.Sprintf("statefulsetgrid-demo-%d.servicegrid-demo-svc.default.svc.cluster.local.", ord)
@@ -191,6 +226,11 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 		{gridName("g-svckey", "nogridkey-svc"), "node3", gridname.SetNotFound, nil},
 		{gridName("g-restricted", "restricted-svc"), "node1", gridname.Resolved, nil},
 		{gridName("g-restricted", "restricted-svc"), "node3", gridname.NodeNoValue, nil},
+		// node5's own CoreDNS sets require_node_restricted_keys: zone1, a key
+		// a node can set on itself, matches no node there; the trusted key
+		// does. The shared CoreDNS (clients mode) trusts every key.
+		{demoName(0), "node5", gridname.Resolved, reason(gridname.NodeKeyNotTrusted)},
+		{gridName("g-restricted", "restricted-svc"), "node5", gridname.Resolved, nil},
 	}
 	source := func(node string) string {
 		if ip, ok := nodeIPs[node]; ok {
@@ -217,6 +257,15 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 			if r.Reason != m.want.String() {
 				return fmt.Errorf("%s mode: explain says %q, want %q", m.mode, r.Reason, m.want)
 			}
+			if m.mode == "node" {
+				wantCorefile := "cannot tell whether the node's gridhosts sets require_node_restricted_keys: no pod app.kubernetes.io/name=coredns-gridhosts on node " + tc.node
+				if tc.node == "node5" {
+					wantCorefile = "require_node_restricted_keys set (read from ConfigMap default/coredns-gridhosts-node5 of pod default/coredns-gridhosts-node5)"
+				}
+				if !strings.HasPrefix(r.Corefile, wantCorefile) {
+					return fmt.Errorf("node mode: explain's Corefile line %q, want it to start %q", r.Corefile, wantCorefile)
+				}
+			}
 			rcode, got, err := queryA(m.src, m.server, tc.name)
 			if err != nil {
 				return err
@@ -242,6 +291,9 @@ func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
 	covered := map[gridname.Reason]bool{}
 	for _, tc := range cases {
 		covered[tc.want] = true
+		if tc.wantNode != nil {
+			covered[*tc.wantNode] = true
+		}
 	}
 	for r := gridname.Resolved; r <= gridname.PodNoAddress; r++ {
 		if !covered[r] && r != gridname.GridNoKey { // the CRD rejects an empty gridUniqKey

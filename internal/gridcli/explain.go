@@ -131,6 +131,11 @@ func (o *options) explainDNS(cmd *cobra.Command, qname, zone, node, mode string)
 		for i := range list.Items {
 			objs.Children = append(objs.Children, &list.Items[i])
 		}
+		restrict, where, known := nodeRestrictKeys(ctx, c.kube, node)
+		objs.RestrictKeys, objs.Corefile = restrict, where
+		if !known {
+			objs.Corefile = "cannot tell whether the node's gridhosts sets " + restrictKeysOption + ": " + where + "; explained as if it does not"
+		}
 		key = ""
 		if objs.Node != nil {
 			if g := explain.NodeModeGrid(n.Grid, objs.Children, objs.Node.Labels, objs.Service); g != nil {

@@ -145,6 +145,9 @@ func indexOf(keys []explain.KeyReport, key string) int {
 
 func printDNSReport(t *table, r explain.DNSReport) {
 	t.line("%s seen from node %s", r.Name, r.Node)
+	if r.Corefile != "" {
+		t.line("Corefile: %s", r.Corefile)
+	}
 	t.row("STEP", "RESULT", "DETAIL")
 	for _, s := range r.Steps {
 		result := "ok"

@@ -104,7 +104,7 @@ func (g *GridHosts) Name() string { return pluginName }
 // CPU in stack growth).
 func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
 	n := askedName(r)
-	zone := plugin.Zones(g.Zones).Matches(n.lower)
+	zone := zoneOf(g.Zones, n.lower)
 	if zone == "" {
 		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 	}

@@ -85,3 +85,40 @@ func parseName(name, zone string) queryName {
 	}
 	return q
 }
+
+// zoneOf is the most specific of zones (lower case, fully qualified) that
+// name (lower case, fully qualified, presentation format) is in, "" for
+// none: plugin.Zones.Matches without its two label-index slices per zone
+// (dns.Split), which were most of an answer's allocations, and frames.
+func zoneOf(zones []string, name string) string {
+	best := ""
+	for _, z := range zones {
+		if len(z) > len(best) && inZone(name, z) {
+			best = z
+		}
+	}
+	return best
+}
+
+// inZone reports whether name is zone or below it: zone ends name at a
+// label boundary (a dot that is not an escaped "\." inside a label).
+func inZone(name, zone string) bool {
+	if zone == "." {
+		return true
+	}
+	if !strings.HasSuffix(name, zone) {
+		return false
+	}
+	i := len(name) - len(zone)
+	if i == 0 {
+		return true
+	}
+	if name[i-1] != '.' {
+		return false
+	}
+	backslashes := 0
+	for j := i - 2; j >= 0 && name[j] == '\\'; j-- {
+		backslashes++
+	}
+	return backslashes%2 == 0
+}

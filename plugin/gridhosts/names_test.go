@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coredns/coredns/plugin"
+
 	"github.com/servicegroup/servicegroup/gridname"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 )
@@ -82,4 +84,23 @@ func FuzzParseName(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestZoneOfAsPluginZones: zoneOf picks the zone CoreDNS's
+// plugin.Zones.Matches picks, for names at and across label boundaries,
+// with escaped dots and backslashes, and nested zones.
+func TestZoneOfAsPluginZones(t *testing.T) {
+	zoneSets := [][]string{{"cluster.local."}, {"."}, {"local.", "cluster.local."}, {"cluster.local.", "local."}, {"example.org.", "cluster.local."}}
+	names := []string{
+		"cluster.local.", "a.cluster.local.", "ssg-0.s.n.svc.cluster.local.", "xcluster.local.", "a.xcluster.local.",
+		`a\.cluster.local.`, `a\\.cluster.local.`, `a\\\.cluster.local.`, `\.cluster.local.`, "local.", "other.", ".",
+		"cluster.local.example.org.", "a.local.", `a\046cluster.local.`,
+	}
+	for _, zones := range zoneSets {
+		for _, name := range names {
+			if got, want := zoneOf(zones, name), plugin.Zones(zones).Matches(name); got != want {
+				t.Errorf("zones %q, name %q: zoneOf %q, plugin.Zones.Matches %q", zones, name, got, want)
+			}
+		}
+	}
 }

@@ -50,6 +50,13 @@ type Index struct {
 	// childGrids (node mode) holds each grid's name, UID and key as its
 	// children name them, by namespace and grid name.
 	childGrids map[nsName][]gridname.Child
+	// resolved (node mode) is what the rule decides for each grid on one
+	// node up to the pod; nil when a change made it stale (resolved.go).
+	resolved *resolvedGrids
+	// units (clients mode) is the same by nodeunit: what the rule decides
+	// up to the pod for any node whose value of the grid's key is the
+	// unit's; nil when a change made it stale (resolved.go).
+	units map[unitKey]resolvedChild
 
 	// clients mode only: source IP -> node.
 	clientPods clientAddrs
@@ -121,6 +128,13 @@ func (x *Index) apply(obj any, change func(t any) bool) {
 	}
 	x.mu.Lock()
 	known := change(t)
+	// The resolved grids and units are made from these kinds only.
+	switch t.(type) {
+	case *GridObj, *SetObj, *ServiceObj:
+		x.resolved, x.units = nil, nil
+	case *NodeObj:
+		x.resolved = nil // units are by the node's value, not the node
+	}
 	x.mu.Unlock()
 	if known {
 		x.observed(t)

@@ -45,6 +45,21 @@ type Member struct {
 // Member resolves a unified name for viewer v. Both by pointer: it is
 // called once per query, on a goroutine whose stack is small.
 func (x *Index) Member(v *Viewer, q *MemberQuery) Member {
+	if x.opts.NodeMode && !v.Clients {
+		if m, ok := x.nodeMember(v.Node, q); ok {
+			return m
+		}
+	} else if !x.opts.NodeMode {
+		if m, ok := x.unitMember(v, q); ok {
+			return m
+		}
+	}
+	return x.memberByRule(v, q)
+}
+
+// memberByRule is Member by the whole rule, for the names the resolved
+// grids and units do not answer (and their reasons).
+func (x *Index) memberByRule(v *Viewer, q *MemberQuery) Member {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	node, placed := x.viewerNode(*v)
