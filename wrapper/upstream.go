@@ -27,10 +27,13 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 	// Services and EndpointSlices as kube-proxy selects them (from the
 	// site's leader when there is one); the rest only while a client asks
 	// (unproxied_demand.go).
+	metaClient, err := metadata.NewForConfig(opts.Upstream)
+	if err != nil {
+		return err
+	}
 	unitClient := client
 	if opts.SiteStream != nil {
-		var err error
-		s.site, err = sitestream.New(*opts.SiteStream, opts.NodeName, client,
+		s.site, err = sitestream.New(*opts.SiteStream, opts.NodeName, client, metaClient,
 			watchcache.LogLimits{Bytes: opts.EventLogBytes, MaxLagBytes: opts.WatchMaxLagBytes}, opts.WatchWriteTimeout)
 		if err != nil {
 			return err
@@ -57,10 +60,6 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 		return err
 	}
 	sliceLW, err := listWatch(unitClient.DiscoveryV1().RESTClient(), watchcache.EndpointSlices, sliceRelist)
-	if err != nil {
-		return err
-	}
-	metaClient, err := metadata.NewForConfig(opts.Upstream)
 	if err != nil {
 		return err
 	}

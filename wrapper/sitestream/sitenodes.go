@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -19,28 +19,33 @@ import (
 const NodeNameExtra = "authentication.kubernetes.io/node-name"
 
 // siteNodes knows the Nodes that carry this site's label value, from a
-// Node informer selecting only them (names and labels kept): whose token
-// and whose Lease a wrapper of the site trusts.
+// metadata-only Node informer selecting only them (names and labels kept):
+// whose token and whose Lease a wrapper of the site trusts. Metadata only,
+// because kubelets rewrite their Node's status (its images: 10 KB and
+// more) every few minutes and every wrapper of a site watches every Node
+// of it: whole Nodes would cost the site's cloud links N x N status
+// reports.
 type siteNodes struct {
 	informer cache.SharedIndexInformer
 	started  atomic.Bool
 }
 
-func newSiteNodes(client kubernetes.Interface, label, site string) *siteNodes {
+func newSiteNodes(meta metadata.Interface, label, site string) *siteNodes {
 	selector := labels.SelectorFromSet(labels.Set{label: site}).String()
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }),
-		informers.WithTransform(slimNode))
-	return &siteNodes{informer: f.Core().V1().Nodes().Informer()}
+	inf := metadatainformer.NewFilteredMetadataInformer(meta, corev1.SchemeGroupVersion.WithResource("nodes"), "", 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = selector }).Informer()
+	_ = inf.SetTransform(slimNode) // cannot fail: the informer has not started
+	return &siteNodes{informer: inf}
 }
 
 // slimNode keeps what the site check reads: the name and the labels.
 func slimNode(obj any) (any, error) {
-	n, ok := obj.(*corev1.Node)
+	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
 	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels, ResourceVersion: n.ResourceVersion}}, nil
+	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Labels: m.Labels, ResourceVersion: m.ResourceVersion}}, nil
 }
 
 // run starts the informer and waits for its first list; false if ctx ended

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
@@ -92,6 +93,7 @@ type Stream struct {
 	opts   Options
 	node   string
 	client kubernetes.Interface // upstream, for the Lease, its Node, TokenReview
+	meta   metadata.Interface   // upstream, for the site's Nodes' names and labels
 
 	caches  map[*watchcache.Resource]*unitCache // of watchcache.KubeProxySelected
 	router  *peerRouter
@@ -108,10 +110,10 @@ type Stream struct {
 }
 
 // New prepares the site stream of node; client reaches upstream (for the
-// Lease, this node, TokenReviews); limits and writeTimeout bound the peers'
+// Lease, this node, TokenReviews), meta too (the site's Nodes); limits and writeTimeout bound the peers'
 // watches as the wrapper's own. The unit-wide informers read through a
 // client whose transport Transport wraps, and list and watch through Tap.
-func New(opts Options, node string, client kubernetes.Interface, limits watchcache.LogLimits, writeTimeout time.Duration) (*Stream, error) {
+func New(opts Options, node string, client kubernetes.Interface, meta metadata.Interface, limits watchcache.LogLimits, writeTimeout time.Duration) (*Stream, error) {
 	opts.defaults()
 	if opts.AdvertiseAddress == "" {
 		return nil, errors.New("site stream: an advertise address for the peer port is required")
@@ -136,7 +138,7 @@ func New(opts Options, node string, client kubernetes.Interface, limits watchcac
 		return nil, err
 	}
 	sum := sha256.Sum256(cert.Certificate[0])
-	ss := &Stream{opts: opts, node: node, client: client, cert: cert, pin: hex.EncodeToString(sum[:]), group: opts.Group,
+	ss := &Stream{opts: opts, node: node, client: client, meta: meta, cert: cert, pin: hex.EncodeToString(sum[:]), group: opts.Group,
 		caches: map[*watchcache.Resource]*unitCache{}}
 	caches := make([]*unitCache, len(watchcache.KubeProxySelected))
 	for i, r := range watchcache.KubeProxySelected {
@@ -183,7 +185,7 @@ func (ss *Stream) Run(ctx context.Context) {
 	}
 	// Whom to serve and whom to follow is decided by the site's Nodes:
 	// known before either.
-	nodes := newSiteNodes(ss.client, ss.opts.GroupLabel, group)
+	nodes := newSiteNodes(ss.meta, ss.opts.GroupLabel, group)
 	ss.nodes.Store(nodes)
 	if !nodes.run(ctx) {
 		return
