@@ -12,7 +12,7 @@ import (
 // resourceTap counts one client's requests to the apiserver by resource:
 // full lists (a LIST, or a watch-list: a WATCH with sendInitialEvents) and
 // the bytes they brought, failed calls (an error or a status >= 400), every
-// byte read, and open watches.
+// byte read (in all and by resource), and open watches.
 type resourceTap struct {
 	mu sync.Mutex
 	tapCounts
@@ -21,12 +21,12 @@ type resourceTap struct {
 // tapCounts is a copy of a resourceTap's counts.
 type tapCounts struct {
 	lists, failed, open map[string]int
-	listBytes           map[string]int64
+	listBytes, bytesBy  map[string]int64
 	bytes               int64
 }
 
 func newResourceTap() *resourceTap {
-	return &resourceTap{tapCounts: tapCounts{lists: map[string]int{}, failed: map[string]int{}, open: map[string]int{}, listBytes: map[string]int64{}}}
+	return &resourceTap{tapCounts: tapCounts{lists: map[string]int{}, failed: map[string]int{}, open: map[string]int{}, listBytes: map[string]int64{}, bytesBy: map[string]int64{}}}
 }
 
 func (rt *resourceTap) wrap(cfg *rest.Config) *rest.Config {
@@ -50,6 +50,7 @@ func (rt *resourceTap) wrap(cfg *rest.Config) *rest.Config {
 			resp.Body = &countingBody{ReadCloser: resp.Body, add: func(n int) {
 				rt.mu.Lock()
 				rt.bytes += int64(n)
+				rt.bytesBy[resource] += int64(n)
 				if full {
 					rt.listBytes[resource] += int64(n)
 				}
@@ -75,5 +76,5 @@ func (rt *resourceTap) wrap(cfg *rest.Config) *rest.Config {
 func (rt *resourceTap) counts() tapCounts {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	return tapCounts{maps.Clone(rt.lists), maps.Clone(rt.failed), maps.Clone(rt.open), maps.Clone(rt.listBytes), rt.bytes}
+	return tapCounts{maps.Clone(rt.lists), maps.Clone(rt.failed), maps.Clone(rt.open), maps.Clone(rt.listBytes), maps.Clone(rt.bytesBy), rt.bytes}
 }

@@ -121,10 +121,13 @@ func (c *closeHook) Close() error {
 // came back (watches resumed from their resourceVersion against full
 // relists), the bytes it pulled, how long until every watch was open
 // again, and the kube-apiserver's requests and CPU for the reconnection.
-// Then, with a kube-proxy-shaped consumer behind each current wrapper and
-// as many straight to the apiserver, the apiserver restarted and restarted
-// with etcd compacted meanwhile (runRestartScenarios), its port closed for
-// SG_STORM_DOWN seconds (10): relists-behind-wrapper must be 0.
+// Then, with a kube-proxy-shaped consumer behind each current wrapper (and
+// a CoreDNS-shaped one behind every other) and as many straight to the
+// apiserver, the apiserver restarted and restarted with etcd compacted
+// meanwhile (runRestartScenarios), its port closed for SG_STORM_DOWN
+// seconds (10), and an outage of minutes, etcd compacted and the port
+// closed SG_STORM_LONG_DOWN seconds (120; 0 leaves it out): the consumers
+// behind the wrappers must not relist.
 func BenchmarkReconnectStorm(b *testing.B) {
 	benchRec := benchrecord.Start(b, "docs/benchmarks/wrapper-reconnect-storm.md")
 	nodesN, wrappersN := envInt("SG_STORM_NODES", 1000), envInt("SG_STORM_WRAPPERS", 1000)
@@ -135,9 +138,11 @@ func BenchmarkReconnectStorm(b *testing.B) {
 	type edgeWrapper struct {
 		node   int
 		resume bool // unanswered watches read as refused connections (the default)
-		up     *upstreamRequests
-		kinds  *resourceTap
-		w      *runningWrapper
+		// summariesInFull: NodeLabelSummaries listed in full at a relist
+		summariesInFull bool
+		up              *upstreamRequests
+		kinds           *resourceTap
+		w               *runningWrapper
 	}
 	// Every other wrapper as it was before unanswered watches read as refused, to
 	// compare in the same run.
@@ -153,13 +158,18 @@ func BenchmarkReconnectStorm(b *testing.B) {
 		cfg.TLSClientConfig = rest.TLSClientConfig{}
 		cfg.Transport = &http.Transport{DialContext: link.dial, TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true,
 			MaxIdleConnsPerHost: 25, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second}
-		cfg.UserAgent = stormWrapperAgent
+		cfg.UserAgent = stormWrapperAgent + "/" + fleetNodeName(i)
 		e := &edgeWrapper{node: i, resume: i%2 == 0, up: &upstreamRequests{}, kinds: newResourceTap()}
+		// Of the current ones, every fourth lists the summaries in full at a
+		// relist, as before (runRestartScenarios compares).
+		e.summariesInFull = e.resume && (i/2)%4 == 2
 		wrapper.SetResumeUnansweredWatches(e.resume)
+		wrapper.SetSummariesRelistByMetadata(!e.summariesInFull)
 		e.w = startWrapper(b, f.cp, fleetNodeName(i), "", wrapper.Options{Upstream: e.kinds.wrap(e.up.wrap(cfg))})
 		edge = append(edge, e)
 	}
 	wrapper.SetResumeUnansweredWatches(true)
+	wrapper.SetSummariesRelistByMetadata(true)
 	eventually(b, "every wrapper synced", 10*time.Minute, func(context.Context) (bool, error) {
 		for _, e := range edge {
 			if !e.w.srv.Ready() {
@@ -307,12 +317,17 @@ func BenchmarkReconnectStorm(b *testing.B) {
 		var ws []stormWrapper
 		for _, e := range edge {
 			if e.resume {
-				ws = append(ws, stormWrapper{node: e.node, w: e.w, up: e.up, kinds: e.kinds})
+				ws = append(ws, stormWrapper{node: e.node, w: e.w, up: e.up, kinds: e.kinds, summariesInFull: e.summariesInFull})
 			} else {
 				e.w.Stop()
 			}
 		}
-		runRestartScenarios(b, benchRec, f, ws, auditLog, time.Duration(envInt("SG_STORM_DOWN", 10))*time.Second)
+		down, longDown := time.Duration(envInt("SG_STORM_DOWN", 10))*time.Second, time.Duration(envInt("SG_STORM_LONG_DOWN", 120))*time.Second
+		scenarios := []stormScenario{{"restart", down, false}, {"compaction", down, true}}
+		if longDown > 0 {
+			scenarios = append(scenarios, stormScenario{"outage", longDown, true})
+		}
+		runRestartScenarios(b, benchRec, f, ws, auditLog, scenarios)
 	}
 }
 

@@ -22,7 +22,6 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
-	gridinformersv1 "github.com/servicegroup/servicegroup/client/informers/externalversions/superedge/v1"
 )
 
 // Where labels come from.
@@ -79,6 +78,10 @@ type Source struct {
 	// WatchErrors, when set, installs the caller's list/watch error
 	// handling on each informer.
 	WatchErrors func(cache.SharedIndexInformer) error
+	// FullRelists lists the summaries in full at every relist, without
+	// asking their metadata first (summary_relist.go); only benchmarks
+	// comparing the two set it.
+	FullRelists bool
 
 	// mu serializes changes to the sink: the informers' handlers and the
 	// clean-up once a source has synced.
@@ -204,7 +207,9 @@ func (n *Source) followSummaries(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	logger := klog.FromContext(ctx)
-	inf := gridinformersv1.NewNodeLabelSummaryInformer(n.grids, 0, cache.Indexers{})
+	lw := &summaryListWatch{grids: n.grids, meta: n.meta, inFull: n.FullRelists}
+	inf := cache.NewSharedIndexInformer(lw, &superedgev1.NodeLabelSummary{}, 0, cache.Indexers{})
+	lw.held = inf.GetStore()
 	if err := inf.SetTransform(slimSummary); err != nil {
 		logger.Error(err, "NodeLabelSummary informer")
 	}
