@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/internal/lockedbuffer"
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testnet"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 )
 
@@ -74,12 +76,12 @@ func TestJSONLogs(t *testing.T) {
 	}
 	bin := testbin.Path(t, "coredns")
 	dir := t.TempDir()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	// Nothing listens there: every request is refused.
+	serverPort, err := testnet.FreePort("127.0.0.1", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := closed.Addr().String()
-	closed.Close() // nothing listens there now: every request is refused
+	server := net.JoinHostPort("127.0.0.1", strconv.Itoa(serverPort))
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
 kind: Config

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/servicegroup/servicegroup/internal/lockedbuffer"
 	"github.com/servicegroup/servicegroup/internal/testbin"
+	"github.com/servicegroup/servicegroup/internal/testnet"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 )
 
@@ -35,12 +37,11 @@ func TestSecureMetricsPortTakenWaited(t *testing.T) {
 	}
 	metrics := held.Addr().String()
 	// The token reviews would go here; nothing listens (no scrape is made).
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	serverPort, err := testnet.FreePort("127.0.0.1", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := closed.Addr().String()
-	closed.Close()
+	server := net.JoinHostPort("127.0.0.1", strconv.Itoa(serverPort))
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
 kind: Config
@@ -51,13 +52,14 @@ current-context: c
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	// CoreDNS binds the DNS port for UDP and TCP: a port only UDP found free
+	// may be an outgoing TCP connection's (testnet.FreePort).
+	port, err := testnet.FreePort("127.0.0.1", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dnsAddr := udp.LocalAddr().String()
-	udp.Close()
-	_, dnsPort, _ := net.SplitHostPort(dnsAddr)
+	dnsPort := strconv.Itoa(port)
+	dnsAddr := net.JoinHostPort("127.0.0.1", dnsPort)
 	corefile := filepath.Join(dir, "Corefile")
 	if err := os.WriteFile(corefile, []byte(".:"+dnsPort+" {\n    bind 127.0.0.1\n    whoami\n}\n"), 0o600); err != nil {
 		t.Fatal(err)
