@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -434,15 +435,33 @@ func checkDoctorWebhook(ctx context.Context, t *testing.T, client kubernetes.Int
 	if _, err := configs.Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	stop := keepInjected(ctx, t, "the edited registration", func(ctx context.Context) error {
+		cur, err := configs.Get(ctx, edited.Name, metav1.GetOptions{})
+		if err != nil || len(cur.Webhooks) == 1 {
+			return err
+		}
+		cur.Webhooks = edited.Webhooks
+		_, err = configs.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 	expectDoctor(ctx, t, kubeconfig, edgeNodes, "the webhook's registration edited", append(slices.Clone(placement),
 		subject+"webhook "+autonomy.PodsWebhookName+" has no caBundle",
 		subject+"webhook "+autonomy.PodsWebhookName+" does not fail open",
 		subject+"webhook "+autonomy.NodesWebhookName+" missing")...)
+	stop()
 	if err := configs.Delete(ctx, autonomy.WebhookConfigurationName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	stop = keepInjected(ctx, t, "the deleted registration", func(ctx context.Context) error {
+		err := configs.Delete(ctx, autonomy.WebhookConfigurationName, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
 	expectDoctor(ctx, t, kubeconfig, edgeNodes, "the webhook's registration deleted", append(slices.Clone(placement),
 		subject+"missing while grids carry")...)
+	stop()
 
 	services := client.CoreV1().Services("servicegroup-system")
 	svc, err := services.Get(ctx, "application-grid-controller", metav1.GetOptions{})
@@ -477,4 +496,28 @@ func checkDoctorWebhook(ctx context.Context, t *testing.T, client kubernetes.Int
 		"service servicegroup-system/application-grid-controller: no ready endpoint")...)
 	setSelector(selector)
 	expectDoctor(ctx, t, kubeconfig, edgeNodes, "the webhook's Service selecting the controller again", placement...)
+}
+
+// keepInjected applies an injected state every half second until stop: a
+// controller replica that takes the lead just after a rollout registers the
+// webhook anew, which undid the injection before doctor saw it (a CI run).
+func keepInjected(ctx context.Context, t *testing.T, what string, apply func(context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if err := apply(ctx); err != nil && ctx.Err() == nil {
+				t.Logf("keeping %s: %v", what, err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
