@@ -2,8 +2,13 @@
 // (docs/benchmarks/goals.md, internal/benchcheck): it runs every
 // benchmark with a goal at the size the goals file gives, each beside its
 // baseline in one run, prints the table of goals met and missed, and exits
-// 1 naming each goal missed or not measured. `make bench-check` runs it;
-// -from checks saved `go test -bench -v` output instead of running.
+// 1 naming each goal missed or not measured. The runs of one group of the
+// goals file run at the same time, a run of group "alone" with nothing
+// beside it (benchcheck.Schedule, benchcheck.Execute); each run's output
+// goes to its own file, and what bench-check says of the runs of a phase
+// is printed whole, in the phase's order, once the phase has ended.
+// `make bench-check` runs it; -from checks saved `go test -bench -v`
+// output instead of running.
 package main
 
 import (
@@ -19,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,7 +34,7 @@ import (
 
 func main() {
 	goalsPath := flag.String("goals", "docs/benchmarks/goals.md", "the goals file")
-	only := flag.String("runs", "", "comma-separated runs of the goals file to run (default: every run)")
+	only := flag.String("runs", "", "comma-separated runs of the goals file to run, in this order (default: every run, in the file's order); runs of one group still run together")
 	from := flag.String("from", "", "comma-separated `go test -bench -v` outputs to check instead of running the benchmarks")
 	logDir := flag.String("logs", "", "directory for each run's output (default: a new one under the temporary directory)")
 	record := flag.String("record", "", "write the result, with date, commit and load, as markdown to this file")
@@ -47,6 +53,15 @@ type runResult struct {
 	cpu     time.Duration // user+sys of the test binary and what it waited for
 	failure string        // "" when go test succeeded
 	log     string
+	report  string // what bench-check says of it once its phase has ended
+}
+
+// phaseResult is one phase: its runs' results, in order, and how long it took.
+type phaseResult struct {
+	phase              benchcheck.Phase
+	took               time.Duration
+	loadStart, loadEnd string
+	runs               []runResult
 }
 
 func run(goalsPath, only, from, logDir, record string, budget time.Duration) error {
@@ -67,6 +82,9 @@ func run(goalsPath, only, from, logDir, record string, budget time.Duration) err
 			if !ok {
 				return fmt.Errorf("-runs: %s has no run %q", goalsPath, name)
 			}
+			if slices.ContainsFunc(runs, func(o benchcheck.Run) bool { return o.Name == r.Name }) {
+				return fmt.Errorf("-runs: run %q named twice", r.Name)
+			}
 			runs = append(runs, r)
 		}
 	}
@@ -80,7 +98,8 @@ func run(goalsPath, only, from, logDir, record string, budget time.Duration) err
 	started, loadStart := time.Now().UTC(), benchrecord.LoadAverage()
 	res := benchcheck.NewResults()
 	runFailed := map[string]string{}
-	var done []runResult
+	var done []phaseResult
+	var bins []testBinary
 	if from != "" {
 		for _, path := range strings.Split(from, ",") {
 			data, err := os.ReadFile(path)
@@ -99,20 +118,49 @@ func run(goalsPath, only, from, logDir, record string, budget time.Duration) err
 		} else if err := os.MkdirAll(logDir, 0o755); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "bench-check: %d runs, output in %s\n", len(runs), logDir)
-		bins := buildTestBinaries(runs, logDir)
-		for _, r := range runs {
-			rr := execute(r, bins[r.Package], logDir)
-			done = append(done, rr)
-			if rr.failure != "" {
-				runFailed[r.Name] = rr.failure
-			}
-			data, err := os.ReadFile(rr.log)
-			if err != nil {
-				return err
-			}
-			if err := res.Parse(bytes.NewReader(data)); err != nil {
-				return fmt.Errorf("%s: %w", rr.log, err)
+		phases := benchcheck.Schedule(runs)
+		fmt.Fprintf(os.Stderr, "bench-check: %d runs in %d phases, output in %s\n", len(runs), len(phases), logDir)
+		var mu sync.Mutex // bins is appended to by the builds, read after
+		var phaseStart time.Time
+		var phaseLoad string
+		benchcheck.Execute(phases,
+			func(pkg string) testBinary {
+				b := buildTestBinary(pkg, logDir)
+				mu.Lock()
+				bins = append(bins, b)
+				mu.Unlock()
+				return b
+			},
+			func(r benchcheck.Run, bin testBinary) runResult { return execute(r, bin, logDir) },
+			benchcheck.Hooks[runResult]{
+				PhaseStart: func(i int, p benchcheck.Phase) {
+					phaseStart, phaseLoad = time.Now(), benchrecord.LoadAverage()
+					fmt.Fprintf(os.Stderr, "bench-check: phase %d of %d, %s (load %s):\n", i+1, len(phases), phaseName(p), phaseLoad)
+					for _, r := range p.Runs {
+						fmt.Fprintf(os.Stderr, "bench-check:   run %s: %s\n", r.Name, commandLine(r))
+					}
+				},
+				PhaseDone: func(i int, p benchcheck.Phase, results []runResult) {
+					pr := phaseResult{phase: p, took: time.Since(phaseStart), loadStart: phaseLoad, loadEnd: benchrecord.LoadAverage(), runs: results}
+					for _, rr := range results {
+						fmt.Fprint(os.Stderr, rr.report)
+					}
+					fmt.Fprintf(os.Stderr, "bench-check: phase %d of %d done in %s (load %s)\n", i+1, len(phases), pr.took.Round(time.Second), pr.loadEnd)
+					done = append(done, pr)
+				},
+			})
+		for _, pr := range done {
+			for _, rr := range pr.runs {
+				if rr.failure != "" {
+					runFailed[rr.run.Name] = rr.failure
+				}
+				data, err := os.ReadFile(rr.log)
+				if err != nil {
+					return err
+				}
+				if err := res.Parse(bytes.NewReader(data)); err != nil {
+					return fmt.Errorf("%s: %w", rr.log, err)
+				}
 			}
 		}
 	}
@@ -132,12 +180,22 @@ func run(goalsPath, only, from, logDir, record string, budget time.Duration) err
 	if from != "" {
 		fmt.Fprintf(&page, "- Checked from saved output: %s\n", from)
 	}
-	for _, rr := range done {
-		state := "ok"
-		if rr.failure != "" {
-			state = rr.failure
+	if len(bins) > 0 {
+		var built []string
+		for _, b := range bins {
+			built = append(built, fmt.Sprintf("`%s` %s", b.pkg, b.took.Round(time.Second)))
 		}
-		fmt.Fprintf(&page, "- Run `%s`: %s (CPU %s), %s: `%s`\n", rr.run.Name, rr.took.Round(time.Second), rr.cpu.Round(time.Second), state, commandLine(rr.run))
+		fmt.Fprintf(&page, "- Test binaries (`go test -c`, one after the other from the start, beside the runs together, never beside a run alone): %s\n", strings.Join(built, ", "))
+	}
+	for i, pr := range done {
+		fmt.Fprintf(&page, "- Phase %d, %s: %s, load %s at start, %s at end\n", i+1, phaseName(pr.phase), pr.took.Round(time.Second), pr.loadStart, pr.loadEnd)
+		for _, rr := range pr.runs {
+			state := "ok"
+			if rr.failure != "" {
+				state = rr.failure
+			}
+			fmt.Fprintf(&page, "  - Run `%s`: %s (CPU %s), %s: `%s`\n", rr.run.Name, rr.took.Round(time.Second), rr.cpu.Round(time.Second), state, commandLine(rr.run))
+		}
 	}
 	if from == "" && took > budget {
 		fmt.Fprintf(&page, "- **Over budget**: %s, more than %s\n", took.Round(time.Second), budget)
@@ -176,35 +234,37 @@ func goCommand() string {
 // testBinary is a package's test binary, built once for all its runs, and
 // the package's directory, where go test runs it.
 type testBinary struct {
-	path, dir string
-	err       error // the build's failure
+	pkg, path, dir string
+	took           time.Duration
+	err            error // the build's failure
 }
 
-// buildTestBinaries builds the test binary of each package the runs name,
-// once (go test -c): seven runs of ./wrapper/ then pay for one build check
-// and link instead of seven (6-11 s each on the loaded 2-core machine).
-func buildTestBinaries(runs []benchcheck.Run, logDir string) map[string]testBinary {
+// buildTestBinary builds pkg's test binary (go test -c) for all the runs of
+// pkg: seven runs of ./wrapper/ then pay for one build check and link
+// instead of seven (6-11 s each on the loaded 2-core machine).
+func buildTestBinary(pkg, logDir string) (b testBinary) {
 	start := time.Now()
-	bins := map[string]testBinary{}
-	for _, r := range runs {
-		if _, ok := bins[r.Package]; ok {
-			continue
-		}
-		var b testBinary
-		out, err := exec.Command(goCommand(), "list", "-f", "{{.Dir}}", r.Package).Output()
-		if err != nil {
-			b.err = fmt.Errorf("go list %s: %w", r.Package, err)
-		} else {
-			b.dir = strings.TrimSpace(string(out))
-			b.path = filepath.Join(logDir, strings.NewReplacer("/", "_", ".", "_").Replace(strings.Trim(r.Package, "./"))+".test")
-			if out, err := exec.Command(goCommand(), "test", "-c", "-o", b.path, r.Package).CombinedOutput(); err != nil {
-				b.err = fmt.Errorf("go test -c %s: %v\n%s", r.Package, err, out)
-			}
-		}
-		bins[r.Package] = b
+	b.pkg = pkg
+	defer func() { b.took = time.Since(start) }()
+	out, err := exec.Command(goCommand(), "list", "-f", "{{.Dir}}", pkg).Output()
+	if err != nil {
+		b.err = fmt.Errorf("go list %s: %w", pkg, err)
+		return b
 	}
-	fmt.Fprintf(os.Stderr, "bench-check: %d test binaries built in %s\n", len(bins), time.Since(start).Round(time.Second))
-	return bins
+	b.dir = strings.TrimSpace(string(out))
+	b.path = filepath.Join(logDir, strings.NewReplacer("/", "_", ".", "_").Replace(strings.Trim(pkg, "./"))+".test")
+	if out, err := exec.Command(goCommand(), "test", "-c", "-o", b.path, pkg).CombinedOutput(); err != nil {
+		b.err = fmt.Errorf("go test -c %s: %v\n%s", pkg, err, out)
+	}
+	return b
+}
+
+// phaseName says how a phase's runs run.
+func phaseName(p benchcheck.Phase) string {
+	if p.Alone() {
+		return fmt.Sprintf("`%s` alone", p.Runs[0].Name)
+	}
+	return fmt.Sprintf("`%s` together (group `%s`)", strings.Join(p.Names(), "`, `"), p.Group)
 }
 
 // binaryArgs are testArgs as the test binary takes them.
@@ -236,17 +296,17 @@ func commandLine(r benchcheck.Run) string {
 // output into a file of logDir, and says how it went.
 func execute(r benchcheck.Run, bin testBinary, logDir string) runResult {
 	rr := runResult{run: r, log: filepath.Join(logDir, r.Name+".log")}
-	fmt.Fprintf(os.Stderr, "bench-check: run %s: %s\n", r.Name, commandLine(r))
 	out, err := os.Create(rr.log)
 	if err != nil {
 		rr.failure = err.Error()
+		rr.report = fmt.Sprintf("bench-check: run %s: %v\n", r.Name, err)
 		return rr
 	}
 	defer out.Close()
 	if bin.err != nil {
 		fmt.Fprintln(out, bin.err)
 		rr.failure = fmt.Sprintf("%v, see %s", bin.err, rr.log)
-		fmt.Fprintf(os.Stderr, "bench-check: run %s: %v\n", r.Name, bin.err)
+		rr.report = fmt.Sprintf("bench-check: run %s: %v\n", r.Name, bin.err)
 		return rr
 	}
 	// -test.timeout ends the benchmark with a stack dump; this is a
@@ -266,9 +326,9 @@ func execute(r benchcheck.Run, bin testBinary, logDir string) runResult {
 	if err != nil {
 		rr.failure = fmt.Sprintf("test binary: %v, see %s", err, rr.log)
 		tail, _ := tailOf(rr.log, 20)
-		fmt.Fprintf(os.Stderr, "bench-check: run %s failed after %s (%v); the end of %s:\n%s\n", r.Name, rr.took.Round(time.Second), err, rr.log, tail)
+		rr.report = fmt.Sprintf("bench-check: run %s failed after %s (%v); the end of %s:\n%s\n", r.Name, rr.took.Round(time.Second), err, rr.log, tail)
 	} else {
-		fmt.Fprintf(os.Stderr, "bench-check: run %s done in %s (CPU %s, load %s)\n", r.Name, rr.took.Round(time.Second), rr.cpu.Round(time.Second), benchrecord.LoadAverage())
+		rr.report = fmt.Sprintf("bench-check: run %s done in %s (CPU %s, load at its end %s)\n", r.Name, rr.took.Round(time.Second), rr.cpu.Round(time.Second), benchrecord.LoadAverage())
 	}
 	return rr
 }

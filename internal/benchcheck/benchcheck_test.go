@@ -11,9 +11,9 @@ const goalsDoc = `# Goals
 
 Prose is skipped.
 
-| run | package | benchmarks | benchtime | count | timeout | env | why this size |
-| --- | --- | --- | --- | --- | --- | --- | --- |
-| site | ` + "`./wrapper/`" + ` | ` + "`^(BenchmarkA\\|BenchmarkB)$`" + ` | 2x | 3 | 10m | ` + "`SG_A=1 SG_B=x,y`" + ` | because |
+| run | group | package | benchmarks | benchtime | count | timeout | env | why this size |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| site | ` + "`counts`" + ` | ` + "`./wrapper/`" + ` | ` + "`^(BenchmarkA\\|BenchmarkB)$`" + ` | 2x | 3 | 10m | ` + "`SG_A=1 SG_B=x,y`" + ` | because |
 
 | run | benchmark | metric | baseline | goal | page |
 | --- | --- | --- | --- | --- | --- |
@@ -34,7 +34,7 @@ func TestParseTable(t *testing.T) {
 		t.Fatalf("runs: %+v", table.Runs)
 	}
 	r := table.Runs[0]
-	if r.Name != "site" || r.Package != "./wrapper/" || r.Bench != "^(BenchmarkA|BenchmarkB)$" || r.Benchtime != "2x" || r.Count != 3 ||
+	if r.Name != "site" || r.Group != "counts" || r.Package != "./wrapper/" || r.Bench != "^(BenchmarkA|BenchmarkB)$" || r.Benchtime != "2x" || r.Count != 3 ||
 		r.Timeout.String() != "10m0s" || !slices.Equal(r.Env, []string{"SG_A=1", "SG_B=x,y"}) || r.Why != "because" {
 		t.Errorf("run: %+v", r)
 	}
@@ -62,8 +62,8 @@ func TestParseTable(t *testing.T) {
 
 func TestParseTableErrors(t *testing.T) {
 	head := "| run | benchmark | metric | baseline | goal | page |\n| --- | --- | --- | --- | --- | --- |\n"
-	runs := "| run | package | benchmarks | benchtime | count | timeout | env | why this size |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n" +
-		"| r | ./x/ | ^B$ | 1x | 1 | 1m | | why |\n\n"
+	runs := "| run | group | package | benchmarks | benchtime | count | timeout | env | why this size |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n" +
+		"| r | alone | ./x/ | ^B$ | 1x | 1 | 1m | | why |\n\n"
 	for _, tc := range []struct{ name, doc, want string }{
 		{"no goals", "# nothing\n", "no goals table"},
 		{"bad bound", runs + head + "| r | BenchmarkX | m | | about 1 | p.md |\n", `line 7: goal BenchmarkX m: goal "about 1" does not start with`},
@@ -77,6 +77,8 @@ func TestParseTableErrors(t *testing.T) {
 		{"bad count", strings.Replace(runs, "| 1x | 1 |", "| 1x | 0 |", 1) + head, `count "0" is not a positive integer`},
 		{"bad timeout", strings.Replace(runs, "| 1m |", "| soon |", 1) + head, `timeout "soon"`},
 		{"bad env", strings.Replace(runs, "| | why |", "| NOEQUALS | why |", 1) + head, `env "NOEQUALS" is not KEY=VALUE`},
+		{"no group", strings.Replace(runs, "| alone |", "| |", 1) + head, `run "r": run, group, package`},
+		{"group of two words", strings.Replace(runs, "| alone |", "| two words |", 1) + head, `group "two words" is not one word`},
 		{"run twice", strings.TrimSuffix(runs, "\n") + strings.SplitAfter(runs, "\n")[2] + "\n" + head + "| r | BenchmarkX | m | | <= 1 | p.md |\n", `run "r" named twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,6 +113,13 @@ func TestGoalsFile(t *testing.T) {
 	for _, r := range table.Runs {
 		if !slices.ContainsFunc(table.Goals, func(g Goal) bool { return g.Run == r.Name }) {
 			t.Errorf("run %s (line %d) holds no goal", r.Name, r.SourceLine)
+		}
+	}
+	// The timing goals run with nothing beside them (goals.md, "Which runs
+	// run together").
+	for _, name := range []string{"latency", "gridhosts", "sitestream", "snapshot"} {
+		if r, ok := table.RunByName(name); !ok || r.Group != Alone {
+			t.Errorf("run %s: group %q, want %s", name, r.Group, Alone)
 		}
 	}
 }

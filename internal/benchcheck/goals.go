@@ -12,12 +12,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Run is one `go test -bench` invocation of the goals table's "Runs" table:
 // the benchmarks of one package at the size bench-check measures them.
 type Run struct {
-	Name       string
+	Name string
+	// Group is Alone, or the name of the runs it runs beside: runs of one
+	// group run at the same time (their goals are counts, bytes and
+	// ratios of both sides measured together, not timings).
+	Group      string
 	Package    string   // e.g. ./wrapper/
 	Bench      string   // the -bench pattern
 	Benchtime  string   // -benchtime
@@ -83,7 +88,11 @@ func (t Table) RunByName(name string) (Run, bool) {
 	return Run{}, false
 }
 
-var runColumns = []string{"run", "package", "benchmarks", "benchtime", "count", "timeout", "env", "why this size"}
+// Alone is the group of a run that runs with nothing beside it: a timing
+// goal, or a ratio with a per-second term in it.
+const Alone = "alone"
+
+var runColumns = []string{"run", "group", "package", "benchmarks", "benchtime", "count", "timeout", "env", "why this size"}
 var goalColumns = []string{"run", "benchmark", "metric", "baseline", "goal", "page"}
 
 // ParseTable reads the goals file: markdown with a table whose header is
@@ -155,19 +164,22 @@ func parseRun(cells []string) (Run, error) {
 	if len(cells) != len(runColumns) {
 		return Run{}, fmt.Errorf("a run has %d cells (%s), this row %d", len(runColumns), strings.Join(runColumns, ", "), len(cells))
 	}
-	r := Run{Name: cells[0], Package: cells[1], Bench: cells[2], Benchtime: cells[3], Why: cells[7]}
-	if r.Name == "" || r.Package == "" || r.Bench == "" || r.Benchtime == "" {
-		return Run{}, fmt.Errorf("run %q: run, package, benchmarks and benchtime must be set", r.Name)
+	r := Run{Name: cells[0], Group: cells[1], Package: cells[2], Bench: cells[3], Benchtime: cells[4], Why: cells[8]}
+	if r.Name == "" || r.Group == "" || r.Package == "" || r.Bench == "" || r.Benchtime == "" {
+		return Run{}, fmt.Errorf("run %q: run, group, package, benchmarks and benchtime must be set", r.Name)
 	}
-	count, err := strconv.Atoi(cells[4])
+	if strings.ContainsFunc(r.Group, unicode.IsSpace) {
+		return Run{}, fmt.Errorf("run %q: group %q is not one word (%s, or a name the runs beside it share)", r.Name, r.Group, Alone)
+	}
+	count, err := strconv.Atoi(cells[5])
 	if err != nil || count < 1 {
-		return Run{}, fmt.Errorf("run %q: count %q is not a positive integer", r.Name, cells[4])
+		return Run{}, fmt.Errorf("run %q: count %q is not a positive integer", r.Name, cells[5])
 	}
 	r.Count = count
-	if r.Timeout, err = time.ParseDuration(cells[5]); err != nil || r.Timeout <= 0 {
-		return Run{}, fmt.Errorf("run %q: timeout %q is not a positive duration", r.Name, cells[5])
+	if r.Timeout, err = time.ParseDuration(cells[6]); err != nil || r.Timeout <= 0 {
+		return Run{}, fmt.Errorf("run %q: timeout %q is not a positive duration", r.Name, cells[6])
 	}
-	for _, kv := range strings.Fields(cells[6]) {
+	for _, kv := range strings.Fields(cells[7]) {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return Run{}, fmt.Errorf("run %q: env %q is not KEY=VALUE", r.Name, kv)
 		}
