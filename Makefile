@@ -103,7 +103,8 @@ bench: host-deps k8s-bins
 	$(GO) test -run '^$$' -bench . -v -timeout 120m ./...
 
 ## bench-check: every benchmark with a goal (docs/benchmarks/goals.md) at the size given there, each
-## beside its baseline in one run (14m54s on the quiet 2-core machine, 15 the bound; it prints its wall and CPU time); prints the table of goals met and
+## beside its baseline in one run, the runs of goals.md's group counts together and the timing ones alone (15m50s on the 2-core machine
+## at load 10-35, about 12m20s quiet, 15 the bound; it prints its wall and CPU time); prints the table of goals met and
 ## fails naming each goal missed or not measured (hack/benchcheck). Not in .ci/run: timing on shared
 ## machines. BENCH_CHECK_FLAGS: e.g. -runs fleet,latency or -record FILE (the result as markdown)
 BENCH_CHECK_FLAGS ?=
