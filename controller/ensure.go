@@ -18,6 +18,12 @@ import (
 // different object).
 func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, live C, hasLive bool) (C, error) {
 	var zero C
+	controlled := hasLive && metav1.IsControlledBy(live, grid)
+	if controlled {
+		if h, ok := c.hashes.get(grid, u); ok && c.unchanged(live, h) {
+			return live, nil
+		}
+	}
 	cfg, err := c.grids.desired(grid, u)
 	if err != nil {
 		return zero, err
@@ -32,17 +38,14 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 		logger.V(2).Info("Created child", "child", klog.KObj(obj), "nodeunit", u.value)
 		return obj, nil
 	}
-	if metav1.IsControlledBy(live, grid) {
+	if controlled {
 		want, err := toJSONMap(cfg)
 		if err != nil {
 			return zero, err
 		}
-		if c.applied.hashOf(live) == nestedString(want, "metadata", "annotations", AnnotationAppliedHash) &&
-			live.GetAnnotations()[AnnotationAppliedHash] != c.applied.hashOf(live) {
-			return live, nil // applied already; the cache has not caught up (its update event follows)
-		}
 		wantHash := nestedString(want, "metadata", "annotations", AnnotationAppliedHash)
-		if c.verified.upToDate(live.GetUID(), live.GetResourceVersion(), wantHash) {
+		c.hashes.put(grid, u, wantHash)
+		if c.unchanged(live, wantHash) {
 			return live, nil
 		}
 		if ext, err := c.store.config(live); err == nil {
@@ -75,6 +78,17 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 	c.applied.remember(live, obj)
 	logger.V(2).Info("Applied child", "child", klog.KObj(obj), "nodeunit", u.value)
 	return obj, nil
+}
+
+// unchanged: the controlled child needs no write for a desired child of
+// applied-hash wantHash: it was just applied and the cache has not caught up
+// (its update event follows), or this version of it was found up to date.
+func (c *gridController[G, C, A]) unchanged(live C, wantHash string) bool {
+	have := c.applied.hashOf(live)
+	if have == wantHash && live.GetAnnotations()[AnnotationAppliedHash] != have {
+		return true
+	}
+	return c.verified.upToDate(live.GetUID(), live.GetResourceVersion(), wantHash)
 }
 
 // errRecreating: the child was deleted (orphaning its pods) to be created

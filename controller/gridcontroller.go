@@ -34,6 +34,10 @@ type gridController[G, C object, A childConfig[A]] struct {
 	applied appliedChildren
 	// verified remembers which child versions match which desired hash.
 	verified verifiedChildren
+	// hashes remembers each unit's desired applied-hash per grid version.
+	hashes desiredHashes
+	// statusWrites remembers the last status write until the cache shows it.
+	statusWrites statusWrites[G]
 	// restrictedKeys: only node-restricted grid keys (gridkeytrust.go).
 	restrictedKeys bool
 }

@@ -59,10 +59,12 @@ func (c *gridController[G, C, A]) childHandlers() cache.ResourceEventHandler {
 	}
 }
 
-// nodeHandlers enqueue the grids whose gridUniqKey is among a node's changed
-// labels; status heartbeats never reach here (the transform drops status,
-// and equal label sets enqueue nothing).
+// nodeHandlers enqueue the grids whose gridUniqKey gained or lost a value
+// (a nodeunit appeared or went); status heartbeats never reach here (the
+// transform drops status), and a Node relabelled into or out of a nodeunit
+// that keeps other Nodes enqueues nothing (nodeunitcounts.go).
 func (c *gridController[G, C, A]) nodeHandlers(grids cache.Indexer) cache.ResourceEventHandler {
+	counts := &nodeUnitCounts{}
 	enqueueFor := func(keys []string) {
 		for _, k := range keys {
 			objs, err := grids.ByIndex(gridUniqKeyIndex, k)
@@ -74,27 +76,31 @@ func (c *gridController[G, C, A]) nodeHandlers(grids cache.Indexer) cache.Resour
 			}
 		}
 	}
-	labelKeys := func(obj any) []string {
+	labelsOf := func(obj any) (map[string]string, bool) {
 		m, ok := objectOf(obj)
 		if !ok {
-			return nil
+			return nil, false
 		}
-		keys := make([]string, 0, len(m.GetLabels()))
-		for k := range m.GetLabels() {
-			keys = append(keys, k)
-		}
-		return keys
+		return m.GetLabels(), true
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { enqueueFor(labelKeys(obj)) },
+		AddFunc: func(obj any) {
+			if l, ok := labelsOf(obj); ok {
+				enqueueFor(counts.change(nil, l))
+			}
+		},
 		UpdateFunc: func(old, cur any) {
-			o, ok1 := objectOf(old)
-			n, ok2 := objectOf(cur)
+			o, ok1 := labelsOf(old)
+			n, ok2 := labelsOf(cur)
 			if !ok1 || !ok2 {
 				return
 			}
-			enqueueFor(changedLabelKeys(o.GetLabels(), n.GetLabels()))
+			enqueueFor(counts.change(o, n))
 		},
-		DeleteFunc: func(obj any) { enqueueFor(labelKeys(obj)) },
+		DeleteFunc: func(obj any) {
+			if l, ok := labelsOf(obj); ok {
+				enqueueFor(counts.change(l, nil))
+			}
+		},
 	}
 }

@@ -72,9 +72,10 @@ func (s kindStore[G, C, A]) liveGrid(ctx context.Context, namespace, name string
 	return s.gridClient(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-func (s kindStore[G, C, A]) updateStatus(ctx context.Context, grid G) error {
-	_, err := s.gridClient(grid.GetNamespace()).UpdateStatus(ctx, grid, metav1.UpdateOptions{FieldManager: FieldManager})
-	return err
+// updateStatus writes a grid's status, conditional on its resourceVersion,
+// and returns the grid as written.
+func (s kindStore[G, C, A]) updateStatus(ctx context.Context, grid G) (G, error) {
+	return s.gridClient(grid.GetNamespace()).UpdateStatus(ctx, grid, metav1.UpdateOptions{FieldManager: FieldManager})
 }
 
 // child reads a child from the cache.

@@ -68,12 +68,12 @@ func (c *gridController[G, C, A]) planRollout(grid G, units []unit, controlled m
 			v.healthy = c.rollouts.healthy(live)
 			v.failure = c.rollouts.failure(live)
 			have := c.applied.hashOf(live)
-			if cfg, err := c.grids.desired(grid, u); err == nil && have != "" && appliedHashOf(cfg) == have {
+			if h, err := c.desiredHash(grid, u); err == nil && have != "" && h == have {
 				v.runs = runsTarget
 			} else if t.lastGood != "" {
 				lu := u
 				lu.override = lastGood[u.template]
-				if cfg, err := c.grids.desired(grid, lu); err == nil && have != "" && appliedHashOf(cfg) == have {
+				if h, err := c.desiredHash(grid, lu); err == nil && have != "" && h == have {
 					v.runs = runsLastGood
 				}
 			}

@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -93,7 +95,15 @@ func (c *gridController[G, C, A]) writeStatus(ctx context.Context, grid G, child
 	if !changed {
 		return nil
 	}
-	return c.store.updateStatus(ctx, next)
+	written, err := c.store.updateStatus(ctx, next)
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			c.statusWrites.forget(cache.MetaObjectToName(grid))
+		}
+		return err
+	}
+	c.statusWrites.remember(grid, written)
+	return nil
 }
 
 // unitStatus is a child's line in the grid's status.

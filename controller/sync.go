@@ -27,12 +27,15 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 	grid, err := c.store.grid(key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		c.grace.forgetGrid(key)
+		c.statusWrites.forget(key)
+		c.hashes.forget(key)
 		forgetGridReady(c.kind, key.Namespace, key.Name)
 		return nil // deleted: the garbage collector removes its children
 	}
 	if err != nil {
 		return err
 	}
+	grid = c.statusWrites.latest(grid)
 	if grid.GetDeletionTimestamp() != nil {
 		forgetGridReady(c.kind, key.Namespace, key.Name)
 		return nil
