@@ -533,7 +533,23 @@ func checkDoctorWebhook(ctx context.Context, t *testing.T, client kubernetes.Int
 		}
 	}
 
-	// The leader repairs.
+	// The leader repairs what it registered: one that took the lead a
+	// moment ago (the placement rollout) registers at its first refresh
+	// (within 5 s of its caches' sync), which restores too but says
+	// nothing; so the leader has led for 15 s first.
+	eventually(ctx, t, 0, "the controller's leader leading for 15 s", func(ctx context.Context) error {
+		l, err := client.CoordinationV1().Leases("servicegroup-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ptr.Deref(l.Spec.HolderIdentity, "") == "" || l.Spec.AcquireTime == nil {
+			return fmt.Errorf("no holder")
+		}
+		if d := time.Since(l.Spec.AcquireTime.Time); d < 15*time.Second {
+			return fmt.Errorf("%s leads since %s", *l.Spec.HolderIdentity, d.Round(time.Second))
+		}
+		return nil
+	})
 	start := time.Now()
 	edit()
 	eventually(ctx, t, 30*time.Second, "the leader puts the edited registration back", registered(nil))
