@@ -178,6 +178,10 @@ func (m *Manager) Addr(name string) string {
 	return ""
 }
 
+// Leading tells whether this process leads (always, without leader
+// election, once Run started).
+func (m *Manager) Leading() bool { return m.leading.Load() }
+
 func (m *Manager) closeListeners() {
 	for _, l := range m.listeners {
 		_ = l.Close()

@@ -15,6 +15,8 @@
 // both (every node-monitor-period, and at its zone's eviction rate), so the
 // default handling resumes at its next retry once the rule lets go. The
 // webhook fails open (failurePolicy Ignore, a short timeout): if it is down
-// or unreachable, Kubernetes' default behaviour applies. It is registered
-// only while some grid carries servicegroup.io/autonomy-duration.
+// or unreachable, Kubernetes' default behaviour applies. The leading
+// replica registers it only while some grid carries
+// servicegroup.io/autonomy-duration, and puts the registration back when
+// someone else edits or deletes it (watch.go).
 package webhook

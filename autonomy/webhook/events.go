@@ -32,6 +32,10 @@ const (
 	// ReasonInvalidDuration (Warning, on a grid): its autonomy annotation
 	// cannot be read; the grid gives no autonomy.
 	ReasonInvalidDuration = "InvalidAutonomyDuration"
+	// ReasonRegistrationRestored (Warning, on the
+	// ValidatingWebhookConfiguration): someone else edited or deleted it;
+	// the leader registered it again.
+	ReasonRegistrationRestored = "AutonomyWebhookRestored"
 )
 
 // eventLog records each Event once per object and episode (the node

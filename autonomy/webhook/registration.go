@@ -11,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	acv1 "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -81,6 +82,10 @@ type registration struct {
 	kube    kubernetes.Interface
 	opts    *Options
 	applied string // hash of the last configuration applied; "-" after a delete
+	// The object as the last apply left it: an event with another
+	// resourceVersion is someone else's write; another UID, a re-creation.
+	appliedRV  string
+	appliedUID types.UID
 }
 
 // sync registers the configuration (want) or removes it (!want).
@@ -116,9 +121,35 @@ func (r *registration) sync(ctx context.Context, want bool, caBundle []byte) err
 	if hash == r.applied {
 		return nil
 	}
-	if _, err := client.Apply(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+	got, err := client.Apply(ctx, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err != nil {
 		return fmt.Errorf("registering ValidatingWebhookConfiguration %s: %w", r.opts.ConfigurationName, err)
 	}
-	r.applied = hash
+	r.applied, r.appliedRV, r.appliedUID = hash, got.ResourceVersion, got.UID
 	return nil
+}
+
+// repair applies the configuration again when this replica registered it
+// and cur (nil: gone) is not what its last apply left, and says what that
+// undid: "deleted", "edited", or "" (nothing of ours had changed, e.g. a
+// label someone else added, or cur was older than the last apply).
+func (r *registration) repair(ctx context.Context, cur *admissionregistrationv1.ValidatingWebhookConfiguration, caBundle []byte) (string, error) {
+	if r.applied == "" || r.applied == "-" {
+		return "", nil // not registered by this replica, or removed on purpose
+	}
+	if cur != nil && cur.ResourceVersion == r.appliedRV {
+		return "", nil // our own write
+	}
+	prevRV, prevUID := r.appliedRV, r.appliedUID
+	r.applied = "" // apply even though what it would write is unchanged
+	if err := r.sync(ctx, true, caBundle); err != nil {
+		return "", err
+	}
+	switch {
+	case r.appliedUID != prevUID:
+		return "deleted", nil
+	case cur != nil && r.appliedRV != prevRV && r.appliedRV != cur.ResourceVersion:
+		return "edited", nil
+	}
+	return "", nil
 }

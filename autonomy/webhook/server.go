@@ -31,6 +31,7 @@ type Server struct {
 	nodes    *nodes
 	cert     *servingCert
 	reg      *registration
+	watch    *configWatch
 	events   *eventLog
 	metrics  *metrics
 	listener net.Listener
@@ -39,6 +40,11 @@ type Server struct {
 	// a node cannot set on itself (the controller's
 	// --require-node-restricted-grid-keys: other grids get no children).
 	RequireNodeRestrictedKeys bool
+	// Leading tells whether this replica leads (nil: always): only the
+	// leader registers the configuration and puts it back when edited or
+	// deleted, so that two releases' replicas in a rollout do not undo
+	// each other's.
+	Leading func() bool
 
 	unsyncedOnce sync.Once
 }
@@ -60,6 +66,7 @@ func New(opts Options, kube kubernetes.Interface, grids versioned.Interface, rec
 		state:    newState(grids, 10*time.Minute),
 		cert:     &servingCert{kube: kube, namespace: opts.secretNamespace(), name: opts.SecretName, dns: dns, ips: ips},
 		reg:      &registration{kube: kube, opts: &opts},
+		watch:    newConfigWatch(kube, opts.ConfigurationName),
 		events:   newEventLog(recorder),
 		metrics:  newMetrics(reg),
 		listener: l,
@@ -74,8 +81,9 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 
 // Run serves the webhook until ctx ends: it makes or reads the serving
 // certificate, starts its informers, and every few seconds refreshes the
-// nodeunits' metrics and the registration (registered only while some grid
-// opted in).
+// nodeunits' metrics and, while leading, the registration (registered only
+// while some grid opted in, put back when someone else edits or deletes
+// it).
 func (s *Server) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("autonomy-webhook")
 	ctx = klog.NewContext(ctx, logger)
@@ -92,6 +100,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	}
 	s.state.start(ctx)
+	s.watch.start(ctx)
 
 	mux := http.NewServeMux()
 	mux.Handle(podsPath, s)
@@ -132,6 +141,8 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		case <-refresh.C:
 			s.refresh(ctx)
+		case <-s.watch.changed:
+			s.repair(ctx)
 		}
 	}
 }
@@ -146,10 +157,41 @@ func (s *Server) refresh(ctx context.Context) {
 	tracked := s.nodes.trackedUnits(ctx)
 	now := s.now()
 	s.metrics.setUnits(autonomy.Units(tracked, grids, now, s.opts.DecisionWindow))
-	if err := s.reg.sync(ctx, len(grids) > 0, s.cert.caBundle()); err != nil {
-		logger.Error(err, "Autonomy webhook registration")
+	if s.leading() {
+		if err := s.reg.sync(ctx, len(grids) > 0, s.cert.caBundle()); err != nil {
+			logger.Error(err, "Autonomy webhook registration")
+		}
 	}
 	s.events.prune(now.Add(-10 * time.Minute))
+}
+
+func (s *Server) leading() bool { return s.Leading == nil || s.Leading() }
+
+// repair puts the registration back after someone else edited or deleted
+// it, with a Warning Event on it saying what was undone.
+func (s *Server) repair(ctx context.Context) {
+	if !s.leading() {
+		return
+	}
+	cur, ok, err := s.watch.current()
+	if !ok {
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Reading the autonomy webhook registration")
+		}
+		return
+	}
+	undone, err := s.reg.repair(ctx, cur, s.cert.caBundle())
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Putting the autonomy webhook registration back")
+		return
+	}
+	if undone == "" {
+		return
+	}
+	message := fmt.Sprintf("ValidatingWebhookConfiguration %s was %s while grids carry %s: registered again as this controller writes it", s.opts.ConfigurationName, undone, autonomy.DurationAnnotation)
+	klog.FromContext(ctx).Info("Put the autonomy webhook registration back", "configuration", s.opts.ConfigurationName, "undone", undone)
+	ref := &corev1.ObjectReference{Kind: "ValidatingWebhookConfiguration", APIVersion: "admissionregistration.k8s.io/v1", Name: s.opts.ConfigurationName, UID: s.reg.appliedUID}
+	s.events.recorder.Event(ref, corev1.EventTypeWarning, ReasonRegistrationRestored, message)
 }
 
 // grids are the opted-in grids; an invalid annotation gets a Warning Event

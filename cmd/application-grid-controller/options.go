@@ -145,6 +145,7 @@ func (o *options) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		wh.Leading = m.Leading
 		go func() {
 			if err := wh.Run(ctx); err != nil {
 				serveErr <- fmt.Errorf("serving the autonomy webhook: %w", err)

@@ -95,7 +95,9 @@ func (d *doctor) checkAutonomy(ctx context.Context) error {
 // and (for a Service) a ready endpoint behind it.
 func (d *doctor) checkAutonomyWebhook(ctx context.Context) error {
 	subject := "ValidatingWebhookConfiguration " + autonomyConfiguration
-	fix := "run application-grid-controller with --autonomy-webhook-bind-address=:9443 (build/manifests/controller does) and read its log"
+	// The leader puts back within seconds a registration someone edited
+	// or deleted: one seen wrong means no leader runs the webhook.
+	fix := "the leading application-grid-controller, run with --autonomy-webhook-bind-address=:9443 (build/manifests/controller does), registers it and puts it back within seconds of an edit or deletion: check that one leads and read its log"
 	cfg, err := orNil(d.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, autonomyConfiguration, metav1.GetOptions{}))
 	if err != nil {
 		return err
@@ -111,7 +113,7 @@ func (d *doctor) checkAutonomyWebhook(ctx context.Context) error {
 			d.report.add(subject, fix, "webhook %s has no caBundle: the apiserver cannot call it", w.Name)
 		}
 		if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore {
-			d.report.add(subject, "let the controller write it again (delete the configuration; it is registered anew within seconds)",
+			d.report.add(subject, fix,
 				"webhook %s does not fail open: while it is down the node lifecycle controller's writes are refused", w.Name)
 		}
 		if s := w.ClientConfig.Service; s != nil && !found["service:"+s.Namespace+"/"+s.Name] {

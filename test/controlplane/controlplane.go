@@ -359,6 +359,13 @@ func (cp *ControlPlane) ControllerManagerExited() (bool, error) {
 	return p.Exited()
 }
 
+// StopControllerManager stops kube-controller-manager (its controllers
+// pause: a DaemonSet's deleted pod is not made again) until
+// RestartControllerManager starts it.
+func (cp *ControlPlane) StopControllerManager() {
+	cp.proc(KubeControllerManager).Stop(10 * time.Second)
+}
+
 // RestartControllerManager stops kube-controller-manager and starts it
 // again with args in place of Options.ControllerManagerArgs (nil: those
 // again), appending to its log. A new instance observes every node afresh,

@@ -141,6 +141,22 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the autonomy webhook never registered: %v", err)
 		}
+		// Deleted, it is put back (its watch works with these rights).
+		configs := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+		first, err := configs.Get(ctx, autonomy.WebhookConfigurationName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := configs.Delete(ctx, autonomy.WebhookConfigurationName, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			cfg, err := configs.Get(ctx, autonomy.WebhookConfigurationName, metav1.GetOptions{})
+			return err == nil && cfg.UID != first.UID && len(cfg.Webhooks) == 2, nil
+		})
+		if err != nil {
+			t.Fatalf("the deleted autonomy webhook registration was not put back: %v", err)
+		}
 		if _, err := admin.CoreV1().Secrets("servicegroup-system").Get(ctx, "application-grid-controller-webhook", metav1.GetOptions{}); err != nil {
 			t.Fatalf("the webhook's Secret: %v", err)
 		}
@@ -165,6 +181,10 @@ func TestComponentsRunWithTheirServiceAccounts(t *testing.T) {
 		}{
 			{[]string{"create", "validatingwebhookconfigurations"}, "yes"},
 			{[]string{"patch", "validatingwebhookconfigurations/" + autonomy.WebhookConfigurationName}, "yes"},
+			// Its own by name only: the leader watches it to put it back.
+			{[]string{"watch", "validatingwebhookconfigurations/" + autonomy.WebhookConfigurationName}, "yes"},
+			{[]string{"list", "validatingwebhookconfigurations/" + autonomy.WebhookConfigurationName}, "yes"},
+			{[]string{"list", "validatingwebhookconfigurations"}, "no"},
 			{[]string{"patch", "validatingwebhookconfigurations/someone-elses"}, "no"},
 			{[]string{"delete", "validatingwebhookconfigurations/someone-elses"}, "no"},
 			{[]string{"get", "secrets/application-grid-controller-webhook", "-n", "servicegroup-system"}, "yes"},

@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -184,6 +183,28 @@ func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface,
 		return err
 	})
 
+	// No wrapper and no CoreDNS pod on the node: both deleted while
+	// kube-controller-manager, whose DaemonSet controller would make them
+	// again at once (the DaemonSets tolerate every taint), is stopped.
+	cp.StopControllerManager()
+	kcmStopped := true
+	defer func() {
+		if kcmStopped {
+			_ = cp.RestartControllerManager(context.Background(), nil)
+		}
+	}()
+	for _, component := range []string{"application-grid-wrapper", "coredns-gridhosts"} {
+		deletePodOn(ctx, t, client, "edge-system", "app.kubernetes.io/name="+component, snapshotNode.Name)
+	}
+	expectDoctor(ctx, t, kubeconfig, sorted, "the wrapper and CoreDNS pods of "+snapshotNode.Name+" deleted, kube-controller-manager stopped",
+		"node "+snapshotNode.Name+": no application-grid-wrapper pod",
+		"node "+snapshotNode.Name+": no coredns-gridhosts pod")
+	if err := cp.RestartControllerManager(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	kcmStopped = false
+	expectDoctor(ctx, t, kubeconfig, sorted, "kube-controller-manager back, the DaemonSets' pods made again on "+snapshotNode.Name)
+
 	// kube-proxy-edge off the node, the stock kube-proxy back.
 	label := func(value string) {
 		t.Helper()
@@ -233,6 +254,35 @@ func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface,
 	expectDoctor(ctx, t, kubeconfig, sorted, "no controller",
 		"deployment servicegroup-system/application-grid-controller: no ready replica",
 		"lease servicegroup-system/application-grid-controller: no controller leads")
+	// The Lease held by something that is not a controller pod, then run
+	// out, then released as a leader that stops releases it.
+	leases := client.CoordinationV1().Leases("servicegroup-system")
+	setLease := func(holder string, renewed time.Time, seconds int32) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			l, err := leases.Get(ctx, "application-grid-controller", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &holder, &seconds
+			l.Spec.RenewTime = &metav1.MicroTime{Time: renewed}
+			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	const stranger = "elsewhere_0b5e"
+	setLease(stranger, time.Now(), 3600)
+	expectDoctor(ctx, t, kubeconfig, sorted, "no controller, the Lease held by something else",
+		"deployment servicegroup-system/application-grid-controller: no ready replica",
+		`lease servicegroup-system/application-grid-controller: held by "`+stranger+`", which is not a pod of deployment servicegroup-system/application-grid-controller`)
+	setLease(stranger, time.Now().Add(-time.Hour), 15)
+	expectDoctor(ctx, t, kubeconfig, sorted, "no controller, the Lease run out",
+		"deployment servicegroup-system/application-grid-controller: no ready replica",
+		"lease servicegroup-system/application-grid-controller: no controller leads: "+stranger+"'s lease ran out at ")
+	setLease("", time.Now(), 1)
 	crdPatch := []byte(`{"spec":{"names":{"categories":["superedge","edited"]}}}`)
 	if _, err := apiextensionsclient.NewForConfigOrDie(cp.Config).ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, "servicegrids.superedge.io", types.MergePatchType, crdPatch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -408,116 +458,177 @@ func controllerInNodeunit(ctx context.Context, t *testing.T, client kubernetes.I
 	return want
 }
 
-// checkDoctorWebhook: with grids opted into autonomy, the webhook's
-// registration as the controller wrote it is edited (one webhook left,
-// failing closed, with no CA), deleted, then created again as it was with
-// its Service selecting no pod; doctor names each, beside the controller
-// placement findings (placement) that hold all along, and nothing more once
-// the Service selects the controller again. The controller re-applies the
-// registration only when what it would write changes, so the test restores
-// it.
-func checkDoctorWebhook(ctx context.Context, t *testing.T, client kubernetes.Interface, kubeconfig string, edgeNodes, placement []string) {
+// checkDoctorWebhook: with grids opted into autonomy, the leading
+// controller puts its webhook's registration back when it is edited (one
+// webhook left, failing closed, with no CA) and when it is deleted. Then,
+// the controller scaled to zero (nothing puts it back; its Service has no
+// ready endpoint), the same edit and deletion stay, and doctor names each
+// beside the missing controller; scaled up again, the new leader registers
+// the webhook as it writes it, and doctor finds only the controller
+// placement findings (of the new pods) that hold all along.
+func checkDoctorWebhook(ctx context.Context, t *testing.T, client kubernetes.Interface, kubeconfig string, edgeNodes []string) {
 	t.Helper()
 	configs := client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	saved, err := configs.Get(ctx, autonomy.WebhookConfigurationName, metav1.GetOptions{})
+	name := autonomy.WebhookConfigurationName
+	saved, err := configs.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject := "ValidatingWebhookConfiguration " + autonomy.WebhookConfigurationName + ": "
-	edited := saved.DeepCopy()
-	i := slices.IndexFunc(edited.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == autonomy.PodsWebhookName })
-	if i < 0 || len(edited.Webhooks) != 2 {
-		t.Fatalf("the registration's webhooks: %d, no %s: %v", len(edited.Webhooks), autonomy.PodsWebhookName, i < 0)
-	}
-	w := edited.Webhooks[i]
-	w.FailurePolicy, w.ClientConfig.CABundle = ptr.To(admissionregistrationv1.Fail), nil
-	edited.Webhooks = []admissionregistrationv1.ValidatingWebhook{w}
-	if _, err := configs.Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	stop := keepInjected(ctx, t, "the edited registration", func(ctx context.Context) error {
-		cur, err := configs.Get(ctx, edited.Name, metav1.GetOptions{})
-		if err != nil || len(cur.Webhooks) == 1 {
-			return err
-		}
-		cur.Webhooks = edited.Webhooks
-		_, err = configs.Update(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-	expectDoctor(ctx, t, kubeconfig, edgeNodes, "the webhook's registration edited", append(slices.Clone(placement),
-		subject+"webhook "+autonomy.PodsWebhookName+" has no caBundle",
-		subject+"webhook "+autonomy.PodsWebhookName+" does not fail open",
-		subject+"webhook "+autonomy.NodesWebhookName+" missing")...)
-	stop()
-	if err := configs.Delete(ctx, autonomy.WebhookConfigurationName, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	stop = keepInjected(ctx, t, "the deleted registration", func(ctx context.Context) error {
-		err := configs.Delete(ctx, autonomy.WebhookConfigurationName, metav1.DeleteOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	})
-	expectDoctor(ctx, t, kubeconfig, edgeNodes, "the webhook's registration deleted", append(slices.Clone(placement),
-		subject+"missing while grids carry")...)
-	stop()
-
-	services := client.CoreV1().Services("servicegroup-system")
-	svc, err := services.Get(ctx, "application-grid-controller", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	selector := svc.Spec.Selector
-	setSelector := func(sel map[string]string) {
+	subject := "ValidatingWebhookConfiguration " + name + ": "
+	edit := func() {
 		t.Helper()
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
+			cur, err := configs.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			cur.Spec.Selector = sel
-			_, err = services.Update(ctx, cur, metav1.UpdateOptions{})
+			i := slices.IndexFunc(cur.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == autonomy.PodsWebhookName })
+			if i < 0 || len(cur.Webhooks) != 2 {
+				return fmt.Errorf("the registration's webhooks: %d, no %s: %v", len(cur.Webhooks), autonomy.PodsWebhookName, i < 0)
+			}
+			w := cur.Webhooks[i]
+			w.FailurePolicy, w.ClientConfig.CABundle = ptr.To(admissionregistrationv1.Fail), nil
+			cur.Webhooks = []admissionregistrationv1.ValidatingWebhook{w}
+			_, err = configs.Update(ctx, cur, metav1.UpdateOptions{})
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	restore := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: saved.Name, Labels: saved.Labels, Annotations: saved.Annotations},
-		Webhooks:   saved.Webhooks,
+	// registered: as the controller writes it (both webhooks, failing
+	// open, with the CA), another object than before if gone is set.
+	registered := func(gone *admissionregistrationv1.ValidatingWebhookConfiguration) func(context.Context) error {
+		return func(ctx context.Context) error {
+			cur, err := configs.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if gone != nil && cur.UID == gone.UID {
+				return fmt.Errorf("still the object that was deleted")
+			}
+			if len(cur.Webhooks) != len(saved.Webhooks) {
+				return fmt.Errorf("%d webhooks, want %d", len(cur.Webhooks), len(saved.Webhooks))
+			}
+			for _, w := range cur.Webhooks {
+				if len(w.ClientConfig.CABundle) == 0 || w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore {
+					return fmt.Errorf("webhook %s: caBundle %d bytes, failure policy %v", w.Name, len(w.ClientConfig.CABundle), w.FailurePolicy)
+				}
+			}
+			return nil
+		}
 	}
-	if _, err := configs.Create(ctx, restore, metav1.CreateOptions{}); err != nil {
+	restoredEvent := func(what string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=ValidatingWebhookConfiguration,involvedObject.name=" + name + ",reason=AutonomyWebhookRestored"})
+			if err != nil {
+				return err
+			}
+			for _, e := range events.Items {
+				if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, what) {
+					return nil
+				}
+			}
+			return fmt.Errorf("no Warning AutonomyWebhookRestored Event saying %q among %d", what, len(events.Items))
+		}
+	}
+
+	// The leader repairs what it registered: one that took the lead a
+	// moment ago (the placement rollout) registers at its first refresh
+	// (within 5 s of its caches' sync), which restores too but says
+	// nothing; so the leader has led for 15 s first.
+	eventually(ctx, t, 0, "the controller's leader leading for 15 s", func(ctx context.Context) error {
+		l, err := client.CoordinationV1().Leases("servicegroup-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ptr.Deref(l.Spec.HolderIdentity, "") == "" || l.Spec.AcquireTime == nil {
+			return fmt.Errorf("no holder")
+		}
+		if d := time.Since(l.Spec.AcquireTime.Time); d < 15*time.Second {
+			return fmt.Errorf("%s leads since %s", *l.Spec.HolderIdentity, d.Round(time.Second))
+		}
+		return nil
+	})
+	start := time.Now()
+	edit()
+	eventually(ctx, t, 30*time.Second, "the leader puts the edited registration back", registered(nil))
+	t.Logf("the edited registration put back in %s", time.Since(start).Round(100*time.Millisecond))
+	eventually(ctx, t, 0, "an Event says the edit was undone", restoredEvent("was edited"))
+	before, err := configs.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	setSelector(map[string]string{"app.kubernetes.io/name": "no-such-pod"})
-	expectDoctor(ctx, t, kubeconfig, edgeNodes, "the webhook registered again, its Service selecting no pod", append(slices.Clone(placement),
-		"service servicegroup-system/application-grid-controller: no ready endpoint")...)
-	setSelector(selector)
-	expectDoctor(ctx, t, kubeconfig, edgeNodes, "the webhook's Service selecting the controller again", placement...)
-}
+	start = time.Now()
+	if err := configs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, 30*time.Second, "the leader puts the deleted registration back", registered(before))
+	t.Logf("the deleted registration put back in %s", time.Since(start).Round(100*time.Millisecond))
+	eventually(ctx, t, 0, "an Event says the deletion was undone", restoredEvent("was deleted"))
 
-// keepInjected applies an injected state every half second until stop: a
-// controller replica that takes the lead just after a rollout registers the
-// webhook anew, which undid the injection before doctor saw it (a CI run).
-func keepInjected(ctx context.Context, t *testing.T, what string, apply func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(500 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if err := apply(ctx); err != nil && ctx.Err() == nil {
-				t.Logf("keeping %s: %v", what, err)
-			}
+	// No controller: what is done to the registration stays.
+	deployments := client.AppsV1().Deployments("servicegroup-system")
+	scale := func(n int) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+		if _, err := deployments.Patch(ctx, "application-grid-controller", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
 		}
-	}()
-	return func() { cancel(); <-done }
+	}
+	// With no leader publishing its schemas, doctor compares the CRDs with
+	// its own release's: the upgrade installed the next build's
+	// deploymentgrids (a new field), which differs.
+	noController := []string{
+		"deployment servicegroup-system/application-grid-controller: no ready replica",
+		"lease servicegroup-system/application-grid-controller: no controller leads",
+		"crd deploymentgrids.superedge.io: missing or different from release",
+	}
+	installed, err := deployments.Get(ctx, "application-grid-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := int(ptr.Deref(installed.Spec.Replicas, 1))
+	scale(0)
+	eventually(ctx, t, 0, "no controller pod", func(ctx context.Context) error {
+		pods, err := client.CoreV1().Pods("servicegroup-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=application-grid-controller"})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) > 0 {
+			return fmt.Errorf("%d pods left", len(pods.Items))
+		}
+		return nil
+	})
+	edit()
+	expectDoctor(ctx, t, kubeconfig, edgeNodes, "no controller, the webhook's registration edited", append(slices.Clone(noController),
+		"service servicegroup-system/application-grid-controller: no ready endpoint",
+		subject+"webhook "+autonomy.PodsWebhookName+" has no caBundle",
+		subject+"webhook "+autonomy.PodsWebhookName+" does not fail open",
+		subject+"webhook "+autonomy.NodesWebhookName+" missing")...)
+	deleted, err := configs.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := configs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expectDoctor(ctx, t, kubeconfig, edgeNodes, "no controller, the webhook's registration deleted", append(slices.Clone(noController),
+		subject+"missing while grids carry")...)
+
+	// Back: the new leader registers it as it writes it.
+	scale(replicas)
+	eventually(ctx, t, 0, "the leader back registers the webhook", registered(deleted))
+	eventually(ctx, t, 0, "the controller's replicas ready", func(ctx context.Context) error {
+		d, err := deployments.Get(ctx, "application-grid-controller", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if int(d.Status.ReadyReplicas) != replicas || int(d.Status.Replicas) != replicas {
+			return fmt.Errorf("%d of %d ready (%d pods)", d.Status.ReadyReplicas, replicas, d.Status.Replicas)
+		}
+		return nil
+	})
+	placement := controllerInNodeunit(ctx, t, client)
+	expectDoctor(ctx, t, kubeconfig, edgeNodes, "the controller back, the webhook registered again", placement...)
 }

@@ -9,12 +9,15 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
@@ -157,8 +160,15 @@ func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, 
 	expectDoctor(ctx, t, cp.Kubeconfig, edgeNodes, "a refused traffic mode, a zone someone else set",
 		"servicegrid default/"+nativeGrid+`: servicegroup.io/traffic-mode "bogus" is not a traffic mode`,
 		"node "+deadNode+`: topology.kubernetes.io/zone is "elsewhere", set by someone else`)
+	// Then the label removed while the apiserver refuses the controller's
+	// zone writes (a ValidatingAdmissionPolicy): not written yet; the
+	// policy gone, the writer sets it again.
+	lift := refuseZoneWrites(ctx, t, client, cp, deadNode)
 	mustRun(ctx, t, op, "annotate", "servicegrid", nativeGrid, trafficModeKey+"-")
 	mustRun(ctx, t, op, "label", "node", deadNode, "topology.kubernetes.io/zone-")
+	expectDoctor(ctx, t, cp.Kubeconfig, edgeNodes, deadNode+"'s zone label removed, the controller's writes refused",
+		"node "+deadNode+": topology.kubernetes.io/zone is missing and its nodeunit ("+gridKey+") is \""+units[deadNode]+"\": the controller has not written it yet")
+	lift()
 	expectDoctor(ctx, t, cp.Kubeconfig, edgeNodes, "the annotation gone, "+deadNode+"'s zone written again by the controller")
 	placed := map[string]string{}
 	for name, p := range native {
@@ -403,4 +413,95 @@ func mapOf(m map[string]string) map[string]bool {
 		out[k] = true
 	}
 	return out
+}
+
+// refuseZoneWrites makes the apiserver refuse the controller's changes of
+// nodes' zone label (a ValidatingAdmissionPolicy on its ServiceAccount),
+// once it is seen refusing one (a dry run as that account on probeNode);
+// lift removes it and touches probeNode, so that the writer, backing off,
+// tries again at once.
+func refuseZoneWrites(ctx context.Context, t *testing.T, client kubernetes.Interface, cp *controlplane.ControlPlane, probeNode string) (lift func()) {
+	t.Helper()
+	const name = "realnode-refuse-zone-writes"
+	const user = "system:serviceaccount:servicegroup-system:application-grid-controller"
+	zone := func(o string) string {
+		return "(has(" + o + ".metadata.labels) && 'topology.kubernetes.io/zone' in " + o + ".metadata.labels ? " + o + ".metadata.labels['topology.kubernetes.io/zone'] : '')"
+	}
+	policies := client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	bindings := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes"}},
+				},
+			}}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "the-controller", Expression: "request.userInfo.username == '" + user + "'"}},
+			Validations:     []admissionregistrationv1.Validation{{Expression: zone("object") + " == " + zone("oldObject"), Message: "realnode test: the controller's zone writes are refused"}},
+		},
+	}
+	if _, err := policies.Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	remove := func() {
+		_ = bindings.Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = policies.Delete(context.Background(), name, metav1.DeleteOptions{})
+	}
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	asController := kubernetes.NewForConfigOrDie(cfg)
+	eventually(ctx, t, 0, "the apiserver refusing the controller's zone writes", func(ctx context.Context) error {
+		patch := []byte(`{"metadata":{"labels":{"topology.kubernetes.io/zone":"realnode-probe"}}}`)
+		_, err := asController.CoreV1().Nodes().Patch(ctx, probeNode, types.MergePatchType, patch, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return fmt.Errorf("a zone write as %s let through", user)
+		}
+		if !strings.Contains(err.Error(), "zone writes are refused") {
+			return fmt.Errorf("a zone write as %s: %v (not the policy's refusal)", user, err)
+		}
+		return nil
+	})
+	t.Cleanup(remove)
+	return func() {
+		t.Helper()
+		if err := bindings.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := policies.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The refusal may still hold for a moment: touch the node until
+		// its zone is written (an annotation change re-queues it at once).
+		eventually(ctx, t, 0, probeNode+"'s zone written once the policy is gone", func(ctx context.Context) error {
+			n, err := client.CoreV1().Nodes().Get(ctx, probeNode, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if _, ok := n.Labels["topology.kubernetes.io/zone"]; ok {
+				return nil
+			}
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{"realnode.servicegroup.io/touched":"%d"}}}`, time.Now().UnixNano())
+			if _, err := client.CoreV1().Nodes().Patch(ctx, probeNode, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				return err
+			}
+			return fmt.Errorf("not yet")
+		})
+		patch := []byte(`{"metadata":{"annotations":{"realnode.servicegroup.io/touched":null}}}`)
+		if _, err := client.CoreV1().Nodes().Patch(ctx, probeNode, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -684,7 +684,7 @@ func TestRealNodes(t *testing.T) {
 		// until the grids go (uninstall).
 		placement := controllerInNodeunit(ctx, t, client)
 		expectDoctor(ctx, t, cp.Kubeconfig, doctorNodes, "the controller inside a nodeunit it protects", placement...)
-		checkDoctorWebhook(ctx, t, client, cp.Kubeconfig, doctorNodes, placement)
+		checkDoctorWebhook(ctx, t, client, cp.Kubeconfig, doctorNodes)
 		if err := cp.RestartControllerManager(ctx, scaledLifecycle()); err != nil {
 			t.Fatal(err)
 		}
