@@ -271,6 +271,10 @@ type siteOptions struct {
 	// countWire gives the wrapper's cloud link a transport of its own
 	// whose connections count the bytes on the wire (cloudLink.wire).
 	countWire bool
+	// defaultTimings leaves the lease and idle timings at sitestream's
+	// defaults (15 s lease, 2 s retry), as shipped, instead of the tests'
+	// short ones (BenchmarkAPIServerPerClient: the apiserver's load).
+	defaultTimings bool
 }
 
 func startSiteWrapper(t testing.TB, cp *controlplane.ControlPlane, node string, ip int, so siteOptions) *siteWrapper {
@@ -296,16 +300,20 @@ func startSiteWrapper(t testing.TB, cp *controlplane.ControlPlane, node string, 
 		up = link.wire.wrap(t, up)
 	}
 	up.Wrap(link.wrap)
+	site := &sitestream.Options{
+		GroupLabel: siteLabel, Group: so.group, Namespace: peerNS,
+		AdvertiseAddress: addr, Token: so.token,
+		AllowedUsers:  []string{"system:serviceaccount:" + peerNS + ":" + peerAccount},
+		LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second,
+		IdleTimeout: 3 * time.Second,
+	}
+	if so.defaultTimings {
+		site.LeaseDuration, site.RenewDeadline, site.RetryPeriod, site.IdleTimeout = 0, 0, 0, 0
+	}
 	w := startWrapper(t, cp, node, so.addr, wrapper.Options{
 		Upstream: up,
 		StateDir: so.stateDir, SnapshotInterval: 100 * time.Millisecond,
-		SiteStream: &sitestream.Options{
-			GroupLabel: siteLabel, Group: so.group, Namespace: peerNS,
-			AdvertiseAddress: addr, Token: so.token,
-			AllowedUsers:  []string{"system:serviceaccount:" + peerNS + ":" + peerAccount},
-			LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second,
-			IdleTimeout: 3 * time.Second,
-		},
+		SiteStream: site,
 	})
 	sw := &siteWrapper{runningWrapper: w, node: node, cloud: link, stateDir: so.stateDir,
 		lan: &siteLAN{addr: addr, handler: w.srv.PeerHandler(), tls: w.srv.PeerTLSConfig()}}

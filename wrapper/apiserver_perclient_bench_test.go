@@ -1,0 +1,339 @@
+package wrapper_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
+	"github.com/servicegroup/servicegroup/wrapper"
+	"github.com/servicegroup/servicegroup/wrapper/sitestream"
+)
+
+// apiserverMetrics sums the kube-apiserver's /metrics samples of name by
+// the value of label (one entry per value; "" when the sample lacks it),
+// keeping the samples keep accepts (nil: all).
+func apiserverMetrics(tb testing.TB, admin kubernetes.Interface, name, label string, keep func(labels string) bool) map[string]float64 {
+	tb.Helper()
+	raw, err := admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		n, labels, _ := strings.Cut(line[:sp], "{")
+		if n != name || (keep != nil && !keep(labels)) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[labelValue(labels, label)] += v
+	}
+	return out
+}
+
+// labelValue is label's value in a sample's labels (`a="x",b="y"}`).
+func labelValue(labels, label string) string {
+	for _, kv := range strings.Split(strings.TrimSuffix(labels, "}"), ",") {
+		if v, ok := strings.CutPrefix(kv, label+"="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
+}
+
+func isWatch(labels string) bool { return strings.Contains(labels, `verb="WATCH"`) }
+
+// perClientDelta is (b - a) / n per key of either, zeros left out.
+func perClientDelta(a, b map[string]float64, n int) map[string]float64 {
+	out := map[string]float64{}
+	for k := range maps.Keys(b) {
+		if d := (b[k] - a[k]) / float64(n); d != 0 {
+			out[k] = d
+		}
+	}
+	for k := range maps.Keys(a) {
+		if _, ok := b[k]; !ok && a[k] != 0 {
+			out[k] = -a[k] / float64(n)
+		}
+	}
+	return out
+}
+
+func formatPer(m map[string]float64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// BenchmarkAPIServerPerClient: what one edge node costs the kube-apiserver
+// (issue 46, item 3), side by side in one run on BenchmarkFleet's world
+// (100 topology Services with EndpointSlices made by
+// kube-controller-manager, the application-grid-controller's summaries),
+// three groups of SG_PERCLIENT_N (200) clients added one group after the
+// other, each client on its own node and its own TCP connection:
+//
+//   - wrapper: a wrapper as shipped without a site stream;
+//   - site: a wrapper in a site of SG_PERCLIENT_SITE (10) nodes sharing one
+//     stream (sitestream's default timings: 15 s lease, 2 s retry);
+//   - kube-proxy: kube-proxy-shaped informers straight to the apiserver
+//     (Services and EndpointSlices by its selector, its Node; protobuf).
+//
+// Per group: the apiserver's watches (apiserver_longrunning_requests WATCH,
+// by resource; v1.37 exports no apiserver_registered_watchers), its Go heap
+// in use after a forced collection (median of 3) right before and right
+// after the group starts (no change in between but the group's own: the
+// watch caches' history of earlier change cycles is in both; with
+// SG_PERCLIENT_PROFILES=dir the heap profiles are kept there for `go tool
+// pprof -diff_base`), its RSS, and its CPU over SG_PERCLIENT_CPU_RUNS (3)
+// change cycles of 20 s (every node reports its status, 20 Services change,
+// 20 endpoints go unready and ready again). The site wrappers' Pods and
+// peer tokens (a DaemonSet's Pod in a cluster) are made before anything is
+// measured. SG_PERCLIENT_GROUPS (wrapper,site,kube-proxy) picks groups.
+func BenchmarkAPIServerPerClient(b *testing.B) {
+	benchRec := benchrecord.Start(b, "docs/benchmarks/fleet-scale.md")
+	n, siteSize := envInt("SG_PERCLIENT_N", 200), envInt("SG_PERCLIENT_SITE", 10)
+	cpuRuns := 3
+	if v := os.Getenv("SG_PERCLIENT_CPU_RUNS"); v != "" {
+		var err error
+		if cpuRuns, err = strconv.Atoi(v); err != nil || cpuRuns < 0 {
+			b.Fatalf("SG_PERCLIENT_CPU_RUNS=%q: want 0 or more", v)
+		}
+	}
+	if n%siteSize != 0 {
+		b.Fatalf("SG_PERCLIENT_N=%d is not a multiple of the site size %d", n, siteSize)
+	}
+	profDir := os.Getenv("SG_PERCLIENT_PROFILES")
+	groups := map[string]bool{"wrapper": true, "site": true, "kube-proxy": true}
+	if v := os.Getenv("SG_PERCLIENT_GROUPS"); v != "" {
+		groups = map[string]bool{}
+		for _, g := range strings.Split(v, ",") {
+			if g != "wrapper" && g != "site" && g != "kube-proxy" {
+				b.Fatalf("SG_PERCLIENT_GROUPS: unknown group %q (wrapper, site, kube-proxy)", g)
+			}
+			groups[g] = true
+		}
+	}
+	const servicesN, churn = 100, 20
+	// Nodes [0,n) carry the wrappers and the kube-proxy sets (one each, as
+	// the two would be on one node); [n,2n) the site wrappers.
+	f := startFleet(b, 2*n, servicesN)
+	ctx := b.Context()
+	if _, err := f.admin.CoreV1().ServiceAccounts(peerNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: peerAccount}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	sites := n
+	if !groups["site"] {
+		sites = 0
+	}
+	fleetParallel(sites, func(j int) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"site-%d"}}}`, siteLabel, j/siteSize)
+		if _, err := f.admin.CoreV1().Nodes().Patch(ctx, fleetNodeName(n+j), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			b.Error(err)
+		}
+	})
+
+	load := func() apiserverLoad { return readAPIServerLoad(b, f.cp, f.admin) }
+	watches := func() map[string]float64 {
+		return apiserverMetrics(b, f.admin, "apiserver_longrunning_requests", "resource", isWatch)
+	}
+	total := func(m map[string]float64) float64 {
+		var t float64
+		for _, v := range m {
+			t += v
+		}
+		return t
+	}
+	heap := func(phase string) float64 {
+		var h []float64
+		for range 3 {
+			prof, err := f.admin.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/heap").Param("gc", "1").DoRaw(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if profDir != "" {
+				if err := os.WriteFile(filepath.Join(profDir, phase+".pb.gz"), prof, 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			h = append(h, load().heapBytes)
+		}
+		slices.Sort(h)
+		return h[1]
+	}
+	// settle: the number of open watches has not moved for 10 s.
+	settle := func(what string) {
+		last, still := -1.0, 0
+		eventually(b, what+": watches steady for 10 s", 10*time.Minute, func(context.Context) (bool, error) {
+			time.Sleep(2 * time.Second)
+			cur := total(watches())
+			if cur == last {
+				still++
+			} else {
+				still = 0
+			}
+			last = cur
+			return still >= 5, nil
+		})
+	}
+	cycleCPU := func() []float64 {
+		var runs []float64
+		for range cpuRuns {
+			start, l0 := time.Now(), load()
+			f.statusRound(b, func(int) bool { return true })
+			f.touchServices(b, churn)
+			f.setReady(b, churn, false)
+			f.setReady(b, churn, true)
+			time.Sleep(time.Until(start.Add(20 * time.Second)))
+			runs = append(runs, load().cpuSeconds-l0.cpuSeconds)
+		}
+		slices.Sort(runs)
+		return runs
+	}
+	type phase struct {
+		name                  string
+		watches               map[string]float64
+		heapBefore, heap, rss float64
+		cpu                   []float64
+		tookS, syncCPU        float64
+	}
+	measure := func(name string, heapBefore float64, took time.Duration, syncCPU float64) phase {
+		settle(name)
+		p := phase{name: name, watches: watches(), heapBefore: heapBefore, heap: heap(name), tookS: took.Seconds(), syncCPU: syncCPU}
+		p.rss = load().rssBytes
+		p.cpu = cycleCPU()
+		b.Logf("phase %s: %.0f watches (%s); heap %.1f MiB (%.1f before the group started), RSS %.0f MiB; cycle CPU %v; process RSS %.0f MiB; load %s",
+			name, total(p.watches), formatPer(p.watches), p.heap/(1<<20), p.heapBefore/(1<<20), p.rss/(1<<20), p.cpu, selfRSSMiB(), loadAverage())
+		return p
+	}
+	tokens := make([]func() (string, error), n)
+	fleetParallel(sites, func(j int) {
+		tok, err := f.cp.PodToken(ctx, peerNS, peerAccount, fleetNodeName(n+j), sitestream.PeerAudience)
+		if err != nil {
+			b.Error(err)
+		}
+		tokens[j] = func() (string, error) { return tok, nil }
+	})
+	if b.Failed() {
+		b.FailNow()
+	}
+	settle("none")
+	phases := []phase{measure("none", heap("none"), 0, 0)}
+
+	// add starts a group, with the heap right before and the time and the
+	// apiserver's CPU it took.
+	add := func(name string, start func()) {
+		if !groups[name] {
+			return
+		}
+		h0 := heap(name + "-before")
+		at, l0 := time.Now(), load()
+		start()
+		took := time.Since(at)
+		phases = append(phases, measure(name, h0, took, load().cpuSeconds-l0.cpuSeconds))
+	}
+	taps := map[string][]*resourceTap{}
+	add("wrapper", func() {
+		for i := range n {
+			tap := newResourceTap()
+			taps["wrapper"] = append(taps["wrapper"], tap)
+			startWrapper(b, f.cp, fleetNodeName(i), "", wrapper.Options{Upstream: tap.wrap(newWireCounter().wrap(b, f.cp.Config))})
+		}
+	})
+	add("site", func() {
+		ws := make([]*siteWrapper, n)
+		for j := range n {
+			ws[j] = startSiteWrapper(b, f.cp, fleetNodeName(n+j), 30+j%200, siteOptions{countWire: true, defaultTimings: true, token: tokens[j]})
+		}
+		eventually(b, "one cloud stream in every site", 10*time.Minute, func(context.Context) (bool, error) {
+			for s := 0; s < n; s += siteSize {
+				streaming := 0
+				for _, w := range ws[s : s+siteSize] {
+					if w.cloud.openUnitStreams() > 0 {
+						streaming++
+					}
+				}
+				if streaming != 1 {
+					return false, fmt.Errorf("site %d: %d wrappers stream from the cloud", s/siteSize, streaming)
+				}
+			}
+			return true, nil
+		})
+	})
+	add("kube-proxy", func() {
+		var synced []func() bool
+		for i := range n {
+			tap := newResourceTap()
+			taps["kube-proxy"] = append(taps["kube-proxy"], tap)
+			s, _ := kubeProxyInformers(b, tap.wrap(newWireCounter().wrap(b, f.cp.Config)), fleetNodeName(i))
+			synced = append(synced, s)
+		}
+		eventually(b, "kube-proxy-shaped informers synced", 10*time.Minute, func(context.Context) (bool, error) {
+			for _, s := range synced {
+				if !s() {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	})
+	for group, ts := range taps {
+		open := map[string]float64{}
+		for _, t := range ts {
+			c := t.counts()
+			for r, k := range c.open {
+				open[r] += float64(k) / float64(len(ts))
+			}
+		}
+		b.Logf("%s: open watches per client, as its tap counts them: %s", group, formatPer(open))
+	}
+
+	b.Logf("%d clients a group, sites of %d, %d nodes, %d Services; load average %s", n, siteSize, f.nodesN, servicesN, loadAverage())
+	mid := func(r []float64) float64 {
+		if len(r) == 0 {
+			return 0
+		}
+		return r[len(r)/2]
+	}
+	for i := 1; i < len(phases); i++ {
+		p, q := phases[i-1], phases[i]
+		w := perClientDelta(p.watches, q.watches, n)
+		heapKiB := (q.heap - q.heapBefore) / float64(n) / 1024
+		b.Logf("per %s client: watches %.2f (%s); heap %.1f KiB; start %.1f s, apiserver CPU at start %.1f ms; change cycle CPU %.2f ms (median of %d; runs before %v, after %v)",
+			q.name, total(w), formatPer(w), heapKiB, q.tookS, q.syncCPU/float64(n)*1000,
+			(mid(q.cpu)-mid(p.cpu))/float64(n)*1000, cpuRuns, p.cpu, q.cpu)
+		benchRec.Report(total(w), q.name+"-watches/client")
+		benchRec.Report(heapKiB, q.name+"-heap-KiB/client")
+		benchRec.Report(q.syncCPU/float64(n)*1000, q.name+"-start-CPU-ms/client")
+		if cpuRuns > 0 {
+			benchRec.Report((mid(q.cpu)-mid(p.cpu))/float64(n)*1000, q.name+"-cycle-CPU-ms/client")
+		}
+	}
+	last := phases[len(phases)-1]
+	benchRec.Report(last.heap/(1<<20), "apiserver-heap-MiB-all")
+	benchRec.Report(last.rss/(1<<20), "apiserver-RSS-MiB-all")
+}
