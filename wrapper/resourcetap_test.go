@@ -12,7 +12,9 @@ import (
 // resourceTap counts one client's requests to the apiserver by resource:
 // full lists (a LIST, or a watch-list: a WATCH with sendInitialEvents) and
 // the bytes they brought, failed calls (an error or a status >= 400), every
-// byte read (in all and by resource), and open watches.
+// byte read (in all and by resource), and open watches; of the full lists,
+// the watch-lists and those the server gzipped (which Go's transport
+// decompressed: resp.Uncompressed).
 type resourceTap struct {
 	mu sync.Mutex
 	tapCounts
@@ -21,12 +23,13 @@ type resourceTap struct {
 // tapCounts is a copy of a resourceTap's counts.
 type tapCounts struct {
 	lists, failed, open map[string]int
+	watchLists, gzipped map[string]int
 	listBytes, bytesBy  map[string]int64
 	bytes               int64
 }
 
 func newResourceTap() *resourceTap {
-	return &resourceTap{tapCounts: tapCounts{lists: map[string]int{}, failed: map[string]int{}, open: map[string]int{}, listBytes: map[string]int64{}, bytesBy: map[string]int64{}}}
+	return &resourceTap{tapCounts: tapCounts{lists: map[string]int{}, failed: map[string]int{}, open: map[string]int{}, watchLists: map[string]int{}, gzipped: map[string]int{}, listBytes: map[string]int64{}, bytesBy: map[string]int64{}}}
 }
 
 func (rt *resourceTap) wrap(cfg *rest.Config) *rest.Config {
@@ -46,6 +49,12 @@ func (rt *resourceTap) wrap(cfg *rest.Config) *rest.Config {
 			}
 			if full {
 				rt.lists[resource]++
+				if watch {
+					rt.watchLists[resource]++
+				}
+				if resp.Uncompressed {
+					rt.gzipped[resource]++
+				}
 			}
 			resp.Body = &countingBody{ReadCloser: resp.Body, add: func(n int) {
 				rt.mu.Lock()
@@ -76,5 +85,6 @@ func (rt *resourceTap) wrap(cfg *rest.Config) *rest.Config {
 func (rt *resourceTap) counts() tapCounts {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	return tapCounts{maps.Clone(rt.lists), maps.Clone(rt.failed), maps.Clone(rt.open), maps.Clone(rt.listBytes), maps.Clone(rt.bytesBy), rt.bytes}
+	return tapCounts{maps.Clone(rt.lists), maps.Clone(rt.failed), maps.Clone(rt.open), maps.Clone(rt.watchLists), maps.Clone(rt.gzipped),
+		maps.Clone(rt.listBytes), maps.Clone(rt.bytesBy), rt.bytes}
 }

@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"context"
+	"errors"
 	"math"
 	"reflect"
 	"strconv"
@@ -33,7 +34,12 @@ const sharedListTTL = 90 * time.Second
 // relisting are answered from that list, filtered by their own selectors,
 // while it is not older than what they have seen. An informer's first list
 // (when the wrapper starts, or an on-demand fetch) is its own selection, as
-// is every list while it is the only one running.
+// is every list while it is the only one running: those are watch-lists
+// (sendInitialEvents), as client-go's reflector opens them for kube-proxy,
+// which kube-apiserver v1.37 gzips for the life of the stream; a plain
+// LIST and watch would cost about 1.5x kube-proxy's bytes on the wire. A
+// relist the group answers is refused as a watch-list, and the reflector
+// falls back to List, which the group answers (relistMember).
 type sharedRelist struct {
 	// list lists the resource unselected.
 	list func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
@@ -129,6 +135,19 @@ func (g *sharedRelist) relist(ctx context.Context, m *relistMember) (obj runtime
 		return obj, true, nil
 	}
 	return nil, false, nil
+}
+
+// answers tells whether the group, not m's own request, is to answer m's
+// next full list: a relist while other members run (one unselected list
+// between them), or a first list the last unselected one can serve.
+func (g *sharedRelist) answers(m *relistMember) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m.listed.Load() {
+		return len(g.members) >= 2
+	}
+	s := g.last
+	return s != nil && time.Since(s.at) < sharedListTTL && s.rv >= m.seen.Load()
 }
 
 // fresh answers m's first list from the last unselected list, if there is
@@ -257,7 +276,20 @@ func (m *relistMember) ListWithContext(ctx context.Context, opts metav1.ListOpti
 	return obj, nil
 }
 
+// errListShared is what a member answers a watch-list the group is to
+// answer instead: the reflector falls back to List on any error that is
+// not a retriable one, and the member's List asks the group.
+var errListShared = errors.New("this list is answered by the resource's shared relist")
+
+// WatchWithContext opens a watch, or a watch-list (sendInitialEvents: the
+// reflector's initial sync and relists, which kube-apiserver since v1.37
+// compresses for the life of the stream, as it does for kube-proxy's) of
+// m's own selection, unless the group answers that list (errListShared).
 func (m *relistMember) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	if initial && m.group.answers(m) {
+		return nil, errListShared
+	}
 	w, err := m.lw.WatchWithContext(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -266,12 +298,11 @@ func (m *relistMember) WatchWithContext(ctx context.Context, opts metav1.ListOpt
 		if e.Type != watch.Error {
 			if a, err := meta.Accessor(e.Object); err == nil {
 				m.noteString(a.GetResourceVersion())
+				if initial && e.Type == watch.Bookmark && a.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+					m.listed.Store(true) // its selection is listed: a later full list is a relist
+				}
 			}
 		}
 		return e, true
 	}), nil
 }
-
-// IsWatchListSemanticsUnSupported: the reflector relists with List, which
-// the group answers; a watch-list would pass it by.
-func (m *relistMember) IsWatchListSemanticsUnSupported() bool { return true }

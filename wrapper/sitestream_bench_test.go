@@ -113,6 +113,13 @@ func BenchmarkSiteStream(b *testing.B) {
 				}
 				return nil
 			})
+			// Whether the site's one unit stream is compressed as a direct
+			// kube-proxy's first watch is (a watch-list) or not.
+			for i, w := range ws {
+				if n := w.cloud.openUnitStreams(); n > 0 {
+					b.Logf("site of %d: wrapper %d streams from the cloud: %d unit streams open, %d gzipped", size, i, n, w.cloud.openUnitStreamsGzipped())
+				}
+			}
 			const (
 				unitBodies = iota
 				allBodies

@@ -81,7 +81,7 @@ func (l *cloudLink) wrap(rt http.RoundTripper) http.RoundTripper {
 		if err != nil {
 			return nil, err
 		}
-		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != "", resource: resource}
+		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != "", resource: resource, gzipped: resp.Uncompressed}
 		resp.Body = b
 		if !l.opened(b) {
 			return nil, errNoRoute("tcp")
@@ -95,6 +95,18 @@ func (l *cloudLink) openUnitStreams() int {
 	n := 0
 	l.each(func(c io.Closer) {
 		if b, ok := c.(*meteredBody); ok && b.unit {
+			n++
+		}
+	})
+	return n
+}
+
+// openUnitStreamsGzipped returns how many of the open unit-wide streams the
+// apiserver compresses.
+func (l *cloudLink) openUnitStreamsGzipped() int {
+	n := 0
+	l.each(func(c io.Closer) {
+		if b, ok := c.(*meteredBody); ok && b.unit && b.gzipped {
 			n++
 		}
 	})
@@ -118,6 +130,7 @@ type meteredBody struct {
 	link     *cloudLink
 	unit     bool
 	resource string // "services", "endpointslices" or "" for the rest
+	gzipped  bool   // the apiserver sent it gzip-compressed (resp.Uncompressed)
 }
 
 func (b *meteredBody) Read(p []byte) (int, error) {

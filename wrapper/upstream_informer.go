@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"context"
+	"errors"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,7 +55,7 @@ func (t errorTap) ListWithContext(ctx context.Context, opts metav1.ListOptions) 
 
 func (t errorTap) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	w, err := t.lw.WatchWithContext(ctx, opts)
-	if err != nil {
+	if err != nil && !errors.Is(err, errListShared) { // not a failure: the reflector lists instead
 		t.onError(ctx, err)
 	}
 	return w, err
