@@ -35,7 +35,8 @@ func closedPort(t *testing.T) string {
 
 func routedClient(t *testing.T, r *peerRouter, upstream string) kubernetes.Interface {
 	t.Helper()
-	cfg := &rest.Config{Host: upstream, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	// QPS -1: no client-side rate limit, so many lists start at once.
+	cfg := &rest.Config{Host: upstream, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1}
 	cfg.Wrap(r.wrap)
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -187,5 +188,61 @@ func TestUpstreamStreamEndsResumable(t *testing.T) {
 				t.Errorf("the watch ended after %s with no event (the reflector relists)", d)
 			}
 		})
+	}
+}
+
+// TestHeldRequestsSeeEveryLeaderChange checks that a held request moves to
+// a leader set at any moment of its retry loop, including while it is
+// handling upstream's refusal or sending again: many requests retrying
+// every millisecond against a closed port, over several rounds, each round
+// ending only when every one of them reached the leader.
+func TestHeldRequestsSeeEveryLeaderChange(t *testing.T) {
+	var served atomic.Int64
+	leader := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		served.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[]}`))
+	}))
+	leader.EnableHTTP2 = true
+	leader.StartTLS()
+	defer leader.Close()
+	sum := sha256.Sum256(leader.Certificate().Raw)
+	identity := leaderIdentity("leader", strings.TrimPrefix(leader.URL, "https://"), hex.EncodeToString(sum[:]))
+	opts := Options{Token: func() (string, error) { return "peer-token", nil }, IdleTimeout: time.Minute, RetryPeriod: time.Millisecond}
+	r := newPeerRouter(opts, "self")
+	client := routedClient(t, r, "https://"+closedPort(t))
+	const rounds, requests = 10, 20
+	for round := range rounds {
+		done := make(chan error, requests)
+		for range requests {
+			go func() {
+				_, err := client.CoreV1().Services("").List(t.Context(), metav1.ListOptions{})
+				done <- err
+			}()
+		}
+		// Let every request be refused and retried a few times.
+		for deadline := time.Now().Add(10 * time.Second); r.heldRequests.Load() < int64((round+1)*requests); {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d requests held, want %d", round, r.heldRequests.Load(), (round+1)*requests)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+		r.setLeader(klog.Background(), identity)
+		timeout := time.After(20 * time.Second)
+		for i := range requests {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("round %d: a held list failed: %v", round, err)
+				}
+			case <-timeout:
+				t.Fatalf("round %d: %d of %d held lists did not move to the leader", round, requests-i, requests)
+			}
+		}
+		r.setLeader(klog.Background(), "")
+	}
+	if got := served.Load(); got != rounds*requests {
+		t.Errorf("the leader served %d lists, want %d", got, rounds*requests)
 	}
 }

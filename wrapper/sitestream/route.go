@@ -262,8 +262,12 @@ func (r *peerRouter) upstreamUntilLeader(req *http.Request, upstream http.RoundT
 	inFlight, held := true, false
 	var retry <-chan time.Time
 	var ended <-chan struct{} // the request's end, while none is in flight
+	// changed is taken once and renewed only when it fires: a leader set
+	// while this loop handles an answer or a retry still closes it, and
+	// is seen at the next select (taking it afresh at each turn missed
+	// such a change, and the request then waited on upstream alone).
+	_, changed := r.following()
 	for {
-		_, changed := r.following()
 		select {
 		case res := <-done:
 			inFlight = false
@@ -291,6 +295,7 @@ func (r *peerRouter) upstreamUntilLeader(req *http.Request, upstream http.RoundT
 			cancel()
 			return nil, nil, req.Context().Err()
 		case <-changed:
+			_, changed = r.following()
 			t := r.source()
 			if t == nil {
 				continue
