@@ -43,6 +43,10 @@ type Deps struct {
 	// native-mode ServiceGrids may use ("": no zone is written; the writer
 	// still removes the zones it wrote).
 	ZoneFromGridKey string
+	// LabelSummaryDelay is how long the NodeLabelSummary writer lets changes
+	// gather before it writes them (0: at once; Options' default is
+	// DefaultLabelSummaryDelay).
+	LabelSummaryDelay time.Duration
 }
 
 // Controllers are the three grid controllers, the NodeLabelSummary writer

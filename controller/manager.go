@@ -78,6 +78,10 @@ type Options struct {
 	// use ("": none written, those the controller wrote are removed).
 	ZoneFromGridKey string
 
+	// LabelSummaryDelay: the NodeLabelSummary writer writes a change this
+	// long after it, together with every change meanwhile (0: at once).
+	LabelSummaryDelay time.Duration
+
 	// MetricsBindAddress serves /metrics, HealthBindAddress /healthz and
 	// /readyz; equal addresses share one listener; "0" turns one off.
 	MetricsBindAddress string
@@ -102,6 +106,7 @@ func DefaultOptions() Options {
 		ManageCRDs:              true,
 		CRDCheckInterval:        time.Minute,
 		DeletionGracePeriod:     DefaultDeletionGracePeriod,
+		LabelSummaryDelay:       DefaultLabelSummaryDelay,
 		SuperEdgeLock:           "kube-system/application-grid-controller",
 		MetricsBindAddress:      ":8080",
 		HealthBindAddress:       ":8081",
@@ -415,6 +420,7 @@ func (m *Manager) work(ctx context.Context, recorder record.EventRecorder) error
 		Recorder: recorder, DeletionGracePeriod: m.opts.DeletionGracePeriod,
 		RequireNodeRestrictedGridKeys: m.opts.RequireNodeRestrictedGridKeys,
 		ZoneFromGridKey:               m.opts.ZoneFromGridKey,
+		LabelSummaryDelay:             m.opts.LabelSummaryDelay,
 	})
 	if err != nil {
 		return err

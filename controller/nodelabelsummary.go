@@ -33,6 +33,12 @@ const labelSummaryPrefix = "nodes-"
 // change recomputes all buckets, and writes only those that differ.
 const labelSummaryKey = "all"
 
+// DefaultLabelSummaryDelay is how long the summary writer waits after a
+// change before it writes: the changes arriving meanwhile (a relabel of many
+// nodes, one patch each) join that write, so a bucket is written once per
+// delay during a burst rather than once per sync.
+const DefaultLabelSummaryDelay = 500 * time.Millisecond
+
 // labelSummaryWriter keeps the NodeLabelSummaries: every node's values of
 // the label keys that topologyKeys annotations and grids use, in buckets of
 // at most MaxNodesPerLabelSummary nodes. A node stays in its bucket for its
@@ -51,6 +57,8 @@ type labelSummaryWriter struct {
 	// from a stale resourceVersion (a conflict and a retry).
 	written cache.MutationCache
 	queue   workqueue.TypedRateLimitingInterface[string]
+	// delay: Deps.LabelSummaryDelay.
+	delay time.Duration
 }
 
 func newLabelSummaryWriter(deps Deps) (*labelSummaryWriter, error) {
@@ -68,9 +76,13 @@ func newLabelSummaryWriter(deps Deps) (*labelSummaryWriter, error) {
 		summaries: gridinformersv1.NewNodeLabelSummaryInformer(deps.Grids, 0, cache.Indexers{}),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodelabelsummary", MetricsProvider: deps.MetricsProvider}),
+		delay: deps.LabelSummaryDelay,
 	}
 	w.written = cache.NewIntegerResourceVersionMutationCache(klog.Background(), w.summaries.GetStore(), nil, time.Minute, true)
-	enqueue := func() { w.queue.Add(labelSummaryKey) }
+	// The queue keeps a waiting key's earliest time, so every change until
+	// the sync starts joins it; a change once it has read the informers
+	// queues the next (the queue holds a key being processed as dirty).
+	enqueue := func() { w.queue.AddAfter(labelSummaryKey, w.delay) }
 	handlers := []struct {
 		inf     cache.SharedIndexInformer
 		changed func(old, cur any) bool

@@ -113,7 +113,8 @@ func runController(t testing.TB, cfg *rest.Config) (stop func()) {
 	kubeInformers := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(controller.Transform))
 	gridInformers := gridinformers.NewSharedInformerFactoryWithOptions(grids, 0, gridinformers.WithTransform(controller.TransformGrids))
 	ctrls, err := controller.NewControllers(controller.Deps{Kube: kube, Grids: grids,
-		KubeInformers: kubeInformers, GridInformers: gridInformers, Recorder: &record.FakeRecorder{}})
+		KubeInformers: kubeInformers, GridInformers: gridInformers, Recorder: &record.FakeRecorder{},
+		LabelSummaryDelay: controller.DefaultLabelSummaryDelay}) // as the binary runs it
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,7 @@ func (o *options) Validate() error {
 		errs = append(errs, positive("crd-check-interval", c.CRDCheckInterval)...)
 	}
 	errs = append(errs, notNegative("nodeunit-deletion-grace-period", c.DeletionGracePeriod)...)
+	errs = append(errs, notNegative("node-label-summary-delay", c.LabelSummaryDelay)...)
 	if c.SuperEdgeLock != "" {
 		if _, _, err := controller.ParseSuperEdgeLock(c.SuperEdgeLock); err != nil {
 			errs = append(errs, field.Invalid(flagPath("superedge-lock"), c.SuperEdgeLock, err.Error()))

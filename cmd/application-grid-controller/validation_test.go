@@ -57,6 +57,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"--manage-crds=false", "--crd-check-interval=0"}, ""},
 		{[]string{"--nodeunit-deletion-grace-period=-1m"}, `--nodeunit-deletion-grace-period: Invalid value: "-1m0s": must not be negative`},
 		{[]string{"--nodeunit-deletion-grace-period=0"}, ""},
+		{[]string{"--node-label-summary-delay=-1ms"}, `--node-label-summary-delay: Invalid value: "-1ms": must not be negative`},
+		{[]string{"--node-label-summary-delay=0"}, ""},
 		{[]string{"--superedge-lock="}, ""},
 		{[]string{"--superedge-lock=kube-system"}, `--superedge-lock: Invalid value: "kube-system": want namespace/name`},
 		{[]string{"--superedge-lock=/x"}, `--superedge-lock: Invalid value: "/x": want namespace/name`},
