@@ -42,3 +42,11 @@ func WithLocalAddrs(o Options, addrs ...string) Options {
 	o.localAddr = func(a netip.Addr) bool { return slices.Contains(addrs, a.String()) }
 	return o
 }
+
+// WithSummariesRelistedInFull makes the wrapper list the NodeLabelSummaries
+// in full at every relist, as before they were relisted by their metadata
+// first (BenchmarkReconnectStorm compares).
+func WithSummariesRelistedInFull(o Options) Options {
+	o.summariesInFull = true
+	return o
+}

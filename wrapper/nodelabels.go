@@ -40,13 +40,8 @@ func newNodeLabels(meta metadata.Interface, grids versioned.Interface, handler c
 			return m.Name, m.Labels, true
 		},
 	}, storeSink{n})
-	n.FullRelists = !summariesRelistByMetadata
 	return n
 }
-
-// summariesRelistByMetadata is off only in the benchmark that measures what
-// it saves.
-var summariesRelistByMetadata = true
 
 // storeSink keeps store and tells the handler. The Source calls it one
 // change at a time, only when a node's labels changed.

@@ -81,6 +81,10 @@ type Options struct {
 	LocalEndpointPorts []int32
 	// localAddr tells this node's addresses (tests; nil: its interfaces').
 	localAddr func(netip.Addr) bool
+	// summariesInFull lists the NodeLabelSummaries in full at every relist
+	// rather than by their metadata first (nodelabels.Source.FullRelists):
+	// only the benchmark measuring what the metadata saves sets it.
+	summariesInFull bool
 	// SiteStream, when set, shares one upstream stream of Services and
 	// EndpointSlices among the wrappers of a site (package sitestream).
 	SiteStream *sitestream.Options

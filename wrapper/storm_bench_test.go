@@ -164,12 +164,14 @@ func BenchmarkReconnectStorm(b *testing.B) {
 		// relist, as before (runRestartScenarios compares).
 		e.summariesInFull = e.resume && (i/2)%4 == 2
 		wrapper.SetResumeUnansweredWatches(e.resume)
-		wrapper.SetSummariesRelistByMetadata(!e.summariesInFull)
-		e.w = startWrapper(b, f.cp, fleetNodeName(i), "", wrapper.Options{Upstream: e.kinds.wrap(e.up.wrap(cfg))})
+		opts := wrapper.Options{Upstream: e.kinds.wrap(e.up.wrap(cfg))}
+		if e.summariesInFull {
+			opts = wrapper.WithSummariesRelistedInFull(opts)
+		}
+		e.w = startWrapper(b, f.cp, fleetNodeName(i), "", opts)
 		edge = append(edge, e)
 	}
 	wrapper.SetResumeUnansweredWatches(true)
-	wrapper.SetSummariesRelistByMetadata(true)
 	eventually(b, "every wrapper synced", 10*time.Minute, func(context.Context) (bool, error) {
 		for _, e := range edge {
 			if !e.w.srv.Ready() {

@@ -83,6 +83,7 @@ func (s *Server) watchUpstream(client kubernetes.Interface) error {
 	s.nodeLabels = newNodeLabels(metaClient, gridClient, s.syncer.nodeHandler())
 	s.nodeLabels.WatchErrors = s.watchUpstreamErrors
 	s.nodeLabels.Recheck = opts.NodeLabelRecheckInterval
+	s.nodeLabels.FullRelists = opts.summariesInFull
 	s.syncer.caches.Nodes = s.nodeLabels.store
 	s.endpoints = newEndpointsOnDemand(client, s.syncer.serviceHandler(), s.syncer.refilterAll, s.watchUpstreamErrors)
 	s.unproxied = newUnproxiedOnDemand(client, services, slices, svcRelist, sliceRelist, s.syncer.refilterAll, s.watchUpstreamErrors)
