@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
-	e2e demo bench bench-check bench-fleet bench-storm fuzz host-deps k8s-bins older-release-bins kube-proxy-bins apiserver-bins monitoring-tools release-tools superedge-bins images release clean
+	e2e demo bench bench-check bench-fleet bench-storm bench-nodelabels bench-perclient fuzz host-deps k8s-bins older-release-bins kube-proxy-bins apiserver-bins monitoring-tools release-tools superedge-bins images release clean
 
 all: build
 
@@ -125,6 +125,17 @@ bench-fleet: k8s-bins
 ## SG_STORM_WRAPPERS, SG_STORM_NODES and SG_STORM_OUTAGE (seconds) size it
 bench-storm: k8s-bins
 	CI=true $(GO) test -run '^$$' -bench '^BenchmarkReconnectStorm$$' -benchtime=1x -v -timeout 40m ./wrapper/
+
+## bench-nodelabels: NodeLabelSummaries at 10,000 Nodes alone (docs/benchmarks/fleet-scale.md,
+## item 2; about 2 minutes); SG_NL_NODES, SG_NL_UNITS, SG_NL_WRAPPERS and SG_NL_REPORTS size it
+bench-nodelabels: k8s-bins
+	CI=true $(GO) test -run '^$$' -bench '^BenchmarkNodeLabelsAtScale$$' -benchtime=1x -v -timeout 20m ./wrapper/
+
+## bench-perclient: the apiserver's cost per edge node alone (docs/benchmarks/fleet-scale.md,
+## item 3; about 9 minutes at 200 clients a group); SG_PERCLIENT_N, SG_PERCLIENT_SITE,
+## SG_PERCLIENT_GROUPS, SG_PERCLIENT_CPU_RUNS and SG_PERCLIENT_PROFILES size and shape it
+bench-perclient: k8s-bins
+	CI=true $(GO) test -run '^$$' -bench '^BenchmarkAPIServerPerClient$$' -benchtime=1x -v -timeout 40m ./wrapper/
 
 ## fuzz: each fuzz target for FUZZTIME
 FUZZTIME ?= 30s
