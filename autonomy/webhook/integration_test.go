@@ -100,35 +100,11 @@ func TestNodeunitCutOff(t *testing.T) {
 	}
 
 	// The grid that opts nodeunits of zone1 in, for 10 minutes.
-	dg := &superedgev1.DeploymentGrid{
-		ObjectMeta: metav1.ObjectMeta{Name: "dg", Namespace: "default", Annotations: map[string]string{autonomy.DurationAnnotation: "10m"}},
-		Spec: superedgev1.DeploymentGridSpec{GridUniqKey: "zone1", Template: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
-			},
-		}},
-	}
-	if _, err := grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, dg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	port, err := testnet.FreePort("127.0.0.1", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := DefaultOptions()
-	opts.BindAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	opts.URL = "https://" + opts.BindAddress
-	opts.SecretNamespace = "default"
+	createOptInGrid(ctx, t, grids)
+	opts := localOptions(t)
 	opts.DecisionWindow = testWindow
 	reg := prometheus.NewRegistry()
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	t.Cleanup(broadcaster.Shutdown)
-	recorder := broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "application-grid-controller"})
-	srv, err := New(opts, kube, grids, recorder, reg)
+	srv, err := New(opts, kube, grids, eventRecorder(ctx, t, kube), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,4 +448,46 @@ func gather(t *testing.T, reg *prometheus.Registry, name string, labels map[stri
 		}
 	}
 	return 0
+}
+
+// createOptInGrid creates the DeploymentGrid "dg" that opts the nodeunits
+// of zone1 in for 10 minutes.
+func createOptInGrid(ctx context.Context, t *testing.T, grids versioned.Interface) {
+	t.Helper()
+	dg := &superedgev1.DeploymentGrid{
+		ObjectMeta: metav1.ObjectMeta{Name: "dg", Namespace: "default", Annotations: map[string]string{autonomy.DurationAnnotation: "10m"}},
+		Spec: superedgev1.DeploymentGridSpec{GridUniqKey: "zone1", Template: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
+			},
+		}},
+	}
+	if _, err := grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, dg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// localOptions are the webhook's defaults serving on a free loopback port,
+// with its certificate Secret in "default".
+func localOptions(t *testing.T) Options {
+	t.Helper()
+	port, err := testnet.FreePort("127.0.0.1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	opts.BindAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	opts.URL = "https://" + opts.BindAddress
+	opts.SecretNamespace = "default"
+	return opts
+}
+
+// eventRecorder records Events into the apiserver as the controller does.
+func eventRecorder(ctx context.Context, t *testing.T, kube kubernetes.Interface) record.EventRecorder {
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	t.Cleanup(broadcaster.Shutdown)
+	return broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "application-grid-controller"})
 }

@@ -3,9 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,25 +11,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
-	"github.com/servicegroup/servicegroup/autonomy"
 	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
-	"github.com/servicegroup/servicegroup/internal/testnet"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
@@ -50,33 +41,9 @@ func TestRegistrationRepaired(t *testing.T) {
 	})
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	grids := versioned.NewForConfigOrDie(cp.Config)
-	dg := &superedgev1.DeploymentGrid{
-		ObjectMeta: metav1.ObjectMeta{Name: "dg", Namespace: "default", Annotations: map[string]string{autonomy.DurationAnnotation: "10m"}},
-		Spec: superedgev1.DeploymentGridSpec{GridUniqKey: "zone1", Template: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
-			},
-		}},
-	}
-	if _, err := grids.SuperedgeV1().DeploymentGrids("default").Create(ctx, dg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	port, err := testnet.FreePort("127.0.0.1", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := DefaultOptions()
-	opts.BindAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	opts.URL = "https://" + opts.BindAddress
-	opts.SecretNamespace = "default"
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	t.Cleanup(broadcaster.Shutdown)
-	recorder := broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "application-grid-controller"})
-	srv, err := New(opts, kube, grids, recorder, prometheus.NewRegistry())
+	createOptInGrid(ctx, t, grids)
+	opts := localOptions(t)
+	srv, err := New(opts, kube, grids, eventRecorder(ctx, t, kube), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,22 +76,7 @@ func TestJSONLogs(t *testing.T) {
 	}
 	bin := testbin.Path(t, "coredns")
 	dir := t.TempDir()
-	// Nothing listens there: every request is refused.
-	serverPort, err := testnet.FreePort("127.0.0.1", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := net.JoinHostPort("127.0.0.1", strconv.Itoa(serverPort))
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://`+server+`"}}]
-users: [{name: u, user: {}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := refusingKubeconfig(t, dir)
 	corefile := filepath.Join(dir, "Corefile")
 	if err := os.WriteFile(corefile, []byte(`.:0 {
     gridhosts cluster.local {
@@ -119,4 +104,26 @@ current-context: c
 		return nil
 	})
 	testbin.JSONLogMessages(t, out.String())
+}
+
+// refusingKubeconfig writes a kubeconfig into dir naming an apiserver on a
+// free loopback port nothing listens on: every request is refused.
+func refusingKubeconfig(t *testing.T, dir string) string {
+	t.Helper()
+	port, err := testnet.FreePort("127.0.0.1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://`+server+`"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
 }

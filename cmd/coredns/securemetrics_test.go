@@ -37,21 +37,7 @@ func TestSecureMetricsPortTakenWaited(t *testing.T) {
 	}
 	metrics := held.Addr().String()
 	// The token reviews would go here; nothing listens (no scrape is made).
-	serverPort, err := testnet.FreePort("127.0.0.1", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := net.JoinHostPort("127.0.0.1", strconv.Itoa(serverPort))
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://`+server+`"}}]
-users: [{name: u, user: {}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := refusingKubeconfig(t, dir)
 	// CoreDNS binds the DNS port for UDP and TCP: a port only UDP found free
 	// may be an outgoing TCP connection's (testnet.FreePort).
 	port, err := testnet.FreePort("127.0.0.1", true)

@@ -45,12 +45,12 @@ func routedClient(t *testing.T, r *peerRouter, upstream string) kubernetes.Inter
 	return c
 }
 
-// TestUnansweredRequestHeld checks that a list upstream does not answer
-// is held, not failed, until a source answers: here a leader that becomes
-// known meanwhile; and that the request still ends with its context, and
-// that an answer (even a refusal) is passed on at once.
-func TestUnansweredRequestHeld(t *testing.T) {
-	var served atomic.Int64
+// listingLeader serves every request with an empty ServiceList at version
+// 7, as a leader would a list; it returns the leader's identity and the
+// count of requests it served.
+func listingLeader(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	served := new(atomic.Int64)
 	leader := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		served.Add(1)
 		w.Header().Set("Content-Type", "application/json")
@@ -58,8 +58,17 @@ func TestUnansweredRequestHeld(t *testing.T) {
 	}))
 	leader.EnableHTTP2 = true
 	leader.StartTLS()
-	defer leader.Close()
+	t.Cleanup(leader.Close)
 	sum := sha256.Sum256(leader.Certificate().Raw)
+	return leaderIdentity("leader", strings.TrimPrefix(leader.URL, "https://"), hex.EncodeToString(sum[:])), served
+}
+
+// TestUnansweredRequestHeld checks that a list upstream does not answer
+// is held, not failed, until a source answers: here a leader that becomes
+// known meanwhile; and that the request still ends with its context, and
+// that an answer (even a refusal) is passed on at once.
+func TestUnansweredRequestHeld(t *testing.T) {
+	identity, served := listingLeader(t)
 	opts := Options{Token: func() (string, error) { return "peer-token", nil }, IdleTimeout: time.Minute, RetryPeriod: 100 * time.Millisecond}
 	r := newPeerRouter(opts, "self")
 	client := routedClient(t, r, "https://"+closedPort(t))
@@ -88,7 +97,7 @@ func TestUnansweredRequestHeld(t *testing.T) {
 		if n := r.heldRequests.Load(); n != 1 {
 			t.Errorf("%d requests held, want 1", n)
 		}
-		r.setLeader(klog.Background(), leaderIdentity("leader", strings.TrimPrefix(leader.URL, "https://"), hex.EncodeToString(sum[:])))
+		r.setLeader(klog.Background(), identity)
 		select {
 		case res := <-done:
 			if res.err != nil || res.rv != "7" {
@@ -197,17 +206,7 @@ func TestUpstreamStreamEndsResumable(t *testing.T) {
 // every millisecond against a closed port, over several rounds, each round
 // ending only when every one of them reached the leader.
 func TestHeldRequestsSeeEveryLeaderChange(t *testing.T) {
-	var served atomic.Int64
-	leader := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		served.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[]}`))
-	}))
-	leader.EnableHTTP2 = true
-	leader.StartTLS()
-	defer leader.Close()
-	sum := sha256.Sum256(leader.Certificate().Raw)
-	identity := leaderIdentity("leader", strings.TrimPrefix(leader.URL, "https://"), hex.EncodeToString(sum[:]))
+	identity, served := listingLeader(t)
 	opts := Options{Token: func() (string, error) { return "peer-token", nil }, IdleTimeout: time.Minute, RetryPeriod: time.Millisecond}
 	r := newPeerRouter(opts, "self")
 	client := routedClient(t, r, "https://"+closedPort(t))
