@@ -104,7 +104,7 @@ func BenchmarkAutonomyCost(b *testing.B) {
 		cfg.QPS, cfg.Burst = -1, 0
 		return cfg
 	}
-	var webhookDial, informerDial testnet.WireCount
+	var webhookWire, informerWire testnet.WireCount
 	port, err := testnet.FreePort("127.0.0.1", false)
 	if err != nil {
 		b.Fatal(err)
@@ -112,7 +112,7 @@ func BenchmarkAutonomyCost(b *testing.B) {
 	opts := DefaultOptions()
 	opts.BindAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	opts.URL, opts.SecretNamespace = "https://"+opts.BindAddress, "default"
-	whCfg := counted(&webhookDial)
+	whCfg := counted(&webhookWire)
 	whCfg.ContentType = "application/vnd.kubernetes.protobuf" // as controller.NewAutonomyWebhook's
 	srv, err := New(opts, kubernetes.NewForConfigOrDie(whCfg), versioned.NewForConfigOrDie(whCfg), &record.FakeRecorder{}, prometheus.NewRegistry())
 	if err != nil {
@@ -122,7 +122,7 @@ func BenchmarkAutonomyCost(b *testing.B) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(whCtx) }()
 	defer func() { stopWebhook(); <-done }()
-	informerCfg := counted(&informerDial)
+	informerCfg := counted(&informerWire)
 	informerCfg.ContentType = "application/vnd.kubernetes.protobuf"
 	factory := informers.NewSharedInformerFactory(kubernetes.NewForConfigOrDie(informerCfg), 0)
 	nodeInformer := factory.Core().V1().Nodes().Informer()
@@ -143,7 +143,7 @@ func BenchmarkAutonomyCost(b *testing.B) {
 
 	b.ResetTimer()
 	for range b.N {
-		startWebhook, startInformer := webhookDial.Rx.Load(), informerDial.Rx.Load()
+		startWebhook, startInformer := webhookWire.Rx.Load(), informerWire.Rx.Load()
 		// Steady state: every node posts its status once.
 		for i := range nodes {
 			n, err := admin.CoreV1().Nodes().Get(ctx, fmt.Sprintf("edge-%04d", i), metav1.GetOptions{})
@@ -158,11 +158,11 @@ func BenchmarkAutonomyCost(b *testing.B) {
 			}
 		}
 		time.Sleep(6 * time.Second) // two refreshes
-		steadyWebhook, steadyInformer := webhookDial.Rx.Load()-startWebhook, informerDial.Rx.Load()-startInformer
+		steadyWebhook, steadyInformer := webhookWire.Rx.Load()-startWebhook, informerWire.Rx.Load()-startInformer
 
 		// One nodeunit fails: its nodes unreachable, the node lifecycle
 		// controller's writes about their pods reviewed for a minute.
-		failStart := webhookDial.Rx.Load()
+		failStart := webhookWire.Rx.Load()
 		failing := 10
 		var pods []*corev1.Pod
 		for i := range failing {
@@ -207,7 +207,7 @@ func BenchmarkAutonomyCost(b *testing.B) {
 				}
 			}
 		}
-		failWebhook := webhookDial.Rx.Load() - failStart
+		failWebhook := webhookWire.Rx.Load() - failStart
 		benchRec.Report(float64(steadyWebhook)/float64(nodes), "webhook-steady-B/node")
 		benchRec.Report(float64(steadyInformer)/float64(nodes), "node-informer-steady-B/node")
 		benchRec.Report(float64(failWebhook)/float64(failing), "webhook-failing-B/node/min")
