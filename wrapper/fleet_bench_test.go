@@ -373,6 +373,11 @@ func BenchmarkFleet(b *testing.B) {
 		}
 	}
 	const servicesN, churn = 100, 20
+	// The own nodeunit's endpoint changes go to nodeunit 0's nodes past the
+	// first 10*fleetUnits, where the edge nodes are.
+	if minNodes := 11 * fleetUnits; nodesN < minNodes {
+		b.Fatalf("SG_FLEET_NODES=%d: want at least %d (nodeunit 0 needs nodes past its edge nodes for its endpoint changes)", nodesN, minNodes)
+	}
 	f := startFleet(b, nodesN, servicesN)
 	kubelets := startKubelets(b, f)
 	ctx := b.Context()
