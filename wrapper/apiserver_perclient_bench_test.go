@@ -200,20 +200,6 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 			return still >= 5, nil
 		})
 	}
-	cycleCPU := func() []float64 {
-		var runs []float64
-		for range cpuRuns {
-			start, l0 := time.Now(), load()
-			f.statusRound(b, func(int) bool { return true })
-			f.touchServices(b, churn)
-			f.setReady(b, churn, false)
-			f.setReady(b, churn, true)
-			time.Sleep(time.Until(start.Add(20 * time.Second)))
-			runs = append(runs, load().cpuSeconds-l0.cpuSeconds)
-		}
-		slices.Sort(runs)
-		return runs
-	}
 	type phase struct {
 		name                  string
 		watches               map[string]float64
@@ -225,7 +211,7 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 		settle(name)
 		p := phase{name: name, watches: watches(), heapBefore: heapBefore, heap: heap(name), tookS: took.Seconds(), syncCPU: syncCPU}
 		p.rss = load().rssBytes
-		p.cpu = cycleCPU()
+		p.cpu = f.cycleCPU(b, cpuRuns, churn)
 		b.Logf("phase %s: %.0f watches (%s); heap %.1f MiB (%.1f before the group started), RSS %.0f MiB; cycle CPU %v; process RSS %.0f MiB; load %s",
 			name, total(p.watches), formatPer(p.watches), p.heap/(1<<20), p.heapBefore/(1<<20), p.rss/(1<<20), p.cpu, selfRSSMiB(), loadAverage())
 		return p

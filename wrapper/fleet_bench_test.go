@@ -261,6 +261,25 @@ func (f *fleet) statusRound(b *testing.B, report func(i int) bool) {
 	})
 }
 
+// cycleCPU runs a fixed load of changes runs times (every node reports its
+// status, churn Services change, churn endpoints go unready and ready
+// again) and returns the apiserver's CPU seconds over a 20 s window from
+// each start, sorted: the median, and the spread, which is the noise.
+func (f *fleet) cycleCPU(b *testing.B, runs, churn int) []float64 {
+	var cpu []float64
+	for range runs {
+		start, l0 := time.Now(), readAPIServerLoad(b, f.cp, f.admin)
+		f.statusRound(b, func(int) bool { return true })
+		f.touchServices(b, churn)
+		f.setReady(b, churn, false)
+		f.setReady(b, churn, true)
+		time.Sleep(time.Until(start.Add(20 * time.Second)))
+		cpu = append(cpu, readAPIServerLoad(b, f.cp, f.admin).cpuSeconds-l0.cpuSeconds)
+	}
+	slices.Sort(cpu)
+	return cpu
+}
+
 // touchServices changes a label of the first n Services.
 func (f *fleet) touchServices(b *testing.B, n int) {
 	for k := range n {
@@ -354,6 +373,11 @@ func BenchmarkFleet(b *testing.B) {
 		}
 	}
 	const servicesN, churn = 100, 20
+	// The own nodeunit's endpoint changes go to nodeunit 0's nodes past the
+	// first 10*fleetUnits, where the edge nodes are.
+	if minNodes := 11 * fleetUnits; nodesN < minNodes {
+		b.Fatalf("SG_FLEET_NODES=%d: want at least %d (nodeunit 0 needs nodes past its edge nodes for its endpoint changes)", nodesN, minNodes)
+	}
 	f := startFleet(b, nodesN, servicesN)
 	kubelets := startKubelets(b, f)
 	ctx := b.Context()
@@ -412,24 +436,6 @@ func BenchmarkFleet(b *testing.B) {
 		}
 	}
 	load := func() apiserverLoad { return readAPIServerLoad(b, f.cp, f.admin) }
-	// cycle is a fixed load of changes (every node reports its status,
-	// 20 Services change, 20 endpoints go unready and ready again); its
-	// CPU is the apiserver's over a 20s window from its start: the runs,
-	// sorted (median of cpuRuns, and the spread, which is the noise).
-	cycleCPU := func() []float64 {
-		var runs []float64
-		for range cpuRuns {
-			start, l0 := time.Now(), load()
-			f.statusRound(b, func(int) bool { return true })
-			f.touchServices(b, churn)
-			f.setReady(b, churn, false)
-			f.setReady(b, churn, true)
-			time.Sleep(time.Until(start.Add(20 * time.Second)))
-			runs = append(runs, load().cpuSeconds-l0.cpuSeconds)
-		}
-		slices.Sort(runs)
-		return runs
-	}
 	// heap is the apiserver's Go heap in use right after a garbage
 	// collection (its heap profile forces one), median of 3.
 	heap := func() float64 {
@@ -447,7 +453,7 @@ func BenchmarkFleet(b *testing.B) {
 	time.Sleep(10 * time.Second)
 	idle1 := load()
 	idleRate := (idle1.cpuSeconds - idle0.cpuSeconds) / time.Since(idleStart).Seconds()
-	cpu0 := cycleCPU()
+	cpu0 := f.cycleCPU(b, cpuRuns, churn)
 	h0 := heap()
 
 	// syncCPU is the apiserver's CPU from l0 to now above its idle rate.
@@ -472,7 +478,7 @@ func BenchmarkFleet(b *testing.B) {
 	wrapperInitial, wrapperInitialWire := perNode(up, all), perNode(upWire, all)
 	h1 := heap()
 	b.Logf("the first wrapper's upstream requests at start: %q", edge[0].upstream.requests())
-	cpu1 := cycleCPU()
+	cpu1 := f.cycleCPU(b, cpuRuns, churn)
 	h1b := heap()
 
 	at, l1 = time.Now(), load()
@@ -492,7 +498,7 @@ func BenchmarkFleet(b *testing.B) {
 	directSync := syncCPU(at, l1, l2)
 	directInitial, directInitialWire := perNode(direct, all), perNode(directWire, all)
 	h2 := heap()
-	cpu2 := cycleCPU()
+	cpu2 := f.cycleCPU(b, cpuRuns, churn)
 
 	n := float64(len(edge))
 	b.Logf("%d nodes, %d Services, %d edge nodes; apiserver idle %.3f CPU; load average %s", nodesN, servicesN, len(edge), idleRate, loadAverage())

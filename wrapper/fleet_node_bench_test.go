@@ -17,8 +17,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/servicegroup/servicegroup/internal/benchrecord"
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/internal/testcoredns"
 	"github.com/servicegroup/servicegroup/wrapper"
@@ -135,29 +137,68 @@ func startShippedCoreDNSEdited(tb testing.TB, bin, file, kubeconfig, kubeKubecon
 	return port
 }
 
+// edgeLink is one client's link to the apiserver, counted twice: the
+// response bodies as client-go decodes them, and what crosses the wire
+// (TLS records, HTTP/2 frames, both directions).
+type edgeLink struct {
+	body *byteCounter
+	wire *wireCounter
+}
+
+func newEdgeLink() *edgeLink {
+	return &edgeLink{body: &byteCounter{bytes: map[string]int64{}}, wire: newWireCounter()}
+}
+
+// wrap is cfg through both counters.
+func (l *edgeLink) wrap(tb testing.TB, cfg *rest.Config) *rest.Config {
+	return l.body.wrap(l.wire.wrap(tb, cfg))
+}
+
+// proxy is a kubeconfig for a process (CoreDNS) whose requests reach the
+// apiserver through both counters: countingAPIProxy's one HTTP/2
+// connection carries them as client-go in the process would.
+func (l *edgeLink) proxy(tb testing.TB, cfg *rest.Config) string {
+	return countingAPIProxy(tb, l.wire.wrap(tb, cfg), l.body)
+}
+
+func (l *edgeLink) bodies() int64 {
+	l.body.mu.Lock()
+	defer l.body.mu.Unlock()
+	var n int64
+	for _, v := range l.body.bytes {
+		n += v
+	}
+	return n
+}
+
 // BenchmarkEdgeNodeFleet: everything the project runs on an edge node, summed.
 // The fleet of BenchmarkFleet (one real kube-apiserver with kube-controller-
 // manager's endpointslice and endpoints controllers, SG_FLEET_NODES (300)
-// Nodes in 6 nodeunits with kubelet-sized status, 100 topology Services with
-// 2 ready pods each, the controller's summary writer); on SG_FLEET_DNS_NODES
-// (3) edge nodes the real wrapper and the real CoreDNS of
-// corefile/Corefile.node (kubernetes and gridhosts' Services and
-// EndpointSlices through the wrapper's DNS view, the rest of gridhosts on
-// the apiserver), next to kube-proxy-shaped informers pointed straight
-// at the apiserver for the same nodes, and
-// one CoreDNS of corefile/Corefile.clients (the clients mode's one shared
-// server). A StatefulSetGrid with a child and 3 pods per nodeunit, its
-// headless grid Service and a headless topology Service give the changes
-// the node's DNS answers depend on. Per kind of event, bytes each received
-// from the apiserver. SG_FLEET_OLD_COREDNS=PATH runs another build's CoreDNS
-// (an older commit) beside each node's, with Corefile.node as that build had
+// Nodes in 6 nodeunits whose kubelets write their Leases and status at
+// kubelet's cadence, 100 topology Services with 2 ready pods each, the
+// controller's summary writer); on SG_FLEET_DNS_NODES (3) edge nodes the
+// real wrapper and the real CoreDNS of corefile/Corefile.node (kubernetes
+// and gridhosts' Services and EndpointSlices through the wrapper's DNS
+// view, the rest of gridhosts on the apiserver), next to two kube-proxy-
+// shaped informer sets pointed straight at the apiserver for the same
+// nodes (one on its first watch, a compressed watch-list, one as it reads
+// on the watches after it: BenchmarkFleet's two baselines), and one CoreDNS
+// of corefile/Corefile.clients (the clients mode's one shared server). A
+// StatefulSetGrid with a child and 3 pods per nodeunit, its headless grid
+// Service and a headless topology Service give the changes the node's DNS
+// answers depend on. Per kind of event, bytes each exchanged with the
+// apiserver: decoded response bodies, and on the wire (below TLS, both
+// directions). SG_FLEET_OLD_COREDNS=PATH runs another build's CoreDNS (an
+// older commit) beside each node's, with Corefile.node as that build had
 // it (no services_kubeconfig), counted apart: before and after in one run.
 func BenchmarkEdgeNodeFleet(b *testing.B) {
 	b.Cleanup(testbin.Cleanup)
+	benchRec := benchrecord.Start(b, "docs/benchmarks/wrapper-fleet.md")
 	nodesN, edgeN := envInt("SG_FLEET_NODES", 300), envInt("SG_FLEET_DNS_NODES", 3)
 	const units, servicesN, churn = fleetUnits, 100, 20
 	bin := testbin.Path(b, "coredns")
 	f := startFleet(b, nodesN, servicesN)
+	kubelets := startKubelets(b, f)
 	grids := startFleetGrids(b, f)
 	cp, admin, ctx := f.cp, f.admin, b.Context()
 	oldBin := os.Getenv("SG_FLEET_OLD_COREDNS")
@@ -179,107 +220,149 @@ func BenchmarkEdgeNodeFleet(b *testing.B) {
 			edge = append(edge, i)
 		}
 	}
-	newCounter := func() *byteCounter { return &byteCounter{bytes: map[string]int64{}} }
-	viaWrapper, nodeDNS, direct := make([]*byteCounter, len(edge)), make([]*byteCounter, len(edge)), make([]*byteCounter, len(edge))
-	var oldDNS []*byteCounter
-	var directSynced []func() bool
+	isEdge := func(i int) bool { return slices.Contains(edge, i) }
+	links := func() []*edgeLink {
+		ls := make([]*edgeLink, len(edge))
+		for x := range ls {
+			ls[x] = newEdgeLink()
+		}
+		return ls
+	}
+	viaWrapper, nodeDNS, direct, rewatch := links(), links(), links(), links()
+	var oldDNS []*edgeLink
+	var synced []func() bool
 	for x, i := range edge {
-		viaWrapper[x], nodeDNS[x], direct[x] = newCounter(), newCounter(), newCounter()
-		w := startWrapper(b, cp, nodeName(i), "", wrapper.Options{Upstream: viaWrapper[x].wrap(cp.Config)})
-		// The kubernetes plugin reads the wrapper's DNS view: its bytes
-		// from the apiserver are the wrapper's.
-		startShippedCoreDNS(b, bin, "Corefile.node", countingAPIProxy(b, cp.Config, nodeDNS[x]),
+		w := startWrapper(b, cp, nodeName(i), "", wrapper.Options{Upstream: viaWrapper[x].wrap(b, cp.Config)})
+		// The kubernetes plugin and gridhosts' Services and EndpointSlices
+		// read the wrapper's DNS view: their bytes from the apiserver are
+		// the wrapper's.
+		startShippedCoreDNS(b, bin, "Corefile.node", nodeDNS[x].proxy(b, cp.Config),
 			plainKubeconfig(b, "http://"+w.addr+wrapper.DNSPathPrefix), nodeName(i))
 		if oldBin != "" {
-			c := newCounter()
-			oldDNS = append(oldDNS, c)
-			startShippedCoreDNSEdited(b, oldBin, "Corefile.node", countingAPIProxy(b, cp.Config, c),
+			l := newEdgeLink()
+			oldDNS = append(oldDNS, l)
+			startShippedCoreDNSEdited(b, oldBin, "Corefile.node", l.proxy(b, cp.Config),
 				plainKubeconfig(b, "http://"+w.addr+wrapper.DNSPathPrefix), nodeName(i), withoutServicesKubeconfig)
 		}
-		synced, _ := kubeProxyInformers(b, direct[x].wrap(cp.Config), nodeName(i))
-		directSynced = append(directSynced, synced)
+		s, _ := kubeProxyInformers(b, direct[x].wrap(b, cp.Config), nodeName(i))
+		c := kubernetes.NewForConfigOrDie(kubeProxyConfig(rewatch[x].wrap(b, cp.Config)))
+		r, _ := kubeProxyInformersOf(b, rewatchingKubeProxy{c}, nodeName(i))
+		synced = append(synced, s, r)
 	}
-	shared := []*byteCounter{newCounter()}
-	startShippedCoreDNS(b, bin, "Corefile.clients", countingAPIProxy(b, cp.Config, shared[0]), "", "")
+	shared := []*edgeLink{newEdgeLink()}
+	startShippedCoreDNS(b, bin, "Corefile.clients", shared[0].proxy(b, cp.Config), "", "")
 	eventually(b, "kube-proxy-shaped informers synced", 5*time.Minute, func(context.Context) (bool, error) {
-		for _, s := range directSynced {
+		for _, s := range synced {
 			if !s() {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
-	total := func(cs []*byteCounter) int64 {
+	total := func(ls []*edgeLink, wire bool) int64 {
 		var n int64
-		for _, c := range cs {
-			c.mu.Lock()
-			for _, v := range c.bytes {
-				n += v
+		for _, l := range ls {
+			if wire {
+				n += l.wire.total()
+			} else {
+				n += l.bodies()
 			}
-			c.mu.Unlock()
 		}
 		return n
 	}
-	all := slices.Concat(viaWrapper, nodeDNS, direct, shared, oldDNS)
-	// settle waits until the counters have moved by no more than BOOKMARKs
-	// for 3s: every client has received what the changes sent it.
-	settle := func() {
-		last, still := int64(-1), 0
+	// settle waits until the compared counters have moved by no more than
+	// BOOKMARKs and health pings for 3 s: every edge node has received what
+	// the changes sent it. The clients-mode CoreDNS is left out: it watches
+	// every Node, and the kubelets' background status reports (one a second
+	// at 300 nodes) never let it rest; its figures hold its share of them.
+	compared := slices.Concat(viaWrapper, nodeDNS, direct, rewatch, oldDNS)
+	settle := func(what string) {
+		start, last, still := time.Now(), int64(-1), 0
 		for still < 6 {
 			time.Sleep(500 * time.Millisecond)
-			cur := total(all)
+			cur := total(compared, false) + total(compared, true)
 			if last >= 0 && cur-last < 4096 {
 				still++
 			} else {
 				still = 0
 			}
+			if time.Since(start) > 5*time.Minute {
+				b.Fatalf("%s: the edge nodes' counters still move by %d bytes each half second after 5 minutes", what, cur-last)
+			}
 			last = cur
 		}
 	}
-	settle()
-	perNode := func(cs []*byteCounter) float64 {
-		if len(cs) == 0 {
+	settle("initial sync")
+	perNode := func(ls []*edgeLink, wire bool) float64 {
+		if len(ls) == 0 {
 			return 0
 		}
-		return float64(total(cs)) / float64(len(cs))
+		return float64(total(ls, wire)) / float64(len(ls))
 	}
-	type figures struct{ direct, wrapper, dns, shared, oldDNS float64 }
-	now := func() figures {
-		return figures{perNode(direct), perNode(viaWrapper), perNode(nodeDNS), perNode(shared), perNode(oldDNS)}
+	type figures struct{ direct, rewatch, wrapper, dns, shared, oldDNS float64 }
+	now := func(wire bool) figures {
+		return figures{perNode(direct, wire), perNode(rewatch, wire), perNode(viaWrapper, wire), perNode(nodeDNS, wire),
+			perNode(shared, wire), perNode(oldDNS, wire)}
 	}
-	b.Logf("%d nodes, %d Services, %d edge nodes with wrapper and CoreDNS (node mode), 1 CoreDNS in clients mode", nodesN, servicesN, len(edge))
-	line := func(kind string, f figures) {
-		sum := f.wrapper + f.dns
-		ratio := "-"
-		if f.direct > 0 {
-			ratio = fmt.Sprintf("%.2fx", sum/f.direct)
+	b.Logf("%d nodes, %d Services, %d edge nodes with wrapper and CoreDNS (node mode), 1 CoreDNS in clients mode; load average %s",
+		nodesN, servicesN, len(edge), loadAverage())
+	// Below 10 bytes an event is BOOKMARK noise: nothing.
+	ratio := func(d, w float64) string {
+		switch {
+		case d >= 10:
+			return fmt.Sprintf("%.3fx", w/d)
+		case w >= 10:
+			return "more"
 		}
-		before := ""
-		if oldBin != "" {
-			before = fmt.Sprintf(" | before: node CoreDNS %8.0f B, edge node %8.0f B", f.oldDNS, f.wrapper+f.oldDNS)
-			b.ReportMetric(f.oldDNS, "old-node-coredns-B/"+strings.ReplaceAll(kind, " ", "-"))
-		}
-		b.Logf("%-52s kube-proxy direct %8.0f B | wrapper %8.0f B + node CoreDNS %8.0f B = edge node %8.0f B (%s)%s | clients-mode CoreDNS %8.0f B",
-			kind, f.direct, f.wrapper, f.dns, sum, ratio, before, f.shared)
+		return "-"
+	}
+	b.Logf("bytes per edge node and event; direct: kube-proxy straight to the apiserver on its first watch (a compressed watch-list), rewatch: on its later plain watches; edge node: wrapper + node CoreDNS; clients-mode CoreDNS: its window holds its share of the kubelets' background status reports")
+	line := func(kind string, body, wire figures) {
 		unit := strings.ReplaceAll(kind, " ", "-")
-		b.ReportMetric(f.direct, "direct-B/"+unit)
-		b.ReportMetric(sum, "edge-node-B/"+unit)
-		b.ReportMetric(f.dns, "node-coredns-B/"+unit)
-		b.ReportMetric(f.shared, "clients-coredns-B/"+unit)
+		for _, side := range []struct {
+			what   string
+			f      figures
+			suffix string
+		}{{"bodies", body, "-B/"}, {"wire", wire, "-wire-B/"}} {
+			f, sum := side.f, side.f.wrapper+side.f.dns
+			before := ""
+			if oldBin != "" {
+				before = fmt.Sprintf(" | before: node CoreDNS %8.0f, edge node %8.0f", f.oldDNS, f.wrapper+f.oldDNS)
+				b.ReportMetric(f.oldDNS, "old-node-coredns"+side.suffix+unit)
+				b.ReportMetric(f.wrapper+f.oldDNS, "old-edge-node"+side.suffix+unit)
+			}
+			b.Logf("%-52s %-6s direct %8.0f, rewatch %8.0f | wrapper %8.0f + node CoreDNS %8.0f = edge node %8.0f (%s direct, %s rewatch)%s | clients-mode CoreDNS %8.0f",
+				kind, side.what, f.direct, f.rewatch, f.wrapper, f.dns, sum, ratio(f.direct, sum), ratio(f.rewatch, sum), before, f.shared)
+			benchRec.Report(f.direct, "direct"+side.suffix+unit)
+			benchRec.Report(sum, "edge-node"+side.suffix+unit)
+			if side.what == "wire" {
+				benchRec.Report(f.rewatch, "rewatch"+side.suffix+unit)
+				benchRec.Report(f.wrapper, "wrapper"+side.suffix+unit)
+				benchRec.Report(f.dns, "node-coredns"+side.suffix+unit)
+			} else {
+				b.ReportMetric(f.rewatch, "rewatch"+side.suffix+unit)
+				b.ReportMetric(f.wrapper, "wrapper"+side.suffix+unit)
+				b.ReportMetric(f.dns, "node-coredns"+side.suffix+unit)
+			}
+			b.ReportMetric(f.shared, "clients-coredns"+side.suffix+unit)
+		}
 	}
-	line("initial sync", now())
+	line("initial sync", now(false), now(true))
 	report := func(kind string, events int, change func()) {
-		before := now()
+		before, beforeWire := now(false), now(true)
 		change()
-		settle()
-		after := now()
-		per := func(a, b float64) float64 { return (a - b) / float64(events) }
-		line(kind, figures{per(after.direct, before.direct), per(after.wrapper, before.wrapper), per(after.dns, before.dns), per(after.shared, before.shared), per(after.oldDNS, before.oldDNS)})
+		settle(kind)
+		per := func(a, b figures) figures {
+			e := float64(events)
+			return figures{(a.direct - b.direct) / e, (a.rewatch - b.rewatch) / e, (a.wrapper - b.wrapper) / e, (a.dns - b.dns) / e,
+				(a.shared - b.shared) / e, (a.oldDNS - b.oldDNS) / e}
+		}
+		line(kind, per(now(false), before), per(now(true), beforeWire))
 	}
+	notEdge := func(i int) bool { return !isEdge(i) }
 	for range b.N {
-		report("another node's status report", nodesN-len(edge), func() {
-			f.statusRound(b, func(i int) bool { return !slices.Contains(edge, i) })
-		})
+		report("another node's status report", nodesN-len(edge), func() { f.statusRound(b, notEdge) })
+		report("another node's Lease renewal", nodesN-len(edge), func() { kubelets.leaseRound(b, notEdge) })
 		report("a non-topology label change on another node", churn, func() {
 			for k := range churn {
 				patch := fmt.Sprintf(`{"metadata":{"labels":{"example.com/rack":"r%d-%d"}}}`, k, time.Now().UnixNano())

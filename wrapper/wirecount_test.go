@@ -1,28 +1,26 @@
 package wrapper_test
 
 import (
-	"context"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
+
+	"github.com/servicegroup/servicegroup/internal/testnet"
 )
 
 // wireCounter counts what crosses a client's TCP connections, below TLS:
 // records, HTTP/2 frames and headers, HTTP/1.1 chunking, as a link carries
 // them, beside the decoded bodies a byteCounter or cloudLink counts.
-type wireCounter struct {
-	rx, tx atomic.Int64 // received from the server, sent to it
-}
+type wireCounter struct{ count testnet.WireCount }
 
 func newWireCounter() *wireCounter { return &wireCounter{} }
 
 // total is both directions: everything on the link.
-func (w *wireCounter) total() int64 { return w.rx.Load() + w.tx.Load() }
+func (w *wireCounter) total() int64 { return w.count.Total() }
 
 // wrap returns cfg with one transport of its own, built as client-go
 // builds one (its TLS, HTTP/2 and health-check defaults) but dialing
@@ -39,33 +37,10 @@ func (w *wireCounter) wrap(tb testing.TB, cfg *rest.Config) *rest.Config {
 	t := utilnet.SetTransportDefaults(&http.Transport{
 		Proxy: http.ProxyFromEnvironment, TLSHandshakeTimeout: 10 * time.Second, TLSClientConfig: tlsConfig,
 		MaxIdleConnsPerHost: 25, IdleConnTimeout: 90 * time.Second,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &countedConn{Conn: c, w: w}, nil
-		},
+		DialContext: w.count.DialContext(dialer),
 	})
 	cfg = rest.CopyConfig(cfg)
 	cfg.Transport, cfg.TLSClientConfig = t, rest.TLSClientConfig{}
 	tb.Cleanup(t.CloseIdleConnections)
 	return cfg
-}
-
-type countedConn struct {
-	net.Conn
-	w *wireCounter
-}
-
-func (c *countedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.w.rx.Add(int64(n))
-	return n, err
-}
-
-func (c *countedConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.w.tx.Add(int64(n))
-	return n, err
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,32 +30,6 @@ import (
 	"github.com/servicegroup/servicegroup/internal/testnet"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 )
-
-// countingDial counts the bytes read from every connection it opens: what
-// crosses the wire from the apiserver (TLS records, HTTP/2 frames).
-type countingDial struct {
-	read atomic.Int64
-	d    net.Dialer
-}
-
-func (c *countingDial) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	conn, err := c.d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &countedConn{Conn: conn, read: &c.read}, nil
-}
-
-type countedConn struct {
-	net.Conn
-	read *atomic.Int64
-}
-
-func (c *countedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.read.Add(int64(n))
-	return n, err
-}
 
 // kubeletNode is a Node as a kubelet writes it: addresses, capacity, the
 // images it holds, its conditions.
@@ -123,13 +96,15 @@ func BenchmarkAutonomyCost(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	counted := func(d *countingDial) *rest.Config {
+	// Each client's bytes read from the apiserver on the wire (TLS
+	// records, HTTP/2 frames).
+	counted := func(w *testnet.WireCount) *rest.Config {
 		cfg := rest.CopyConfig(cp.Config)
-		cfg.Dial = d.DialContext
+		cfg.Dial = w.DialContext(&net.Dialer{})
 		cfg.QPS, cfg.Burst = -1, 0
 		return cfg
 	}
-	var webhookDial, informerDial countingDial
+	var webhookWire, informerWire testnet.WireCount
 	port, err := testnet.FreePort("127.0.0.1", false)
 	if err != nil {
 		b.Fatal(err)
@@ -137,7 +112,7 @@ func BenchmarkAutonomyCost(b *testing.B) {
 	opts := DefaultOptions()
 	opts.BindAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	opts.URL, opts.SecretNamespace = "https://"+opts.BindAddress, "default"
-	whCfg := counted(&webhookDial)
+	whCfg := counted(&webhookWire)
 	whCfg.ContentType = "application/vnd.kubernetes.protobuf" // as controller.NewAutonomyWebhook's
 	srv, err := New(opts, kubernetes.NewForConfigOrDie(whCfg), versioned.NewForConfigOrDie(whCfg), &record.FakeRecorder{}, prometheus.NewRegistry())
 	if err != nil {
@@ -147,7 +122,7 @@ func BenchmarkAutonomyCost(b *testing.B) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(whCtx) }()
 	defer func() { stopWebhook(); <-done }()
-	informerCfg := counted(&informerDial)
+	informerCfg := counted(&informerWire)
 	informerCfg.ContentType = "application/vnd.kubernetes.protobuf"
 	factory := informers.NewSharedInformerFactory(kubernetes.NewForConfigOrDie(informerCfg), 0)
 	nodeInformer := factory.Core().V1().Nodes().Informer()
@@ -168,7 +143,7 @@ func BenchmarkAutonomyCost(b *testing.B) {
 
 	b.ResetTimer()
 	for range b.N {
-		startWebhook, startInformer := webhookDial.read.Load(), informerDial.read.Load()
+		startWebhook, startInformer := webhookWire.Rx.Load(), informerWire.Rx.Load()
 		// Steady state: every node posts its status once.
 		for i := range nodes {
 			n, err := admin.CoreV1().Nodes().Get(ctx, fmt.Sprintf("edge-%04d", i), metav1.GetOptions{})
@@ -183,11 +158,11 @@ func BenchmarkAutonomyCost(b *testing.B) {
 			}
 		}
 		time.Sleep(6 * time.Second) // two refreshes
-		steadyWebhook, steadyInformer := webhookDial.read.Load()-startWebhook, informerDial.read.Load()-startInformer
+		steadyWebhook, steadyInformer := webhookWire.Rx.Load()-startWebhook, informerWire.Rx.Load()-startInformer
 
 		// One nodeunit fails: its nodes unreachable, the node lifecycle
 		// controller's writes about their pods reviewed for a minute.
-		failStart := webhookDial.read.Load()
+		failStart := webhookWire.Rx.Load()
 		failing := 10
 		var pods []*corev1.Pod
 		for i := range failing {
@@ -232,7 +207,7 @@ func BenchmarkAutonomyCost(b *testing.B) {
 				}
 			}
 		}
-		failWebhook := webhookDial.read.Load() - failStart
+		failWebhook := webhookWire.Rx.Load() - failStart
 		benchRec.Report(float64(steadyWebhook)/float64(nodes), "webhook-steady-B/node")
 		benchRec.Report(float64(steadyInformer)/float64(nodes), "node-informer-steady-B/node")
 		benchRec.Report(float64(failWebhook)/float64(failing), "webhook-failing-B/node/min")
