@@ -42,6 +42,7 @@ var (
 	fleetBaseline    = flag.String("fleet.baseline-bin", "", "an application-grid-controller binary of another commit, measured as ours-baseline beside ours (before and after of a fix in one run)")
 	fleetStall       = flag.Duration("fleet.stall", 0, "a controller that writes no child for this long before converging is recorded as stalled and its later phases skipped (0: wait up to -fleet.converge-limit)")
 	fleetProgress    = flag.Duration("fleet.progress", time.Minute, "how often the converge logs its progress (children made, writes by code, CPU, memory)")
+	fleetLive        = flag.Bool("fleet.live", false, "also print each figure and progress line to stderr as it is measured (a benchmark's log shows only once it ends: a run stopped early keeps them)")
 	fleetLogs        = flag.String("fleet.logs", "", "a directory each controller's log is copied into (WHO.log) when its world ends")
 )
 
@@ -108,7 +109,16 @@ type fleet struct {
 
 func (f *fleet) fig(name string, v float64, unit string) {
 	f.rec.Figure(f.who+" "+name, v, unit)
-	f.b.Logf("%s %s: %.3f %s", f.who, name, v, unit)
+	f.logf("%s %s: %.3f %s", f.who, name, v, unit)
+}
+
+// logf logs to the benchmark's log and, with -fleet.live, to stderr at once.
+func (f *fleet) logf(format string, args ...any) {
+	f.b.Helper()
+	f.b.Logf(format, args...)
+	if *fleetLive {
+		fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05 ")+format+"\n", args...)
+	}
 }
 
 func runFleet(b *testing.B, rec *benchrecord.Record, who string, nodes, units, grids int) {
@@ -248,7 +258,7 @@ func (f *fleet) writes(phase string, c writeCounts, per int) {
 	f.fig(phase+": Event writes", float64(c.Events), "writes")
 	f.fig(phase+": other writes", float64(c.Other()), "writes")
 	f.fig(phase+": conflicts", float64(c.Conflicts), "409s")
-	f.b.Logf("%s %s: writes by verb, resource and code: %s", f.who, phase, c.top(12))
+	f.logf("%s %s: writes by verb, resource and code: %s", f.who, phase, c.top(12))
 }
 
 // waitQuiet waits until the controller has written nothing for d.

@@ -47,10 +47,10 @@ func (p *convergeProgress) observe(c writeCounts) {
 	p.lastLog = time.Now()
 	present, err := p.f.presentChildren()
 	if err != nil {
-		p.f.b.Logf("%s progress: counting the children: %v", p.f.who, err)
+		p.f.logf("%s progress: counting the children: %v", p.f.who, err)
 	}
 	ctl, api := readProc(p.pid), readProc(p.f.cp.APIServerPID())
-	p.f.b.Logf("%s progress at %s: %d/%d children in the apiserver, %d child creates answered 201; writes %d (%d since the last line: %s); controller %.1f CPU-s, RSS %.0f MiB; apiserver %.1f CPU-s, RSS %.0f MiB; load %s",
+	p.f.logf("%s progress at %s: %d/%d children in the apiserver, %d child creates answered 201; writes %d (%d since the last line: %s); controller %.1f CPU-s, RSS %.0f MiB; apiserver %.1f CPU-s, RSS %.0f MiB; load %s",
 		p.f.who, time.Since(p.start).Round(time.Second), present, p.f.children, c.ChildCreates, c.All, c.All-p.prev.All,
 		c.minus(p.prev).top(6), ctl.CPU.Seconds(), float64(ctl.RSS)/(1<<20), (api.CPU - p.api0.CPU).Seconds(), float64(api.RSS)/(1<<20), loadAverage())
 	p.prev = c
@@ -71,7 +71,7 @@ func (f *fleet) notConverged(pid int, api0 procUsage, apiPeak *rssPeak, after ti
 	c, _ := f.audit.scan()
 	perGrid, err := f.childrenPerGrid()
 	if err != nil {
-		f.b.Logf("%s: counting the children: %v", f.who, err)
+		f.logf("%s: counting the children: %v", f.who, err)
 	}
 	n := 0
 	for _, k := range perGrid {
@@ -91,7 +91,7 @@ func (f *fleet) notConverged(pid int, api0 procUsage, apiPeak *rssPeak, after ti
 			lacking = append(lacking, fmt.Sprintf("%s %d", gridName(g), f.units-k))
 		}
 	}
-	f.b.Logf("%s: children lacking per grid (of %d each): %s", f.who, f.units, strings.Join(lacking, ", "))
+	f.logf("%s: children lacking per grid (of %d each): %s", f.who, f.units, strings.Join(lacking, ", "))
 	f.fig("converge: grids lacking children", float64(len(lacking)), "grids")
 	f.writes("converge (not converged)", c, f.children)
 	f.fig("converge: controller CPU", ctlUse.CPU.Seconds(), "CPU-s")
@@ -135,7 +135,7 @@ var giveUp = regexp.MustCompile(`Dropping .* out of the queue|Error syncing`)
 func (f *fleet) logSays(proc *controlplane.Process) {
 	data, err := os.ReadFile(proc.LogPath)
 	if err != nil {
-		f.b.Logf("%s: its log: %v", f.who, err)
+		f.logf("%s: its log: %v", f.who, err)
 		return
 	}
 	dropped, failed := map[string]int{}, map[string]int{}
@@ -163,7 +163,7 @@ func (f *fleet) logSays(proc *controlplane.Process) {
 		}
 		return strings.Join(parts, ", ")
 	}
-	f.b.Logf("%s's log: syncs dropped after the last retry, by grid: [%s]; failed syncs retried, by grid: [%s]; the last such lines:\n%s",
+	f.logf("%s's log: syncs dropped after the last retry, by grid: [%s]; failed syncs retried, by grid: [%s]; the last such lines:\n%s",
 		f.who, format(dropped), format(failed), strings.Join(last, "\n"))
 }
 
@@ -186,6 +186,6 @@ func (f *fleet) keepLog(proc *controlplane.Process) {
 		err = os.WriteFile(filepath.Join(*fleetLogs, f.who+".log"), data, 0o644)
 	}
 	if err != nil {
-		f.b.Logf("%s: keeping its log: %v", f.who, err)
+		f.logf("%s: keeping its log: %v", f.who, err)
 	}
 }
