@@ -116,6 +116,15 @@ func startInParallel(b *testing.B, n, limit int, start func(tb testing.TB, i int
 	}
 }
 
+// liveLogf logs to the benchmark's log and to stderr at once: a
+// benchmark's log appears only when it ends, and a run stopped early (1,000
+// site wrappers hold ~11 GB) keeps what it measured.
+func liveLogf(b *testing.B, format string, args ...any) {
+	b.Helper()
+	b.Logf(format, args...)
+	fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05 ")+format+"\n", args...)
+}
+
 // goroutineTB is a testing.TB for a goroutine the benchmark started:
 // FailNow may only end the benchmark's own goroutine, so Fatal records
 // the failure and ends the calling goroutine alone.
@@ -267,7 +276,7 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 		p := phase{name: name, watches: watches(), heapBefore: heapBefore, heap: heap(name), tookS: took.Seconds(), syncCPU: syncCPU}
 		p.rss = load().rssBytes
 		p.cpu = cycleCPU()
-		b.Logf("phase %s: %.0f watches (%s); heap %.1f MiB (%.1f before the group started), RSS %.0f MiB; cycle CPU %v; process RSS %.0f MiB; load %s",
+		liveLogf(b, "phase %s: %.0f watches (%s); heap %.1f MiB (%.1f before the group started), RSS %.0f MiB; cycle CPU %v; process RSS %.0f MiB; load %s",
 			name, total(p.watches), formatPer(p.watches), p.heap/(1<<20), p.heapBefore/(1<<20), p.rss/(1<<20), p.cpu, selfRSSMiB(), loadAverage())
 		return p
 	}
@@ -369,7 +378,7 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 		p, q := phases[i-1], phases[i]
 		w := perClientDelta(p.watches, q.watches, n)
 		heapKiB := (q.heap - q.heapBefore) / float64(n) / 1024
-		b.Logf("per %s client: watches %.2f (%s); heap %.1f KiB; start %.1f s, apiserver CPU at start %.1f ms; change cycle CPU %.2f ms (median of %d; runs before %v, after %v)",
+		liveLogf(b, "per %s client: watches %.2f (%s); heap %.1f KiB; start %.1f s, apiserver CPU at start %.1f ms; change cycle CPU %.2f ms (median of %d; runs before %v, after %v)",
 			q.name, total(w), formatPer(w), heapKiB, q.tookS, q.syncCPU/float64(n)*1000,
 			(mid(q.cpu)-mid(p.cpu))/float64(n)*1000, cpuRuns, p.cpu, q.cpu)
 		benchRec.Report(total(w), q.name+"-watches/client")
