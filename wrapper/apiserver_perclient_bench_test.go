@@ -7,9 +7,11 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +90,54 @@ func formatPer(m map[string]float64) string {
 		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// startParallel is how many wrappers (plain) or sites start at once in
+// BenchmarkAPIServerPerClient: one after the other, 1,000 site wrappers
+// would take 6-12 minutes, each waiting to be ready.
+const startParallel = 20
+
+// startInParallel runs start(0..n-1), limit at a time, each with a
+// testing.TB whose Fatal ends only its own goroutine (the failure is
+// recorded); it fails the benchmark once all have ended if any failed.
+func startInParallel(b *testing.B, n, limit int, start func(tb testing.TB, i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, limit)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			start(goroutineTB{b}, i)
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+}
+
+// liveLogf logs to the benchmark's log and to stderr at once: a
+// benchmark's log appears only when it ends, and a run stopped early (1,000
+// site wrappers hold ~11 GB) keeps what it measured.
+func liveLogf(b *testing.B, format string, args ...any) {
+	b.Helper()
+	b.Logf(format, args...)
+	fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05 ")+format+"\n", args...)
+}
+
+// goroutineTB is a testing.TB for a goroutine the benchmark started:
+// FailNow may only end the benchmark's own goroutine, so Fatal records
+// the failure and ends the calling goroutine alone.
+type goroutineTB struct{ testing.TB }
+
+func (g goroutineTB) FailNow() { g.TB.Fail(); runtime.Goexit() }
+
+func (g goroutineTB) Fatal(args ...any) { g.TB.Helper(); g.TB.Error(args...); runtime.Goexit() }
+
+func (g goroutineTB) Fatalf(format string, args ...any) {
+	g.TB.Helper()
+	g.TB.Errorf(format, args...)
+	runtime.Goexit()
 }
 
 // BenchmarkAPIServerPerClient: what one edge node costs the kube-apiserver
@@ -212,7 +262,7 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 		p := phase{name: name, watches: watches(), heapBefore: heapBefore, heap: heap(name), tookS: took.Seconds(), syncCPU: syncCPU}
 		p.rss = load().rssBytes
 		p.cpu = f.cycleCPU(b, cpuRuns, churn)
-		b.Logf("phase %s: %.0f watches (%s); heap %.1f MiB (%.1f before the group started), RSS %.0f MiB; cycle CPU %v; process RSS %.0f MiB; load %s",
+		liveLogf(b, "phase %s: %.0f watches (%s); heap %.1f MiB (%.1f before the group started), RSS %.0f MiB; cycle CPU %v; process RSS %.0f MiB; load %s",
 			name, total(p.watches), formatPer(p.watches), p.heap/(1<<20), p.heapBefore/(1<<20), p.rss/(1<<20), p.cpu, selfRSSMiB(), loadAverage())
 		return p
 	}
@@ -244,17 +294,22 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 	}
 	taps := map[string][]*resourceTap{}
 	add("wrapper", func() {
-		for i := range n {
-			tap := newResourceTap()
-			taps["wrapper"] = append(taps["wrapper"], tap)
-			startWrapper(b, f.cp, fleetNodeName(i), "", wrapper.Options{Upstream: tap.wrap(newWireCounter().wrap(b, f.cp.Config))})
+		for range n {
+			taps["wrapper"] = append(taps["wrapper"], newResourceTap())
 		}
+		startInParallel(b, n, startParallel, func(tb testing.TB, i int) {
+			startWrapper(tb, f.cp, fleetNodeName(i), "", wrapper.Options{Upstream: taps["wrapper"][i].wrap(newWireCounter().wrap(tb, f.cp.Config))})
+		})
 	})
 	add("site", func() {
+		// Sites start side by side, a site's wrappers one after the
+		// other (its first is the likely leader, the others find it).
 		ws := make([]*siteWrapper, n)
-		for j := range n {
-			ws[j] = startSiteWrapper(b, f.cp, fleetNodeName(n+j), 30+j%200, siteOptions{countWire: true, defaultTimings: true, token: tokens[j]})
-		}
+		startInParallel(b, n/siteSize, startParallel, func(tb testing.TB, s int) {
+			for j := s * siteSize; j < (s+1)*siteSize; j++ {
+				ws[j] = startSiteWrapper(tb, f.cp, fleetNodeName(n+j), 30+j%200, siteOptions{countWire: true, defaultTimings: true, token: tokens[j]})
+			}
+		})
 		eventually(b, "one cloud stream in every site", 10*time.Minute, func(context.Context) (bool, error) {
 			for s := 0; s < n; s += siteSize {
 				streaming := 0
@@ -309,7 +364,7 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 		p, q := phases[i-1], phases[i]
 		w := perClientDelta(p.watches, q.watches, n)
 		heapKiB := (q.heap - q.heapBefore) / float64(n) / 1024
-		b.Logf("per %s client: watches %.2f (%s); heap %.1f KiB; start %.1f s, apiserver CPU at start %.1f ms; change cycle CPU %.2f ms (median of %d; runs before %v, after %v)",
+		liveLogf(b, "per %s client: watches %.2f (%s); heap %.1f KiB; start %.1f s, apiserver CPU at start %.1f ms; change cycle CPU %.2f ms (median of %d; runs before %v, after %v)",
 			q.name, total(w), formatPer(w), heapKiB, q.tookS, q.syncCPU/float64(n)*1000,
 			(mid(q.cpu)-mid(p.cpu))/float64(n)*1000, cpuRuns, p.cpu, q.cpu)
 		benchRec.Report(total(w), q.name+"-watches/client")

@@ -40,6 +40,10 @@ var (
 	fleetLimit       = flag.Duration("fleet.converge-limit", 60*time.Minute, "how long a controller may take to converge; past it its figures so far are recorded and its later phases skipped")
 	fleetControllers = flag.String("fleet.controllers", "ours,ours-qps1000,superedge", "the controllers measured, one world each: ours (as shipped), ours-qps1000 (with SuperEdge's default client rate), ours-baseline (-fleet.baseline-bin run as ours), superedge")
 	fleetBaseline    = flag.String("fleet.baseline-bin", "", "an application-grid-controller binary of another commit, measured as ours-baseline beside ours (before and after of a fix in one run)")
+	fleetStall       = flag.Duration("fleet.stall", 0, "a controller that writes no child for this long before converging is recorded as stalled and its later phases skipped (0: wait up to -fleet.converge-limit)")
+	fleetProgress    = flag.Duration("fleet.progress", time.Minute, "how often the converge logs its progress (children made, writes by code, CPU, memory)")
+	fleetLive        = flag.Bool("fleet.live", false, "also print each figure and progress line to stderr as it is measured (a benchmark's log shows only once it ends: a run stopped early keeps them)")
+	fleetLogs        = flag.String("fleet.logs", "", "a directory each controller's log is copied into (WHO.log) when its world ends")
 )
 
 const (
@@ -105,7 +109,16 @@ type fleet struct {
 
 func (f *fleet) fig(name string, v float64, unit string) {
 	f.rec.Figure(f.who+" "+name, v, unit)
-	f.b.Logf("%s %s: %.3f %s", f.who, name, v, unit)
+	f.logf("%s %s: %.3f %s", f.who, name, v, unit)
+}
+
+// logf logs to the benchmark's log and, with -fleet.live, to stderr at once.
+func (f *fleet) logf(format string, args ...any) {
+	f.b.Helper()
+	f.b.Logf(format, args...)
+	if *fleetLive {
+		fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05 ")+format+"\n", args...)
+	}
 }
 
 func runFleet(b *testing.B, rec *benchrecord.Record, who string, nodes, units, grids int) {
@@ -159,12 +172,14 @@ func runFleet(b *testing.B, rec *benchrecord.Record, who string, nodes, units, g
 	// Cold start on the complete world.
 	start = time.Now()
 	proc := f.startController(build, kubeconfig, filepath.Join(dir, who))
+	defer f.keepLog(proc) // after the stop: the whole log
 	defer proc.Stop(10 * time.Second)
 	pid := proc.PID()
 	ctl := watchRSS(pid)
 	defer ctl.close()
 	var convergedAt time.Time
-	limited := false
+	limited, stalled := false, false
+	progress := f.newProgress(start, pid, api0)
 	testwait.Eventually(ctx, b, *fleetLimit+time.Minute, who+"'s controller made every child and Service", func(context.Context) error {
 		if done, err := proc.Exited(); done {
 			b.Fatalf("%s's controller exited (%v):\n%s", who, err, proc.LogTail(30))
@@ -173,8 +188,13 @@ func runFleet(b *testing.B, rec *benchrecord.Record, who string, nodes, units, g
 		if err != nil {
 			return err
 		}
+		progress.observe(c)
 		if time.Since(start) > *fleetLimit {
 			limited = true
+			return nil
+		}
+		if progress.stalled() {
+			stalled = true
 			return nil
 		}
 		if c.Services < grids {
@@ -186,8 +206,8 @@ func runFleet(b *testing.B, rec *benchrecord.Record, who string, nodes, units, g
 		convergedAt = time.Now()
 		return nil
 	})
-	if limited {
-		f.notConverged(pid, api0, apiPeak)
+	if limited || stalled {
+		f.notConverged(pid, api0, apiPeak, time.Since(start), stalled, proc)
 		return
 	}
 	f.waitQuiet(5 * time.Second)
@@ -238,7 +258,7 @@ func (f *fleet) writes(phase string, c writeCounts, per int) {
 	f.fig(phase+": Event writes", float64(c.Events), "writes")
 	f.fig(phase+": other writes", float64(c.Other()), "writes")
 	f.fig(phase+": conflicts", float64(c.Conflicts), "409s")
-	f.b.Logf("%s %s: writes by verb, resource and code: %s", f.who, phase, c.top(12))
+	f.logf("%s %s: writes by verb, resource and code: %s", f.who, phase, c.top(12))
 }
 
 // waitQuiet waits until the controller has written nothing for d.
@@ -365,7 +385,9 @@ func (f *fleet) startController(build *Build, kubeconfig, dir string) *controlpl
 		// give it the benchmark's user instead.
 		admin := f.cp.Kubeconfig
 		f.cp.Kubeconfig = kubeconfig
-		c, err := StartController(build, f.cp, dir, "--v=1")
+		// --v=2: its failed syncs and the grids it drops after the
+		// last retry (a stalled converge's reasons).
+		c, err := StartController(build, f.cp, dir, "--v=2")
 		f.cp.Kubeconfig = admin
 		if err != nil {
 			f.b.Fatal(err)
@@ -440,27 +462,6 @@ func (f *fleet) presentChildren() (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// notConverged records a controller that did not converge within
-// -fleet.converge-limit: the children present, its writes, CPU and memory
-// so far.
-func (f *fleet) notConverged(pid int, api0 procUsage, apiPeak *rssPeak) {
-	// The writes first: the controller goes on creating while the count
-	// pages through the children.
-	c, _ := f.audit.scan()
-	n, err := f.presentChildren()
-	if err != nil {
-		f.b.Logf("%s: counting the children at the limit: %v", f.who, err)
-	}
-	ctlUse, apiUse := readProc(pid), readProc(f.cp.APIServerPID())
-	f.fig("converge: NOT converged within", fleetLimit.Seconds(), "s")
-	f.fig("converge: children present at the limit", float64(n), "children")
-	f.writes("converge (to the limit)", c, f.children)
-	f.fig("converge: controller CPU", ctlUse.CPU.Seconds(), "CPU-s")
-	f.fig("converge: controller peak RSS", float64(ctlUse.HWM)/(1<<20), "MiB")
-	f.fig("converge: apiserver CPU", (apiUse.CPU - api0.CPU).Seconds(), "CPU-s")
-	f.fig("converge: apiserver peak RSS", float64(apiPeak.take())/(1<<20), "MiB")
 }
 
 // checkChildren lists (in pages) the children the apiserver holds.
