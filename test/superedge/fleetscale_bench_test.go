@@ -44,6 +44,7 @@ var (
 	fleetProgress    = flag.Duration("fleet.progress", time.Minute, "how often the converge logs its progress (children made, writes by code, CPU, memory)")
 	fleetLive        = flag.Bool("fleet.live", false, "also print each figure and progress line to stderr as it is measured (a benchmark's log shows only once it ends: a run stopped early keeps them)")
 	fleetLogs        = flag.String("fleet.logs", "", "a directory each controller's log is copied into (WHO.log) when its world ends")
+	fleetOursArgs    = flag.String("fleet.ours-args", "", "extra flags, space-separated, for our controller (ours, ours-qps1000, ours-baseline), after the benchmark's own: e.g. \"--v=2 --workers=10\"")
 )
 
 const (
@@ -408,6 +409,7 @@ func (f *fleet) startController(build *Build, kubeconfig, dir string) *controlpl
 		// SuperEdge's --kube-qps and --kube-burst defaults.
 		args = append(args, "--kube-api-qps=1000", "--kube-api-burst=1000")
 	}
+	args = append(args, strings.Fields(*fleetOursArgs)...)
 	bin := paths["application-grid-controller"]
 	if f.who == "ours-baseline" {
 		if *fleetBaseline == "" {
