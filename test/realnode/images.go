@@ -248,7 +248,8 @@ func cachedFileLayer(ctx context.Context, src, path string) (v1.Layer, error) {
 }
 
 // gzipLayer is the layer of a tarball, compressed once next to it with
-// gzip(1) (compressing in this process would cost far more under -race).
+// gzip(1) (compressing in this process would cost far more under -race),
+// its digests cached beside it (cachedGzipLayer).
 func gzipLayer(ctx context.Context, tarPath string) (v1.Layer, error) {
 	gz := tarPath + ".gz"
 	if _, err := os.Stat(gz); err != nil {
@@ -265,7 +266,7 @@ func gzipLayer(ctx context.Context, tarPath string) (v1.Layer, error) {
 			os.Remove(tarPath) // only the compressed form is needed again
 		}
 	}
-	return tarball.LayerFromFile(gz)
+	return cachedGzipLayer(gz)
 }
 
 // debianRootfs is a minimal Debian root file system (this machine's
