@@ -143,6 +143,7 @@ func BenchmarkSiteStream(b *testing.B) {
 			for what := range 3 {
 				d0[what], s0[what] = sum(directLinks, what), sum(siteLinks, what)
 			}
+			dr0, sr0 := readTotals(directLinks), readTotals(siteLinks)
 			b.ResetTimer()
 			for b.Loop() {
 				before := slices.Clone(sitePods)
@@ -180,6 +181,8 @@ func BenchmarkSiteStream(b *testing.B) {
 			}
 			b.StopTimer()
 			iters := float64(b.N)
+			logReads(b, fmt.Sprintf("site of %d", size), readTotals(siteLinks), sr0, iters, 1)
+			logReads(b, fmt.Sprintf("site of %d: ONE direct kube-proxy", size), readTotals(directLinks), dr0, iters, float64(size))
 			var d, st [3]float64
 			for what := range 3 {
 				d[what] = float64(sum(directLinks, what)-d0[what]) / iters
@@ -207,6 +210,27 @@ func BenchmarkSiteStream(b *testing.B) {
 			benchRec.ReportOn(b, st[wire]/(d[wire]/one), "site-wire/one-direct-wire")
 		})
 	}
+}
+
+// logReads logs the response bytes per iteration by what was read
+// (readKind), largest first: what a site pays for above one kube-proxy.
+func logReads(b *testing.B, who string, now, before map[string]int64, iters, per float64) {
+	type read struct {
+		kind string
+		n    float64
+	}
+	var reads []read
+	for k, n := range now {
+		if d := float64(n-before[k]) / iters / per; d > 0 {
+			reads = append(reads, read{k, d})
+		}
+	}
+	slices.SortFunc(reads, func(a, b read) int { return int(b.n - a.n) })
+	var lines []string
+	for _, r := range reads {
+		lines = append(lines, fmt.Sprintf("%10.0f B  %s", r.n, r.kind))
+	}
+	b.Logf("%s: response bodies per iteration by read:\n%s", who, strings.Join(lines, "\n"))
 }
 
 // podIP is the address BenchmarkSiteStream gave its pod name: the number

@@ -56,6 +56,54 @@ type cloudLink struct {
 	// wire counts the link's bytes below TLS when the link was made with
 	// its own transport (siteOptions.countWire); nil otherwise.
 	wire *wireCounter
+	// byRead counts response bytes by what was read (readKind), for a
+	// benchmark's breakdown of what a link pays for.
+	byRead sync.Map // string -> *atomic.Int64
+}
+
+// readKind names a request by method, path (a Node's name as {name}) and
+// how it reads: a watch, the metadata of objects, a selector.
+func readKind(req *http.Request) string {
+	path := req.URL.Path
+	if rest, ok := strings.CutPrefix(path, "/api/v1/nodes/"); ok && !strings.Contains(rest, "/") {
+		path = "/api/v1/nodes/{name}"
+	}
+	q := req.URL.Query()
+	k := req.Method + " " + path
+	if q.Get("watch") != "" {
+		k += " watch"
+	}
+	if strings.Contains(req.Header.Get("Accept"), "as=PartialObjectMetadata") {
+		k += " metadata"
+	}
+	if q.Get("labelSelector") != "" {
+		k += " labelSelector"
+	}
+	if q.Get("fieldSelector") != "" {
+		k += " fieldSelector"
+	}
+	return k
+}
+
+// readBytes adds n response bytes to kind.
+func (l *cloudLink) readBytes(kind string, n int) {
+	c, ok := l.byRead.Load(kind)
+	if !ok {
+		c, _ = l.byRead.LoadOrStore(kind, new(atomic.Int64))
+	}
+	c.(*atomic.Int64).Add(int64(n))
+}
+
+// readTotals returns the response bytes by kind summed over links.
+func readTotals(links []*cloudLink) map[string]int64 {
+	out := map[string]int64{}
+	for _, l := range links {
+		l.byRead.Range(func(k, v any) bool {
+			out[k.(string)] += v.(*atomic.Int64).Load()
+			return true
+		})
+	}
+	return out
 }
 
 func newCloudLink() *cloudLink { return &cloudLink{cutLink: newCutLink()} }
@@ -81,7 +129,7 @@ func (l *cloudLink) wrap(rt http.RoundTripper) http.RoundTripper {
 		if err != nil {
 			return nil, err
 		}
-		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != "", resource: resource, gzipped: resp.Uncompressed}
+		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != "", resource: resource, gzipped: resp.Uncompressed, kind: readKind(req)}
 		resp.Body = b
 		if !l.opened(b) {
 			return nil, errNoRoute("tcp")
@@ -131,11 +179,15 @@ type meteredBody struct {
 	unit     bool
 	resource string // "services", "endpointslices" or "" for the rest
 	gzipped  bool   // the apiserver sent it gzip-compressed (resp.Uncompressed)
+	kind     string // readKind of its request
 }
 
 func (b *meteredBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.link.bytes.Add(int64(n))
+	if n > 0 {
+		b.link.readBytes(b.kind, n)
+	}
 	if b.unit {
 		b.link.unitBytes.Add(int64(n))
 		if bytes.Contains(p[:n], []byte("too old resource version")) {
