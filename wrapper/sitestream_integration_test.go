@@ -56,9 +56,9 @@ type cloudLink struct {
 	// wire counts the link's bytes below TLS when the link was made with
 	// its own transport (siteOptions.countWire); nil otherwise.
 	wire *wireCounter
-	// byRead counts response bytes by what was read (readKind), for a
-	// benchmark's breakdown of what a link pays for.
-	byRead sync.Map // string -> *atomic.Int64
+	// byRead counts response bytes, and sent counts requests, by what was
+	// read (readKind), for a benchmark's breakdown of what a link pays for.
+	byRead, sent sync.Map // string -> *atomic.Int64
 }
 
 // readKind names a request by method, path (a Node's name as {name}) and
@@ -86,19 +86,30 @@ func readKind(req *http.Request) string {
 }
 
 // readBytes adds n response bytes to kind.
-func (l *cloudLink) readBytes(kind string, n int) {
-	c, ok := l.byRead.Load(kind)
+func (l *cloudLink) readBytes(kind string, n int) { addTo(&l.byRead, kind, n) }
+
+func addTo(m *sync.Map, kind string, n int) {
+	c, ok := m.Load(kind)
 	if !ok {
-		c, _ = l.byRead.LoadOrStore(kind, new(atomic.Int64))
+		c, _ = m.LoadOrStore(kind, new(atomic.Int64))
 	}
 	c.(*atomic.Int64).Add(int64(n))
 }
 
 // readTotals returns the response bytes by kind summed over links.
 func readTotals(links []*cloudLink) map[string]int64 {
+	return totals(links, func(l *cloudLink) *sync.Map { return &l.byRead })
+}
+
+// sentTotals returns the requests by kind summed over links.
+func sentTotals(links []*cloudLink) map[string]int64 {
+	return totals(links, func(l *cloudLink) *sync.Map { return &l.sent })
+}
+
+func totals(links []*cloudLink, of func(*cloudLink) *sync.Map) map[string]int64 {
 	out := map[string]int64{}
 	for _, l := range links {
-		l.byRead.Range(func(k, v any) bool {
+		of(l).Range(func(k, v any) bool {
 			out[k.(string)] += v.(*atomic.Int64).Load()
 			return true
 		})
@@ -125,11 +136,13 @@ func (l *cloudLink) wrap(rt http.RoundTripper) http.RoundTripper {
 				l.mu.Unlock()
 			}
 		}
+		kind := readKind(req)
+		addTo(&l.sent, kind, 1)
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
 			return nil, err
 		}
-		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != "", resource: resource, gzipped: resp.Uncompressed, kind: readKind(req)}
+		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != "", resource: resource, gzipped: resp.Uncompressed, kind: kind}
 		resp.Body = b
 		if !l.opened(b) {
 			return nil, errNoRoute("tcp")
