@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,5 +112,40 @@ func TestPeerNamedLeaderOnlyIfRead(t *testing.T) {
 	r.follow(klog.Background(), ours, false)
 	if s := r.source(); s == nil || s.node != "node1" {
 		t.Errorf("source %+v, want node1 (named by a peer, read in the site before)", s)
+	}
+}
+
+// A follower reads its leader's node again every peerRecheck, and stops
+// following a leader whose node has left the site.
+func TestLeaderLeavingTheSiteNotFollowed(t *testing.T) {
+	pin := strings.Repeat("ab", 32)
+	var mu sync.Mutex
+	site := map[string]bool{"node0": true, "node1": true}
+	r := newPeerRouter(Options{GroupLabel: "example.com/site"}, leaderIdentity("node0", "10.0.0.1:51009", pin))
+	reads := 0
+	r.checkNode = func(_ context.Context, node string, _ time.Duration) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reads++
+		return site[node], nil
+	}
+	r.setLeader(klog.Background(), leaderIdentity("node1", "10.0.0.2:51009", pin))
+	r.recheckLeader(t.Context(), klog.Background())
+	mu.Lock()
+	site["node1"] = false // relabelled into another site
+	if reads != 1 {
+		t.Errorf("%d reads of the leader's node, want 1 (no read again before peerRecheck)", reads)
+	}
+	mu.Unlock()
+	r.mu.Lock()
+	r.leader.checked = time.Now().Add(-peerRecheck - time.Second)
+	r.mu.Unlock()
+	r.recheckLeader(t.Context(), klog.Background())
+	deadline := time.Now().Add(5 * time.Second)
+	for r.source() != nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := r.source(); s != nil {
+		t.Errorf("still follows %s, whose node left the site", s.node)
 	}
 }

@@ -199,6 +199,7 @@ func (r *peerRouter) foreign(logger klog.Logger, node, identity string, read boo
 	return true
 }
 
+// holderInSite reads node (read), or takes the last answer about it.
 func (r *peerRouter) holderInSite(logger klog.Logger, node string, read bool) (bool, error) {
 	if read {
 		return r.checkNode(klog.NewContext(context.Background(), logger), node, 0)
