@@ -113,6 +113,23 @@ func BenchmarkSiteStream(b *testing.B) {
 				}
 				return nil
 			})
+			// Each site wrapper reads the Node of every member of its site
+			// it learns of (from its leader, every 10 s) once: measured
+			// after those reads, as the site's Nodes' first lists were
+			// before (sitestream's informer synced before the election).
+			nodeReads := func() (n, bytes int64) {
+				const byName = "GET /api/v1/nodes/{name} metadata"
+				return sentTotals(siteLinks)[byName], readTotals(siteLinks)[byName]
+			}
+			start, last, lastN := time.Now(), time.Now(), int64(-1)
+			for time.Since(last) < 12*time.Second && time.Since(start) < 90*time.Second {
+				if n, _ := nodeReads(); n != lastN {
+					last, lastN = time.Now(), n
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			reads, readBytes := nodeReads()
+			b.Logf("site of %d: its wrappers read %d Nodes (%d B of bodies) while starting, settled after %s", size, reads, readBytes, time.Since(start).Round(time.Second))
 			// Whether the site's one unit stream is compressed as a direct
 			// kube-proxy's first watch is (a watch-list) or not.
 			for i, w := range ws {
@@ -143,6 +160,7 @@ func BenchmarkSiteStream(b *testing.B) {
 			for what := range 3 {
 				d0[what], s0[what] = sum(directLinks, what), sum(siteLinks, what)
 			}
+			dr0, sr0, ss0 := readTotals(directLinks), readTotals(siteLinks), sentTotals(siteLinks)
 			b.ResetTimer()
 			for b.Loop() {
 				before := slices.Clone(sitePods)
@@ -180,6 +198,9 @@ func BenchmarkSiteStream(b *testing.B) {
 			}
 			b.StopTimer()
 			iters := float64(b.N)
+			logReads(b, fmt.Sprintf("site of %d", size), readTotals(siteLinks), sr0, iters, 1)
+			logReads(b, fmt.Sprintf("site of %d: requests", size), sentTotals(siteLinks), ss0, iters, 1)
+			logReads(b, fmt.Sprintf("site of %d: ONE direct kube-proxy", size), readTotals(directLinks), dr0, iters, float64(size))
 			var d, st [3]float64
 			for what := range 3 {
 				d[what] = float64(sum(directLinks, what)-d0[what]) / iters
@@ -207,6 +228,27 @@ func BenchmarkSiteStream(b *testing.B) {
 			benchRec.ReportOn(b, st[wire]/(d[wire]/one), "site-wire/one-direct-wire")
 		})
 	}
+}
+
+// logReads logs the response bytes per iteration by what was read
+// (readKind), largest first: what a site pays for above one kube-proxy.
+func logReads(b *testing.B, who string, now, before map[string]int64, iters, per float64) {
+	type read struct {
+		kind string
+		n    float64
+	}
+	var reads []read
+	for k, n := range now {
+		if d := float64(n-before[k]) / iters / per; d > 0 {
+			reads = append(reads, read{k, d})
+		}
+	}
+	slices.SortFunc(reads, func(a, b read) int { return int(b.n - a.n) })
+	var lines []string
+	for _, r := range reads {
+		lines = append(lines, fmt.Sprintf("%10.1f  %s", r.n, r.kind))
+	}
+	b.Logf("%s: per iteration by read (response bytes, or requests):\n%s", who, strings.Join(lines, "\n"))
 }
 
 // podIP is the address BenchmarkSiteStream gave its pod name: the number

@@ -56,6 +56,65 @@ type cloudLink struct {
 	// wire counts the link's bytes below TLS when the link was made with
 	// its own transport (siteOptions.countWire); nil otherwise.
 	wire *wireCounter
+	// byRead counts response bytes, and sent counts requests, by what was
+	// read (readKind), for a benchmark's breakdown of what a link pays for.
+	byRead, sent sync.Map // string -> *atomic.Int64
+}
+
+// readKind names a request by method, path (a Node's name as {name}) and
+// how it reads: a watch, the metadata of objects, a selector.
+func readKind(req *http.Request) string {
+	path := req.URL.Path
+	if rest, ok := strings.CutPrefix(path, "/api/v1/nodes/"); ok && !strings.Contains(rest, "/") {
+		path = "/api/v1/nodes/{name}"
+	}
+	q := req.URL.Query()
+	k := req.Method + " " + path
+	if q.Get("watch") != "" {
+		k += " watch"
+	}
+	if strings.Contains(req.Header.Get("Accept"), "as=PartialObjectMetadata") {
+		k += " metadata"
+	}
+	if q.Get("labelSelector") != "" {
+		k += " labelSelector"
+	}
+	if q.Get("fieldSelector") != "" {
+		k += " fieldSelector"
+	}
+	return k
+}
+
+// readBytes adds n response bytes to kind.
+func (l *cloudLink) readBytes(kind string, n int) { addTo(&l.byRead, kind, n) }
+
+func addTo(m *sync.Map, kind string, n int) {
+	c, ok := m.Load(kind)
+	if !ok {
+		c, _ = m.LoadOrStore(kind, new(atomic.Int64))
+	}
+	c.(*atomic.Int64).Add(int64(n))
+}
+
+// readTotals returns the response bytes by kind summed over links.
+func readTotals(links []*cloudLink) map[string]int64 {
+	return totals(links, func(l *cloudLink) *sync.Map { return &l.byRead })
+}
+
+// sentTotals returns the requests by kind summed over links.
+func sentTotals(links []*cloudLink) map[string]int64 {
+	return totals(links, func(l *cloudLink) *sync.Map { return &l.sent })
+}
+
+func totals(links []*cloudLink, of func(*cloudLink) *sync.Map) map[string]int64 {
+	out := map[string]int64{}
+	for _, l := range links {
+		of(l).Range(func(k, v any) bool {
+			out[k.(string)] += v.(*atomic.Int64).Load()
+			return true
+		})
+	}
+	return out
 }
 
 func newCloudLink() *cloudLink { return &cloudLink{cutLink: newCutLink()} }
@@ -77,11 +136,13 @@ func (l *cloudLink) wrap(rt http.RoundTripper) http.RoundTripper {
 				l.mu.Unlock()
 			}
 		}
+		kind := readKind(req)
+		addTo(&l.sent, kind, 1)
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
 			return nil, err
 		}
-		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != "", resource: resource, gzipped: resp.Uncompressed}
+		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != "", resource: resource, gzipped: resp.Uncompressed, kind: kind}
 		resp.Body = b
 		if !l.opened(b) {
 			return nil, errNoRoute("tcp")
@@ -131,11 +192,15 @@ type meteredBody struct {
 	unit     bool
 	resource string // "services", "endpointslices" or "" for the rest
 	gzipped  bool   // the apiserver sent it gzip-compressed (resp.Uncompressed)
+	kind     string // readKind of its request
 }
 
 func (b *meteredBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.link.bytes.Add(int64(n))
+	if n > 0 {
+		b.link.readBytes(b.kind, n)
+	}
 	if b.unit {
 		b.link.unitBytes.Add(int64(n))
 		if bytes.Contains(p[:n], []byte("too old resource version")) {

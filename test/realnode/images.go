@@ -37,6 +37,10 @@ const (
 	ClientImage = "registry.k8s.io/servicegroup-test/client:v1"
 )
 
+// proberPath is where the client image holds the prober (test/realnode/prober),
+// its pods' main process.
+const proberPath = "/usr/local/bin/prober"
+
 // MirroredRegistries are the upstream registries each node resolves
 // through the local registry (SuperEdge's examples name gcr.io and docker.io
 // echo servers, the manifests registry.k8s.io's kube-proxy, SuperEdge's
@@ -53,9 +57,10 @@ var echoImages = []string{
 // images (part of the root file system's cache key).
 var rootfsPackages = []string{"iptables", "nftables", "conntrack", "dnsutils", "curl", "iproute2"}
 
-// PushTestImages builds the pause, echo, kube-proxy and client images for
-// the machine's platform and pushes them to reg under their mirrored
-// paths. kubeProxy is the kube-proxy binary; work is a scratch directory.
+// PushTestImages builds the pause, echo, kube-proxy and client images (the
+// root file system, the prober on it) for the machine's platform and pushes
+// them to reg under their mirrored paths. kubeProxy is the kube-proxy
+// binary; work is a scratch directory.
 func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag, work string) error {
 	logger := klog.FromContext(ctx)
 	repo, err := harness.RepoRoot()
@@ -63,7 +68,7 @@ func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag,
 		return err
 	}
 	bins := map[string]string{}
-	for _, cmd := range []string{"pause", "echoserver"} {
+	for _, cmd := range []string{"pause", "echoserver", "prober"} {
 		out := filepath.Join(work, cmd)
 		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./test/realnode/"+cmd)
 		build.Dir = repo
@@ -90,6 +95,10 @@ func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag,
 	if err != nil {
 		return err
 	}
+	prober, err := cachedFileLayer(ctx, bins["prober"], strings.TrimPrefix(proberPath, "/"))
+	if err != nil {
+		return err
+	}
 	proxy, err := cachedFileLayer(ctx, kubeProxy, "usr/local/bin/kube-proxy")
 	if err != nil {
 		return err
@@ -102,7 +111,7 @@ func PushTestImages(ctx context.Context, reg *Registry, kubeProxy, kubeProxyTag,
 		{[]string{PauseImage}, []v1.Layer{pause}, []string{"/pause"}},
 		{echoImages, []v1.Layer{echo}, []string{"/echoserver"}},
 		{[]string{"registry.k8s.io/kube-proxy:" + kubeProxyTag}, []v1.Layer{rootfsLayer, proxy}, []string{"/usr/local/bin/kube-proxy"}},
-		{[]string{ClientImage}, []v1.Layer{rootfsLayer}, []string{"sleep", "infinity"}},
+		{[]string{ClientImage}, []v1.Layer{rootfsLayer, prober}, []string{"sleep", "infinity"}},
 	}
 	for _, p := range pushes {
 		idx, err := platformIndex(p.layers, p.entrypoint)
@@ -239,7 +248,8 @@ func cachedFileLayer(ctx context.Context, src, path string) (v1.Layer, error) {
 }
 
 // gzipLayer is the layer of a tarball, compressed once next to it with
-// gzip(1) (compressing in this process would cost far more under -race).
+// gzip(1) (compressing in this process would cost far more under -race),
+// its digests cached beside it (cachedGzipLayer).
 func gzipLayer(ctx context.Context, tarPath string) (v1.Layer, error) {
 	gz := tarPath + ".gz"
 	if _, err := os.Stat(gz); err != nil {
@@ -256,7 +266,7 @@ func gzipLayer(ctx context.Context, tarPath string) (v1.Layer, error) {
 			os.Remove(tarPath) // only the compressed form is needed again
 		}
 	}
-	return tarball.LayerFromFile(gz)
+	return cachedGzipLayer(gz)
 }
 
 // debianRootfs is a minimal Debian root file system (this machine's

@@ -112,7 +112,7 @@ func nativeMode(ctx context.Context, t *testing.T, client kubernetes.Interface, 
 		p := clientPod(node, clusterIP)
 		p.Name = "native-" + node
 		p.Labels = map[string]string{"app": nativeClient}
-		p.Spec.Containers[0].Command = []string{"sh", "-c", probeLoopFor(clusterIP, probeName, probe.Spec.ClusterIP)}
+		p.Spec.Containers[0].Command = probeCommand(clusterIP, probeName, probe.Spec.ClusterIP)
 		if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

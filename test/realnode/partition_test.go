@@ -106,7 +106,7 @@ func heal(ctx context.Context, nodes []*Node) error {
 // nodeunit's first StatefulSetGrid pod (which must answer gridIP).
 func siteClientPod(node, gridClusterIP, probeIP, gridIP string) *corev1.Pod {
 	p := clientPod(node, gridClusterIP)
-	p.Spec.Containers[0].Command = []string{"sh", "-c", probeLoopFor(gridClusterIP, probeName, probeIP)}
+	p.Spec.Containers[0].Command = probeCommand(gridClusterIP, probeName, probeIP)
 	p.Name = "site-" + node
 	p.Labels = map[string]string{"app": "realnode-site-client"}
 	p.Spec.Containers[0].Env = []corev1.EnvVar{

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/servicegroup/servicegroup/test/realnode/probe"
 )
 
 // The client pods measure what an application on the node sees while the
@@ -69,86 +71,30 @@ func probeObjects(avoid ...string) (*appsv1.Deployment, *corev1.Service) {
 	return d, s
 }
 
-// probeLoop is the client container's main process: loops side by side
-// (a failing query's timeout does not slow the other kinds), one line per
-// attempt, "<unix ms> svc|dns|grid ok|fail [detail]", an attempt every
-// ~0.2 s plus its own duration. An attempt fails when no answer came within
-// 3 s (curl) or 2 s (dig): longer than a lost SYN's or datagram's first
-// retransmission, so that a slow answer on a loaded machine shows as a gap,
-// and only a lost request as a failure. A query succeeds when its answer
-// section holds exactly the expected address (what `dig +short` prints); a
-// failed one logs what dig saw: the response's status and the server that
-// sent it, or dig's error (a timeout) and the server it asked, and the
-// answer; a failed request logs curl's exit code and error (a refused
-// connection, a timeout, an HTTP status), which tell a lost SYN from a
-// rule pointing nowhere. The grid loop runs when the pod's environment names a grid name
-// and the address it must resolve to (gridNameEnv, gridIPEnv); the gsvc
-// loop (gridServiceLoop) when it names the ServiceGrid's Service
-// (gridServiceEnv).
-func probeLoop(clusterIP string) string { return probeLoopFor(clusterIP, probeName, clusterIP) }
-
-// probeLoopFor is probeLoop with the "svc" loop requesting requestIP and
-// the "dns" loop resolving name, which must answer nameIP.
-func probeLoopFor(requestIP, name, nameIP string) string {
-	return fmt.Sprintf(`query() {
-  out=$(dig +time=2 +tries=1 +noall +answer +comments +stats "$1" 2>&1)
-  ans=$(printf '%%s\n' "$out" | awk '!/^;/ && NF >= 5 {print $5}')
-  if [ "$ans" = "$2" ]; then echo ok; return; fi
-  echo "fail$(printf '%%s\n' "$out" | sed -n -e 's/.*status: \([A-Z]*\),.*/ status=\1/p' -e 's/^;; SERVER: \([^ ]*\).*/ server=\1/p' -e 's/^;; communications error to \([^ ]*\): \(.*\)/ server=\1 error=\2/p' | tr -d '\n') answer=$(echo $ans | tr ' ' ,)"
-}
-while :; do
-  if out=$(curl -sSf -o /dev/null --max-time 3 http://%[1]s/ 2>&1); then r=ok; else rc=$?; r="fail exit=$rc $(printf '%%s' "$out" | tr '\n' ' ')"; fi
-  echo "$(date +%%s%%3N) svc $r"
-  sleep 0.2
-done &
-while :; do
-  r=$(query %[2]s %[5]s)
-  echo "$(date +%%s%%3N) dns $r"
-  sleep 0.2
-done &
-if [ -n "$%[3]s" ]; then while :; do
-  r=$(query "$%[3]s" "$%[4]s")
-  echo "$(date +%%s%%3N) grid $r"
-  sleep 0.2
-done & fi
-%[6]s
-wait`, requestIP, name, gridNameEnv, gridIPEnv, nameIP, gridServiceLoop())
+// probeCommand is the client container's main process: the image's prober
+// (package probe, test/realnode/prober) requesting requestIP ("svc") and
+// resolving name, which must answer nameIP ("dns"), through the pod's own
+// resolver, each every ~0.2 s, one log line per attempt,
+// "<unix ms> svc|dns|grid|gsvc ok|fail [detail]". Its "grid" loop runs when
+// the pod's environment names a grid name and the address it must resolve
+// to (gridNameEnv, gridIPEnv); its "gsvc" loop, a request to the
+// ServiceGrid's Service that fails also when the echo pod that answered
+// runs outside the caller's nodeunit (what checkClusterIP checks at fixed
+// points, here all along), when it names that Service and the nodeunit's
+// nodes (gridServiceEnv, gridNodesEnv). An attempt fails when no answer
+// came within 3 s (a request) or 2 s (a query, one datagram), or the answer
+// was wrong: an HTTP error, a DNS answer other than exactly the expected
+// address; its line says what was seen.
+func probeCommand(requestIP, name, nameIP string) []string {
+	return []string{proberPath, "-svc", requestIP, "-name", name, "-name-ip", nameIP}
 }
 
-// gridServiceLoop is the client's "gsvc" loop, run when gridServiceEnv is
-// set: a request to the ServiceGrid's Service every ~0.2 s, which fails
-// like the "svc" loop's and also when the echo pod that answered (its
-// "node name:" line) runs on a node outside gridNodesEnv, the caller's
-// nodeunit: what checkClusterIP checks at fixed points, here all along.
-func gridServiceLoop() string {
-	return fmt.Sprintf(`if [ -n "$%[1]s" ]; then while :; do
-  if out=$(curl -sSf --max-time 3 "http://$%[1]s/" 2>&1); then
-    node=$(printf '%%s\n' "$out" | sed -n 's/^[[:space:]]*node name: *//p' | head -n 1)
-    pod=$(printf '%%s\n' "$out" | sed -n 's/^[[:space:]]*pod name: *//p' | head -n 1)
-    case " $%[2]s " in
-    *" $node "*) r=ok ;;
-    *) r="fail outside=$%[2]s node=$node pod=$pod" ;;
-    esac
-  else rc=$?; r="fail exit=$rc $(printf '%%s' "$out" | tr '\n' ' ')"; fi
-  echo "$(date +%%s%%3N) gsvc $r"
-  sleep 0.2
-done & fi`, gridServiceEnv, gridNodesEnv)
-}
-
-// The client's environment for its grid loop: a StatefulSetGrid's unified
-// name and the address of the pod of the client's nodeunit it must
-// resolve to.
+// The client's environment for its grid and gsvc loops (package probe).
 const (
-	gridNameEnv = "GRID_NAME"
-	gridIPEnv   = "GRID_IP"
-)
-
-// The client's environment for its gsvc loop: the ServiceGrid's Service
-// (its ClusterIP, optionally with ":port") and the nodes of the client's
-// nodeunit (space-separated), the only ones whose pods may answer it.
-const (
-	gridServiceEnv = "GRID_SVC_ADDR"
-	gridNodesEnv   = "GRID_SVC_NODES"
+	gridNameEnv    = probe.GridNameEnv
+	gridIPEnv      = probe.GridIPEnv
+	gridServiceEnv = probe.GridServiceEnv
+	gridNodesEnv   = probe.GridNodesEnv
 )
 
 // window is a stretch of the run (one operator step) to report on.
@@ -362,7 +308,7 @@ func clientsProbing(ctx context.Context, client kubernetes.Interface, clients []
 }
 
 // clientPod runs on node, requesting the probe Service at clusterIP and
-// resolving its name all along (probeLoop); the checks exec into it.
+// resolving its name all along (probeCommand); the checks exec into it.
 func clientPod(node, clusterIP string) *corev1.Pod {
 	zero := int64(0)
 	return &corev1.Pod{
@@ -372,7 +318,7 @@ func clientPod(node, clusterIP string) *corev1.Pod {
 			TerminationGracePeriodSeconds: &zero,
 			Containers: []corev1.Container{{
 				Name: "client", Image: ClientImage, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: []string{"sh", "-c", probeLoop(clusterIP)},
+				Command: probeCommand(clusterIP, probeName, clusterIP),
 			}},
 		},
 	}

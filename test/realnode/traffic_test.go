@@ -4,17 +4,18 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/servicegroup/servicegroup/test/realnode/probe"
 )
 
 // TestMeasure: failures counted (with what the client logged of each), and the longest time without a success
@@ -69,16 +70,12 @@ func TestGuideStep(t *testing.T) {
 	}
 }
 
-// TestGridServiceLoop runs the clients' gsvc loop under sh against an echo
-// server on 127.0.0.1: an answer from a node of the caller's nodeunit is
-// ok; one from any other node fails and names it; an HTTP error fails with
-// curl's exit code. Unset, the loop does not run.
+// TestGridServiceLoop runs the clients' gsvc loop (the prober's, set by
+// the pod's environment) against an echo server on 127.0.0.1 and reads its
+// lines as the test reads a client's log: an answer from a node of the
+// caller's nodeunit is ok; one from any other node fails and names it; an
+// HTTP error fails with its status. Unset, the loop does not run.
 func TestGridServiceLoop(t *testing.T) {
-	for _, tool := range []string{"sh", "curl", "sed"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not found: %v", tool, err)
-		}
-	}
 	var mu sync.Mutex
 	answers := []string{"node0", "node1", "node3", ""}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -95,27 +92,24 @@ func TestGridServiceLoop(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	run := func(env ...string) []probeSample {
+	run := func(env map[string]string) []probeSample {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "sh", "-c", gridServiceLoop()+"\nwait")
-		cmd.Env = append(os.Environ(), env...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		r, w := io.Pipe()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			probe.Run(ctx, probe.FromEnv("", "", "", func(k string) string { return env[k] }), w)
+			w.Close()
+		}()
 		var log strings.Builder
-		sc := bufio.NewScanner(out)
+		sc := bufio.NewScanner(r)
 		for lines := 0; lines < 5 && sc.Scan(); lines++ {
 			log.WriteString(sc.Text() + "\n")
 		}
 		cancel()
-		_ = cmd.Wait()
+		go func() { _, _ = io.Copy(io.Discard, r) }()
+		<-done
 		samples := parseProbeLog(log.String())
 		if len(samples) > 1 {
 			t.Errorf("kinds other than gsvc logged: %q", log.String())
@@ -123,7 +117,7 @@ func TestGridServiceLoop(t *testing.T) {
 		return samples["gsvc"]
 	}
 
-	got := run(gridServiceEnv+"="+strings.TrimPrefix(srv.URL, "http://"), gridNodesEnv+"=node0 node3")
+	got := run(map[string]string{gridServiceEnv: strings.TrimPrefix(srv.URL, "http://"), gridNodesEnv: "node0 node3"})
 	if len(got) != 5 {
 		t.Fatalf("%d gsvc samples, want 5: %+v", len(got), got)
 	}
@@ -134,17 +128,17 @@ func TestGridServiceLoop(t *testing.T) {
 		{true, ""},
 		{false, "outside=node0 node3 node=node1 pod=echo-node1"},
 		{true, ""},
-		{false, "exit=22 curl: (22) The requested URL returned error: 503"},
-		{false, "exit=22 curl: (22) The requested URL returned error: 503"},
+		{false, "status=503"},
+		{false, "status=503"},
 	}
 	for i, w := range want {
-		if got[i].ok != w.ok || !strings.HasPrefix(got[i].detail, w.detail) {
+		if got[i].ok != w.ok || got[i].detail != w.detail {
 			t.Errorf("sample %d: ok=%v %q, want ok=%v %q", i, got[i].ok, got[i].detail, w.ok, w.detail)
 		}
 	}
 
-	// Without the Service's address the loop does not run: sh ends at once.
-	if got := run(gridServiceEnv + "="); len(got) != 0 {
+	// Without the Service's address the loop does not run: Run ends at once.
+	if got := run(map[string]string{gridServiceEnv: ""}); len(got) != 0 {
 		t.Errorf("unset: %d gsvc samples: %+v", len(got), got)
 	}
 }

@@ -179,7 +179,7 @@ func (ss *Stream) askPeers(ctx context.Context, logger klog.Logger, lock *readLo
 		}
 		if leader := ss.askForLeader(ctx); leader != "" {
 			logger.Info("The Lease cannot be read: following the leader a peer names", "leader", leader)
-			ss.router.setLeader(logger, leader)
+			ss.router.follow(logger, leader, false)
 		}
 	})
 }

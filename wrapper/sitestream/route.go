@@ -32,6 +32,8 @@ const siteHeader = "X-Application-Grid-Wrapper-Site"
 type peerTarget struct {
 	node, addr, pin string
 	transport       *http.Transport
+	// checked is when its node was last found in the site (r.mu).
+	checked time.Time
 }
 
 // leaderIdentity is what a candidate writes into the Lease: its node, the
@@ -70,12 +72,17 @@ type peerRouter struct {
 	upstream http.RoundTripper
 	// members are the site's wrappers heard of (members.go).
 	members *siteMembers
-	// inSite tells whether a node carries this site's label value (nil:
-	// every node does, for tests of the routing alone). A Lease holder on
-	// another node is not followed.
-	inSite func(node string) (in, synced bool)
+	// checkNode tells whether a node carries this site's label value,
+	// reading it when the last answer is older than maxAge; cachedNode
+	// gives the last answer alone (both nil: every node does, for tests of
+	// the routing alone). A Lease holder on another node is not followed.
+	checkNode  func(ctx context.Context, node string, maxAge time.Duration) (bool, error)
+	cachedNode func(node string) (in, known bool)
 	// refused is the last holder not followed, logged once.
 	refused string
+	// setting orders setLeader's calls: one that a later call overtook
+	// while it read the holder's node changes nothing.
+	setting atomic.Uint64
 }
 
 // peerRetry is how long a leader that failed is left alone before a probe.
@@ -110,21 +117,37 @@ func (r *peerRouter) wrap(rt http.RoundTripper) http.RoundTripper {
 // other source end (cleanly: the informers resume from their version), so
 // every follower moves to a new leader, and back upstream when there is
 // none.
+//
+// The holder's node is read from the apiserver first (the Lease was just
+// read from it), to tell whether it is of this site.
 func (r *peerRouter) setLeader(logger klog.Logger, identity string) {
+	r.follow(logger, identity, true)
+}
+
+// follow follows identity; read: its node is read from the apiserver, else
+// (a leader a peer names while the Lease cannot be read) the last answer
+// about it decides, and a node never read is not followed.
+func (r *peerRouter) follow(logger klog.Logger, identity string, read bool) {
+	turn := r.setting.Add(1)
 	var t *peerTarget
 	if node, addr, pin, ok := parseLeaderIdentity(identity); ok && identity != r.self {
-		if r.foreign(logger, node, identity) {
+		if r.foreign(logger, node, identity, read) {
 			identity = ""
 		} else {
-			t = &peerTarget{node: node, addr: addr, pin: pin, transport: pinnedTransport(pin)}
+			t = &peerTarget{node: node, addr: addr, pin: pin, transport: pinnedTransport(pin), checked: time.Now()}
 			r.members.add(identity)
 		}
 	} else if identity != "" && !ok {
 		logger.Info("Ignoring a Lease holder that is not a wrapper's identity", "holder", identity)
 	}
 	r.mu.Lock()
+	if r.setting.Load() != turn {
+		r.mu.Unlock()
+		return
+	}
 	old := r.leader
 	if old != nil && t != nil && old.addr == t.addr && old.pin == t.pin {
+		old.checked = t.checked
 		r.mu.Unlock()
 		return
 	}
@@ -148,11 +171,14 @@ func (r *peerRouter) setLeader(logger klog.Logger, identity string) {
 // Services and EndpointSlices from it. It then reads from the apiserver,
 // as without a leader, and campaigns until the Lease expires. Logged once
 // per holder.
-func (r *peerRouter) foreign(logger klog.Logger, node, identity string) bool {
-	if r.inSite == nil {
+//
+// read: the node is read from the apiserver (its last answer stands if
+// that fails); otherwise the last answer alone decides.
+func (r *peerRouter) foreign(logger klog.Logger, node, identity string, read bool) bool {
+	if r.checkNode == nil {
 		return false
 	}
-	in, synced := r.inSite(node)
+	in, err := r.holderInSite(logger, node, read)
 	if in {
 		return false
 	}
@@ -162,10 +188,74 @@ func (r *peerRouter) foreign(logger klog.Logger, node, identity string) bool {
 	r.mu.Unlock()
 	if !again {
 		site, _ := r.site.Load().(string)
-		logger.Info("Not following the site's Lease holder: its node is not in this site (a wrapper of another site, or a stolen token); reading from the apiserver",
-			"holderNode", node, "site", site, "label", r.opts.GroupLabel, "nodesKnown", synced)
+		if err != nil {
+			logger.Info("Not following the site's Lease holder: cannot tell whether its node is in this site; reading from the apiserver",
+				"holderNode", node, "site", site, "label", r.opts.GroupLabel, "err", err)
+		} else {
+			logger.Info("Not following the site's Lease holder: its node is not in this site (a wrapper of another site, or a stolen token); reading from the apiserver",
+				"holderNode", node, "site", site, "label", r.opts.GroupLabel)
+		}
 	}
 	return true
+}
+
+// holderInSite reads node (read), or takes the last answer about it.
+func (r *peerRouter) holderInSite(logger klog.Logger, node string, read bool) (bool, error) {
+	if read {
+		return r.checkNode(klog.NewContext(context.Background(), logger), node, 0)
+	}
+	if in, known := r.cachedNode(node); known {
+		return in, nil
+	}
+	return false, errors.New("its node was never read, and the apiserver cannot be reached")
+}
+
+// recheckLeader reads the node of the leader followed again, once it was
+// last found in the site more than peerRecheck ago: a leader whose node
+// has left the site is no longer followed (this wrapper then reads from
+// the apiserver and campaigns, and the Lease's next holder is read again).
+func (r *peerRouter) recheckLeader(ctx context.Context, logger klog.Logger) {
+	r.mu.Lock()
+	l := r.leader
+	if r.checkNode == nil || l == nil || time.Since(l.checked) < peerRecheck {
+		r.mu.Unlock()
+		return
+	}
+	l.checked = time.Now()
+	r.mu.Unlock()
+	go func() {
+		in, err := r.checkNode(ctx, l.node, 0)
+		if in || err != nil {
+			return
+		}
+		r.mu.Lock()
+		if r.leader != l {
+			r.mu.Unlock()
+			return
+		}
+		r.setting.Add(1) // a setLeader under way must not follow l again
+		r.leader, r.badUntil = nil, time.Time{}
+		r.notifyLocked()
+		cut := r.cutLocked(func(b *routedBody) bool { return b.target == l })
+		r.mu.Unlock()
+		l.transport.CloseIdleConnections()
+		site, _ := r.site.Load().(string)
+		logger.Info("Not following the site's leader any more: its node is no longer in this site; reading from the apiserver",
+			"leader", l.node, "site", site, "label", r.opts.GroupLabel, "streamsMoved", cut)
+	}()
+}
+
+// addMembers remembers the members a leader names, reading the nodes of
+// those not read within memberTTL first (members.go keeps only the site's).
+func (r *peerRouter) addMembers(ctx context.Context, ids []string) {
+	if r.checkNode != nil {
+		for _, id := range ids {
+			if node, _, _, ok := parseLeaderIdentity(id); ok && id != r.self {
+				_, _ = r.checkNode(ctx, node, memberTTL)
+			}
+		}
+	}
+	r.members.add(ids...)
 }
 
 // cutLocked ends the streams match selects; r.mu is held.
@@ -406,10 +496,11 @@ func (r *peerRouter) run(ctx context.Context) {
 				actx, cancel := context.WithTimeout(ctx, peerAskTimeout)
 				defer cancel()
 				if v, err := r.askSite(actx, &peerTarget{addr: l.addr, pin: l.pin, transport: pinnedTransport(l.pin)}); err == nil {
-					r.members.add(v.Members...)
+					r.addMembers(ctx, v.Members)
 				}
 			}()
 		}
+		r.recheckLeader(ctx, logger)
 		r.mu.Lock()
 		leader, bad := r.leader, !r.badUntil.IsZero()
 		retry := bad && time.Now().After(r.badUntil)

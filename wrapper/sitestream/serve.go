@@ -231,10 +231,11 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if site := p.ss.Group(); site == "" || req.Header.Get(siteHeader) != site {
 		lead = nil // not this follower's site's leader
 	} else {
-		in, synced := p.ss.inSite(node)
-		if !synced {
+		in, err := p.ss.nodes.check(req.Context(), node, peerRecheck)
+		if err != nil {
+			klog.FromContext(req.Context()).V(1).Info("Cannot tell a peer's site yet", "remote", req.RemoteAddr, "node", node, "err", err)
 			w.Header().Set("Retry-After", "1")
-			watchcache.WriteError(w, req, apierrors.NewTooManyRequests("the site's nodes are not known yet", 1))
+			watchcache.WriteError(w, req, apierrors.NewTooManyRequests(fmt.Sprintf("the site of node %q cannot be read yet", node), 1))
 			return
 		}
 		if !in {

@@ -2,14 +2,15 @@ package sitestream
 
 import (
 	"context"
-	"sync/atomic"
+	"errors"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 )
 
 // NodeNameExtra is the user extra kube-apiserver puts into the TokenReview
@@ -18,50 +19,160 @@ import (
 // from what the peer says about itself.
 const NodeNameExtra = "authentication.kubernetes.io/node-name"
 
-// siteNodes knows the Nodes that carry this site's label value, from a
-// metadata-only Node informer selecting only them (names and labels kept):
-// whose token and whose Lease a wrapper of the site trusts. Metadata only,
-// because kubelets rewrite their Node's status (its images: 10 KB and
-// more) every few minutes and every wrapper of a site watches every Node
-// of it: whole Nodes would cost the site's cloud links N x N status
-// reports.
+const (
+	// peerRecheck is how long a leader trusts what it read of a peer's
+	// node before it reads it again, and how often a follower reads its
+	// leader's node again.
+	peerRecheck = 5 * time.Minute
+	// nodeGetTimeout bounds one read of a node.
+	nodeGetTimeout = 5 * time.Second
+	// maxNodeVerdicts bounds what the peers' names can make a wrapper
+	// remember.
+	maxNodeVerdicts = 4 * maxMembers
+)
+
+// errSiteUnknown: the node's site cannot be told before this wrapper's own
+// is known.
+var errSiteUnknown = errors.New("this wrapper's site is not known yet")
+
+// siteNodes tells whether a node carries this site's label value: whose
+// token (a leader's check of a peer) and whose Lease (a follower's check
+// of the holder) a wrapper of the site trusts. It reads the one Node's
+// metadata when asked, and keeps the answer: nothing watches the site's
+// Nodes, so the kubelets' status reports (every node's, every few
+// minutes) never reach a wrapper. A watch of the site's Nodes by every
+// wrapper cost the site's cloud links N x N of them.
+//
+// An answer older than the caller allows is read again; when the
+// apiserver cannot answer (the cloud cut), the last answer stands, as an
+// informer's cache would.
 type siteNodes struct {
-	informer cache.SharedIndexInformer
-	started  atomic.Bool
+	meta  metadata.Interface
+	label string
+
+	mu       sync.Mutex
+	site     string // "" until known
+	verdicts map[string]*nodeVerdict
+	// reads counts the Node reads sent (tests).
+	reads int64
 }
 
-func newSiteNodes(meta metadata.Interface, label, site string) *siteNodes {
-	selector := labels.SelectorFromSet(labels.Set{label: site}).String()
-	inf := metadatainformer.NewFilteredMetadataInformer(meta, corev1.SchemeGroupVersion.WithResource("nodes"), "", 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = selector }).Informer()
-	_ = inf.SetTransform(slimNode) // cannot fail: the informer has not started
-	return &siteNodes{informer: inf}
+type nodeVerdict struct {
+	in bool
+	at time.Time
+	// reading is closed when a read under way ends; nil when none is.
+	reading chan struct{}
 }
 
-// slimNode keeps what the site check reads: the name and the labels.
-func slimNode(obj any) (any, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return obj, nil
+func newSiteNodes(meta metadata.Interface, label string) *siteNodes {
+	return &siteNodes{meta: meta, label: label, verdicts: map[string]*nodeVerdict{}}
+}
+
+// setSite names this wrapper's site; the verdicts are of it.
+func (s *siteNodes) setSite(site string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.site != site {
+		s.site, s.verdicts = site, map[string]*nodeVerdict{}
 	}
-	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Labels: m.Labels, ResourceVersion: m.ResourceVersion}}, nil
 }
 
-// run starts the informer and waits for its first list; false if ctx ended
-// first.
-func (s *siteNodes) run(ctx context.Context) bool {
-	s.started.Store(true)
-	go s.informer.RunWithContext(ctx)
-	return cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced)
-}
-
-// has reports whether node is one of the site's; synced is false until the
-// first list is in (nothing is known to be in the site then).
-func (s *siteNodes) has(node string) (in, synced bool) {
-	if s == nil || !s.started.Load() || !s.informer.HasSynced() {
+// cached is the last answer for node, with no read: known is false when
+// there is none.
+func (s *siteNodes) cached(node string) (in, known bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.verdicts[node]
+	if v == nil || v.at.IsZero() {
 		return false, false
 	}
-	_, in, _ = s.informer.GetIndexer().GetByKey(node)
-	return in, true
+	return v.in, true
+}
+
+// check tells whether node is in this site, reading its Node when the
+// last answer is older than maxAge (0: always). A read that fails leaves
+// the last answer, if any, standing; err only when there is none.
+func (s *siteNodes) check(ctx context.Context, node string, maxAge time.Duration) (bool, error) {
+	for {
+		s.mu.Lock()
+		if s.site == "" {
+			s.mu.Unlock()
+			return false, errSiteUnknown
+		}
+		v := s.verdicts[node]
+		if v != nil && !v.at.IsZero() && maxAge > 0 && time.Since(v.at) < maxAge {
+			s.mu.Unlock()
+			return v.in, nil
+		}
+		if v != nil && v.reading != nil {
+			// One read of a node at a time: wait for it and take its answer.
+			wait := v.reading
+			s.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-wait:
+			}
+			maxAge = max(maxAge, time.Minute)
+			continue
+		}
+		if v == nil {
+			if len(s.verdicts) >= maxNodeVerdicts {
+				s.pruneLocked()
+			}
+			v = &nodeVerdict{}
+			s.verdicts[node] = v
+		}
+		v.reading = make(chan struct{})
+		site := s.site
+		s.reads++
+		s.mu.Unlock()
+
+		in, err := s.read(ctx, node, site)
+
+		s.mu.Lock()
+		close(v.reading)
+		v.reading = nil
+		if err == nil {
+			v.in, v.at = in, time.Now()
+		} else if !v.at.IsZero() {
+			klog.FromContext(ctx).V(2).Info("Cannot read a node of the site again: its last answer stands", "node", node, "inSite", v.in, "readAt", v.at, "err", err)
+			in, err = v.in, nil
+		} else if s.verdicts[node] == v {
+			delete(s.verdicts, node)
+		}
+		s.mu.Unlock()
+		return in, err
+	}
+}
+
+// read reads node's labels (its metadata only) from the apiserver.
+func (s *siteNodes) read(ctx context.Context, node, site string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, nodeGetTimeout)
+	defer cancel()
+	m, err := s.meta.Resource(corev1.SchemeGroupVersion.WithResource("nodes")).Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return m.Labels[s.label] == site, nil
+}
+
+// pruneLocked forgets the answers older than memberTTL, and all of them if
+// that is not enough; s.mu is held.
+func (s *siteNodes) pruneLocked() {
+	for node, v := range s.verdicts {
+		if v.reading == nil && time.Since(v.at) > memberTTL {
+			delete(s.verdicts, node)
+		}
+	}
+	if len(s.verdicts) >= maxNodeVerdicts {
+		for node, v := range s.verdicts {
+			if v.reading == nil {
+				delete(s.verdicts, node)
+			}
+		}
+	}
 }

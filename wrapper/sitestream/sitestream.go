@@ -93,14 +93,13 @@ type Stream struct {
 	opts   Options
 	node   string
 	client kubernetes.Interface // upstream, for the Lease, its Node, TokenReview
-	meta   metadata.Interface   // upstream, for the site's Nodes' names and labels
 
 	caches  map[*watchcache.Resource]*unitCache // of watchcache.KubeProxySelected
 	router  *peerRouter
 	peers   *peerServer
 	members *siteMembers
-	lock    atomic.Pointer[readLock]  // the Lease, once the site is known
-	nodes   atomic.Pointer[siteNodes] // the site's Nodes, once the site is known
+	lock    atomic.Pointer[readLock] // the Lease, once the site is known
+	nodes   *siteNodes               // which nodes are the site's (sitenodes.go)
 
 	cert tls.Certificate
 	pin  string // hex SHA-256 of cert's DER, published in the Lease
@@ -110,7 +109,7 @@ type Stream struct {
 }
 
 // New prepares the site stream of node; client reaches upstream (for the
-// Lease, this node, TokenReviews), meta too (the site's Nodes); limits and writeTimeout bound the peers'
+// Lease, this node, TokenReviews), meta too (the labels of its peers' and leaders' Nodes); limits and writeTimeout bound the peers'
 // watches as the wrapper's own. The unit-wide informers read through a
 // client whose transport Transport wraps, and list and watch through Tap.
 func New(opts Options, node string, client kubernetes.Interface, meta metadata.Interface, limits watchcache.LogLimits, writeTimeout time.Duration) (*Stream, error) {
@@ -138,7 +137,7 @@ func New(opts Options, node string, client kubernetes.Interface, meta metadata.I
 		return nil, err
 	}
 	sum := sha256.Sum256(cert.Certificate[0])
-	ss := &Stream{opts: opts, node: node, client: client, meta: meta, cert: cert, pin: hex.EncodeToString(sum[:]), group: opts.Group,
+	ss := &Stream{opts: opts, node: node, client: client, cert: cert, pin: hex.EncodeToString(sum[:]), group: opts.Group,
 		caches: map[*watchcache.Resource]*unitCache{}}
 	caches := make([]*unitCache, len(watchcache.KubeProxySelected))
 	for i, r := range watchcache.KubeProxySelected {
@@ -147,8 +146,9 @@ func New(opts Options, node string, client kubernetes.Interface, meta metadata.I
 	}
 	ss.router = newPeerRouter(opts, leaderIdentity(node, opts.AdvertiseAddress, ss.pin))
 	ss.members = ss.router.members
-	ss.router.inSite = ss.inSite
-	ss.members.inSite = func(node string) bool { in, _ := ss.inSite(node); return in }
+	ss.nodes = newSiteNodes(meta, opts.GroupLabel)
+	ss.router.checkNode, ss.router.cachedNode = ss.nodes.check, ss.nodes.cached
+	ss.members.inSite = func(node string) bool { in, known := ss.nodes.cached(node); return in && known }
 	ss.peers = newPeerServer(ss, writeTimeout, caches)
 	return ss, nil
 }
@@ -183,13 +183,9 @@ func (ss *Stream) Run(ctx context.Context) {
 	if group == "" {
 		return
 	}
-	// Whom to serve and whom to follow is decided by the site's Nodes:
-	// known before either.
-	nodes := newSiteNodes(ss.meta, ss.opts.GroupLabel, group)
-	ss.nodes.Store(nodes)
-	if !nodes.run(ctx) {
-		return
-	}
+	// Whom to serve and whom to follow is decided by their nodes' site
+	// label, read when they first ask or lead (sitenodes.go).
+	ss.nodes.setSite(group)
 	if err := ss.peers.resolveAllowedUsers(ctx, logger); err != nil {
 		logger.Error(err, "Site stream off: cannot tell which users its peers run as")
 		return
@@ -216,12 +212,6 @@ func (ss *Stream) resolveGroup(ctx context.Context, logger klog.Logger) bool {
 	ss.group = group
 	ss.mu.Unlock()
 	return true
-}
-
-// inSite reports whether node carries this site's label value; synced is
-// false while the site's Nodes are not known yet.
-func (ss *Stream) inSite(node string) (in, synced bool) {
-	return ss.nodes.Load().has(node)
 }
 
 // Group is this node's site ("" while unknown or without one).
