@@ -130,7 +130,11 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 		switch {
 		case !m.Placed:
 			found = unknownClient
-		case m.HasGrid && g.RestrictKeys && !g.keyTrust.gridKey(q.Namespace, q.Grid, m.GridKey), m.Pod == nil:
+		case m.HasGrid && g.RestrictKeys && !g.keyTrust.gridKey(q.Namespace, q.Grid, m.GridKey):
+			found = notOurs
+		case m.Pod == nil && m.HasGrid:
+			found = absentMember
+		case m.Pod == nil:
 			found = notOurs
 		default:
 			answer = g.addressRecords(n.orig, r.Question[0].Qtype, m.Pod.IPs)
@@ -143,6 +147,8 @@ func (g *GridHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 		return g.miss(ctx, w, r, &n, zone, true)
 	case notOurs:
 		return g.miss(ctx, w, r, &n, zone, false)
+	case absentMember:
+		return g.absent(ctx, w, r, &n, zone)
 	}
 	g.reply(w, r, answer, extra, origZone)
 	return dns.RcodeSuccess, nil
@@ -208,6 +214,47 @@ func (g *GridHosts) miss(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, 
 	m.Ns = []dns.RR{g.soa(n.orig[len(n.orig)-len(zone):])}
 	w.WriteMsg(m)
 	return dns.RcodeSuccess, nil
+}
+
+// absent handles the unified name of a grid gridhosts knows whose member
+// in the viewer's nodeunit has no usable pod now (not yet created, being
+// replaced, no address): as a name not ours (the next plugin may know it),
+// but a denial from the next plugin is kept no longer than gridhosts' own
+// TTL. The kubernetes plugin denies with its own TTL (30 s as shipped) as
+// the SOA minimum, which the node's cache and the clients' resolvers would
+// keep (RFC 2308) after the pod is back: a StatefulSetGrid pod replaced on
+// another node would stay unresolvable that long once Ready.
+//
+//go:noinline
+func (g *GridHosts) absent(ctx context.Context, w dns.ResponseWriter, r *dns.Msg, n *asked, zone string) (int, error) {
+	if !g.Fall.Through(n.lower) || g.Next == nil {
+		return g.miss(ctx, w, r, n, zone, false)
+	}
+	resultFallthrough.Inc()
+	nw := nonwriter.New(w)
+	code, err := plugin.NextOrFailure(g.Name(), g.Next, ctx, nw, r)
+	if nw.Msg == nil {
+		return code, err // the next plugin failed without writing: the server answers its rcode
+	}
+	if negative(nw.Msg) {
+		capDenialTTL(nw.Msg, g.TTL)
+	}
+	w.WriteMsg(nw.Msg)
+	return code, err
+}
+
+// capDenialTTL lowers the SOA records of a negative answer to at most ttl
+// seconds, in both the record's TTL and its MINIMUM: a resolver caches a
+// denial for the lower of the two (RFC 2308 section 5).
+func capDenialTTL(m *dns.Msg, ttl uint32) {
+	for _, rr := range m.Ns {
+		soa, ok := rr.(*dns.SOA)
+		if !ok {
+			continue
+		}
+		soa.Hdr.Ttl = min(soa.Hdr.Ttl, ttl)
+		soa.Minttl = min(soa.Minttl, ttl)
+	}
 }
 
 // beforeSync answers a name of a grid shape while gridhosts cannot serve

@@ -437,3 +437,65 @@ func BenchmarkServeDNS(b *testing.B) {
 		})
 	}
 }
+
+// TestServeAbsentMemberDenialShort: a known grid's unified name with no
+// member pod now goes to the next plugin, whose denial comes back kept no
+// longer than gridhosts' own TTL (the kubernetes plugin's 30 s would keep a
+// replaced pod's name unresolvable that long once it is back); its positive
+// answers and the names of unknown grids pass untouched.
+func TestServeAbsentMemberDenialShort(t *testing.T) {
+	denyNext := func(ttl uint32) plugin.Handler {
+		return plugin.HandlerFunc(func(_ context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+			m := new(dns.Msg)
+			m.SetRcode(r, dns.RcodeNameError)
+			m.Ns = []dns.RR{&dns.SOA{Hdr: dns.RR_Header{Name: "cluster.local.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: ttl},
+				Ns: "ns.dns.cluster.local.", Mbox: "hostmaster.cluster.local.", Serial: 1, Refresh: 7200, Retry: 1800, Expire: 86400, Minttl: ttl}}
+			w.WriteMsg(m)
+			return dns.RcodeSuccess, nil
+		})
+	}
+	ask := func(g *GridHosts, name string) *dns.Msg {
+		t.Helper()
+		rec := dnstest.NewRecorder(&test.ResponseWriter{})
+		if _, err := g.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(name, dns.TypeA)); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Msg == nil {
+			t.Fatalf("%s: nothing written", name)
+		}
+		return rec.Msg
+	}
+	soaTTLs := func(m *dns.Msg) (ttl, minttl uint32) {
+		for _, rr := range m.Ns {
+			if soa, ok := rr.(*dns.SOA); ok {
+				return soa.Hdr.Ttl, soa.Minttl
+			}
+		}
+		t.Fatalf("no SOA in %v", m)
+		return 0, 0
+	}
+	handler := func(next plugin.Handler) *GridHosts {
+		g := demoHandler(demoObjects())
+		g.Node = "node-1"
+		g.Next = next
+		g.Fall = fall.Root
+		return g
+	}
+	absent := "statefulsetgrid-demo-7." + demoSvc + ".default.svc.cluster.local."
+	m := ask(handler(denyNext(30)), absent)
+	if ttl, minttl := soaTTLs(m); m.Rcode != dns.RcodeNameError || ttl != 5 || minttl != 5 {
+		t.Errorf("a known grid's absent member: %s with SOA TTL %d, MINIMUM %d; want the next plugin's NXDOMAIN kept at most 5 s", dns.RcodeToString[m.Rcode], ttl, minttl)
+	}
+	// A shorter denial than ours stays as short.
+	if ttl, minttl := soaTTLs(ask(handler(denyNext(2)), absent)); ttl != 2 || minttl != 2 {
+		t.Errorf("a 2 s denial became TTL %d, MINIMUM %d", ttl, minttl)
+	}
+	// A name of no grid is not ours: the next plugin's denial as it is.
+	if ttl, minttl := soaTTLs(ask(handler(denyNext(30)), "nogrid-0."+demoSvc+".default.svc.cluster.local.")); ttl != 30 || minttl != 30 {
+		t.Errorf("no grid's name: SOA TTL %d, MINIMUM %d; want the next plugin's 30", ttl, minttl)
+	}
+	// The next plugin's answer to an absent member passes untouched.
+	if m := ask(handler(answerNext(dns.RcodeSuccess)), absent); m.Rcode != dns.RcodeSuccess || len(m.Answer) != 1 {
+		t.Errorf("the next plugin's answer: %v", m)
+	}
+}

@@ -21,6 +21,7 @@ const (
 	answered      found = iota // the name is ours: records or NODATA
 	notOurs                    // next plugin (fallthrough) or NXDOMAIN
 	unknownClient              // clients mode, a source it cannot place and no node: as notOurs, counted apart
+	absentMember               // a known grid's unified name with no member pod now: as notOurs, the denial kept no longer than ours
 )
 
 // lookup builds the answer for q, a Service or SRV name (asked as qname;
