@@ -173,10 +173,7 @@ func TestSharedRelistWatchList(t *testing.T) {
 	ctx := t.Context()
 	rv := &atomic.Int64{}
 	rv.Store(10)
-	up := &watchListServices{countingServices: &countingServices{rv: rv, all: []corev1.Service{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain"}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "headless", Labels: map[string]string{corev1.IsHeadlessService: ""}}},
-	}}}
+	up := &watchListServices{countingServices: &countingServices{rv: rv, all: plainAndHeadless()}}
 	g := newSharedRelist(up.lw(""))
 	join := func(sel string) *relistMember {
 		m, err := g.join(up.lw(sel), sel)
@@ -235,5 +232,14 @@ func TestSharedRelistWatchList(t *testing.T) {
 	rv.Store(30)
 	if got, err := watchList(main); err != nil || !slices.Equal(got, []string{"plain"}) || up.watchLists.Load() != 4 {
 		t.Fatalf("alone again: %q, %v; want a watch-list of its selection", got, err)
+	}
+}
+
+// plainAndHeadless are a plain and a headless Service in "ns": what the
+// kube-proxy selector and the headless one each select.
+func plainAndHeadless() []corev1.Service {
+	return []corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "headless", Labels: map[string]string{corev1.IsHeadlessService: ""}}},
 	}
 }

@@ -104,10 +104,7 @@ func TestErrorTapLeavesSharedRelistUnreported(t *testing.T) {
 
 	rv := &atomic.Int64{}
 	rv.Store(10)
-	up := &watchListServices{countingServices: &countingServices{rv: rv, all: []corev1.Service{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain"}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "headless", Labels: map[string]string{corev1.IsHeadlessService: ""}}},
-	}}}
+	up := &watchListServices{countingServices: &countingServices{rv: rv, all: plainAndHeadless()}}
 	g := newSharedRelist(up.lw(""))
 	var members []*relistMember
 	for _, sel := range []string{watchcache.KubeProxySelector, corev1.IsHeadlessService} {

@@ -38,13 +38,7 @@ func TestSiteMembers(t *testing.T) {
 func TestOnlyTheSitesNodes(t *testing.T) {
 	pin := strings.Repeat("ab", 32)
 	site := map[string]bool{"node0": true, "node1": true}
-	r := newPeerRouter(Options{GroupLabel: "example.com/site"}, leaderIdentity("node0", "10.0.0.1:51009", pin))
-	read := map[string]bool{}
-	r.checkNode = func(_ context.Context, node string, _ time.Duration) (bool, error) {
-		read[node] = true
-		return site[node], nil
-	}
-	r.cachedNode = func(node string) (bool, bool) { return site[node], read[node] }
+	r, read := routerReadingNodes(site, pin)
 	r.members.inSite = func(node string) bool { return site[node] && read[node] }
 
 	away := leaderIdentity("node-away", "10.0.0.9:51009", pin)
@@ -90,13 +84,7 @@ func TestBoundNode(t *testing.T) {
 func TestPeerNamedLeaderOnlyIfRead(t *testing.T) {
 	pin := strings.Repeat("ab", 32)
 	site := map[string]bool{"node0": true, "node1": true, "node2": true}
-	r := newPeerRouter(Options{GroupLabel: "example.com/site"}, leaderIdentity("node0", "10.0.0.1:51009", pin))
-	read := map[string]bool{}
-	r.checkNode = func(_ context.Context, node string, _ time.Duration) (bool, error) {
-		read[node] = true
-		return site[node], nil
-	}
-	r.cachedNode = func(node string) (bool, bool) { return site[node], read[node] }
+	r, read := routerReadingNodes(site, pin)
 
 	unread := leaderIdentity("node2", "10.0.0.3:51009", pin)
 	r.follow(klog.Background(), unread, false)
@@ -148,4 +136,18 @@ func TestLeaderLeavingTheSiteNotFollowed(t *testing.T) {
 	if s := r.source(); s != nil {
 		t.Errorf("still follows %s, whose node left the site", s.node)
 	}
+}
+
+// routerReadingNodes is node0's router, whose node reads answer from site
+// (the nodes in it) and are recorded in read; a cached answer exists only
+// for a node read before.
+func routerReadingNodes(site map[string]bool, pin string) (*peerRouter, map[string]bool) {
+	r := newPeerRouter(Options{GroupLabel: "example.com/site"}, leaderIdentity("node0", "10.0.0.1:51009", pin))
+	read := map[string]bool{}
+	r.checkNode = func(_ context.Context, node string, _ time.Duration) (bool, error) {
+		read[node] = true
+		return site[node], nil
+	}
+	r.cachedNode = func(node string) (bool, bool) { return site[node], read[node] }
+	return r, read
 }
