@@ -58,6 +58,7 @@ trap 'kill "$older_bins" "$monitoring" 2>/dev/null || true' EXIT
 
 # The settings of `make build`, so its compiled standard library serves.
 CGO_ENABLED=0 go build -trimpath -o "$out/cpuacct" ./hack/cpuacct
+CGO_ENABLED=0 go build -trimpath -o "$out/testfailures" ./hack/testfailures
 rm -f "$records"
 
 # The packages, in the order given; test/realnode apart.
@@ -123,4 +124,5 @@ echo ">> make test took $((SECONDS - start))s after the binaries were built"
 # The plain closing line, counting tests and subtests as gotestsum's DONE line does.
 count() { grep -c "\"Action\":\"$1\".*\"Test\":" "$json" || true; }
 echo "tests: $(count pass) passed, $(count fail) failed, $(count skip) skipped"
+"$out/testfailures" "$json" || true
 exit $status
