@@ -47,6 +47,10 @@ type Deps struct {
 	// gather before it writes them (0: at once; Options' default is
 	// DefaultLabelSummaryDelay).
 	LabelSummaryDelay time.Duration
+	// GridStatusDelay is how long a grid's status change that no sync
+	// decides from (counts, readiness) waits for later ones before it is
+	// written (0: at once; Options' default is DefaultGridStatusDelay).
+	GridStatusDelay time.Duration
 }
 
 // Controllers are the three grid controllers, the NodeLabelSummary writer

@@ -38,6 +38,8 @@ type gridController[G, C object, A childConfig[A]] struct {
 	hashes desiredHashes
 	// statusWrites remembers the last status write until the cache shows it.
 	statusWrites statusWrites[G]
+	// statusDelay holds back status changes no sync decides from.
+	statusDelay statusDelay
 	// restrictedKeys: only node-restricted grid keys (gridkeytrust.go).
 	restrictedKeys bool
 }
@@ -56,6 +58,7 @@ func newGridController[G, C object, A childConfig[A]](deps Deps, kind, childKind
 			}),
 		recorder:       deps.Recorder,
 		grace:          newDeletionGrace(deps.DeletionGracePeriod, deps.Clock),
+		statusDelay:    statusDelay{delay: deps.GridStatusDelay},
 		restrictedKeys: deps.RequireNodeRestrictedGridKeys,
 	}
 }

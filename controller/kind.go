@@ -65,6 +65,9 @@ type gridKind[G, C object, A any] interface {
 	// conditions and the rollout make, and true; or the grid itself and
 	// false when it has that status already.
 	withStatus(grid G, children []child[C], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) (G, bool)
+	// foldable: next's status differs from old's only in what no sync
+	// decides from, so its write may wait and join later ones (statusdelay.go).
+	foldable(old, next G) bool
 }
 
 // rolloutKind is what a kind with spec.rollout adds (the workload grids).

@@ -82,6 +82,11 @@ type Options struct {
 	// long after it, together with every change meanwhile (0: at once).
 	LabelSummaryDelay time.Duration
 
+	// GridStatusDelay: a grid status change that no sync decides from is
+	// written this long after the first such change, together with every
+	// change meanwhile (0: at once).
+	GridStatusDelay time.Duration
+
 	// MetricsBindAddress serves /metrics, HealthBindAddress /healthz and
 	// /readyz; equal addresses share one listener; "0" turns one off.
 	MetricsBindAddress string
@@ -107,6 +112,7 @@ func DefaultOptions() Options {
 		CRDCheckInterval:        time.Minute,
 		DeletionGracePeriod:     DefaultDeletionGracePeriod,
 		LabelSummaryDelay:       DefaultLabelSummaryDelay,
+		GridStatusDelay:         DefaultGridStatusDelay,
 		SuperEdgeLock:           "kube-system/application-grid-controller",
 		MetricsBindAddress:      ":8080",
 		HealthBindAddress:       ":8081",
@@ -421,6 +427,7 @@ func (m *Manager) work(ctx context.Context, recorder record.EventRecorder) error
 		RequireNodeRestrictedGridKeys: m.opts.RequireNodeRestrictedGridKeys,
 		ZoneFromGridKey:               m.opts.ZoneFromGridKey,
 		LabelSummaryDelay:             m.opts.LabelSummaryDelay,
+		GridStatusDelay:               m.opts.GridStatusDelay,
 	})
 	if err != nil {
 		return err

@@ -86,6 +86,10 @@ func (serviceGrids) withStatus(g *superedgev1.ServiceGrid, kept []child[*corev1.
 	return copyWithStatus(g, st, func(g *superedgev1.ServiceGrid) *superedgev1.ServiceGridStatus { return &g.Status })
 }
 
+// foldable: never; a ServiceGrid's status is small, and each of its changes
+// (the Service's name and clusterIP, the conditions) is worth writing at once.
+func (serviceGrids) foldable(_, _ *superedgev1.ServiceGrid) bool { return false }
+
 // topologyKeys is the annotation value that keeps traffic in the nodeunit.
 func topologyKeys(key string) string {
 	data, _ := json.Marshal([]string{key})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -91,18 +92,29 @@ func (c *gridController[G, C, A]) finish(ctx context.Context, grid G, kept []chi
 // writeStatus builds the grid's status from its children and the
 // conditions, and writes it only if it differs.
 func (c *gridController[G, C, A]) writeStatus(ctx context.Context, grid G, children []child[C], conds []metav1.Condition, rollout *superedgev1.RolloutStatus) error {
+	key := cache.MetaObjectToName(grid)
 	next, changed := c.grids.withStatus(grid, children, conds, rollout)
 	if !changed {
+		c.statusDelay.done(key)
 		return nil
+	}
+	if c.grids.foldable(grid, next) {
+		if wait, after := c.statusDelay.hold(key, time.Now()); wait {
+			if after > 0 {
+				c.queue.AddAfter(key, after)
+			}
+			return nil
+		}
 	}
 	written, err := c.store.updateStatus(ctx, next)
 	if err != nil {
 		if apierrors.IsConflict(err) {
-			c.statusWrites.forget(cache.MetaObjectToName(grid))
+			c.statusWrites.forget(key)
 		}
-		return err
+		return err // a held change stays due: the retry writes it
 	}
 	c.statusWrites.remember(grid, written)
+	c.statusDelay.done(key)
 	return nil
 }
 

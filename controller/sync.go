@@ -28,6 +28,7 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 	if apierrors.IsNotFound(err) {
 		c.grace.forgetGrid(key)
 		c.statusWrites.forget(key)
+		c.statusDelay.done(key)
 		c.hashes.forget(key)
 		forgetGridReady(c.kind, key.Namespace, key.Name)
 		return nil // deleted: the garbage collector removes its children

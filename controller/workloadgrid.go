@@ -72,6 +72,10 @@ func (w workloadGrid[G, C, A]) withStatus(g G, kept []child[C], conds []metav1.C
 	return w.statusWith(g, kept, nodeUnits, common)
 }
 
+func (w workloadGrid[G, C, A]) foldable(old, next G) bool {
+	return foldableWorkloadStatus(w.status(old), w.status(next))
+}
+
 func (w workloadGrid[G, C, A]) strategy(g G) *superedgev1.RolloutStrategy {
 	_, s := w.spec(g)
 	return s.Rollout

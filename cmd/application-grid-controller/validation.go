@@ -35,6 +35,7 @@ func (o *options) Validate() error {
 	}
 	errs = append(errs, notNegative("nodeunit-deletion-grace-period", c.DeletionGracePeriod)...)
 	errs = append(errs, notNegative("node-label-summary-delay", c.LabelSummaryDelay)...)
+	errs = append(errs, notNegative("grid-status-delay", c.GridStatusDelay)...)
 	if c.SuperEdgeLock != "" {
 		if _, _, err := controller.ParseSuperEdgeLock(c.SuperEdgeLock); err != nil {
 			errs = append(errs, field.Invalid(flagPath("superedge-lock"), c.SuperEdgeLock, err.Error()))

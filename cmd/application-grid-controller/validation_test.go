@@ -59,6 +59,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"--nodeunit-deletion-grace-period=0"}, ""},
 		{[]string{"--node-label-summary-delay=-1ms"}, `--node-label-summary-delay: Invalid value: "-1ms": must not be negative`},
 		{[]string{"--node-label-summary-delay=0"}, ""},
+		{[]string{"--grid-status-delay=-1ms"}, `--grid-status-delay: Invalid value: "-1ms": must not be negative`},
+		{[]string{"--grid-status-delay=0"}, ""},
 		{[]string{"--superedge-lock="}, ""},
 		{[]string{"--superedge-lock=kube-system"}, `--superedge-lock: Invalid value: "kube-system": want namespace/name`},
 		{[]string{"--superedge-lock=/x"}, `--superedge-lock: Invalid value: "/x": want namespace/name`},
