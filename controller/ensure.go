@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -35,6 +37,7 @@ func (c *gridController[G, C, A]) ensure(ctx context.Context, grid G, u unit, li
 			return zero, err
 		}
 		countChildWrite(c.kind)
+		c.created.remember(cache.MetaObjectToName(grid), obj, time.Now())
 		logger.V(2).Info("Created child", "child", klog.KObj(obj), "nodeunit", u.value)
 		return obj, nil
 	}

@@ -38,6 +38,8 @@ type gridController[G, C object, A childConfig[A]] struct {
 	hashes desiredHashes
 	// statusWrites remembers the last status write until the cache shows it.
 	statusWrites statusWrites[G]
+	// created remembers each created child until the cache shows it.
+	created createdChildren[C]
 	// statusDelay holds back status changes no sync decides from.
 	statusDelay statusDelay
 	// restrictedKeys: only node-restricted grid keys (gridkeytrust.go).

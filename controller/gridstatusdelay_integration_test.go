@@ -25,6 +25,8 @@ import (
 // written, and writes it once, with all of them; a grid with spec.rollout on
 // the same key records each new nodeunit's rollout phase at once (the
 // rollout decides from it), while the first grid's write is still held.
+// Neither creates a child twice: a sync that starts before the informer
+// shows the last one's creates counts them as made (created.go).
 func TestGridStatusFoldsABurstOfNewNodeUnits(t *testing.T) {
 	t.Parallel() // its own control plane
 	// Far longer than the burst takes, even on a loaded machine: the plain
@@ -143,6 +145,13 @@ func TestGridStatusFoldsABurstOfNewNodeUnits(t *testing.T) {
 	}
 	if statusWrites != 1 {
 		t.Errorf("%d status writes of the plain grid for the burst, want 1 (held %s, every change meanwhile joining it)", statusWrites, delay)
+	}
+	// A sync that starts before the informer shows the last sync's creates
+	// must not create them again (a 409 reported as a NameConflict).
+	for _, ns := range []string{plainNS, rolledNS} {
+		if evs, err := e.warningEvents(ctx, ns, name, ReasonNameConflict); err != nil || len(evs) > 0 {
+			t.Errorf("%s/%s: NameConflict Warning Events %v (%v)", ns, name, evs, err)
+		}
 	}
 	if firstStatus >= 0 && firstStatus < lastCreate {
 		t.Errorf("the plain grid's status was written (write %d) before its last new child was created (write %d): its children waited behind status writes", firstStatus, lastCreate)

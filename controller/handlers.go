@@ -34,6 +34,7 @@ func (c *gridController[G, C, A]) gridHandlers() cache.ResourceEventHandler {
 func (c *gridController[G, C, A]) childHandlers() cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if m, ok := objectOf(obj); ok {
+			c.created.seen(m.GetUID())
 			for _, k := range gridKeysOf(m, c.kind) {
 				c.enqueueKey(k)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,7 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 		c.grace.forgetGrid(key)
 		c.statusWrites.forget(key)
 		c.statusDelay.done(key)
+		c.created.forgetGrid(key)
 		c.hashes.forget(key)
 		forgetGridReady(c.kind, key.Namespace, key.Name)
 		return nil // deleted: the garbage collector removes its children
@@ -84,6 +86,10 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 		}
 		controlled[ch.GetName()] = ch
 	}
+	c.created.addUncached(key, controlled, func(name string) bool {
+		_, err := c.store.child(key.Namespace, name)
+		return err == nil
+	}, time.Now())
 
 	units := c.grids.units(grid)
 	plan := c.planRollout(grid, units, controlled)
