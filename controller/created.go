@@ -21,7 +21,7 @@ type createdChildren[C object] struct {
 
 type createdChild[C object] struct {
 	grid cache.ObjectName
-	obj  C // as the create returned it; never modified
+	obj  C // as the informer would cache it (Transform); never modified
 	at   time.Time
 }
 
@@ -30,8 +30,15 @@ type createdChild[C object] struct {
 // notifications both came first, would otherwise stand for a child forever.
 const createdKeep = time.Minute
 
-// remember records a child created for grid.
+// remember records a child created for grid, as the create returned it.
+// It is transformed as the informer transforms what it caches: the
+// up-to-date check reads the synthesised Apply entry (informers.go).
 func (s *createdChildren[C]) remember(grid cache.ObjectName, obj C, now time.Time) {
+	if t, err := Transform(obj); err == nil {
+		if tc, ok := t.(C); ok {
+			obj = tc
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byUID == nil {
@@ -48,23 +55,34 @@ func (s *createdChildren[C]) seen(uid types.UID) {
 	delete(s.byUID, uid)
 }
 
-// addUncached adds to controlled, by name, grid's created children that
-// cached (a lookup of the informer's cache by name) does not show yet, and
-// forgets those it shows.
-func (s *createdChildren[C]) addUncached(grid cache.ObjectName, controlled map[string]C, cached func(name string) bool, now time.Time) {
+// addUncached adds to controlled, by name, grid's created children it
+// lacks: the informer's copy once cached (a lookup of its cache by name)
+// shows it, which may have come after controlled was read, else the one
+// remembered. One the cache shows is forgotten.
+func (s *createdChildren[C]) addUncached(grid cache.ObjectName, controlled map[string]C, cached func(name string) (C, bool), now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for uid, e := range s.byUID {
+		if now.Sub(e.at) > createdKeep {
+			delete(s.byUID, uid)
+			continue
+		}
+		if e.grid != grid {
+			continue
+		}
+		name := e.obj.GetName()
+		got, inCache := cached(name)
+		if inCache {
+			delete(s.byUID, uid)
+		}
+		if _, ok := controlled[name]; ok {
+			continue
+		}
 		switch {
-		case now.Sub(e.at) > createdKeep:
-			delete(s.byUID, uid)
-		case e.grid != grid:
-		case cached(e.obj.GetName()):
-			delete(s.byUID, uid)
-		default:
-			if _, ok := controlled[e.obj.GetName()]; !ok {
-				controlled[e.obj.GetName()] = e.obj
-			}
+		case !inCache:
+			controlled[name] = e.obj
+		case got.GetUID() == uid:
+			controlled[name] = got
 		}
 	}
 }

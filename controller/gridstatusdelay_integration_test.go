@@ -137,6 +137,8 @@ func TestGridStatusFoldsABurstOfNewNodeUnits(t *testing.T) {
 		case w == plainCreate:
 			creates++
 			lastCreate = i
+		case strings.Contains(w, "/namespaces/"+plainNS+"/deployments"):
+			t.Errorf("a new child written again: %s", w)
 		}
 	}
 	t.Logf("plain grid: %d child creates, %d status writes; writes in order: %v", creates, statusWrites, writes)

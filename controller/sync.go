@@ -86,9 +86,9 @@ func (c *gridController[G, C, A]) sync(ctx context.Context, key cache.ObjectName
 		}
 		controlled[ch.GetName()] = ch
 	}
-	c.created.addUncached(key, controlled, func(name string) bool {
-		_, err := c.store.child(key.Namespace, name)
-		return err == nil
+	c.created.addUncached(key, controlled, func(name string) (C, bool) {
+		ch, err := c.store.child(key.Namespace, name)
+		return ch, err == nil
 	}, time.Now())
 
 	units := c.grids.units(grid)
