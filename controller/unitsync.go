@@ -8,7 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
 
 // syncUnit brings one unit's child in line with the grid. It returns the
@@ -52,6 +55,10 @@ func (c *gridController[G, C, A]) syncUnit(ctx context.Context, key cache.Object
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return nil, nil, err
+		case metav1.IsControlledBy(other, grid) && other.GetLabels()[superedgev1.LabelGridSelector] == grid.GetName():
+			// The grid's own child, cached after this sync read the grid's
+			// children: made by the sync just before (created.go).
+			live, isOurs = other, true
 		case !c.adoptable(grid, gridKey, other):
 			p := conflict(c.childKind, u)
 			return nil, &p, nil
