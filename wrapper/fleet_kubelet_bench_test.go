@@ -47,8 +47,12 @@ type fleetKubelets struct {
 	f      *fleet
 	mu     []sync.Mutex // one per node: a renewal in the background and one of a round never race
 	leases []*coordinationv1.Lease
-	// renewed, reported and failed count the background's writes.
-	renewed, reported, failed atomic.Int64
+	// statusHeld, while set, names the nodes whose status reports the
+	// background leaves out (holdStatus).
+	statusHeld atomic.Pointer[func(i int) bool]
+	// renewed, reported and failed count the background's writes, held
+	// the status reports it left out.
+	renewed, reported, held, failed atomic.Int64
 }
 
 // startKubelets creates every node's Lease, as its kubelet does when it
@@ -79,7 +83,7 @@ func startKubelets(b *testing.B, f *fleet) *fleetKubelets {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	every := func(period time.Duration, write func(ctx context.Context, i int) error, done *atomic.Int64) {
+	every := func(period time.Duration, write func(ctx context.Context, i int) error, done *atomic.Int64, skip func(i int) bool) {
 		wg.Go(func() {
 			t := time.NewTicker(period / time.Duration(f.nodesN))
 			defer t.Stop()
@@ -89,6 +93,10 @@ func startKubelets(b *testing.B, f *fleet) *fleetKubelets {
 				case <-ctx.Done():
 					return
 				case <-t.C:
+				}
+				if skip != nil && skip(i) {
+					k.held.Add(1)
+					continue
 				}
 				sem <- struct{}{}
 				wg.Go(func() {
@@ -102,14 +110,24 @@ func startKubelets(b *testing.B, f *fleet) *fleetKubelets {
 			}
 		})
 	}
-	every(kubeletLeaseRenew, k.renew, &k.renewed)
-	every(kubeletStatusReport, func(ctx context.Context, i int) error { return k.heartbeat(ctx, i, time.Now()) }, &k.reported)
+	every(kubeletLeaseRenew, k.renew, &k.renewed, nil)
+	every(kubeletStatusReport, func(ctx context.Context, i int) error { return k.heartbeat(ctx, i, time.Now()) }, &k.reported, func(i int) bool {
+		held := k.statusHeld.Load()
+		return held != nil && (*held)(i)
+	})
 	b.Cleanup(func() {
 		cancel()
 		wg.Wait()
-		b.Logf("kubelets in the background: %d Lease renewals, %d status reports, %d failed", k.renewed.Load(), k.reported.Load(), k.failed.Load())
+		b.Logf("kubelets in the background: %d Lease renewals, %d status reports (%d held), %d failed", k.renewed.Load(), k.reported.Load(), k.held.Load(), k.failed.Load())
 	})
 	return k
+}
+
+// holdStatus leaves out, until release, the background's status reports of
+// the nodes hold names: their kubelets skip a beat (one report in 5 minutes).
+func (k *fleetKubelets) holdStatus(hold func(i int) bool) (release func()) {
+	k.statusHeld.Store(&hold)
+	return func() { k.statusHeld.Store(nil) }
 }
 
 // renew renews node i's Lease as its kubelet does: an update of the Lease
