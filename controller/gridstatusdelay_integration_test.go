@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -79,24 +77,13 @@ func TestGridStatusFoldsABurstOfNewNodeUnits(t *testing.T) {
 
 	began := time.Now()
 	for s := range steps {
-		var wg sync.WaitGroup
-		errs := make(chan error, perStep)
+		step := map[string]string{}
 		for i := s*perStep + 1; i <= (s+1)*perStep; i++ {
 			value := fmt.Sprintf("u%02d", i)
 			units = append(units, value)
-			wg.Go(func() {
-				patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, key, value)
-				_, err := e.kube.CoreV1().Nodes().Patch(ctx, fmt.Sprintf("b%02d", i), types.MergePatchType, patch, metav1.PatchOptions{})
-				errs <- err
-			})
+			step[fmt.Sprintf("b%02d", i)] = value
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		e.relabelAtOnce(t, key, step, perStep)
 		e.waitDeployments(t, plainNS, name, children()...)
 		e.waitDeployments(t, rolledNS, name, children()...)
 	}

@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -163,6 +165,24 @@ func (e *env) relabel(t testing.TB, node string, labels map[string]any) {
 	t.Helper()
 	data := fmt.Appendf(nil, `{"metadata":{"labels":%s}}`, mustJSON(labels))
 	if _, err := e.kube.CoreV1().Nodes().Patch(t.Context(), node, "application/merge-patch+json", data, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// relabelAtOnce sets key on each node to its value in values, atOnce
+// patches in flight at a time: a burst of relabels as a controller sees them.
+func (e *env) relabelAtOnce(t testing.TB, key string, values map[string]string, atOnce int) {
+	t.Helper()
+	var g errgroup.Group
+	g.SetLimit(atOnce)
+	for node, value := range values {
+		g.Go(func() error {
+			patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, key, value)
+			_, err := e.kube.CoreV1().Nodes().Patch(t.Context(), node, types.MergePatchType, patch, metav1.PatchOptions{})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
 }

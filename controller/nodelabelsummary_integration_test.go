@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/internal/testwait"
@@ -127,25 +125,11 @@ func TestSummaryWriterFoldsABurst(t *testing.T) {
 		t.Helper()
 		began := time.Now()
 		for _, value := range values {
-			errs := make(chan error, nodesN)
-			sem := make(chan struct{}, 8)
-			var wg sync.WaitGroup
+			racks := map[string]string{}
 			for i := range nodesN {
-				wg.Go(func() {
-					sem <- struct{}{}
-					defer func() { <-sem }()
-					patch := fmt.Appendf(nil, `{"metadata":{"labels":{"rack":%q}}}`, value(i))
-					_, err := e.kube.CoreV1().Nodes().Patch(t.Context(), fmt.Sprintf("node%02d", i), types.MergePatchType, patch, metav1.PatchOptions{})
-					errs <- err
-				})
+				racks[fmt.Sprintf("node%02d", i)] = value(i)
 			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
+			e.relabelAtOnce(t, "rack", racks, 8)
 		}
 		return time.Since(began)
 	}
