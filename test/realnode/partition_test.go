@@ -521,6 +521,9 @@ type deadNodeStep struct {
 	op     *Operator
 	dead   *Node
 	caller string // a client pod in the same nodeunit
+	// callerNode runs caller: its kube-proxy's rules show when the
+	// replaced pods reach the data path.
+	callerNode *Node
 	// For doctor: the admin's kubeconfig and the edge nodes.
 	kubeconfig string
 	edgeNodes  []string
@@ -582,11 +585,20 @@ func (d *deadNodeStep) run() (dying, after window) {
 	if err := d.client.CoreV1().Nodes().Delete(ctx, d.dead.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	var pods map[string]corev1.Pod
 	eventually(ctx, t, 4*time.Minute, "the seeds' 10 grid pods Ready again without "+d.dead.Name, func(ctx context.Context) error {
-		_, err := readyPods(ctx, d.client, 10)
+		var err error
+		pods, err = readyPods(ctx, d.client, 10)
 		return err
 	})
 	expectDoctor(ctx, t, d.kubeconfig, d.edgeNodes, "the failed node deleted", placement...)
+	// A pod Ready in the API reaches a node's rules through the
+	// EndpointSlice controller, the wrapper and kube-proxy's next sync;
+	// where every pod of the nodeunit was replaced, the rules reject the
+	// Service meanwhile (a run's curl right after readiness was refused).
+	// The window after the death starts once the caller's kube-proxy
+	// balances over exactly the nodeunit's new pods.
+	proxyRulesInUnit(ctx, t, d.callerNode, deadNodeUnit, pods)
 	after = window{name: "after the node died", start: time.Now()}
 	svc, err := d.client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
 	if err != nil {

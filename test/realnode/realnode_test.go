@@ -754,7 +754,7 @@ func TestRealNodes(t *testing.T) {
 		}
 	})
 	costs.step("dead node", func() {
-		d := &deadNodeStep{ctx: ctx, t: t, client: client, op: op, dead: nodeByName(nodes, deadNode), caller: "site-node0", kubeconfig: cp.Kubeconfig, edgeNodes: doctorNodes}
+		d := &deadNodeStep{ctx: ctx, t: t, client: client, op: op, dead: nodeByName(nodes, deadNode), caller: "site-node0", callerNode: nodeByName(nodes, "node0"), kubeconfig: cp.Kubeconfig, edgeNodes: doctorNodes}
 		dying, after := d.run()
 		// While the node dies, requests sent to its pods fail until the
 		// node lifecycle controller marks them not Ready: Kubernetes'
