@@ -125,21 +125,49 @@ func failures(events []event) []failure {
 		}) {
 			continue
 		}
-		var fails, others []string
-		for _, l := range output[k] {
-			switch {
-			case strings.HasPrefix(l, "panic:") || (logLine.MatchString(l) && failsWord.MatchString(l)):
-				fails = append(fails, crop(strings.TrimSpace(l)))
-			case logLine.MatchString(l) && saysWhy.MatchString(l):
-				others = append(others, crop(strings.TrimSpace(l)))
+		out = append(out, failure{Package: k.pkg, Test: k.test, Why: why(output[k])})
+	}
+	return out
+}
+
+// why picks at most maxWhy of a failed test's lines, kept in their order:
+// its last log line (where a t.Fatal stopped it, or its last t.Error),
+// then the lines saying "fail" and then the other telling lines, each the
+// latest first: a long test logs tables and findings that say "failed"
+// long before the error that ends it.
+func why(lines []string) []string {
+	last := -1
+	var fails, others []int
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "panic:"):
+			fails = append(fails, i)
+		case logLine.MatchString(l):
+			last = i
+			if failsWord.MatchString(l) {
+				fails = append(fails, i)
+			} else if saysWhy.MatchString(l) {
+				others = append(others, i)
 			}
 		}
-		why := append(fails, others...)
-		why = why[:min(len(why), maxWhy)]
-		if len(why) == 0 {
-			why = lastLines(output[k], 3)
+	}
+	if last < 0 && len(fails) == 0 {
+		return lastLines(lines, 3)
+	}
+	picked := map[int]bool{}
+	if last >= 0 {
+		picked[last] = true
+	}
+	for _, group := range [][]int{fails, others} {
+		for j := len(group) - 1; j >= 0 && len(picked) < maxWhy; j-- {
+			picked[group[j]] = true
 		}
-		out = append(out, failure{Package: k.pkg, Test: k.test, Why: why})
+	}
+	var out []string
+	for i, l := range lines {
+		if picked[i] {
+			out = append(out, crop(strings.TrimSpace(l)))
+		}
 	}
 	return out
 }

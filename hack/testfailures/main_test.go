@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,14 +32,48 @@ func TestFailuresNameTheInnermostTestAndWhy(t *testing.T) {
 	want := `>> what failed (2; the whole output above says more)
 --- FAIL: TestA/sub (example.com/p)
     a_test.go:10: the traffic table (failed of all attempts)
-    a_test.go:14: client-node1: 1 of 47 Service requests failed
     a_test.go:12: doctor: ["x missing"]
+    a_test.go:14: client-node1: 1 of 47 Service requests failed
 --- FAIL: package example.com/q (outside its tests)
     panic: test timed out after 30m0s
     FAIL	example.com/q	1800.1s
 `
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// A long test logs tables and findings saying "failed" long before the
+// error that ends it: the latest lines are kept, its last log line always.
+func TestFailuresKeepTheLatestLines(t *testing.T) {
+	var in []string
+	line := func(text string) {
+		in = append(in, `{"Action":"output","Package":"p","Test":"TestLong","Output":"    long_test.go:1: `+text+`\n"}`)
+	}
+	for i := range 8 {
+		line(fmt.Sprintf("step %d: 0 of 40 requests failed", i))
+	}
+	line("dead-node: curl failed: connection refused after 0 ms")
+	line("stopping the cluster")
+	in = append(in, `{"Action":"fail","Package":"p","Test":"TestLong"}`)
+	events, err := readEvents(strings.NewReader(strings.Join(in, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := failures(events)
+	if len(got) != 1 {
+		t.Fatalf("got %d failures, want 1: %+v", len(got), got)
+	}
+	want := []string{
+		"long_test.go:1: step 4: 0 of 40 requests failed",
+		"long_test.go:1: step 5: 0 of 40 requests failed",
+		"long_test.go:1: step 6: 0 of 40 requests failed",
+		"long_test.go:1: step 7: 0 of 40 requests failed",
+		"long_test.go:1: dead-node: curl failed: connection refused after 0 ms",
+		"long_test.go:1: stopping the cluster",
+	}
+	if !slices.Equal(got[0].Why, want) {
+		t.Errorf("why:\n%s\nwant:\n%s", strings.Join(got[0].Why, "\n"), strings.Join(want, "\n"))
 	}
 }
 
