@@ -6,7 +6,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo d
 BIN        ?= bin
 LDFLAGS    := -s -w -X github.com/servicegroup/servicegroup/internal/version.Version=$(VERSION)
 GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
-TEST_FLAGS ?= -race -count=1 -timeout 30m
+TEST_FLAGS ?= -race -trimpath -count=1 -timeout 30m
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \

@@ -22,7 +22,7 @@
 # it about 77 CPU-seconds of a run on two cores. Its output follows the
 # others'; its events and CPU time join theirs in the reports.
 #
-#   TEST_FLAGS  go test flags (default: -race -count=1 -timeout 30m; -race
+#   TEST_FLAGS  go test flags (default: -race -trimpath -count=1 -timeout 30m; -race
 #               dropped for test/realnode)
 #   TEST_P      packages run at once, test/realnode's own go test included
 #               (the others' go test -p is one less; default 3, a TEST_FLAGS -p wins)
@@ -30,7 +30,10 @@
 #   TEST_OUT    where the logs go (default: bin/test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TEST_FLAGS=${TEST_FLAGS:--race -count=1 -timeout 30m}
+# -trimpath keeps the checkout's directory out of the build cache's keys:
+# a fresh clone of the same code (CI's) reuses the last one's compiled
+# packages instead of compiling every package of ours again under -race.
+TEST_FLAGS=${TEST_FLAGS:--race -trimpath -count=1 -timeout 30m}
 # go test starts packages in the order given (with -p of them at a time):
 # the longest first, so none of them starts last and sets the run's end
 # alone. The list is the slowest packages of a recent run; ./... adds the
