@@ -47,7 +47,12 @@ type options struct {
 func newOptions() *options {
 	return &options{
 		controller:    controller.DefaultOptions(),
-		qps:           50,
+		// No client-side limit: the apiserver's API Priority and Fairness
+		// queues and sheds the controller's requests (SIG API Machinery's
+		// advice, controller-runtime's default since v0.21). A token
+		// bucket would hold a fleet's cold start (20,000 children) to
+		// minutes, and the Lease renewals share its bucket with those writes.
+		qps:           -1,
 		burst:         100,
 		secureMetrics: securemetrics.DefaultOptions(),
 		autonomy:      webhook.DefaultOptions(),
@@ -60,8 +65,8 @@ func (o *options) AddFlags(fs *flag.FlagSet) {
 	o.logging = logging.AddFlags(fs)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig file (empty: in-cluster configuration).")
 	fs.StringVar(&o.master, "master", o.master, "Address of the apiserver (overrides the kubeconfig's server).")
-	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "Queries per second to the apiserver.")
-	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "Burst of queries to the apiserver.")
+	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "Queries per second to the apiserver; negative: no client-side limit, the apiserver's API Priority and Fairness bounds the controller.")
+	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "Burst of queries to the apiserver (with a positive --kube-api-qps).")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "Concurrent reconciles per grid kind.")
 	fs.DurationVar(&c.Resync, "resync", c.Resync, "Informer resync period: how often every grid is re-checked.")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "Elect a leader with a Lease before reconciling (run several replicas safely).")
