@@ -37,14 +37,14 @@ generate:
 verify: lint
 	hack/verify-codegen.sh
 
-## lint: gofmt, no merge conflict markers, go vet, and every package built without its tests (with -race: the build settings of `make test`, so the dependencies compile
-## once for both)
+## lint: gofmt, no merge conflict markers, go vet, and every package built without its tests (with -race -trimpath: the build settings of `make test`, so the
+## dependencies compile once for both: -trimpath is part of every package's build cache key)
 lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@if git grep -nE '^(<{7}|>{7})( |$$)' -- . ':!*.go'; then echo "merge conflict markers left in the files above"; exit 1; fi
-	$(GO) vet -race ./...
-	$(GO) build -race ./...
+	$(GO) vet -race -trimpath ./...
+	$(GO) build -race -trimpath ./...
 
 ## host-deps: install the Debian packages in hack/host-packages.txt (root), or name the missing ones
 host-deps:
