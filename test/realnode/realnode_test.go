@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -284,7 +285,8 @@ func TestRealNodes(t *testing.T) {
 
 	costs.step("nodes Ready", func() {
 		cfg := NodeConfig{Host: host, Kubelet: kubelet, CAFile: cp.CAFile(), Registry: reg, Nameserver: fabric.GatewayIP.String()}
-		for i, sn := range seedNodes {
+		all := append(slices.Clone(seedNodes), struct{ name, unit string }{deadNode, deadNodeUnit})
+		for _, sn := range all {
 			cert, key, err := cp.IssueClientCertificate("system:node:"+sn.name, "system:nodes")
 			if err != nil {
 				t.Fatal(err)
@@ -297,29 +299,18 @@ func TestRealNodes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n := NewNode(cfg, sn.name, fabric.Nodes[i], map[string]string{gridKey: sn.unit}, kc, filepath.Join(run, sn.name))
+			n := NewNode(cfg, sn.name, fabric.Node(sn.name), map[string]string{gridKey: sn.unit}, kc, filepath.Join(run, sn.name))
 			n.ClusterDNS = clusterDNS
 			nodes = append(nodes, n)
-			if err := n.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
 		}
-		cert, key, err := cp.IssueClientCertificate("system:node:"+deadNode, "system:nodes")
-		if err != nil {
-			t.Fatal(err)
+		// The nodes boot at once, as a site's machines do: each its own
+		// namespaces, directories, cgroups and processes (each kubelet
+		// watched for 3 s after its start, Node.Start).
+		var boots errgroup.Group
+		for _, n := range nodes {
+			boots.Go(func() error { return n.Start(ctx) })
 		}
-		kcPath, err := cp.WriteKubeconfig(deadNode+".kubeconfig", cp.URL, cert, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kc, err := os.ReadFile(kcPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dead := NewNode(cfg, deadNode, fabric.Node(deadNode), map[string]string{gridKey: deadNodeUnit}, kc, filepath.Join(run, deadNode))
-		dead.ClusterDNS = clusterDNS
-		nodes = append(nodes, dead)
-		if err := dead.Start(ctx); err != nil {
+		if err := boots.Wait(); err != nil {
 			t.Fatal(err)
 		}
 		eventually(ctx, t, 0, "every node Ready", func(ctx context.Context) error {
