@@ -343,6 +343,11 @@ func TestRealNodes(t *testing.T) {
 	// new pod of the same name (recreateClient).
 	var probeIP string
 	earlierLogs := map[string]string{}
+	// prometheus-operator's and Prometheus's install (monitoring.go),
+	// started in the kubeadm step, waited for by the prometheus-operator
+	// step.
+	prometheusDir := filepath.Join(run, "prometheus")
+	prometheusInstalled := make(chan error, 1)
 	costs.step("kubeadm kube-proxy, probe, clients", func() {
 		stock, err := os.ReadFile("testdata/kubeadm-kube-proxy.yaml")
 		if err != nil {
@@ -354,18 +359,8 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustRun(ctx, t, op, "apply", "-f", stockFile)
-		// kubeadm's cluster DNS, our CoreDNS image standing in for
-		// kubeadm's (pulled by the tag `make images` pushed).
-		kubeDNS, err := os.ReadFile("testdata/kubeadm-coredns.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		kubeDNSFile := filepath.Join(run, "kubeadm-coredns.yaml")
-		kubeDNSText := strings.NewReplacer("COREDNS_IMAGE", reg.Addr+"/servicegroup/coredns-gridhosts:"+op.Version, "AVOID_NODE", staticNode+", "+deadNode).Replace(string(kubeDNS))
-		if err := os.WriteFile(kubeDNSFile, []byte(kubeDNSText), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		mustRun(ctx, t, op, "apply", "-f", kubeDNSFile)
+		// The probe and the clients start meanwhile (their pulls beside
+		// kube-proxy's: the client image shares its root file system).
 		deploy, svc := probeObjects(staticNode, deadNode)
 		if _, err := client.AppsV1().Deployments("default").Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -380,6 +375,45 @@ func TestRealNodes(t *testing.T) {
 			}
 		}
 		probeIP = svc.Spec.ClusterIP
+		// kubeadm's cluster DNS once kube-proxy runs on every node, as on a
+		// kubeadm cluster, where CoreDNS's pods wait for the pod network
+		// (the nodes' readiness) while kube-proxy's start at once: a CoreDNS
+		// started before its node has the `kubernetes` Service's rules
+		// connects into nothing and tries again only after client-go's 30 s
+		// dial timeout (CoreDNS not ready for 41 s in a run that applied
+		// both at once).
+		eventually(ctx, t, 0, "the stock kube-proxy Ready on every node", func(ctx context.Context) error {
+			return daemonSetsReady(ctx, client, map[string]int{"kube-system/kube-proxy": len(names) + 1})
+		})
+		// Our CoreDNS image stands in for kubeadm's (pulled by the tag
+		// `make images` pushed).
+		kubeDNS, err := os.ReadFile("testdata/kubeadm-coredns.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kubeDNSFile := filepath.Join(run, "kubeadm-coredns.yaml")
+		kubeDNSText := strings.NewReplacer("COREDNS_IMAGE", reg.Addr+"/servicegroup/coredns-gridhosts:"+op.Version, "AVOID_NODE", staticNode+", "+deadNode).Replace(string(kubeDNS))
+		if err := os.WriteFile(kubeDNSFile, []byte(kubeDNSText), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(ctx, t, op, "apply", "-f", kubeDNSFile)
+		// Meanwhile prometheus-operator and its Prometheus (the
+		// prometheus-operator step waits for them), pushed and applied
+		// while kube-dns starts, as they were right after this step:
+		// kube-proxy's rules are in place for their pods, and nothing this
+		// step checks reads them.
+		go func() {
+			prometheusInstalled <- func() error {
+				built := <-monitoringBuilt
+				if built.err != nil {
+					return built.err
+				}
+				if err := PushMonitoringImages(ctx, reg, built.b); err != nil {
+					return err
+				}
+				return InstallPrometheus(ctx, op, built.b, prometheusDir, cloudNode)
+			}()
+		}()
 		eventually(ctx, t, 0, "the stock kube-proxy on every node, the probe's pods and the clients Ready, every client reaching the probe Service and resolving its name through the cluster DNS", func(ctx context.Context) error {
 			ds, err := client.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
 			if err != nil {
@@ -515,17 +549,10 @@ func TestRealNodes(t *testing.T) {
 
 	// prometheus-operator and a Prometheus on the cloud node, before the
 	// chart's monitoring is turned on (its ServiceMonitors need the CRDs);
-	// Prometheus starts while the install runs.
-	prometheusDir := filepath.Join(run, "prometheus")
+	// Prometheus starts while the install runs. Their install began while
+	// the kubeadm step waited for its pods (prometheusInstalled).
 	costs.step("prometheus-operator", func() {
-		built := <-monitoringBuilt
-		if built.err != nil {
-			t.Fatal(built.err)
-		}
-		if err := PushMonitoringImages(ctx, reg, built.b); err != nil {
-			t.Fatal(err)
-		}
-		if err := InstallPrometheus(ctx, op, built.b, prometheusDir, cloudNode); err != nil {
+		if err := <-prometheusInstalled; err != nil {
 			t.Fatal(err)
 		}
 	})
