@@ -620,11 +620,28 @@ func TestRealNodes(t *testing.T) {
 		})
 		checkNodeunits(ctx, t, client, op, pods)
 	})
-	costs.step("doctor", func() { checkDoctor(ctx, t, client, cp, nodeByName(nodes, "node0"), nodeByName(nodes, "node1"), names) })
-
 	// The next build's images (another version stamped: other binaries,
 	// other digests) and API (a new optional field with a default,
-	// addNextBuildField), installed as build/README.md's Upgrade says.
+	// addNextBuildField), installed as build/README.md's Upgrade says. It
+	// is made and published while the doctor step runs: doctor reads
+	// neither the scratch checkout nor the registry, and nothing runs the
+	// new tags before the upgrade step's helm-upgrade.
+	type nextBuild struct {
+		makeOut, chart string
+		err            error
+	}
+	nextBuilt := make(chan nextBuild, 1)
+	go func() {
+		var b nextBuild
+		if b.err = addNextBuildField(op.Dir); b.err == nil {
+			if b.makeOut, b.err = op.MakeImagesVersion(ctx, reg.Addr+"/servicegroup", op.Version+"-next"); b.err == nil {
+				b.chart, b.err = helmRel.Publish(ctx, op, op.Version+"-next")
+			}
+		}
+		nextBuilt <- b
+	}()
+	costs.step("doctor", func() { checkDoctor(ctx, t, client, cp, nodeByName(nodes, "node0"), nodeByName(nodes, "node1"), names) })
+
 	var installed map[string]string // our workloads' images before the upgrade
 	var upgradeTrail string         // the node CoreDNS pods' lives and logs during the upgrade
 	costs.step("upgrade", func() {
@@ -633,18 +650,12 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		installed = before
-		if err := addNextBuildField(op.Dir); err != nil {
-			t.Fatal(err)
+		next := <-nextBuilt
+		if next.err != nil {
+			t.Fatalf("the next build: %v", next.err)
 		}
-		if out, err := op.MakeImagesVersion(ctx, reg.Addr+"/servicegroup", op.Version+"-next"); err != nil {
-			t.Fatal(err)
-		} else {
-			t.Logf("make images (next):\n%s", lastLines(out, 4))
-		}
-		nextChart, err := helmRel.Publish(ctx, op, op.Version+"-next")
-		if err != nil {
-			t.Fatal(err)
-		}
+		t.Logf("make images (next):\n%s", lastLines(next.makeOut, 4))
+		nextChart := next.chart
 		trail, err := followPods(ctx, client, "edge-system", "app.kubernetes.io/name=coredns-gridhosts")
 		if err != nil {
 			t.Fatal(err)
