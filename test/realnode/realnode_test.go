@@ -742,7 +742,26 @@ func TestRealNodes(t *testing.T) {
 	costs.step("prometheus targets and rules", func() {
 		checkPrometheus(ctx, t, client, prom)
 	})
+	// SuperEdge's images (the superedge step's) are packaged and pushed
+	// while the partition holds, from this process to the registry
+	// (nothing the partition checks reads either); the reboot takes the
+	// registry away, so they are in before it.
+	type superEdgeImages struct {
+		build     *SuperEdgeBuild
+		kubeProxy string // edge-kube-proxy's image
+		err       error
+	}
+	superEdgePushed := make(chan superEdgeImages, 1)
 	costs.step("partition", func() {
+		go func() {
+			var r superEdgeImages
+			if r.build, r.err = BuildSuperEdge(ctx); r.err == nil {
+				if r.err = PushSuperEdgeImages(ctx, reg, r.build); r.err == nil {
+					r.kubeProxy, r.err = PushKubeProxyImage(ctx, reg, r.build.KubeProxy, r.build.KubeProxyVersion)
+				}
+			}
+			superEdgePushed <- r
+		}()
 		// The nodeunit stays cut off until Prometheus fires the alert for
 		// it (the rule's `for` is 2 minutes), at most 3 minutes more.
 		const alert = "ServiceGroupNodeunitCutOff"
@@ -810,7 +829,11 @@ func TestRealNodes(t *testing.T) {
 	})
 
 	nextChartVersion, _ := ChartVersionFor(op, op.Version+"-next")
+	var superEdge superEdgeImages
 	costs.step("reboot", func() {
+		if superEdge = <-superEdgePushed; superEdge.err != nil {
+			t.Fatalf("SuperEdge's images: %v", superEdge.err)
+		}
 		rebootWithCloudAway(ctx, t, client, cp, reg, nodeByName(nodes, staticNode), pods)
 	})
 
@@ -931,17 +954,7 @@ func TestRealNodes(t *testing.T) {
 		if err := reg.Restart(); err != nil {
 			t.Fatal(err)
 		}
-		se, err := BuildSuperEdge(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := PushSuperEdgeImages(ctx, reg, se); err != nil {
-			t.Fatal(err)
-		}
-		edgeProxyImage, err := PushKubeProxyImage(ctx, reg, se.KubeProxy, se.KubeProxyVersion)
-		if err != nil {
-			t.Fatal(err)
-		}
+		se, edgeProxyImage := superEdge.build, superEdge.kubeProxy
 		manifests, err := op.WriteSuperEdgeManifests("testdata/superedge.yaml", apiserver, map[string]string{
 			"CONTROLLER_IMAGE": se.Image("application-grid-controller"),
 			"WRAPPER_IMAGE":    se.Image("application-grid-wrapper"),
