@@ -1097,10 +1097,20 @@ func TestRealNodes(t *testing.T) {
 		if err := superEdgeMade.same(now); err != nil {
 			t.Errorf("the takeover replaced or restarted workloads: %v", err)
 		}
+		// Both clients' ClusterIP requests at once, each from its own pod;
+		// reported, and the grid names checked, node by node.
+		var checks []*clusterIPCheck
 		for _, sn := range seedNodes[:len(edgeNodes)] {
-			caller := "client-" + sn.name
-			checkClusterIP(ctx, t, op, caller, gridURL(), podsInUnit(pods, sn.unit))
-			checkGridNames(ctx, t, op, caller, sn.unit, pods)
+			checks = append(checks, &clusterIPCheck{caller: "client-" + sn.name, url: gridURL(), want: podsInUnit(pods, sn.unit)})
+		}
+		var requesting sync.WaitGroup
+		for _, c := range checks {
+			requesting.Go(func() { c.run(ctx, op) })
+		}
+		requesting.Wait()
+		for i, sn := range seedNodes[:len(edgeNodes)] {
+			checks[i].report(t)
+			checkGridNames(ctx, t, op, "client-"+sn.name, sn.unit, pods)
 		}
 	})
 
@@ -1354,14 +1364,16 @@ func checkNodeunits(ctx context.Context, t *testing.T, client kubernetes.Interfa
 		t.Fatal(err)
 	}
 	url := "http://" + svc.Spec.ClusterIP + ":80/"
+	// The ClusterIP checks at once, each from its own client pod.
+	var checks []*clusterIPCheck
 	for _, sn := range seedNodes {
-		want := podsInUnit(pods, sn.unit)
-		caller := "client-" + sn.name
-		t.Run("ClusterIP stays in "+sn.unit+" from "+sn.name, func(t *testing.T) {
-			checkClusterIP(ctx, t, op, caller, url, want)
-		})
+		checks = append(checks, &clusterIPCheck{name: "ClusterIP stays in " + sn.unit + " from " + sn.name,
+			caller: "client-" + sn.name, url: url, want: podsInUnit(pods, sn.unit)})
+	}
+	checkClusterIPs(ctx, t, op, checks)
+	for _, sn := range seedNodes {
 		t.Run("grid names answer "+sn.unit+"'s pod on "+sn.name, func(t *testing.T) {
-			checkGridNames(ctx, t, op, caller, sn.unit, pods)
+			checkGridNames(ctx, t, op, "client-"+sn.name, sn.unit, pods)
 		})
 	}
 }
