@@ -509,6 +509,66 @@ func TestRealNodes(t *testing.T) {
 		windows = append(windows, w)
 		checkResolver(ctx, t, op, "client-"+n.Name, want)
 	}
+	// moveDNSAtOnce is moveDNS on several nodes at once, each node's part
+	// as moveDNS runs it (the block on the node, its kubelet restarted, its
+	// client recreated and checked), their windows overlapping. Only for
+	// nodes no two of which run pods of one Service the clients use: a
+	// restarted kubelet takes its pods out of their Services until their
+	// readiness probes pass again.
+	moveDNSAtOnce := func(ns []*Node, want, g, name string, env ...string) {
+		t.Helper()
+		type onNode struct {
+			extra []string
+			then  func() error
+		}
+		// Each node's stand-in systemctl and its log, written before any
+		// block runs (the stand-in is one file).
+		prep := make([]onNode, len(ns))
+		for i, n := range ns {
+			extra, then, err := nodeDNSStep(ctx, n, filepath.Join(run, "node-bin"), op.Kubectl, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prep[i] = onNode{extra, then}
+		}
+		ranSteps[g+"#"+name] = true
+		var mu sync.Mutex // windows, earlierLogs
+		var each errgroup.Group
+		for i, n := range ns {
+			each.Go(func() error {
+				w := window{name: name + " NODE=" + n.Name, start: time.Now()}
+				out, err := op.RunStepOn(ctx, n.Enter(), g, name, append(append([]string{"NODE=" + n.Name}, prep[i].extra...), env...)...)
+				if err != nil {
+					return err
+				}
+				t.Logf("%s:\n%s", w.name, lastLines(out, 12))
+				if err := prep[i].then(); err != nil {
+					return fmt.Errorf("%s: %w", w.name, err)
+				}
+				w.end = time.Now()
+				c := window{name: w.name + ": new client", start: time.Now()}
+				logs := map[string]string{}
+				if err := recreateClient(ctx, client, n.Name, probeIP, logs); err != nil {
+					return err
+				}
+				c.end = time.Now()
+				mu.Lock()
+				windows = append(windows, w, c)
+				for pod, log := range logs {
+					earlierLogs[pod] += log
+				}
+				mu.Unlock()
+				if err := resolverAnswers(ctx, op, "client-"+n.Name, want); err != nil {
+					return err
+				}
+				t.Logf("%s: resolv.conf names %s only, which answers %s", "client-"+n.Name, want, probeName)
+				return nil
+			})
+		}
+		if err := each.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	stepIn := func(g, name string, env ...string) {
 		t.Helper()
 		stepOn(nil, g, name, env...)
@@ -860,9 +920,13 @@ func TestRealNodes(t *testing.T) {
 			}
 			return clientsProbing(ctx, client, clients, "svc", "dns")
 		})
-		for _, n := range names {
-			moveDNS(nodeByName(nodes, n), clusterDNS, guide, "uninstall-node-dns")
-		}
+		// node2 beside node0, then node1: node0 and node1 each run one of
+		// the probe's pods and one of kube-dns's (kept off node2), which
+		// their kubelet's restart takes out of the Services until their
+		// readiness probes pass again; the guide's uninstall moves each
+		// node's DNS, in no order.
+		moveDNSAtOnce([]*Node{nodeByName(nodes, "node0"), nodeByName(nodes, staticNode)}, clusterDNS, guide, "uninstall-node-dns")
+		moveDNS(nodeByName(nodes, "node1"), clusterDNS, guide, "uninstall-node-dns")
 		for _, n := range names {
 			if n != staticNode {
 				step("uninstall-node", "NODE="+n)
