@@ -28,17 +28,26 @@ const interval = 200 * time.Millisecond
 // check's last error when max(timeout, Floor) has passed or ctx ends.
 func Eventually(ctx context.Context, t testing.TB, timeout time.Duration, what string, check func(context.Context) error) {
 	t.Helper()
+	if err := Until(ctx, timeout, what, check); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Until is Eventually's wait for a goroutine that may not end the test: it
+// returns what and check's last error when max(timeout, Floor) has passed
+// or ctx ends, nil once check passes.
+func Until(ctx context.Context, timeout time.Duration, what string, check func(context.Context) error) error {
 	timeout = max(timeout, Floor)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
 	for {
 		if last = check(ctx); last == nil {
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("%s: not within %s: %v", what, timeout, last)
+			return fmt.Errorf("%s: not within %s: %v", what, timeout, last)
 		case <-time.After(interval):
 		}
 	}

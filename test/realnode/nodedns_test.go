@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/servicegroup/servicegroup/internal/testwait"
 )
 
 // systemctlStandIn is put first on PATH for the guide's on-node blocks
@@ -60,9 +62,18 @@ func nodeDNSStep(ctx context.Context, n *Node, binDir, kubectl, want string) (en
 // name server, and a query through it answers the probe Service's name.
 func checkResolver(ctx context.Context, t *testing.T, op *Operator, caller, want string) {
 	t.Helper()
+	if err := resolverAnswers(ctx, op, caller, want); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: resolv.conf names %s only, which answers %s", caller, want, probeName)
+}
+
+// resolverAnswers is checkResolver's check, its failure returned (for a
+// goroutine, which may not end the test).
+func resolverAnswers(ctx context.Context, op *Operator, caller, want string) error {
 	out, err := op.Run(ctx, "exec", caller, "--", "cat", "/etc/resolv.conf")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	var servers []string
 	for _, l := range strings.Split(out, "\n") {
@@ -71,9 +82,9 @@ func checkResolver(ctx context.Context, t *testing.T, op *Operator, caller, want
 		}
 	}
 	if len(servers) != 1 || servers[0] != want {
-		t.Fatalf("%s, created after its kubelet's clusterDNS moved to %s, resolves through %v:\n%s", caller, want, servers, out)
+		return fmt.Errorf("%s, created after its kubelet's clusterDNS moved to %s, resolves through %v:\n%s", caller, want, servers, out)
 	}
-	eventually(ctx, t, 0, caller+": dig "+probeName+" through "+want+" answers", func(ctx context.Context) error {
+	return testwait.Until(ctx, 0, caller+": dig "+probeName+" through "+want+" answers", func(ctx context.Context) error {
 		out, err := op.Run(ctx, "exec", caller, "--", "dig", "+short", "+time=2", "+tries=1", probeName)
 		if err != nil {
 			return err
@@ -83,5 +94,4 @@ func checkResolver(ctx context.Context, t *testing.T, op *Operator, caller, want
 		}
 		return nil
 	})
-	t.Logf("%s: resolv.conf names %s only, which answers %s", caller, want, probeName)
 }
