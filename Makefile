@@ -134,7 +134,8 @@ bench-nodelabels: k8s-bins
 
 ## bench-perclient: the apiserver's cost per edge node alone (docs/benchmarks/fleet-scale.md,
 ## item 3; about 9 minutes at 200 clients a group); SG_PERCLIENT_N, SG_PERCLIENT_SITE,
-## SG_PERCLIENT_GROUPS, SG_PERCLIENT_CPU_RUNS and SG_PERCLIENT_PROFILES size and shape it
+## SG_PERCLIENT_GROUPS (which groups, in which order), SG_PERCLIENT_CPU_RUNS and SG_PERCLIENT_PROFILES
+## size and shape it
 bench-perclient: k8s-bins
 	CI=true $(GO) test -run '^$$' -bench '^BenchmarkAPIServerPerClient$$' -benchtime=1x -v -timeout 40m ./wrapper/
 

@@ -163,7 +163,8 @@ func (g goroutineTB) Fatalf(format string, args ...any) {
 // change cycles of 20 s (every node reports its status, 20 Services change,
 // 20 endpoints go unready and ready again). The site wrappers' Pods and
 // peer tokens (a DaemonSet's Pod in a cluster) are made before anything is
-// measured. SG_PERCLIENT_GROUPS (wrapper,site,kube-proxy) picks groups.
+// measured. SG_PERCLIENT_GROUPS (wrapper,site,kube-proxy) picks the groups
+// and the order they start in.
 func BenchmarkAPIServerPerClient(b *testing.B) {
 	benchRec := benchrecord.Start(b, "docs/benchmarks/fleet-scale.md")
 	n, siteSize := envInt("SG_PERCLIENT_N", 200), envInt("SG_PERCLIENT_SITE", 10)
@@ -178,15 +179,22 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 		b.Fatalf("SG_PERCLIENT_N=%d is not a multiple of the site size %d", n, siteSize)
 	}
 	profDir := os.Getenv("SG_PERCLIENT_PROFILES")
-	groups := map[string]bool{"wrapper": true, "site": true, "kube-proxy": true}
+	// The groups, in the order they start.
+	order := []string{"wrapper", "site", "kube-proxy"}
 	if v := os.Getenv("SG_PERCLIENT_GROUPS"); v != "" {
-		groups = map[string]bool{}
-		for _, g := range strings.Split(v, ",") {
+		order = strings.Split(v, ",")
+		for i, g := range order {
 			if g != "wrapper" && g != "site" && g != "kube-proxy" {
 				b.Fatalf("SG_PERCLIENT_GROUPS: unknown group %q (wrapper, site, kube-proxy)", g)
 			}
-			groups[g] = true
+			if slices.Contains(order[:i], g) {
+				b.Fatalf("SG_PERCLIENT_GROUPS: group %q named twice", g)
+			}
 		}
+	}
+	groups := map[string]bool{}
+	for _, g := range order {
+		groups[g] = true
 	}
 	const servicesN, churn = 100, 20
 	// Nodes [0,n) carry the wrappers and the kube-proxy sets (one each, as
@@ -262,8 +270,8 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 		p := phase{name: name, watches: watches(), heapBefore: heapBefore, heap: heap(name), tookS: took.Seconds(), syncCPU: syncCPU}
 		p.rss = load().rssBytes
 		p.cpu = f.cycleCPU(b, cpuRuns, churn)
-		liveLogf(b, "phase %s: %.0f watches (%s); heap %.1f MiB (%.1f before the group started), RSS %.0f MiB; cycle CPU %v; process RSS %.0f MiB; load %s",
-			name, total(p.watches), formatPer(p.watches), p.heap/(1<<20), p.heapBefore/(1<<20), p.rss/(1<<20), p.cpu, selfRSSMiB(), loadAverage())
+		liveLogf(b, "phase %s: started in %.1f s, apiserver CPU %.2f s; %.0f watches (%s); heap %.1f MiB (%.1f before the group started), RSS %.0f MiB; cycle CPU %v; process RSS %.0f MiB; load %s",
+			name, p.tookS, p.syncCPU, total(p.watches), formatPer(p.watches), p.heap/(1<<20), p.heapBefore/(1<<20), p.rss/(1<<20), p.cpu, selfRSSMiB(), loadAverage())
 		return p
 	}
 	tokens := make([]func() (string, error), n)
@@ -280,18 +288,11 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 	settle("none")
 	phases := []phase{measure("none", heap("none"), 0, 0)}
 
-	// add starts a group, with the heap right before and the time and the
-	// apiserver's CPU it took.
-	add := func(name string, start func()) {
-		if !groups[name] {
-			return
-		}
-		h0 := heap(name + "-before")
-		at, l0 := time.Now(), load()
-		start()
-		took := time.Since(at)
-		phases = append(phases, measure(name, h0, took, load().cpuSeconds-l0.cpuSeconds))
-	}
+	// add names a group's start; the groups then start in their order,
+	// each with the heap right before and the time and the apiserver's
+	// CPU it took.
+	starts := map[string]func(){}
+	add := func(name string, start func()) { starts[name] = start }
 	taps := map[string][]*resourceTap{}
 	add("wrapper", func() {
 		for range n {
@@ -342,6 +343,13 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 			return true, nil
 		})
 	})
+	for _, name := range order {
+		h0 := heap(name + "-before")
+		at, l0 := time.Now(), load()
+		starts[name]()
+		took := time.Since(at)
+		phases = append(phases, measure(name, h0, took, load().cpuSeconds-l0.cpuSeconds))
+	}
 	for group, ts := range taps {
 		open := map[string]float64{}
 		for _, t := range ts {
