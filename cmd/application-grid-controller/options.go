@@ -46,7 +46,7 @@ type options struct {
 
 func newOptions() *options {
 	return &options{
-		controller:    controller.DefaultOptions(),
+		controller: controller.DefaultOptions(),
 		// No client-side limit: the apiserver's API Priority and Fairness
 		// queues and sheds the controller's requests (SIG API Machinery's
 		// advice, controller-runtime's default since v0.21). A token
