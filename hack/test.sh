@@ -13,9 +13,9 @@
 # included) are printed: wall time moves with the machine's load, CPU time
 # hardly does, so a regression in the suite's cost shows in CI output.
 #
-# Once the other packages are done (test/realnode mostly still running),
-# hack/fuzz-smoke.sh fuzzes the network-facing parsers for a few seconds
-# each.
+# Once the other packages are done (test/realnode may still run beside
+# it), hack/fuzz-smoke.sh fuzzes the network-facing parsers for a few
+# seconds each.
 #
 # test/realnode runs in a `go test` of its own, beside the others and
 # without -race: its test binary mostly drives real builds of the product's
@@ -96,10 +96,11 @@ if [ ${#others[@]} -gt 0 ]; then
 	"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-others.json" -- -p "$others_p" $TEST_FLAGS \
 		-exec "'$out/cpuacct' exec --records '$records'" "${others[@]}" || status=$?
 fi
-# The fuzzing starts as soon as the other packages are done, while
-# test/realnode usually still runs (mostly waiting on its cluster), at a
-# lower priority than the cluster's processes: after it, it would add its
-# minutes to the run's end.
+# The fuzzing starts as soon as the other packages are done, beside
+# test/realnode when it still runs (mostly waiting on its cluster), at a
+# lower priority than the cluster's processes: never after both. (Since
+# test/realnode does its independent work at once, the other packages end
+# last in a warm run: 2026-11-30, docs/benchmarks/ci-runs.md.)
 nice -n 10 hack/fuzz-smoke.sh >"$out/fuzz-smoke.log" 2>&1 &
 fuzz=$!
 trap 'kill "$older_bins" "$monitoring" $realnode_job "$fuzz" 2>/dev/null || true' EXIT
