@@ -75,7 +75,7 @@ func probeObjects(avoid ...string) (*appsv1.Deployment, *corev1.Service) {
 // (package probe, test/realnode/prober) requesting requestIP ("svc") and
 // resolving name, which must answer nameIP ("dns"), through the pod's own
 // resolver, each every ~0.2 s, one log line per attempt,
-// "<unix ms> svc|dns|grid|gsvc ok|fail [detail]". Its "grid" loop runs when
+// "<unix ms> svc|dns|grid|gsvc ok|fail|stall [detail]". Its "grid" loop runs when
 // the pod's environment names a grid name and the address it must resolve
 // to (gridNameEnv, gridIPEnv); its "gsvc" loop, a request to the
 // ServiceGrid's Service that fails also when the echo pod that answered
@@ -84,7 +84,9 @@ func probeObjects(avoid ...string) (*appsv1.Deployment, *corev1.Service) {
 // nodes (gridServiceEnv, gridNodesEnv). An attempt fails when no answer
 // came within 3 s (a request) or 2 s (a query, one datagram), or the answer
 // was wrong: an HTTP error, a DNS answer other than exactly the expected
-// address; its line says what was seen.
+// address; its line says what was seen. An attempt that timed out while
+// the prober itself was held up for a second or more (the host stopping
+// every process) is a "stall": not counted as failed, listed apart.
 func probeCommand(requestIP, name, nameIP string) []string {
 	return []string{proberPath, "-svc", requestIP, "-name", name, "-name-ip", nameIP}
 }
@@ -113,12 +115,16 @@ type probeResult struct {
 	workedBefore bool
 	// failures: each failed attempt's time and what the client logged.
 	failures []string
+	// held: the stalled attempts' (probe.StallLimit), neither failed nor
+	// answered, each as in failures.
+	held []string
 }
 
 type probeSample struct {
-	at     time.Time
-	ok     bool
-	detail string // a failure's, as the client logged it
+	at      time.Time
+	ok      bool
+	stalled bool   // timed out while the prober itself was held up
+	detail  string // a failure's, as the client logged it
 }
 
 // parseProbeLog reads the client's log into samples by kind (svc, dns,
@@ -134,7 +140,7 @@ func parseProbeLog(log string) map[string][]probeSample {
 		if err != nil {
 			continue
 		}
-		out[f[1]] = append(out[f[1]], probeSample{at: time.UnixMilli(ms), ok: f[2] == "ok", detail: strings.Join(f[3:], " ")})
+		out[f[1]] = append(out[f[1]], probeSample{at: time.UnixMilli(ms), ok: f[2] == "ok", stalled: f[2] == "stall", detail: strings.Join(f[3:], " ")})
 	}
 	return out
 }
@@ -151,6 +157,10 @@ func measure(samples []probeSample, w window) probeResult {
 			continue
 		}
 		r.attempts++
+		if s.stalled {
+			r.held = append(r.held, strings.TrimSpace(s.at.UTC().Format("15:04:05.000")+" "+s.detail))
+			continue
+		}
 		if !s.ok {
 			r.failed++
 			r.failures = append(r.failures, strings.TrimSpace(s.at.UTC().Format("15:04:05.000")+" "+s.detail))
@@ -186,7 +196,8 @@ var probeKinds = []string{"svc", "dns", "grid", "gsvc"}
 
 // trafficTable measures each client's samples (by kind, parseProbeLog) in
 // each window: the results by window, client and kind, and the report's
-// table ("-" for a kind the client did not run).
+// table ("-" for a kind the client did not run), followed by the stalled
+// attempts, if any.
 func trafficTable(logs map[string]map[string][]probeSample, windows []window) (map[string]map[string]map[string]probeResult, string) {
 	clients := make([]string, 0, len(logs))
 	for c := range logs {
@@ -195,6 +206,7 @@ func trafficTable(logs map[string]map[string][]probeSample, windows []window) (m
 	sort.Strings(clients)
 	results := map[string]map[string]map[string]probeResult{}
 	var b strings.Builder
+	var held []string
 	fmt.Fprintf(&b, "%-34s %-14s %27s %27s %27s %27s\n", "step", "client", "Service: failed/tries gap", "DNS: failed/tries gap", "grid name: failed/tries gap", "grid Service: failed/tries gap")
 	for _, w := range windows {
 		results[w.name] = map[string]map[string]probeResult{}
@@ -204,6 +216,9 @@ func trafficTable(logs map[string]map[string][]probeSample, windows []window) (m
 			for _, kind := range probeKinds {
 				r := measure(logs[c][kind], w)
 				results[w.name][c][kind] = r
+				for _, h := range r.held {
+					held = append(held, fmt.Sprintf("%s: %s: %s at %s", w.name, c, kind, h))
+				}
 				col := "-"
 				// svc and dns run in every client: their columns show even
 				// an empty window.
@@ -214,6 +229,9 @@ func trafficTable(logs map[string]map[string][]probeSample, windows []window) (m
 			}
 			b.WriteString("\n")
 		}
+	}
+	if len(held) > 0 {
+		fmt.Fprintf(&b, "attempts timed out while the prober itself was held up (not counted as failed):\n  %s\n", strings.Join(held, "\n  "))
 	}
 	return results, b.String()
 }

@@ -44,6 +44,26 @@ func TestMeasure(t *testing.T) {
 	}
 }
 
+// TestMeasureStalls: an attempt the prober logged "stall" (timed out while
+// it was itself held up) is neither a failure nor a success: listed apart,
+// the longest time without a success runs across it; the table lists it.
+func TestMeasureStalls(t *testing.T) {
+	at := func(ms int64) time.Time { return time.UnixMilli(1_000_000 + ms) }
+	log := "1000000 svc ok\n1004000 svc stall error=timeout held=3.9s\n1004300 svc fail error=refused\n1004600 svc ok\n"
+	w := window{name: "upgrade", start: at(0), end: at(5000)}
+	got := measure(parseProbeLog(log)["svc"], w)
+	want := probeResult{attempts: 4, failed: 1, gap: 4600 * time.Millisecond,
+		failures: []string{at(4300).UTC().Format("15:04:05.000") + " error=refused"},
+		held:     []string{at(4000).UTC().Format("15:04:05.000") + " error=timeout held=3.9s"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("measure = %+v, want %+v", got, want)
+	}
+	_, table := trafficTable(map[string]map[string][]probeSample{"client-node0": parseProbeLog(log)}, []window{w})
+	if !strings.Contains(table, "upgrade: client-node0: svc at "+want.held[0]) {
+		t.Errorf("table does not list the stalled attempt:\n%s", table)
+	}
+}
+
 // TestGuideStep reads a marked block (indented in a list too) and refuses
 // a marker without its block.
 func TestGuideStep(t *testing.T) {

@@ -5,8 +5,8 @@
 //
 // Loops run side by side (a failing attempt's timeout does not slow the
 // other kinds), each writing one line per attempt,
-// "<unix ms> svc|dns|grid|gsvc ok|fail [detail]", the time taken when the
-// attempt ended, an attempt every Interval plus its own duration:
+// "<unix ms> svc|dns|grid|gsvc ok|fail|stall [detail]", the time taken when
+// the attempt ended, an attempt every Interval plus its own duration:
 //   - svc: an HTTP request to a Service's address;
 //   - dns: an A query of a name, which must answer one address;
 //   - grid: the same for the name and address the environment gives
@@ -24,7 +24,10 @@
 // shows as a gap and only a lost one as a failure. A failure's detail says
 // what was seen: the HTTP status or the error (a refused connection, a
 // timeout); the DNS response's status, the server that sent it and the
-// answer, or the error and the server asked.
+// answer, or the error and the server asked. An attempt that timed out
+// while the prober itself could not run for StallLimit or more of its wait
+// (the host held every process) is a "stall", its detail ending with
+// "held=<duration>" (stall.go).
 package probe
 
 import (
@@ -103,15 +106,27 @@ func FromEnv(requestAddr, name, nameIP string, getenv func(string) string) Confi
 // attempt's line to w.
 func Run(ctx context.Context, cfg Config, w io.Writer) {
 	out := &lineWriter{w: w}
+	watch := newStallWatch(time.Now())
+	go watch.run(ctx.Done())
 	var wg sync.WaitGroup
-	loop := func(kind string, attempt func() (bool, string)) {
+	loop := func(kind string, attempt func() outcome) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				ok, detail := attempt()
+				start := time.Now()
+				o := attempt()
 				if ctx.Err() != nil {
 					return // cut short by the end, not a failure
 				}
-				out.line(time.Now(), kind, ok, detail)
+				end := time.Now()
+				result := "ok"
+				if !o.ok {
+					result = "fail"
+					if held := watch.held(start, end); o.timedOut && held >= StallLimit {
+						result = "stall"
+						o.detail += " held=" + held.Round(time.Millisecond).String()
+					}
+				}
+				out.line(end, kind, result, o.detail)
 				select {
 				case <-ctx.Done():
 				case <-time.After(Interval):
@@ -120,38 +135,46 @@ func Run(ctx context.Context, cfg Config, w io.Writer) {
 		})
 	}
 	if cfg.RequestAddr != "" {
-		loop("svc", func() (bool, string) { return cfg.svc(ctx) })
+		loop("svc", func() outcome { return cfg.svc(ctx) })
 	}
 	if cfg.Name != "" {
-		loop("dns", func() (bool, string) { return cfg.query(ctx, cfg.Name, cfg.NameIP) })
+		loop("dns", func() outcome { return cfg.query(ctx, cfg.Name, cfg.NameIP) })
 	}
 	if cfg.GridName != "" {
-		loop("grid", func() (bool, string) { return cfg.query(ctx, cfg.GridName, cfg.GridIP) })
+		loop("grid", func() outcome { return cfg.query(ctx, cfg.GridName, cfg.GridIP) })
 	}
 	if cfg.GridServiceAddr != "" {
-		loop("gsvc", func() (bool, string) { return cfg.gridService(ctx) })
+		loop("gsvc", func() outcome { return cfg.gridService(ctx) })
 	}
 	wg.Wait()
 }
 
+// outcome is one attempt's: answered as expected, or not and why;
+// timedOut when nothing answered and only the attempt's clock ended it.
+type outcome struct {
+	ok       bool
+	timedOut bool
+	detail   string
+}
+
 // svc is one attempt of the svc loop.
-func (c Config) svc(ctx context.Context) (bool, string) {
-	_, detail, ok := request(ctx, c.RequestAddr)
-	return ok, detail
+func (c Config) svc(ctx context.Context) outcome {
+	_, o := request(ctx, c.RequestAddr)
+	return o
 }
 
 // gridService is one attempt of the gsvc loop: a request answered by an
 // echo pod on one of GridNodes.
-func (c Config) gridService(ctx context.Context) (bool, string) {
-	body, detail, ok := request(ctx, c.GridServiceAddr)
-	if !ok {
-		return false, detail
+func (c Config) gridService(ctx context.Context) outcome {
+	body, o := request(ctx, c.GridServiceAddr)
+	if !o.ok {
+		return o
 	}
 	node, pod := echoField(body, "node name:"), echoField(body, "pod name:")
 	if node == "" || !slices.Contains(c.GridNodes, node) {
-		return false, fmt.Sprintf("outside=%s node=%s pod=%s", strings.Join(c.GridNodes, " "), node, pod)
+		return outcome{detail: fmt.Sprintf("outside=%s node=%s pod=%s", strings.Join(c.GridNodes, " "), node, pod)}
 	}
-	return true, ""
+	return outcome{ok: true}
 }
 
 // lineWriter writes whole lines, one at a time.
@@ -160,11 +183,8 @@ type lineWriter struct {
 	w  io.Writer
 }
 
-func (l *lineWriter) line(at time.Time, kind string, ok bool, detail string) {
-	s := fmt.Sprintf("%d %s ok\n", at.UnixMilli(), kind)
-	if !ok {
-		s = strings.TrimRight(fmt.Sprintf("%d %s fail %s", at.UnixMilli(), kind, oneLine(detail)), " ") + "\n"
-	}
+func (l *lineWriter) line(at time.Time, kind, result, detail string) {
+	s := strings.TrimRight(fmt.Sprintf("%d %s %s %s", at.UnixMilli(), kind, result, oneLine(detail)), " ") + "\n"
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_, _ = io.WriteString(l.w, s)
@@ -190,24 +210,24 @@ const maxBody = 1 << 20
 
 // request GETs http://addr/; it returns the answer's body, or fails with
 // the HTTP status or the error.
-func request(ctx context.Context, addr string) ([]byte, string, bool) {
+func request(ctx context.Context, addr string) ([]byte, outcome) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
 	if err != nil {
-		return nil, "error=" + err.Error(), false
+		return nil, outcome{detail: "error=" + err.Error()}
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, "error=" + err.Error(), false
+		return nil, outcome{timedOut: isTimeout(err), detail: "error=" + err.Error()}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return nil, fmt.Sprintf("status=%d error=%v", resp.StatusCode, err), false
+		return nil, outcome{timedOut: isTimeout(err), detail: fmt.Sprintf("status=%d error=%v", resp.StatusCode, err)}
 	}
 	if resp.StatusCode >= 400 {
-		return nil, fmt.Sprintf("status=%d", resp.StatusCode), false
+		return nil, outcome{detail: fmt.Sprintf("status=%d", resp.StatusCode)}
 	}
-	return body, "", true
+	return body, outcome{ok: true}
 }
 
 // echoField is the value of the first line of an echo server's answer
@@ -224,27 +244,29 @@ func echoField(body []byte, field string) string {
 
 // query asks for name's A records; it succeeds when the answer section is
 // exactly want.
-func (c Config) query(ctx context.Context, name, want string) (bool, string) {
+func (c Config) query(ctx context.Context, name, want string) outcome {
 	servers := c.Servers
 	if len(servers) == 0 {
 		conf, err := dns.ClientConfigFromFile(c.ResolvConf)
 		if err != nil {
-			return false, "error=" + err.Error()
+			return outcome{detail: "error=" + err.Error()}
 		}
 		for _, s := range conf.Servers {
 			servers = append(servers, net.JoinHostPort(s, conf.Port))
 		}
 		if len(servers) == 0 {
-			return false, "error=no nameserver in " + c.ResolvConf
+			return outcome{detail: "error=no nameserver in " + c.ResolvConf}
 		}
 	}
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
 	m.SetEdns0(1232, false)
 	var detail strings.Builder
+	timedOut := true // every server asked gave no answer in time
 	for _, server := range servers {
 		r, err := exchange(ctx, m, server)
 		if err != nil {
+			timedOut = timedOut && isTimeout(err)
 			fmt.Fprintf(&detail, "server=%s error=%s ", hashPort(server), errorText(err))
 			continue
 		}
@@ -256,13 +278,13 @@ func (c Config) query(ctx context.Context, name, want string) (bool, string) {
 			}
 		}
 		if len(answer) == 1 && answer[0] == want {
-			return true, ""
+			return outcome{ok: true}
 		}
 		host, _, _ := net.SplitHostPort(server)
 		fmt.Fprintf(&detail, "status=%s server=%s(%s) answer=%s", dns.RcodeToString[r.Rcode], hashPort(server), host, strings.Join(answer, ","))
-		return false, detail.String()
+		return outcome{detail: detail.String()}
 	}
-	return false, detail.String() + "answer="
+	return outcome{timedOut: timedOut, detail: detail.String() + "answer="}
 }
 
 // exchange sends m to server over UDP (over TCP when the answer came
@@ -287,9 +309,14 @@ func hashPort(server string) string {
 }
 
 func errorText(err error) string {
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if isTimeout(err) {
 		return "timed out"
 	}
 	return err.Error()
+}
+
+// isTimeout: the attempt's own clock ended it (no answer came).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }

@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,24 +85,29 @@ func TestQuery(t *testing.T) {
 		{"empty.default.svc.cluster.local", "10.244.0.1", false, "status=NOERROR " + server + " answer="},
 		{"gone.default.svc.cluster.local", "10.244.0.1", false, "status=NXDOMAIN " + server + " answer="},
 	} {
-		if ok, detail := c.query(ctx, tc.name, tc.want); ok != tc.ok || detail != tc.detail {
-			t.Errorf("query %s (want %s) = %v %q, want %v %q", tc.name, tc.want, ok, detail, tc.ok, tc.detail)
+		// A wrong answer is an answer: never a timeout.
+		if o := c.query(ctx, tc.name, tc.want); o.ok != tc.ok || o.detail != tc.detail || o.timedOut {
+			t.Errorf("query %s (want %s) = %+v, want %v %q", tc.name, tc.want, o, tc.ok, tc.detail)
 		}
 	}
 
 	silent := silentServer(t)
 	sh, sp, _ := net.SplitHostPort(silent)
 	start := time.Now()
-	ok, detail := Config{Servers: []string{silent}}.query(ctx, "probe.default.svc.cluster.local", "10.96.0.5")
+	o := Config{Servers: []string{silent}}.query(ctx, "probe.default.svc.cluster.local", "10.96.0.5")
 	took := time.Since(start)
-	if want := fmt.Sprintf("server=%s#%s error=timed out answer=", sh, sp); ok || detail != want {
-		t.Errorf("silent server: %v %q, want a failure %q", ok, detail, want)
+	if want := fmt.Sprintf("server=%s#%s error=timed out answer=", sh, sp); o.ok || o.detail != want || !o.timedOut {
+		t.Errorf("silent server: %+v, want a timed-out failure %q", o, want)
 	}
 	if took < QueryTimeout || took > QueryTimeout+time.Second {
 		t.Errorf("silent server: gave up after %s, want %s", took, QueryTimeout)
 	}
-	if ok, detail := (Config{Servers: []string{silent, good}}).query(ctx, "probe.default.svc.cluster.local", "10.96.0.5"); !ok {
-		t.Errorf("silent server, then a good one: failed %q", detail)
+	if o := (Config{Servers: []string{silent, good}}).query(ctx, "probe.default.svc.cluster.local", "10.96.0.5"); !o.ok {
+		t.Errorf("silent server, then a good one: failed %q", o.detail)
+	}
+	// One server silent, the next answering wrongly: an answer came.
+	if o := (Config{Servers: []string{silent, good}}).query(ctx, "gone.default.svc.cluster.local", "10.96.0.5"); o.ok || o.timedOut {
+		t.Errorf("silent server, then NXDOMAIN: %+v, want a failure that is not a timeout", o)
 	}
 }
 
@@ -112,11 +119,11 @@ func TestQueryResolvConf(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := Config{ResolvConf: conf}
-	if ok, detail := c.query(context.Background(), "probe", "10.96.0.5"); ok || detail != "error=no nameserver in "+conf {
-		t.Errorf("no nameserver: %v %q", ok, detail)
+	if o := c.query(context.Background(), "probe", "10.96.0.5"); o.ok || o.timedOut || o.detail != "error=no nameserver in "+conf {
+		t.Errorf("no nameserver: %+v", o)
 	}
-	if ok, detail := (Config{ResolvConf: conf + ".missing"}).query(context.Background(), "probe", "10.96.0.5"); ok || !strings.HasPrefix(detail, "error=") {
-		t.Errorf("no resolv.conf: %v %q", ok, detail)
+	if o := (Config{ResolvConf: conf + ".missing"}).query(context.Background(), "probe", "10.96.0.5"); o.ok || o.timedOut || !strings.HasPrefix(o.detail, "error=") {
+		t.Errorf("no resolv.conf: %+v", o)
 	}
 }
 
@@ -144,8 +151,8 @@ func TestRequest(t *testing.T) {
 		ok     bool
 		detail string
 	}{{true, ""}, {true, ""}, {false, "status=503"}} {
-		if ok, detail := c.svc(ctx); ok != want.ok || detail != want.detail {
-			t.Errorf("request %d: %v %q, want %v %q", i, ok, detail, want.ok, want.detail)
+		if o := c.svc(ctx); o.ok != want.ok || o.detail != want.detail || o.timedOut {
+			t.Errorf("request %d: %+v, want %v %q", i, o, want.ok, want.detail)
 		}
 	}
 	if len(conns) != 3 {
@@ -158,8 +165,8 @@ func TestRequest(t *testing.T) {
 	}
 	refused := l.Addr().String()
 	l.Close()
-	if ok, detail := (Config{RequestAddr: refused}).svc(ctx); ok || !strings.HasPrefix(detail, "error=") || !strings.Contains(detail, "connection refused") {
-		t.Errorf("closed port: %v %q, want a refused connection", ok, detail)
+	if o := (Config{RequestAddr: refused}).svc(ctx); o.ok || o.timedOut || !strings.HasPrefix(o.detail, "error=") || !strings.Contains(o.detail, "connection refused") {
+		t.Errorf("closed port: %+v, want a refused connection", o)
 	}
 }
 
@@ -191,5 +198,151 @@ func TestRunLines(t *testing.T) {
 	}
 	if len(kinds) != 2 || kinds["svc"] < 2 || kinds["dns"] < 2 {
 		t.Errorf("attempts by kind %v, want svc and dns, at least 2 each", kinds)
+	}
+}
+
+// TestStallWatchHeld: the time the process was held up between two
+// instants is the overlap of the stalls recorded, and of one still open
+// (the watch not woken since); wake-ups closer than stallMin are none.
+func TestStallWatchHeld(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	w := newStallWatch(at(0))
+	for _, ms := range []int{50, 100, 150, 2150, 2200, 2250, 2300} {
+		w.woke(at(ms))
+	}
+	for _, tc := range []struct {
+		from, to int
+		want     time.Duration
+	}{
+		{0, 150, 0},
+		{0, 3000, 2700 * time.Millisecond},    // the stall of 150-2150, and one open since 2300
+		{1000, 2200, 1150 * time.Millisecond}, // the first's end
+		{2150, 2300, 0},
+		{2200, 2600, 300 * time.Millisecond}, // open since 2300
+		{2200, 2500, 0},                      // 200 ms since the last wake-up: not yet a stall
+	} {
+		if got := w.held(at(tc.from), at(tc.to)); got != tc.want {
+			t.Errorf("held(%d, %d) = %s, want %s", tc.from, tc.to, got, tc.want)
+		}
+	}
+	// Stalls older than keepStalls are forgotten.
+	w.woke(at(2300).Add(keepStalls + 3*time.Second))
+	if len(w.stalls) != 1 {
+		t.Errorf("%d stalls remembered, want only the newest", len(w.stalls))
+	}
+}
+
+// proberHelperEnv makes this test binary run the probe loops (see
+// TestProberHelper) against the addresses it names.
+const proberHelperEnv = "PROBE_TEST_HELPER"
+
+// TestProberHelper is not a test: TestStalledAttempt runs this binary with
+// proberHelperEnv set ("svc-addr dns-addr"), and it then probes those for
+// 7 s, writing its lines to stdout.
+func TestProberHelper(t *testing.T) {
+	addrs := strings.Fields(os.Getenv(proberHelperEnv))
+	if len(addrs) != 2 {
+		t.Skip("run by TestStalledAttempt only")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Second)
+	defer cancel()
+	Run(ctx, Config{RequestAddr: addrs[0], Name: "probe.default.svc.cluster.local", NameIP: "10.96.0.5", Servers: []string{addrs[1]}}, os.Stdout)
+}
+
+// TestStalledAttempt: a prober stopped (SIGSTOP, as a host holding every
+// process) while its attempts wait on servers that never answer logs them
+// "stall" with how long it was held, not "fail"; the attempts after it,
+// which wait their whole timeout while running, fail as before.
+func TestStalledAttempt(t *testing.T) {
+	// A TCP server that accepts and never answers, and a UDP one that never
+	// answers: every attempt times out.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	asked := make(chan struct{}, 16)
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			if _, _, err := pc.ReadFrom(buf); err != nil {
+				return
+			}
+			asked <- struct{}{}
+		}
+	}()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestProberHelper$", "-test.v=false")
+	cmd.Env = append(os.Environ(), proberHelperEnv+"="+l.Addr().String()+" "+pc.LocalAddr().String())
+	var out strings.Builder
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Both first attempts in flight: hold the process for 1.5 s.
+	for _, c := range []chan struct{}{accepted, asked} {
+		select {
+		case <-c:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("the prober's first attempts never reached the servers: %s", out.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("prober helper: %v: %s", err, out.String())
+	}
+
+	byKind := map[string][]string{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && (f[1] == "svc" || f[1] == "dns") {
+			byKind[f[1]] = append(byKind[f[1]], line)
+		}
+	}
+	for _, kind := range []string{"svc", "dns"} {
+		lines := byKind[kind]
+		if len(lines) < 2 {
+			t.Errorf("%s: %d attempts logged, want the stalled one and at least one after: %q", kind, len(lines), out.String())
+			continue
+		}
+		first := strings.Fields(lines[0])
+		held, err := time.ParseDuration(strings.TrimPrefix(first[len(first)-1], "held="))
+		if first[2] != "stall" || err != nil || held < StallLimit {
+			t.Errorf("%s: first attempt %q, want a stall held at least %s", kind, lines[0], StallLimit)
+		}
+		fails := 0
+		for _, line := range lines[1:] {
+			if strings.Fields(line)[2] == "fail" {
+				fails++
+			}
+		}
+		if fails == 0 {
+			t.Errorf("%s: no attempt after the stall failed: %q", kind, lines[1:])
+		}
 	}
 }
