@@ -484,37 +484,17 @@ func TestRealNodes(t *testing.T) {
 		t.Helper()
 		stepOnThen(onNode, nil, g, name, env...)
 	}
-	// moveDNS runs a guide step on node n that points its kubelet's
-	// clusterDNS elsewhere and restarts the kubelet; then the node's client
-	// pod is recreated at once and must name want as its only nameserver
-	// and resolve through it (nodeDNSStep). No wait for the restarted
-	// kubelet's probes: the node's CoreDNS, and SuperEdge's edge-coredns,
-	// are reached on node-local addresses, not through a Service whose
-	// endpoint a not-yet-probed pod leaves.
-	moveDNS := func(n *Node, want, g, name string, env ...string) {
-		t.Helper()
-		extra, then, err := nodeDNSStep(ctx, n, filepath.Join(run, "node-bin"), op.Kubectl, want)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stepOnThen(n.Enter(), then, g, name, append(append([]string{"NODE=" + n.Name}, extra...), env...)...)
-		// The new client's first attempts count as an operator's freshly
-		// started pods' would: its window runs from its creation until its
-		// requests and queries are all answered.
-		w := window{name: name + " NODE=" + n.Name + ": new client", start: time.Now()}
-		if err := recreateClient(ctx, client, n.Name, probeIP, earlierLogs); err != nil {
-			t.Fatal(err)
-		}
-		w.end = time.Now()
-		windows = append(windows, w)
-		checkResolver(ctx, t, op, "client-"+n.Name, want)
-	}
-	// moveDNSAtOnce is moveDNS on several nodes at once, each node's part
-	// as moveDNS runs it (the block on the node, its kubelet restarted, its
-	// client recreated and checked), their windows overlapping. Only for
-	// nodes no two of which run pods of one Service the clients use: a
-	// restarted kubelet takes its pods out of their Services until their
-	// readiness probes pass again.
+	// moveDNSAtOnce runs a guide step on each node of ns, at once, that
+	// points its kubelet's clusterDNS elsewhere and restarts the kubelet;
+	// then the node's client pod is recreated at once and must name want
+	// as its only nameserver and resolve through it (nodeDNSStep). No wait
+	// for the restarted kubelet's probes: the node's CoreDNS, and
+	// SuperEdge's edge-coredns, are reached on node-local addresses, not
+	// through a Service whose endpoint a not-yet-probed pod leaves. Each
+	// node's step and new client have windows of their own (overlapping
+	// between nodes). Several nodes only when no two of them run pods of
+	// one Service the clients use: a restarted kubelet takes its pods out
+	// of their Services until their readiness probes pass again.
 	moveDNSAtOnce := func(ns []*Node, want, g, name string, env ...string) {
 		t.Helper()
 		type onNode struct {
@@ -552,6 +532,9 @@ func TestRealNodes(t *testing.T) {
 					return err
 				}
 				c.end = time.Now()
+				// The new client's first attempts count as an operator's
+				// freshly started pods' would: its window runs from its
+				// creation until its requests and queries are all answered.
 				mu.Lock()
 				windows = append(windows, w, c)
 				for pod, log := range logs {
@@ -568,6 +551,11 @@ func TestRealNodes(t *testing.T) {
 		if err := each.Wait(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// moveDNS is moveDNSAtOnce on node n alone.
+	moveDNS := func(n *Node, want, g, name string, env ...string) {
+		t.Helper()
+		moveDNSAtOnce([]*Node{n}, want, g, name, env...)
 	}
 	stepIn := func(g, name string, env ...string) {
 		t.Helper()
