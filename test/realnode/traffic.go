@@ -111,8 +111,6 @@ type probeResult struct {
 	// gap is the longest time without a success (from the window's start
 	// to the first success, between two, from the last to its end).
 	gap time.Duration
-	// workedBefore: the last attempt before the window succeeded.
-	workedBefore bool
 	// failures: each failed attempt's time and what the client logged.
 	failures []string
 	// held: the stalled attempts' (probe.StallLimit), neither failed nor
@@ -150,7 +148,6 @@ func measure(samples []probeSample, w window) probeResult {
 	last := w.start
 	for _, s := range samples {
 		if s.at.Before(w.start) {
-			r.workedBefore = s.ok
 			continue
 		}
 		if s.at.After(w.end) {

@@ -33,13 +33,13 @@ func TestMeasure(t *testing.T) {
 		at(500).UTC().Format("15:04:05.000"),
 		at(1000).UTC().Format("15:04:05.000") + " status=SERVFAIL server=169.254.20.10#53(169.254.20.10) answer=",
 	}
-	want := probeResult{attempts: 4, failed: 2, gap: 2800 * time.Millisecond, workedBefore: true, failures: failures}
+	want := probeResult{attempts: 4, failed: 2, gap: 2800 * time.Millisecond, failures: failures}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("measure = %+v, want %+v", got, want)
 	}
 	// No success in the window: the whole window is the gap.
 	got = measure(samples["svc"], window{start: at(400), end: at(1500)})
-	if want := (probeResult{attempts: 2, failed: 2, gap: 1100 * time.Millisecond, workedBefore: true, failures: failures}); !reflect.DeepEqual(got, want) {
+	if want := (probeResult{attempts: 2, failed: 2, gap: 1100 * time.Millisecond, failures: failures}); !reflect.DeepEqual(got, want) {
 		t.Errorf("measure = %+v, want %+v", got, want)
 	}
 }
@@ -174,7 +174,7 @@ func TestTrafficTable(t *testing.T) {
 	}
 	results, table := trafficTable(logs, []window{{name: "migrate-node NODE=node0", start: at(50), end: at(2000)}})
 	g := results["migrate-node NODE=node0"]["client-node0"]["gsvc"]
-	if g.attempts != 3 || g.failed != 1 || g.gap != 1400*time.Millisecond || g.workedBefore {
+	if g.attempts != 3 || g.failed != 1 || g.gap != 1400*time.Millisecond {
 		t.Errorf("client-node0 gsvc = %+v, want 1 of 3 failed, gap 1.4s", g)
 	}
 	if len(g.failures) != 1 || !strings.HasSuffix(g.failures[0], " outside=node0 node=node1 pod=p") {
