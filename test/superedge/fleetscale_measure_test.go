@@ -108,6 +108,9 @@ type auditCounter struct {
 	rest   []byte
 	counts writeCounts
 	last   time.Time // when the last write of user was logged (by the reader's clock)
+	// created: when the apiserver received each child create (201), in
+	// the log's order, for where a phase's time goes.
+	created []time.Time
 }
 
 func newAuditCounter(path, user string) *auditCounter {
@@ -195,6 +198,7 @@ func (a *auditCounter) count(ev *auditv1.Event) {
 		c.ChildWrites++
 		if ev.Verb == "create" && code == 201 {
 			c.ChildCreates++
+			a.created = append(a.created, ev.RequestReceivedTimestamp.Time)
 		}
 	case res == "services" && sub == "":
 		c.ServiceWrite++
@@ -210,6 +214,20 @@ func (a *auditCounter) count(ev *auditv1.Event) {
 	case res == "events":
 		c.Events++
 	}
+}
+
+// createdSince returns when the apiserver received the child creates
+// logged after the first n (n: ChildCreates of an earlier scan), earliest
+// first.
+func (a *auditCounter) createdSince(n int) []time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n >= len(a.created) {
+		return nil
+	}
+	out := slices.Clone(a.created[n:])
+	slices.SortFunc(out, func(x, y time.Time) int { return x.Compare(y) })
+	return out
 }
 
 // quietFor reports how long ago the user's last write was logged.

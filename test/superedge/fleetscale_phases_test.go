@@ -47,6 +47,7 @@ func (f *fleet) relabel(pid int) {
 	if err := g.Wait(); err != nil {
 		f.b.Fatalf("relabel: %v", err)
 	}
+	patched := time.Now()
 	var madeAt time.Time
 	testwait.Eventually(f.ctx, f.b, 20*time.Minute, "the new nodeunits' children made", func(context.Context) error {
 		c, err := f.audit.scan()
@@ -64,6 +65,13 @@ func (f *fleet) relabel(pid int) {
 	f.children += want
 	name := fmt.Sprintf("relabel %d Nodes", moved)
 	f.fig(name+": new children made", madeAt.Sub(start).Seconds(), "s")
+	// Where that time went, from the apiserver's own receive times of the
+	// creates (madeAt adds the wait's poll and the audit log's read).
+	f.fig(name+": patches sent", patched.Sub(start).Seconds(), "s")
+	if ts := f.audit.createdSince(before.ChildCreates); len(ts) > 0 {
+		f.fig(name+": first new child received", ts[0].Sub(start).Seconds(), "s")
+		f.fig(name+": last new child received", ts[len(ts)-1].Sub(start).Seconds(), "s")
+	}
 	f.writes(name, c.minus(before), want)
 	f.fig(name+": controller CPU", (readProc(pid).CPU - cpu0).Seconds(), "CPU-s")
 }
