@@ -67,6 +67,9 @@ type cloudLink struct {
 	// counts those answered 2xx while a delay was set.
 	leaseDelay  atomic.Int64 // nanoseconds
 	leaseWrites atomic.Int64
+	// leaseTimes: every Lease write's count, total and longest time
+	// (sent to answered, the delay included), in nanoseconds.
+	leaseN, leaseTotal, leaseMax atomic.Int64
 }
 
 // leaseWrite reports whether req writes a Lease.
@@ -134,8 +137,17 @@ func newCloudLink() *cloudLink { return &cloudLink{cutLink: newCutLink()} }
 
 func (l *cloudLink) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		delayed := false
-		if d := time.Duration(l.leaseDelay.Load()); d > 0 && leaseWrite(req) {
+		delayed, writing := false, leaseWrite(req)
+		if writing {
+			defer func(at time.Time) {
+				d := int64(time.Since(at))
+				l.leaseN.Add(1)
+				l.leaseTotal.Add(d)
+				for m := l.leaseMax.Load(); d > m && !l.leaseMax.CompareAndSwap(m, d); m = l.leaseMax.Load() {
+				}
+			}(time.Now())
+		}
+		if d := time.Duration(l.leaseDelay.Load()); d > 0 && writing {
 			select {
 			case <-req.Context().Done():
 				return nil, req.Context().Err()
