@@ -165,6 +165,16 @@ func (g goroutineTB) Fatalf(format string, args ...any) {
 // peer tokens (a DaemonSet's Pod in a cluster) are made before anything is
 // measured. SG_PERCLIENT_GROUPS (wrapper,site,kube-proxy) picks the groups
 // and the order they start in.
+//
+// SG_PERCLIENT_RENEW_RULES picks when a site leader serves (issue 46): now
+// (the default), before (Options.ServeOnlyRightAfterRenewal: only within
+// 5 s of its last Lease write answered), or both: the even sites the rule
+// now, the odd ones the rule before, side by side under the same load.
+// With both, the site group is not measured per client: once every site
+// streams, SG_PERCLIENT_CPU_RUNS (at least 1) change cycles run and each
+// rule's leader pauses, followers' give-ups, lists and watches of Services
+// and EndpointSlices sent to the apiserver, and Lease write times over
+// them are reported.
 func BenchmarkAPIServerPerClient(b *testing.B) {
 	benchRec := benchrecord.Start(b, "docs/benchmarks/fleet-scale.md")
 	n, siteSize := envInt("SG_PERCLIENT_N", 200), envInt("SG_PERCLIENT_SITE", 10)
@@ -179,6 +189,16 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 		b.Fatalf("SG_PERCLIENT_N=%d is not a multiple of the site size %d", n, siteSize)
 	}
 	profDir := os.Getenv("SG_PERCLIENT_PROFILES")
+	renewRules := os.Getenv("SG_PERCLIENT_RENEW_RULES")
+	switch renewRules {
+	case "", "now", "before":
+	case "both":
+		if (n/siteSize)%2 != 0 {
+			b.Fatalf("SG_PERCLIENT_RENEW_RULES=both: %d sites, want an even number", n/siteSize)
+		}
+	default:
+		b.Fatalf("SG_PERCLIENT_RENEW_RULES=%q: want now, before or both", renewRules)
+	}
 	// The groups, in the order they start.
 	order := []string{"wrapper", "site", "kube-proxy"}
 	if v := os.Getenv("SG_PERCLIENT_GROUPS"); v != "" {
@@ -307,8 +327,9 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 		// other (its first is the likely leader, the others find it).
 		ws := make([]*siteWrapper, n)
 		startInParallel(b, n/siteSize, startParallel, func(tb testing.TB, s int) {
+			old := renewRules == "before" || (renewRules == "both" && s%2 == 1)
 			for j := s * siteSize; j < (s+1)*siteSize; j++ {
-				ws[j] = startSiteWrapper(tb, f.cp, fleetNodeName(n+j), 30+j%200, siteOptions{countWire: true, defaultTimings: true, token: tokens[j]})
+				ws[j] = startSiteWrapper(tb, f.cp, fleetNodeName(n+j), 30+j%200, siteOptions{countWire: true, defaultTimings: true, token: tokens[j], oldRenewRule: old})
 			}
 		})
 		eventually(b, "one cloud stream in every site", 10*time.Minute, func(context.Context) (bool, error) {
@@ -325,6 +346,9 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 			}
 			return true, nil
 		})
+		if renewRules == "both" {
+			compareRenewRules(b, f, ws, siteSize, max(cpuRuns, 1), churn)
+		}
 	})
 	add("kube-proxy", func() {
 		var synced []func() bool
@@ -348,6 +372,10 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 		at, l0 := time.Now(), load()
 		starts[name]()
 		took := time.Since(at)
+		if name == "site" && renewRules == "both" {
+			liveLogf(b, "site group not measured per client (SG_PERCLIENT_RENEW_RULES=both)")
+			continue
+		}
 		phases = append(phases, measure(name, h0, took, load().cpuSeconds-l0.cpuSeconds))
 	}
 	for group, ts := range taps {
@@ -385,4 +413,43 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 	last := phases[len(phases)-1]
 	benchRec.Report(last.heap/(1<<20), "apiserver-heap-MiB-all")
 	benchRec.Report(last.rss/(1<<20), "apiserver-RSS-MiB-all")
+}
+
+// compareRenewRules runs cycles change cycles over sites whose even ones
+// serve by the rule now and odd ones by the rule before, and reports for
+// each rule its leaders' pauses, its followers' give-ups of their leader,
+// the lists and watches of Services and EndpointSlices its wrappers sent
+// the apiserver, and its Lease writes' times, over the cycles.
+func compareRenewRules(b *testing.B, f *fleet, ws []*siteWrapper, siteSize, cycles, churn int) {
+	type counts struct{ pauses, giveUps, unit, leaseN, leaseTotal, leaseMax int64 }
+	read := func() (c [2]counts) {
+		for j, w := range ws {
+			r := &c[(j/siteSize)%2]
+			r.pauses += w.srv.SiteStreamPauses()
+			r.giveUps += w.srv.SiteStreamLeaderGiveUps()
+			r.unit += w.cloud.unitRequests.Load()
+			r.leaseN += w.cloud.leaseN.Load()
+			r.leaseTotal += w.cloud.leaseTotal.Load()
+			r.leaseMax = max(r.leaseMax, w.cloud.leaseMax.Swap(0))
+		}
+		return c
+	}
+	before, at := read(), time.Now()
+	liveLogf(b, "renew rules side by side: %d change cycles over %d sites (even: the rule now, odd: the rule before), load %s", cycles, len(ws)/siteSize, loadAverage())
+	cpu := f.cycleCPU(b, cycles, churn)
+	after := read()
+	for r, name := range []string{"now", "before"} {
+		d := counts{pauses: after[r].pauses - before[r].pauses, giveUps: after[r].giveUps - before[r].giveUps, unit: after[r].unit - before[r].unit,
+			leaseN: after[r].leaseN - before[r].leaseN, leaseTotal: after[r].leaseTotal - before[r].leaseTotal, leaseMax: after[r].leaseMax}
+		mean := 0.0
+		if d.leaseN > 0 {
+			mean = time.Duration(d.leaseTotal / d.leaseN).Seconds()
+		}
+		liveLogf(b, "rule %s, %d sites, %s: %d leader pauses, %d give-ups of a leader by followers, %d lists and watches of Services and EndpointSlices sent to the apiserver; %d Lease writes, mean %.2f s, longest %.2f s",
+			name, len(ws)/siteSize/2, time.Since(at).Round(time.Second), d.pauses, d.giveUps, d.unit, d.leaseN, mean, time.Duration(d.leaseMax).Seconds())
+		b.ReportMetric(float64(d.pauses), "renew-"+name+"-pauses")
+		b.ReportMetric(float64(d.giveUps), "renew-"+name+"-giveups")
+		b.ReportMetric(float64(d.unit), "renew-"+name+"-unit-requests")
+	}
+	liveLogf(b, "renew rules side by side: apiserver CPU per cycle %v s; load %s", cpu, loadAverage())
 }

@@ -24,6 +24,24 @@ func (s *Server) SiteStreamFailedRequests() int64 {
 	return s.site.FailedRequests()
 }
 
+// SiteStreamPauses counts how often this wrapper, leading, stopped serving
+// its peers because its Lease was not renewed lately.
+func (s *Server) SiteStreamPauses() int64 {
+	if s.site == nil {
+		return 0
+	}
+	return s.site.Pauses()
+}
+
+// SiteStreamLeaderGiveUps counts how often this wrapper gave up its leader
+// and read from the apiserver instead.
+func (s *Server) SiteStreamLeaderGiveUps() int64 {
+	if s.site == nil {
+		return 0
+	}
+	return s.site.LeaderGiveUps()
+}
+
 // FetchingEndpoints tells whether v1 Endpoints are being fetched from
 // upstream (only while a client asks for them).
 func (s *Server) FetchingEndpoints() bool { return s.endpoints.Fetching() }

@@ -59,6 +59,22 @@ type cloudLink struct {
 	// byRead counts response bytes, and sent counts requests, by what was
 	// read (readKind), for a benchmark's breakdown of what a link pays for.
 	byRead, sent sync.Map // string -> *atomic.Int64
+	// unitRequests counts the lists and watches of Services and
+	// EndpointSlices sent over the link.
+	unitRequests atomic.Int64
+	// leaseDelay holds every write of a Lease (create, update) this long
+	// before it goes on, as a slow apiserver would (its queues); leaseWrites
+	// counts those answered 2xx while a delay was set.
+	leaseDelay  atomic.Int64 // nanoseconds
+	leaseWrites atomic.Int64
+	// leaseTimes: every Lease write's count, total and longest time
+	// (sent to answered, the delay included), in nanoseconds.
+	leaseN, leaseTotal, leaseMax atomic.Int64
+}
+
+// leaseWrite reports whether req writes a Lease.
+func leaseWrite(req *http.Request) bool {
+	return (req.Method == http.MethodPut || req.Method == http.MethodPost) && strings.HasPrefix(req.URL.Path, "/apis/coordination.k8s.io/") && strings.Contains(req.URL.Path, "/leases")
 }
 
 // readKind names a request by method, path (a Node's name as {name}) and
@@ -121,6 +137,24 @@ func newCloudLink() *cloudLink { return &cloudLink{cutLink: newCutLink()} }
 
 func (l *cloudLink) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		delayed, writing := false, leaseWrite(req)
+		if writing {
+			defer func(at time.Time) {
+				d := int64(time.Since(at))
+				l.leaseN.Add(1)
+				l.leaseTotal.Add(d)
+				for m := l.leaseMax.Load(); d > m && !l.leaseMax.CompareAndSwap(m, d); m = l.leaseMax.Load() {
+				}
+			}(time.Now())
+		}
+		if d := time.Duration(l.leaseDelay.Load()); d > 0 && writing {
+			select {
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			case <-time.After(d):
+			}
+			delayed = true
+		}
 		if l.isCut() {
 			return nil, errNoRoute("tcp")
 		}
@@ -128,6 +162,7 @@ func (l *cloudLink) wrap(rt http.RoundTripper) http.RoundTripper {
 		switch req.URL.Path {
 		case "/api/v1/services", "/apis/discovery.k8s.io/v1/endpointslices":
 			resource = req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
+			l.unitRequests.Add(1)
 			q := req.URL.Query()
 			if q.Get("watch") == "" || q.Get("sendInitialEvents") == "true" {
 				l.unitLists.Add(1)
@@ -141,6 +176,9 @@ func (l *cloudLink) wrap(rt http.RoundTripper) http.RoundTripper {
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
 			return nil, err
+		}
+		if delayed && resp.StatusCode/100 == 2 {
+			l.leaseWrites.Add(1)
 		}
 		b := &meteredBody{ReadCloser: resp.Body, link: l, unit: resource != "", resource: resource, gzipped: resp.Uncompressed, kind: kind}
 		resp.Body = b
@@ -353,6 +391,9 @@ type siteOptions struct {
 	// defaults (15 s lease, 2 s retry), as shipped, instead of the tests'
 	// short ones (BenchmarkAPIServerPerClient: the apiserver's load).
 	defaultTimings bool
+	// oldRenewRule: a leader serves only within 5 s of its last Lease
+	// write answered, the rule before issue 46 (side by side).
+	oldRenewRule bool
 }
 
 func startSiteWrapper(t testing.TB, cp *controlplane.ControlPlane, node string, ip int, so siteOptions) *siteWrapper {
@@ -388,6 +429,7 @@ func startSiteWrapper(t testing.TB, cp *controlplane.ControlPlane, node string, 
 	if so.defaultTimings {
 		site.LeaseDuration, site.RenewDeadline, site.RetryPeriod, site.IdleTimeout = 0, 0, 0, 0
 	}
+	site.ServeOnlyRightAfterRenewal = so.oldRenewRule
 	w := startWrapper(t, cp, node, so.addr, wrapper.Options{
 		Upstream: up,
 		StateDir: so.stateDir, SnapshotInterval: 100 * time.Millisecond,

@@ -108,47 +108,109 @@ func (m *siteMembers) list() []string {
 }
 
 // readLock records when the Lease was last read from the apiserver, and
-// last written by this wrapper.
+// this wrapper's Lease writes: when the last successful one was sent and
+// answered, and when one last failed.
 type readLock struct {
 	resourcelock.Interface
-	lastRead, lastWrite atomic.Int64 // unix nanoseconds
+	lastRead atomic.Int64 // unix nanoseconds
+	written  atomic.Pointer[leaseWrite]
+	failed   atomic.Int64 // unix nanoseconds of the last failed Get, Create or Update
 }
+
+// leaseWrite is a successful write of the Lease: sent at from, answered at.
+type leaseWrite struct{ from, at time.Time }
 
 func (l *readLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := l.Interface.Get(ctx)
 	if err == nil || apierrors.IsNotFound(err) {
 		l.lastRead.Store(time.Now().UnixNano())
+	} else {
+		l.failed.Store(time.Now().UnixNano())
 	}
 	return rec, raw, err
 }
 
 func (l *readLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	err := l.Interface.Create(ctx, rec)
-	if err == nil {
-		l.lastWrite.Store(time.Now().UnixNano())
-	}
-	return err
+	return l.write(func() error { return l.Interface.Create(ctx, rec) })
 }
 
 func (l *readLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	err := l.Interface.Update(ctx, rec)
+	return l.write(func() error { return l.Interface.Update(ctx, rec) })
+}
+
+func (l *readLock) write(f func() error) error {
+	from := time.Now()
+	err := f()
 	if err == nil {
-		l.lastWrite.Store(time.Now().UnixNano())
+		l.written.Store(&leaseWrite{from: from, at: time.Now()})
+	} else {
+		l.failed.Store(time.Now().UnixNano())
 	}
 	return err
 }
 
-// renewWindow is how recently a leader must have renewed the Lease to
-// serve its peers: half the RenewDeadline (5 s: two renewals missed with
-// the defaults), but room for two renewals and a slow answer, and never
-// beyond the RenewDeadline.
+// When a leader serves its peers. Its last successful Lease write must
+// have been
+//
+//   - sent less than LeaseDuration - HeartbeatInterval ago: another wrapper
+//     takes the Lease only once it has seen it unchanged for LeaseDuration,
+//     and it cannot see this write before it was sent, so the leader has
+//     stopped serving (its open peer watches end at the next heartbeat) by
+//     the time another can lead: two leaders never both serve;
+//   - answered less than renewWindow (5 s) ago, or less than RenewDeadline
+//     (10 s) ago while no Lease request has failed since. A leader cut from
+//     the cloud hears no more changes: one whose link refuses or resets
+//     (its requests fail at once) stops 5 s after its link last answered,
+//     one whose packets are dropped (its renewal hangs) 10 s after, its
+//     followers then resuming from the apiserver within the 15 s bound
+//     (README.md, Failover). A slow apiserver fails no request, so its
+//     leader keeps serving while each renewal (client-go sends the next a
+//     RetryPeriod after the last answer) is answered within RenewDeadline
+//     of the last answer and within LeaseDuration - HeartbeatInterval of
+//     the last sending: renewals taking up to 6 s each with the defaults
+//     (15 s, 10 s, 2 s, 1 s: 2 x 6 s + 2 s = 14 s), against 3 s when every
+//     renewal had to be answered within 5 s of the last (fleet-scale.md:
+//     1,798 pauses in 5 minutes at 1,000 site wrappers, load 8-9).
+//
+// client-go's elector keeps its leadership until a renewal poll, begun a
+// RetryPeriod after the last answer, has failed for RenewDeadline (12 s
+// after that answer with the defaults); losing it ends the serving too
+// (OnStoppedLeading).
+
+// renewWindow is how recently a leader must have had a Lease write answered
+// to serve its peers once a Lease request has failed since: half the
+// RenewDeadline (5 s: two renewals missed with the defaults), but room for
+// two renewals and a slow answer, and never beyond the RenewDeadline.
 func (ss *Stream) renewWindow() time.Duration {
 	return min(max(ss.opts.RenewDeadline/2, 2*ss.opts.RetryPeriod+time.Second), ss.opts.RenewDeadline)
 }
 
+// holdWindow is how recently a leader must have sent its last successful
+// Lease write to serve its peers.
+func (ss *Stream) holdWindow() time.Duration {
+	return ss.opts.LeaseDuration - ss.opts.HeartbeatInterval
+}
+
+// renewedRecently reports whether this wrapper may serve its peers, by its
+// Lease writes (above); with Options.ServeOnlyRightAfterRenewal, by the
+// rule before: a write answered within renewWindow.
 func (ss *Stream) renewedRecently() bool {
 	l := ss.lock.Load()
-	return l != nil && time.Since(time.Unix(0, l.lastWrite.Load())) < ss.renewWindow()
+	if l == nil {
+		return false
+	}
+	w := l.written.Load()
+	if w == nil {
+		return false
+	}
+	answered := time.Since(w.at)
+	if ss.opts.ServeOnlyRightAfterRenewal {
+		return answered < ss.renewWindow()
+	}
+	if time.Since(w.from) >= ss.holdWindow() {
+		return false
+	}
+	return answered < ss.renewWindow() || (answered < ss.opts.RenewDeadline && l.failed.Load() < w.at.UnixNano())
 }
 
 // view is what this wrapper answers at sitePath.

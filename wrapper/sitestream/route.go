@@ -68,6 +68,8 @@ type peerRouter struct {
 	// heldRequests counts requests held because upstream did not answer;
 	// failedRequests those that failed back to the informers (tests).
 	heldRequests, failedRequests atomic.Int64
+	// givenUps counts the leaders given up (tests, benchmarks).
+	givenUps atomic.Int64
 	// upstream is the transport under the router (set by wrap).
 	upstream http.RoundTripper
 	// members are the site's wrappers heard of (members.go).
@@ -292,6 +294,7 @@ func (r *peerRouter) giveUp(logger klog.Logger, t *peerTarget, why string) {
 	r.notifyLocked()
 	r.cutLocked(func(b *routedBody) bool { return b.target == t })
 	r.mu.Unlock()
+	r.givenUps.Add(1)
 	logger.Info("Site stream leader given up: reading from the apiserver", "leader", t.node, "reason", why, "retryIn", peerRetry)
 }
 

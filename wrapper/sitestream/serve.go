@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -48,6 +49,9 @@ type peerServer struct {
 	authn       authenticator.Request
 	allowed     sets.Set[string]
 	failures    *authFailures
+	// pauses counts how often a leader stopped serving while it still
+	// held its leadership (checkRenewed).
+	pauses atomic.Int64
 }
 
 func newPeerServer(ss *Stream, writeTimeout time.Duration, caches []*unitCache) *peerServer {
@@ -130,12 +134,12 @@ func (p *peerServer) leading() context.Context {
 }
 
 // checkRenewed stops serving peers while the Lease has not been renewed
-// recently, and serves them again once it is. A leader cut from the cloud
-// hears no more changes, and client-go's elector gives up the Lease only
-// after RenewDeadline, and then tries to release it for as long again:
-// serving its followers a frozen view all that while would hold them on it
-// (its heartbeats keep them), so it stops at once and they read from the
-// apiserver.
+// recently (renewedRecently, members.go), and serves them again once it
+// is. A leader cut from the cloud hears no more changes, and client-go's
+// elector gives up the Lease only after a RetryPeriod and a RenewDeadline,
+// and then tries to release it for as long again: serving its followers a
+// frozen view all that while would hold them on it (its heartbeats keep
+// them), so it stops first and they read from the apiserver.
 func (p *peerServer) checkRenewed(logger klog.Logger) {
 	fresh := p.ss.renewedRecently()
 	p.mu.Lock()
@@ -147,7 +151,8 @@ func (p *peerServer) checkRenewed(logger klog.Logger) {
 	switch {
 	case serving && !fresh:
 		p.serveCancel()
-		logger.Info("The site's Lease was not renewed lately: not serving peers until it is", "within", p.ss.renewWindow())
+		p.pauses.Add(1)
+		logger.Info("The site's Lease was not renewed lately: not serving peers until it is", "within", p.ss.renewWindow(), "orWhileNoneFailedWithin", p.ss.opts.RenewDeadline)
 	case !serving && fresh:
 		p.serve, p.serveCancel = context.WithCancel(p.leadership)
 		logger.Info("The site's Lease is renewed again: serving peers")
@@ -343,3 +348,11 @@ func (ss *Stream) Source() string {
 // FailedRequests counts the lists and watches of Services and
 // EndpointSlices that failed back to this wrapper's informers.
 func (ss *Stream) FailedRequests() int64 { return ss.router.failedRequests.Load() }
+
+// Pauses counts how often this wrapper, leading, stopped serving its peers
+// because its Lease was not renewed lately (tests, benchmarks).
+func (ss *Stream) Pauses() int64 { return ss.peers.pauses.Load() }
+
+// LeaderGiveUps counts how often this wrapper gave up its leader and read
+// from the apiserver instead (tests, benchmarks).
+func (ss *Stream) LeaderGiveUps() int64 { return ss.router.givenUps.Load() }

@@ -56,8 +56,14 @@ type Options struct {
 	// a Pod on a node of the site (NodeNameExtra).
 	AllowedUsers []string
 	// Lease timing (defaults 15s, 10s, 2s). A leader that cannot renew
-	// within RenewDeadline stops serving its peers.
+	// within RenewDeadline stops serving its peers (members.go: when a
+	// leader serves).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// ServeOnlyRightAfterRenewal brings back the rule before issue 46: a
+	// leader serves only within half the RenewDeadline of its last Lease
+	// write answered, so a slow apiserver pauses it. Only to measure the
+	// two side by side (BenchmarkAPIServerPerClient); no flag sets it.
+	ServeOnlyRightAfterRenewal bool
 	// HeartbeatInterval is how often the leader sends its peers' watches a
 	// BOOKMARK (default 1s); a follower gives up a leader stream that
 	// brought nothing for IdleTimeout (default 5s) and reads from the
