@@ -26,6 +26,7 @@ import (
 // child, a grid on the restricted key gets exactly the administrator's
 // nodeunits.
 func TestNodeRestrictedGridKeys(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{APIServerArgs: []string{
 		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
 	}})

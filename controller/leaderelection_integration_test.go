@@ -121,6 +121,7 @@ func TestMetricsAndHealth(t *testing.T) {
 // leader gives up its Lease only once its workers have returned, so the next
 // leader never works beside it; and it does give it up.
 func TestReleasesLeaseAfterWorkersStop(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{})
 	o := DefaultOptions()
 	o.Config = e.cp.Config

@@ -60,6 +60,7 @@ func TestWaitsForSuperEdgeLeader(t *testing.T) {
 // with a Warning Event on its lock and /readyz saying so; they start again
 // when its lease runs out.
 func TestStopsWhenSuperEdgeReturns(t *testing.T) {
+	t.Parallel() // its own control plane
 	e := newEnv(t, controlplane.Options{})
 	ctx := t.Context()
 	se := e.superEdgeClient()

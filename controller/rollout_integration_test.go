@@ -178,6 +178,7 @@ func setImage(image string) func(*superedgev1.DeploymentGrid) {
 // out in waves, and a controller restarted mid-rollout resumes at the same
 // wave without touching the nodeunits already done.
 func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
+	t.Parallel() // its own control plane
 	const ns, name = "rollout", "web"
 	e, kubelet, ctx := newRolloutEnv(t, ns, 6)
 	_, writes, stop := e.startController(t, nil)
@@ -450,6 +451,7 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 // unhealthy at any instant, sampled throughout the rollout; then a grid
 // without a strategy still changes every nodeunit at once.
 func TestRolloutMaxUnavailableUnits(t *testing.T) {
+	t.Parallel() // its own control plane
 	const ns, name = "fleet", "web"
 	const units = 50
 	e, kubelet, ctx := newRolloutEnv(t, ns, units)

@@ -147,6 +147,7 @@ func TestForwardOnlyWhatKubeProxyNeeds(t *testing.T) {
 // double encoding, which the apiserver would resolve only after the
 // wrapper's checks, is a 400 Status and is not forwarded.
 func TestRefusesForeignHostsAndEncodedPaths(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	createNodes(t, adminClient(cp))
 	w := startWrapper(t, cp, "node0", "", wrapper.Options{})

@@ -24,6 +24,7 @@ import (
 // default/kubernetes served as the apiserver publishes it; a node-local
 // address and port are honoured.
 func TestLocalEndpointOnlyWhereMeant(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp, admin := startTestCluster(t, "")
 	ctx := t.Context()
 	kep := &corev1.Endpoints{

@@ -23,6 +23,7 @@ import (
 // slice upstream while node0's served form, and so its kube-proxy, must not
 // change. The last pod, on node0, is the sentinel.
 func TestQuietForControllerMadeSlices(t *testing.T) {
+	t.Parallel() // its own control plane
 	const foreignChanges = 5
 	ns := "quiet-kcm"
 	cp, admin := startQuietService(t, ns)

@@ -27,6 +27,7 @@ import (
 // once per watch, and both clients through it neither relist nor miss what
 // changes after.
 func TestWrapperRelistsOncePerKind(t *testing.T) {
+	t.Parallel() // its own control plane
 	ns := "relist"
 	cp, admin := startTestCluster(t, ns)
 	createDNSService(t, admin, ns, "plain", false, "")

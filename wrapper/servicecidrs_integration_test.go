@@ -86,6 +86,7 @@ func cidrRelists(uris []string) []string {
 // from its snapshot (the informer resumes its watch, a fresh one lists
 // them); and once the apiserver is back, still no relist.
 func TestServiceCIDRsThroughOutage(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp, admin := startTestCluster(t, "")
 	var want []string
 	eventually(t, "the apiserver's default ServiceCIDR", 30*time.Second, func(ctx context.Context) (bool, error) {
@@ -194,6 +195,7 @@ func TestServiceCIDRsThroughOutage(t *testing.T) {
 // to a resource of the same group it does not have. kube-proxy's other
 // informers are unaffected.
 func TestServiceCIDRsUpstreamWithout(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp, admin := startTestCluster(t, "")
 	const cidrs, unknown = "/apis/networking.k8s.io/v1/servicecidrs", "/apis/networking.k8s.io/v1/nosuchresources"
 	up := rest.CopyConfig(cp.Config)

@@ -25,6 +25,7 @@ import (
 // the stream when it passes even with nothing to write, which cut off every
 // idle watcher after the timeout (kube-proxy then relisted).
 func TestIdleWatchOverHTTP2(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp, admin := startTestCluster(t, "")
 	srv, err := wrapper.New(wrapper.Options{NodeName: "node0", Upstream: cp.Config, WatchWriteTimeout: time.Second})
 	if err != nil {

@@ -55,6 +55,7 @@ const (
 // Lease renewed every second and a Ready status, as a kubelet keeps them;
 // cutting a node stops its renewals (real kubelets: test/realnode).
 func TestNodeunitCutOff(t *testing.T) {
+	t.Parallel() // its own control plane
 	_, ctx := ktesting.NewTestContext(t)
 	cp := controlplane.StartForTest(t, controlplane.Options{
 		ControllerManager: true,

@@ -33,6 +33,7 @@ import (
 // saying what it undid, when someone edits it (one webhook left, failing
 // closed, with no CA) and when someone deletes it.
 func TestRegistrationRepaired(t *testing.T) {
+	t.Parallel() // its own control plane
 	_, ctx := ktesting.NewTestContext(t)
 	cp := controlplane.StartForTest(t, controlplane.Options{
 		BeforeControllers: func(ctx context.Context, cfg *rest.Config) error {

@@ -39,6 +39,7 @@ const testFinalizer = "servicegroup.test/keep"
 // kubernetes behind it). Each case also names the step and reason expected
 // in each mode, written by hand, so a check missing on both sides fails too.
 func TestExplainDNSAgreesWithCoreDNS(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	ctx := t.Context()
 	bin := testbin.Path(t, "coredns")

@@ -33,6 +33,7 @@ import (
 // (written by the test: no kubelets; the whole path runs on real nodes in
 // test/realnode). kubectl grid status shows that nodeunit too.
 func TestDoctorAutonomy(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{})
 	ctx := t.Context()
 	kube := kubernetes.NewForConfigOrDie(cp.Config)

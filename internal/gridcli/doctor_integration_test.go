@@ -34,6 +34,7 @@ import (
 // a wrapper through kubectl exec needs a kubelet: test/realnode covers it;
 // here the ready wrapper's exec fails and doctor says so.
 func TestDoctor(t *testing.T) {
+	t.Parallel() // its own control plane
 	cp := controlplane.StartForTest(t, controlplane.Options{CRDs: true})
 	ctx := t.Context()
 	kube := kubernetes.NewForConfigOrDie(cp.Config)

@@ -153,6 +153,7 @@ func servedIPs(r explain.ServiceReport) string {
 // written out by hand from the topologyKeys rule (package topology's doc),
 // not computed by the code.
 func TestExplainService(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	c.service("servicegrid-demo-svc", `["zone1"]`, map[string][]discoveryv1.Endpoint{
 		"demo-a": {endpoint("10.0.0.1", "node1", true, true), endpoint("10.0.0.2", "node3", true, true),
@@ -243,6 +244,7 @@ func TestExplainService(t *testing.T) {
 // TestExplainDNS walks the unified name of the demo StatefulSetGrid from
 // each node: resolved in nodeunit1, failing at the right step elsewhere.
 func TestExplainDNS(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	ctx := t.Context()
 	ssg, err := c.grids.SuperedgeV1().StatefulSetGrids("default").Get(ctx, "statefulsetgrid-demo", metav1.GetOptions{})
@@ -315,6 +317,7 @@ func TestExplainDNS(t *testing.T) {
 // TestStatus: nodeunit1 has a ready child, nodeunit2 none (create pending),
 // and an old child for a vanished nodeunit3 is to be deleted.
 func TestStatus(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	ctx := t.Context()
 	dg, err := c.grids.SuperedgeV1().DeploymentGrids("default").Get(ctx, "deploymentgrid-demo", metav1.GetOptions{})

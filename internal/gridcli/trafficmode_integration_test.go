@@ -22,6 +22,7 @@ import (
 // grids the controller refuses and the nodes whose zone disagrees with
 // their nodeunit. Wants are written out by hand from those rules.
 func TestTrafficModeExplainAndDoctor(t *testing.T) {
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	ctx := t.Context()
 	zone := trafficmode.ZoneLabel

@@ -32,6 +32,7 @@ import (
 //     returns, a pod IP and a node label change and reach kube-proxy and DNS;
 //     the wrapper's upstream LISTs and kube-proxy's relists are counted.
 func TestEdgeAutonomy(t *testing.T) {
+	t.Parallel() // its own cluster and network
 	mode := harness.ProxyModeIPTables
 	ctx, c := startCluster(t, harness.Options{ProxyMode: mode, Components: allComponents})
 	if err := c.WaitGridCRDs(ctx); err != nil {

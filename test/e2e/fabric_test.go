@@ -20,6 +20,7 @@ import (
 // the root namespace gains one link with a connected route only; teardown
 // leaves nothing behind.
 func TestFabric(t *testing.T) {
+	t.Parallel() // its own network
 	requireHost(t)
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

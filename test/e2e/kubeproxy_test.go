@@ -19,8 +19,10 @@ import (
 // apiserver) routes a ClusterIP to every pod, on any node. Deleting a Pod
 // removes it from the answers.
 func TestPlainClusterIP(t *testing.T) {
+	t.Parallel() // each mode its own cluster and network
 	for _, mode := range []string{harness.ProxyModeIPTables, harness.ProxyModeNFTables} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			ctx, c := startCluster(t, harness.Options{ProxyMode: mode})
 			dep, err := c.Client.AppsV1().Deployments("default").Create(ctx, echoDeployment("plain", 4, nil), metav1.CreateOptions{})
 			if err != nil {

@@ -55,11 +55,15 @@ spec:
 // the nftables run keys the same grids on the prefixed label
 // topology.kubernetes.io/zone.
 func TestServiceGroup(t *testing.T) {
+	t.Parallel() // each mode its own cluster and network
 	for _, run := range []struct{ mode, key string }{
 		{harness.ProxyModeIPTables, harness.GridKey},
 		{harness.ProxyModeNFTables, harness.ZoneKey},
 	} {
-		t.Run(run.mode, func(t *testing.T) { testServiceGroup(t, run.mode, run.key) })
+		t.Run(run.mode, func(t *testing.T) {
+			t.Parallel()
+			testServiceGroup(t, run.mode, run.key)
+		})
 	}
 }
 

@@ -24,8 +24,12 @@ import (
 // once it has none; the zones come from the controller's zone-label writer
 // (--zone-from-grid-key=zone1), the hints from kube-controller-manager.
 func TestNativeModeKubeProxy(t *testing.T) {
+	t.Parallel() // each mode its own cluster and network
 	for _, mode := range []string{harness.ProxyModeIPTables, harness.ProxyModeNFTables} {
-		t.Run(mode, func(t *testing.T) { nativeModeKubeProxy(t, mode) })
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			nativeModeKubeProxy(t, mode)
+		})
 	}
 }
 

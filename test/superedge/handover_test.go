@@ -109,6 +109,7 @@ func (w workloads) diff(o workloads) error {
 // Service replaced; then SuperEdge's controller comes back, again rolling
 // nothing, and a template change made afterwards is applied by it.
 func TestSuperEdgeHandover(t *testing.T) {
+	t.Parallel() // its own control plane and SuperEdge root
 	e := newEnv(t)
 	ctx := e.ctx
 
@@ -216,6 +217,7 @@ func TestSuperEdgeHandover(t *testing.T) {
 // reconcile (PredecessorActive Event on the lock) until SuperEdge's stops,
 // then takes the grid over once the lock is no longer renewed.
 func TestSuperEdgeLeaderLock(t *testing.T) {
+	t.Parallel() // its own control plane and SuperEdge root
 	e := newEnv(t)
 	ctx := e.ctx
 	se := e.startSuperEdge(t, "superedge", "--leader-elect")

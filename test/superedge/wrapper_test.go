@@ -143,6 +143,9 @@ func gridService(ctx context.Context, t *testing.T, kube kubernetes.Interface, n
 // waits at start for its informer of its own Node, whose list the wrapper
 // answers with 404. build/MIGRATION.md's prerequisites say so.
 func TestSuperEdgeWrapperKubeProxy(t *testing.T) {
+	// Parallel: its own control plane and network (the package's only
+	// fabric: one per process at a time).
+	t.Parallel()
 	testenv.Root(t, "network namespaces")
 	build := RequireBuild(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)

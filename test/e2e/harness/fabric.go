@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -16,16 +17,28 @@ import (
 
 // Names: every namespace and root-side link this harness creates carries the
 // creating process's PID, so parallel runs never clash and leftovers of a
-// crashed run can be recognised (and only those are ever removed).
+// crashed run can be recognised (and only those are ever removed). A
+// process's first fabric is "sge2e-<pid>" with root link "sge<pid>r"; its
+// later ones (a test's fabric may exist beside another test's) add their
+// sequence number: "sge2e-<pid>-<n>", "sge<pid>r<n>".
 const (
 	namePrefix = "sge2e-"
-	// root-side veth: "sge<pid>r" stays under the 15-byte interface name limit.
+	// root-side veth: "sge<pid>r<n>" stays under the 15-byte interface name
+	// limit (a PID has at most 7 digits).
 	rootLinkFormat = "sge%dr"
 )
 
 var (
 	leftoverNS   = regexp.MustCompile(`^sge2e-(\d+)-`)
-	leftoverLink = regexp.MustCompile(`^sge(\d+)r$`)
+	leftoverLink = regexp.MustCompile(`^sge(\d+)r\d*$`)
+)
+
+// fabrics counts this process's fabrics; fabricMu makes one at a time (and
+// runs one host probe at a time), so a fabric picks its subnet only once
+// the one before has its address.
+var (
+	fabricMu sync.Mutex
+	fabrics  int
 )
 
 // FabricOptions shape the test network.
@@ -47,7 +60,7 @@ type FabricOptions struct {
 //	fabric ns: br0 10.250.X.2/24 ───┴── eth-nodeN ── nodeN ns: eth0 10.250.X.(10+N)/24
 //	                                                   lo: pod IPs from 10.244.N.0/24
 type Fabric struct {
-	// Prefix names this run's namespaces ("sge2e-<pid>").
+	// Prefix names this fabric's namespaces ("sge2e-<pid>", "sge2e-<pid>-<n>").
 	Prefix string
 	// Subnet is the bridge subnet, a /24 nothing else on the machine uses.
 	Subnet *net.IPNet
@@ -87,6 +100,8 @@ func NewFabric(ctx context.Context, opts FabricOptions) (_ *Fabric, err error) {
 	if len(opts.Nodes) == 0 || len(opts.Nodes) > 200 {
 		return nil, fmt.Errorf("fabric needs 1..200 nodes, got %d", len(opts.Nodes))
 	}
+	fabricMu.Lock()
+	defer fabricMu.Unlock()
 	CleanupLeftovers(ctx)
 
 	pid := os.Getpid()
@@ -95,6 +110,11 @@ func NewFabric(ctx context.Context, opts FabricOptions) (_ *Fabric, err error) {
 		RootLink:    fmt.Sprintf(rootLinkFormat, pid),
 		ServiceCIDR: opts.ServiceCIDR,
 	}
+	if fabrics > 0 {
+		f.Prefix += "-" + strconv.Itoa(fabrics)
+		f.RootLink += strconv.Itoa(fabrics)
+	}
+	fabrics++
 	defer func() {
 		if err != nil {
 			f.Close()

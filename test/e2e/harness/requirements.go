@@ -78,6 +78,9 @@ func CheckHost(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// One probe of this process's at a time: tests in parallel check too.
+	fabricMu.Lock()
+	defer fabricMu.Unlock()
 	probe := fmt.Sprintf("%s%d-probe", namePrefix, os.Getpid())
 	if err := ipCmd(ctx, "netns", "add", probe); err != nil {
 		return fmt.Errorf("network namespaces unsupported here: %w", err)
