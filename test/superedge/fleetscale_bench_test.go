@@ -38,7 +38,7 @@ var (
 	fleetRelabel     = flag.Int("fleet.relabel", 100, "Nodes moved into new nodeunits (10 per new nodeunit)")
 	fleetSteady      = flag.Duration("fleet.steady", 40*time.Second, "the quiet window in which steady-state writes are counted (longer than both controllers' resync)")
 	fleetLimit       = flag.Duration("fleet.converge-limit", 60*time.Minute, "how long a controller may take to converge; past it its figures so far are recorded and its later phases skipped")
-	fleetControllers = flag.String("fleet.controllers", "ours,ours-qps1000,superedge", "the controllers measured, one world each: ours (as shipped), ours-qps1000 (with SuperEdge's default client rate), ours-baseline (-fleet.baseline-bin run as ours), superedge")
+	fleetControllers = flag.String("fleet.controllers", "ours,ours-qps1000,superedge", "the controllers measured, one world each: ours (as shipped), ours-qps1000 (with SuperEdge's default client rate), ours-at-once (as shipped, its template change without waves, as SuperEdge's), ours-baseline (-fleet.baseline-bin run as ours), superedge")
 	fleetBaseline    = flag.String("fleet.baseline-bin", "", "an application-grid-controller binary of another commit, measured as ours-baseline beside ours (before and after of a fix in one run)")
 	fleetStall       = flag.Duration("fleet.stall", 0, "a controller that writes no child for this long before converging is recorded as stalled and its later phases skipped (0: wait up to -fleet.converge-limit)")
 	fleetProgress    = flag.Duration("fleet.progress", time.Minute, "how often the converge logs its progress (children made, writes by code, CPU, memory)")
@@ -66,7 +66,7 @@ const (
 // /proc. Phases: converge, steady state over -fleet.steady, a relabel of
 // -fleet.relabel Nodes into new nodeunits, a template change of one
 // DeploymentGrid through every nodeunit (ours in waves of 10%, SuperEdge
-// at once: it has no waves), and for ours `kubectl grid status`,
+// and ours-at-once at once: SuperEdge has no waves), and for ours `kubectl grid status`,
 // `explain` and `doctor` timed on the world. Run with -benchtime=1x, as
 // root (SuperEdge's controller runs chrooted).
 func BenchmarkFleetScale(b *testing.B) {
@@ -83,7 +83,7 @@ func BenchmarkFleetScale(b *testing.B) {
 	for iter := 0; iter < b.N; iter++ {
 		for _, who := range strings.Split(*fleetControllers, ",") {
 			switch who {
-			case "ours", "ours-qps1000", "ours-baseline", "superedge":
+			case "ours", "ours-qps1000", "ours-at-once", "ours-baseline", "superedge":
 				runFleet(b, rec, who, nodes, units, grids)
 			default:
 				b.Fatalf("-fleet.controllers: %q is neither ours nor superedge", who)
@@ -112,6 +112,11 @@ func (f *fleet) fig(name string, v float64, unit string) {
 	f.rec.Figure(f.who+" "+name, v, unit)
 	f.logf("%s %s: %.3f %s", f.who, name, v, unit)
 }
+
+// waves: grid-00 carries a rollout in waves of 10% (ours), or none and
+// its template change goes to every nodeunit at once (SuperEdge, which
+// has no waves, and ours-at-once, to compare like for like).
+func (f *fleet) waves() bool { return f.who != "superedge" && f.who != "ours-at-once" }
 
 // logf logs to the benchmark's log and, with -fleet.live, to stderr at once.
 func (f *fleet) logf(format string, args ...any) {
@@ -322,7 +327,7 @@ func (f *fleet) buildWorld() {
 			dg := &superedgev1.DeploymentGrid{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fleetNS},
 				Spec: superedgev1.DeploymentGridSpec{GridUniqKey: fleetKey, Template: appsv1.DeploymentSpec{
 					Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: pod}}}
-			if i == 0 && f.who != "superedge" {
+			if i == 0 && f.waves() {
 				wave := intstr.FromString("10%")
 				maxUnavailable := int32(max(1, f.units/10))
 				dg.Spec.Rollout = &superedgev1.RolloutStrategy{WaveSize: &wave, MaxUnavailableUnits: &maxUnavailable}

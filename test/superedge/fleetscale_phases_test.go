@@ -122,7 +122,7 @@ func (f *fleet) rollTemplate(pid int) {
 		if p == nil || !p.at.After(start) || p.updated != units || p.marked != 0 {
 			return fmt.Errorf("last pass: %+v", p)
 		}
-		if f.who != "superedge" {
+		if f.waves() {
 			dg, err := f.grids.SuperedgeV1().DeploymentGrids(fleetNS).Get(ctx, grid, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -137,7 +137,7 @@ func (f *fleet) rollTemplate(pid int) {
 	f.waitQuiet(5 * time.Second)
 	c, _ := f.audit.scan()
 	name := "template change"
-	if f.who != "superedge" {
+	if f.waves() {
 		name += " (waves of 10%)"
 	} else {
 		name += " (at once)"
