@@ -599,7 +599,7 @@ func (d *deadNodeStep) run() (dying, after window) {
 	// The window after the death starts once the caller's kube-proxy
 	// balances over exactly the nodeunit's new pods.
 	proxyRulesInUnit(ctx, t, d.callerNode, deadNodeUnit, pods)
-	after = window{name: "after the node died", start: time.Now()}
+	after = window{name: "after the node died", start: time.Now(), movedGrid: d.movedGridPods(pods)}
 	svc, err := d.client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -618,6 +618,35 @@ func (d *deadNodeStep) run() (dying, after window) {
 	time.Sleep(5 * time.Second)
 	after.end = time.Now()
 	return dying, after
+}
+
+// movedGridPods: for each site client whose grid name's pod (its
+// nodeunit's first StatefulSetGrid pod, siteClientPod) now runs at another
+// address than the client was started with, that address.
+func (d *deadNodeStep) movedGridPods(pods map[string]corev1.Pod) map[string]string {
+	moved := map[string]string{}
+	for _, sn := range seedNodes {
+		name := "site-" + sn.name
+		c, err := d.client.CoreV1().Pods("default").Get(d.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		var was string
+		for _, e := range c.Spec.Containers[0].Env {
+			if e.Name == gridIPEnv {
+				was = e.Value
+			}
+		}
+		p, ok := pods[fmt.Sprintf("%s-%s-0", statefulGrid, sn.unit)]
+		if !ok {
+			d.t.Fatalf("no pod %s-%s-0", statefulGrid, sn.unit)
+		}
+		if now := p.Status.PodIP; now != was {
+			d.t.Logf("%s: %s-%s-0 replaced: %s, was %s (the client's grid name must answer the new address)", name, statefulGrid, sn.unit, now, was)
+			moved[name] = now
+		}
+	}
+	return moved
 }
 
 // outOfEndpoints: none of ips is a ready endpoint of Service name.

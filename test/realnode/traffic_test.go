@@ -64,6 +64,37 @@ func TestMeasureStalls(t *testing.T) {
 	}
 }
 
+// TestMovedGridPod: in a window where a client's grid name must answer a
+// replaced pod's new address, a query answered with it is right, one the
+// client logged right (the old address) and any other answer are wrong, a
+// stall stays a stall; other clients and kinds are judged as logged.
+func TestMovedGridPod(t *testing.T) {
+	at := func(ms int64) time.Time { return time.UnixMilli(1_000_000 + ms) }
+	log := "1000100 grid fail status=NOERROR server=169.254.20.10#53(169.254.20.10) answer=10.244.0.24\n" +
+		"1000300 grid ok\n" +
+		"1000500 grid fail status=NOERROR server=169.254.20.10#53(169.254.20.10) answer=10.244.0.99\n" +
+		"1000700 grid stall server=169.254.20.10#53 error=timed out answer= held=2s\n" +
+		"1000800 svc ok\n"
+	w := window{name: "after the node died", start: at(0), end: at(1000), movedGrid: map[string]string{"site-node0": "10.244.0.24"}}
+	results, _ := trafficTable(map[string]map[string][]probeSample{
+		"site-node0": parseProbeLog(log),
+		"site-node1": parseProbeLog(log),
+	}, []window{w})
+	g := results[w.name]["site-node0"]["grid"]
+	if g.attempts != 4 || g.failed != 2 || len(g.held) != 1 {
+		t.Errorf("moved: %+v, want 2 of 4 failed (the old address, another one), 1 stall", g)
+	}
+	if len(g.failures) != 2 || !strings.Contains(g.failures[0], "old address") || !strings.HasSuffix(g.failures[1], "answer=10.244.0.99") {
+		t.Errorf("moved: failures %q", g.failures)
+	}
+	if o := results[w.name]["site-node1"]["grid"]; o.failed != 2 || !strings.HasSuffix(o.failures[0], "answer=10.244.0.24") {
+		t.Errorf("not moved: %+v, want the client's own judgement (2 failed)", o)
+	}
+	if s := results[w.name]["site-node0"]["svc"]; s.failed != 0 || s.attempts != 1 {
+		t.Errorf("svc: %+v", s)
+	}
+}
+
 // TestGuideStep reads a marked block (indented in a list too) and refuses
 // a marker without its block.
 func TestGuideStep(t *testing.T) {
