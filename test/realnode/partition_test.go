@@ -599,7 +599,13 @@ func (d *deadNodeStep) run() (dying, after window) {
 	// The window after the death starts once the caller's kube-proxy
 	// balances over exactly the nodeunit's new pods.
 	proxyRulesInUnit(ctx, t, d.callerNode, deadNodeUnit, pods)
-	after = window{name: "after the node died", start: time.Now(), movedGrid: d.movedGridPods(pods)}
+	// Likewise the names: a replaced pod's name was absent meanwhile, and
+	// the node's CoreDNS caches that denial (cache 30, capped by the
+	// zone's SOA minimum): the window starts once each client whose pod
+	// was replaced resolves it to the new address.
+	moved := d.movedGridPods(pods)
+	d.resolvingMoved(moved)
+	after = window{name: "after the node died", start: time.Now(), movedGrid: moved}
 	svc, err := d.client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -647,6 +653,25 @@ func (d *deadNodeStep) movedGridPods(pods map[string]corev1.Pod) map[string]stri
 		}
 	}
 	return moved
+}
+
+// resolvingMoved waits until each client of moved logs a query of its grid
+// name answered with the new address, after the wait began.
+func (d *deadNodeStep) resolvingMoved(moved map[string]string) {
+	since := time.Now()
+	for c, addr := range moved {
+		eventually(d.ctx, d.t, 0, c+": its grid name answers "+addr, func(ctx context.Context) error {
+			log, err := d.client.CoreV1().Pods("default").GetLogs(c, &corev1.PodLogOptions{TailLines: ptrTo(int64(30))}).DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			samples := expectMoved(parseProbeLog(string(log))["grid"], addr)
+			if n := len(samples); n == 0 || !samples[n-1].ok || samples[n-1].at.Before(since) {
+				return fmt.Errorf("its latest grid queries: %v", samples)
+			}
+			return nil
+		})
+	}
 }
 
 // outOfEndpoints: none of ips is a ready endpoint of Service name.
