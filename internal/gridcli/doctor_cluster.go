@@ -33,13 +33,13 @@ func (d *doctor) checkCRDs(ctx context.Context) error {
 			return fmt.Errorf("checking CRDs: %w", err)
 		}
 		for _, name := range drifted {
-			d.report.add("crd "+name, "kubectl apply --server-side -f build/crds/ of the controller's release (a controller with --manage-crds=true re-applies within --crd-check-interval)",
+			d.report.add("crd "+name, "kubectl apply --server-side -k build/crds of the controller's release (a controller with --manage-crds=true re-applies within --crd-check-interval)",
 				"missing or different from release %s's (no leading controller says which schema it was built with)", version.Version)
 		}
 		return nil
 	}
 	d.report.ControllerVersion = pub.Version
-	fix := fmt.Sprintf("kubectl apply --server-side -f build/crds/ of release %s, the leading controller's (with --manage-crds=true it re-applies them within --crd-check-interval)", pub.Version)
+	fix := fmt.Sprintf("kubectl apply --server-side -k build/crds of release %s, the leading controller's (with --manage-crds=true it re-applies them within --crd-check-interval)", pub.Version)
 	for _, name := range slices.Sorted(maps.Keys(pub.CRDs)) {
 		live, err := orNil(d.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{}))
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -98,7 +100,9 @@ func doctorMatches(ctx context.Context, kubeconfig string, names, want []string,
 }
 
 // checkDoctor: on the installed cluster doctor finds nothing, then each
-// problem injected once is named, and gone once undone. The wrapper on
+// problem injected once is named, and gone once undone. The wrapper of the
+// static pod on static and execNode's kube-proxy-edge hang (SIGSTOP) until
+// their readiness probes fail, then go on. The wrapper on
 // snapshotNode is restarted while its uid may not reach the apiserver (an
 // iptables rule in the node's network namespace; the kubelet, root, still
 // can), so it serves its snapshot; then, its snapshot removed, restarted
@@ -108,14 +112,44 @@ func doctorMatches(ctx context.Context, kubeconfig string, names, want []string,
 // (kube-proxy-edge leaves, the stock kube-proxy returns); the controller is
 // scaled to zero and a CRD edited, then it comes back without managing CRDs
 // (the CRD differs from the leader's schema), as two replicas without
-// leader election, and as installed; SuperEdge's wrapper DaemonSet and wide
-// binding appear, with a binding of a foreign role to our wrapper's account.
+// leader election, and as installed; SuperEdge's wrapper DaemonSets (edge
+// and cloud nodes') and wide binding appear, with a binding of a foreign role to our wrapper's account.
 // The wrapper and CoreDNS DaemonSets are deleted (their pods orphaned) and
 // created again.
-func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface, cp *controlplane.ControlPlane, snapshotNode, execNode *Node, names []string) {
+func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface, cp *controlplane.ControlPlane, snapshotNode, execNode, static *Node, names []string) {
 	kubeconfig := cp.Kubeconfig
 	sorted := slices.Sorted(slices.Values(names))
 	expectDoctor(ctx, t, kubeconfig, sorted, "no problem on the installed cluster")
+
+	// A hung wrapper in the static pod, a hung kube-proxy-edge: their
+	// readiness probes time out.
+	var thaws []func() error
+	thawAll := func() error {
+		var errs []error
+		for _, thaw := range thaws {
+			errs = append(errs, thaw())
+		}
+		thaws = nil
+		return errors.Join(errs...)
+	}
+	defer func() { _ = thawAll() }()
+	for _, f := range []struct {
+		node   *Node
+		binary string
+	}{{static, "application-grid-wrapper"}, {execNode, "kube-proxy"}} {
+		thaw, err := f.node.Freeze(f.binary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		thaws = append(thaws, thaw)
+	}
+	expectDoctor(ctx, t, kubeconfig, sorted, "the wrapper of "+static.Name+"'s static pod and "+execNode.Name+"'s kube-proxy-edge hung (SIGSTOP)",
+		"node "+static.Name+": static pod ",
+		"node "+execNode.Name+": kube-proxy-edge pod kube-proxy-edge-")
+	if err := thawAll(); err != nil {
+		t.Fatal(err)
+	}
+	expectDoctor(ctx, t, kubeconfig, sorted, "the static pod's wrapper and kube-proxy-edge going again (SIGCONT)")
 
 	// The wrapper on its snapshot.
 	host, port, err := net.SplitHostPort(strings.TrimPrefix(cp.URL, "https://"))
@@ -332,17 +366,22 @@ func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface,
 	controllerArgs(true, true)
 	expectDoctor(ctx, t, kubeconfig, sorted, "the controller back, leading, its CRDs re-applied")
 
-	// SuperEdge's wrapper DaemonSet (on no node) and its wide binding.
-	labels := map[string]string{"app": "application-grid-wrapper-node"}
-	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "application-grid-wrapper-node", Namespace: "edge-system"},
-		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: labels},
-			Spec:       corev1.PodSpec{NodeSelector: map[string]string{"doctor-test": "no-such-node"}, Containers: []corev1.Container{{Name: "wrapper", Image: "superedge/application-grid-wrapper:v0.7.0"}}},
-		}},
-	}
-	if _, err := client.AppsV1().DaemonSets("edge-system").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// SuperEdge's wrapper DaemonSets, for edge and cloud nodes (on no
+	// node), and its wide binding.
+	var superEdgeWrappers []string
+	for _, name := range []string{"application-grid-wrapper-node", "application-grid-wrapper-master"} {
+		labels := map[string]string{"app": name}
+		ds := &appsv1.DaemonSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "edge-system"},
+			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{NodeSelector: map[string]string{"doctor-test": "no-such-node"}, Containers: []corev1.Container{{Name: "wrapper", Image: "superedge/application-grid-wrapper:v0.7.0"}}},
+			}},
+		}
+		if _, err := client.AppsV1().DaemonSets("edge-system").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		superEdgeWrappers = append(superEdgeWrappers, name)
 	}
 	crb := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "application-grid-wrapper"},
@@ -364,13 +403,16 @@ func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface,
 	}
 	expectDoctor(ctx, t, kubeconfig, sorted, "SuperEdge leftovers, a foreign role bound to our wrapper's account",
 		"daemonset edge-system/application-grid-wrapper-node: SuperEdge leftover",
+		"daemonset edge-system/application-grid-wrapper-master: SuperEdge leftover",
 		"clusterrolebinding application-grid-wrapper: SuperEdge leftover",
 		"clusterrolebinding doctor-foreign-wrapper-role: gives the wrapper's ServiceAccount edge-system/servicegroup-wrapper the ClusterRole cluster-admin")
 	if err := client.RbacV1().ClusterRoleBindings().Delete(ctx, foreign.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := client.AppsV1().DaemonSets("edge-system").Delete(ctx, ds.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	for _, name := range superEdgeWrappers {
+		if err := client.AppsV1().DaemonSets("edge-system").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := client.RbacV1().ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -631,4 +673,55 @@ func checkDoctorWebhook(ctx context.Context, t *testing.T, client kubernetes.Int
 	})
 	placement := controllerInNodeunit(ctx, t, client)
 	expectDoctor(ctx, t, kubeconfig, edgeNodes, "the controller back, the webhook registered again", placement...)
+}
+
+// checkDoctorCRDMissing: a CRD deleted under a leading controller is
+// named with the leader and its release, and doctor's fix (build/crds of
+// that release, applied) ends it. The leader, with --manage-crds=true,
+// puts the CRD back at its next check (every --crd-check-interval, a
+// minute): a deletion it undid before doctor looked is made again. Run
+// where no node uses our components, as the CRD's objects go with it.
+func checkDoctorCRDMissing(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, op *Operator, name string) {
+	t.Helper()
+	crds := apiextensionsclient.NewForConfigOrDie(cp.Config).ApiextensionsV1().CustomResourceDefinitions()
+	want := "crd " + name + ": missing: the leading controller "
+	start := time.Now()
+	var seen []string
+	eventually(ctx, t, 0, "kubectl grid doctor: CRD "+name+" deleted under a leading controller", func(ctx context.Context) error {
+		if err := crds.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err := waitUntil(ctx, time.Minute, func() error {
+			if _, err := crds.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		_, problems, err := doctorProblems(ctx, cp.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		seen = problems
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.HasPrefix(p, want) }) {
+			return fmt.Errorf("no %q among %q", want, problems)
+		}
+		return nil
+	})
+	t.Logf("kubectl grid doctor, CRD %s deleted under a leading controller (%s): %q", name, time.Since(start).Round(100*time.Millisecond), seen)
+	// The fix doctor gives.
+	if _, err := op.Run(ctx, "apply", "--server-side", "-k", "build/crds"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, 0, "kubectl grid doctor: CRD "+name+" applied again", func(ctx context.Context) error {
+		_, problems, err := doctorProblems(ctx, cp.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		if i := slices.IndexFunc(problems, func(p string) bool { return strings.HasPrefix(p, "crd ") }); i >= 0 {
+			return fmt.Errorf("still %q", problems[i])
+		}
+		return nil
+	})
 }

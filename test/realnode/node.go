@@ -404,3 +404,36 @@ func waitUntil(ctx context.Context, timeout time.Duration, check func() error) e
 func (n *Node) Enter() []string {
 	return []string{"nsenter", "--net=" + n.netnsPath(), fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.holder.PID())}
 }
+
+// Freeze stops (SIGSTOP) the one process of the node's containers whose
+// program is binary, as a hung process is: it holds its sockets and
+// answers nothing, probes included. thaw continues it (SIGCONT).
+func (n *Node) Freeze(binary string) (thaw func() error, err error) {
+	var found []int
+	for _, p := range allProcesses() {
+		if !n.inCgroup(p) || n.owns(p) {
+			continue // not in a container of this node (the kubelet, containerd)
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err != nil {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		if filepath.Base(argv0) == binary {
+			found = append(found, p)
+		}
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("%s: %d processes of %s in its containers (%v), want 1", n.Name, len(found), binary, found)
+	}
+	pid := found[0]
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return nil, fmt.Errorf("%s: SIGSTOP %s (%d): %w", n.Name, binary, pid, err)
+	}
+	return func() error {
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("%s: SIGCONT %s (%d): %w", n.Name, binary, pid, err)
+		}
+		return nil
+	}, nil
+}

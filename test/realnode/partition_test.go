@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/servicegroup/servicegroup/autonomy"
 	"github.com/servicegroup/servicegroup/internal/gridcli"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
@@ -291,6 +292,9 @@ type partitionStep struct {
 	// heldErr is holdUntil's last error when the cut ended without it
 	// passing.
 	heldErr error
+	// beforeHeal, when set, runs once the hold is over and checked, the
+	// nodeunit still cut off.
+	beforeHeal func(ctx context.Context)
 }
 
 func (p *partitionStep) run() []window {
@@ -426,6 +430,9 @@ func (p *partitionStep) run() []window {
 			t.Error(err)
 		}
 	}
+	if p.beforeHeal != nil {
+		p.beforeHeal(ctx)
+	}
 	cut.end = time.Now()
 
 	back := window{name: "nodeunit reconnects", start: time.Now()}
@@ -494,6 +501,91 @@ func gridStatusShowsCutOff(ctx context.Context, t *testing.T, kubeconfig string)
 	}
 	t.Logf("kubectl grid status dg/deploymentgrid-demo while cut off:\n%s", out)
 	return true
+}
+
+// autonomyEnded: the nodeunit cut off, its grids' autonomy lowered to the
+// least (autonomy.MinDuration, a minute, less than the cut has lasted) ends it, as a cut longer
+// than the autonomy does: doctor says so, and Prometheus fires the critical
+// ServiceGroupNodeunitAutonomyExpired. Meanwhile kube-controller-manager is
+// stopped, so the eviction an ended autonomy lets through does not run (the
+// partition step's pods must stay). Then the grids' autonomy is put back
+// and kube-controller-manager started again: a new instance, observing the
+// unreachable nodes afresh, which the webhook holds off again.
+func autonomyEnded(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, op *Operator, prom *PromAPI, unit string, grids []string) {
+	t.Helper()
+	kubeconfig := cp.Kubeconfig
+	annotation := autonomy.DurationAnnotation
+	was := map[string]string{}
+	for _, g := range grids {
+		was[g] = mustRun(ctx, t, op, "-n", "default", "get", g, "-o", "jsonpath={.metadata.annotations."+strings.ReplaceAll(annotation, ".", `\.`)+"}")
+		if was[g] == "" {
+			t.Fatalf("%s has no %s", g, annotation)
+		}
+	}
+	annotate := func(duration func(grid string) string) {
+		t.Helper()
+		for _, g := range grids {
+			mustRun(ctx, t, op, "-n", "default", "annotate", g, annotation+"="+duration(g), "--overwrite")
+		}
+	}
+	asBefore := func(g string) string { return was[g] }
+	cp.StopControllerManager()
+	restored := false
+	defer func() {
+		if !restored {
+			annotate(asBefore)
+			_ = cp.RestartControllerManager(context.WithoutCancel(ctx), scaledLifecycle())
+		}
+	}()
+	start := time.Now()
+	annotate(func(string) string { return autonomy.MinDuration.String() })
+	subject := "nodeunit " + gridKey + "=" + unit + ": "
+	var seen string
+	eventually(ctx, t, 0, "kubectl grid doctor: "+unit+"'s autonomy ended", func(ctx context.Context) error {
+		_, problems, err := doctorProblems(ctx, kubeconfig)
+		if err != nil {
+			return err
+		}
+		for _, p := range problems {
+			if strings.HasPrefix(p, subject+"cut off since ") && strings.Contains(p, ", autonomy ended ") {
+				seen = p
+				return nil
+			}
+		}
+		return fmt.Errorf("no %q...autonomy ended among %q", subject, problems)
+	})
+	t.Logf("kubectl grid doctor, %s's autonomy lowered to 1m (%s): %q", unit, time.Since(start).Round(100*time.Millisecond), seen)
+	const alert = "ServiceGroupNodeunitAutonomyExpired"
+	eventually(ctx, t, 2*time.Minute, "Prometheus: "+alert+" for "+unit+" firing", func(ctx context.Context) error {
+		alerts, err := prom.Alerts(ctx)
+		if err != nil {
+			return err
+		}
+		for _, a := range alerts {
+			if a.Labels["alertname"] == alert && a.Labels["nodeunit"] == unit && a.State == "firing" {
+				return nil
+			}
+		}
+		return fmt.Errorf("not firing; alerts: %s", describeAlerts(alerts))
+	})
+	t.Logf("Prometheus: %s for %s firing %s after the autonomy was lowered", alert, unit, time.Since(start).Round(time.Second))
+	annotate(asBefore)
+	eventually(ctx, t, 0, "kubectl grid doctor: "+unit+" autonomous again", func(ctx context.Context) error {
+		_, problems, err := doctorProblems(ctx, kubeconfig)
+		if err != nil {
+			return err
+		}
+		for _, p := range problems {
+			if strings.HasPrefix(p, subject+"cut off since ") && strings.Contains(p, ", autonomous until ") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %q...autonomous until among %q", subject, problems)
+	})
+	restored = true
+	if err := cp.RestartControllerManager(ctx, scaledLifecycle()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func doctorShowsCutOff(ctx context.Context, kubeconfig string) bool {

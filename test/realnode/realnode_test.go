@@ -689,7 +689,9 @@ func TestRealNodes(t *testing.T) {
 		}
 		nextBuilt <- b
 	}()
-	costs.step("doctor", func() { checkDoctor(ctx, t, client, cp, nodeByName(nodes, "node0"), nodeByName(nodes, "node1"), names) })
+	costs.step("doctor", func() {
+		checkDoctor(ctx, t, client, cp, nodeByName(nodes, "node0"), nodeByName(nodes, "node1"), nodeByName(nodes, staticNode), names)
+	})
 
 	var installed map[string]string // our workloads' images before the upgrade
 	var upgradeTrail string         // the node CoreDNS pods' lives and logs during the upgrade
@@ -747,6 +749,7 @@ func TestRealNodes(t *testing.T) {
 	// A nodeunit cut off from the cloud keeps its pods; a node that dies
 	// beside connected ones does not (build/README.md, Autonomy).
 	var siteClients []string
+	autonomousGrids := []string{"deploymentgrid/deploymentgrid-demo", "statefulsetgrid/" + statefulGrid}
 	costs.step("autonomy", func() {
 		stepIn(guide, "autonomy-controller-placement", "CLOUD_NODES=kubernetes.io/hostname="+cloudNode)
 		// doctor: an autonomy annotation it cannot read (the opt-in below
@@ -754,7 +757,7 @@ func TestRealNodes(t *testing.T) {
 		mustRun(ctx, t, op, "-n", "default", "annotate", "deploymentgrid", "deploymentgrid-demo", "servicegroup.io/autonomy-duration=forever")
 		expectDoctor(ctx, t, cp.Kubeconfig, doctorNodes, "an autonomy annotation that is not a duration",
 			`DeploymentGrid default/deploymentgrid-demo: servicegroup.io/autonomy-duration "forever" is not a duration`)
-		for _, grid := range []string{"deploymentgrid/deploymentgrid-demo", "statefulsetgrid/" + statefulGrid} {
+		for _, grid := range autonomousGrids {
 			stepIn(guide, "autonomy-opt-in", "NAMESPACE=default", "GRID="+grid)
 		}
 		// The cloud node is in nodeunit1, which the grids now make
@@ -836,6 +839,10 @@ func TestRealNodes(t *testing.T) {
 					}
 				}
 				return fmt.Errorf("%s for nodeunit2 not firing; alerts: %s", alert, describeAlerts(alerts))
+			},
+			// Then doctor's and Prometheus's word when the autonomy ends.
+			beforeHeal: func(ctx context.Context) {
+				autonomyEnded(ctx, t, cp, op, prom, "nodeunit2", autonomousGrids)
 			}}
 		windows := p.run()
 		start := windows[0].start // the cut
@@ -934,6 +941,10 @@ func TestRealNodes(t *testing.T) {
 		}
 		step("install-cluster")
 		step("upgrade")
+		// doctor: a CRD gone under the leading controller (no node uses our
+		// components any more: the NodeLabelSummaries going with it are
+		// read by none).
+		checkDoctorCRDMissing(ctx, t, cp, op, "nodelabelsummaries.superedge.io")
 		step("uninstall-cluster")
 		// The node-local address off every node (on node2 it stood for
 		// the persistent network configuration's).
