@@ -13,9 +13,9 @@
 # included) are printed: wall time moves with the machine's load, CPU time
 # hardly does, so a regression in the suite's cost shows in CI output.
 #
-# Once the other packages are done (test/realnode may still run beside
-# it), hack/fuzz-smoke.sh fuzzes the network-facing parsers for a few
-# seconds each.
+# Once test/realnode or the other packages are done (the other still runs
+# beside it), hack/fuzz-smoke.sh fuzzes the network-facing parsers for a
+# few seconds each.
 #
 # test/realnode runs in a `go test` of its own, beside the others and
 # without -race: its test binary mostly drives real builds of the product's
@@ -90,22 +90,38 @@ if [ ${#realnode[@]} -gt 0 ]; then
 	realnode_job=$!
 	trap 'kill "$older_bins" "$monitoring" $realnode_job 2>/dev/null || true' EXIT
 fi
+others_job=
 if [ ${#others[@]} -gt 0 ]; then
 	jsons=("$out/test-others.json" "${jsons[@]}")
 	# shellcheck disable=SC2086 # word splitting of the flag list is wanted
 	"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-others.json" -- -p "$others_p" $TEST_FLAGS \
-		-exec "'$out/cpuacct' exec --records '$records'" "${others[@]}" || status=$?
+		-exec "'$out/cpuacct' exec --records '$records'" "${others[@]}" &
+	others_job=$!
 fi
-# The fuzzing starts as soon as the other packages are done, beside
-# test/realnode when it still runs (mostly waiting on its cluster), at a
-# lower priority than the cluster's processes: never after both. (Since
-# test/realnode does its independent work at once, the other packages end
-# last in a warm run: 2026-11-30, docs/benchmarks/ci-runs.md.)
+trap 'kill "$older_bins" "$monitoring" $realnode_job $others_job 2>/dev/null || true' EXIT
+# The fuzzing starts as soon as either go test is done, beside the other
+# (test/realnode mostly waits on its cluster; the other packages' last ones
+# on their apiservers), at a lower priority than the clusters' processes.
+# (Warm, the other packages end last, about 3 minutes after test/realnode:
+# docs/benchmarks/ci-runs.md.)
+running=()
+for job in $realnode_job $others_job; do running+=("$job"); done
+if [ ${#running[@]} -gt 0 ]; then
+	first=
+	first_status=0
+	wait -n -p first "${running[@]}" || first_status=$?
+	[ "$first_status" = 0 ] || status=$first_status
+	left=()
+	for job in "${running[@]}"; do [ "$job" = "$first" ] || left+=("$job"); done
+	running=("${left[@]}")
+fi
 nice -n 10 hack/fuzz-smoke.sh >"$out/fuzz-smoke.log" 2>&1 &
 fuzz=$!
-trap 'kill "$older_bins" "$monitoring" $realnode_job "$fuzz" 2>/dev/null || true' EXIT
+trap 'kill "$older_bins" "$monitoring" $realnode_job $others_job "$fuzz" 2>/dev/null || true' EXIT
+for job in "${running[@]}"; do
+	wait "$job" || status=$?
+done
 if [ -n "$realnode_job" ]; then
-	wait "$realnode_job" || status=$?
 	echo
 	echo ">> $realnode_pkg (its own go test, without -race)"
 	cat "$out/realnode.log"
