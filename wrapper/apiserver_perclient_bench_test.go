@@ -174,7 +174,10 @@ func (g goroutineTB) Fatalf(format string, args ...any) {
 // streams, SG_PERCLIENT_CPU_RUNS (at least 1) change cycles run and each
 // rule's leader pauses, followers' give-ups, lists and watches of Services
 // and EndpointSlices sent to the apiserver, and Lease write times over
-// them are reported.
+// them are reported; with groups started after the site group, once more
+// at the end, from the same start (SG_PERCLIENT_GROUPS=site,kube-proxy:
+// 1,000 kube-proxy sets starting at once load the apiserver while the
+// leaders renew).
 func BenchmarkAPIServerPerClient(b *testing.B) {
 	benchRec := benchrecord.Start(b, "docs/benchmarks/fleet-scale.md")
 	n, siteSize := envInt("SG_PERCLIENT_N", 200), envInt("SG_PERCLIENT_SITE", 10)
@@ -313,6 +316,9 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 	// CPU it took.
 	starts := map[string]func(){}
 	add := func(name string, start func()) { starts[name] = start }
+	// With SG_PERCLIENT_RENEW_RULES=both, the rules' report from the site
+	// group's streaming on (set once it streams).
+	var renewReport func(what string)
 	taps := map[string][]*resourceTap{}
 	add("wrapper", func() {
 		for range n {
@@ -347,7 +353,7 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 			return true, nil
 		})
 		if renewRules == "both" {
-			compareRenewRules(b, f, ws, siteSize, max(cpuRuns, 1), churn)
+			renewReport = compareRenewRules(b, f, ws, siteSize, max(cpuRuns, 1), churn)
 		}
 	})
 	add("kube-proxy", func() {
@@ -367,7 +373,11 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 			return true, nil
 		})
 	})
+	var later []string // the groups started after the site group
 	for _, name := range order {
+		if renewReport != nil {
+			later = append(later, name)
+		}
 		h0 := heap(name + "-before")
 		at, l0 := time.Now(), load()
 		starts[name]()
@@ -377,6 +387,9 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 			continue
 		}
 		phases = append(phases, measure(name, h0, took, load().cpuSeconds-l0.cpuSeconds))
+	}
+	if len(later) > 0 {
+		renewReport("from its cycles through the start, settling and change cycles of " + strings.Join(later, ", "))
 	}
 	for group, ts := range taps {
 		open := map[string]float64{}
@@ -419,9 +432,13 @@ func BenchmarkAPIServerPerClient(b *testing.B) {
 // serve by the rule now and odd ones by the rule before, and reports for
 // each rule its leaders' pauses, its followers' give-ups of their leader,
 // the lists and watches of Services and EndpointSlices its wrappers sent
-// the apiserver, and its Lease writes' times, over the cycles.
-func compareRenewRules(b *testing.B, f *fleet, ws []*siteWrapper, siteSize, cycles, churn int) {
+// the apiserver, and its Lease writes' times, over the cycles. The func
+// it returns reports the same from the same start to the moment it is
+// called (for the groups started after the site group: their start is the
+// heaviest load on the apiserver the run makes).
+func compareRenewRules(b *testing.B, f *fleet, ws []*siteWrapper, siteSize, cycles, churn int) func(what string) {
 	type counts struct{ pauses, giveUps, unit, leaseN, leaseTotal, leaseMax int64 }
+	var longest [2]int64 // the longest Lease write since the start, per rule
 	read := func() (c [2]counts) {
 		for j, w := range ws {
 			r := &c[(j/siteSize)%2]
@@ -435,21 +452,27 @@ func compareRenewRules(b *testing.B, f *fleet, ws []*siteWrapper, siteSize, cycl
 		return c
 	}
 	before, at := read(), time.Now()
+	longest = [2]int64{}
+	report := func(what string) {
+		after := read()
+		for r, name := range []string{"now", "before"} {
+			longest[r] = max(longest[r], after[r].leaseMax)
+			d := counts{pauses: after[r].pauses - before[r].pauses, giveUps: after[r].giveUps - before[r].giveUps, unit: after[r].unit - before[r].unit,
+				leaseN: after[r].leaseN - before[r].leaseN, leaseTotal: after[r].leaseTotal - before[r].leaseTotal, leaseMax: longest[r]}
+			mean := 0.0
+			if d.leaseN > 0 {
+				mean = time.Duration(d.leaseTotal / d.leaseN).Seconds()
+			}
+			liveLogf(b, "rule %s, %d sites, %s, %s: %d leader pauses, %d give-ups of a leader by followers, %d lists and watches of Services and EndpointSlices sent to the apiserver; %d Lease writes, mean %.2f s, longest %.2f s",
+				name, len(ws)/siteSize/2, what, time.Since(at).Round(time.Second), d.pauses, d.giveUps, d.unit, d.leaseN, mean, time.Duration(d.leaseMax).Seconds())
+			b.ReportMetric(float64(d.pauses), "renew-"+name+"-pauses")
+			b.ReportMetric(float64(d.giveUps), "renew-"+name+"-giveups")
+			b.ReportMetric(float64(d.unit), "renew-"+name+"-unit-requests")
+		}
+	}
 	liveLogf(b, "renew rules side by side: %d change cycles over %d sites (even: the rule now, odd: the rule before), load %s", cycles, len(ws)/siteSize, loadAverage())
 	cpu := f.cycleCPU(b, cycles, churn)
-	after := read()
-	for r, name := range []string{"now", "before"} {
-		d := counts{pauses: after[r].pauses - before[r].pauses, giveUps: after[r].giveUps - before[r].giveUps, unit: after[r].unit - before[r].unit,
-			leaseN: after[r].leaseN - before[r].leaseN, leaseTotal: after[r].leaseTotal - before[r].leaseTotal, leaseMax: after[r].leaseMax}
-		mean := 0.0
-		if d.leaseN > 0 {
-			mean = time.Duration(d.leaseTotal / d.leaseN).Seconds()
-		}
-		liveLogf(b, "rule %s, %d sites, %s: %d leader pauses, %d give-ups of a leader by followers, %d lists and watches of Services and EndpointSlices sent to the apiserver; %d Lease writes, mean %.2f s, longest %.2f s",
-			name, len(ws)/siteSize/2, time.Since(at).Round(time.Second), d.pauses, d.giveUps, d.unit, d.leaseN, mean, time.Duration(d.leaseMax).Seconds())
-		b.ReportMetric(float64(d.pauses), "renew-"+name+"-pauses")
-		b.ReportMetric(float64(d.giveUps), "renew-"+name+"-giveups")
-		b.ReportMetric(float64(d.unit), "renew-"+name+"-unit-requests")
-	}
+	report(fmt.Sprintf("over %d change cycles", cycles))
 	liveLogf(b, "renew rules side by side: apiserver CPU per cycle %v s; load %s", cpu, loadAverage())
+	return report
 }
