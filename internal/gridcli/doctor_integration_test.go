@@ -153,6 +153,21 @@ func TestDoctor(t *testing.T) {
 		"node edge-b: the stock kube-proxy (pod kube-proxy-b) runs on an edge node",
 	}
 	checkDoctor(t, c, []string{"edge-a", "edge-b"}, nodeProblems)
+	// edge-a unreachable (the node lifecycle controller's Ready Unknown):
+	// its wrapper is not asked, and doctor says why.
+	setReady := func(status corev1.ConditionStatus) {
+		t.Helper()
+		n, err := kube.CoreV1().Nodes().Get(ctx, "edge-a", metav1.GetOptions{})
+		must(n, err)
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastTransitionTime: metav1.Now(), Reason: "NodeStatusUnknown"}}
+		must(kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}))
+	}
+	setReady(corev1.ConditionUnknown)
+	unreachable := slices.Clone(nodeProblems)
+	unreachable[0] = "node edge-a: cannot ask wrapper wrapper-a whether it serves its snapshot: the node is unreachable (Ready Unknown since "
+	checkDoctor(t, c, []string{"edge-a", "edge-b"}, unreachable)
+	setReady(corev1.ConditionTrue)
+	checkDoctor(t, c, []string{"edge-a", "edge-b"}, nodeProblems)
 	jsonOut, _ := c.run("doctor", "-o", "json")
 	var r doctorReport
 	if err := json.Unmarshal([]byte(jsonOut), &r); err != nil || r.ControllerVersion != "v9.9.9-test" {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -100,11 +101,23 @@ func (d *doctor) checkEdgeNodes(ctx context.Context) error {
 		if p := firstPod(stockPods[n.Name]); p != nil {
 			d.report.add(subject, "apply build/manifests/kube-proxy/kube-proxy-patch.yaml to the stock kube-proxy DaemonSet (build/README.md, Install)", "the stock kube-proxy (pod %s) runs on an edge node, beside or instead of kube-proxy-edge", p.Name)
 		}
+		// A wrapper on a node the apiserver marks unreachable (its Ready
+		// condition Unknown: no kubelet status within the grace period) is
+		// not asked: an exec there waits out its timeout (30 s) for
+		// nothing, which made doctor that slow on a site cut off.
+		ask := func(p *corev1.Pod) {
+			if since, unreachable := nodeUnreachable(&n); unreachable {
+				d.report.add(subject, "restore the node's link to the apiserver, then run doctor again",
+					"cannot ask wrapper %s whether it serves its snapshot: the node is unreachable (Ready Unknown since %s)", p.Name, since.UTC().Format(time.RFC3339))
+				return
+			}
+			wrappers = append(wrappers, *p)
+		}
 		if sp := firstPod(staticPods[n.Name]); sp != nil {
 			if !podIsReady(sp) {
 				d.report.add(subject, "kubectl -n "+sp.Namespace+" logs "+sp.Name+" --all-containers; build/RUNBOOK.md#wrapper-not-ready", "static pod %s (wrapper, kube-proxy-edge, CoreDNS) is not ready", sp.Name)
 			} else {
-				wrappers = append(wrappers, *sp)
+				ask(sp)
 			}
 			continue
 		}
@@ -115,7 +128,7 @@ func (d *doctor) checkEdgeNodes(ctx context.Context) error {
 		case !podIsReady(w):
 			d.report.add(subject, fmt.Sprintf("kubectl -n %s logs %s; build/RUNBOOK.md#wrapper-not-ready", edgeNamespace, w.Name), "%s pod %s is not ready", wrapperName, w.Name)
 		default:
-			wrappers = append(wrappers, *w)
+			ask(w)
 		}
 		if coredns != nil {
 			switch c := withName(pods, corednsName); {
@@ -209,6 +222,18 @@ func firstPod(pods []corev1.Pod) *corev1.Pod {
 		i = 0
 	}
 	return &pods[i]
+}
+
+// nodeUnreachable: the node's Ready condition is Unknown (the node
+// lifecycle controller heard nothing from its kubelet within its grace
+// period), since when.
+func nodeUnreachable(n *corev1.Node) (time.Time, bool) {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionUnknown {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
 }
 
 func podIsReady(p *corev1.Pod) bool {
