@@ -49,15 +49,29 @@ func dnsServer(t *testing.T, names map[string][]string) string {
 	return pc.LocalAddr().String()
 }
 
-// silentServer is a UDP socket that never answers (a lost datagram).
-func silentServer(t *testing.T) string {
+// silentServer is a UDP socket that never answers (a lost datagram);
+// asked gets a value for each datagram that reaches it (while it has room).
+func silentServer(t *testing.T) (addr string, asked <-chan struct{}) {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pc.Close() })
-	return pc.LocalAddr().String()
+	arrived := make(chan struct{}, 16)
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			if _, _, err := pc.ReadFrom(buf); err != nil {
+				return
+			}
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return pc.LocalAddr().String(), arrived
 }
 
 // TestQuery: a query succeeds only when the answer section is exactly the
@@ -91,7 +105,7 @@ func TestQuery(t *testing.T) {
 		}
 	}
 
-	silent := silentServer(t)
+	silent, _ := silentServer(t)
 	sh, sp, _ := net.SplitHostPort(silent)
 	start := time.Now()
 	o := Config{Servers: []string{silent}}.query(ctx, "probe.default.svc.cluster.local", "10.96.0.5")
@@ -273,24 +287,10 @@ func TestStalledAttempt(t *testing.T) {
 			accepted <- struct{}{}
 		}
 	}()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	asked := make(chan struct{}, 16)
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			if _, _, err := pc.ReadFrom(buf); err != nil {
-				return
-			}
-			asked <- struct{}{}
-		}
-	}()
+	silent, asked := silentServer(t)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestProberHelper$", "-test.v=false")
-	cmd.Env = append(os.Environ(), proberHelperEnv+"="+l.Addr().String()+" "+pc.LocalAddr().String())
+	cmd.Env = append(os.Environ(), proberHelperEnv+"="+l.Addr().String()+" "+silent)
 	var out strings.Builder
 	cmd.Stdout = &out
 	cmd.Stderr = &out
@@ -298,7 +298,7 @@ func TestStalledAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Both first attempts in flight: hold the process for 1.5 s.
-	for _, c := range []chan struct{}{accepted, asked} {
+	for _, c := range []<-chan struct{}{accepted, asked} {
 		select {
 		case <-c:
 		case <-time.After(30 * time.Second):
