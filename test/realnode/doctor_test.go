@@ -102,8 +102,8 @@ func doctorMatches(ctx context.Context, kubeconfig string, names, want []string,
 // checkDoctor: on the installed cluster doctor finds nothing, then each
 // problem injected once is named, and gone once undone. The wrapper of the
 // static pod on static and execNode's kube-proxy-edge hang (SIGSTOP) until
-// their readiness probes fail, then go on. The wrapper on
-// snapshotNode is restarted while its uid may not reach the apiserver (an
+// their readiness probes fail, then go on. The wrapper on snapshotNode is
+// restarted while its uid may not reach the apiserver (an
 // iptables rule in the node's network namespace; the kubelet, root, still
 // can), so it serves its snapshot; then, its snapshot removed, restarted
 // again with nothing to serve (not ready), and the node's CoreDNS restarted
@@ -113,9 +113,9 @@ func doctorMatches(ctx context.Context, kubeconfig string, names, want []string,
 // scaled to zero and a CRD edited, then it comes back without managing CRDs
 // (the CRD differs from the leader's schema), as two replicas without
 // leader election, and as installed; SuperEdge's wrapper DaemonSets (edge
-// and cloud nodes') and wide binding appear, with a binding of a foreign role to our wrapper's account.
-// The wrapper and CoreDNS DaemonSets are deleted (their pods orphaned) and
-// created again.
+// and cloud nodes') and wide binding appear, with a binding of a foreign
+// role to our wrapper's account. The wrapper and CoreDNS DaemonSets are
+// deleted (their pods orphaned) and created again.
 func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface, cp *controlplane.ControlPlane, snapshotNode, execNode, static *Node, names []string) {
 	kubeconfig := cp.Kubeconfig
 	sorted := slices.Sorted(slices.Values(names))
