@@ -539,21 +539,26 @@ func autonomyEnded(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 	}()
 	start := time.Now()
 	annotate(func(string) string { return autonomy.MinDuration.String() })
-	subject := "nodeunit " + gridKey + "=" + unit + ": "
+	// doctorSays: doctor reports the nodeunit cut off, its finding saying
+	// what.
+	subject := "nodeunit " + gridKey + "=" + unit + ": cut off since "
 	var seen string
-	eventually(ctx, t, 0, "kubectl grid doctor: "+unit+"'s autonomy ended", func(ctx context.Context) error {
-		_, problems, err := doctorProblems(ctx, kubeconfig)
-		if err != nil {
-			return err
-		}
-		for _, p := range problems {
-			if strings.HasPrefix(p, subject+"cut off since ") && strings.Contains(p, ", autonomy ended ") {
-				seen = p
-				return nil
+	doctorSays := func(what string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, problems, err := doctorProblems(ctx, kubeconfig)
+			if err != nil {
+				return err
 			}
+			for _, p := range problems {
+				if strings.HasPrefix(p, subject) && strings.Contains(p, what) {
+					seen = p
+					return nil
+				}
+			}
+			return fmt.Errorf("no %q...%q among %q", subject, what, problems)
 		}
-		return fmt.Errorf("no %q...autonomy ended among %q", subject, problems)
-	})
+	}
+	eventually(ctx, t, 0, "kubectl grid doctor: "+unit+"'s autonomy ended", doctorSays(", autonomy ended "))
 	t.Logf("kubectl grid doctor, %s's autonomy lowered to 1m (%s): %q", unit, time.Since(start).Round(100*time.Millisecond), seen)
 	const alert = "ServiceGroupNodeunitAutonomyExpired"
 	eventually(ctx, t, 2*time.Minute, "Prometheus: "+alert+" for "+unit+" firing", func(ctx context.Context) error {
@@ -570,18 +575,7 @@ func autonomyEnded(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 	})
 	t.Logf("Prometheus: %s for %s firing %s after the autonomy was lowered", alert, unit, time.Since(start).Round(time.Second))
 	annotate(asBefore)
-	eventually(ctx, t, 0, "kubectl grid doctor: "+unit+" autonomous again", func(ctx context.Context) error {
-		_, problems, err := doctorProblems(ctx, kubeconfig)
-		if err != nil {
-			return err
-		}
-		for _, p := range problems {
-			if strings.HasPrefix(p, subject+"cut off since ") && strings.Contains(p, ", autonomous until ") {
-				return nil
-			}
-		}
-		return fmt.Errorf("no %q...autonomous until among %q", subject, problems)
-	})
+	eventually(ctx, t, 0, "kubectl grid doctor: "+unit+" autonomous again", doctorSays(", autonomous until "))
 	restored = true
 	if err := cp.RestartControllerManager(ctx, scaledLifecycle()); err != nil {
 		t.Fatal(err)
