@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/autonomy"
 )
@@ -21,6 +22,13 @@ const unitTTL = 2 * time.Second
 // trackFor is how long a nodeunit stays tracked (its nodes read every
 // refresh, its metrics exported) after it was last seen connected.
 const trackFor = time.Minute
+
+// lastReadFor bounds how old a read may be to answer when a new one fails
+// (a loaded apiserver): deciding from it errs to the safe side, since the
+// node lifecycle controller retries a withheld write with a fresh view
+// within seconds, while a write let through on no knowledge marks pods
+// not Ready and evicts them.
+const lastReadFor = trackFor
 
 // nodes reads nodeunits' nodes from the apiserver when a decision or the
 // metrics need them: nothing in steady state, one list (from the
@@ -65,6 +73,10 @@ func (n *nodes) node(ctx context.Context, name string) (autonomy.Node, error) {
 	defer cancel()
 	live, err := n.kube.CoreV1().Nodes().Get(getCtx, name, metav1.GetOptions{})
 	if err != nil {
+		if ok && now.Sub(r.at) < lastReadFor {
+			klog.FromContext(ctx).V(1).Info("Reading a node failed: deciding from its last read", "node", name, "age", now.Sub(r.at), "err", err)
+			return r.node, nil
+		}
 		return autonomy.Node{}, err
 	}
 	node := nodeOf(live)
@@ -93,6 +105,10 @@ func (n *nodes) unit(ctx context.Context, u autonomy.Unit) ([]autonomy.Node, err
 	}
 	members, err := n.list(ctx, u)
 	if err != nil {
+		if ok && now.Sub(r.at) < lastReadFor {
+			klog.FromContext(ctx).V(1).Info("Reading a nodeunit's nodes failed: deciding from their last read", "key", u.Key, "value", u.Value, "age", now.Sub(r.at), "err", err)
+			return r.members, nil
+		}
 		return nil, err
 	}
 	n.mu.Lock()
