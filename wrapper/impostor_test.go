@@ -60,7 +60,10 @@ func TestKubeProxyRefusesImpostor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { keepOpen.Close(); stdin.Close() })
-	impCmd := exec.Command("ip", "netns", "exec", ns, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+	// setpriv's change of uid clears the parent-death signal StartProcess
+	// sets: --pdeathsig sets it again, so a test killed midway leaves no
+	// s_server behind.
+	impCmd := exec.Command("ip", "netns", "exec", ns, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--pdeathsig=KILL",
 		"openssl", "s_server", "-accept", addr, "-cert", filepath.Join(impDir, "imp.crt"), "-key", filepath.Join(impDir, "imp.key"))
 	impCmd.Stdin = stdin
 	impostor := controlplane.StartProcessForTest(t, "impostor", impCmd)
