@@ -452,7 +452,6 @@ func compareRenewRules(b *testing.B, f *fleet, ws []*siteWrapper, siteSize, cycl
 		return c
 	}
 	before, at := read(), time.Now()
-	longest = [2]int64{}
 	report := func(what string) {
 		after := read()
 		for r, name := range []string{"now", "before"} {

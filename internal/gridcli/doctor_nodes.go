@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/servicegroup/servicegroup/internal/explain"
 )
 
 // doctor holds the clients and the report of one `kubectl grid doctor`.
@@ -106,9 +108,9 @@ func (d *doctor) checkEdgeNodes(ctx context.Context) error {
 		// not asked: an exec there waits out its timeout (30 s) for
 		// nothing, which made doctor that slow on a site cut off.
 		ask := func(p *corev1.Pod) {
-			if since, unreachable := nodeUnreachable(&n); unreachable {
+			if an := explain.AutonomyNode(&n); an.Unreachable {
 				d.report.add(subject, "restore the node's link to the apiserver, then run doctor again",
-					"cannot ask wrapper %s whether it serves its snapshot: the node is unreachable (Ready Unknown since %s)", p.Name, since.UTC().Format(time.RFC3339))
+					"cannot ask wrapper %s whether it serves its snapshot: the node is unreachable (Ready Unknown since %s)", p.Name, an.Since.UTC().Format(time.RFC3339))
 				return
 			}
 			wrappers = append(wrappers, *p)
@@ -222,18 +224,6 @@ func firstPod(pods []corev1.Pod) *corev1.Pod {
 		i = 0
 	}
 	return &pods[i]
-}
-
-// nodeUnreachable: the node's Ready condition is Unknown (the node
-// lifecycle controller heard nothing from its kubelet within its grace
-// period), since when.
-func nodeUnreachable(n *corev1.Node) (time.Time, bool) {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionUnknown {
-			return c.LastTransitionTime.Time, true
-		}
-	}
-	return time.Time{}, false
 }
 
 func podIsReady(p *corev1.Pod) bool {

@@ -463,10 +463,11 @@ func checkRules(groups []PromRuleGroup, want []string) error {
 	return nil
 }
 
-// firing is the first alert named alert in state firing, or nil.
-func firing(alerts []PromAlert, alert string) *PromAlert {
+// firing is the first alert named alert for nodeunit in state firing, or
+// nil.
+func firing(alerts []PromAlert, alert, nodeunit string) *PromAlert {
 	for i, a := range alerts {
-		if a.Labels["alertname"] == alert && a.State == "firing" {
+		if a.Labels["alertname"] == alert && a.Labels["nodeunit"] == nodeunit && a.State == "firing" {
 			return &alerts[i]
 		}
 	}

@@ -566,12 +566,10 @@ func autonomyEnded(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 		if err != nil {
 			return err
 		}
-		for _, a := range alerts {
-			if a.Labels["alertname"] == alert && a.Labels["nodeunit"] == unit && a.State == "firing" {
-				return nil
-			}
+		if firing(alerts, alert, unit) == nil {
+			return fmt.Errorf("not firing; alerts: %s", describeAlerts(alerts))
 		}
-		return fmt.Errorf("not firing; alerts: %s", describeAlerts(alerts))
+		return nil
 	})
 	t.Logf("Prometheus: %s for %s firing %s after the autonomy was lowered", alert, unit, time.Since(start).Round(time.Second))
 	annotate(asBefore)

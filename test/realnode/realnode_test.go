@@ -832,11 +832,9 @@ func TestRealNodes(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				for _, a := range alerts {
-					if a.Labels["alertname"] == alert && a.Labels["nodeunit"] == "nodeunit2" && a.State == "firing" {
-						fired, firedAt, alertsThen = &a, time.Now(), alerts
-						return nil
-					}
+				if fired = firing(alerts, alert, "nodeunit2"); fired != nil {
+					firedAt, alertsThen = time.Now(), alerts
+					return nil
 				}
 				return fmt.Errorf("%s for nodeunit2 not firing; alerts: %s", alert, describeAlerts(alerts))
 			},
