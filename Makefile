@@ -87,8 +87,8 @@ release-tools:
 superedge-bins:
 	hack/superedge-bins.sh
 
-## test: unit, integration (real apiserver) and end-to-end tests, with -race (test/realnode without: it runs real
-## builds, in a go test of its own beside the rest), never from the test cache
+## test: unit, integration (real apiserver) and end-to-end tests, with -race (test/realnode, internal/release and
+## internal/imagebuild without: they run real builds and compression, in a go test of their own beside the rest), never from the test cache
 ## (the real binaries they run are outside what go test tracks). The tests run the binaries `make build`
 ## made (SERVICEGROUP_BIN), so each is compiled once per run; hack/test.sh builds the older releases and
 ## the monitoring tools while the tests run (those that need them wait), and prints the slowest packages

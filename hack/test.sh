@@ -13,22 +13,29 @@
 # included) are printed: wall time moves with the machine's load, CPU time
 # hardly does, so a regression in the suite's cost shows in CI output.
 #
-# Once test/realnode or the other packages are done (the other still runs
-# beside it), hack/fuzz-smoke.sh fuzzes the network-facing parsers for a
+# Once either go test below is done (the other still runs beside it),
+# hack/fuzz-smoke.sh fuzzes the network-facing parsers for a
 # few seconds each.
 #
-# test/realnode runs in a `go test` of its own, beside the others and
-# without -race: its test binary mostly drives real builds of the product's
-# binaries (kubectl, helm, the images' binaries), and the race runtime cost
-# it about 77 CPU-seconds of a run on two cores. Its output follows the
-# others'; its events and CPU time join theirs in the reports.
+# The packages of NORACE_PKGS run in a `go test` of their own, beside the
+# others and without -race: their test binaries mostly drive real builds,
+# compression and hashing, and start no goroutines of ours that share
+# memory (an HTTP server at most), so the race runtime found nothing there
+# and made them 3-4 times costlier: test/realnode (the product's binaries,
+# images, kubectl, helm; 77 CPU-seconds of a run), internal/release (its
+# test 110 CPU-seconds with -race, 27 without) and internal/imagebuild
+# (72 and 24). Their output follows the others'; their events and CPU time
+# join theirs in the reports.
 #
-#   TEST_FLAGS  go test flags (default: -race -trimpath -count=1 -timeout 30m; -race
-#               dropped for test/realnode)
-#   TEST_P      packages run at once, test/realnode's own go test included
-#               (the others' go test -p is one less; default 3, a TEST_FLAGS -p wins)
-#   TEST_PKGS   packages (default: ./..., the longest-running first)
-#   TEST_OUT    where the logs go (default: bin/test)
+#   TEST_FLAGS   go test flags (default: -race -trimpath -count=1 -timeout 30m; -race
+#                dropped for NORACE_PKGS)
+#   TEST_P       packages run at once: the others' go test runs TEST_P-1
+#                (default 3, so 2), the race-free one 2 (test/realnode, and the
+#                short ones one after another beside it); a TEST_FLAGS -p wins
+#   TEST_PKGS    packages (default: ./..., the longest-running first)
+#   NORACE_PKGS  those of them run without -race (default: test/realnode,
+#                internal/release, internal/imagebuild)
+#   TEST_OUT     where the logs go (default: bin/test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # -trimpath keeps the checkout's directory out of the build cache's keys:
@@ -45,11 +52,15 @@ TEST_FLAGS=${TEST_FLAGS:--race -trimpath -count=1 -timeout 30m}
 # while they wait on their apiservers).
 TEST_P=${TEST_P:-3}
 TEST_PKGS=${TEST_PKGS:-./test/realnode/ ./internal/imagebuild/ ./wrapper/ ./internal/release/ ./test/e2e/ ./controller/ ./plugin/gridhosts/ ./test/superedge/ ./test/integration/ ./...}
+NORACE_PKGS=${NORACE_PKGS:-./test/realnode/ ./internal/imagebuild/ ./internal/release/}
 TEST_OUT=${TEST_OUT:-bin/test}
 mkdir -p "$TEST_OUT"
 out=$(cd "$TEST_OUT" && pwd)
 json="$out/test.json"
 records="$out/cpu.jsonl"
+# test/controlplane's harnesses append each real component they stop here
+# (internal/cpuacct.RecordComponent): which programs the CPU went to.
+export CPUACCT_COMPONENTS="$out/components.jsonl"
 gotestsum=(go tool -modfile=hack/tools/go.mod gotestsum)
 start=$SECONDS
 
@@ -63,32 +74,35 @@ trap 'kill "$older_bins" "$monitoring" 2>/dev/null || true' EXIT
 # The settings of `make build`, so its compiled standard library serves.
 CGO_ENABLED=0 go build -trimpath -o "$out/cpuacct" ./hack/cpuacct
 CGO_ENABLED=0 go build -trimpath -o "$out/testfailures" ./hack/testfailures
-rm -f "$records"
+rm -f "$records" "$CPUACCT_COMPONENTS"
 
-# The packages, in the order given; test/realnode apart.
-realnode_pkg=$(go list ./test/realnode/)
-realnode=()
+# The packages, in the order given; those without -race apart.
+# shellcheck disable=SC2086 # word splitting of the package list is wanted
+norace_pkgs=" $(go list $NORACE_PKGS | tr '\n' ' ')"
+norace=()
 others=()
 # shellcheck disable=SC2086 # word splitting of the package list is wanted
 for pkg in $(go list $TEST_PKGS); do
-	if [ "$pkg" = "$realnode_pkg" ]; then realnode=("$pkg"); else others+=("$pkg"); fi
+	if [[ $norace_pkgs == *" $pkg "* ]]; then norace+=("$pkg"); else others+=("$pkg"); fi
 done
-realnode_flags=()
+norace_flags=()
 for flag in $TEST_FLAGS; do
-	[ "$flag" = -race ] || realnode_flags+=("$flag")
+	[ "$flag" = -race ] || norace_flags+=("$flag")
 done
 
 status=0
-realnode_job=
+norace_job=
 others_p=$TEST_P
 jsons=()
-if [ ${#realnode[@]} -gt 0 ]; then
+if [ ${#norace[@]} -gt 0 ]; then
 	others_p=$((TEST_P > 1 ? TEST_P - 1 : 1))
-	jsons+=("$out/test-realnode.json")
-	"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-realnode.json" -- "${realnode_flags[@]}" \
-		-exec "'$out/cpuacct' exec --records '$records'" "${realnode[@]}" >"$out/realnode.log" 2>&1 &
-	realnode_job=$!
-	trap 'kill "$older_bins" "$monitoring" $realnode_job 2>/dev/null || true' EXIT
+	jsons+=("$out/test-norace.json")
+	# Two at a time: the first (test/realnode, mostly waiting on its
+	# cluster) and the short ones one after the other beside it.
+	"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-norace.json" -- -p 2 "${norace_flags[@]}" \
+		-exec "'$out/cpuacct' exec --records '$records'" "${norace[@]}" >"$out/norace.log" 2>&1 &
+	norace_job=$!
+	trap 'kill "$older_bins" "$monitoring" $norace_job 2>/dev/null || true' EXIT
 fi
 others_job=
 if [ ${#others[@]} -gt 0 ]; then
@@ -98,14 +112,13 @@ if [ ${#others[@]} -gt 0 ]; then
 		-exec "'$out/cpuacct' exec --records '$records'" "${others[@]}" &
 	others_job=$!
 fi
-trap 'kill "$older_bins" "$monitoring" $realnode_job $others_job 2>/dev/null || true' EXIT
+trap 'kill "$older_bins" "$monitoring" $norace_job $others_job 2>/dev/null || true' EXIT
 # The fuzzing starts as soon as either go test is done, beside the other
 # (test/realnode mostly waits on its cluster; the other packages' last ones
 # on their apiservers), at a lower priority than the clusters' processes.
-# (Warm, the other packages end last, about 3 minutes after test/realnode:
-# docs/benchmarks/ci-runs.md.)
+# (Which ends first varies: docs/benchmarks/ci-runs.md.)
 running=()
-for job in $realnode_job $others_job; do running+=("$job"); done
+for job in $norace_job $others_job; do running+=("$job"); done
 if [ ${#running[@]} -gt 0 ]; then
 	first=
 	first_status=0
@@ -117,14 +130,14 @@ if [ ${#running[@]} -gt 0 ]; then
 fi
 nice -n 10 hack/fuzz-smoke.sh >"$out/fuzz-smoke.log" 2>&1 &
 fuzz=$!
-trap 'kill "$older_bins" "$monitoring" $realnode_job $others_job "$fuzz" 2>/dev/null || true' EXIT
+trap 'kill "$older_bins" "$monitoring" $norace_job $others_job "$fuzz" 2>/dev/null || true' EXIT
 for job in "${running[@]}"; do
 	wait "$job" || status=$?
 done
-if [ -n "$realnode_job" ]; then
+if [ -n "$norace_job" ]; then
 	echo
-	echo ">> $realnode_pkg (its own go test, without -race)"
-	cat "$out/realnode.log"
+	echo ">> ${norace[*]} (their own go test, without -race)"
+	cat "$out/norace.log"
 fi
 cat /dev/null "${jsons[@]}" >"$json"
 
@@ -147,7 +160,7 @@ echo
 echo ">> slowest tests"
 "${gotestsum[@]}" tool slowest --jsonfile "$json" --threshold 15s | head -n 20
 echo
-"$out/cpuacct" report --records "$records" --events "$json" --whole || status=1
+"$out/cpuacct" report --records "$records" --events "$json" --whole --components "$CPUACCT_COMPONENTS" || status=1
 echo
 echo ">> make test took $((SECONDS - start))s after the binaries were built"
 # The plain closing line, counting tests and subtests as gotestsum's DONE line does.

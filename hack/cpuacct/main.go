@@ -6,11 +6,13 @@
 // appends its user+sys CPU time, with that of every process it started, to
 // FILE under the import path of the package in the working directory.
 //
-//	cpuacct report --records FILE [--events FILE] [--whole] [--top N]
+//	cpuacct report --records FILE [--events FILE] [--whole] [--components FILE] [--top N]
 //
 // prints the slowest packages with their CPU-minutes and the totals;
 // --events is go test -json's output; --whole adds the whole run, the CPU
-// time of the calling script and of everything it waited for.
+// time of the calling script and of everything it waited for; --components
+// adds the real components the tests started (etcd, kube-apiserver, ...),
+// by name and by package, from the records test/controlplane appends.
 package main
 
 import (
@@ -44,7 +46,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: cpuacct exec --records FILE CMD [ARG...] | cpuacct report --records FILE [--events FILE] [--whole] [--top N]")
+	fmt.Fprintln(os.Stderr, "usage: cpuacct exec --records FILE CMD [ARG...] | cpuacct report --records FILE [--events FILE] [--whole] [--components FILE] [--top N]")
 	os.Exit(2)
 }
 
@@ -67,7 +69,9 @@ func execCmd(args []string) (int, error) {
 			return 0, err
 		}
 	}
-	u, code, err := cpuacct.Run(fs.Args(), dir, os.Environ())
+	// The test harnesses' component records (cpuacct.RecordComponent)
+	// name the package by this.
+	u, code, err := cpuacct.Run(fs.Args(), dir, append(os.Environ(), cpuacct.PackageEnv+"="+*pkg))
 	if err != nil {
 		return 0, err
 	}
@@ -88,6 +92,7 @@ func reportCmd(args []string) error {
 	events := fs.String("events", "", "go test -json's output of the same run")
 	whole := fs.Bool("whole", false, "add the whole run: the calling script's CPU time and that of everything it waited for")
 	top := fs.Int("top", 12, "how many packages to list")
+	components := fs.String("components", "", "the components file the test harnesses appended to (cpuacct.ComponentsEnv)")
 	_ = fs.Parse(args)
 	if *records == "" || fs.NArg() != 0 {
 		return fmt.Errorf("report needs --records and no arguments")
@@ -118,5 +123,13 @@ func reportCmd(args []string) error {
 	} else if s, err = cpuacct.Summarize(recs, nil, w); err != nil {
 		return err
 	}
-	return s.Write(os.Stdout, *top)
+	if err := s.Write(os.Stdout, *top); err != nil || *components == "" {
+		return err
+	}
+	cs, err := cpuacct.ReadComponents(*components)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	return cpuacct.WriteComponents(os.Stdout, cs, *top)
 }

@@ -75,15 +75,7 @@ func Append(path string, r Record) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(line, '\n'))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return appendLine(path, line)
 }
 
 // ReadRecords reads a records file; a missing file holds no records.

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/servicegroup/servicegroup/internal/cpuacct"
 	"github.com/servicegroup/servicegroup/internal/testnet"
 )
 
@@ -49,8 +50,14 @@ func StartProcess(name string, cmd *exec.Cmd, dir string) (*Process, error) {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	started := time.Now()
 	go func() {
 		err := cmd.Wait()
+		// Under hack/test.sh, say what this component cost (a no-op
+		// otherwise): which components a package's CPU went to.
+		if rerr := cpuacct.RecordComponent(name, cmd.Path, cmd.ProcessState, time.Since(started)); rerr != nil {
+			fmt.Fprintf(os.Stderr, "controlplane: recording %s's CPU time: %v\n", name, rerr)
+		}
 		p.mu.Lock()
 		p.err = err
 		p.mu.Unlock()
