@@ -606,6 +606,7 @@ func TestRealNodes(t *testing.T) {
 		}
 	})
 
+	var installTrail string // the kube-proxies' lives and logs during the install
 	costs.step("install", func() {
 		// The one change a test machine needs: these nodes share one kernel,
 		// whose conntrack table size only the host may set (the cluster's
@@ -620,6 +621,22 @@ func TestRealNodes(t *testing.T) {
 		helmStepThen(nil, HelmInstallStep, op.Version, chartVersion)
 		// Before the nodes are labelled: only the controller restarts.
 		helmStepThen(nil, HelmMonitoringStep, op.Version, chartVersion)
+		// The kube-proxies' lives and logs while each node hands over from
+		// the stock one to kube-proxy-edge: the stock pod's log is gone
+		// with it afterwards.
+		var trails []*podTrail
+		for _, selector := range []string{"k8s-app=kube-proxy", "app.kubernetes.io/name=kube-proxy-edge"} {
+			trail, err := followPods(ctx, client, "kube-system", selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			trails = append(trails, trail)
+		}
+		defer func() {
+			for _, trail := range trails {
+				installTrail += trail.stop() + "\n"
+			}
+		}()
 		step("static-node-kube-proxy", "NODE="+staticNode)
 		for _, n := range names {
 			if n != staticNode {
@@ -741,6 +758,7 @@ func TestRealNodes(t *testing.T) {
 	// log starts anew).
 	reportTraffic(clients, windows)
 	if t.Failed() || os.Getenv("SERVICEGROUP_REALNODE_TRAIL") != "" {
+		t.Logf("the kube-proxies during the install (times seen by the test; log lines with the kubelet's):\n%s", installTrail)
 		t.Logf("the node CoreDNS pods during the upgrade (times seen by the test; log lines with the kubelet's):\n%s", upgradeTrail)
 	}
 	reported := len(windows)
