@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
-# Fuzzes, for a short fixed time each (FUZZ_SMOKE_TIME, default 5s), the
-# parsers of what reaches our components from the network or from files
-# and objects others write: `make test` runs it after the tests, so a
+# Fuzzes the parsers of what reaches our components from the network or
+# from files and objects others write, each for a fixed number of new
+# inputs: `make test` runs it beside the tests, at the lowest priority, so a
 # crash the seed corpus does not hit still has a chance on every run.
 # `make fuzz` runs every target longer.
+#
+# The counts are about what each target ran in 5 seconds on a quiet 2-core
+# machine. A count, unlike a time, does the same work however loaded the
+# machine is, so the smoke can use the tests' idle moments without
+# fuzzing less. FUZZ_SMOKE_TIME (a -fuzztime: 5s, 1000x) replaces every
+# count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-time=${FUZZ_SMOKE_TIME:-5s}
 targets=(
-	"./wrapper/ FuzzHostAllowed"
-	"./wrapper/ FuzzPathError"
-	"./wrapper/ FuzzParseLocalEndpoint"
-	"./wrapper/ FuzzParseSocketLine"
-	"./wrapper/sitestream/ FuzzParseLeaderIdentity"
-	"./wrapper/sitestream/ FuzzSiteView"
-	"./wrapper/sitestream/ FuzzSiteLeaseName"
-	"./wrapper/snapshot/ FuzzSnapshotDecode"
-	"./autonomy/webhook/ FuzzReadReview"
-	"./trafficmode/ FuzzParse"
-	"./plugin/gridhosts/ FuzzParse"
-	"./plugin/gridhosts/snapshot/ FuzzDecodeSnapshot"
+	"./wrapper/ FuzzHostAllowed 1000x"
+	"./wrapper/ FuzzPathError 6000x"
+	"./wrapper/ FuzzParseLocalEndpoint 3000x"
+	"./wrapper/ FuzzParseSocketLine 1000x"
+	"./wrapper/sitestream/ FuzzParseLeaderIdentity 14000x"
+	"./wrapper/sitestream/ FuzzSiteView 4000x"
+	"./wrapper/sitestream/ FuzzSiteLeaseName 9000x"
+	"./wrapper/snapshot/ FuzzSnapshotDecode 1000x"
+	"./autonomy/webhook/ FuzzReadReview 1500x"
+	"./trafficmode/ FuzzParse 95000x"
+	"./plugin/gridhosts/ FuzzParse 2000x"
+	"./plugin/gridhosts/snapshot/ FuzzDecodeSnapshot 25000x"
 )
 # deadline_race: the output of a run that failed only because Go's fuzzing
 # coordinator reported its own -fuzztime deadline as a failure (a race fixed
@@ -29,8 +34,10 @@ deadline_race() {
 	grep -q 'context deadline exceeded' <<<"$1" && ! grep -q 'Failing input written' <<<"$1"
 }
 status=0
+start=$SECONDS
 for t in "${targets[@]}"; do
-	read -r pkg name <<<"$t"
+	read -r pkg name count <<<"$t"
+	time=${FUZZ_SMOKE_TIME:-$count}
 	fuzz() { go test -run '^$' -fuzz "^${name}\$" -fuzztime "$time" "$pkg" 2>&1; }
 	ok=1
 	if ! out=$(fuzz); then
@@ -41,11 +48,12 @@ for t in "${targets[@]}"; do
 		fi
 	fi
 	if [ "$ok" = 1 ]; then
-		echo ">> $pkg $name: $(grep -o 'execs: [0-9]*' <<<"$out" | tail -n 1)"
+		echo ">> $pkg $name ($time): $(grep -o 'execs: [0-9]*' <<<"$out" | tail -n 1)"
 	else
 		echo "$out"
 		echo ">> $pkg $name failed (its failing input is under $pkg/testdata/fuzz/$name)"
 		status=1
 	fi
 done
+echo ">> the fuzz smoke took $((SECONDS - start))s"
 exit $status
