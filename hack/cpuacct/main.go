@@ -12,7 +12,7 @@
 // --events is go test -json's output; --whole adds the whole run, the CPU
 // time of the calling script and of everything it waited for; --components
 // adds the real components the tests started (etcd, kube-apiserver, ...),
-// by name and by package, from the records test/controlplane appends.
+// by program and by package, from the records test/controlplane appends.
 package main
 
 import (
