@@ -382,7 +382,7 @@ func unreachable(ctx context.Context, kube kubernetes.Interface, names ...string
 		if err != nil {
 			return err
 		}
-		if !nodeOf(n).Unreachable {
+		if !autonomy.NodeOf(n).Unreachable {
 			return fmt.Errorf("%s is not unreachable yet", name)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -79,7 +78,7 @@ func (n *nodes) node(ctx context.Context, name string) (autonomy.Node, error) {
 		}
 		return autonomy.Node{}, err
 	}
-	node := nodeOf(live)
+	node := autonomy.NodeOf(live)
 	n.mu.Lock()
 	n.one[name] = nodeRead{at: now, node: node}
 	for k, v := range n.one {
@@ -128,7 +127,7 @@ func (n *nodes) list(ctx context.Context, u autonomy.Unit) ([]autonomy.Node, err
 	}
 	out := make([]autonomy.Node, 0, len(l.Items))
 	for i := range l.Items {
-		out = append(out, nodeOf(&l.Items[i]))
+		out = append(out, autonomy.NodeOf(&l.Items[i]))
 	}
 	return out, nil
 }
@@ -169,15 +168,4 @@ func (n *nodes) trackedUnits(ctx context.Context) autonomy.Nodes {
 		n.mu.Unlock()
 	}
 	return all
-}
-
-// nodeOf is what the rule reads of a Node.
-func nodeOf(n *corev1.Node) autonomy.Node {
-	out := autonomy.Node{Name: n.Name, Labels: n.Labels}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			out.Unreachable, out.Ready, out.Since = c.Status == corev1.ConditionUnknown, c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
-		}
-	}
-	return out
 }

@@ -303,7 +303,7 @@ func (s *Server) review(ctx context.Context, req *request) (bool, string) {
 // the node's status just before it marks the pods).
 func (s *Server) freshNode(ctx context.Context, req *request) (autonomy.Node, error) {
 	if req.nodeObj != nil {
-		return nodeOf(req.nodeObj), nil
+		return autonomy.NodeOf(req.nodeObj), nil
 	}
 	return s.nodes.node(ctx, req.node)
 }

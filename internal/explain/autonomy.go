@@ -45,21 +45,9 @@ func AutonomyGrids(grids []*unstructured.Unstructured) (opted []autonomy.Grid, b
 func AutonomyNodes(nodes []corev1.Node) autonomy.Nodes {
 	out := make(autonomy.Nodes, 0, len(nodes))
 	for i := range nodes {
-		out = append(out, AutonomyNode(&nodes[i]))
+		out = append(out, autonomy.NodeOf(&nodes[i]))
 	}
 	return out
-}
-
-// AutonomyNode is n as the autonomy rules see it: unreachable while its
-// Ready condition is Unknown, since that condition's last transition.
-func AutonomyNode(n *corev1.Node) autonomy.Node {
-	an := autonomy.Node{Name: n.Name, Labels: n.Labels}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			an.Unreachable, an.Ready, an.Since = c.Status == corev1.ConditionUnknown, c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
-		}
-	}
-	return an
 }
 
 // Connection says, for a nodeunit with unreachable nodes, where it stands:

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/servicegroup/servicegroup/internal/explain"
+	"github.com/servicegroup/servicegroup/autonomy"
 )
 
 // doctor holds the clients and the report of one `kubectl grid doctor`.
@@ -108,7 +108,7 @@ func (d *doctor) checkEdgeNodes(ctx context.Context) error {
 		// not asked: an exec there waits out its timeout (30 s) for
 		// nothing, which made doctor that slow on a site cut off.
 		ask := func(p *corev1.Pod) {
-			if an := explain.AutonomyNode(&n); an.Unreachable {
+			if an := autonomy.NodeOf(&n); an.Unreachable {
 				d.report.add(subject, "restore the node's link to the apiserver, then run doctor again",
 					"cannot ask wrapper %s whether it serves its snapshot: the node is unreachable (Ready Unknown since %s)", p.Name, an.Since.UTC().Format(time.RFC3339))
 				return
