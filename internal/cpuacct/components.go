@@ -2,7 +2,6 @@ package cpuacct
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -78,29 +77,12 @@ func appendLine(path string, line []byte) error {
 
 // ReadComponents reads a components file; a missing file holds none.
 func ReadComponents(path string) ([]Component, error) {
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []Component
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for n := 1; sc.Scan(); n++ {
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
-		}
-		var c Component
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-		}
+	return readLines(path, func(c Component) string {
 		if c.Program == "" {
-			return nil, fmt.Errorf("%s:%d: a component without a program", path, n)
+			return "a component without a program"
 		}
-		out = append(out, c)
-	}
-	return out, sc.Err()
+		return ""
+	})
 }
 
 // ComponentUsage is the sum over the records of one key (a program, or a

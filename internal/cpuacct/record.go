@@ -80,6 +80,18 @@ func Append(path string, r Record) error {
 
 // ReadRecords reads a records file; a missing file holds no records.
 func ReadRecords(path string) ([]Record, error) {
+	return readLines(path, func(r Record) string {
+		if r.Package == "" {
+			return "a record without a package"
+		}
+		return ""
+	})
+}
+
+// readLines reads a file of one JSON object a line, blank lines skipped;
+// missing says what a line lacks ("" when nothing). A missing file holds
+// none.
+func readLines[T any](path string, missing func(T) string) ([]T, error) {
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -87,20 +99,20 @@ func ReadRecords(path string) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Record
+	var out []T
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {
 		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
-		var r Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 		}
-		if r.Package == "" {
-			return nil, fmt.Errorf("%s:%d: a record without a package", path, n)
+		if what := missing(v); what != "" {
+			return nil, fmt.Errorf("%s:%d: %s", path, n, what)
 		}
-		out = append(out, r)
+		out = append(out, v)
 	}
 	return out, sc.Err()
 }
