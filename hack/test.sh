@@ -46,8 +46,8 @@ TEST_FLAGS=${TEST_FLAGS:--race -trimpath -count=1 -timeout 30m}
 # go test starts packages in the order given (with -p of them at a time):
 # the longest first, so none of them starts last and sets the run's end
 # alone. The list is the slowest packages of a recent run; ./... adds the
-# rest (each package runs once). TestRealNodes alone takes longer than the
-# rest of the packages: it starts at once in its own go test and runs
+# rest (each package runs once). TestRealNodes alone takes about as long as
+# all the other packages: it starts at once in its own go test and runs
 # throughout, mostly waiting on its cluster, while the other packages run
 # TEST_P-1 at a time (2 by default; one at a time would leave a core idle
 # while they wait on their apiservers).
