@@ -99,10 +99,7 @@ func (c *gridController[G, C, A]) writeStatus(ctx context.Context, grid G, child
 		return nil
 	}
 	if c.grids.foldable(grid, next) {
-		if wait, after := c.statusDelay.hold(key, time.Now()); wait {
-			if after > 0 {
-				c.queue.AddAfter(key, after)
-			}
+		if c.statusDelay.held(key, time.Now(), c.queue) {
 			return nil
 		}
 	}

@@ -37,8 +37,12 @@ type statusDelay struct {
 }
 
 // hold says whether a foldable change found at now waits, and if so after
-// how long the grid must be synced again to write it (0: a sync is due
-// already for the change held before it).
+// how long the grid must be synced again to write it: when the oldest held
+// change is due. Every sync that holds asks for that sync itself. The
+// workqueue keeps only the earliest of a key's delayed adds, and that one
+// may have been asked for by a change a write has taken since: it comes
+// before this change is due, holds it again, and must ask again, or the
+// change is never written.
 func (d *statusDelay) hold(key cache.ObjectName, now time.Time) (wait bool, syncAfter time.Duration) {
 	if d.delay <= 0 {
 		return false, 0
@@ -53,7 +57,22 @@ func (d *statusDelay) hold(key cache.ObjectName, now time.Time) (wait bool, sync
 		d.since[key] = now
 		return true, d.delay
 	}
-	return now.Sub(first) < d.delay, 0
+	if due := first.Add(d.delay); now.Before(due) {
+		return true, due.Sub(now)
+	}
+	return false, 0
+}
+
+// held is hold for a change found now; one that waits asks queue for the
+// sync that writes it.
+func (d *statusDelay) held(key cache.ObjectName, now time.Time, queue interface {
+	AddAfter(cache.ObjectName, time.Duration)
+}) bool {
+	wait, after := d.hold(key, now)
+	if wait {
+		queue.AddAfter(key, after)
+	}
+	return wait
 }
 
 // done: the grid's status holds every change found so far (written, or

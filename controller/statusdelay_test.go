@@ -6,15 +6,18 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 )
 
 // TestStatusDelayHoldsFromTheFirstChange: a grid's first held change asks
-// for a sync after the delay; later ones within it wait for that sync; from
-// the delay on, the change is written; once written, the next change starts
-// a new delay. Grids are apart; a zero delay holds nothing.
+// for a sync after the delay; later ones within it ask for one when the
+// first is due; from the delay on, the change is written; once written, the
+// next change starts a new delay. Grids are apart; a zero delay holds
+// nothing.
 func TestStatusDelayHoldsFromTheFirstChange(t *testing.T) {
 	const delay = time.Second
 	d := statusDelay{delay: delay}
@@ -27,17 +30,77 @@ func TestStatusDelayHoldsFromTheFirstChange(t *testing.T) {
 		}
 	}
 	check("first change", a, 0, true, delay)
-	check("a change within the delay", a, delay/2, true, 0)
+	check("a change within the delay", a, delay/2, true, delay/2)
 	check("another grid's first change", b, delay/2, true, delay)
 	check("the change at the delay", a, delay, false, 0)
 	check("still due until written", a, 2*delay, false, 0)
 	d.done(a)
 	check("the first change after the write", a, 3*delay, true, delay)
-	check("the other grid within its delay", b, delay, true, 0)
+	check("the other grid within its delay", b, delay, true, delay/2)
 
 	off := statusDelay{}
 	if wait, after := off.hold(a, t0); wait || after != 0 {
 		t.Errorf("zero delay: hold = %v, sync after %s; want false, 0", wait, after)
+	}
+}
+
+// TestHeldStatusChangeIsSyncedWhenDue replays, on a real delaying
+// workqueue, what left a grid's status stale for good under load: a sync
+// asked for by a change a write took since is the key's only delayed add
+// (the queue keeps the earliest), comes before the next held change is due,
+// and holds it again. The key must come back when that change is due, and
+// not before.
+func TestHeldStatusChangeIsSyncedWhenDue(t *testing.T) {
+	const delay = time.Second
+	key := cache.ObjectName{Namespace: "ns", Name: "grid"}
+	t0 := time.Unix(1000, 0)
+	clock := testingclock.NewFakeClock(t0)
+	q := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{Clock: clock})
+	defer q.ShutDown()
+	d := statusDelay{delay: delay}
+	held := func(what string) {
+		t.Helper()
+		if !d.held(key, clock.Now(), q) {
+			t.Fatalf("%s: not held", what)
+		}
+		// The queue takes a delayed add in on its own goroutine; real
+		// syncs are apart by far more than this.
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The queue's own goroutine moves a due key in; polled in real time.
+	queuedWithin := func(wait time.Duration) bool {
+		deadline := time.Now().Add(wait)
+		for q.Len() == 0 {
+			if time.Now().After(deadline) {
+				return false
+			}
+			time.Sleep(time.Millisecond)
+		}
+		k, _ := q.Get()
+		q.Done(k)
+		return true
+	}
+	at := func() time.Duration { return clock.Now().Sub(t0) }
+
+	held("a first change") // asks for a sync at 1s
+	clock.Step(200 * time.Millisecond)
+	d.done(key) // a sync wrote the status (a change no sync folds)
+	clock.Step(700 * time.Millisecond)
+	held("a change at 0.9s") // due at 1.9s; the queue keeps 1s
+	clock.Step(100 * time.Millisecond)
+	if !queuedWithin(5 * time.Second) {
+		t.Fatalf("the sync asked for at 0s is not queued at %s", at())
+	}
+	held("the change at 0.9s, synced at 1s")
+	if queuedWithin(100 * time.Millisecond) {
+		t.Errorf("synced again at %s, before the held change is due", at())
+	}
+	clock.Step(900 * time.Millisecond)
+	if !queuedWithin(5 * time.Second) {
+		t.Fatalf("the change held since 0.9s is not synced at %s: it would stay unwritten", at())
+	}
+	if d.held(key, clock.Now(), q) {
+		t.Errorf("at %s the change is still held", at())
 	}
 }
 
