@@ -45,14 +45,42 @@ func (e *env) gridCLI(args ...string) (string, error) {
 // badImage marks images the test's kubelet never makes ready.
 const badImage = "registry.example/echo:bad"
 
-// fakeKubelet plays the kubelet on pod status in ns: every pod whose
-// containers do not use badImage is marked Running and Ready, so the real
-// ReplicaSet and StatefulSet controllers see it available. It stops with ctx.
-func (e *env) fakeKubelet(ctx context.Context, t testing.TB, ns string, enabled *atomic.Bool) {
+// testKubelet says which pods fakeKubelet makes ready: none, every one, or
+// only those of some nodeunits (the pod's zone node selector).
+type testKubelet struct {
+	on    atomic.Bool
+	zones atomic.Pointer[[]string] // nil: every nodeunit
+}
+
+// Store turns the kubelet on for every nodeunit, or off.
+func (k *testKubelet) Store(on bool) {
+	k.zones.Store(nil)
+	k.on.Store(on)
+}
+
+// only turns the kubelet on for the pods of these nodeunits only.
+func (k *testKubelet) only(zones ...string) {
+	k.zones.Store(&zones)
+	k.on.Store(true)
+}
+
+func (k *testKubelet) serves(p *corev1.Pod) bool {
+	if !k.on.Load() {
+		return false
+	}
+	zones := k.zones.Load()
+	return zones == nil || slices.Contains(*zones, p.Spec.NodeSelector["zone"])
+}
+
+// fakeKubelet plays the kubelet on pod status in ns: every pod it serves
+// whose containers do not use badImage is marked Running and Ready, so the
+// real ReplicaSet and StatefulSet controllers see it available. It stops
+// with ctx.
+func (e *env) fakeKubelet(ctx context.Context, t testing.TB, ns string, kubelet *testKubelet) {
 	go func() {
 		for ctx.Err() == nil {
 			time.Sleep(100 * time.Millisecond)
-			if !enabled.Load() {
+			if !kubelet.on.Load() {
 				continue
 			}
 			pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -61,7 +89,7 @@ func (e *env) fakeKubelet(ctx context.Context, t testing.TB, ns string, enabled 
 			}
 			for i := range pods.Items {
 				p := &pods.Items[i]
-				if p.DeletionTimestamp != nil || podReady(p) || slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Image == badImage }) {
+				if p.DeletionTimestamp != nil || podReady(p) || !kubelet.serves(p) || slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Image == badImage }) {
 					continue
 				}
 				now := metav1.Now()
@@ -100,13 +128,13 @@ func zone(i int) string { return fmt.Sprintf("z%02d", i) }
 // ns and n nodes node-zNN, each its own nodeunit zone=zNN, with the test's
 // kubelet making ns's pods ready while kubelet is true (it starts true).
 // ctx ends with the test.
-func newRolloutEnv(t *testing.T, ns string, n int) (e *env, kubelet *atomic.Bool, ctx context.Context) {
+func newRolloutEnv(t *testing.T, ns string, n int) (e *env, kubelet *testKubelet, ctx context.Context) {
 	e = newEnv(t, controlplane.Options{ControllerManager: true})
 	e.namespace(t, ns)
 	for i := range n {
 		e.node(t, "node-"+zone(i), map[string]string{"zone": zone(i)})
 	}
-	kubelet = &atomic.Bool{}
+	kubelet = &testKubelet{}
 	kubelet.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -338,7 +366,10 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 		}
 		return nil
 	})
-	kubelet.Store(true)
+	// The first wave's pods become ready, no other's: the second wave
+	// starts and cannot end, so the controller stops mid-rollout however
+	// fast it would otherwise go on.
+	kubelet.only("z00", "z01")
 	testwait.Eventually(t.Context(), t, 0, "first wave done, second updating", func(ctx context.Context) error {
 		g, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -358,6 +389,7 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 	for _, d := range done {
 		generations[d.Name] = d.Generation
 	}
+	kubelet.Store(true)
 	_, writes2, _ := e.startController(t, nil)
 	e.waitComplete(t, ns, name, "registry.example/echo:2")
 	_, after, err := e.imagesOf(t.Context(), ns, name)
