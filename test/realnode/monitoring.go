@@ -285,15 +285,20 @@ func (p *PromAPI) Targets(ctx context.Context) ([]PromTarget, error) {
 
 // PromRuleGroup is a group of /api/v1/rules.
 type PromRuleGroup struct {
-	Name  string `json:"name"`
-	File  string `json:"file"`
-	Rules []struct {
-		Name      string `json:"name"`
-		Type      string `json:"type"`
-		Health    string `json:"health"`
-		LastError string `json:"lastError"`
-		Query     string `json:"query"`
-	} `json:"rules"`
+	Name  string     `json:"name"`
+	File  string     `json:"file"`
+	Rules []PromRule `json:"rules"`
+}
+
+// PromRule is a rule of a PromRuleGroup.
+type PromRule struct {
+	Name      string `json:"name"`
+	Type      string `json:"type"`
+	Health    string `json:"health"`
+	LastError string `json:"lastError"`
+	Query     string `json:"query"`
+	// Duration is an alerting rule's `for`, in seconds.
+	Duration float64 `json:"duration"`
 }
 
 // Rules are the rule groups loaded.
@@ -434,8 +439,9 @@ func shippedAlerts(repo string) ([]string, error) {
 }
 
 // checkRules: every alert of want is loaded exactly once, from the
-// PrometheusRule edge-system/servicegroup, with health ok.
-func checkRules(groups []PromRuleGroup, want []string) error {
+// PrometheusRule edge-system/servicegroup, with health ok, and those of
+// durations with that `for`.
+func checkRules(groups []PromRuleGroup, want []string, durations map[string]time.Duration) error {
 	loaded := map[string]int{}
 	var problems []string
 	for _, g := range groups {
@@ -446,6 +452,9 @@ func checkRules(groups []PromRuleGroup, want []string) error {
 			loaded[r.Name]++
 			if r.Health != "ok" {
 				problems = append(problems, fmt.Sprintf("%s: health %q %s", r.Name, r.Health, r.LastError))
+			}
+			if d, ok := durations[r.Name]; ok && time.Duration(r.Duration*float64(time.Second)) != d {
+				problems = append(problems, fmt.Sprintf("%s: for %gs, want %s", r.Name, r.Duration, d))
 			}
 		}
 	}
@@ -490,4 +499,55 @@ func describeAlerts(alerts []PromAlert) string {
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// scaledCutOffFor is ServiceGroupNodeunitCutOff's `for` on the real-node
+// cluster from the autonomy step on, where the shipped rule says 2m
+// (promtool's test of the rule, test/integration/alerts_test.go, checks
+// that one): the partition keeps the nodeunit cut off until the alert
+// fires, so this shortens the cut from about 2.5 minutes to cutFor, as
+// kube-controller-manager's node lifecycle is scaled for these steps. The
+// expression is the shipped one.
+const scaledCutOffFor = 45 * time.Second
+
+const cutOffAlert = "ServiceGroupNodeunitCutOff"
+
+// ScaleAlertFor sets the `for` of alert in the chart's PrometheusRule
+// edge-system/servicegroup on the cluster (a JSON patch that first tests
+// the alert's name at its index). The next helm upgrade sets it back.
+func ScaleAlertFor(ctx context.Context, op *Operator, alert string, d time.Duration) error {
+	out, err := op.Run(ctx, "-n", "edge-system", "get", "prometheusrule", "servicegroup", "-o", "json")
+	if err != nil {
+		return fmt.Errorf("PrometheusRule edge-system/servicegroup: %w", err)
+	}
+	var rule struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert string `json:"alert"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(out), &rule); err != nil {
+		return fmt.Errorf("PrometheusRule edge-system/servicegroup: %w", err)
+	}
+	for gi, g := range rule.Spec.Groups {
+		for ri, r := range g.Rules {
+			if r.Alert != alert {
+				continue
+			}
+			path := fmt.Sprintf("/spec/groups/%d/rules/%d", gi, ri)
+			patch, err := json.Marshal([]map[string]string{
+				{"op": "test", "path": path + "/alert", "value": alert},
+				{"op": "replace", "path": path + "/for", "value": d.String()},
+			})
+			if err != nil {
+				return err
+			}
+			_, err = op.Run(ctx, "-n", "edge-system", "patch", "prometheusrule", "servicegroup", "--type=json", "-p", string(patch))
+			return err
+		}
+	}
+	return fmt.Errorf("no alert %s in PrometheusRule edge-system/servicegroup", alert)
 }

@@ -79,14 +79,17 @@ func checkPrometheus(ctx context.Context, t *testing.T, client kubernetes.Interf
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, time.Minute, "the shipped rules loaded", func(ctx context.Context) error {
+	// The kubelet brings the scaled rule (the autonomy step's) to
+	// Prometheus's rule files within its ConfigMap sync period.
+	scaled := map[string]time.Duration{cutOffAlert: scaledCutOffFor}
+	eventually(ctx, t, 3*time.Minute, "the shipped rules loaded, "+cutOffAlert+"'s for scaled", func(ctx context.Context) error {
 		groups, err := prom.Rules(ctx)
 		if err != nil {
 			return err
 		}
-		return checkRules(groups, alerts)
+		return checkRules(groups, alerts, scaled)
 	})
-	t.Logf("Prometheus loaded the %d alerts of PrometheusRule edge-system/servicegroup, each with health ok", len(alerts))
+	t.Logf("Prometheus loaded the %d alerts of PrometheusRule edge-system/servicegroup, each with health ok (%s's for %s)", len(alerts), cutOffAlert, scaledCutOffFor)
 }
 
 func TestPrometheusRelease(t *testing.T) {
@@ -154,30 +157,32 @@ func TestCheckRules(t *testing.T) {
 	}
 	g := PromRuleGroup{Name: "servicegroup", File: "/etc/prometheus/rules/prometheus-servicegroup-rulefiles-0/edge-system-servicegroup-abc.yaml"}
 	for _, a := range alerts {
-		g.Rules = append(g.Rules, struct {
-			Name      string `json:"name"`
-			Type      string `json:"type"`
-			Health    string `json:"health"`
-			LastError string `json:"lastError"`
-			Query     string `json:"query"`
-		}{Name: a, Type: "alerting", Health: "ok"})
+		g.Rules = append(g.Rules, PromRule{Name: a, Type: "alerting", Health: "ok", Duration: 120})
 	}
-	if err := checkRules([]PromRuleGroup{g}, alerts); err != nil {
+	if err := checkRules([]PromRuleGroup{g}, alerts, nil); err != nil {
 		t.Fatal(err)
+	}
+	scaled := map[string]time.Duration{alerts[0]: 45 * time.Second}
+	if err := checkRules([]PromRuleGroup{g}, alerts, scaled); err == nil {
+		t.Error("a rule's for not yet scaled: no error")
+	}
+	g.Rules[0].Duration = 45
+	if err := checkRules([]PromRuleGroup{g}, alerts, scaled); err != nil {
+		t.Errorf("the rule's for scaled: %v", err)
 	}
 	bad := g
 	bad.Rules = append(bad.Rules[:0:0], g.Rules...)
 	bad.Rules[0].Health = "err"
-	if err := checkRules([]PromRuleGroup{bad}, alerts); err == nil {
+	if err := checkRules([]PromRuleGroup{bad}, alerts, nil); err == nil {
 		t.Error("a rule with health err: no error")
 	}
 	bad.Rules = g.Rules[1:]
-	if err := checkRules([]PromRuleGroup{bad}, alerts); err == nil {
+	if err := checkRules([]PromRuleGroup{bad}, alerts, nil); err == nil {
 		t.Error("a rule missing: no error")
 	}
 	other := g
 	other.File = "/etc/prometheus/rules/x/default-other.yaml"
-	if err := checkRules([]PromRuleGroup{other}, alerts); err == nil {
+	if err := checkRules([]PromRuleGroup{other}, alerts, nil); err == nil {
 		t.Error("rules of another PrometheusRule only: no error")
 	}
 }

@@ -769,6 +769,11 @@ func TestRealNodes(t *testing.T) {
 	var siteClients []string
 	autonomousGrids := []string{"deploymentgrid/deploymentgrid-demo", "statefulsetgrid/" + statefulGrid}
 	costs.step("autonomy", func() {
+		// After the last helm upgrade (which would set it back), so that
+		// the kubelet has brought it to Prometheus by the next step.
+		if err := ScaleAlertFor(ctx, op, cutOffAlert, scaledCutOffFor); err != nil {
+			t.Fatal(err)
+		}
 		stepIn(guide, "autonomy-controller-placement", "CLOUD_NODES=kubernetes.io/hostname="+cloudNode)
 		// doctor: an autonomy annotation it cannot read (the opt-in below
 		// overwrites it).
@@ -833,8 +838,9 @@ func TestRealNodes(t *testing.T) {
 			superEdgePushed <- r
 		}()
 		// The nodeunit stays cut off until Prometheus fires the alert for
-		// it (the rule's `for` is 2 minutes), at most 3 minutes more.
-		const alert = "ServiceGroupNodeunitCutOff"
+		// it (the rule's `for`, scaled to scaledCutOffFor), at most 3
+		// minutes more.
+		const alert = cutOffAlert
 		var fired *PromAlert
 		var firedAt time.Time
 		var alertsThen []PromAlert
