@@ -26,8 +26,8 @@
 # (72 and 24). Their output follows the others'; their events and CPU time
 # join theirs in the reports.
 #
-#   TEST_FLAGS   go test flags (default: -race -trimpath -count=1 -timeout 30m; -race
-#                dropped for NORACE_PKGS)
+#   TEST_FLAGS   go test flags (default: -race -trimpath -count=1 -timeout 30m
+#                -ldflags=-w; -race dropped for NORACE_PKGS)
 #   TEST_P       packages run at once: the others' go test runs TEST_P-1
 #                (default 3, so 2), the race-free one 2 (test/realnode, and the
 #                short ones one after another beside it); a TEST_FLAGS -p wins
@@ -53,7 +53,13 @@ export GOGC=${GOGC:-400}
 # -trimpath keeps the checkout's directory out of the build cache's keys:
 # a fresh clone of the same code (CI's) reuses the last one's compiled
 # packages instead of compiling every package of ours again under -race.
-TEST_FLAGS=${TEST_FLAGS:--race -trimpath -count=1 -timeout 30m}
+# -ldflags=-w links each test binary without DWARF: every run links some
+# seventy of them (the build cache keeps no linked test binary), the last
+# ones one after the other at the end of the run, and no debugger reads
+# them (tracebacks and race reports use the runtime's own tables). Linking
+# internal/gridcli's with -race: 7.3 CPU-seconds and 6.4 s with DWARF, 4.4
+# and 3.8 without.
+TEST_FLAGS=${TEST_FLAGS:--race -trimpath -count=1 -timeout 30m -ldflags=-w}
 # go test starts packages in the order given (with -p of them at a time):
 # the longest first, so none of them starts last and sets the run's end
 # alone. The list is the slowest packages of a recent run; ./... adds the
