@@ -26,13 +26,6 @@
 # (72 and 24). Their output follows the others'; their events and CPU time
 # join theirs in the reports.
 #
-# The first of them (test/realnode) runs alone in its go test. The others
-# run one after another in a second, and then, in a third beside it, the
-# packages of SIDE_PKGS with -race: that slot would otherwise stand idle
-# from about 80 s to the end, while the packages with -race, two at a
-# time, set the run's end. SIDE_PKGS are mid-sized packages that ./...
-# reached last, one or two at a time, after the long ones.
-#
 #   TEST_FLAGS   go test flags (default: -race -trimpath -count=1 -timeout 30m
 #                -ldflags=-w; -race dropped for NORACE_PKGS)
 #   TEST_P       packages run at once: the others' go test runs TEST_P-1
@@ -41,9 +34,6 @@
 #   TEST_PKGS    packages (default: ./..., the longest-running first)
 #   NORACE_PKGS  those of them run without -race (default: test/realnode,
 #                internal/release, internal/imagebuild)
-#   SIDE_PKGS    those run with -race, one at a time, after NORACE_PKGS's short
-#                ones (default: autonomy/webhook, internal/gridcli,
-#                cmd/application-grid-wrapper, internal/nodelabels)
 #   OTHERS_NICE  the niceness of the go test with -race (default 5, below the
 #                race-free one's, whose test/realnode sets the run's length)
 #   TEST_OUT     where the logs go (default: bin/test)
@@ -81,7 +71,6 @@ TEST_FLAGS=${TEST_FLAGS:--race -trimpath -count=1 -timeout 30m -ldflags=-w}
 TEST_P=${TEST_P:-3}
 TEST_PKGS=${TEST_PKGS:-./test/realnode/ ./internal/imagebuild/ ./wrapper/ ./internal/release/ ./test/e2e/ ./controller/ ./plugin/gridhosts/ ./test/superedge/ ./test/integration/ ./...}
 NORACE_PKGS=${NORACE_PKGS:-./test/realnode/ ./internal/imagebuild/ ./internal/release/}
-SIDE_PKGS=${SIDE_PKGS:-./autonomy/webhook/ ./internal/gridcli/ ./cmd/application-grid-wrapper/ ./internal/nodelabels/}
 OTHERS_NICE=${OTHERS_NICE:-5}
 TEST_OUT=${TEST_OUT:-bin/test}
 mkdir -p "$TEST_OUT"
@@ -109,21 +98,11 @@ rm -f "$records" "$CPUACCT_COMPONENTS"
 # The packages, in the order given; those without -race apart.
 # shellcheck disable=SC2086 # word splitting of the package list is wanted
 norace_pkgs=" $(go list $NORACE_PKGS | tr '\n' ' ')"
-# shellcheck disable=SC2086 # word splitting of the package list is wanted
-side_pkgs=" $(go list $SIDE_PKGS | tr '\n' ' ')"
-long=     # the first race-free package, alone in its go test
-norace=() # the other race-free ones
-side=()
+norace=()
 others=()
 # shellcheck disable=SC2086 # word splitting of the package list is wanted
 for pkg in $(go list $TEST_PKGS); do
-	if [[ $norace_pkgs == *" $pkg "* ]]; then
-		if [ -z "$long" ]; then long=$pkg; else norace+=("$pkg"); fi
-	elif [[ $side_pkgs == *" $pkg "* ]]; then
-		side+=("$pkg")
-	else
-		others+=("$pkg")
-	fi
+	if [[ $norace_pkgs == *" $pkg "* ]]; then norace+=("$pkg"); else others+=("$pkg"); fi
 done
 norace_flags=()
 for flag in $TEST_FLAGS; do
@@ -132,38 +111,17 @@ done
 
 status=0
 norace_job=
-side_job=
 others_p=$TEST_P
 jsons=()
-if [ -n "$long" ]; then
+if [ ${#norace[@]} -gt 0 ]; then
 	others_p=$((TEST_P > 1 ? TEST_P - 1 : 1))
 	jsons+=("$out/test-norace.json")
-	# test/realnode, mostly waiting on its cluster, alone.
-	"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-norace.json" -- -p 1 "${norace_flags[@]}" \
-		-exec "'$out/cpuacct' exec --records '$records'" "$long" >"$out/norace.log" 2>&1 &
+	# Two at a time: the first (test/realnode, mostly waiting on its
+	# cluster) and the short ones one after the other beside it.
+	"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-norace.json" -- -p 2 "${norace_flags[@]}" \
+		-exec "'$out/cpuacct' exec --records '$records'" "${norace[@]}" >"$out/norace.log" 2>&1 &
 	norace_job=$!
 	trap 'kill "$older_bins" "$monitoring" $norace_job 2>/dev/null || true' EXIT
-fi
-if [ ${#norace[@]} -gt 0 ] || [ ${#side[@]} -gt 0 ]; then
-	# Beside it, one at a time: the short race-free ones, then SIDE_PKGS
-	# with -race at the others' niceness.
-	[ ${#norace[@]} -eq 0 ] || jsons+=("$out/test-norace-short.json")
-	[ ${#side[@]} -eq 0 ] || jsons+=("$out/test-side.json")
-	(
-		st=0
-		if [ ${#norace[@]} -gt 0 ]; then
-			"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-norace-short.json" -- -p 1 "${norace_flags[@]}" \
-				-exec "'$out/cpuacct' exec --records '$records'" "${norace[@]}" || st=$?
-		fi
-		if [ ${#side[@]} -gt 0 ]; then
-			# shellcheck disable=SC2086 # word splitting of the flag list is wanted
-			nice -n "$OTHERS_NICE" "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-side.json" -- -p 1 $TEST_FLAGS \
-				-exec "'$out/cpuacct' exec --records '$records'" "${side[@]}" || st=$?
-		fi
-		exit $st
-	) >"$out/side.log" 2>&1 &
-	side_job=$!
-	trap 'kill "$older_bins" "$monitoring" $norace_job $side_job 2>/dev/null || true' EXIT
 fi
 others_job=
 if [ ${#others[@]} -gt 0 ]; then
@@ -183,20 +141,15 @@ fi
 # once the first go test ended, it had made the run about 2 minutes longer.
 nice -n 19 hack/fuzz-smoke.sh >"$out/fuzz-smoke.log" 2>&1 &
 fuzz=$!
-trap 'kill "$older_bins" "$monitoring" $norace_job $side_job $others_job "$fuzz" 2>/dev/null || true' EXIT
-for job in $norace_job $side_job $others_job; do
+trap 'kill "$older_bins" "$monitoring" $norace_job $others_job "$fuzz" 2>/dev/null || true' EXIT
+for job in $norace_job $others_job; do
 	wait "$job" || status=$?
 done
 tests_took=$((SECONDS - start))
 if [ -n "$norace_job" ]; then
 	echo
-	echo ">> $long (its own go test, without -race)"
+	echo ">> ${norace[*]} (their own go test, without -race)"
 	cat "$out/norace.log"
-fi
-if [ -n "$side_job" ]; then
-	echo
-	echo ">> one after another beside it: ${norace[*]} without -race, then ${side[*]} with -race"
-	cat "$out/side.log"
 fi
 cat /dev/null "${jsons[@]}" >"$json"
 
