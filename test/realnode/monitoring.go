@@ -406,6 +406,18 @@ func checkVerifies(config string) error {
 	return nil
 }
 
+// alertRule is what the test reads of a PrometheusRule: its alerts' names,
+// by group (from YAML or JSON: sigs.k8s.io/yaml reads the json tags).
+type alertRule struct {
+	Spec struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `json:"alert"`
+			} `json:"rules"`
+		} `json:"groups"`
+	} `json:"spec"`
+}
+
 // shippedAlerts are the alert names of the chart's PrometheusRule
 // (build/manifests/monitoring/prometheusrule.yaml, which the chart's
 // template is generated from).
@@ -414,15 +426,7 @@ func shippedAlerts(repo string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rule struct {
-		Spec struct {
-			Groups []struct {
-				Rules []struct {
-					Alert string `json:"alert"`
-				} `json:"rules"`
-			} `json:"groups"`
-		} `json:"spec"`
-	}
+	var rule alertRule
 	if err := yaml.Unmarshal(data, &rule); err != nil {
 		return nil, err
 	}
@@ -520,15 +524,7 @@ func ScaleAlertFor(ctx context.Context, op *Operator, alert string, d time.Durat
 	if err != nil {
 		return fmt.Errorf("PrometheusRule edge-system/servicegroup: %w", err)
 	}
-	var rule struct {
-		Spec struct {
-			Groups []struct {
-				Rules []struct {
-					Alert string `json:"alert"`
-				} `json:"rules"`
-			} `json:"groups"`
-		} `json:"spec"`
-	}
+	var rule alertRule
 	if err := json.Unmarshal([]byte(out), &rule); err != nil {
 		return fmt.Errorf("PrometheusRule edge-system/servicegroup: %w", err)
 	}
