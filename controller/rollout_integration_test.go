@@ -126,7 +126,7 @@ func zone(i int) string { return fmt.Sprintf("z%02d", i) }
 
 // newRolloutEnv is a control plane with kube-controller-manager, namespace
 // ns and n nodes node-zNN, each its own nodeunit zone=zNN, with the test's
-// kubelet making ns's pods ready while kubelet is true (it starts true).
+// kubelet making ns's pods ready while it is on (it starts on, for every nodeunit).
 // ctx ends with the test.
 func newRolloutEnv(t *testing.T, ns string, n int) (e *env, kubelet *testKubelet, ctx context.Context) {
 	e = newEnv(t, controlplane.Options{ControllerManager: true})
