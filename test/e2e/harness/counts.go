@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
 
@@ -26,11 +28,18 @@ import (
 const WrapperUser = "system:serviceaccount:edge-system:servicegroup-wrapper"
 
 // auditPolicy records the wrapper's LISTs (when complete) and WATCHes (when
-// started, and when complete); nothing else.
+// started, and when complete); nothing else. Its LISTs of NodeLabelSummaries
+// keep their answer: a relist asks the summaries' metadata first
+// (internal/nodelabels), and only the answer's kind tells that from a full
+// list.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
+- level: RequestResponse
+  verbs: [list]
+  users: ["` + WrapperUser + `"]
+  resources: [{group: superedge.io, resources: [nodelabelsummaries]}]
 - level: Metadata
   verbs: [list, watch]
   users: ["` + WrapperUser + `"]
@@ -63,8 +72,9 @@ type UpstreamList struct {
 	// UserAgent says whose request it was: the wrapper's own informers, or
 	// kube-proxy's, forwarded by the wrapper (ServiceCIDRs).
 	UserAgent string
-	// Kind is "list", "watch-list" (a WATCH sending the current state first)
-	// or "resume" (a WATCH from a resourceVersion).
+	// Kind is "list", "metadata-list" (a LIST of the objects' metadata
+	// alone, which fetches no object), "watch-list" (a WATCH sending the
+	// current state first) or "resume" (a WATCH from a resourceVersion).
 	Kind string
 	Time time.Time
 }
@@ -113,6 +123,9 @@ func (c *Cluster) UpstreamLists() ([]UpstreamList, error) {
 			continue
 		case ev.Verb == "list" && ev.Stage == auditv1.StageResponseComplete && ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusOK:
 			kind = "list"
+			if metadataOnly(ev.ResponseObject) {
+				kind = "metadata-list"
+			}
 		case ev.Verb == "watch" && ev.Stage == auditv1.StageResponseStarted && ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusOK:
 			// Refused watches (e.g. 403 while the restarted apiserver's
 			// authorizer catches up) fetch nothing; the client then lists.
@@ -131,6 +144,16 @@ func (c *Cluster) UpstreamLists() ([]UpstreamList, error) {
 		})
 	}
 	return out, sc.Err()
+}
+
+// metadataOnly reports whether a LIST's logged answer (kept only for
+// NodeLabelSummaries) held the objects' metadata alone.
+func metadataOnly(answer *runtime.Unknown) bool {
+	if answer == nil {
+		return false
+	}
+	var tm metav1.TypeMeta
+	return json.Unmarshal(answer.Raw, &tm) == nil && tm.Kind == "PartialObjectMetadataList"
 }
 
 // Relists counts, per informer type, how often the process's client-go
