@@ -438,6 +438,17 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("traffic during each step (failed of all attempts, longest time without a success):\n%s", table)
+		lost := false
+		for _, w := range windows {
+			for _, r := range report[w.name] {
+				for _, kind := range r {
+					lost = lost || kind.failed > 0
+				}
+			}
+		}
+		if lost {
+			t.Logf("what the nodes' network namespaces counted as lost so far:\n%s", netCounters(ctx, nodes))
+		}
 		for _, w := range windows {
 			for c, r := range report[w.name] {
 				if r["svc"].failed > 0 {

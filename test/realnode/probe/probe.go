@@ -39,6 +39,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"strings"
 	"sync"
@@ -209,20 +210,22 @@ var client = &http.Client{
 const maxBody = 1 << 20
 
 // request GETs http://addr/; it returns the answer's body, or fails with
-// the HTTP status or the error.
+// the HTTP status or the error, and how far the request got (requestTrace).
 func request(ctx context.Context, addr string) ([]byte, outcome) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
 	if err != nil {
 		return nil, outcome{detail: "error=" + err.Error()}
 	}
+	tr := newRequestTrace(time.Now())
+	req = req.WithContext(httptrace.WithClientTrace(ctx, tr.clientTrace()))
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, outcome{timedOut: isTimeout(err), detail: "error=" + err.Error()}
+		return nil, outcome{timedOut: isTimeout(err), detail: "error=" + err.Error() + " " + tr.String()}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return nil, outcome{timedOut: isTimeout(err), detail: fmt.Sprintf("status=%d error=%v", resp.StatusCode, err)}
+		return nil, outcome{timedOut: isTimeout(err), detail: fmt.Sprintf("status=%d error=%v %s", resp.StatusCode, err, tr)}
 	}
 	if resp.StatusCode >= 400 {
 		return nil, outcome{detail: fmt.Sprintf("status=%d", resp.StatusCode)}

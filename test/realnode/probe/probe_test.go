@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -181,6 +182,32 @@ func TestRequest(t *testing.T) {
 	l.Close()
 	if o := (Config{RequestAddr: refused}).svc(ctx); o.ok || o.timedOut || !strings.HasPrefix(o.detail, "error=") || !strings.Contains(o.detail, "connection refused") {
 		t.Errorf("closed port: %+v, want a refused connection", o)
+	}
+	if o := (Config{RequestAddr: refused}).svc(ctx); !strings.HasSuffix(o.detail, " connected=no") {
+		t.Errorf("closed port: detail %q, want it to say no connection was made", o.detail)
+	}
+
+	// Connected, never answered: the detail says when the connection was
+	// made, from where, and that the request went out.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close() // held open, unanswered, until the listener closes
+		}
+	}()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	o := (Config{RequestAddr: silent.Addr().String()}).svc(short)
+	if o.ok || !o.timedOut || !regexp.MustCompile(` connected=\d+(\.\d+)?m?s from=127\.0\.0\.1:\d+ wrote=\d`).MatchString(o.detail) {
+		t.Errorf("unanswered request: %+v, want a timeout whose detail says the connection was made and the request written", o)
 	}
 }
 

@@ -1,0 +1,104 @@
+package realnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// What the kernel counted as lost in a node's network namespace, for a
+// step that lost a request or a query: a Service request whose connection
+// was never made went missing between the client and the pod (conntrack
+// refusing an entry, a link dropping), one made but unanswered points at
+// the server instead (the prober's detail says which, probe/trace.go).
+
+// conntrackLosses are the conntrack statistics that count packets lost or
+// turned away (the others count lookups and entries).
+var conntrackLosses = []string{"invalid", "insert_failed", "drop", "early_drop", "icmp_error", "clashres", "search_restart"}
+
+// netCounters: per node, the non-zero loss counters of its namespace so
+// far, conntrack's summed over the CPUs and each link's; "none" when all
+// are zero.
+func netCounters(ctx context.Context, nodes []*Node) string {
+	var b strings.Builder
+	for _, n := range nodes {
+		var found []string
+		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", n.Net.NS.Name, "cat", "/proc/net/stat/nf_conntrack").Output()
+		if err != nil {
+			found = append(found, "conntrack: "+err.Error())
+		} else {
+			found = append(found, conntrackCounters(string(out))...)
+		}
+		out, err = exec.CommandContext(ctx, "ip", "-n", n.Net.NS.Name, "-j", "-s", "link", "show").Output()
+		if err != nil {
+			found = append(found, "links: "+err.Error())
+		} else {
+			found = append(found, linkDrops(out)...)
+		}
+		if len(found) == 0 {
+			found = []string{"none"}
+		}
+		fmt.Fprintf(&b, "  %s: %s\n", n.Name, strings.Join(found, ", "))
+	}
+	return b.String()
+}
+
+// conntrackCounters reads /proc/net/stat/nf_conntrack (a header of names,
+// then a line of hexadecimal counters per CPU) and returns the non-zero
+// conntrackLosses as "conntrack <name>=<sum>".
+func conntrackCounters(stat string) []string {
+	lines := strings.Split(strings.TrimSpace(stat), "\n")
+	if len(lines) < 2 {
+		return []string{"conntrack: no counters"}
+	}
+	names := strings.Fields(lines[0])
+	sums := make([]uint64, len(names))
+	for _, l := range lines[1:] {
+		for i, f := range strings.Fields(l) {
+			if v, err := strconv.ParseUint(f, 16, 64); err == nil && i < len(sums) {
+				sums[i] += v
+			}
+		}
+	}
+	var out []string
+	for _, want := range conntrackLosses {
+		for i, name := range names {
+			if name == want && sums[i] > 0 {
+				out = append(out, fmt.Sprintf("conntrack %s=%d", name, sums[i]))
+			}
+		}
+	}
+	return out
+}
+
+// linkDrops reads `ip -j -s link show` and returns each link's non-zero
+// error and drop counters as "<link> rx dropped=<n>".
+func linkDrops(js []byte) []string {
+	var links []struct {
+		Name  string `json:"ifname"`
+		Stats struct {
+			RX map[string]uint64 `json:"rx"`
+			TX map[string]uint64 `json:"tx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal(js, &links); err != nil {
+		return []string{"links: " + err.Error()}
+	}
+	var out []string
+	for _, l := range links {
+		for _, dir := range []struct {
+			name  string
+			stats map[string]uint64
+		}{{"rx", l.Stats.RX}, {"tx", l.Stats.TX}} {
+			for _, c := range []string{"errors", "dropped", "missed", "over_errors", "carrier_errors"} {
+				if v := dir.stats[c]; v > 0 {
+					out = append(out, fmt.Sprintf("%s %s %s=%d", l.Name, dir.name, c, v))
+				}
+			}
+		}
+	}
+	return out
+}
