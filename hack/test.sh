@@ -39,6 +39,8 @@
 #   TEST_OUT     where the logs go (default: bin/test)
 #   GOGC         the Go collector's target for the tests and every process they
 #                start (default here 400, the runtime's 100)
+#   GORACE       the race runtime's options (default here atexit_sleep_ms=0,
+#                the runtime's 1000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The test binaries and the processes they start (apiservers, etcd, our
@@ -50,6 +52,13 @@ cd "$(dirname "$0")/.."
 # apiserver's peak RSS 281 and 386 MB. No test reads a heap size that
 # GOGC sets: the memory checks collect first or count allocations.
 export GOGC=${GOGC:-400}
+# A test binary built with -race sleeps a second before it exits (the race
+# runtime's atexit_sleep_ms, default 1000, for goroutines still racing at
+# exit): a second of wall time for each of some sixty packages, most of
+# them short ones run one after the other at the end of the run, where they
+# set its length. Without the sleep a race at exit can go unreported; every
+# race while the tests run is still reported. A GORACE already set is kept.
+export GORACE=${GORACE:-atexit_sleep_ms=0}
 # -trimpath keeps the checkout's directory out of the build cache's keys:
 # a fresh clone of the same code (CI's) reuses the last one's compiled
 # packages instead of compiling every package of ours again under -race.

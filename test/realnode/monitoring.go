@@ -512,7 +512,7 @@ func describeAlerts(alerts []PromAlert) string {
 // fires, so this shortens the cut from about 2.5 minutes to cutFor, as
 // kube-controller-manager's node lifecycle is scaled for these steps. The
 // expression is the shipped one.
-const scaledCutOffFor = 45 * time.Second
+const scaledCutOffFor = 20 * time.Second
 
 const cutOffAlert = "ServiceGroupNodeunitCutOff"
 

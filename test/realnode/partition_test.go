@@ -539,12 +539,15 @@ func autonomyEnded(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 	}()
 	start := time.Now()
 	annotate(func(string) string { return autonomy.MinDuration.String() })
+	annotated := time.Since(start)
 	// doctorSays: doctor reports the nodeunit cut off, its finding saying
 	// what.
 	subject := "nodeunit " + gridKey + "=" + unit + ": cut off since "
 	var seen string
+	var tries []string // each doctor run's time, and why it was not the one wanted
 	doctorSays := func(what string) func(context.Context) error {
-		return func(ctx context.Context) error {
+		tries = nil
+		check := func(ctx context.Context) error {
 			_, problems, err := doctorProblems(ctx, kubeconfig)
 			if err != nil {
 				return err
@@ -557,9 +560,15 @@ func autonomyEnded(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 			}
 			return fmt.Errorf("no %q...%q among %q", subject, what, problems)
 		}
+		return func(ctx context.Context) error {
+			began := time.Now()
+			err := check(ctx)
+			tries = append(tries, fmt.Sprintf("%s (%v)", time.Since(began).Round(100*time.Millisecond), err))
+			return err
+		}
 	}
 	eventually(ctx, t, 0, "kubectl grid doctor: "+unit+"'s autonomy ended", doctorSays(", autonomy ended "))
-	t.Logf("kubectl grid doctor, %s's autonomy lowered to 1m (%s): %q", unit, time.Since(start).Round(100*time.Millisecond), seen)
+	t.Logf("kubectl grid doctor, %s's autonomy lowered to 1m (%s; annotated in %s, then doctor's runs: %s): %q", unit, time.Since(start).Round(100*time.Millisecond), annotated.Round(100*time.Millisecond), strings.Join(tries, ", "), seen)
 	const alert = "ServiceGroupNodeunitAutonomyExpired"
 	eventually(ctx, t, 2*time.Minute, "Prometheus: "+alert+" for "+unit+" firing", func(ctx context.Context) error {
 		alerts, err := prom.Alerts(ctx)
