@@ -86,12 +86,21 @@ const (
 var logLine = regexp.MustCompile(`^\s*[\w.-]+_test\.go:\d+: `)
 
 // t.Error and t.Log lines look alike in the output; a failure's message
-// mostly says "fail" (failsWord), else another of these (saysWhy). Good
-// enough for a summary: the whole log has the rest.
+// mostly says "fail" (failsWord), else another of these (saysWhy), in its
+// own words: not only inside quotes or parentheses, where a log line names
+// what it shows (a table's "(failed of all attempts)", a finding quoted
+// from another program). Good enough for a summary: the whole log has the
+// rest.
 var (
 	failsWord = regexp.MustCompile(`(?i)fail`)
 	saysWhy   = regexp.MustCompile(`(?i)error|want|got |expected|timed out|timeout|mismatch|missing|refused|not `)
+	// aside: a double-quoted string (with its escapes) or a parenthesized
+	// part without nested parentheses.
+	aside = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|\([^()]*\)`)
 )
+
+// ownWords is a log line without its quoted and parenthesized parts.
+func ownWords(l string) string { return aside.ReplaceAllString(l, " ") }
 
 func failures(events []event) []failure {
 	type key struct{ pkg, test string }
@@ -144,9 +153,9 @@ func why(lines []string) []string {
 			fails = append(fails, i)
 		case logLine.MatchString(l):
 			last = i
-			if failsWord.MatchString(l) {
+			if own := ownWords(l); failsWord.MatchString(own) {
 				fails = append(fails, i)
-			} else if saysWhy.MatchString(l) {
+			} else if saysWhy.MatchString(own) {
 				others = append(others, i)
 			}
 		}

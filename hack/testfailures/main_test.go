@@ -13,7 +13,7 @@ func TestFailuresNameTheInnermostTestAndWhy(t *testing.T) {
 		`{"Action":"run","Package":"example.com/p","Test":"TestA"}`,
 		`{"Action":"output","Package":"example.com/p","Test":"TestA/sub","Output":"    a_test.go:10: the traffic table (failed of all attempts)\n"}`,
 		`{"Action":"output","Package":"example.com/p","Test":"TestA/sub","Output":"    with_retry.go:234: I1130 got a Retry-After, error soon\n"}`,
-		`{"Action":"output","Package":"example.com/p","Test":"TestA/sub","Output":"    a_test.go:12: doctor: [\"x missing\"]\n"}`,
+		`{"Action":"output","Package":"example.com/p","Test":"TestA/sub","Output":"    a_test.go:12: doctor: got [\"x missing\"], want none\n"}`,
 		`{"Action":"output","Package":"example.com/p","Test":"TestA/sub","Output":"    a_test.go:14: client-node1: 1 of 47 Service requests failed\n"}`,
 		`{"Action":"fail","Package":"example.com/p","Test":"TestA/sub"}`,
 		`{"Action":"fail","Package":"example.com/p","Test":"TestA"}`,
@@ -31,8 +31,7 @@ func TestFailuresNameTheInnermostTestAndWhy(t *testing.T) {
 	write(&out, failures(events))
 	want := `>> what failed (2; the whole output above says more)
 --- FAIL: TestA/sub (example.com/p)
-    a_test.go:10: the traffic table (failed of all attempts)
-    a_test.go:12: doctor: ["x missing"]
+    a_test.go:12: doctor: got ["x missing"], want none
     a_test.go:14: client-node1: 1 of 47 Service requests failed
 --- FAIL: package example.com/q (outside its tests)
     panic: test timed out after 30m0s
@@ -86,5 +85,34 @@ func TestNoFailuresPrintNothing(t *testing.T) {
 	write(&out, failures(events))
 	if out.Len() != 0 {
 		t.Errorf("printed %q for a run without failures", out.String())
+	}
+}
+
+// A table's header and a program's findings say "failed" inside
+// parentheses or quotes, after the error: the error is kept.
+func TestFailuresSkipFailInQuotesAndParentheses(t *testing.T) {
+	var in []string
+	line := func(text string) {
+		in = append(in, fmt.Sprintf(`{"Action":"output","Package":"p","Test":"TestRN","Output":%q}`, "    rn_test.go:1: "+text+"\n"))
+	}
+	line(`install-node: client-node2: 1 of 60 Service requests failed (at 02:06:14 error=Get "http://10.96.0.1/": dial tcp 10.96.0.1:80: i/o timeout (Client.Timeout exceeded))`)
+	for i := range 6 {
+		line(fmt.Sprintf("traffic during step %d (failed of all attempts, longest gap):", i))
+		line(fmt.Sprintf(`doctor, a dead node (%dms): ["nodeunit x: 1/2 nodes unreachable: failed nodes, evicted"]`, i))
+	}
+	line("run directory kept")
+	in = append(in, `{"Action":"fail","Package":"p","Test":"TestRN"}`)
+	events, err := readEvents(strings.NewReader(strings.Join(in, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := failures(events)
+	if len(fs) != 1 || !slices.ContainsFunc(fs[0].Why, func(l string) bool { return strings.HasPrefix(l, "rn_test.go:1: install-node: client-node2: 1 of 60") }) {
+		t.Errorf("why %q, want it to hold the failed requests' line", fs)
+	}
+	for _, l := range fs[0].Why {
+		if strings.Contains(l, "traffic during") || strings.Contains(l, "doctor, a dead node") {
+			t.Errorf("why holds a log line that says fail only in parentheses or quotes: %q", l)
+		}
 	}
 }

@@ -667,7 +667,7 @@ func (d *deadNodeStep) run() (dying, after window) {
 		t.Error(err)
 	}
 	placement := controllerInNodeunit(ctx, t, d.client)
-	expectDoctor(ctx, t, d.kubeconfig, d.edgeNodes, "a failed node in nodeunit1",
+	expectDoctor(ctx, t, d.kubeconfig, d.edgeNodes, "a dead node in nodeunit1",
 		append(slices.Clone(placement), "nodeunit "+gridKey+"=nodeunit1: 1/2 nodes unreachable since")...)
 	t.Logf("%s powered off: its pods out of the endpoints after %s, evicted after %s (grace period %s + decision window 20s + toleration %ds)",
 		d.dead.Name, notReady.Round(time.Second), evicted.Round(time.Second), lifecycleGrace, tolerationSeconds)
@@ -684,7 +684,7 @@ func (d *deadNodeStep) run() (dying, after window) {
 		pods, err = readyPods(ctx, d.client, 10)
 		return err
 	})
-	expectDoctor(ctx, t, d.kubeconfig, d.edgeNodes, "the failed node deleted", placement...)
+	expectDoctor(ctx, t, d.kubeconfig, d.edgeNodes, "the dead node deleted", placement...)
 	// A pod Ready in the API reaches a node's rules through the
 	// EndpointSlice controller, the wrapper and kube-proxy's next sync;
 	// where every pod of the nodeunit was replaced, the rules reject the
