@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
 
 // What the kernel counted as lost in a node's network namespace, for a
@@ -19,20 +21,25 @@ import (
 // turned away (the others count lookups and entries).
 var conntrackLosses = []string{"invalid", "insert_failed", "drop", "early_drop", "icmp_error", "clashres", "search_restart"}
 
-// netCounters: per node, the non-zero loss counters of its namespace so
-// far, conntrack's summed over the CPUs and each link's; "none" when all
-// are zero.
-func netCounters(ctx context.Context, nodes []*Node) string {
-	var b strings.Builder
+// netCounters: per network namespace (the nodes', and the fabric's hub
+// bridging them), the non-zero loss counters so far, conntrack's summed
+// over the CPUs and each link's; "none" when all are zero.
+func netCounters(ctx context.Context, nodes []*Node, hub *harness.NetNS) string {
+	type namespace struct{ name, ns string }
+	nss := []namespace{{"fabric hub", hub.Name}}
 	for _, n := range nodes {
+		nss = append(nss, namespace{n.Name, n.Net.NS.Name})
+	}
+	var b strings.Builder
+	for _, n := range nss {
 		var found []string
-		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", n.Net.NS.Name, "cat", "/proc/net/stat/nf_conntrack").Output()
+		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", n.ns, "cat", "/proc/net/stat/nf_conntrack").Output()
 		if err != nil {
 			found = append(found, "conntrack: "+err.Error())
 		} else {
 			found = append(found, conntrackCounters(string(out))...)
 		}
-		out, err = exec.CommandContext(ctx, "ip", "-n", n.Net.NS.Name, "-j", "-s", "link", "show").Output()
+		out, err = exec.CommandContext(ctx, "ip", "-n", n.ns, "-j", "-s", "link", "show").Output()
 		if err != nil {
 			found = append(found, "links: "+err.Error())
 		} else {
@@ -41,7 +48,7 @@ func netCounters(ctx context.Context, nodes []*Node) string {
 		if len(found) == 0 {
 			found = []string{"none"}
 		}
-		fmt.Fprintf(&b, "  %s: %s\n", n.Name, strings.Join(found, ", "))
+		fmt.Fprintf(&b, "  %s: %s\n", n.name, strings.Join(found, ", "))
 	}
 	return b.String()
 }

@@ -447,7 +447,7 @@ func TestRealNodes(t *testing.T) {
 			}
 		}
 		if lost {
-			t.Logf("what the nodes' network namespaces counted as lost so far:\n%s", netCounters(ctx, nodes))
+			t.Logf("what the nodes' network namespaces counted as lost so far:\n%s", netCounters(ctx, nodes, fabric.Hub))
 		}
 		for _, w := range windows {
 			for c, r := range report[w.name] {
