@@ -547,9 +547,9 @@ func autonomyEnded(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 	var tries []string // each doctor run's time, and why it was not the one wanted
 	doctorSays := func(what string) func(context.Context) error {
 		tries = nil
-		check := func(ctx context.Context) error {
-			_, problems, err := doctorProblems(ctx, kubeconfig)
-			if err != nil {
+		var problems []string
+		check := func(ctx context.Context) (err error) {
+			if _, problems, err = doctorProblems(ctx, kubeconfig); err != nil {
 				return err
 			}
 			for _, p := range problems {
@@ -563,7 +563,13 @@ func autonomyEnded(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 		return func(ctx context.Context) error {
 			began := time.Now()
 			err := check(ctx)
-			tries = append(tries, fmt.Sprintf("%s (%v)", time.Since(began).Round(100*time.Millisecond), err))
+			took := time.Since(began)
+			try := fmt.Sprintf("%s (%v)", took.Round(100*time.Millisecond), err)
+			if took > 10*time.Second && err == nil {
+				// A run this slow waited out a timeout: its findings say where.
+				try = fmt.Sprintf("%s (findings %q)", took.Round(100*time.Millisecond), problems)
+			}
+			tries = append(tries, try)
 			return err
 		}
 	}
