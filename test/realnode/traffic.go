@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -27,6 +28,19 @@ const (
 	probeName    = probeService + ".default.svc.cluster.local"
 	probeLabel   = "realnode-probe"
 )
+
+// measuringPodResources are the CPU requests of the pods that measure the
+// data path (the clients and the probe's echo servers), as an application
+// that must answer in time sets them. Without requests they were
+// BestEffort: inside each node's kubepods cgroup the BestEffort group has
+// cpu.shares 2 and the Burstable one the sum of its pods' requests (235 on
+// node0), so while our components started on a node (the install, the
+// upgrade) its clients and echo servers got about 1% of the node's CPU,
+// the four nodes sharing two cores with the rest of the suite: an answer
+// could then miss its 2-3 s timeout though nothing was lost on the way.
+func measuringPodResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}}
+}
 
 // probeObjects are the probe's Deployment (two echo servers, kept off the
 // node that reboots: a step's report then shows the step, not the reboot's
@@ -53,7 +67,8 @@ func probeObjects(avoid ...string) (*appsv1.Deployment, *corev1.Service) {
 					}},
 					Containers: []corev1.Container{{
 						Name: "echo", Image: echoImages[0], ImagePullPolicy: corev1.PullIfNotPresent,
-						Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+						Resources: measuringPodResources(),
+						Ports:     []corev1.ContainerPort{{ContainerPort: 8080}},
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 							HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}}},
 					}},
@@ -362,7 +377,8 @@ func clientPod(node, clusterIP string) *corev1.Pod {
 			TerminationGracePeriodSeconds: &zero,
 			Containers: []corev1.Container{{
 				Name: "client", Image: ClientImage, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: probeCommand(clusterIP, probeName, clusterIP),
+				Command:   probeCommand(clusterIP, probeName, clusterIP),
+				Resources: measuringPodResources(),
 			}},
 		},
 	}
