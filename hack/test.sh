@@ -36,6 +36,11 @@
 #                internal/release, internal/imagebuild)
 #   OTHERS_NICE  the niceness of the go test with -race (default 5, below the
 #                race-free one's, whose test/realnode sets the run's length)
+#   SIDE_AFTER   the packages ./... adds beyond those TEST_PKGS names (short
+#                ones; their linking set the last minute of a run) run one at
+#                a time in a third go test, with -race at OTHERS_NICE, once
+#                this named package has ended (default ./controller/; empty:
+#                they run last in the race go test)
 #   TEST_OUT     where the logs go (default: bin/test)
 #   GOGC         the Go collector's target for the tests and every process they
 #                start (default here 400, the runtime's 100)
@@ -83,6 +88,7 @@ TEST_P=${TEST_P:-3}
 TEST_PKGS=${TEST_PKGS:-./test/realnode/ ./internal/imagebuild/ ./wrapper/ ./internal/release/ ./test/e2e/ ./controller/ ./plugin/gridhosts/ ./test/superedge/ ./test/integration/ ./autonomy/webhook/ ./internal/gridcli/ ./cmd/application-grid-wrapper/ ./internal/nodelabels/ ./...}
 NORACE_PKGS=${NORACE_PKGS:-./test/realnode/ ./internal/imagebuild/ ./internal/release/}
 OTHERS_NICE=${OTHERS_NICE:-5}
+SIDE_AFTER=${SIDE_AFTER-./controller/}
 TEST_OUT=${TEST_OUT:-bin/test}
 mkdir -p "$TEST_OUT"
 out=$(cd "$TEST_OUT" && pwd)
@@ -109,11 +115,25 @@ rm -f "$records" "$CPUACCT_COMPONENTS"
 # The packages, in the order given; those without -race apart.
 # shellcheck disable=SC2086 # word splitting of the package list is wanted
 norace_pkgs=" $(go list $NORACE_PKGS | tr '\n' ' ')"
+# The packages TEST_PKGS names one by one (no "..."): the others go to the
+# side lane when SIDE_AFTER is set.
+named=()
+for p in $TEST_PKGS; do
+	[[ $p == *...* ]] || named+=("$p")
+done
+named_pkgs=" $(go list "${named[@]}" 2>/dev/null | tr '\n' ' ')"
 norace=()
 others=()
+side=()
 # shellcheck disable=SC2086 # word splitting of the package list is wanted
 for pkg in $(go list $TEST_PKGS); do
-	if [[ $norace_pkgs == *" $pkg "* ]]; then norace+=("$pkg"); else others+=("$pkg"); fi
+	if [[ $norace_pkgs == *" $pkg "* ]]; then
+		norace+=("$pkg")
+	elif [ -n "$SIDE_AFTER" ] && [[ $named_pkgs != *" $pkg "* ]]; then
+		side+=("$pkg")
+	else
+		others+=("$pkg")
+	fi
 done
 norace_flags=()
 for flag in $TEST_FLAGS; do
@@ -146,17 +166,43 @@ if [ ${#others[@]} -gt 0 ]; then
 		-exec "'$out/cpuacct' exec --records '$records'" "${others[@]}" &
 	others_job=$!
 fi
+side_job=
+if [ ${#side[@]} -gt 0 ]; then
+	jsons+=("$out/test-side.json")
+	# The short packages, one at a time in a lane of their own, once
+	# SIDE_AFTER has ended in the race go test (or that go test has): from
+	# then on the machine has CPU to spare, where at the start the real-node
+	# test's install and the longest packages leave none (a third lane from
+	# the start made test/realnode 100 s longer).
+	after=$(go list "$SIDE_AFTER")
+	(
+		while [ -n "$others_job" ] && kill -0 "$others_job" 2>/dev/null; do
+			grep -qE "\"Action\":\"(pass|fail|skip)\",\"Package\":\"$after\",\"Elapsed\"" "$out/test-others.json" 2>/dev/null && break
+			sleep 5
+		done
+		echo ">> the side lane started $((SECONDS - start)) s into the run, after $after" >"$out/side.log"
+		# shellcheck disable=SC2086 # word splitting of the flag list is wanted
+		exec nice -n "$OTHERS_NICE" "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-side.json" -- -p 1 $TEST_FLAGS \
+			-exec "'$out/cpuacct' exec --records '$records'" "${side[@]}" >>"$out/side.log" 2>&1
+	) &
+	side_job=$!
+fi
 # The fuzz smoke runs beside the tests from the start, at the lowest
 # priority: it takes what their waits leave idle (a fixed number of inputs
 # per target, so it fuzzes as much however loaded the machine is). Started
 # once the first go test ended, it had made the run about 2 minutes longer.
 nice -n 19 hack/fuzz-smoke.sh >"$out/fuzz-smoke.log" 2>&1 &
 fuzz=$!
-trap 'kill "$older_bins" "$monitoring" $norace_job $others_job "$fuzz" 2>/dev/null || true' EXIT
-for job in $norace_job $others_job; do
+trap 'kill "$older_bins" "$monitoring" $norace_job $others_job $side_job "$fuzz" 2>/dev/null || true' EXIT
+for job in $norace_job $others_job $side_job; do
 	wait "$job" || status=$?
 done
 tests_took=$((SECONDS - start))
+if [ -n "$side_job" ]; then
+	echo
+	echo ">> the short packages (the side lane, SIDE_AFTER)"
+	cat "$out/side.log"
+fi
 if [ -n "$norace_job" ]; then
 	echo
 	echo ">> ${norace[*]} (their own go test, without -race)"
