@@ -77,7 +77,18 @@ func (d *doctor) checkEdgeNodes(ctx context.Context) error {
 	for name := range staticPods {
 		if !edgeNodes[name] {
 			edgeNodes[name] = true
-			nodes.Items = append(nodes.Items, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+			// The Node itself, not a stand-in with its name: its Ready
+			// condition tells whether the node can be asked (ask, below).
+			// A stand-in looked reachable, so on a cut-off site doctor
+			// waited out its exec timeout (30 s) on the static pod.
+			n, err := d.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				n = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			case err != nil:
+				return fmt.Errorf("getting node %s (a static pod's): %w", name, err)
+			}
+			nodes.Items = append(nodes.Items, *n)
 		}
 	}
 	slices.SortFunc(nodes.Items, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
