@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 
@@ -25,25 +24,28 @@ var conntrackLosses = []string{"invalid", "insert_failed", "drop", "early_drop",
 // bridging them), the non-zero loss counters so far, conntrack's summed
 // over the CPUs and each link's; "none" when all are zero.
 func netCounters(ctx context.Context, nodes []*Node, hub *harness.NetNS) string {
-	type namespace struct{ name, ns string }
-	nss := []namespace{{"fabric hub", hub.Name}}
+	type namespace struct {
+		name string
+		ns   *harness.NetNS
+	}
+	nss := []namespace{{"fabric hub", hub}}
 	for _, n := range nodes {
-		nss = append(nss, namespace{n.Name, n.Net.NS.Name})
+		nss = append(nss, namespace{n.Name, n.Net.NS})
 	}
 	var b strings.Builder
 	for _, n := range nss {
 		var found []string
-		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", n.ns, "cat", "/proc/net/stat/nf_conntrack").Output()
+		out, err := n.ns.Run(ctx, "cat", "/proc/net/stat/nf_conntrack")
 		if err != nil {
 			found = append(found, "conntrack: "+err.Error())
 		} else {
-			found = append(found, conntrackCounters(string(out))...)
+			found = append(found, conntrackCounters(out)...)
 		}
-		out, err = exec.CommandContext(ctx, "ip", "-n", n.ns, "-j", "-s", "link", "show").Output()
+		out, err = n.ns.Run(ctx, "ip", "-j", "-s", "link", "show")
 		if err != nil {
 			found = append(found, "links: "+err.Error())
 		} else {
-			found = append(found, linkDrops(out)...)
+			found = append(found, linkDrops([]byte(out))...)
 		}
 		if len(found) == 0 {
 			found = []string{"none"}

@@ -438,32 +438,28 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("traffic during each step (failed of all attempts, longest time without a success):\n%s", table)
-		lost := false
-		for _, w := range windows {
-			for _, r := range report[w.name] {
-				for _, kind := range r {
-					lost = lost || kind.failed > 0
-				}
-			}
-		}
-		if lost {
-			t.Logf("what the nodes' network namespaces counted as lost so far:\n%s", netCounters(ctx, nodes, fabric.Hub))
-		}
+		var lost []string // what each window and client lost
 		for _, w := range windows {
 			for c, r := range report[w.name] {
 				if r["svc"].failed > 0 {
-					t.Errorf("%s: %s: %d of %d Service requests failed (at %s)", w.name, c, r["svc"].failed, r["svc"].attempts, strings.Join(r["svc"].failures, "; "))
+					lost = append(lost, fmt.Sprintf("%s: %s: %d of %d Service requests failed (at %s)", w.name, c, r["svc"].failed, r["svc"].attempts, strings.Join(r["svc"].failures, "; ")))
 				}
 				if dns := r["dns"]; dns.failed > 0 {
-					t.Errorf("%s: %s: %d of %d DNS queries failed: %s", w.name, c, dns.failed, dns.attempts, strings.Join(dns.failures, "; "))
+					lost = append(lost, fmt.Sprintf("%s: %s: %d of %d DNS queries failed: %s", w.name, c, dns.failed, dns.attempts, strings.Join(dns.failures, "; ")))
 				}
 				if grid := r["grid"]; grid.failed > 0 {
-					t.Errorf("%s: %s: %d of %d queries of the grid's unified name failed: %s", w.name, c, grid.failed, grid.attempts, strings.Join(grid.failures, "; "))
+					lost = append(lost, fmt.Sprintf("%s: %s: %d of %d queries of the grid's unified name failed: %s", w.name, c, grid.failed, grid.attempts, strings.Join(grid.failures, "; ")))
 				}
 				if gsvc := r["gsvc"]; gsvc.failed > 0 {
-					t.Errorf("%s: %s: %d of %d requests to the grid's Service failed or left the nodeunit (at %s)", w.name, c, gsvc.failed, gsvc.attempts, strings.Join(gsvc.failures, "; "))
+					lost = append(lost, fmt.Sprintf("%s: %s: %d of %d requests to the grid's Service failed or left the nodeunit (at %s)", w.name, c, gsvc.failed, gsvc.attempts, strings.Join(gsvc.failures, "; ")))
 				}
 			}
+		}
+		if len(lost) > 0 {
+			t.Logf("what the nodes' network namespaces counted as lost so far:\n%s", netCounters(ctx, nodes, fabric.Hub))
+		}
+		for _, l := range lost {
+			t.Error(l)
 		}
 	}
 
