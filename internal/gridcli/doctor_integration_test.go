@@ -54,39 +54,14 @@ func TestDoctor(t *testing.T) {
 	}
 	daemonSet := func(ns, name string, selector map[string]string) {
 		t.Helper()
-		labels := map[string]string{nameLabel: name}
-		must(kube.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: appsv1.DaemonSetSpec{
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec:       corev1.PodSpec{NodeSelector: selector, Containers: []corev1.Container{{Name: "c", Image: "i"}}},
-				},
-			},
-		}, metav1.CreateOptions{}))
+		createDaemonSet(t, kube, ns, name, selector)
 	}
 	daemonSet(edgeNamespace, wrapperName, edgeLabel)
 	daemonSet(edgeNamespace, corednsName, edgeLabel)
 	daemonSet("kube-system", kubeProxyEdgeName, map[string]string{"servicegroup.io/kube-proxy": "edge"})
 	pod := func(ns, name, node string, labels map[string]string, ready bool) {
 		t.Helper()
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
-				Name: wrapperContainer, Image: "i",
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/readyz", Port: intstr.FromInt32(51007)}}},
-			}}},
-		}
-		p, err := kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-		must(p, err)
-		status := corev1.ConditionFalse
-		if ready {
-			status = corev1.ConditionTrue
-		}
-		p.Status.Phase = corev1.PodRunning
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
-		must(kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}))
+		createWrapperPod(t, kube, ns, name, node, labels, ready)
 	}
 	// edge-a: everything ready. edge-b: the wrapper missing, CoreDNS not
 	// ready, no kube-proxy-edge, the stock kube-proxy.
@@ -282,4 +257,50 @@ func checkDoctor(t *testing.T, c *cluster, wantNodes, want []string) {
 			t.Errorf("%q reported %d times, want once; output:\n%s", w, matched[i], text)
 		}
 	}
+}
+
+// createDaemonSet makes DaemonSet ns/name (pods labelled nameLabel=name)
+// running on the nodes selector selects.
+func createDaemonSet(t *testing.T, kube kubernetes.Interface, ns, name string, selector map[string]string) {
+	t.Helper()
+	labels := map[string]string{nameLabel: name}
+	if _, err := kube.AppsV1().DaemonSets(ns).Create(t.Context(), &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{NodeSelector: selector, Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+			},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createWrapperPod makes pod ns/name on node, running, ready or not, with
+// a wrapper container whose readiness probe doctor's exec would ask.
+func createWrapperPod(t *testing.T, kube kubernetes.Interface, ns, name, node string, labels map[string]string, ready bool) *corev1.Pod {
+	t.Helper()
+	ctx := t.Context()
+	p, err := kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
+			Name: wrapperContainer, Image: "i",
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/readyz", Port: intstr.FromInt32(51007)}}},
+		}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+	if p, err = kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -5,10 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/servicegroup/servicegroup/test/controlplane"
@@ -27,18 +25,7 @@ func TestDoctorAsksNoStaticPodOnUnreachableNode(t *testing.T) {
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	c := &cluster{t: t, kubeconfig: cp.Kubeconfig, kube: kube}
 	c.must(kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: edgeNamespace}}, metav1.CreateOptions{}))
-	labels := map[string]string{nameLabel: wrapperName}
-	c.must(kube.AppsV1().DaemonSets(edgeNamespace).Create(ctx, &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: wrapperName, Namespace: edgeNamespace},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{NodeSelector: map[string]string{"servicegroup.io/data-plane": "edge"},
-					Containers: []corev1.Container{{Name: "c", Image: "i"}}},
-			},
-		},
-	}, metav1.CreateOptions{}))
+	createDaemonSet(t, kube, edgeNamespace, wrapperName, map[string]string{"servicegroup.io/data-plane": "edge"})
 
 	const node = "static-s"
 	n, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
@@ -47,17 +34,7 @@ func TestDoctorAsksNoStaticPodOnUnreachableNode(t *testing.T) {
 	c.must(kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}))
 	// The static pod's mirror, ready (the node lifecycle controller's
 	// marking aside, as the autonomy webhook holds it off).
-	p, err := kube.CoreV1().Pods(edgeNamespace).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: staticPodName + "-" + node, Namespace: edgeNamespace, Labels: map[string]string{nameLabel: staticPodName}},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
-			Name: wrapperContainer, Image: "i",
-			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/readyz", Port: intstr.FromInt32(51007)}}},
-		}}},
-	}, metav1.CreateOptions{})
-	c.must(p, err)
-	p.Status.Phase = corev1.PodRunning
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	c.must(kube.CoreV1().Pods(edgeNamespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}))
+	p := createWrapperPod(t, kube, edgeNamespace, staticPodName+"-"+node, node, map[string]string{nameLabel: staticPodName}, true)
 
 	out, _ := c.run("doctor", "-o", "json")
 	var r doctorReport
