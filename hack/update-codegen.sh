@@ -46,6 +46,11 @@ go tool -modfile="$TOOLS_MOD" controller-gen \
 # kubectl or SuperEdge's docs produce); strict validation would reject it.
 (cd "$REPO_ROOT/hack/tools" && go run ./crd-creationtimestamp "$REPO_ROOT"/build/crds/superedge.io_*.yaml)
 
+# The workload templates' descriptions (apps/v1's own, which `kubectl explain
+# deployment.spec` shows) out of the grid CRDs: four fifths of each CRD's
+# bytes, paid on every apply, read and drift check. Schemas stay whole.
+(cd "$REPO_ROOT/hack/tools" && go run ./crd-template-docs "$REPO_ROOT"/build/crds/superedge.io_*.yaml)
+
 # The Helm chart's templates, Chart.yaml and crds/ from build/manifests and
 # build/crds (internal/chartgen): one source for both install paths.
 go run ./hack/chartgen -root "$REPO_ROOT"

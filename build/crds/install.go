@@ -43,8 +43,8 @@ func Manifests() ([]Manifest, error) {
 }
 
 // parsed parses the embedded manifests once per process: they never change,
-// and the two large ones (about 1.4 MB of YAML each) take a third of a
-// second of CPU to parse, seconds under the race detector, on every drift check.
+// and the two large ones (about 470 KB of YAML each) take 0.08 s of CPU to
+// parse together, 0.9 s under the race detector, on every drift check.
 var parsed = sync.OnceValues(func() ([]Manifest, error) {
 	files, err := fs.Glob(FS, "*.yaml")
 	if err != nil {
