@@ -272,6 +272,8 @@ type PromTarget struct {
 	Labels     map[string]string `json:"labels"`
 	Health     string            `json:"health"`
 	LastError  string            `json:"lastError"`
+	// ScrapeInterval is the target's, as Prometheus's duration ("30s").
+	ScrapeInterval string `json:"scrapeInterval"`
 }
 
 // Targets are the active targets.
@@ -515,6 +517,75 @@ func describeAlerts(alerts []PromAlert) string {
 const scaledCutOffFor = 20 * time.Second
 
 const cutOffAlert = "ServiceGroupNodeunitCutOff"
+
+// scaledScrapeInterval is how often Prometheus scrapes the controller on
+// the real-node cluster from the autonomy step on, where the shipped
+// ServiceMonitor says 30s: the partition waits for
+// ServiceGroupNodeunitAutonomyExpired, whose series the controller sets
+// within 5 s, and a 30 s scrape made that wait 25-35 s. The scrape
+// timeout goes down with it (Prometheus refuses one longer than the
+// interval).
+const scaledScrapeInterval = 5 * time.Second
+
+// controllerScrapePool is the controller's ServiceMonitor's scrape pool.
+const controllerScrapePool = "serviceMonitor/servicegroup-system/application-grid-controller/0"
+
+// ScaleScrapeInterval sets interval and scrapeTimeout of every endpoint of
+// the chart's ServiceMonitor servicegroup-system/application-grid-controller
+// on the cluster (a JSON patch that first tests each endpoint's path). The
+// next helm upgrade sets them back.
+func ScaleScrapeInterval(ctx context.Context, op *Operator, d time.Duration) error {
+	const what = "ServiceMonitor servicegroup-system/application-grid-controller"
+	out, err := op.Run(ctx, "-n", "servicegroup-system", "get", "servicemonitor", "application-grid-controller", "-o", "json")
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var sm struct {
+		Spec struct {
+			Endpoints []struct {
+				Path string `json:"path"`
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(out), &sm); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if len(sm.Spec.Endpoints) == 0 {
+		return fmt.Errorf("%s has no endpoint", what)
+	}
+	var patch []map[string]string
+	for i, e := range sm.Spec.Endpoints {
+		path := fmt.Sprintf("/spec/endpoints/%d", i)
+		patch = append(patch,
+			map[string]string{"op": "test", "path": path + "/path", "value": e.Path},
+			map[string]string{"op": "add", "path": path + "/interval", "value": d.String()},
+			map[string]string{"op": "add", "path": path + "/scrapeTimeout", "value": d.String()})
+	}
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = op.Run(ctx, "-n", "servicegroup-system", "patch", "servicemonitor", "application-grid-controller", "--type=json", "-p", string(raw))
+	return err
+}
+
+// checkScrapeIntervals: every target of pool is scraped every d.
+func checkScrapeIntervals(targets []PromTarget, pool string, d time.Duration) error {
+	n := 0
+	for _, tg := range targets {
+		if tg.ScrapePool != pool {
+			continue
+		}
+		n++
+		if got, err := time.ParseDuration(tg.ScrapeInterval); err != nil || got != d {
+			return fmt.Errorf("%s %s scraped every %q, want %s", pool, tg.ScrapeURL, tg.ScrapeInterval, d)
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("no target of %s", pool)
+	}
+	return nil
+}
 
 // ScaleAlertFor sets the `for` of alert in the chart's PrometheusRule
 // edge-system/servicegroup on the cluster (a JSON patch that first tests

@@ -74,8 +74,9 @@ func checkPrometheus(ctx context.Context, t *testing.T, client kubernetes.Interf
 }
 
 // checkPrometheusRules: Prometheus has loaded every alert of the shipped
-// PrometheusRule, each healthy, ServiceGroupNodeunitCutOff's `for` scaled
-// (the autonomy step's patch). Checked at the end of the partition, not
+// PrometheusRule, each healthy, ServiceGroupNodeunitCutOff's `for` scaled,
+// and scrapes the controller every scaledScrapeInterval (the autonomy
+// step's patches). Checked at the end of the partition, not
 // before it: the kubelet brings the patch to Prometheus's rule files
 // within its ConfigMap sync (about 40 s after the patch), which the
 // partition's first seconds cover, and a pending alert keeps its start
@@ -99,6 +100,15 @@ func checkPrometheusRules(ctx context.Context, t *testing.T, prom *PromAPI) {
 		return checkRules(groups, alerts, scaled)
 	})
 	t.Logf("Prometheus loaded the %d alerts of PrometheusRule edge-system/servicegroup, each with health ok (%s's for %s)", len(alerts), cutOffAlert, scaledCutOffFor)
+	// The autonomy step's other patch, which the partition's alert waits
+	// relied on.
+	targets, err := prom.Targets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkScrapeIntervals(targets, controllerScrapePool, scaledScrapeInterval); err != nil {
+		t.Error(err)
+	}
 }
 
 func TestPrometheusRelease(t *testing.T) {
@@ -193,5 +203,25 @@ func TestCheckRules(t *testing.T) {
 	other.File = "/etc/prometheus/rules/x/default-other.yaml"
 	if err := checkRules([]PromRuleGroup{other}, alerts, nil); err == nil {
 		t.Error("rules of another PrometheusRule only: no error")
+	}
+}
+
+func TestCheckScrapeIntervals(t *testing.T) {
+	other := PromTarget{ScrapePool: "serviceMonitor/edge-system/application-grid-wrapper/0", ScrapeInterval: "30s"}
+	scaled := PromTarget{ScrapePool: controllerScrapePool, ScrapeURL: "https://10.0.0.1:1/metrics", ScrapeInterval: "5s"}
+	shipped := scaled
+	shipped.ScrapeInterval = "30s"
+	for _, c := range []struct {
+		targets []PromTarget
+		ok      bool
+	}{
+		{[]PromTarget{other, scaled, scaled}, true},
+		{[]PromTarget{other, scaled, shipped}, false},
+		{[]PromTarget{other}, false},
+		{[]PromTarget{{ScrapePool: controllerScrapePool}}, false},
+	} {
+		if err := checkScrapeIntervals(c.targets, controllerScrapePool, scaledScrapeInterval); (err == nil) != c.ok {
+			t.Errorf("%v: %v, want ok %v", c.targets, err, c.ok)
+		}
 	}
 }

@@ -776,9 +776,12 @@ func TestRealNodes(t *testing.T) {
 	var siteClients []string
 	autonomousGrids := []string{"deploymentgrid/deploymentgrid-demo", "statefulsetgrid/" + statefulGrid}
 	costs.step("autonomy", func() {
-		// After the last helm upgrade (which would set it back), so that
-		// the kubelet has brought it to Prometheus by the next step.
+		// After the last helm upgrade (which would set them back), so that
+		// the kubelet has brought them to Prometheus by the partition.
 		if err := ScaleAlertFor(ctx, op, cutOffAlert, scaledCutOffFor); err != nil {
+			t.Fatal(err)
+		}
+		if err := ScaleScrapeInterval(ctx, op, scaledScrapeInterval); err != nil {
 			t.Fatal(err)
 		}
 		stepIn(guide, "autonomy-controller-placement", "CLOUD_NODES=kubernetes.io/hostname="+cloudNode)
