@@ -100,19 +100,20 @@ func doctorMatches(ctx context.Context, kubeconfig string, names, want []string,
 }
 
 // checkDoctor: on the installed cluster doctor finds nothing, then each
-// problem injected once is named, and gone once undone. The wrapper of the
+// problem injected once is named, and gone once undone. The controller is
+// scaled to zero and a CRD edited, then it comes back without managing
+// CRDs (the CRD differs from the leader's schema) while the wrapper of the
 // static pod on static and execNode's kube-proxy-edge hang (SIGSTOP) until
-// their readiness probes fail, then go on. The wrapper on snapshotNode is
+// their readiness probes fail; they go on while the controller runs as two
+// replicas without leader election, then as installed (the waits for the
+// restarts and for the probes overlap). The wrapper on snapshotNode is
 // restarted while its uid may not reach the apiserver (an
 // iptables rule in the node's network namespace; the kubelet, root, still
 // can), so it serves its snapshot; then, its snapshot removed, restarted
 // again with nothing to serve (not ready), and the node's CoreDNS restarted
 // behind it (not ready), while the apiserver cannot reach execNode's
 // kubelet (no exec into its wrapper); its kube-proxy label goes
-// (kube-proxy-edge leaves, the stock kube-proxy returns); the controller is
-// scaled to zero and a CRD edited, then it comes back without managing CRDs
-// (the CRD differs from the leader's schema), as two replicas without
-// leader election, and as installed; SuperEdge's wrapper DaemonSets (edge
+// (kube-proxy-edge leaves, the stock kube-proxy returns). SuperEdge's wrapper DaemonSets (edge
 // and cloud nodes') and wide binding appear, with a binding of a foreign
 // role to our wrapper's account. The wrapper and CoreDNS DaemonSets are
 // deleted (their pods orphaned) and created again.
@@ -121,8 +122,89 @@ func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface,
 	sorted := slices.Sorted(slices.Values(names))
 	expectDoctor(ctx, t, kubeconfig, sorted, "no problem on the installed cluster")
 
-	// A hung wrapper in the static pod, a hung kube-proxy-edge: their
-	// readiness probes time out.
+	// No controller, and a CRD edited while none keeps it.
+	scale := func(n int) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+		if _, err := client.AppsV1().Deployments("servicegroup-system").Patch(ctx, "application-grid-controller", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scale(0)
+	expectDoctor(ctx, t, kubeconfig, sorted, "no controller",
+		"deployment servicegroup-system/application-grid-controller: no ready replica",
+		"lease servicegroup-system/application-grid-controller: no controller leads")
+	// The Lease held by something that is not a controller pod, then run
+	// out, then released as a leader that stops releases it.
+	leases := client.CoordinationV1().Leases("servicegroup-system")
+	setLease := func(holder string, renewed time.Time, seconds int32) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			l, err := leases.Get(ctx, "application-grid-controller", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &holder, &seconds
+			l.Spec.RenewTime = &metav1.MicroTime{Time: renewed}
+			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	const stranger = "elsewhere_0b5e"
+	setLease(stranger, time.Now(), 3600)
+	expectDoctor(ctx, t, kubeconfig, sorted, "no controller, the Lease held by something else",
+		"deployment servicegroup-system/application-grid-controller: no ready replica",
+		`lease servicegroup-system/application-grid-controller: held by "`+stranger+`", which is not a pod of deployment servicegroup-system/application-grid-controller`)
+	setLease(stranger, time.Now().Add(-time.Hour), 15)
+	expectDoctor(ctx, t, kubeconfig, sorted, "no controller, the Lease run out",
+		"deployment servicegroup-system/application-grid-controller: no ready replica",
+		"lease servicegroup-system/application-grid-controller: no controller leads: "+stranger+"'s lease ran out at ")
+	setLease("", time.Now(), 1)
+	crdPatch := []byte(`{"spec":{"names":{"categories":["superedge","edited"]}}}`)
+	if _, err := apiextensionsclient.NewForConfigOrDie(cp.Config).ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, "servicegrids.superedge.io", types.MergePatchType, crdPatch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expectDoctor(ctx, t, kubeconfig, sorted, "no controller and an edited CRD",
+		"deployment servicegroup-system/application-grid-controller: no ready replica",
+		"lease servicegroup-system/application-grid-controller: no controller leads",
+		"crd servicegrids.superedge.io: missing or different")
+	// Back, but leaving CRDs alone: the edited CRD now differs from the
+	// schema the leader publishes it was built with.
+	controllerArgs := func(manageCRDs, leaderElect bool) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			d, err := client.AppsV1().Deployments("servicegroup-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			c := &d.Spec.Template.Spec.Containers[0]
+			c.Args = slices.DeleteFunc(c.Args, func(a string) bool {
+				return strings.HasPrefix(a, "--manage-crds=") || strings.HasPrefix(a, "--leader-elect=")
+			})
+			if !manageCRDs {
+				c.Args = append(c.Args, "--manage-crds=false")
+			}
+			if !leaderElect {
+				c.Args = append(c.Args, "--leader-elect=false")
+			}
+			// Through zero replicas: both new pods start at once, not one
+			// after the other's readiness as a rolling update would.
+			d.Spec.Replicas = ptr.To[int32](0)
+			_, err = client.AppsV1().Deployments("servicegroup-system").Update(ctx, d, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scale(2)
+	}
+	// Then, at once: the controller back without managing CRDs (the CRD
+	// still edited now differs from the schema the leader publishes), and
+	// a hung wrapper in the static pod and a hung kube-proxy-edge, whose
+	// readiness probes time out meanwhile. Doctor names all of it.
 	var thaws []func() error
 	thawAll := func() error {
 		var errs []error
@@ -143,13 +225,22 @@ func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface,
 		}
 		thaws = append(thaws, thaw)
 	}
-	expectDoctor(ctx, t, kubeconfig, sorted, "the wrapper of "+static.Name+"'s static pod and "+execNode.Name+"'s kube-proxy-edge hung (SIGSTOP)",
+	controllerArgs(false, true)
+	expectDoctor(ctx, t, kubeconfig, sorted, "a controller with --manage-crds=false leads, the CRD still edited; the wrapper of "+static.Name+"'s static pod and "+execNode.Name+"'s kube-proxy-edge hung (SIGSTOP)",
+		"crd servicegrids.superedge.io: differs from the schema the leading controller application-grid-controller-",
 		"node "+static.Name+": static pod ",
 		"node "+execNode.Name+": kube-proxy-edge pod kube-proxy-edge-")
+	// Two replicas that both reconcile (they re-apply the CRDs, this
+	// release's, which doctor compares with when no leader publishes),
+	// while the hung ones go on.
 	if err := thawAll(); err != nil {
 		t.Fatal(err)
 	}
-	expectDoctor(ctx, t, kubeconfig, sorted, "the static pod's wrapper and kube-proxy-edge going again (SIGCONT)")
+	controllerArgs(true, false)
+	expectDoctor(ctx, t, kubeconfig, sorted, "two controller replicas without leader election; the static pod's wrapper and kube-proxy-edge going again (SIGCONT)",
+		"deployment servicegroup-system/application-grid-controller: 2 replicas without leader election would all reconcile")
+	controllerArgs(true, true)
+	expectDoctor(ctx, t, kubeconfig, sorted, "the controller back, leading, its CRDs re-applied")
 
 	// The wrapper on its snapshot.
 	host, port, err := net.SplitHostPort(strings.TrimPrefix(cp.URL, "https://"))
@@ -275,96 +366,6 @@ func checkDoctor(ctx context.Context, t *testing.T, client kubernetes.Interface,
 	gone("k8s-app=kube-proxy")
 	label(`"edge"`)
 	expectDoctor(ctx, t, kubeconfig, sorted, "kube-proxy-edge back on "+snapshotNode.Name)
-
-	// No controller, and a CRD edited while none keeps it.
-	scale := func(n int) {
-		t.Helper()
-		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
-		if _, err := client.AppsV1().Deployments("servicegroup-system").Patch(ctx, "application-grid-controller", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	scale(0)
-	expectDoctor(ctx, t, kubeconfig, sorted, "no controller",
-		"deployment servicegroup-system/application-grid-controller: no ready replica",
-		"lease servicegroup-system/application-grid-controller: no controller leads")
-	// The Lease held by something that is not a controller pod, then run
-	// out, then released as a leader that stops releases it.
-	leases := client.CoordinationV1().Leases("servicegroup-system")
-	setLease := func(holder string, renewed time.Time, seconds int32) {
-		t.Helper()
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			l, err := leases.Get(ctx, "application-grid-controller", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &holder, &seconds
-			l.Spec.RenewTime = &metav1.MicroTime{Time: renewed}
-			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	const stranger = "elsewhere_0b5e"
-	setLease(stranger, time.Now(), 3600)
-	expectDoctor(ctx, t, kubeconfig, sorted, "no controller, the Lease held by something else",
-		"deployment servicegroup-system/application-grid-controller: no ready replica",
-		`lease servicegroup-system/application-grid-controller: held by "`+stranger+`", which is not a pod of deployment servicegroup-system/application-grid-controller`)
-	setLease(stranger, time.Now().Add(-time.Hour), 15)
-	expectDoctor(ctx, t, kubeconfig, sorted, "no controller, the Lease run out",
-		"deployment servicegroup-system/application-grid-controller: no ready replica",
-		"lease servicegroup-system/application-grid-controller: no controller leads: "+stranger+"'s lease ran out at ")
-	setLease("", time.Now(), 1)
-	crdPatch := []byte(`{"spec":{"names":{"categories":["superedge","edited"]}}}`)
-	if _, err := apiextensionsclient.NewForConfigOrDie(cp.Config).ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, "servicegrids.superedge.io", types.MergePatchType, crdPatch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	expectDoctor(ctx, t, kubeconfig, sorted, "no controller and an edited CRD",
-		"deployment servicegroup-system/application-grid-controller: no ready replica",
-		"lease servicegroup-system/application-grid-controller: no controller leads",
-		"crd servicegrids.superedge.io: missing or different")
-	// Back, but leaving CRDs alone: the edited CRD now differs from the
-	// schema the leader publishes it was built with.
-	controllerArgs := func(manageCRDs, leaderElect bool) {
-		t.Helper()
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			d, err := client.AppsV1().Deployments("servicegroup-system").Get(ctx, "application-grid-controller", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			c := &d.Spec.Template.Spec.Containers[0]
-			c.Args = slices.DeleteFunc(c.Args, func(a string) bool {
-				return strings.HasPrefix(a, "--manage-crds=") || strings.HasPrefix(a, "--leader-elect=")
-			})
-			if !manageCRDs {
-				c.Args = append(c.Args, "--manage-crds=false")
-			}
-			if !leaderElect {
-				c.Args = append(c.Args, "--leader-elect=false")
-			}
-			// Through zero replicas: both new pods start at once, not one
-			// after the other's readiness as a rolling update would.
-			d.Spec.Replicas = ptr.To[int32](0)
-			_, err = client.AppsV1().Deployments("servicegroup-system").Update(ctx, d, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		scale(2)
-	}
-	controllerArgs(false, true)
-	expectDoctor(ctx, t, kubeconfig, sorted, "a controller with --manage-crds=false leads, the CRD still edited",
-		"crd servicegrids.superedge.io: differs from the schema the leading controller application-grid-controller-")
-	// Two replicas that both reconcile (they re-apply the CRDs, this
-	// release's, which doctor compares with when no leader publishes).
-	controllerArgs(true, false)
-	expectDoctor(ctx, t, kubeconfig, sorted, "two controller replicas without leader election",
-		"deployment servicegroup-system/application-grid-controller: 2 replicas without leader election would all reconcile")
-	controllerArgs(true, true)
-	expectDoctor(ctx, t, kubeconfig, sorted, "the controller back, leading, its CRDs re-applied")
 
 	// SuperEdge's wrapper DaemonSets, for edge and cloud nodes (on no
 	// node), and its wide binding.
