@@ -611,8 +611,9 @@ func doctorShowsCutOff(ctx context.Context, kubeconfig string) bool {
 // deadNodeStep: in a nodeunit whose other nodes stay connected, one node
 // loses power. Its pods get Kubernetes' default handling (not Ready, then
 // evicted and replaced); the nodeunit's Services stop sending to it. Then
-// the operator deletes the Node (gone for good): the StatefulSet's pod,
-// which waits for its node's word, is replaced too.
+// the operator takes the node out of service and deletes it (gone for
+// good, build/RUNBOOK.md): the StatefulSet's pod, which waits for its
+// node's word, is replaced too.
 type deadNodeStep struct {
 	ctx    context.Context
 	t      *testing.T
@@ -627,6 +628,10 @@ type deadNodeStep struct {
 	kubeconfig string
 	edgeNodes  []string
 }
+
+// outOfServiceTaint is kubectl taint's spelling of Kubernetes' taint for
+// a node shut down for good (node.kubernetes.io/out-of-service).
+const outOfServiceTaint = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
 
 func (d *deadNodeStep) run() (dying, after window) {
 	t, ctx := d.t, d.ctx
@@ -679,17 +684,25 @@ func (d *deadNodeStep) run() (dying, after window) {
 		d.dead.Name, notReady.Round(time.Second), evicted.Round(time.Second), lifecycleGrace, tolerationSeconds)
 	dying.end = time.Now()
 
-	// Gone for good: the operator deletes the Node; its pods go with it and
-	// every grid pod runs again elsewhere in the nodeunit.
-	if err := d.client.CoreV1().Nodes().Delete(ctx, d.dead.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// Gone for good, as build/RUNBOOK.md says: the operator taints the node
+	// out of service (Kubernetes' non-graceful node shutdown), so pod
+	// garbage collection deletes its evicted pods at its next pass and the
+	// StatefulSet's, which waits for its predecessor's name, starts
+	// elsewhere in the nodeunit; then deletes the Node. Deleting the Node
+	// alone works too, after the collector's 40 s quarantine of pods on
+	// deleted nodes.
+	outOfService := time.Now()
+	mustRun(ctx, t, d.op, "taint", "node", d.dead.Name, outOfServiceTaint)
 	var pods map[string]corev1.Pod
 	eventually(ctx, t, 4*time.Minute, "the seeds' 10 grid pods Ready again without "+d.dead.Name, func(ctx context.Context) error {
 		var err error
 		pods, err = readyPods(ctx, d.client, 10)
 		return err
 	})
+	t.Logf("%s out of service: every grid pod Ready again %s later", d.dead.Name, time.Since(outOfService).Round(time.Second))
+	if err := d.client.CoreV1().Nodes().Delete(ctx, d.dead.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	expectDoctor(ctx, t, d.kubeconfig, d.edgeNodes, "the dead node deleted", placement...)
 	// A pod Ready in the API reaches a node's rules through the
 	// EndpointSlice controller, the wrapper and kube-proxy's next sync;
