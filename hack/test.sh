@@ -34,6 +34,9 @@
 #   TEST_PKGS    packages (default: ./..., the longest-running first)
 #   NORACE_PKGS  those of them run without -race (default: test/realnode,
 #                internal/release, internal/imagebuild)
+#   TEST_PARALLEL  tests of one package run at once (go test -parallel) in
+#                the go tests with -race (default 4; go test's default is
+#                GOMAXPROCS, 2 here); a TEST_FLAGS -parallel wins
 #   OTHERS_NICE  the niceness of the go test with -race (default 5, below the
 #                race-free one's, whose test/realnode sets the run's length)
 #   SIDE_AFTER   the packages ./... adds beyond those TEST_PKGS names (short
@@ -87,6 +90,13 @@ TEST_FLAGS=${TEST_FLAGS:--race -trimpath -count=1 -timeout 30m -ldflags=-w}
 TEST_P=${TEST_P:-3}
 TEST_PKGS=${TEST_PKGS:-./test/realnode/ ./internal/imagebuild/ ./wrapper/ ./internal/release/ ./test/e2e/ ./controller/ ./plugin/gridhosts/ ./test/superedge/ ./test/integration/ ./autonomy/webhook/ ./internal/gridcli/ ./cmd/application-grid-wrapper/ ./internal/nodelabels/ ./...}
 NORACE_PKGS=${NORACE_PKGS:-./test/realnode/ ./internal/imagebuild/ ./internal/release/}
+# Most tests marked parallel start their own control plane and then wait
+# on it (watches, informers, kube-controller-manager's timers): in a run,
+# controller's parallel tests took 344 s between them, plugin/gridhosts'
+# 273 s, test/integration's 163 s, using a fraction of a core each. Two at
+# a time (GOMAXPROCS on this machine) left the race go test's packages a
+# sum of about 1,700 s for its two slots, the run's end.
+TEST_PARALLEL=${TEST_PARALLEL:-4}
 OTHERS_NICE=${OTHERS_NICE:-5}
 SIDE_AFTER=${SIDE_AFTER-./controller/}
 TEST_OUT=${TEST_OUT:-bin/test}
@@ -162,7 +172,7 @@ if [ ${#others[@]} -gt 0 ]; then
 	# of the run when it has to wait for the CPU as well (846 s alone, 1,020-
 	# 1,105 s beside the others at the same priority).
 	# shellcheck disable=SC2086 # word splitting of the flag list is wanted
-	nice -n "$OTHERS_NICE" "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-others.json" -- -p "$others_p" $TEST_FLAGS \
+	nice -n "$OTHERS_NICE" "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-others.json" -- -p "$others_p" -parallel "$TEST_PARALLEL" $TEST_FLAGS \
 		-exec "'$out/cpuacct' exec --records '$records'" "${others[@]}" &
 	others_job=$!
 fi
@@ -182,7 +192,7 @@ if [ ${#side[@]} -gt 0 ]; then
 		done
 		echo ">> the side lane started $((SECONDS - start)) s into the run, after $after" >"$out/side.log"
 		# shellcheck disable=SC2086 # word splitting of the flag list is wanted
-		exec nice -n "$OTHERS_NICE" "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-side.json" -- -p 1 $TEST_FLAGS \
+		exec nice -n "$OTHERS_NICE" "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-side.json" -- -p 1 -parallel "$TEST_PARALLEL" $TEST_FLAGS \
 			-exec "'$out/cpuacct' exec --records '$records'" "${side[@]}" >>"$out/side.log" 2>&1
 	) &
 	side_job=$!
