@@ -15,6 +15,9 @@ tool (
 	sigs.k8s.io/controller-tools/cmd/controller-gen
 )
 
+// crd-template-docs edits the CRD manifests as YAML.
+require sigs.k8s.io/yaml v1.6.0
+
 require (
 	github.com/bitfield/gotestdox v0.2.2 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
@@ -73,5 +76,4 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
