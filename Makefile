@@ -5,10 +5,13 @@ GO         ?= go
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN        ?= bin
 LDFLAGS    := -s -w -X github.com/servicegroup/servicegroup/internal/version.Version=$(VERSION)
-GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+# The Go collector's target of the compiler and linker (the runtime's is 100):
+# 15% less CPU to build from an empty cache, as in hack/lib/k8s-module.sh.
+BUILD_GOGC ?= 400
+GOBUILD    := CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 # -ldflags=-w: test binaries without DWARF (no debugger reads them; tracebacks and race
 # reports use the runtime's own tables) link in about 0.6x the CPU (hack/test.sh says more).
-TEST_FLAGS ?= -race -trimpath -count=1 -timeout 30m -ldflags=-w
+TEST_FLAGS ?= -race -trimpath -count=1 -timeout 60m -ldflags=-w
 export KUBE_BIN_DIR ?= $(shell hack/k8s-bins.sh --print-dir)
 
 .PHONY: all build controller wrapper coredns kubectl-grid generate verify lint test unit integration \
@@ -45,8 +48,8 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@if git grep -nE '^(<{7}|>{7})( |$$)' -- . ':!*.go'; then echo "merge conflict markers left in the files above"; exit 1; fi
-	$(GO) vet -race -trimpath ./...
-	$(GO) build -race -trimpath ./...
+	GOGC=$(BUILD_GOGC) $(GO) vet -race -trimpath ./...
+	GOGC=$(BUILD_GOGC) $(GO) build -race -trimpath ./...
 
 ## host-deps: install the Debian packages in hack/host-packages.txt (root), or name the missing ones
 host-deps:

@@ -61,7 +61,7 @@ if [ "${1:-}" = "--print-dir" ] || { have_tools && [ -x "$grafana" ] && { [ "${1
 	exit 0
 fi
 
-export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
+export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local GOGC="$(build_gogc)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

@@ -24,9 +24,13 @@
 # images, kubectl, helm; 77 CPU-seconds of a run), internal/release (its
 # test 110 CPU-seconds with -race, 27 without) and internal/imagebuild
 # (72 and 24). Their output follows the others'; their events and CPU time
-# join theirs in the reports.
+# join theirs in the reports. They build with CGO_ENABLED=0, as `make build`
+# and the images do: cgo changes package net's build and so the cache key of
+# every package above it, and with cgo these three test binaries compiled
+# their whole dependency tree once more on a fresh machine (269 CPU-seconds,
+# 73 without); none of them uses cgo.
 #
-#   TEST_FLAGS   go test flags (default: -race -trimpath -count=1 -timeout 30m
+#   TEST_FLAGS   go test flags (default: -race -trimpath -count=1 -timeout 60m
 #                -ldflags=-w; -race dropped for NORACE_PKGS)
 #   TEST_P       packages run at once: the others' go test runs TEST_P-1
 #                (default 3, so 2), the race-free one 2 (test/realnode, and the
@@ -76,7 +80,14 @@ export GORACE=${GORACE:-atexit_sleep_ms=0}
 # them (tracebacks and race reports use the runtime's own tables). Linking
 # internal/gridcli's with -race: 7.3 CPU-seconds and 6.4 s with DWARF, 4.4
 # and 3.8 without.
-TEST_FLAGS=${TEST_FLAGS:--race -trimpath -count=1 -timeout 30m -ldflags=-w}
+# -timeout 60m: a package's binary waits, inside its time, for the builds
+# in the background it needs (the older releases, the monitoring tools,
+# SuperEdge's components) while they share the CPU with every compile. From
+# empty caches test/realnode ran 1,793 s at 13a9d64; at 47246df, on a
+# machine that compiled at about half the speed, test/realnode, wrapper
+# (TestListWatchOnEachAPIServer) and test/e2e (TestKubeProxyVersions) ran
+# out of 30 minutes waiting. Warm, the longest takes 14 minutes.
+TEST_FLAGS=${TEST_FLAGS:--race -trimpath -count=1 -timeout 60m -ldflags=-w}
 # go test starts packages in the order given (with -p of them at a time):
 # the longest first, so none of them starts last and sets the run's end
 # alone. The list is the slowest packages of a recent run; ./... adds the
@@ -159,7 +170,10 @@ if [ ${#norace[@]} -gt 0 ]; then
 	jsons+=("$out/test-norace.json")
 	# Two at a time: the first (test/realnode, mostly waiting on its
 	# cluster) and the short ones one after the other beside it.
-	"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-norace.json" -- -p 2 "${norace_flags[@]}" \
+	# CGO_ENABLED=0 for go test only (gotestsum itself stays the build the
+	# other go tests run).
+	"${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-norace.json" --raw-command -- \
+		env CGO_ENABLED=0 go test -json -p 2 "${norace_flags[@]}" \
 		-exec "'$out/cpuacct' exec --records '$records'" "${norace[@]}" >"$out/norace.log" 2>&1 &
 	norace_job=$!
 	trap 'kill "$older_bins" "$monitoring" $norace_job 2>/dev/null || true' EXIT

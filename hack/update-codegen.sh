@@ -8,6 +8,9 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MODULE=github.com/servicegroup/servicegroup
 BOILERPLATE="$REPO_ROOT/hack/boilerplate.go.txt"
 TOOLS_MOD="$REPO_ROOT/hack/tools/go.mod"
+# The generators compile from the module proxy on a fresh machine; at the
+# Go collector's target of the other builds (hack/lib/k8s-module.sh).
+export GOGC=${GOGC:-400}
 
 # `go mod download -json` fetches the module when the module cache lacks it
 # (a fresh machine) and prints where it is; `go list -m` would print nothing.

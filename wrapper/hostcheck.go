@@ -1,10 +1,10 @@
 package wrapper
 
 import (
-	"net"
 	"net/http"
 	"slices"
-	"strings"
+
+	"github.com/servicegroup/servicegroup/wrapper/internal/requestcheck"
 )
 
 // withHostCheck answers 421 to a request whose Host is not a name the
@@ -20,35 +20,10 @@ func withHostCheck(next http.Handler, allowed []string) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if !hostAllowed(req.Host, allowed) {
+		if !requestcheck.HostAllowed(req.Host, allowed) {
 			http.Error(w, "the application-grid-wrapper is not served under the host name "+req.Host, http.StatusMisdirectedRequest)
 			return
 		}
 		next.ServeHTTP(w, req)
 	})
-}
-
-// hostAllowed: host (host or host:port, as in a Host header) names a
-// loopback address, localhost, or one of allowed; or is empty (HTTP/1.0,
-// which no browser sends).
-func hostAllowed(host string, allowed []string) bool {
-	if host == "" {
-		return true
-	}
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" {
-		return true
-	}
-	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil && ip.IsLoopback() {
-		return true
-	}
-	for _, a := range allowed {
-		if strings.EqualFold(host, a) {
-			return true
-		}
-	}
-	return false
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
 
+	"github.com/servicegroup/servicegroup/wrapper/internal/requestcheck"
 	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
@@ -53,7 +54,7 @@ func withLimits(next http.Handler, opts Options) http.Handler {
 	limited = genericfilters.WithMaxInFlightLimit(limited, maxWatches, 0, notWatch)
 	withInfo := watchcache.WithRequestInfo(limited)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if err := pathError(req.URL); err != nil {
+		if err := requestcheck.PathError(req.URL); err != nil {
 			watchcache.LabelRequest(w, "denied", "denied")
 			watchcache.WriteError(w, req, err)
 			return

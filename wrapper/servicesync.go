@@ -15,6 +15,7 @@ import (
 	"github.com/servicegroup/servicegroup/topology"
 
 	"github.com/servicegroup/servicegroup/wrapper/internal/latencystages"
+	"github.com/servicegroup/servicegroup/wrapper/internal/localendpoint"
 )
 
 // startServing re-filters everything once every cache the syncer reads has
@@ -154,7 +155,7 @@ func (s *Syncer) syncLocked(ctx context.Context, k syncKey) {
 	slices.SortFunc(upstream, func(a, b *discoveryv1.EndpointSlice) int { return compareStrings(a.Name, b.Name) })
 	s.topologyNodes.Record(key, keys != nil, upstream, epObj)
 
-	var local *LocalEndpoint
+	var local *localendpoint.Endpoint
 	if key == kubernetesKey {
 		local = s.localEndpoint(logger, epObj, upstream)
 	}
@@ -229,7 +230,7 @@ func compareStrings(a, b string) int {
 
 // localEndpoint reads the local-endpoint annotations of default/kubernetes
 // from its Endpoints or any of its slices; a bad value is logged once.
-func (s *Syncer) localEndpoint(logger klog.Logger, ep *corev1.Endpoints, sls []*discoveryv1.EndpointSlice) *LocalEndpoint {
+func (s *Syncer) localEndpoint(logger klog.Logger, ep *corev1.Endpoints, sls []*discoveryv1.EndpointSlice) *localendpoint.Endpoint {
 	sources := make([]map[string]string, 0, 1+len(sls))
 	if ep != nil {
 		sources = append(sources, ep.Annotations)
@@ -238,12 +239,12 @@ func (s *Syncer) localEndpoint(logger klog.Logger, ep *corev1.Endpoints, sls []*
 		sources = append(sources, sl.Annotations)
 	}
 	for _, a := range sources {
-		le, found, err := ParseLocalEndpoint(a)
+		le, found, err := localendpoint.Parse(a)
 		if !found {
 			continue
 		}
 		if err == nil {
-			if why := le.allowed(s.localRanges, s.localPorts, s.isLocalAddr); why != "" {
+			if why := le.Allowed(s.localRanges, s.localPorts, s.isLocalAddr); why != "" {
 				err = fmt.Errorf("%s=%s, %s=%d: %s", superedgev1.AnnotationLocalEndpoint, le.IP, superedgev1.AnnotationLocalPort, le.Port, why)
 			}
 		}

@@ -27,6 +27,7 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/autonomy"
+	"github.com/servicegroup/servicegroup/autonomy/webhook/review"
 	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testnet"
@@ -376,6 +377,16 @@ func evicted(ctx context.Context, kube kubernetes.Interface, node string) error 
 	return nil
 }
 
+// readyStatus is the status of p's Ready condition, "" without one.
+func readyStatus(p *corev1.Pod) corev1.ConditionStatus {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
 func unreachable(ctx context.Context, kube kubernetes.Interface, names ...string) error {
 	for _, name := range names {
 		n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -401,7 +412,7 @@ func ready(ctx context.Context, kube kubernetes.Interface, names ...string) erro
 			}
 		}
 		for _, taint := range n.Spec.Taints {
-			if taint.Key == UnreachableTaint {
+			if taint.Key == review.UnreachableTaint {
 				return fmt.Errorf("%s still has %s:%s", name, taint.Key, taint.Effect)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/servicegroup/servicegroup/autonomy"
+	"github.com/servicegroup/servicegroup/autonomy/webhook/review"
 	"github.com/servicegroup/servicegroup/internal/metricdef"
 )
 
@@ -33,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"When a cut-off nodeunit's autonomy ends and Kubernetes' default handling applies.",
 			"grid_key", "nodeunit"),
 	}
-	for _, a := range []action{markNotReady, taintNoExecute} {
+	for _, a := range []review.Action{review.MarkNotReady, review.TaintNoExecute} {
 		for _, d := range []string{"withheld", "allowed"} {
 			out.reviews.WithLabelValues(string(a), d)
 		}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/servicegroup/servicegroup/autonomy"
+	"github.com/servicegroup/servicegroup/autonomy/webhook/review"
 )
 
 // FieldManager writes the webhook configuration (server-side apply).
@@ -71,8 +72,8 @@ func (o *Options) configuration(caBundle []byte) *acv1.ValidatingWebhookConfigur
 				"has(object.status.conditions) && object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'False') && "+
 					"has(oldObject.status.conditions) && oldObject.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')")),
 			webhook(NodesWebhookName, nodesPath, rule("nodes"), acv1.MatchCondition().WithName("adds-unreachable-noexecute").WithExpression(
-				"has(object.spec.taints) && object.spec.taints.exists(t, t.key == '"+UnreachableTaint+"' && t.effect == 'NoExecute') && "+
-					"!(has(oldObject.spec.taints) && oldObject.spec.taints.exists(t, t.key == '"+UnreachableTaint+"' && t.effect == 'NoExecute'))")),
+				"has(object.spec.taints) && object.spec.taints.exists(t, t.key == '"+review.UnreachableTaint+"' && t.effect == 'NoExecute') && "+
+					"!(has(oldObject.spec.taints) && oldObject.spec.taints.exists(t, t.key == '"+review.UnreachableTaint+"' && t.effect == 'NoExecute'))")),
 		)
 }
 

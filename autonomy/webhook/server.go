@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/autonomy"
+	"github.com/servicegroup/servicegroup/autonomy/webhook/review"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/topology"
 )
@@ -215,6 +216,13 @@ func (s *Server) grids(ctx context.Context) []autonomy.Grid {
 	return kept
 }
 
+// Paths of the two webhooks: registered in the configuration, served by
+// ServeHTTP.
+const (
+	podsPath  = "/autonomy/pods"
+	nodesPath = "/autonomy/nodes"
+)
+
 // maxReviewBytes bounds a request body: an AdmissionReview of a pod or a
 // node with its old object.
 const maxReviewBytes = 3 << 20
@@ -231,43 +239,43 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "request body unreadable or larger than 3 MiB", http.StatusRequestEntityTooLarge)
 		return
 	}
-	req, err := readReview(body)
+	req, err := review.Read(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	allowed, message := s.review(r.Context(), req)
 	if !allowed {
-		logger.V(2).Info("Withheld", "action", req.action, "node", req.node, "pod", klog.KRef(req.pod.Namespace, req.pod.Name), "why", message)
+		logger.V(2).Info("Withheld", "action", req.Action, "node", req.Node, "pod", klog.KRef(req.Pod.Namespace, req.Pod.Name), "why", message)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(req.respond(allowed, message))
+	_, _ = w.Write(req.Respond(allowed, message))
 }
 
 // review decides one request: whether to let it through, and if not why.
-func (s *Server) review(ctx context.Context, req *request) (bool, string) {
-	if req.action == "" {
+func (s *Server) review(ctx context.Context, req *review.Request) (bool, string) {
+	if req.Action == "" {
 		return true, ""
 	}
 	if !s.state.hasSynced() {
 		s.unsyncedOnce.Do(func() {
 			klog.FromContext(ctx).Info("Not synced yet: letting the node lifecycle controller's writes through")
 		})
-		s.metrics.reviews.WithLabelValues(string(req.action), "allowed").Inc()
+		s.metrics.reviews.WithLabelValues(string(req.Action), "allowed").Inc()
 		return true, ""
 	}
 	node, err := s.freshNode(ctx, req)
 	if err != nil {
 		// Not knowing the node, the rule cannot tell: the default applies.
-		klog.FromContext(ctx).Info("Letting the node lifecycle controller's write through: reading its node failed", "node", req.node, "err", err)
-		s.metrics.reviews.WithLabelValues(string(req.action), "allowed").Inc()
+		klog.FromContext(ctx).Info("Letting the node lifecycle controller's write through: reading its node failed", "node", req.Node, "err", err)
+		s.metrics.reviews.WithLabelValues(string(req.Action), "allowed").Inc()
 		return true, ""
 	}
 	grids := s.grids(ctx)
 	members, err := s.unitsOf(ctx, node, grids)
 	if err != nil {
 		klog.FromContext(ctx).Info("Letting the node lifecycle controller's write through: reading its nodeunits failed", "node", node.Name, "err", err)
-		s.metrics.reviews.WithLabelValues(string(req.action), "allowed").Inc()
+		s.metrics.reviews.WithLabelValues(string(req.Action), "allowed").Inc()
 		return true, ""
 	}
 	now := s.now()
@@ -276,7 +284,7 @@ func (s *Server) review(ctx context.Context, req *request) (bool, string) {
 	if d.Withhold {
 		decision = "withheld"
 	}
-	s.metrics.reviews.WithLabelValues(string(req.action), decision).Inc()
+	s.metrics.reviews.WithLabelValues(string(req.Action), decision).Inc()
 	if !d.Autonomous() {
 		return true, ""
 	}
@@ -284,10 +292,10 @@ func (s *Server) review(ctx context.Context, req *request) (bool, string) {
 		return false, "servicegroup autonomy: " + node.Name + " is Ready again: this write is from the node lifecycle controller's view of before its kubelet came back, which decides its pods' readiness again"
 	}
 	eventType, reason, message := describe(node.Name, d)
-	if !req.dryRun {
+	if !req.DryRun {
 		s.events.once(nodeRef(node.Name), d.Status.Since, eventType, reason, message, now)
-		if req.action == markNotReady && d.Withhold && d.Status.State == autonomy.CutOff {
-			pod := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: req.pod.Namespace, Name: req.pod.Name, UID: req.pod.UID}
+		if req.Action == review.MarkNotReady && d.Withhold && d.Status.State == autonomy.CutOff {
+			pod := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: req.Pod.Namespace, Name: req.Pod.Name, UID: req.Pod.UID}
 			s.events.once(pod, d.Status.Since, corev1.EventTypeNormal, ReasonKeptReady, "kept Ready: "+message, now)
 		}
 	}
@@ -301,11 +309,11 @@ func (s *Server) review(ctx context.Context, req *request) (bool, string) {
 // controller sees it: a taint request carries it (with its status); for a
 // pod it is read from the apiserver (the node lifecycle controller writes
 // the node's status just before it marks the pods).
-func (s *Server) freshNode(ctx context.Context, req *request) (autonomy.Node, error) {
-	if req.nodeObj != nil {
-		return autonomy.NodeOf(req.nodeObj), nil
+func (s *Server) freshNode(ctx context.Context, req *review.Request) (autonomy.Node, error) {
+	if req.NodeObj != nil {
+		return autonomy.NodeOf(req.NodeObj), nil
 	}
-	return s.nodes.node(ctx, req.node)
+	return s.nodes.node(ctx, req.Node)
 }
 
 // unitsOf are the nodes of every nodeunit n belongs to under the opted-in

@@ -114,21 +114,24 @@ func TestLocalClientsFair(t *testing.T) {
 	var line string
 	select {
 	case line = <-result:
-	case <-time.After(testwait.Floor):
-		t.Fatal("the uid 65534 client did not report within " + testwait.Floor.String())
+	case <-time.After(testwait.Floor + time.Minute):
+		t.Fatal("the uid 65534 client did not report within " + (testwait.Floor + time.Minute).String())
 	}
-	m := regexp.MustCompile(`^RESULT served=(\d+) refused=(\d+) proto=(\S+) conns=(\d+) closed=(\d+) first429="(.*)"$`).FindStringSubmatch(line)
+	m := regexp.MustCompile(`^RESULT served=(\d+) refused=(\d+) proto=(\S+) conns=(\d+) closed=(\d+) unanswered=(\d+) first429="(.*)"$`).FindStringSubmatch(line)
 	if m == nil {
 		t.Fatalf("uid 65534 client: %s", line)
 	}
+	if m[6] != "0" {
+		t.Fatalf("%s of the uid 65534 client's 100 connections were neither served nor closed within a minute", m[6])
+	}
 	served, _ := strconv.Atoi(m[1])
-	t.Logf("uid 65534: %d watches served, %s refused (%s), first refusal: %s; %s more connections held, %s closed at once", served, m[2], m[3], m[6], m[4], m[5])
+	t.Logf("uid 65534: %d watches served, %s refused (%s), first refusal: %s; %s more connections held, %s closed at once", served, m[2], m[3], m[7], m[4], m[5])
 	if m[3] != "HTTP/2.0" {
 		t.Fatalf("the uid 65534 client's watches went over %s, want HTTP/2 (one connection, as client-go's)", m[3])
 	}
-	if served != wrapper.DefaultMaxWatchesPerUID || m[2] == "0" || !strings.Contains(m[6], "uid 65534 holds as many watches as one local user may (25)") {
+	if served != wrapper.DefaultMaxWatchesPerUID || m[2] == "0" || !strings.Contains(m[7], "uid 65534 holds as many watches as one local user may (25)") {
 		t.Fatalf("uid 65534 was served %d watches and refused %s times (%q), want its budget of %d and a 429 naming it",
-			served, m[2], m[6], wrapper.DefaultMaxWatchesPerUID)
+			served, m[2], m[7], wrapper.DefaultMaxWatchesPerUID)
 	}
 	// Its watches' connection and 24 more: 25 of --max-connections' 100.
 	if m[4] != "24" || m[5] != "76" {
@@ -257,8 +260,12 @@ func TestLocalClientsFairHelper(t *testing.T) {
 		}
 	}
 	// Then connections, as many as the wrapper's total (--max-connections,
-	// 100), each finishing its TLS handshake: one closed at once (read:
-	// EOF or reset within 2s) was refused, one still open is held.
+	// 100): one closed at accept (its TLS handshake ends in EOF or reset)
+	// was refused; one whose handshake completes and that is still open 2s
+	// later is held. The handshakes get a minute: the wrapper accepts one
+	// connection at a time, and on a loaded CI machine 2s for the hundred
+	// counted slow ones as held. One that neither completes nor is closed
+	// within the minute is reported apart (and fails the test).
 	host := strings.TrimPrefix(url, "https://")
 	var conns []net.Conn
 	defer func() {
@@ -273,16 +280,22 @@ func TestLocalClientsFairHelper(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	var held, closed atomic.Int32
+	var held, closed, unanswered atomic.Int32
 	var wg sync.WaitGroup
 	for _, c := range conns {
 		wg.Go(func() {
-			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+			_ = c.SetDeadline(time.Now().Add(time.Minute))
 			err := tls.Client(c, &tls.Config{InsecureSkipVerify: true}).Handshake() //nolint:gosec // the attacker
-			if err == nil {
-				_, err = c.Read(make([]byte, 1))
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				unanswered.Add(1)
+				return
+			case err != nil:
+				closed.Add(1)
+				return
 			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
+			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
 				held.Add(1)
 			} else {
 				closed.Add(1)
@@ -290,6 +303,6 @@ func TestLocalClientsFairHelper(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	fmt.Printf("RESULT served=%d refused=%d proto=%s conns=%d closed=%d first429=\"%s\"\n", served, refused, proto, held.Load(), closed.Load(), strings.TrimSpace(first429))
+	fmt.Printf("RESULT served=%d refused=%d proto=%s conns=%d closed=%d unanswered=%d first429=\"%s\"\n", served, refused, proto, held.Load(), closed.Load(), unanswered.Load(), strings.TrimSpace(first429))
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }

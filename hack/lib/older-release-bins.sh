@@ -71,7 +71,7 @@ older_release_bins() {
 		older_release_locked=1
 	fi
 
-	export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
+	export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local GOGC="$(build_gogc)"
 	local version dir work ldflags start pair other other_stem b
 	local -a binaries pkgs
 	for version in "$@"; do

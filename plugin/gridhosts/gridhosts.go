@@ -19,15 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/config"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/informers"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
 const pluginName = "gridhosts"
-
-// defaultTTL matches the kubernetes plugin: pod addresses change.
-const defaultTTL = 5
 
 // GridHosts is the plugin handler.
 type GridHosts struct {
@@ -88,7 +86,7 @@ type indexReader interface {
 // New returns a GridHosts with defaults and an empty index (clients mode's,
 // which answers node mode's queries too; setup makes the one of its mode).
 func New(zones []string) *GridHosts {
-	return &GridHosts{Zones: zones, TTL: defaultTTL, index: index.New(index.Options{})}
+	return &GridHosts{Zones: zones, TTL: config.DefaultTTL, index: index.New(index.Options{})}
 }
 
 // Name implements plugin.Handler.

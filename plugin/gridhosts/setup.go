@@ -1,40 +1,33 @@
 package gridhosts
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin"
-	"github.com/coredns/coredns/plugin/pkg/dnsutil"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/servicegroup/servicegroup/internal/snapshottrust"
+	"github.com/servicegroup/servicegroup/plugin/gridhosts/config"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/index"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/informers"
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
-// maxTTL keeps answers about moving pods from living too long in caches.
-const maxTTL = 3600
-
 func init() { plugin.Register(pluginName, setup) }
 
 func setup(c *caddy.Controller) error {
-	g, err := parse(c)
+	block, err := config.Parse(c)
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
+	g := fromConfig(block)
 	routeKlog()
 	cfg, err := g.restConfig()
 	if err != nil {
@@ -60,6 +53,36 @@ func setup(c *caddy.Controller) error {
 		return g
 	})
 	return nil
+}
+
+// fromConfig builds the GridHosts a parsed block asks for, watching
+// nothing yet, with the defaults package config leaves to the plugin.
+func fromConfig(cfg *config.Config) *GridHosts {
+	g := New(cfg.Zones)
+	g.Fall, g.TTL = cfg.Fall, cfg.TTL
+	g.Node, g.Clients, g.RestrictKeys = cfg.Node, cfg.Clients, cfg.RestrictKeys
+	if cfg.Kubeconfig != nil {
+		g.ClientConfig = clientConfig(cfg.Kubeconfig)
+	}
+	if cfg.ServicesKubeconfig != nil {
+		g.ServicesConfig = clientConfig(cfg.ServicesKubeconfig)
+	}
+	if s := cfg.Snapshot; s != nil {
+		// Unset, the interval and maximum age are the wrapper's too
+		// (package snapshottrust's; NewWriter's maximum age).
+		g.snapshot = snapshot.NewWriter(s.Path, cmp.Or(s.Interval, defaultSnapshotInterval), snapshot.Owner{Node: g.Node, Clients: g.Clients, Zones: g.Zones})
+		if s.MaxAge != nil {
+			g.snapshot.Life.MaxAge = *s.MaxAge
+		}
+	}
+	return g
+}
+
+// clientConfig reads k's file when the client is made, not now.
+func clientConfig(k *config.Kubeconfig) clientcmd.ClientConfig {
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: k.Path},
+		&clientcmd.ConfigOverrides{CurrentContext: k.Context})
 }
 
 // start runs the informers. CoreDNS runs the start-up hooks one after the
@@ -174,152 +197,4 @@ func (g *GridHosts) restConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	return cfg, nil
-}
-
-// parseSnapshot reads the arguments of `snapshot PATH [INTERVAL]`.
-func parseSnapshot(args []string) (string, time.Duration, error) {
-	if len(args) != 1 && len(args) != 2 {
-		return "", 0, errors.New("snapshot: want PATH [INTERVAL]")
-	}
-	path := args[0]
-	switch {
-	case path == "":
-		return "", 0, errors.New("snapshot: empty path")
-	case !filepath.IsAbs(path):
-		return "", 0, fmt.Errorf("snapshot: path '%s' is not absolute", path)
-	case strings.HasSuffix(path, "/") || filepath.Base(path) == "." || filepath.Base(path) == "..":
-		return "", 0, fmt.Errorf("snapshot: path '%s' names a directory, not a file", path)
-	}
-	interval := defaultSnapshotInterval
-	if len(args) == 2 {
-		d, err := time.ParseDuration(args[1])
-		if err != nil || d < minSnapshotInterval || d > maxSnapshotInterval {
-			return "", 0, fmt.Errorf("snapshot: interval must be a duration from %v to %v (e.g. 1m), not '%s'", minSnapshotInterval, maxSnapshotInterval, args[1])
-		}
-		interval = d
-	}
-	return filepath.Clean(path), interval, nil
-}
-
-// parse reads one gridhosts block:
-//
-//	gridhosts [ZONES...] {
-//	    kubeconfig PATH [CONTEXT]
-//	    services_kubeconfig PATH [CONTEXT]
-//	    node NAME | clients
-//	    ttl SECONDS
-//	    fallthrough [ZONES...]
-//	    snapshot PATH [INTERVAL]
-//	    snapshot_max_age DURATION
-//	    require_node_restricted_keys
-//	}
-func parse(c *caddy.Controller) (*GridHosts, error) {
-	var g *GridHosts
-	for c.Next() {
-		if g != nil {
-			return nil, plugin.ErrOnce
-		}
-		g = New(plugin.OriginsFromArgsOrServerBlock(c.RemainingArgs(), c.ServerBlockKeys))
-		for _, z := range g.Zones {
-			if dnsutil.IsReverse(z) > 0 {
-				return nil, fmt.Errorf("reverse zone %q: gridhosts answers forward names only", z)
-			}
-		}
-		seen := map[string]bool{}
-		var snapPath string
-		snapInterval, snapMaxAge := defaultSnapshotInterval, snapshottrust.DefaultMaxAge
-		for c.NextBlock() {
-			prop := c.Val()
-			switch prop {
-			case "kubeconfig", "services_kubeconfig", "node", "clients", "ttl", "fallthrough", "snapshot", "snapshot_max_age", "require_node_restricted_keys":
-				if seen[prop] {
-					return nil, c.Errf("'%s' given twice", prop)
-				}
-				seen[prop] = true
-			}
-			switch prop {
-			case "kubeconfig", "services_kubeconfig":
-				args := c.RemainingArgs()
-				if len(args) != 1 && len(args) != 2 {
-					return nil, c.ArgErr()
-				}
-				overrides := &clientcmd.ConfigOverrides{}
-				if len(args) == 2 {
-					overrides.CurrentContext = args[1]
-				}
-				cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-					&clientcmd.ClientConfigLoadingRules{ExplicitPath: args[0]}, overrides)
-				if prop == "kubeconfig" {
-					g.ClientConfig = cc
-				} else {
-					g.ServicesConfig = cc
-				}
-			case "node":
-				args := c.RemainingArgs()
-				if len(args) != 1 {
-					return nil, c.ArgErr()
-				}
-				if args[0] == "" {
-					return nil, c.Err("node: empty name (is the environment variable in {$...} set?)")
-				}
-				if errs := validation.IsDNS1123Subdomain(args[0]); len(errs) > 0 {
-					return nil, c.Errf("node: invalid name '%s': %s", args[0], errs[0])
-				}
-				g.Node = args[0]
-			case "clients":
-				if len(c.RemainingArgs()) != 0 {
-					return nil, c.ArgErr()
-				}
-				g.Clients = true
-			case "ttl":
-				args := c.RemainingArgs()
-				if len(args) != 1 {
-					return nil, c.ArgErr()
-				}
-				t, err := strconv.Atoi(args[0])
-				if err != nil || t < 0 || t > maxTTL {
-					return nil, c.Errf("ttl must be a number of seconds from 0 to %d, not '%s'", maxTTL, args[0])
-				}
-				g.TTL = uint32(t) // 0..maxTTL, checked above
-			case "require_node_restricted_keys":
-				if len(c.RemainingArgs()) != 0 {
-					return nil, c.ArgErr()
-				}
-				g.RestrictKeys = true
-			case "fallthrough":
-				g.Fall.SetZonesFromArgs(c.RemainingArgs())
-			case "snapshot":
-				var err error
-				if snapPath, snapInterval, err = parseSnapshot(c.RemainingArgs()); err != nil {
-					return nil, c.Errf("%v", err)
-				}
-			case "snapshot_max_age":
-				args := c.RemainingArgs()
-				if len(args) != 1 {
-					return nil, c.ArgErr()
-				}
-				d, err := time.ParseDuration(args[0])
-				if err != nil || d < 0 {
-					return nil, c.Errf("snapshot_max_age must be a duration, 0 for any age (e.g. 168h), not '%s'", args[0])
-				}
-				snapMaxAge = d
-			default:
-				return nil, c.Errf("unknown property '%s'", prop)
-			}
-		}
-		if snapPath == "" && seen["snapshot_max_age"] {
-			return nil, c.Err("snapshot_max_age without snapshot")
-		}
-		if snapPath != "" {
-			g.snapshot = snapshot.NewWriter(snapPath, snapInterval, snapshot.Owner{Node: g.Node, Clients: g.Clients, Zones: g.Zones})
-			g.snapshot.Life.MaxAge = snapMaxAge
-		}
-	}
-	if g == nil {
-		return nil, errors.New("no gridhosts block")
-	}
-	if g.Node == "" && !g.Clients {
-		return nil, errors.New("one of 'node NAME' or 'clients' is required")
-	}
-	return g, nil
 }

@@ -14,14 +14,10 @@ import (
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/snapshot"
 )
 
-const (
-	// defaultSnapshotInterval bounds how often the snapshot is rewritten
-	// (only when the index changed, so a quiet grid writes nothing): the
-	// wrapper's bound too.
-	defaultSnapshotInterval = snapshottrust.DefaultWriteInterval
-	minSnapshotInterval     = time.Second
-	maxSnapshotInterval     = 24 * time.Hour
-)
+// defaultSnapshotInterval bounds how often the snapshot is rewritten (only
+// when the index changed, so a quiet grid writes nothing): the wrapper's
+// bound too. Package config checks a given interval's bounds.
+const defaultSnapshotInterval = snapshottrust.DefaultWriteInterval
 
 // The plugin's use of its snapshot (package snapshot): read at start-up,
 // answered from until the informers are known if package snapshottrust's

@@ -59,7 +59,12 @@ type Options struct {
 	KubeletClientCertificate bool
 	// Dir holds certificates, data and logs (default: a new temp dir, removed on Stop).
 	Dir string
-	// StartTimeout bounds start-up of each component (default 60s).
+	// StartTimeout bounds start-up of each component (default 3 minutes).
+	// The bound only ends a failing start: on a loaded 2-core CI machine
+	// (race-instrumented packages starting control planes side by side,
+	// the older releases compiling beside them) kube-apiserver's
+	// rbac/bootstrap-roles hook alone took over 60s, and 60s failed
+	// twenty tests of a run that had nothing wrong.
 	StartTimeout time.Duration
 	// CRDs installs the superedge.io CRDs (build/crds) once the apiserver is
 	// ready and waits until they are Established, before BeforeControllers
@@ -94,6 +99,9 @@ type ControlPlane struct {
 	stopOnce sync.Once
 }
 
+// defaultStartTimeout is Options.StartTimeout's default.
+const defaultStartTimeout = 3 * time.Minute
+
 // Start runs etcd and kube-apiserver (and the optional components) and
 // returns once the apiserver answers /readyz. On error everything it started
 // is stopped again.
@@ -108,7 +116,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		opts.Controllers = "*,-nodelifecycle"
 	}
 	if opts.StartTimeout == 0 {
-		opts.StartTimeout = 60 * time.Second
+		opts.StartTimeout = defaultStartTimeout
 	}
 	for _, b := range []string{Etcd, KubeAPIServer} {
 		if _, err := Binary(b); err != nil {

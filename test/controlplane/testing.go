@@ -12,12 +12,16 @@ import (
 	"time"
 )
 
+// startBound bounds a whole control plane's start (etcd, kube-apiserver,
+// the CRDs, kube-controller-manager): twice a component's default bound.
+const startBound = 2 * defaultStartTimeout
+
 // StartForTest starts a control plane for t and stops it when t ends. It
 // skips t when the binaries are missing and $CI is unset; under CI it fails.
 func StartForTest(t testing.TB, opts Options) *ControlPlane {
 	t.Helper()
 	requireBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), startBound)
 	defer cancel()
 	cp, err := Start(ctx, opts)
 	if err != nil {
@@ -89,7 +93,7 @@ func (s *Shared) Get(t testing.TB) *ControlPlane {
 	t.Helper()
 	requireBinaries(t)
 	s.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), startBound)
 		defer cancel()
 		s.cp, s.err = Start(ctx, s.Options)
 	})

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/servicegroup/servicegroup/internal/testenv"
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
 
@@ -243,10 +244,6 @@ func TestEdgeAutonomy(t *testing.T) {
 	})
 
 	t.Run("upstream LISTs and kube-proxy relists", func(t *testing.T) {
-		all, err := c.UpstreamLists()
-		if err != nil {
-			t.Fatal(err)
-		}
 		// The wrapper's own informers, apart from kube-proxy's requests it
 		// forwards upstream (ServiceCIDRs, which it does not serve itself).
 		own := func(l harness.UpstreamList) bool { return !strings.HasPrefix(l.UserAgent, "kube-proxy/") }
@@ -259,40 +256,34 @@ func TestEdgeAutonomy(t *testing.T) {
 				informers[l.Node][l.Informer] = true
 			}
 		}
-		after := map[string]map[string]int{} // node -> informer -> relists since the apiserver returned
-		resumed, forwarded := map[string]int{}, map[string]int{}
-		byMetadata, completed := map[string]int{}, map[string]int{} // metadata-only relists, and those a full list completed
-		for _, l := range all[len(upstreamBefore):] {
-			switch {
-			case !own(l):
-				if l.Kind != "resume" {
-					forwarded[l.Node+" "+l.Resource]++
-				}
-			case l.Kind == "resume":
-				resumed[l.Node]++
-			default:
-				// A relist of the summaries asks their metadata first, and
-				// lists them in full only when one changed: one relist.
-				key := l.Node + " " + l.Informer
-				if l.Kind == "metadata-list" {
-					byMetadata[key]++
-				} else if byMetadata[key] > completed[key] {
-					completed[key]++
-					continue
-				}
-				if after[l.Node] == nil {
-					after[l.Node] = map[string]int{}
-				}
-				after[l.Node][l.Informer]++
-			}
-		}
-		t.Logf("wrapper relists upstream (LIST, watch-list, or LIST of metadata completed by a LIST when it differed) since the apiserver returned, by node and informer: %v; of them by metadata: %v, completed in full: %v; watches resumed: %v; kube-proxy's fetches the wrappers forwarded: %v", after, byMetadata, completed, resumed, forwarded)
-		for _, n := range c.Nodes {
-			for inf, count := range after[n.Name] {
-				// A wrapper that kept running relists once when the apiserver
-				// returns (or resumes its watches): never more.
-				if count > 1 {
-					t.Errorf("%s: wrapper relisted %s upstream %d times after the apiserver returned, want at most once", n.Name, inf, count)
+		var after map[string]map[string]int // node -> informer -> relists since the apiserver returned
+		var resumed, forwarded, byMetadata, completed map[string]int
+		tally := func(all []harness.UpstreamList) {
+			after = map[string]map[string]int{}
+			resumed, forwarded = map[string]int{}, map[string]int{}
+			byMetadata, completed = map[string]int{}, map[string]int{} // metadata-only relists, and those a full list completed
+			for _, l := range all[len(upstreamBefore):] {
+				switch {
+				case !own(l):
+					if l.Kind != "resume" {
+						forwarded[l.Node+" "+l.Resource]++
+					}
+				case l.Kind == "resume":
+					resumed[l.Node]++
+				default:
+					// A relist of the summaries asks their metadata first, and
+					// lists them in full only when one changed: one relist.
+					key := l.Node + " " + l.Informer
+					if l.Kind == "metadata-list" {
+						byMetadata[key]++
+					} else if byMetadata[key] > completed[key] {
+						completed[key]++
+						continue
+					}
+					if after[l.Node] == nil {
+						after[l.Node] = map[string]int{}
+					}
+					after[l.Node][l.Informer]++
 				}
 			}
 		}
@@ -306,14 +297,48 @@ func TestEdgeAutonomy(t *testing.T) {
 			}
 			return inf
 		}
+		fetchedBy := func(node string) map[string]int {
+			fetched := map[string]int{}
+			for inf, count := range after[node] {
+				fetched[labelSource(inf)] += count
+			}
+			return fetched
+		}
+		// A reflector still in client-go's backoff when the apiserver
+		// returned (up to 30s, jittered to a minute) lists later: the
+		// counts are read once every informer of a wrapper started from
+		// its snapshot has fetched, and a second fetch would show then.
+		eventually(ctx, t, testwait.Floor, "every informer of the wrappers started from their snapshots fetched upstream", func(context.Context) error {
+			all, err := c.UpstreamLists()
+			if err != nil {
+				return err
+			}
+			tally(all)
+			for _, n := range fromSnapshot {
+				fetched := fetchedBy(n.Name)
+				for inf := range informers[n.Name] {
+					if fetched[labelSource(inf)] == 0 {
+						return fmt.Errorf("%s: %s not yet", n.Name, labelSource(inf))
+					}
+				}
+			}
+			return nil
+		})
+		t.Logf("wrapper relists upstream (LIST, watch-list, or LIST of metadata completed by a LIST when it differed) since the apiserver returned, by node and informer: %v; of them by metadata: %v, completed in full: %v; watches resumed: %v; kube-proxy's fetches the wrappers forwarded: %v", after, byMetadata, completed, resumed, forwarded)
+		for _, n := range c.Nodes {
+			for inf, count := range after[n.Name] {
+				// A wrapper that kept running relists once when the apiserver
+				// returns (or resumes its watches): never more.
+				if count > 1 {
+					t.Errorf("%s: wrapper relisted %s upstream %d times after the apiserver returned, want at most once", n.Name, inf, count)
+				}
+			}
+		}
 		for _, n := range fromSnapshot {
 			// Started from its snapshot while the apiserver was away: exactly
 			// one full fetch per informer when it returns.
 			t.Logf("wrapper informers of %s: %v", n.Name, keys(informers[n.Name]))
-			fetched := map[string]int{}
-			for inf, count := range after[n.Name] {
-				fetched[labelSource(inf)] += count
-			}
+			fetched := fetchedBy(n.Name)
 			for inf := range informers[n.Name] {
 				if got := fetched[labelSource(inf)]; got != 1 {
 					t.Errorf("%s: wrapper started from its snapshot fetched %s upstream %d times after the apiserver returned, want exactly once", n.Name, labelSource(inf), got)

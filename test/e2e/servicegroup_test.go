@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
 
@@ -225,7 +226,10 @@ func assertProxyRulesOf(ctx context.Context, t *testing.T, c *harness.Cluster, n
 	sort.Strings(wantIPs)
 	var rules string
 	var got []string
-	ctx2, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// testwait.Floor, as every wait: right after an apiserver outage the
+	// wrapper's reflectors may still be in client-go's backoff (up to 30s,
+	// jittered to a minute); 30s failed TestEdgeAutonomy once under load.
+	ctx2, cancel := context.WithTimeout(ctx, testwait.Floor)
 	defer cancel()
 	for {
 		if rules, err = n.ProxyRules(ctx2, c.ProxyMode); err != nil {

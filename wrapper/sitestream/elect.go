@@ -2,43 +2,15 @@ package sitestream
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
-)
 
-// siteLeaseName is the Lease the wrappers of a site elect their leader
-// with. A label value may hold what an object name may not (capitals,
-// "_"; `Shop_1`): such a site's Lease is named by the value made lower
-// case with every other character as "-", and a hash of the value itself,
-// so that two values never share a Lease.
-func siteLeaseName(group string) string {
-	const prefix = "application-grid-wrapper-site-"
-	if name := prefix + group; len(validation.IsDNS1123Subdomain(name)) == 0 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(group))
-	clean := strings.Trim(strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			return r
-		case r >= 'A' && r <= 'Z':
-			return r - 'A' + 'a'
-		}
-		return '-'
-	}, group), "-")
-	if clean != "" {
-		clean += "-"
-	}
-	return prefix + clean + hex.EncodeToString(sum[:5])
-}
+	"github.com/servicegroup/servicegroup/wrapper/sitestream/siteid"
+)
 
 // elect campaigns for the site's Lease and follows whoever holds it until
 // ctx ends. The leader serves its peers while it holds the Lease; one that
@@ -51,7 +23,7 @@ func (ss *Stream) elect(ctx context.Context, logger klog.Logger, group string) {
 	identity := ss.router.self
 	ss.router.site.Store(group)
 	lease := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: ss.opts.Namespace, Name: siteLeaseName(group)},
+		LeaseMeta:  metav1.ObjectMeta{Namespace: ss.opts.Namespace, Name: siteid.LeaseName(group)},
 		Client:     ss.client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 		Labels:     map[string]string{"app.kubernetes.io/name": "application-grid-wrapper"},
@@ -82,7 +54,7 @@ func (ss *Stream) elect(ctx context.Context, logger klog.Logger, group string) {
 			RenewDeadline:   ss.opts.RenewDeadline,
 			RetryPeriod:     ss.opts.RetryPeriod,
 			ReleaseOnCancel: true,
-			Name:            siteLeaseName(group),
+			Name:            siteid.LeaseName(group),
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(lead context.Context) {
 					logger.Info("Leading the site stream: serving peers")

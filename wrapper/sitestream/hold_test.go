@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/sitestream/siteid"
 )
 
 // closedPort returns an address nothing listens on (connection refused).
@@ -60,7 +62,7 @@ func listingLeader(t *testing.T) (string, *atomic.Int64) {
 	leader.StartTLS()
 	t.Cleanup(leader.Close)
 	sum := sha256.Sum256(leader.Certificate().Raw)
-	return leaderIdentity("leader", strings.TrimPrefix(leader.URL, "https://"), hex.EncodeToString(sum[:])), served
+	return siteid.Identity("leader", strings.TrimPrefix(leader.URL, "https://"), hex.EncodeToString(sum[:])), served
 }
 
 // TestUnansweredRequestHeld checks that a list upstream does not answer

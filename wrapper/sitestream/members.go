@@ -5,14 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/sitestream/siteid"
 )
 
 // A wrapper cut from the cloud but not from its site cannot read the Lease,
@@ -40,72 +40,7 @@ const (
 	membersRefresh = 10 * time.Second
 	// peerAskTimeout bounds one question to a peer.
 	peerAskTimeout = 3 * time.Second
-	// memberTTL forgets a wrapper not heard of for this long; maxMembers
-	// bounds what an authenticated peer can make a wrapper remember.
-	memberTTL  = 30 * time.Minute
-	maxMembers = 1024
 )
-
-// siteView is the answer at sitePath.
-type siteView struct {
-	// Leader is the identity of the wrapper this one reads from, or its own
-	// while it leads; empty when it has none.
-	Leader  string   `json:"leader,omitempty"`
-	Members []string `json:"members,omitempty"`
-}
-
-// siteMembers are the identities of the site's wrappers this one has heard
-// of: its leaders, its followers, its leaders' members.
-type siteMembers struct {
-	// inSite, when set, keeps out identities whose node is not one of the
-	// site's: a peer's answer cannot make this wrapper ask, or follow, a
-	// wrapper of another site.
-	inSite func(node string) bool
-	mu     sync.Mutex
-	seen   map[string]time.Time
-}
-
-func newSiteMembers() *siteMembers { return &siteMembers{seen: map[string]time.Time{}} }
-
-func (m *siteMembers) add(ids ...string) {
-	now := time.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, id := range ids {
-		node, _, _, ok := parseLeaderIdentity(id)
-		if !ok || (m.inSite != nil && !m.inSite(node)) {
-			continue
-		}
-		if _, known := m.seen[id]; !known && len(m.seen) >= maxMembers {
-			m.pruneLocked(now)
-			if len(m.seen) >= maxMembers {
-				continue
-			}
-		}
-		m.seen[id] = now
-	}
-}
-
-func (m *siteMembers) pruneLocked(now time.Time) {
-	for id, at := range m.seen {
-		if now.Sub(at) > memberTTL {
-			delete(m.seen, id)
-		}
-	}
-}
-
-// list returns the members heard of within memberTTL, sorted.
-func (m *siteMembers) list() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.pruneLocked(time.Now())
-	out := make([]string, 0, len(m.seen))
-	for id := range m.seen {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // readLock records when the Lease was last read from the apiserver, and
 // this wrapper's Lease writes: when the last successful one was sent and
@@ -214,12 +149,12 @@ func (ss *Stream) renewedRecently() bool {
 }
 
 // view is what this wrapper answers at sitePath.
-func (ss *Stream) view() siteView {
-	v := siteView{Members: ss.members.list()}
+func (ss *Stream) view() siteid.View {
+	v := siteid.View{Members: ss.members.List()}
 	if ss.peers.leading() != nil && ss.peers.synced() {
 		v.Leader = ss.router.self
 	} else if t := ss.router.source(); t != nil {
-		v.Leader = leaderIdentity(t.node, t.addr, t.pin)
+		v.Leader = siteid.Identity(t.node, t.addr, t.pin)
 	}
 	return v
 }
@@ -251,14 +186,14 @@ func (ss *Stream) askPeers(ctx context.Context, logger klog.Logger, lock *readLo
 func (ss *Stream) askForLeader(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, peerAskTimeout)
 	defer cancel()
-	members := ss.members.list()
-	answers := make(chan siteView, len(members))
+	members := ss.members.List()
+	answers := make(chan siteid.View, len(members))
 	asked := 0
 	for _, id := range members {
 		if id == ss.router.self {
 			continue
 		}
-		_, addr, pin, _ := parseLeaderIdentity(id)
+		_, addr, pin, _ := siteid.Parse(id)
 		asked++
 		go func() {
 			v, err := ss.router.askSite(ctx, &peerTarget{addr: addr, pin: pin, transport: pinnedTransport(pin)})
@@ -273,7 +208,7 @@ func (ss *Stream) askForLeader(ctx context.Context) string {
 		case <-ctx.Done():
 			return ""
 		case v := <-answers:
-			ss.members.add(v.Members...)
+			ss.members.Add(v.Members...)
 			if v.Leader != "" && v.Leader != ss.router.self && !ss.router.givenUp(v.Leader) {
 				return v.Leader
 			}
@@ -282,10 +217,10 @@ func (ss *Stream) askForLeader(ctx context.Context) string {
 	return ""
 }
 
-// askSite reads a peer's siteView.
-func (r *peerRouter) askSite(ctx context.Context, t *peerTarget) (siteView, error) {
+// askSite reads a peer's siteid.View.
+func (r *peerRouter) askSite(ctx context.Context, t *peerTarget) (siteid.View, error) {
 	defer t.transport.CloseIdleConnections()
-	var v siteView
+	var v siteid.View
 	resp, err := r.peerGet(ctx, t, sitePath)
 	if err != nil {
 		return v, err
@@ -299,5 +234,5 @@ func (r *peerRouter) askSite(ctx context.Context, t *peerTarget) (siteView, erro
 func (r *peerRouter) givenUp(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.leader != nil && leaderIdentity(r.leader.node, r.leader.addr, r.leader.pin) == id && !r.badUntil.IsZero()
+	return r.leader != nil && siteid.Identity(r.leader.node, r.leader.addr, r.leader.pin) == id && !r.badUntil.IsZero()
 }

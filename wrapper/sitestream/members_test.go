@@ -2,36 +2,15 @@ package sitestream
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/klog/v2"
-)
 
-// What peers say about the site's members is bounded and checked: only
-// wrapper identities are kept, at most maxMembers of them.
-func TestSiteMembers(t *testing.T) {
-	pin := strings.Repeat("ab", 32)
-	m := newSiteMembers()
-	m.add("", "node0", "node0@10.0.0.1:51009", "node0@10.0.0.1:51009#short", "@10.0.0.1:51009#"+pin)
-	if got := m.list(); len(got) != 0 {
-		t.Errorf("kept identities that are not a wrapper's: %v", got)
-	}
-	a, b := leaderIdentity("node1", "10.0.0.2:51009", pin), leaderIdentity("node0", "10.0.0.1:51009", pin)
-	m.add(a, b, a)
-	if got := m.list(); strings.Join(got, ",") != b+","+a {
-		t.Errorf("members %v, want [%s %s]", got, b, a)
-	}
-	for i := range 2 * maxMembers {
-		m.add(leaderIdentity(fmt.Sprintf("n%d", i), "10.1.0.1:51009", pin))
-	}
-	if got := len(m.list()); got != maxMembers {
-		t.Errorf("%d members kept, want the bound %d", got, maxMembers)
-	}
-}
+	"github.com/servicegroup/servicegroup/wrapper/sitestream/siteid"
+)
 
 // A follower follows, and remembers, only wrappers of nodes of its site:
 // a Lease holder or a member named on another node is left out.
@@ -39,23 +18,23 @@ func TestOnlyTheSitesNodes(t *testing.T) {
 	pin := strings.Repeat("ab", 32)
 	site := map[string]bool{"node0": true, "node1": true}
 	r, read := routerReadingNodes(site, pin)
-	r.members.inSite = func(node string) bool { return site[node] && read[node] }
+	r.members.InSite = func(node string) bool { return site[node] && read[node] }
 
-	away := leaderIdentity("node-away", "10.0.0.9:51009", pin)
+	away := siteid.Identity("node-away", "10.0.0.9:51009", pin)
 	r.setLeader(klog.Background(), away)
 	if following, _ := r.following(); following || r.source() != nil {
 		t.Errorf("follows %s, a holder on a node outside the site", away)
 	}
-	r.members.add(away)
-	if got := r.members.list(); len(got) != 0 {
+	r.members.Add(away)
+	if got := r.members.List(); len(got) != 0 {
 		t.Errorf("remembers members outside the site: %v", got)
 	}
-	ours := leaderIdentity("node1", "10.0.0.2:51009", pin)
+	ours := siteid.Identity("node1", "10.0.0.2:51009", pin)
 	r.setLeader(klog.Background(), ours)
 	if s := r.source(); s == nil || s.node != "node1" {
 		t.Errorf("source %+v, want node1 (a holder of the site)", s)
 	}
-	if got := r.members.list(); strings.Join(got, ",") != ours {
+	if got := r.members.List(); strings.Join(got, ",") != ours {
 		t.Errorf("members %v, want [%s]", got, ours)
 	}
 }
@@ -86,7 +65,7 @@ func TestPeerNamedLeaderOnlyIfRead(t *testing.T) {
 	site := map[string]bool{"node0": true, "node1": true, "node2": true}
 	r, read := routerReadingNodes(site, pin)
 
-	unread := leaderIdentity("node2", "10.0.0.3:51009", pin)
+	unread := siteid.Identity("node2", "10.0.0.3:51009", pin)
 	r.follow(klog.Background(), unread, false)
 	if s := r.source(); s != nil {
 		t.Errorf("follows %s, named by a peer, whose node was never read", s.node)
@@ -94,7 +73,7 @@ func TestPeerNamedLeaderOnlyIfRead(t *testing.T) {
 	if read["node2"] {
 		t.Error("a leader named by a peer had its node read (the apiserver is out of reach then)")
 	}
-	ours := leaderIdentity("node1", "10.0.0.2:51009", pin)
+	ours := siteid.Identity("node1", "10.0.0.2:51009", pin)
 	r.setLeader(klog.Background(), ours) // from the Lease: node1 is read
 	r.setLeader(klog.Background(), "")
 	r.follow(klog.Background(), ours, false)
@@ -109,7 +88,7 @@ func TestLeaderLeavingTheSiteNotFollowed(t *testing.T) {
 	pin := strings.Repeat("ab", 32)
 	var mu sync.Mutex
 	site := map[string]bool{"node0": true, "node1": true}
-	r := newPeerRouter(Options{GroupLabel: "example.com/site"}, leaderIdentity("node0", "10.0.0.1:51009", pin))
+	r := newPeerRouter(Options{GroupLabel: "example.com/site"}, siteid.Identity("node0", "10.0.0.1:51009", pin))
 	reads := 0
 	r.checkNode = func(_ context.Context, node string, _ time.Duration) (bool, error) {
 		mu.Lock()
@@ -117,7 +96,7 @@ func TestLeaderLeavingTheSiteNotFollowed(t *testing.T) {
 		reads++
 		return site[node], nil
 	}
-	r.setLeader(klog.Background(), leaderIdentity("node1", "10.0.0.2:51009", pin))
+	r.setLeader(klog.Background(), siteid.Identity("node1", "10.0.0.2:51009", pin))
 	r.recheckLeader(t.Context(), klog.Background())
 	mu.Lock()
 	site["node1"] = false // relabelled into another site
@@ -142,7 +121,7 @@ func TestLeaderLeavingTheSiteNotFollowed(t *testing.T) {
 // (the nodes in it) and are recorded in read; a cached answer exists only
 // for a node read before.
 func routerReadingNodes(site map[string]bool, pin string) (*peerRouter, map[string]bool) {
-	r := newPeerRouter(Options{GroupLabel: "example.com/site"}, leaderIdentity("node0", "10.0.0.1:51009", pin))
+	r := newPeerRouter(Options{GroupLabel: "example.com/site"}, siteid.Identity("node0", "10.0.0.1:51009", pin))
 	read := map[string]bool{}
 	r.checkNode = func(_ context.Context, node string, _ time.Duration) (bool, error) {
 		read[node] = true

@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/servicegroup/servicegroup/internal/snapshottrust"
+	"github.com/servicegroup/servicegroup/wrapper/sitestream/siteid"
 	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
@@ -34,16 +35,6 @@ type peerTarget struct {
 	transport       *http.Transport
 	// checked is when its node was last found in the site (r.mu).
 	checked time.Time
-}
-
-// leaderIdentity is what a candidate writes into the Lease: its node, the
-// address of its peer port and the SHA-256 of its peer certificate.
-func leaderIdentity(node, addr, pin string) string { return node + "@" + addr + "#" + pin }
-
-func parseLeaderIdentity(id string) (node, addr, pin string, ok bool) {
-	node, rest, ok1 := strings.Cut(id, "@")
-	addr, pin, ok2 := strings.Cut(rest, "#")
-	return node, addr, pin, ok1 && ok2 && node != "" && addr != "" && len(pin) == 64
 }
 
 // peerRouter is the transport under the unit-wide informers of a follower:
@@ -72,8 +63,8 @@ type peerRouter struct {
 	givenUps atomic.Int64
 	// upstream is the transport under the router (set by wrap).
 	upstream http.RoundTripper
-	// members are the site's wrappers heard of (members.go).
-	members *siteMembers
+	// members are the site's wrappers heard of (members.go, siteid).
+	members *siteid.Members
 	// checkNode tells whether a node carries this site's label value,
 	// reading it when the last answer is older than maxAge; cachedNode
 	// gives the last answer alone (both nil: every node does, for tests of
@@ -91,7 +82,7 @@ type peerRouter struct {
 const peerRetry = 10 * time.Second
 
 func newPeerRouter(opts Options, self string) *peerRouter {
-	return &peerRouter{opts: opts, self: self, streams: map[*routedBody]struct{}{}, changed: make(chan struct{}), members: newSiteMembers()}
+	return &peerRouter{opts: opts, self: self, streams: map[*routedBody]struct{}{}, changed: make(chan struct{}), members: siteid.NewMembers()}
 }
 
 // notifyLocked tells waiters the source may have changed; r.mu is held.
@@ -132,12 +123,12 @@ func (r *peerRouter) setLeader(logger klog.Logger, identity string) {
 func (r *peerRouter) follow(logger klog.Logger, identity string, read bool) {
 	turn := r.setting.Add(1)
 	var t *peerTarget
-	if node, addr, pin, ok := parseLeaderIdentity(identity); ok && identity != r.self {
+	if node, addr, pin, ok := siteid.Parse(identity); ok && identity != r.self {
 		if r.foreign(logger, node, identity, read) {
 			identity = ""
 		} else {
 			t = &peerTarget{node: node, addr: addr, pin: pin, transport: pinnedTransport(pin), checked: time.Now()}
-			r.members.add(identity)
+			r.members.Add(identity)
 		}
 	} else if identity != "" && !ok {
 		logger.Info("Ignoring a Lease holder that is not a wrapper's identity", "holder", identity)
@@ -248,16 +239,17 @@ func (r *peerRouter) recheckLeader(ctx context.Context, logger klog.Logger) {
 }
 
 // addMembers remembers the members a leader names, reading the nodes of
-// those not read within memberTTL first (members.go keeps only the site's).
+// those not read within siteid.MemberTTL first (siteid.Members keeps only
+// the site's).
 func (r *peerRouter) addMembers(ctx context.Context, ids []string) {
 	if r.checkNode != nil {
 		for _, id := range ids {
-			if node, _, _, ok := parseLeaderIdentity(id); ok && id != r.self {
-				_, _ = r.checkNode(ctx, node, memberTTL)
+			if node, _, _, ok := siteid.Parse(id); ok && id != r.self {
+				_, _ = r.checkNode(ctx, node, siteid.MemberTTL)
 			}
 		}
 	}
-	r.members.add(ids...)
+	r.members.Add(ids...)
 }
 
 // cutLocked ends the streams match selects; r.mu is held.

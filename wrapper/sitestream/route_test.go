@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/sitestream/siteid"
 )
 
 // TestLeaderStreamEndsResumable checks what client-go's watch sees when a
@@ -57,7 +59,7 @@ func TestLeaderStreamEndsResumable(t *testing.T) {
 			sum := sha256.Sum256(leader.Certificate().Raw)
 			opts := Options{Token: func() (string, error) { return "peer-token", nil }, IdleTimeout: time.Minute}
 			r := newPeerRouter(opts, "self")
-			r.setLeader(klog.Background(), leaderIdentity("leader", strings.TrimPrefix(leader.URL, "https://"), hex.EncodeToString(sum[:])))
+			r.setLeader(klog.Background(), siteid.Identity("leader", strings.TrimPrefix(leader.URL, "https://"), hex.EncodeToString(sum[:])))
 			// Upstream is never asked: a closed port.
 			client := routedClient(t, r, "https://127.0.0.1:1")
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/wrapper/sitestream/siteid"
 	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
@@ -254,7 +255,7 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		// The identity a peer sends is a hint to reach it by (its address
 		// and certificate): it must be its own node's.
 		if id := req.Header.Get(peerHeader); id != "" {
-			if named, _, _, ok := parseLeaderIdentity(id); !ok || named != node {
+			if named, _, _, ok := siteid.Parse(id); !ok || named != node {
 				p.failures.failed(src, time.Now())
 				klog.FromContext(req.Context()).Info("Refused a peer: it names another node than its token's", "remote", req.RemoteAddr, "node", node, "named", named)
 				w.Header().Set("Connection", "close")
@@ -262,7 +263,7 @@ func (p *peerServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 					"the peer identity %q is not of node %q, whose Pod's token this is", id, node)))
 				return
 			}
-			p.ss.members.add(id)
+			p.ss.members.Add(id)
 		}
 		if req.URL.Path == sitePath {
 			p.serveSite(w)

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/klog/v2"
+
+	"github.com/servicegroup/servicegroup/wrapper/sitestream/siteid"
 )
 
 // NodeNameExtra is the user extra kube-apiserver puts into the TokenReview
@@ -28,7 +30,7 @@ const (
 	nodeGetTimeout = 5 * time.Second
 	// maxNodeVerdicts bounds what the peers' names can make a wrapper
 	// remember.
-	maxNodeVerdicts = 4 * maxMembers
+	maxNodeVerdicts = 4 * siteid.MaxMembers
 )
 
 // errSiteUnknown: the node's site cannot be told before this wrapper's own
@@ -160,11 +162,11 @@ func (s *siteNodes) read(ctx context.Context, node, site string) (bool, error) {
 	return m.Labels[s.label] == site, nil
 }
 
-// pruneLocked forgets the answers older than memberTTL, and all of them if
-// that is not enough; s.mu is held.
+// pruneLocked forgets the answers older than siteid.MemberTTL, and all of
+// them if that is not enough; s.mu is held.
 func (s *siteNodes) pruneLocked() {
 	for node, v := range s.verdicts {
-		if v.reading == nil && time.Since(v.at) > memberTTL {
+		if v.reading == nil && time.Since(v.at) > siteid.MemberTTL {
 			delete(s.verdicts, node)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
 
+	"github.com/servicegroup/servicegroup/wrapper/sitestream/siteid"
 	"github.com/servicegroup/servicegroup/wrapper/watchcache"
 )
 
@@ -103,7 +104,7 @@ type Stream struct {
 	caches  map[*watchcache.Resource]*unitCache // of watchcache.KubeProxySelected
 	router  *peerRouter
 	peers   *peerServer
-	members *siteMembers
+	members *siteid.Members
 	lock    atomic.Pointer[readLock] // the Lease, once the site is known
 	nodes   *siteNodes               // which nodes are the site's (sitenodes.go)
 
@@ -150,11 +151,11 @@ func New(opts Options, node string, client kubernetes.Interface, meta metadata.I
 		caches[i] = newUnitCache(r, limits)
 		ss.caches[r] = caches[i]
 	}
-	ss.router = newPeerRouter(opts, leaderIdentity(node, opts.AdvertiseAddress, ss.pin))
+	ss.router = newPeerRouter(opts, siteid.Identity(node, opts.AdvertiseAddress, ss.pin))
 	ss.members = ss.router.members
 	ss.nodes = newSiteNodes(meta, opts.GroupLabel)
 	ss.router.checkNode, ss.router.cachedNode = ss.nodes.check, ss.nodes.cached
-	ss.members.inSite = func(node string) bool { in, known := ss.nodes.cached(node); return in && known }
+	ss.members.InSite = func(node string) bool { in, known := ss.nodes.cached(node); return in && known }
 	ss.peers = newPeerServer(ss, writeTimeout, caches)
 	return ss, nil
 }

@@ -57,7 +57,7 @@ func startKubeProxy(ctx context.Context, node *FabricNode, bin, mode, kubeconfig
 		return nil, err
 	}
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: node.NS.DialContext}}
-	if err := waitProcessReady(ctx, p, "kube-proxy /healthz on "+node.Name, time.Minute, func() error {
+	if err := waitProcessReady(ctx, p, "kube-proxy /healthz on "+node.Name, 2*time.Minute, func() error {
 		return httpOK(client, "http://"+kubeProxyHealthz+"/healthz")
 	}); err != nil {
 		p.Stop(5 * time.Second)

@@ -1,4 +1,4 @@
-package sitestream
+package siteid
 
 import (
 	"testing"
@@ -18,7 +18,7 @@ func TestSiteLeaseName(t *testing.T) {
 		"_":         "",
 		"A.b-C_d":   "",
 	} {
-		got := siteLeaseName(value)
+		got := LeaseName(value)
 		if want != "" && got != want {
 			t.Errorf("%q: Lease %q, want %q (names that were valid keep their Lease)", value, got, want)
 		}
@@ -26,25 +26,7 @@ func TestSiteLeaseName(t *testing.T) {
 			t.Errorf("%q: Lease %q is no object name: %v", value, got, msgs)
 		}
 	}
-	if siteLeaseName("Shop_1") == siteLeaseName("shop_1") || siteLeaseName("Shop_1") == siteLeaseName("shop-1") {
+	if LeaseName("Shop_1") == LeaseName("shop_1") || LeaseName("Shop_1") == LeaseName("shop-1") {
 		t.Error("two site values share a Lease")
 	}
-}
-
-func FuzzSiteLeaseName(f *testing.F) {
-	for _, s := range []string{"shop", "Shop_1", "a.b", "A", "0-0", "x_Y.z"} {
-		f.Add(s, s+"_")
-	}
-	f.Fuzz(func(t *testing.T, a, b string) {
-		if len(validation.IsValidLabelValue(a)) > 0 || len(validation.IsValidLabelValue(b)) > 0 || a == "" || b == "" {
-			return
-		}
-		na, nb := siteLeaseName(a), siteLeaseName(b)
-		if msgs := validation.IsDNS1123Subdomain(na); len(msgs) > 0 {
-			t.Fatalf("%q: Lease %q is no object name: %v", a, na, msgs)
-		}
-		if a != b && na == nb {
-			t.Fatalf("%q and %q share the Lease %q", a, b, na)
-		}
-	})
 }

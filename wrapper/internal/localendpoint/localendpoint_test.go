@@ -1,4 +1,4 @@
-package wrapper
+package localendpoint
 
 import (
 	"testing"
@@ -21,12 +21,12 @@ func TestLocalEndpoint(t *testing.T) {
 		{map[string]string{"superedge.io/local-endpoint": "127.0.0.1", "superedge.io/local-port": "70000"}, true, false},
 		{map[string]string{"superedge.io/local-endpoint": "127.0.0.1", "superedge.io/local-port": "0"}, true, false},
 	} {
-		_, found, err := ParseLocalEndpoint(tc.a)
+		_, found, err := Parse(tc.a)
 		if found != tc.found || (err == nil) != tc.ok {
 			t.Errorf("%v: found=%v err=%v", tc.a, found, err)
 		}
 	}
-	le, _, _ := ParseLocalEndpoint(map[string]string{"superedge.io/local-endpoint": "127.0.0.1", "superedge.io/local-port": "51003"})
+	le, _, _ := Parse(map[string]string{"superedge.io/local-endpoint": "127.0.0.1", "superedge.io/local-port": "51003"})
 	name := "https"
 	sl := &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: &name}},
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"192.168.0.1"}}, {Addresses: []string{"192.168.0.2"}}}}

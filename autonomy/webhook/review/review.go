@@ -1,4 +1,8 @@
-package webhook
+// Package review reads the AdmissionReviews the autonomy webhook is sent and
+// writes its answers. It knows nothing of grids or nodeunits (package
+// webhook decides), and is apart from the webhook so that fuzzing the
+// decoding compiles only the API types, not client-go and the server.
+package review
 
 import (
 	"encoding/json"
@@ -10,44 +14,43 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// action is what the node lifecycle controller asks for.
-type action string
+// Action is what the node lifecycle controller asks for: the webhook's
+// decision and its reviews metric are per action.
+type Action string
 
 const (
-	// markNotReady: a pod's Ready condition from True to False.
-	markNotReady action = "not-ready"
-	// taintNoExecute: the unreachable NoExecute taint on a node.
-	taintNoExecute action = "taint"
-)
-
-// Paths of the two webhooks.
-const (
-	podsPath  = "/autonomy/pods"
-	nodesPath = "/autonomy/nodes"
+	// MarkNotReady: a pod's Ready condition from True to False.
+	MarkNotReady Action = "not-ready"
+	// TaintNoExecute: the unreachable NoExecute taint on a node.
+	TaintNoExecute Action = "taint"
 )
 
 // UnreachableTaint is the taint the node lifecycle controller puts on a node
-// whose kubelet stopped renewing its Lease.
+// whose kubelet stopped renewing its Lease; the webhook's matchConditions
+// name it too.
 const UnreachableTaint = "node.kubernetes.io/unreachable"
 
-// request is one call, read.
-type request struct {
+// Request is one call, read: what the webhook needs to decide, and the
+// review it answers.
+type Request struct {
 	review *admissionv1.AdmissionReview
-	action action
-	// node is the node the action is about; nodeObj its object when the
+	// Action is empty for anything but the two writes the webhook may
+	// withhold; the webhook lets an empty one through.
+	Action Action
+	// Node is the node the action is about; NodeObj its object when the
 	// request carries it (a taint), with its status.
-	node    string
-	nodeObj *corev1.Node
-	// pod names the pod of a markNotReady.
-	pod    metav1.ObjectMeta
-	dryRun bool
+	Node    string
+	NodeObj *corev1.Node
+	// Pod names the pod of a MarkNotReady.
+	Pod    metav1.ObjectMeta
+	DryRun bool
 }
 
-// readReview decodes an AdmissionReview and says what it asks, checking it
-// is one of the two writes the webhook is registered for (the
-// matchConditions make the apiserver send only those; anything else is let
-// through).
-func readReview(body []byte) (*request, error) {
+// Read decodes an AdmissionReview and says what it asks, checking it is one
+// of the two writes the webhook is registered for (the matchConditions make
+// the apiserver send only those; anything else is let through). An error
+// means the body is no AdmissionReview the webhook can answer.
+func Read(body []byte) (*Request, error) {
 	var review admissionv1.AdmissionReview
 	if err := json.Unmarshal(body, &review); err != nil {
 		return nil, fmt.Errorf("decoding the AdmissionReview: %w", err)
@@ -56,7 +59,7 @@ func readReview(body []byte) (*request, error) {
 	if req == nil {
 		return nil, errors.New("AdmissionReview without a request")
 	}
-	r := &request{review: &review, dryRun: req.DryRun != nil && *req.DryRun}
+	r := &Request{review: &review, DryRun: req.DryRun != nil && *req.DryRun}
 	switch {
 	case req.Resource.Group == "" && req.Resource.Resource == "pods" && req.SubResource == "status" && req.Operation == admissionv1.Update:
 		var pod, old corev1.Pod
@@ -67,7 +70,7 @@ func readReview(body []byte) (*request, error) {
 			return nil, fmt.Errorf("decoding the old pod: %w", err)
 		}
 		if readyStatus(&old) == corev1.ConditionTrue && readyStatus(&pod) == corev1.ConditionFalse && pod.Spec.NodeName != "" {
-			r.action, r.node, r.pod = markNotReady, pod.Spec.NodeName, pod.ObjectMeta
+			r.Action, r.Node, r.Pod = MarkNotReady, pod.Spec.NodeName, pod.ObjectMeta
 		}
 	case req.Resource.Group == "" && req.Resource.Resource == "nodes" && req.SubResource == "" && req.Operation == admissionv1.Update:
 		var node, old corev1.Node
@@ -78,7 +81,7 @@ func readReview(body []byte) (*request, error) {
 			return nil, fmt.Errorf("decoding the old node: %w", err)
 		}
 		if node.Name != "" && hasUnreachableNoExecute(&node) && !hasUnreachableNoExecute(&old) {
-			r.action, r.node, r.nodeObj = taintNoExecute, node.Name, &node
+			r.Action, r.Node, r.NodeObj = TaintNoExecute, node.Name, &node
 		}
 	}
 	return r, nil
@@ -102,8 +105,9 @@ func hasUnreachableNoExecute(n *corev1.Node) bool {
 	return false
 }
 
-// respond fills the review's response: allowed, or denied with message.
-func (r *request) respond(allowed bool, message string) []byte {
+// Respond is the AdmissionReview answering r: allowed, or denied with
+// message, which the apiserver hands the node lifecycle controller.
+func (r *Request) Respond(allowed bool, message string) []byte {
 	resp := &admissionv1.AdmissionResponse{UID: r.review.Request.UID, Allowed: allowed}
 	if !allowed {
 		resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden, Message: message}
