@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -41,6 +42,12 @@ func (e *env) gridCLI(args ...string) (string, error) {
 	err := cmd.Execute()
 	return out.String() + errOut.String(), err
 }
+
+// testProgressDeadline is the rollouts' progressDeadlineSeconds where a bad
+// image must halt them: the test waits it out once per halt. At 5 s a good
+// image could miss it where the whole suite shares two cores: the canary
+// then halts on a template that is fine.
+const testProgressDeadline = 20
 
 // badImage marks images the test's kubelet never makes ready.
 const badImage = "registry.example/echo:bad"
@@ -155,6 +162,49 @@ func (e *env) imagesOf(ctx context.Context, ns, grid string) (map[string]string,
 	return out, list.Items, nil
 }
 
+// followDeployments calls seen with grid's Deployments in ns (by name)
+// after each change to them, in the order the apiserver made them, until
+// the returned stop is called. An informer's events are every state the
+// apiserver went through; a poll would see some of them, and on a loaded
+// machine its lists slowed the apiserver the rollout goes through.
+func (e *env) followDeployments(t testing.TB, ctx context.Context, ns, grid string, seen func(map[string]*appsv1.Deployment)) (stop func()) {
+	t.Helper()
+	f := informers.NewSharedInformerFactoryWithOptions(e.kube, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = superedgev1.LabelGridSelector + "=" + grid }))
+	inf := f.Apps().V1().Deployments().Informer()
+	// One listener gets its notifications one at a time, in order: the map
+	// follows them, where the informer's store may already be ahead.
+	state := map[string]*appsv1.Deployment{}
+	set := func(o any) {
+		d := o.(*appsv1.Deployment)
+		state[d.Name] = d
+		seen(state)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, o any) { set(o) },
+		DeleteFunc: func(o any) {
+			if tomb, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = tomb.Obj
+			}
+			delete(state, o.(*appsv1.Deployment).Name)
+			seen(state)
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	f.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		cancel()
+		t.Fatalf("the informer of %s's Deployments did not sync", grid)
+	}
+	return func() {
+		cancel()
+		f.Shutdown() // waits for the handler's last call
+	}
+}
+
 func (e *env) gridCondition(ctx context.Context, ns, name, typ string) (*superedgev1.DeploymentGrid, *metav1.Condition, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -215,7 +265,7 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 		Canary:                  &superedgev1.RolloutCanary{NodeUnits: []string{"z03"}},
 		WaveSize:                ptr.To(intstr.FromInt32(2)),
 		MaxUnavailableUnits:     ptr.To[int32](2),
-		ProgressDeadlineSeconds: ptr.To[int32](5),
+		ProgressDeadlineSeconds: ptr.To[int32](testProgressDeadline),
 	}
 	if _, err := e.grids.SuperedgeV1().DeploymentGrids(ns).Create(t.Context(), rolloutGrid(ns, name, strategy), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -227,22 +277,16 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 	good := g.Status.Rollout.Templates[0].LastGood
 
 	// Sample every child throughout: the bad image must never leave the canary.
+	// Every state of the children: the bad image must never leave the canary.
 	var leaked atomic.Value
-	sampling, stopSampling := context.WithCancel(ctx)
-	defer stopSampling()
-	go func() {
-		for sampling.Err() == nil {
-			imgs, _, err := e.imagesOf(sampling, ns, name)
-			if err == nil {
-				for v, img := range imgs {
-					if img == badImage && v != "z03" {
-						leaked.Store(v)
-					}
-				}
+	stopFollowing := e.followDeployments(t, ctx, ns, name, func(ds map[string]*appsv1.Deployment) {
+		for _, d := range ds {
+			if v := d.Spec.Template.Spec.NodeSelector["zone"]; d.Spec.Template.Spec.Containers[0].Image == badImage && v != "z03" {
+				leaked.Store(v)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-	}()
+	})
+	defer stopFollowing()
 
 	e.updateDeploymentGrid(t, ns, name, setImage(badImage))
 	testwait.Eventually(t.Context(), t, 0, "rollout halted on the canary z03", func(ctx context.Context) error {
@@ -299,7 +343,7 @@ func TestRolloutCanaryHaltsThenResumes(t *testing.T) {
 		}
 		return nil
 	})
-	stopSampling()
+	stopFollowing()
 	if v := leaked.Load(); v != nil {
 		t.Fatalf("the bad image reached nodeunit %v beyond the canary", v)
 	}
@@ -502,42 +546,27 @@ func TestRolloutMaxUnavailableUnits(t *testing.T) {
 	// (the first apply to a created child also migrates its field ownership once).
 	for _, image := range []string{"registry.example/echo:2", "registry.example/echo:4"} {
 		writes.reset()
-		var mu sync.Mutex
-		most, samples := 0, 0
-		sampling, stopSampling := context.WithCancel(ctx)
-		sampled := make(chan struct{})
-		go func() {
-			defer close(sampled)
-			for sampling.Err() == nil {
-				_, ds, err := e.imagesOf(sampling, ns, name)
-				if err == nil {
-					// Mid-change: on the new template and not fully rolled out.
-					n := 0
-					for i := range ds {
-						if ds[i].Spec.Template.Spec.Containers[0].Image == image && !(deploymentGrids{}).healthy(&ds[i]) {
-							n++
-						}
-					}
-					mu.Lock()
-					most, samples = max(most, n), samples+1
-					mu.Unlock()
+		most, states := 0, 0
+		stopFollowing := e.followDeployments(t, ctx, ns, name, func(ds map[string]*appsv1.Deployment) {
+			// Mid-change: on the new template and not fully rolled out.
+			n := 0
+			for _, d := range ds {
+				if d.Spec.Template.Spec.Containers[0].Image == image && !(deploymentGrids{}).healthy(d) {
+					n++
 				}
-				time.Sleep(10 * time.Millisecond)
 			}
-		}()
+			most, states = max(most, n), states+1
+		})
 		e.updateDeploymentGrid(t, ns, name, setImage(image))
 		e.waitComplete(t, ns, name, image)
-		stopSampling()
-		<-sampled
-		mu.Lock()
-		t.Logf("%s: %d samples, at most %d nodeunits mid-change", image, samples, most)
+		stopFollowing() // the handler's calls have ended
+		t.Logf("%s: %d states of the children, at most %d nodeunits mid-change", image, states, most)
 		if most > 5 {
 			t.Errorf("%d nodeunits were mid-change at once, maxUnavailableUnits is 5", most)
 		}
 		if most < 2 {
-			t.Errorf("at most %d nodeunit mid-change: the sampler saw no parallel wave", most)
+			t.Errorf("at most %d nodeunit mid-change: no parallel wave seen", most)
 		}
-		mu.Unlock()
 	}
 	var childWrites, statusWrites int
 	for _, w := range writes.list(notEvent) {
@@ -735,7 +764,7 @@ func TestRolloutStatefulSetGrid(t *testing.T) {
 			WorkloadGridSpecCommon: superedgev1.WorkloadGridSpecCommon{Rollout: &superedgev1.RolloutStrategy{
 				Canary:                  &superedgev1.RolloutCanary{NodeUnits: []string{"z02"}},
 				MaxUnavailableUnits:     ptr.To[int32](1),
-				ProgressDeadlineSeconds: ptr.To[int32](5),
+				ProgressDeadlineSeconds: ptr.To[int32](testProgressDeadline),
 			}},
 		},
 	}

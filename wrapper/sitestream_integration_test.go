@@ -1084,7 +1084,7 @@ func TestSiteStream(t *testing.T) {
 			return true, nil
 		})
 		if l := relists(w.requestsSince(0)); len(l) != 0 {
-			t.Fatalf("kube-proxy's informers relisted from %s's snapshot: %q", restarted, l)
+			t.Fatalf("kube-proxy's informers relisted from %s's snapshot: %q; the restarted wrapper's answers: %q", restarted, l, w.answered())
 		}
 		// Every kube-proxy keeps its full view from before the cut.
 		for _, n := range nodes {

@@ -17,8 +17,11 @@ import (
 // 30s, jittered up to twice that, so a change made right after the
 // apiserver returns may take a minute to reach an informer; a 30s bound
 // failed an end-to-end DNS check once while kube-proxy's rules had already
-// followed.
-const Floor = 2 * time.Minute
+// followed. On a 2-core machine running the whole suite (CI of a2ae408,
+// 2026-12-02), a six-nodeunit rollout through kube-controller-manager was
+// still at its fourth wave of five after 2 minutes: the apiservers of some
+// ten tests shared the two cores.
+const Floor = 4 * time.Minute
 
 // interval is how often a check runs: often enough that a passing check
 // ends the wait at once, seldom enough to add no load.
@@ -40,13 +43,23 @@ func Until(ctx context.Context, timeout time.Duration, what string, check func(c
 	timeout = max(timeout, Floor)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var last error
+	var last, before error
 	for {
-		if last = check(ctx); last == nil {
+		err := check(ctx)
+		if err == nil {
 			return nil
 		}
+		if ctx.Err() != nil && last != nil {
+			// The wait's end cut this check short (its error is the
+			// context's): say what the one before found too.
+			before = last
+		}
+		last = err
 		select {
 		case <-ctx.Done():
+			if before != nil {
+				return fmt.Errorf("%s: not within %s: %v; the check before: %v", what, timeout, last, before)
+			}
 			return fmt.Errorf("%s: not within %s: %v", what, timeout, last)
 		case <-time.After(interval):
 		}
