@@ -165,9 +165,16 @@ func (r *codeRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (w *runningWrapper) URL() string { return "http://" + w.addr }
 
+// Stop ends the wrapper as its binary does: no new connection is accepted
+// once it stops, and the clients' watches end with their connections.
+// Stopping the server after the wrapper let a client whose watch ended
+// watch again just before its connection closed: client-go relists after a
+// watch that ends within a second with no event (TestSiteStream, whole site
+// cut off, on a loaded machine); the binary's listener closes first, and
+// its open watches get 5 s more (cmd/application-grid-wrapper).
 func (w *runningWrapper) Stop() {
-	w.cancel()
 	_ = w.http.Close()
+	w.cancel()
 	<-w.done
 }
 
