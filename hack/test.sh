@@ -109,12 +109,13 @@ NORACE_PKGS=${NORACE_PKGS:-./test/realnode/ ./internal/imagebuild/ ./internal/re
 # a time (GOMAXPROCS on this machine) left the race go test's packages a
 # sum of about 1,700 s for its two slots, the run's end.
 TEST_PARALLEL=${TEST_PARALLEL:-4}
-# At 5, in a CI run on a loaded 2-core machine (a2ae408), a real node's
-# query to its cluster DNS went unanswered for 2 s while some ten race
-# tests' apiservers shared the cores: a thread at 5 weighs a third of one
-# at 0, one at 10 a ninth, and the race go test runs many more threads.
-# test/realnode mostly waits on its cluster; the race tests take what it
-# leaves, and their waits are bounded for a loaded machine (testwait.Floor).
+# A thread at 5 weighs a third of one at 0, one at 10 a ninth, and the
+# race go test runs many more threads than test/realnode's own processes
+# (its control plane, kubelets, containerd). Its nodes' pods are in
+# cgroups of their own, which nice does not reach (test/realnode weighs
+# them). test/realnode mostly waits on its cluster; the race tests take
+# what it leaves, and their waits are bounded for a loaded machine
+# (testwait.Floor).
 OTHERS_NICE=${OTHERS_NICE:-10}
 SIDE_AFTER=${SIDE_AFTER-./controller/}
 TEST_OUT=${TEST_OUT:-bin/test}
