@@ -46,16 +46,7 @@ func TestEdgeAutonomy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pods []harness.PodInfo
-	eventually(ctx, t, 4*time.Minute, "SuperEdge's grids run one copy per nodeunit", func(ctx context.Context) error {
-		if pods, err = c.Pods(ctx, echoSelector); err != nil {
-			return err
-		}
-		if ready := readyOnly(pods); len(ready) != demoPodsPerNU*len(distinct(units)) {
-			return fmt.Errorf("%d ready: %v", len(ready), pods)
-		}
-		return nil
-	})
+	pods := waitGridPods(ctx, t, c, units)
 	svc, err := c.Client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

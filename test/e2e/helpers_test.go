@@ -87,6 +87,26 @@ func requireComponents(t *testing.T, comps harness.Components) {
 // eventually is the shared bounded poll (at least testwait.Floor).
 var eventually = testwait.Eventually
 
+// waitGridPods waits until SuperEdge's demo grids run their demoPodsPerNU
+// ready copies in each nodeunit of units and returns the pods; when they do
+// not, the failure says how far the chain from grid to ready Pod got.
+func waitGridPods(ctx context.Context, t *testing.T, c *harness.Cluster, units map[string]string) []harness.PodInfo {
+	t.Helper()
+	want := demoPodsPerNU * len(distinct(units))
+	var pods []harness.PodInfo
+	eventually(ctx, t, 4*time.Minute, "SuperEdge's grids run one copy per nodeunit", func(ctx context.Context) error {
+		var err error
+		if pods, err = c.Pods(ctx, echoSelector); err != nil {
+			return err
+		}
+		if ready := readyOnly(pods); len(ready) != want {
+			return fmt.Errorf("%d ready of %d wanted: %v; the chain from grid to Pod:\n%s", len(ready), want, pods, c.GridChain(ctx))
+		}
+		return nil
+	})
+	return pods
+}
+
 // echoDeployment is a plain Deployment of echo pods labelled app=NAME.
 func echoDeployment(name string, replicas int32, nodeSelector map[string]string) *appsv1.Deployment {
 	labels := map[string]string{"app": name}

@@ -107,17 +107,7 @@ func testKubeProxyVersions(t *testing.T, mode string, releases []harness.KubePro
 	for _, n := range c.Nodes {
 		t.Logf("%s (%s): kube-proxy %s, %s mode", n.Name, units[n.Name], release[n.Name].Version, mode)
 	}
-	want := demoPodsPerNU * len(distinct(units))
-	var pods []harness.PodInfo
-	eventually(ctx, t, 4*time.Minute, "SuperEdge's grids run one copy per nodeunit", func(ctx context.Context) error {
-		if pods, err = c.Pods(ctx, echoSelector); err != nil {
-			return err
-		}
-		if ready := readyOnly(pods); len(ready) != want {
-			return fmt.Errorf("%d ready of %d wanted: %v", len(ready), want, pods)
-		}
-		return nil
-	})
+	pods := waitGridPods(ctx, t, c, units)
 	svc, err := c.Client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -81,18 +81,7 @@ func testServiceGroup(t *testing.T, mode, gridKey string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodeunitCount := len(distinct(units))
-	var pods []harness.PodInfo
-	eventually(ctx, t, 4*time.Minute, "SuperEdge's grids run one copy per nodeunit", func(ctx context.Context) error {
-		pods, err = c.Pods(ctx, echoSelector)
-		if err != nil {
-			return err
-		}
-		if ready := readyOnly(pods); len(ready) != demoPodsPerNU*nodeunitCount {
-			return fmt.Errorf("%d ready of %d wanted: %v", len(ready), demoPodsPerNU*nodeunitCount, pods)
-		}
-		return nil
-	})
+	pods := waitGridPods(ctx, t, c, units)
 	t.Logf("pods: %v", pods)
 	var clusterIP string
 	eventually(ctx, t, time.Minute, "ServiceGrid's Service", func(ctx context.Context) error {
