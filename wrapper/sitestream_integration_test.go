@@ -1038,10 +1038,28 @@ func TestSiteStream(t *testing.T) {
 			if dir == "" {
 				dir = outer.TempDir()
 			}
+			since := uint64(time.Now().UnixNano()) // at most the new wrapper's first version
 			w := startSiteWrapper(outer, cp, node, 0, siteOptions{stateDir: dir,
 				addr: old.addr, peerAddr: old.lan.addr, cut: cut})
 			w.proxy = old.proxy
 			ws[node] = w
+			if !cut {
+				// Before anything else happens, kube-proxy's informers
+				// are back (after a relist: the old wrapper had no
+				// snapshot) and hold the new wrapper's versions. Under
+				// load they can still be backing off when the next step
+				// starts; their next request then lands on whatever
+				// wrapper runs then, with the old wrapper's versions.
+				eventually(t, "kube-proxy's informers watch "+node+"'s new wrapper, at its versions", 2*time.Minute, func(context.Context) (bool, error) {
+					for r, inf := range map[string]cache.SharedIndexInformer{"services": w.proxy.services, "endpointslices": w.proxy.slices, "nodes": w.proxy.node} {
+						rv, _ := strconv.ParseUint(inf.LastSyncResourceVersion(), 10, 64)
+						if got := w.openWatches(r); got != 1 || rv < since {
+							return false, fmt.Errorf("%s: %d watches open, resourceVersion %d (the new wrapper's start at least %d)", r, got, rv, since)
+						}
+					}
+					return true, nil
+				})
+			}
 			return w
 		}
 		restarted := nodes[(slicesIndex(nodes, lead)+1)%len(nodes)]
