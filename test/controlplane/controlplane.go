@@ -484,9 +484,20 @@ func (cp *ControlPlane) Logs(n int) string {
 	defer cp.mu.Unlock()
 	var b strings.Builder
 	for name, p := range cp.procs {
-		fmt.Fprintf(&b, "----- %s (%s) -----\n%s\n", name, p.LogPath, p.LogTail(n))
+		fmt.Fprintf(&b, "----- %s (%s, %s) -----\n%s\n", name, p.LogPath, p.Status(), p.LogTail(n))
 	}
 	return b.String()
+}
+
+// Statuses is one line: each component's Process.Status, in start order.
+func (cp *ControlPlane) Statuses() string {
+	var out []string
+	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler} {
+		if p := cp.proc(name); p != nil {
+			out = append(out, name+" "+p.Status())
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // Stop ends every process the control plane started, by process group, and

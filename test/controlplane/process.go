@@ -88,6 +88,20 @@ func (p *Process) Exited() (bool, error) {
 	}
 }
 
+// Status is "running", or how the process ended: a component that died
+// on its own is the first thing to know when a cluster stops making
+// progress.
+func (p *Process) Status() string {
+	done, err := p.Exited()
+	switch {
+	case !done:
+		return "running"
+	case err != nil:
+		return "exited: " + err.Error()
+	}
+	return "exited: status 0"
+}
+
 // Stop sends SIGTERM to the process group, then SIGKILL after grace.
 func (p *Process) Stop(grace time.Duration) {
 	if p == nil {

@@ -100,7 +100,8 @@ func waitGridPods(ctx context.Context, t *testing.T, c *harness.Cluster, units m
 			return err
 		}
 		if ready := readyOnly(pods); len(ready) != want {
-			return fmt.Errorf("%d ready of %d wanted: %v; the chain from grid to Pod:\n%s", len(ready), want, pods, c.GridChain(ctx))
+			summary, detail := c.GridChain(ctx)
+			return fmt.Errorf("%d ready of %d wanted (%s): %v; the chain from grid to Pod:\n%s", len(ready), want, summary, pods, detail)
 		}
 		return nil
 	})

@@ -250,7 +250,7 @@ func (c *Cluster) Logs(n int) string {
 	c.mu.Unlock()
 	out := ""
 	for _, p := range procs {
-		out += fmt.Sprintf("----- %s (%s) -----\n%s\n", p.Name, p.LogPath, p.LogTail(n))
+		out += fmt.Sprintf("----- %s (%s, %s) -----\n%s\n", p.Name, p.LogPath, p.Status(), p.LogTail(n))
 	}
 	if c.CP != nil {
 		out += c.CP.Logs(n)
