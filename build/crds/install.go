@@ -11,9 +11,11 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 )
 
@@ -70,15 +72,30 @@ var parsed = sync.OnceValues(func() ([]Manifest, error) {
 	return out, nil
 })
 
-// Apply creates or updates every embedded CRD with server-side apply.
+// applyBackoff spaces the attempts of one CRD's apply when the apiserver
+// answers that it is too busy: about 15 s in all after the first.
+var applyBackoff = wait.Backoff{Steps: 5, Duration: time.Second, Factor: 2, Jitter: 0.1}
+
+// busy is an answer worth asking again: the apiserver did not finish the
+// request in its own time (a large CRD written to a slow etcd) or asks for
+// a retry. An apply is idempotent, so asking again is safe.
+func busy(err error) bool {
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)
+}
+
+// Apply creates or updates every embedded CRD with server-side apply,
+// asking again (applyBackoff) while the apiserver answers it is busy.
 func Apply(ctx context.Context, client apiextensionsclient.Interface) error {
 	ms, err := Manifests()
 	if err != nil {
 		return err
 	}
 	for _, m := range ms {
-		_, err := client.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, m.Name, types.ApplyPatchType, m.JSON,
-			metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)})
+		err := retry.OnError(applyBackoff, func(err error) bool { return busy(err) && ctx.Err() == nil }, func() error {
+			_, err := client.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, m.Name, types.ApplyPatchType, m.JSON,
+				metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("apply CRD %s: %w", m.Name, err)
 		}
