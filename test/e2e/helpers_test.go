@@ -89,22 +89,29 @@ var eventually = testwait.Eventually
 
 // waitGridPods waits until SuperEdge's demo grids run their demoPodsPerNU
 // ready copies in each nodeunit of units and returns the pods; when they do
-// not, the failure says how far the chain from grid to ready Pod got.
+// not, the failure says how far the chain from grid to ready Pod got (read
+// once, at the end: not on every check of the wait).
 func waitGridPods(ctx context.Context, t *testing.T, c *harness.Cluster, units map[string]string) []harness.PodInfo {
 	t.Helper()
 	want := demoPodsPerNU * len(distinct(units))
 	var pods []harness.PodInfo
-	eventually(ctx, t, 4*time.Minute, "SuperEdge's grids run one copy per nodeunit", func(ctx context.Context) error {
+	err := testwait.Until(ctx, 4*time.Minute, "SuperEdge's grids run one copy per nodeunit", func(ctx context.Context) error {
 		var err error
 		if pods, err = c.Pods(ctx, echoSelector); err != nil {
 			return err
 		}
 		if ready := readyOnly(pods); len(ready) != want {
-			summary, detail := c.GridChain(ctx)
-			return fmt.Errorf("%d ready of %d wanted (%s): %v; the chain from grid to Pod:\n%s", len(ready), want, summary, pods, detail)
+			return fmt.Errorf("%d ready of %d wanted", len(ready), want)
 		}
 		return nil
 	})
+	if err != nil {
+		// The run's context may have ended with the wait.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		summary, detail := c.GridChain(cctx)
+		t.Fatalf("%v (%s): pods %v; the chain from grid to Pod:\n%s", err, summary, pods, detail)
+	}
 	return pods
 }
 

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // GridChain says how far namespace default's grids got, link by link: the
@@ -46,10 +47,10 @@ func (c *Cluster) GridChain(ctx context.Context) (summary, detail string) {
 	} else {
 		ready := 0
 		for _, d := range l.Items {
-			if d.Status.ReadyReplicas == ptrValue(d.Spec.Replicas) {
+			if d.Status.ReadyReplicas == ptr.Deref(d.Spec.Replicas, 0) {
 				ready++
 			}
-			line("Deployment %s: %d/%d ready, observed generation %d of %d", d.Name, d.Status.ReadyReplicas, ptrValue(d.Spec.Replicas), d.Status.ObservedGeneration, d.Generation)
+			line("Deployment %s: %d/%d ready, observed generation %d of %d", d.Name, d.Status.ReadyReplicas, ptr.Deref(d.Spec.Replicas, 0), d.Status.ObservedGeneration, d.Generation)
 		}
 		sum = append(sum, fmt.Sprintf("%d Deployments (%d all ready)", len(l.Items), ready))
 	}
@@ -58,7 +59,7 @@ func (c *Cluster) GridChain(ctx context.Context) (summary, detail string) {
 	} else {
 		sum = append(sum, fmt.Sprintf("%d StatefulSets", len(l.Items)))
 		for _, s := range l.Items {
-			line("StatefulSet %s: %d/%d ready, observed generation %d of %d", s.Name, s.Status.ReadyReplicas, ptrValue(s.Spec.Replicas), s.Status.ObservedGeneration, s.Generation)
+			line("StatefulSet %s: %d/%d ready, observed generation %d of %d", s.Name, s.Status.ReadyReplicas, ptr.Deref(s.Spec.Replicas, 0), s.Status.ObservedGeneration, s.Generation)
 		}
 	}
 	if l, err := c.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{}); err != nil {
@@ -66,7 +67,7 @@ func (c *Cluster) GridChain(ctx context.Context) (summary, detail string) {
 	} else {
 		sum = append(sum, fmt.Sprintf("%d ReplicaSets", len(l.Items)))
 		for _, r := range l.Items {
-			line("ReplicaSet %s: %d/%d ready", r.Name, r.Status.ReadyReplicas, ptrValue(r.Spec.Replicas))
+			line("ReplicaSet %s: %d/%d ready", r.Name, r.Status.ReadyReplicas, ptr.Deref(r.Spec.Replicas, 0))
 		}
 	}
 	if l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil {
@@ -121,11 +122,4 @@ func (c *Cluster) GridChain(ctx context.Context) (summary, detail string) {
 		}
 	}
 	return strings.Join(sum, ", "), b.String()
-}
-
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
