@@ -56,17 +56,26 @@ type runningWrapper struct {
 	done   chan struct{}
 	// started counts the requests clients began: a relist or re-watch is one.
 	started atomic.Int64
-	// watchesRanOut counts the watches that ended when the timeoutSeconds
-	// their client asked for had passed (client-go's reflectors ask for 5-10
-	// minutes, then watch again from where they were).
-	watchesRanOut atomic.Int64
-	mu            sync.Mutex
-	uris          []string
+	mu      sync.Mutex
+	uris    []string
+	// ranOut counts, by resource, the watches that ended when the
+	// timeoutSeconds their client asked for had passed (client-go's
+	// reflectors ask for 5-10 minutes, then watch again from where they
+	// were).
+	ranOut map[string]int
 	// answers: each request that ended, in order, as "code after METHOD URI"
 	// (what a failure about relists shows).
 	answers []string
 	// watching counts this instance's open watches by resource.
 	watching openCount
+}
+
+// watchesRanOut returns how many of this instance's watches of resource
+// ended because their timeoutSeconds had passed.
+func (w *runningWrapper) watchesRanOut(resource string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ranOut[resource]
 }
 
 // openWatches returns this instance's open watches of resource.
@@ -209,10 +218,13 @@ func startWrapper(t testing.TB, cp *controlplane.ControlPlane, node, addr string
 		code := &codeRecorder{ResponseWriter: rw}
 		w.watching.serve(resource, handler, code, req)
 		took := time.Since(start)
-		if s, err := strconv.Atoi(q.Get("timeoutSeconds")); err == nil && resource != "" && took >= time.Duration(s)*time.Second {
-			w.watchesRanOut.Add(1)
-		}
 		w.mu.Lock()
+		if s, err := strconv.Atoi(q.Get("timeoutSeconds")); err == nil && resource != "" && took >= time.Duration(s)*time.Second {
+			if w.ranOut == nil {
+				w.ranOut = map[string]int{}
+			}
+			w.ranOut[resource]++
+		}
 		w.answers = append(w.answers, fmt.Sprintf("%d after %s %s %s", code.code, took.Round(time.Millisecond), req.Method, req.RequestURI))
 		w.mu.Unlock()
 	})}
@@ -759,7 +771,7 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	}
 	stalledBefore, behindBefore := metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled), metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutBehind)
 	listsBefore, watchesBefore := requests("list"), requests("watch")
-	ranOutBefore := w.watchesRanOut.Load()
+	ranOutBefore := w.watchesRanOut("endpointslices")
 
 	units := []string{"nodeunit1", "nodeunit2"}
 	for k := range relabels {
@@ -795,10 +807,11 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 		t.Fatalf("%v watchers fell behind the event log", d)
 	}
 	// Only the stalled watch ended before its time: no informer's watch was
-	// cut off or relisted. An informer's watch may have run out its
-	// timeoutSeconds (5-10 minutes) when the burst took long on a loaded
-	// machine; its informer watches again, which is not counted.
-	ranOut := float64(w.watchesRanOut.Load() - ranOutBefore)
+	// cut off or relisted. An informer's watch of EndpointSlices may have
+	// run out its timeoutSeconds (5-10 minutes) when the burst took long on
+	// a loaded machine; requests_total counts it when it ends, and its
+	// informer watches again, which is not counted.
+	ranOut := float64(w.watchesRanOut("endpointslices") - ranOutBefore)
 	if lists, watches := requests("list")-listsBefore, requests("watch")-watchesBefore-ranOut; lists != 0 || watches != 1 {
 		t.Fatalf("during the burst: %v lists and %v watches ended before their timeout (%v more ran out), want 0 and 1 (the stalled one)", lists, watches, ranOut)
 	}

@@ -54,7 +54,8 @@ func TestStalledReadersBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w := startWrapper(t, cp, "node0", "", wrapper.Options{MaxRequestsInFlight: maxInFlight, RequestWriteTimeout: 30 * time.Second})
+	const writeTimeout = 30 * time.Second
+	w := startWrapper(t, cp, "node0", "", wrapper.Options{MaxRequestsInFlight: maxInFlight, RequestWriteTimeout: writeTimeout})
 	eventually(t, "every Service served", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		l, err := clientFor(t, w.URL(), "").CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(l.Items) == services, err
@@ -85,6 +86,9 @@ func TestStalledReadersBounded(t *testing.T) {
 		}
 	})
 	dialer := testnet.TinyReceiveBufferDialer()
+	// The stalled requests hold their slots until their write deadline,
+	// writeTimeout after they began: what needs them held runs before it.
+	stalledAt := time.Now()
 	for range stalled {
 		c, err := dialer.DialContext(t.Context(), "tcp", w.addr)
 		if err != nil {
@@ -101,28 +105,6 @@ func TestStalledReadersBounded(t *testing.T) {
 		return w.started.Load()-startedBefore >= stalled, nil
 	})
 
-	// Each request served pins its encoded list (JSON encoders grow their
-	// buffer by doubling: up to twice the list) plus the list it encodes:
-	// allow three lists per request in flight, one more for the runtime's
-	// own slack, and 8 MiB besides. Without the cap it is one list or more
-	// per stalled reader.
-	bound := before + (maxInFlight+1)*3*listBytes + 8<<20
-	uncapped := before + stalled*listBytes
-	if bound >= uncapped {
-		t.Fatalf("test sizes do not tell a cap from none: bound %d, uncapped %d", bound, uncapped)
-	}
-	// Sample while the stalled requests settle (the encoders finish).
-	peak := uint64(0)
-	for range 20 {
-		peak = max(peak, heapAfterGC())
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Logf("list %d bytes; heap before %d, peak with %d stalled readers %d (bound %d, uncapped at least %d)",
-		listBytes, before, stalled, peak, bound, uncapped)
-	if peak > bound {
-		t.Errorf("heap grew to %d bytes with %d stalled readers, want at most %d (%d in flight of a %d-byte list)", peak, stalled, bound, maxInFlight, listBytes)
-	}
-
 	// A client over the cap is told to come back, clearly.
 	var tooMany *http.Response
 	eventually(t, "a 429 with Retry-After while the stalled readers hold every slot", 2*time.Minute, func(ctx context.Context) (bool, error) {
@@ -133,10 +115,38 @@ func TestStalledReadersBounded(t *testing.T) {
 		}
 		resp.Body.Close()
 		tooMany = resp
-		return resp.StatusCode == http.StatusTooManyRequests, nil
+		if resp.StatusCode != http.StatusTooManyRequests {
+			return false, fmt.Errorf("answered %s %s after the stalled requests began (their write deadline: %s)",
+				resp.Status, time.Since(stalledAt).Round(time.Millisecond), writeTimeout)
+		}
+		return true, nil
 	})
 	if tooMany.Header.Get("Retry-After") == "" {
 		t.Errorf("429 without Retry-After: %v", tooMany.Header)
+	}
+
+	// Each request served pins its encoded list (JSON encoders grow their
+	// buffer by doubling: up to twice the list) plus the list it encodes:
+	// allow three lists per request in flight, one more for the runtime's
+	// own slack, and 8 MiB besides. Without the cap it is one list or more
+	// per stalled reader.
+	bound := before + (maxInFlight+1)*3*listBytes + 8<<20
+	uncapped := before + stalled*listBytes
+	if bound >= uncapped {
+		t.Fatalf("test sizes do not tell a cap from none: bound %d, uncapped %d", bound, uncapped)
+	}
+	// Sample while the stalled requests settle (the encoders finish), and
+	// only while they hold their slots: on a loaded machine a forced GC of
+	// this heap under -race takes seconds.
+	peak, samples := heapAfterGC(), 1
+	for ; samples < 20 && time.Since(stalledAt) < writeTimeout*2/3; samples++ {
+		time.Sleep(100 * time.Millisecond)
+		peak = max(peak, heapAfterGC())
+	}
+	t.Logf("list %d bytes; heap before %d, peak of %d samples with %d stalled readers %d (bound %d, uncapped at least %d)",
+		listBytes, before, samples, stalled, peak, bound, uncapped)
+	if peak > bound {
+		t.Errorf("heap grew to %d bytes with %d stalled readers, want at most %d (%d in flight of a %d-byte list)", peak, stalled, bound, maxInFlight, listBytes)
 	}
 
 	// A healthy client (client-go, which honours Retry-After) is served

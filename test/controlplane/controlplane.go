@@ -295,14 +295,17 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 		return err
 	}
 	return cp.run(ctx, KubeAPIServer, bin, args, "kube-apiserver /readyz", func(ctx context.Context) error {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		// A restarted apiserver meets every client's relist at once; on a
+		// loaded machine its answer can take seconds.
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
+		// Not ready is a 500 whose body names the failing checks.
 		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
 		if err != nil {
 			return err
 		}
 		if strings.TrimSpace(string(body)) != "ok" {
-			return errNotReady
+			return fmt.Errorf("%w: %s", errNotReady, body)
 		}
 		return nil
 	})

@@ -144,14 +144,19 @@ func (p *Process) LogTail(n int) string {
 func FreePort(host string) (int, error) { return testnet.FreePort(host, false) }
 
 // waitFor polls check until it returns nil, the process exits, or ctx ends.
+// A timeout names each different error the checks met, with how often:
+// "context deadline exceeded" alone cannot tell a server that never
+// answered from one that answered not ready until the last check.
 func waitFor(ctx context.Context, p *Process, what string, check func() error) error {
-	var last error
+	var errs checkErrors
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if last = check(); last == nil {
+		last := check()
+		if last == nil {
 			return nil
 		}
+		errs.add(last)
 		if p != nil {
 			if done, err := p.Exited(); done {
 				return fmt.Errorf("%s exited before %s: %v\n%s", p.Name, what, err, p.LogTail(30))
@@ -163,10 +168,38 @@ func waitFor(ctx context.Context, p *Process, what string, check func() error) e
 			if p != nil {
 				tail = "\n" + p.LogTail(30)
 			}
-			return fmt.Errorf("timed out waiting for %s: %w (last error: %v)%s", what, ctx.Err(), last, tail)
+			return fmt.Errorf("timed out waiting for %s: %w (checks met: %s)%s", what, ctx.Err(), errs.String(), tail)
 		case <-tick.C:
 		}
 	}
+}
+
+// checkErrors counts a wait's check errors by their text, in the order first met.
+type checkErrors struct {
+	texts  []string
+	counts map[string]int
+}
+
+func (e *checkErrors) add(err error) {
+	text := err.Error()
+	if len(text) > 300 {
+		text = text[:300] + "..."
+	}
+	if e.counts == nil {
+		e.counts = map[string]int{}
+	}
+	if e.counts[text] == 0 {
+		e.texts = append(e.texts, text)
+	}
+	e.counts[text]++
+}
+
+func (e *checkErrors) String() string {
+	var parts []string
+	for _, text := range e.texts {
+		parts = append(parts, fmt.Sprintf("%dx %q", e.counts[text], text))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
