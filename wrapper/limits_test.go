@@ -136,8 +136,8 @@ func TestStalledReadersBounded(t *testing.T) {
 		t.Fatalf("test sizes do not tell a cap from none: bound %d, uncapped %d", bound, uncapped)
 	}
 	// Sample while the stalled requests settle (the encoders finish), and
-	// only while they hold their slots: on a loaded machine a forced GC of
-	// this heap under -race takes seconds.
+	// only while they hold their slots, a third of their deadline to spare:
+	// on a loaded machine a forced GC of this heap under -race takes seconds.
 	peak, samples := heapAfterGC(), 1
 	for ; samples < 20 && time.Since(stalledAt) < writeTimeout*2/3; samples++ {
 		time.Sleep(100 * time.Millisecond)

@@ -299,16 +299,32 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 		// loaded machine its answer can take seconds.
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		// Not ready is a 500 whose body names the failing checks.
+		// Not ready is a 500 whose body lists every check, the failing ones
+		// marked "[-]": those are what a wait that times out should name.
 		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		if failing := failingChecks(body); failing != "" {
+			return fmt.Errorf("%w: %s", errNotReady, failing)
+		}
 		if err != nil {
 			return err
 		}
 		if strings.TrimSpace(string(body)) != "ok" {
-			return fmt.Errorf("%w: %s", errNotReady, body)
+			return fmt.Errorf("%w: %q", errNotReady, body)
 		}
 		return nil
 	})
+}
+
+// failingChecks returns the lines of a /readyz or /livez answer that name a
+// failing check ("[-]etcd failed: reason withheld"), joined by "; ".
+func failingChecks(body []byte) string {
+	var failing []string
+	for line := range strings.Lines(string(body)) {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "[-]") {
+			failing = append(failing, line)
+		}
+	}
+	return strings.Join(failing, "; ")
 }
 
 // overrideArgs appends extra to defaults, dropping each default whose flag

@@ -53,3 +53,17 @@ func TestWaitForReturnsOnceCheckPasses(t *testing.T) {
 		t.Fatalf("waitFor: %v after %d checks, want nil after 3", err, calls)
 	}
 }
+
+// TestFailingChecks: what a not-ready kube-apiserver answers on /readyz
+// (every check, the failing ones marked) comes down to the failing ones.
+func TestFailingChecks(t *testing.T) {
+	body := "[+]ping ok\n[+]log ok\n[-]etcd failed: reason withheld\n[+]informer-sync ok\n" +
+		"[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\nreadyz check failed\n"
+	want := "[-]etcd failed: reason withheld; [-]poststarthook/rbac/bootstrap-roles failed: reason withheld"
+	if got := failingChecks([]byte(body)); got != want {
+		t.Errorf("failingChecks = %q, want %q", got, want)
+	}
+	if got := failingChecks([]byte("ok")); got != "" {
+		t.Errorf("failingChecks(ok) = %q, want none", got)
+	}
+}
