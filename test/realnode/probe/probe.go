@@ -23,8 +23,10 @@
 // datagram's first retransmission, so that a slow answer on a loaded machine
 // shows as a gap and only a lost one as a failure. A failure's detail says
 // what was seen: the HTTP status or the error (a refused connection, a
-// timeout); the DNS response's status, the server that sent it and the
-// answer, or the error and the server asked. An attempt that timed out
+// timeout) and how far the request got, for one that timed out before its
+// connection was made the kernel's side of the handshake (trace.go); the
+// DNS response's status, the server that sent it and the answer, or the
+// error and the server asked. An attempt that timed out
 // while the prober itself could not run for StallLimit or more of its wait
 // (the host held every process) is a "stall", its detail ending with
 // "held=<duration>" (stall.go).
@@ -195,12 +197,13 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // client makes each request on a connection of its own (as a new curl
 // process would: every attempt goes through the Service's rules afresh),
-// with no proxy and no redirect followed.
+// with no proxy and no redirect followed. Its dialer keeps a duplicate of
+// each socket in the request's trace (dialControl).
 var client = &http.Client{
 	Timeout: RequestTimeout,
 	Transport: &http.Transport{
 		DisableKeepAlives: true,
-		DialContext:       (&net.Dialer{Timeout: RequestTimeout}).DialContext,
+		DialContext:       (&net.Dialer{Timeout: RequestTimeout, ControlContext: dialControl}).DialContext,
 	},
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
@@ -210,17 +213,24 @@ var client = &http.Client{
 const maxBody = 1 << 20
 
 // request GETs http://addr/; it returns the answer's body, or fails with
-// the HTTP status or the error, and how far the request got (requestTrace).
+// the HTTP status or the error, and how far the request got (requestTrace;
+// for a timeout before the connection was made, the kernel's side of the
+// handshake as well).
 func request(ctx context.Context, addr string) ([]byte, outcome) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
 	if err != nil {
 		return nil, outcome{detail: "error=" + err.Error()}
 	}
 	tr := newRequestTrace(time.Now())
-	req = req.WithContext(httptrace.WithClientTrace(ctx, tr.clientTrace()))
+	defer tr.close()
+	req = req.WithContext(httptrace.WithClientTrace(context.WithValue(ctx, traceKey{}, tr), tr.clientTrace()))
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, outcome{timedOut: isTimeout(err), detail: "error=" + err.Error() + " " + tr.String()}
+		o := outcome{timedOut: isTimeout(err), detail: "error=" + err.Error() + " " + tr.String()}
+		if o.timedOut {
+			o.detail += tr.handshake()
+		}
+		return nil, o
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))

@@ -206,9 +206,81 @@ func TestRequest(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	o := (Config{RequestAddr: silent.Addr().String()}).svc(short)
-	if o.ok || !o.timedOut || !regexp.MustCompile(` connected=\d+(\.\d+)?m?s from=127\.0\.0\.1:\d+ wrote=\d`).MatchString(o.detail) {
+	if o.ok || !o.timedOut || !regexp.MustCompile(` connected=\d+(\.\d+)?m?s from=127\.0\.0\.1:\d+ wrote=\d+(\.\d+)?[µm]?s$`).MatchString(o.detail) {
 		t.Errorf("unanswered request: %+v, want a timeout whose detail says the connection was made and the request written", o)
 	}
+
+	// SYNs dropped (a listener whose accept queue is full): the detail
+	// names the flow's local address and the kernel's SYN_SENT, with the
+	// SYN and its retransmission a second later.
+	full := fullListener(t)
+	handshake, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	o = (Config{RequestAddr: full}).svc(handshake)
+	if o.ok || !o.timedOut || !regexp.MustCompile(` connected=no from=127\.0\.0\.1:\d+ tcp=SYN_SENT syns=[2-9]$`).MatchString(o.detail) {
+		t.Errorf("dropped SYNs: %+v, want a timeout whose detail names the local address, SYN_SENT and 2 SYNs", o)
+	}
+}
+
+// fullListener is a TCP listener on 127.0.0.1 with a backlog of 0 and one
+// connection nobody accepts: the kernel drops every further SYN.
+func fullListener(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	queued, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { queued.Close() })
+	return addr
+}
+
+// TestRequestClosesSockets: the socket duplicates the traces keep are
+// closed with their requests.
+func TestRequestClosesSockets(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	c := Config{RequestAddr: strings.TrimPrefix(srv.URL, "http://")}
+	c.svc(context.Background()) // the transport's and the server's first goroutines and descriptors
+	before := openFiles(t)
+	for range 20 {
+		if o := c.svc(context.Background()); !o.ok {
+			t.Fatalf("request: %+v", o)
+		}
+	}
+	// The server closes its side of each connection as the client does,
+	// a moment later.
+	deadline := time.Now().Add(5 * time.Second)
+	for openFiles(t) > before && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if after := openFiles(t); after > before {
+		t.Errorf("%d open descriptors after 20 requests, %d before", after, before)
+	}
+}
+
+func openFiles(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	return len(fds)
 }
 
 // TestRunLines: Run writes one line per attempt of each loop the config
