@@ -3,7 +3,9 @@ package wrapper_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -68,6 +70,9 @@ type runningWrapper struct {
 	answers []string
 	// watching counts this instance's open watches by resource.
 	watching openCount
+	// ended, when set, is called as each request ends, before its
+	// connection is closed.
+	ended atomic.Pointer[func(*http.Request)]
 }
 
 // watchesRanOut returns how many of this instance's watches of resource
@@ -164,11 +169,12 @@ func (r *codeRecorder) Write(b []byte) (int, error) {
 	return r.ResponseWriter.Write(b)
 }
 
-func (r *codeRecorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+// FlushError keeps the wrapper's failed flushes errors (statusRecorder's).
+func (r *codeRecorder) FlushError() error {
+	return http.NewResponseController(r.ResponseWriter).Flush()
 }
+
+func (r *codeRecorder) Flush() { _ = r.FlushError() }
 
 func (r *codeRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
@@ -227,6 +233,9 @@ func startWrapper(t testing.TB, cp *controlplane.ControlPlane, node, addr string
 		}
 		w.answers = append(w.answers, fmt.Sprintf("%d after %s %s %s", code.code, took.Round(time.Millisecond), req.Method, req.RequestURI))
 		w.mu.Unlock()
+		if f := w.ended.Load(); f != nil {
+			(*f)(req)
+		}
 	})}
 	go func() { _ = w.http.Serve(ln) }()
 	go func() {
@@ -641,9 +650,18 @@ func maxSendBuffer(t testing.TB) int {
 // metricValue sums the wrapper's metric name over series carrying labels.
 func metricValue(t testing.TB, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := wrapper.Gatherer.Gather()
+	v, err := gatheredValue(name, labels)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return v
+}
+
+// gatheredValue is metricValue for goroutines other than the test's.
+func gatheredValue(name string, labels map[string]string) (float64, error) {
+	families, err := wrapper.Gatherer.Gather()
+	if err != nil {
+		return 0, err
 	}
 	sum := 0.0
 	for _, f := range families {
@@ -669,7 +687,7 @@ func metricValue(t testing.TB, name string, labels map[string]string) float64 {
 			}
 		}
 	}
-	return sum
+	return sum, nil
 }
 
 // TestFanOutAndStalledWatcher drives a burst of 20,000 events (relabelling
@@ -677,8 +695,10 @@ func metricValue(t testing.TB, name string, labels map[string]string) float64 {
 // informers, a raw watch that reads at full speed, and a watch whose client
 // stops reading. The burst is sized from this machine's largest TCP send
 // buffer, so the stalled client cannot absorb it whatever the kernel's
-// buffers. The fast readers see every event and are never cut off; the
-// stalled one is cut off by the write timeout and then relists.
+// buffers. The fast readers see every event, and none is cut off before the
+// stalled one is, by the write timeout; it then relists. After that, a
+// machine too loaded to get a reader's batch out within the write timeout
+// may cut that reader off too; it resumes without relisting.
 func TestFanOutAndStalledWatcher(t *testing.T) {
 	// Not parallel: it counts on the process-wide wrapper metrics, which
 	// another test's wrapper would add to.
@@ -735,34 +755,6 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	if err != nil || len(list.Items) != slicesN {
 		t.Fatalf("list through the wrapper: %d slices, %v", len(list.Items), err)
 	}
-	// The fast reader counts MODIFIED events and their JSON bytes.
-	fast, err := jsonClient.DiscoveryV1().EndpointSlices(ns).Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fast.Stop()
-	var fastEvents, fastBytes atomic.Int64
-	fastEnded := make(chan string, 1)
-	go func() {
-		for ev := range fast.ResultChan() {
-			if ev.Type != watch.Modified {
-				fastEnded <- fmt.Sprintf("unexpected %s event: %v", ev.Type, ev.Object)
-				return
-			}
-			b, _ := json.Marshal(ev.Object)
-			fastBytes.Add(int64(len(b)))
-			fastEvents.Add(1)
-		}
-		fastEnded <- "the stream ended"
-	}()
-	// The stalled watcher never reads its result channel, so client-go stops
-	// reading the body after one event.
-	stalledCfg := tinyReceiveBufferConfig(w.URL())
-	stalled, err := kubernetes.NewForConfigOrDie(stalledCfg).DiscoveryV1().EndpointSlices(ns).Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stalled.Stop()
 
 	cutStalled := map[string]string{"resource": "endpointslices", "reason": "stalled"}
 	cutBehind := map[string]string{"resource": "endpointslices", "reason": "behind"}
@@ -772,6 +764,84 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	stalledBefore, behindBefore := metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled), metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutBehind)
 	listsBefore, watchesBefore := requests("list"), requests("watch")
 	ranOutBefore := w.watchesRanOut("endpointslices")
+	// cutOffs says how the wrapper ended watches since the burst began.
+	cutOffs := func() string {
+		return fmt.Sprintf("since the burst began the wrapper cut off %v watchers as stalled and %v as behind, and %d watches of endpointslices ran out their timeoutSeconds; %d are open",
+			metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled)-stalledBefore,
+			metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutBehind)-behindBefore,
+			w.watchesRanOut("endpointslices")-ranOutBefore, w.openWatches("endpointslices"))
+	}
+
+	// The stalled watcher's request is told by its user agent; the
+	// watchers cut off for not reading are counted as it ends.
+	const stalledAgent = "stalled-watcher"
+	var stalledGone atomic.Bool
+	var cutByStalledEnd float64
+	noteStalledEnd := func(req *http.Request) {
+		if req.UserAgent() == stalledAgent && !stalledGone.Load() {
+			cutByStalledEnd, _ = gatheredValue("application_grid_wrapper_watchers_cut_off_total", cutStalled)
+			stalledGone.Store(true)
+		}
+	}
+	w.ended.Store(&noteStalledEnd)
+
+	// The fast reader counts MODIFIED events and their JSON bytes. The write
+	// timeout runs by the wall clock over a batch's encoding and writing, so
+	// a saturated machine can hold any watcher's batch past it. Once the
+	// stalled watcher is cut off, such a cut-off cannot be its doing: the
+	// fast reader resumes from the last version it saw, as an informer does.
+	// Any other end of its stream fails the test.
+	fastStreams := &streamEnds{}
+	fastClient := kubernetes.NewForConfigOrDie(&rest.Config{Host: w.URL(), QPS: -1, WrapTransport: fastStreams.wrap})
+	fastCtx, stopFast := context.WithCancel(t.Context())
+	defer stopFast()
+	fast, err := fastClient.DiscoveryV1().EndpointSlices(ns).Watch(fastCtx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fastEvents, fastBytes, fastCuts atomic.Int64
+	fastEnded := make(chan string, 1)
+	go func(fw watch.Interface) {
+		rv := list.ResourceVersion
+		for {
+			for ev := range fw.ResultChan() {
+				if ev.Type != watch.Modified {
+					fw.Stop()
+					fastEnded <- fmt.Sprintf("unexpected %s event: %v", ev.Type, ev.Object)
+					return
+				}
+				rv = ev.Object.(*discoveryv1.EndpointSlice).ResourceVersion
+				b, _ := json.Marshal(ev.Object)
+				fastBytes.Add(int64(len(b)))
+				fastEvents.Add(1)
+			}
+			switch end := fastStreams.lastEnd(); {
+			case fastCtx.Err() != nil:
+				return
+			case end == io.EOF:
+				fastEnded <- "the wrapper ended the stream (it asked for no timeoutSeconds)"
+				return
+			case !stalledGone.Load():
+				fastEnded <- fmt.Sprintf("the stream broke (%v) while the stalled watcher was served", end)
+				return
+			}
+			fastCuts.Add(1)
+			var err error
+			if fw, err = fastClient.DiscoveryV1().EndpointSlices(ns).Watch(fastCtx, metav1.ListOptions{ResourceVersion: rv}); err != nil {
+				fastEnded <- fmt.Sprintf("watching again from %s: %v", rv, err)
+				return
+			}
+		}
+	}(fast)
+	// The stalled watcher never reads its result channel, so client-go stops
+	// reading the body after one event.
+	stalledCfg := tinyReceiveBufferConfig(w.URL())
+	stalledCfg.UserAgent = stalledAgent
+	stalled, err := kubernetes.NewForConfigOrDie(stalledCfg).DiscoveryV1().EndpointSlices(ns).Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Stop()
 
 	units := []string{"nodeunit1", "nodeunit2"}
 	for k := range relabels {
@@ -779,7 +849,7 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 		eventually(t, fmt.Sprintf("relabel %d reaches the fast reader", k), 60*time.Second, func(context.Context) (bool, error) {
 			select {
 			case why := <-fastEnded:
-				t.Fatalf("fast reader after %d events: %s", fastEvents.Load(), why)
+				t.Fatalf("fast reader after %d events: %s (%s)", fastEvents.Load(), why, cutOffs())
 			default:
 			}
 			return fastEvents.Load() >= int64(slicesN*(k+1)), nil
@@ -793,32 +863,35 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 		t.Fatalf("the burst was %d bytes, less than the %d the stalled client's buffers could hold: the test proves nothing", b, need)
 	}
 	eventually(t, "the stalled watcher is cut off", 60*time.Second, func(context.Context) (bool, error) {
-		if metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled) >= stalledBefore+1 {
+		if stalledGone.Load() {
 			return true, nil
 		}
-		return false, fmt.Errorf("cut off: %v stalled, %v behind; %d open watches of endpointslices",
-			metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled)-stalledBefore,
-			metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutBehind)-behindBefore, w.openWatches("endpointslices"))
+		return false, errors.New(cutOffs())
 	})
-	if d := metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled) - stalledBefore; d != 1 {
-		t.Fatalf("%v watchers were cut off for not reading, want 1 (the stalled one); open watches of endpointslices: %d", d, w.openWatches("endpointslices"))
+	if d := cutByStalledEnd - stalledBefore; d != 1 {
+		t.Fatalf("%v watchers were cut off for not reading by the time the stalled one was, want 1 (it)", d)
 	}
 	if d := metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutBehind) - behindBefore; d != 0 {
 		t.Fatalf("%v watchers fell behind the event log", d)
 	}
-	// Only the stalled watch ended before its time: no informer's watch was
-	// cut off or relisted. An informer's watch of EndpointSlices may have
-	// run out its timeoutSeconds (5-10 minutes) when the burst took long on
-	// a loaded machine; requests_total counts it when it ends, and its
-	// informer watches again, which is not counted.
+	// No informer relisted, and every watch that ended before its time was
+	// cut off by the write timeout: the stalled one, then any whose batch a
+	// loaded machine held past it, which resumed. An informer's watch of
+	// EndpointSlices may have run out its timeoutSeconds (5-10 minutes)
+	// when the burst took long on a loaded machine; requests_total counts
+	// it when it ends, and its informer watches again, which is not counted.
+	cut := metricValue(t, "application_grid_wrapper_watchers_cut_off_total", cutStalled) - stalledBefore
 	ranOut := float64(w.watchesRanOut("endpointslices") - ranOutBefore)
-	if lists, watches := requests("list")-listsBefore, requests("watch")-watchesBefore-ranOut; lists != 0 || watches != 1 {
-		t.Fatalf("during the burst: %v lists and %v watches ended before their timeout (%v more ran out), want 0 and 1 (the stalled one)", lists, watches, ranOut)
+	if lists, watches := requests("list")-listsBefore, requests("watch")-watchesBefore-ranOut; lists != 0 || watches != cut {
+		t.Fatalf("during the burst: %v lists and %v watches ended before their timeout (%v more ran out), want 0 and the %v cut off for not reading", lists, watches, ranOut, cut)
 	}
 	select {
 	case why := <-fastEnded:
-		t.Fatalf("fast reader: %s", why)
+		t.Fatalf("fast reader: %s (%s)", why, cutOffs())
 	default:
+	}
+	if cut > 1 {
+		t.Logf("after the stalled watcher, %v watches (%d of them the fast reader's) ran past the write timeout on a loaded machine and resumed", cut-1, fastCuts.Load())
 	}
 	// The stalled client reads what its buffers held, then the stream ends.
 	got := 0
@@ -833,6 +906,60 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	relisted := startInformersWith(t, stalledCfg, "node1")
 	infs = append(infs, relisted)
 	converge("the cut-off client relists and converges")
+}
+
+// streamEnds wraps a client's transport to record how the last of its
+// response bodies ended, which client-go's watch hides: io.EOF when the
+// server ended it, another error when its connection was cut mid-body,
+// errClosedByClient when the client closed it first.
+type streamEnds struct {
+	mu  sync.Mutex
+	end error
+}
+
+var errClosedByClient = errors.New("closed by the client")
+
+func (e *streamEnds) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			resp.Body = &endBody{ReadCloser: resp.Body, streams: e}
+		}
+		return resp, err
+	})
+}
+
+func (e *streamEnds) ended(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.end = err
+}
+
+// lastEnd returns how the last body that ended did.
+func (e *streamEnds) lastEnd() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.end
+}
+
+// endBody is a response body that reports its end to streams once.
+type endBody struct {
+	io.ReadCloser
+	streams *streamEnds
+	once    sync.Once
+}
+
+func (b *endBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(func() { b.streams.ended(err) })
+	}
+	return n, err
+}
+
+func (b *endBody) Close() error {
+	b.once.Do(func() { b.streams.ended(errClosedByClient) })
+	return b.ReadCloser.Close()
 }
 
 func nodes3(j int) string { return fmt.Sprintf("node%d", j%3) }

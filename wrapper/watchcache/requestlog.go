@@ -54,10 +54,13 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 	return r.ResponseWriter.Write(b)
 }
 
-func (r *statusRecorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+// FlushError keeps a failed flush an error: http.ResponseController takes a
+// Flusher's Flush before Unwrap, and a watch cut off at its write deadline
+// while flushing would look written.
+func (r *statusRecorder) FlushError() error {
+	return http.NewResponseController(r.ResponseWriter).Flush()
 }
+
+func (r *statusRecorder) Flush() { _ = r.FlushError() }
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
