@@ -88,7 +88,9 @@ func TestWatchEndsWhileWriteBlocked(t *testing.T) {
 			defer ts.Close()
 			url := ts.URL + "/api/v1/services?watch=1"
 			if !tc.cancel {
-				url += "&timeoutSeconds=5"
+				// Longer than the burst takes: under -race on a loaded
+				// 2-core machine it took over 5 s (a .ci/run of 71210a0).
+				url += "&timeoutSeconds=20"
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
