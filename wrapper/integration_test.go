@@ -39,6 +39,7 @@ import (
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
 	"github.com/servicegroup/servicegroup/wrapper"
+	"github.com/servicegroup/servicegroup/wrapper/internal/statusrecorder"
 )
 
 const (
@@ -148,36 +149,6 @@ func (w *runningWrapper) answered() []string {
 	return slices.Clone(w.answers)
 }
 
-// codeRecorder remembers the status code a handler answered with; Unwrap
-// keeps http.ResponseController (flushes, write deadlines) working.
-type codeRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (r *codeRecorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *codeRecorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-// FlushError keeps the wrapper's failed flushes errors (statusRecorder's).
-func (r *codeRecorder) FlushError() error {
-	return http.NewResponseController(r.ResponseWriter).Flush()
-}
-
-func (r *codeRecorder) Flush() { _ = r.FlushError() }
-
-func (r *codeRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
 func (w *runningWrapper) URL() string { return "http://" + w.addr }
 
 // Stop ends the wrapper as its binary does: no new connection is accepted
@@ -221,7 +192,7 @@ func startWrapper(t testing.TB, cp *controlplane.ControlPlane, node, addr string
 		w.started.Add(1)
 		w.mu.Unlock()
 		start := time.Now()
-		code := &codeRecorder{ResponseWriter: rw}
+		code := &statusrecorder.Recorder{ResponseWriter: rw}
 		w.watching.serve(resource, handler, code, req)
 		took := time.Since(start)
 		w.mu.Lock()
@@ -231,7 +202,7 @@ func startWrapper(t testing.TB, cp *controlplane.ControlPlane, node, addr string
 			}
 			w.ranOut[resource]++
 		}
-		w.answers = append(w.answers, fmt.Sprintf("%d after %s %s %s", code.code, took.Round(time.Millisecond), req.Method, req.RequestURI))
+		w.answers = append(w.answers, fmt.Sprintf("%d after %s %s %s", code.Code, took.Round(time.Millisecond), req.Method, req.RequestURI))
 		w.mu.Unlock()
 		if f := w.ended.Load(); f != nil {
 			(*f)(req)
