@@ -2,9 +2,11 @@ package realnode
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,10 +55,17 @@ func requireFreeDisk(dir string, need uint64) error {
 	return nil
 }
 
+// keptTextSize is how much of one text file a failed run's directory keeps:
+// a larger one keeps its first and last halves. A node's kubelet log passes
+// it in a long run; its start says how the node came up and its end what the
+// node did when the run failed.
+const keptTextSize = 1 << 20
+
 // pruneToLogs removes from a failed run's directory every file that is not a
-// small text file: what is kept is what the failure is read from. A directory
-// with anything still mounted under it is left whole: a bind mount would let
-// the walk reach host files.
+// text file, and cuts each text file larger than keptTextSize to its ends:
+// what is kept is what the failure is read from. A directory with anything
+// still mounted under it is left whole: a bind mount would let the walk reach
+// host files.
 func pruneToLogs(dir string) bool {
 	if mounted(dir) {
 		return false
@@ -67,8 +76,10 @@ func pruneToLogs(dir string) bool {
 			return nil
 		}
 		info, err := d.Info()
-		if err == nil && info.Mode().IsRegular() && info.Size() <= 1<<20 && keep[strings.ToLower(filepath.Ext(path))] {
-			return nil
+		if err == nil && info.Mode().IsRegular() && keep[strings.ToLower(filepath.Ext(path))] {
+			if info.Size() <= keptTextSize || keepEnds(path, info.Size(), keptTextSize) == nil {
+				return nil
+			}
 		}
 		_ = os.Remove(path)
 		return nil
@@ -85,6 +96,32 @@ func pruneToLogs(dir string) bool {
 		_ = os.Remove(dirs[i])
 	}
 	return true
+}
+
+// keepEnds rewrites the file at path, size bytes long, to its first and last
+// keep/2 bytes with a line between them saying how many were cut.
+func keepEnds(path string, size, keep int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	half := keep / 2
+	head := make([]byte, half)
+	if _, err := io.ReadFull(f, head); err != nil {
+		return err
+	}
+	tail := make([]byte, half)
+	if _, err := f.ReadAt(tail, size-half); err != nil {
+		return err
+	}
+	tmp := path + ".ends"
+	cut := fmt.Sprintf("\n[... %d bytes cut by the real-node test: the first and last %d of %d kept ...]\n", size-2*half, half, size)
+	if err := os.WriteFile(tmp, slices.Concat(head, []byte(cut), tail), 0o644); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // mounted tells whether any mount point lies under dir.
