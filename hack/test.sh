@@ -41,9 +41,11 @@
 #   TEST_PARALLEL  tests of one package run at once (go test -parallel) in
 #                the go tests with -race (default 4; go test's default is
 #                GOMAXPROCS, 2 here); a TEST_FLAGS -parallel wins
-#   NORACE_AFTER  non-empty (the default, "others"): the race-free go test
-#                starts once the go test with -race has ended; empty: both
-#                from the start, side by side
+#   NORACE_AFTER  non-empty ("others"): the race-free go test starts once
+#                the go test with -race has ended; empty: both from the start,
+#                side by side; unset (the default): side by side on a machine
+#                whose cores do the work of `cpuacct speed` within
+#                SIDE_BY_SIDE_MS CPU-milliseconds (default 900), else apart
 #   OTHERS_NICE  the niceness of the go test with -race (default 10, below the
 #                race-free one's, whose test/realnode counts every DNS query
 #                its real nodes' clients lose)
@@ -119,8 +121,8 @@ TEST_PARALLEL=${TEST_PARALLEL:-4}
 # them). test/realnode mostly waits on its cluster; the race tests take
 # what it leaves, and their waits are bounded for a loaded machine
 # (testwait.Floor).
-# One lane after the other: on the 2-core machine CI runs on now, whose
-# cores do about a quarter of the work of the one the lanes were set side
+# One lane after the other on a slow machine: on the 2-core machine CI ran
+# on on 2026-12-02, whose cores do about a quarter of the work of the one the lanes were set side
 # by side on (a warm run: 87 CPU-minutes, 21 before), the two lanes side
 # by side kept both cores busy for the whole run, and the tests with -race
 # waited seconds to minutes for the CPU behind test/realnode (1.2 cores on
@@ -132,7 +134,12 @@ TEST_PARALLEL=${TEST_PARALLEL:-4}
 # 48m15s and 89.8, test/e2e 469 s of wall (1,368 s beside), wrapper 693 s
 # (1,863 s), test/realnode 1,210 s (1,598 s), and only one test failed
 # (since mended), none of the five.
-NORACE_AFTER=${NORACE_AFTER-others}
+# Side by side on a quick one: there its cores keep up with both lanes,
+# and apart the race-free go test only adds its length to the run's end
+# (a .ci/run of 4cc88c8 from empty caches: test/realnode, 730 s, started
+# 1,755 s into the tests, after the race go test). The machine's speed
+# decides (see below, after cpuacct is built) unless NORACE_AFTER is set.
+SIDE_BY_SIDE_MS=${SIDE_BY_SIDE_MS:-900}
 OTHERS_NICE=${OTHERS_NICE:-10}
 SIDE_AFTER=${SIDE_AFTER-./controller/}
 TEST_OUT=${TEST_OUT:-bin/test}
@@ -157,6 +164,23 @@ trap 'kill "$older_bins" "$monitoring" 2>/dev/null || true' EXIT
 CGO_ENABLED=0 go build -trimpath -o "$out/cpuacct" ./hack/cpuacct
 CGO_ENABLED=0 go build -trimpath -o "$out/testfailures" ./hack/testfailures
 rm -f "$records" "$CPUACCT_COMPONENTS"
+
+# The lanes apart or side by side, by how much a core of this machine does:
+# the CPU time of a fixed piece of work (cpuacct speed), which the load
+# hardly moves. The quick 2-core machine (warm make test side by side in 14
+# minutes) does it in about 600 ms; the slow one's builds took 2.2-2.8
+# times the CPU of the same builds there (hack/k8s-bins.sh 1,926 and 870
+# CPU-seconds, the older releases 2,324 and 845).
+if [ -z "${NORACE_AFTER+set}" ]; then
+	speed_ms=$("$out/cpuacct" speed)
+	if [ "$speed_ms" -le "$SIDE_BY_SIDE_MS" ]; then
+		NORACE_AFTER=
+		echo ">> this machine did cpuacct's fixed work in $speed_ms CPU-ms (at most SIDE_BY_SIDE_MS=$SIDE_BY_SIDE_MS): the race-free go test runs beside the race one"
+	else
+		NORACE_AFTER=others
+		echo ">> this machine did cpuacct's fixed work in $speed_ms CPU-ms (more than SIDE_BY_SIDE_MS=$SIDE_BY_SIDE_MS): the race-free go test starts once the race one has ended"
+	fi
+fi
 
 # The packages, in the order given; those without -race apart.
 # shellcheck disable=SC2086 # word splitting of the package list is wanted

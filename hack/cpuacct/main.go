@@ -13,12 +13,18 @@
 // time of the calling script and of everything it waited for; --components
 // adds the real components the tests started (etcd, kube-apiserver, ...),
 // by program and by package, from the records test/controlplane appends.
+//
+//	cpuacct speed
+//
+// does a fixed piece of work and prints the CPU milliseconds it took
+// (cpuacct.MeasureSpeed): how much a core of this machine does.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/servicegroup/servicegroup/internal/cpuacct"
 )
@@ -36,6 +42,11 @@ func main() {
 		}
 	case "report":
 		err = reportCmd(os.Args[2:])
+	case "speed":
+		var d time.Duration
+		if d, err = cpuacct.MeasureSpeed(); err == nil {
+			fmt.Println(d.Milliseconds())
+		}
 	default:
 		usage()
 	}
@@ -46,7 +57,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: cpuacct exec --records FILE CMD [ARG...] | cpuacct report --records FILE [--events FILE] [--whole] [--components FILE] [--top N]")
+	fmt.Fprintln(os.Stderr, "usage: cpuacct exec --records FILE CMD [ARG...] | cpuacct report --records FILE [--events FILE] [--whole] [--components FILE] [--top N] | cpuacct speed")
 	os.Exit(2)
 }
 
