@@ -45,7 +45,7 @@
 #                the go test with -race has ended; empty: both from the start,
 #                side by side; unset (the default): side by side on a machine
 #                whose cores do the work of `cpuacct speed` within
-#                SIDE_BY_SIDE_MS CPU-milliseconds (default 900), else apart
+#                SIDE_BY_SIDE_MS CPU-milliseconds (default 800), else apart
 #   OTHERS_NICE  the niceness of the go test with -race (default 10, below the
 #                race-free one's, whose test/realnode counts every DNS query
 #                its real nodes' clients lose)
@@ -139,7 +139,7 @@ TEST_PARALLEL=${TEST_PARALLEL:-4}
 # (a .ci/run of 4cc88c8 from empty caches: test/realnode, 730 s, started
 # 1,755 s into the tests, after the race go test). The machine's speed
 # decides (see below, after cpuacct is built) unless NORACE_AFTER is set.
-SIDE_BY_SIDE_MS=${SIDE_BY_SIDE_MS:-900}
+SIDE_BY_SIDE_MS=${SIDE_BY_SIDE_MS:-800}
 OTHERS_NICE=${OTHERS_NICE:-10}
 SIDE_AFTER=${SIDE_AFTER-./controller/}
 TEST_OUT=${TEST_OUT:-bin/test}
@@ -166,11 +166,14 @@ CGO_ENABLED=0 go build -trimpath -o "$out/testfailures" ./hack/testfailures
 rm -f "$records" "$CPUACCT_COMPONENTS"
 
 # The lanes apart or side by side, by how much a core of this machine does:
-# the CPU time of a fixed piece of work (cpuacct speed), which the load
-# hardly moves. The quick 2-core machine (warm make test side by side in 14
-# minutes) does it in about 600 ms; the slow one's builds took 2.2-2.8
-# times the CPU of the same builds there (hack/k8s-bins.sh 1,926 and 870
-# CPU-seconds, the older releases 2,324 and 845).
+# the CPU time of a fixed piece of work (cpuacct speed), which load moves
+# less than wall time. The quicker 2-core machine did it in 492 ms quiet
+# and 583-711 ms at a load of 8 (a warm make test run beside it); the slow
+# one's builds took 2.2-2.8 times the CPU of the same builds there, their
+# user time alone 1.9 times (hack/k8s-bins.sh 1,926 and 870 CPU-seconds,
+# 1,414 and 741 user; the older releases 2,324 and 845). A quick machine
+# taken for a slow one runs the lanes apart, which costs time, not a
+# failure; hence a threshold nearer the quick machine's figure.
 if [ -z "${NORACE_AFTER+set}" ]; then
 	speed_ms=$("$out/cpuacct" speed)
 	if [ "$speed_ms" -le "$SIDE_BY_SIDE_MS" ]; then

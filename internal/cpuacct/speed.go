@@ -11,11 +11,11 @@ import (
 // MeasureSpeed does a fixed piece of work shaped like the suite's (maps and
 // strings made and collected by Go's runtime, memory taken fresh from the
 // kernel and given back, a sort) three times and returns the least CPU time
-// (user+sys) one of them took. CPU time hardly moves with the machine's
-// load, so the figure says how much work a core of this machine does: about
-// 0.6 CPU-seconds on the 2-core machine whose warm `make test` ran its two
-// go tests side by side in 14 minutes. hack/test.sh reads it to choose
-// whether they run side by side.
+// (user+sys) one of them took. CPU time moves with the machine's load far
+// less than wall time, so the figure says how much work a core of this
+// machine does: 0.5 CPU-seconds quiet, 0.6-0.7 at a load of 8, on the
+// 2-core machine whose warm `make test` runs its two go tests side by side
+// in about 15 minutes. hack/test.sh reads it to choose whether they do.
 func MeasureSpeed() (time.Duration, error) {
 	best := time.Duration(0)
 	for range 3 {
