@@ -41,11 +41,11 @@
 #   TEST_PARALLEL  tests of one package run at once (go test -parallel) in
 #                the go tests with -race (default 4; go test's default is
 #                GOMAXPROCS, 2 here); a TEST_FLAGS -parallel wins
-#   NORACE_AFTER  non-empty ("others"): the race-free go test starts once
+#   NORACE_AFTER  "others" (the default): the race-free go test starts once
 #                the go test with -race has ended; empty: both from the start,
-#                side by side; unset (the default): side by side on a machine
-#                whose cores do the work of `cpuacct speed` within
-#                SIDE_BY_SIDE_MS CPU-milliseconds (default 800), else apart
+#                side by side; "speed": side by side on a machine whose cores
+#                do the work of `cpuacct speed` within SIDE_BY_SIDE_MS
+#                CPU-milliseconds (default 800), else apart
 #   OTHERS_NICE  the niceness of the go test with -race (default 10, below the
 #                race-free one's, whose test/realnode counts every DNS query
 #                its real nodes' clients lose)
@@ -137,8 +137,13 @@ TEST_PARALLEL=${TEST_PARALLEL:-4}
 # Side by side on a quick one: there its cores keep up with both lanes,
 # and apart the race-free go test only adds its length to the run's end
 # (a .ci/run of 4cc88c8 from empty caches: test/realnode, 730 s, started
-# 1,755 s into the tests, after the race go test). The machine's speed
-# decides (see below, after cpuacct is built) unless NORACE_AFTER is set.
+# 1,755 s into the tests, after the race go test). NORACE_AFTER=speed lets
+# the machine's speed decide (see below, after cpuacct is built). It is not
+# the default yet: side by side, TestRealNodes lost a Service request in the
+# kube-proxy handover of install-node (1 of 2 warm runs on the quick machine
+# on 2026-12-03, the SYN sent three times unanswered), the loss seen before
+# in side-by-side runs and not understood; apart it has not been seen.
+NORACE_AFTER=${NORACE_AFTER-others}
 SIDE_BY_SIDE_MS=${SIDE_BY_SIDE_MS:-800}
 OTHERS_NICE=${OTHERS_NICE:-10}
 SIDE_AFTER=${SIDE_AFTER-./controller/}
@@ -165,7 +170,7 @@ CGO_ENABLED=0 go build -trimpath -o "$out/cpuacct" ./hack/cpuacct
 CGO_ENABLED=0 go build -trimpath -o "$out/testfailures" ./hack/testfailures
 rm -f "$records" "$CPUACCT_COMPONENTS"
 
-# The lanes apart or side by side, by how much a core of this machine does:
+# NORACE_AFTER=speed: the lanes apart or side by side, by how much a core of this machine does:
 # the CPU time of a fixed piece of work (cpuacct speed), which load moves
 # less than wall time. The quicker 2-core machine did it in 492 ms quiet
 # and 583-711 ms at a load of 8 (a warm make test run beside it); the slow
@@ -174,7 +179,7 @@ rm -f "$records" "$CPUACCT_COMPONENTS"
 # 1,414 and 741 user; the older releases 2,324 and 845). A quick machine
 # taken for a slow one runs the lanes apart, which costs time, not a
 # failure; hence a threshold nearer the quick machine's figure.
-if [ -z "${NORACE_AFTER+set}" ]; then
+if [ "$NORACE_AFTER" = speed ]; then
 	speed_ms=$("$out/cpuacct" speed)
 	if [ "$speed_ms" -le "$SIDE_BY_SIDE_MS" ]; then
 		NORACE_AFTER=
