@@ -121,9 +121,10 @@ TEST_PARALLEL=${TEST_PARALLEL:-4}
 # them). test/realnode mostly waits on its cluster; the race tests take
 # what it leaves, and their waits are bounded for a loaded machine
 # (testwait.Floor).
-# One lane after the other on a slow machine: on the 2-core machine CI ran
-# on on 2026-12-02, whose cores do about a quarter of the work of the one the lanes were set side
-# by side on (a warm run: 87 CPU-minutes, 21 before), the two lanes side
+# One lane after the other on a slow machine: on the 2-core machine CI
+# ran on on 2026-12-02, whose cores do about a quarter of the work of the
+# one the lanes were set side by side on (a warm run: 87 CPU-minutes, 21
+# before), the two lanes side
 # by side kept both cores busy for the whole run, and the tests with -race
 # waited seconds to minutes for the CPU behind test/realnode (1.2 cores on
 # average, its pods out of nice's reach). In the CI of 3f30e53 an e2e
@@ -170,9 +171,9 @@ CGO_ENABLED=0 go build -trimpath -o "$out/cpuacct" ./hack/cpuacct
 CGO_ENABLED=0 go build -trimpath -o "$out/testfailures" ./hack/testfailures
 rm -f "$records" "$CPUACCT_COMPONENTS"
 
-# NORACE_AFTER=speed: the lanes apart or side by side, by how much a core of this machine does:
-# the CPU time of a fixed piece of work (cpuacct speed), which load moves
-# less than wall time. The quicker 2-core machine did it in 492 ms quiet
+# NORACE_AFTER=speed: the lanes apart or side by side, by how much a core
+# of this machine does: the CPU time of a fixed piece of work (cpuacct
+# speed), which load moves less than wall time. The quicker 2-core machine did it in 492 ms quiet
 # and 583-711 ms at a load of 8 (a warm make test run beside it); the slow
 # one's builds took 2.2-2.8 times the CPU of the same builds there, their
 # user time alone 1.9 times (hack/k8s-bins.sh 1,926 and 870 CPU-seconds,
