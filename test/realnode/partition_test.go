@@ -627,6 +627,10 @@ type deadNodeStep struct {
 	// For doctor: the admin's kubeconfig and the edge nodes.
 	kubeconfig string
 	edgeNodes  []string
+	// trail: from the pods' replacement to the window's end, what the
+	// caller's kube-proxy programmed for the ServiceGrid and the data
+	// planes' lives and logs, for a failed window's report.
+	trail string
 }
 
 // outOfServiceTaint is kubectl taint's spelling of Kubernetes' taint for
@@ -704,6 +708,29 @@ func (d *deadNodeStep) run() (dying, after window) {
 		t.Fatal(err)
 	}
 	expectDoctor(ctx, t, d.kubeconfig, d.edgeNodes, "the dead node deleted", placement...)
+	svc, err := d.client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := followRules(ctx, d.callerNode.Net.NS, "default", gridService, svc.Spec.ClusterIP)
+	var planes []*podTrail
+	for _, f := range []struct{ namespace, selector string }{
+		{"edge-system", "app.kubernetes.io/name=application-grid-wrapper"},
+		{"kube-system", "app.kubernetes.io/name=kube-proxy-edge"},
+	} {
+		trail, err := followPods(ctx, d.client, f.namespace, f.selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		planes = append(planes, trail)
+	}
+	defer func() {
+		d.trail = fmt.Sprintf("%s's kube-proxy rules for %s (cluster IP %s):\n%s\nthe wrappers and kube-proxy-edge pods (times seen by the test; log lines with the kubelet's):",
+			d.callerNode.Name, gridService, svc.Spec.ClusterIP, rules.stop())
+		for _, trail := range planes {
+			d.trail += "\n" + trail.stop()
+		}
+	}()
 	// A pod Ready in the API reaches a node's rules through the
 	// EndpointSlice controller, the wrapper and kube-proxy's next sync;
 	// where every pod of the nodeunit was replaced, the rules reject the
@@ -718,10 +745,6 @@ func (d *deadNodeStep) run() (dying, after window) {
 	moved := d.movedGridPods(pods)
 	d.resolvingMoved(moved)
 	after = window{name: "after the node died", start: time.Now(), movedGrid: moved}
-	svc, err := d.client.CoreV1().Services("default").Get(ctx, gridService, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	got, err := curlPods(ctx, d.op, d.caller, "http://"+svc.Spec.ClusterIP+":80/", requests)
 	if err != nil {
 		t.Fatal(err)

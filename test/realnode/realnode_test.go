@@ -907,6 +907,9 @@ func TestRealNodes(t *testing.T) {
 		}
 		t.Logf("traffic while %s died:\n%s", deadNode, table)
 		reportTraffic(siteClients, []window{after})
+		if t.Failed() {
+			t.Logf("while %s's pods were replaced and after:\n%s", deadNode, d.trail)
+		}
 		if err := cp.RestartControllerManager(ctx, controllerManagerArgs()); err != nil {
 			t.Fatal(err)
 		}
