@@ -627,7 +627,7 @@ type deadNodeStep struct {
 	// For doctor: the admin's kubeconfig and the edge nodes.
 	kubeconfig string
 	edgeNodes  []string
-	// trail: from the pods' replacement to the window's end, what the
+	// trail: from the dead node's deletion to the window's end, what the
 	// caller's kube-proxy programmed for the ServiceGrid and the data
 	// planes' lives and logs, for a failed window's report.
 	trail string
