@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -110,4 +112,58 @@ func linkDrops(js []byte) []string {
 		}
 	}
 	return out
+}
+
+// unansweredFlow matches a failure detail of the prober's whose SYNs went
+// unanswered (probe/trace.go): its local address names the flow.
+var unansweredFlow = regexp.MustCompile(`from=(\d+\.\d+\.\d+\.\d+):(\d+) tcp=SYN_SENT`)
+
+// unansweredFlows: the client address and port of each failure whose SYNs
+// went unanswered, in order, once each.
+func unansweredFlows(failures []string) [][2]string {
+	var out [][2]string
+	for _, f := range failures {
+		if m := unansweredFlow.FindStringSubmatch(f); m != nil && !slices.Contains(out, [2]string{m[1], m[2]}) {
+			out = append(out, [2]string{m[1], m[2]})
+		}
+	}
+	return out
+}
+
+// conntrackFlows: for each flow whose SYNs went unanswered, the conntrack
+// entries every namespace still holds for it (`conntrack -L`): which pod
+// the client's node sent it to, and how far it got (an entry on the pod's
+// node means the SYN arrived there). An unanswered SYN's entry lasts 120 s
+// after its last retransmission, so an older flow may be gone everywhere.
+func conntrackFlows(ctx context.Context, nodes []*Node, hub *harness.NetNS, flows [][2]string) string {
+	type namespace struct {
+		name string
+		ns   *harness.NetNS
+	}
+	nss := []namespace{{"fabric hub", hub}}
+	for _, n := range nodes {
+		nss = append(nss, namespace{n.Name, n.Net.NS})
+	}
+	var b strings.Builder
+	for _, f := range flows {
+		fmt.Fprintf(&b, "  from %s:%s:\n", f[0], f[1])
+		for _, n := range nss {
+			out, err := n.ns.Run(ctx, "conntrack", "-L", "-p", "tcp", "--orig-src", f[0], "--sport", f[1])
+			var lines []string // the entries, without conntrack's count of them
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				if l != "" && !strings.HasPrefix(l, "conntrack v") {
+					lines = append(lines, l)
+				}
+			}
+			entries := strings.Join(lines, "\n")
+			switch {
+			case err != nil && entries == "":
+				entries = err.Error()
+			case entries == "":
+				entries = "none"
+			}
+			fmt.Fprintf(&b, "    %s: %s\n", n.name, strings.ReplaceAll(entries, "\n", "\n      "))
+		}
+	}
+	return b.String()
 }

@@ -26,3 +26,18 @@ func TestLinkDrops(t *testing.T) {
 		t.Errorf("linkDrops = %q, want %q", got, want)
 	}
 }
+
+func TestUnansweredFlows(t *testing.T) {
+	failures := []string{
+		`13:44:04.035 error=Get "http://10.96.44.158/": context deadline exceeded (Client.Timeout exceeded while awaiting headers) connected=no from=10.244.2.2:50950 tcp=SYN_SENT syns=3`,
+		`13:44:05.100 error=Get "http://10.96.44.158/": dial tcp 10.96.44.158:80: connect: connection refused connected=no`,
+		`13:44:06.000 error=Get "http://10.96.44.158/": context deadline exceeded connected=1ms from=10.244.2.2:50960 wrote=2ms`,
+		`13:44:04.035 error=again connected=no from=10.244.2.2:50950 tcp=SYN_SENT syns=3`,
+		`13:44:09.000 error=timeout connected=no from=10.244.1.7:40000 tcp=SYN_SENT syns=2`,
+	}
+	got := unansweredFlows(failures)
+	want := [][2]string{{"10.244.2.2", "50950"}, {"10.244.1.7", "40000"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("unansweredFlows = %q, want %q", got, want)
+	}
+}

@@ -462,6 +462,16 @@ func TestRealNodes(t *testing.T) {
 		}
 		if len(lost) > 0 {
 			t.Logf("what the nodes' network namespaces counted as lost so far:\n%s", netCounters(ctx, nodes, fabric.Hub))
+			var failures []string
+			for _, w := range windows {
+				for _, r := range report[w.name] {
+					failures = append(failures, r["svc"].failures...)
+					failures = append(failures, r["gsvc"].failures...)
+				}
+			}
+			if flows := unansweredFlows(failures); len(flows) > 0 {
+				t.Logf("the conntrack entries of each request whose SYNs went unanswered, per namespace:\n%s", conntrackFlows(ctx, nodes, fabric.Hub, flows))
+			}
 		}
 		for _, l := range lost {
 			t.Error(l)
