@@ -22,20 +22,28 @@ import (
 // turned away (the others count lookups and entries).
 var conntrackLosses = []string{"invalid", "insert_failed", "drop", "early_drop", "icmp_error", "clashres", "search_restart"}
 
+// netNamespace is a network namespace of the test's, by the name a report
+// gives it.
+type netNamespace struct {
+	name string
+	ns   *harness.NetNS
+}
+
+// netNamespaces: the fabric's hub, then each node's.
+func netNamespaces(nodes []*Node, hub *harness.NetNS) []netNamespace {
+	nss := []netNamespace{{"fabric hub", hub}}
+	for _, n := range nodes {
+		nss = append(nss, netNamespace{n.Name, n.Net.NS})
+	}
+	return nss
+}
+
 // netCounters: per network namespace (the nodes', and the fabric's hub
 // bridging them), the non-zero loss counters so far, conntrack's summed
 // over the CPUs and each link's; "none" when all are zero.
 func netCounters(ctx context.Context, nodes []*Node, hub *harness.NetNS) string {
-	type namespace struct {
-		name string
-		ns   *harness.NetNS
-	}
-	nss := []namespace{{"fabric hub", hub}}
-	for _, n := range nodes {
-		nss = append(nss, namespace{n.Name, n.Net.NS})
-	}
 	var b strings.Builder
-	for _, n := range nss {
+	for _, n := range netNamespaces(nodes, hub) {
 		var found []string
 		out, err := n.ns.Run(ctx, "cat", "/proc/net/stat/nf_conntrack")
 		if err != nil {
@@ -136,18 +144,10 @@ func unansweredFlows(failures []string) [][2]string {
 // node means the SYN arrived there). An unanswered SYN's entry lasts 120 s
 // after its last retransmission, so an older flow may be gone everywhere.
 func conntrackFlows(ctx context.Context, nodes []*Node, hub *harness.NetNS, flows [][2]string) string {
-	type namespace struct {
-		name string
-		ns   *harness.NetNS
-	}
-	nss := []namespace{{"fabric hub", hub}}
-	for _, n := range nodes {
-		nss = append(nss, namespace{n.Name, n.Net.NS})
-	}
 	var b strings.Builder
 	for _, f := range flows {
 		fmt.Fprintf(&b, "  from %s:%s:\n", f[0], f[1])
-		for _, n := range nss {
+		for _, n := range netNamespaces(nodes, hub) {
 			out, err := n.ns.Run(ctx, "conntrack", "-L", "-p", "tcp", "--orig-src", f[0], "--sport", f[1])
 			var lines []string // the entries, without conntrack's count of them
 			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {

@@ -713,22 +713,22 @@ func (d *deadNodeStep) run() (dying, after window) {
 		t.Fatal(err)
 	}
 	rules := followRules(ctx, d.callerNode.Net.NS, "default", gridService, svc.Spec.ClusterIP)
-	var planes []*podTrail
+	var planes []*trail
 	for _, f := range []struct{ namespace, selector string }{
 		{"edge-system", "app.kubernetes.io/name=application-grid-wrapper"},
 		{"kube-system", "app.kubernetes.io/name=kube-proxy-edge"},
 	} {
-		trail, err := followPods(ctx, d.client, f.namespace, f.selector)
+		tr, err := followPods(ctx, d.client, f.namespace, f.selector)
 		if err != nil {
 			t.Fatal(err)
 		}
-		planes = append(planes, trail)
+		planes = append(planes, tr)
 	}
 	defer func() {
 		d.trail = fmt.Sprintf("%s's kube-proxy rules for %s (cluster IP %s):\n%s\nthe wrappers and kube-proxy-edge pods (times seen by the test; log lines with the kubelet's):",
 			d.callerNode.Name, gridService, svc.Spec.ClusterIP, rules.stop())
-		for _, trail := range planes {
-			d.trail += "\n" + trail.stop()
+		for _, tr := range planes {
+			d.trail += "\n" + tr.stop()
 		}
 	}()
 	// A pod Ready in the API reaches a node's rules through the

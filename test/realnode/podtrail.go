@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,21 +13,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// podTrail records, while a step runs, the life of the pods a selector
+// followPods records, while a step runs, the life of the pods a selector
 // matches (each change of phase, readiness, container start or end, deletion,
 // with the time it was seen) and the log of each one's containers, followed
 // from its start: the log of a pod the step deletes is gone with it
 // afterwards. It is kept for a failed step's report.
-type podTrail struct {
-	mu     sync.Mutex
-	lines  []string
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-func followPods(ctx context.Context, client kubernetes.Interface, namespace, selector string) (*podTrail, error) {
+func followPods(ctx context.Context, client kubernetes.Interface, namespace, selector string) (*trail, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	tr := &podTrail{cancel: cancel}
+	tr := &trail{cancel: cancel}
 	pods := client.CoreV1().Pods(namespace)
 	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
@@ -99,7 +91,7 @@ func podState(p *corev1.Pod) string {
 }
 
 // follow appends one container's log, each line with the kubelet's time.
-func (tr *podTrail) follow(ctx context.Context, client kubernetes.Interface, namespace, pod, container string) {
+func (tr *trail) follow(ctx context.Context, client kubernetes.Interface, namespace, pod, container string) {
 	rc, err := client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true, Timestamps: true}).Stream(ctx)
 	if err != nil {
 		tr.add(fmt.Sprintf("log of %s/%s: %v", pod, container, err))
@@ -113,19 +105,4 @@ func (tr *podTrail) follow(ctx context.Context, client kubernetes.Interface, nam
 	if ctx.Err() == nil {
 		tr.add(fmt.Sprintf("log of %s/%s ended (%v)", pod, container, sc.Err()))
 	}
-}
-
-func (tr *podTrail) add(line string) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	tr.lines = append(tr.lines, time.Now().UTC().Format("15:04:05.000")+" "+line)
-}
-
-// stop ends the recording and returns it.
-func (tr *podTrail) stop() string {
-	tr.cancel()
-	tr.wg.Wait()
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return strings.Join(tr.lines, "\n")
 }

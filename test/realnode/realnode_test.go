@@ -443,9 +443,12 @@ func TestRealNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("traffic during each step (failed of all attempts, longest time without a success):\n%s", table)
-		var lost []string // what each window and client lost
+		var lost []string     // what each window and client lost
+		var failures []string // the failed requests' details, for unansweredFlows
 		for _, w := range windows {
 			for c, r := range report[w.name] {
+				failures = append(failures, r["svc"].failures...)
+				failures = append(failures, r["gsvc"].failures...)
 				if r["svc"].failed > 0 {
 					lost = append(lost, fmt.Sprintf("%s: %s: %d of %d Service requests failed (at %s)", w.name, c, r["svc"].failed, r["svc"].attempts, strings.Join(r["svc"].failures, "; ")))
 				}
@@ -462,13 +465,6 @@ func TestRealNodes(t *testing.T) {
 		}
 		if len(lost) > 0 {
 			t.Logf("what the nodes' network namespaces counted as lost so far:\n%s", netCounters(ctx, nodes, fabric.Hub))
-			var failures []string
-			for _, w := range windows {
-				for _, r := range report[w.name] {
-					failures = append(failures, r["svc"].failures...)
-					failures = append(failures, r["gsvc"].failures...)
-				}
-			}
 			if flows := unansweredFlows(failures); len(flows) > 0 {
 				t.Logf("the conntrack entries of each request whose SYNs went unanswered, per namespace:\n%s", conntrackFlows(ctx, nodes, fabric.Hub, flows))
 			}
@@ -646,17 +642,17 @@ func TestRealNodes(t *testing.T) {
 		// The kube-proxies' lives and logs while each node hands over from
 		// the stock one to kube-proxy-edge: the stock pod's log is gone
 		// with it afterwards.
-		var trails []*podTrail
+		var trails []*trail
 		for _, selector := range []string{"k8s-app=kube-proxy", "app.kubernetes.io/name=kube-proxy-edge"} {
-			trail, err := followPods(ctx, client, "kube-system", selector)
+			tr, err := followPods(ctx, client, "kube-system", selector)
 			if err != nil {
 				t.Fatal(err)
 			}
-			trails = append(trails, trail)
+			trails = append(trails, tr)
 		}
 		defer func() {
-			for _, trail := range trails {
-				installTrail += trail.stop() + "\n"
+			for _, tr := range trails {
+				installTrail += tr.stop() + "\n"
 			}
 		}()
 		step("static-node-kube-proxy", "NODE="+staticNode)
@@ -746,11 +742,11 @@ func TestRealNodes(t *testing.T) {
 		}
 		t.Logf("make images (next):\n%s", lastLines(next.makeOut, 4))
 		nextChart := next.chart
-		trail, err := followPods(ctx, client, "edge-system", "app.kubernetes.io/name=coredns-gridhosts")
+		tr, err := followPods(ctx, client, "edge-system", "app.kubernetes.io/name=coredns-gridhosts")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer func() { upgradeTrail = trail.stop() }()
+		defer func() { upgradeTrail = tr.stop() }()
 		// The step's window lasts until the old node CoreDNS pods are gone:
 		// the rollout is done once the new ones are available, the old ones
 		// stop (lameduck, then their sockets close) after that.
