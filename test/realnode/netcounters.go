@@ -15,12 +15,22 @@ import (
 // What the kernel counted as lost in a node's network namespace, for a
 // step that lost a request or a query: a Service request whose connection
 // was never made went missing between the client and the pod (conntrack
-// refusing an entry, a link dropping), one made but unanswered points at
+// refusing an entry, a rule dropping it, no route, a link
+// dropping), one made but unanswered points at
 // the server instead (the prober's detail says which, probe/trace.go).
 
 // conntrackLosses are the conntrack statistics that count packets lost or
 // turned away (the others count lookups and entries).
 var conntrackLosses = []string{"invalid", "insert_failed", "drop", "early_drop", "icmp_error", "clashres", "search_restart"}
+
+// stackLosses are the counters of /proc/net/snmp and /proc/net/netstat
+// that count a packet the IP or TCP stack dropped or turned away: a full
+// listen queue, no route, a discard, an ICMP unreachable sent or received.
+var stackLosses = []string{
+	"Ip InDiscards", "Ip InAddrErrors", "Ip OutDiscards", "Ip OutNoRoutes", "IpExt InNoRoutes",
+	"Icmp InDestUnreachs", "Icmp OutDestUnreachs",
+	"TcpExt ListenOverflows", "TcpExt ListenDrops", "TcpExt TCPBacklogDrop", "TcpExt TCPReqQFullDrop",
+}
 
 // netNamespace is a network namespace of the test's, by the name a report
 // gives it.
@@ -39,8 +49,11 @@ func netNamespaces(nodes []*Node, hub *harness.NetNS) []netNamespace {
 }
 
 // netCounters: per network namespace (the nodes', and the fabric's hub
-// bridging them), the non-zero loss counters so far, conntrack's summed
-// over the CPUs and each link's; "none" when all are zero.
+// bridging them), the non-zero loss counters so far: conntrack's summed
+// over the CPUs, the IP and TCP stack's (discards, no route, full listen queues), the
+// packets each dropping or rejecting iptables rule matched and each link's
+// drops; "none" when all are zero. The pods' own namespaces (a listen
+// queue overflowing in a server) are not read.
 func netCounters(ctx context.Context, nodes []*Node, hub *harness.NetNS) string {
 	var b strings.Builder
 	for _, n := range netNamespaces(nodes, hub) {
@@ -50,6 +63,18 @@ func netCounters(ctx context.Context, nodes []*Node, hub *harness.NetNS) string 
 			found = append(found, "conntrack: "+err.Error())
 		} else {
 			found = append(found, conntrackCounters(out)...)
+		}
+		out, err = n.ns.Run(ctx, "cat", "/proc/net/snmp", "/proc/net/netstat")
+		if err != nil {
+			found = append(found, "stack: "+err.Error())
+		} else {
+			found = append(found, stackCounters(out)...)
+		}
+		out, err = n.ns.Run(ctx, "iptables-save", "-c")
+		if err != nil {
+			found = append(found, "iptables: "+err.Error())
+		} else {
+			found = append(found, ruleDrops(out)...)
 		}
 		out, err = n.ns.Run(ctx, "ip", "-j", "-s", "link", "show")
 		if err != nil {
@@ -88,6 +113,63 @@ func conntrackCounters(stat string) []string {
 			if name == want && sums[i] > 0 {
 				out = append(out, fmt.Sprintf("conntrack %s=%d", name, sums[i]))
 			}
+		}
+	}
+	return out
+}
+
+// stackCounters reads /proc/net/snmp and /proc/net/netstat (for each
+// group, a line of names, then one of values, each starting "<group>:")
+// and returns the non-zero stackLosses as "<group> <name>=<value>".
+func stackCounters(text string) []string {
+	values := map[string]string{}
+	var names []string // the last header line's names, with its group
+	for _, l := range strings.Split(text, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 || !strings.HasSuffix(f[0], ":") {
+			continue
+		}
+		group := strings.TrimSuffix(f[0], ":")
+		if _, err := strconv.ParseInt(f[1], 10, 64); err != nil {
+			names = append([]string{group}, f[1:]...)
+			continue
+		}
+		if len(names) == 0 || names[0] != group {
+			continue
+		}
+		for i, v := range f[1:] {
+			if i+1 < len(names) {
+				values[group+" "+names[i+1]] = v
+			}
+		}
+	}
+	var out []string
+	for _, c := range stackLosses {
+		if v, ok := values[c]; ok && v != "0" {
+			out = append(out, c+"="+v)
+		}
+	}
+	return out
+}
+
+// ruleDrop is a rule of `iptables-save -c` that drops or rejects, with the
+// packets it has matched: "[packets:bytes] -A CHAIN ... -j DROP|REJECT".
+var ruleDrop = regexp.MustCompile(`^\[(\d+):\d+\] (-A \S+ .*-j (?:DROP|REJECT)\b.*)$`)
+
+// ruleDrops reads `iptables-save -c` and returns each dropping or
+// rejecting rule that has matched a packet as "<table> <rule>: <n>
+// packets" (kube-proxy's drop of conntrack's INVALID packets, the REJECT of
+// a Service without endpoints, ...).
+func ruleDrops(save string) []string {
+	var out []string
+	table := ""
+	for _, l := range strings.Split(save, "\n") {
+		if strings.HasPrefix(l, "*") {
+			table = strings.TrimPrefix(l, "*")
+			continue
+		}
+		if m := ruleDrop.FindStringSubmatch(l); m != nil && m[1] != "0" {
+			out = append(out, fmt.Sprintf("%s %s: %s packets", table, m[2], m[1]))
 		}
 	}
 	return out
@@ -139,16 +221,19 @@ func unansweredFlows(failures []string) [][2]string {
 }
 
 // conntrackFlows: for each flow whose SYNs went unanswered, the conntrack
-// entries every namespace still holds for it (`conntrack -L`): which pod
-// the client's node sent it to, and how far it got (an entry on the pod's
-// node means the SYN arrived there). An unanswered SYN's entry lasts 120 s
-// after its last retransmission, so an older flow may be gone everywhere.
-func conntrackFlows(ctx context.Context, nodes []*Node, hub *harness.NetNS, flows [][2]string) string {
+// entries every namespace still holds for it (`conntrack -L`) and the new
+// flows it saw during the step (events, by namespace: followNewFlows),
+// both by the client's port, which the client's node keeps when it
+// masquerades: which pod the client's node sent it to, and how far it got
+// (an entry on the pod's node means the SYN arrived there). An unanswered
+// SYN's entry lasts 120 s after its last retransmission, so an older
+// flow's entries may be gone everywhere; its events stay.
+func conntrackFlows(ctx context.Context, nodes []*Node, hub *harness.NetNS, flows [][2]string, events map[string]string) string {
 	var b strings.Builder
 	for _, f := range flows {
 		fmt.Fprintf(&b, "  from %s:%s:\n", f[0], f[1])
 		for _, n := range netNamespaces(nodes, hub) {
-			out, err := n.ns.Run(ctx, "conntrack", "-L", "-p", "tcp", "--orig-src", f[0], "--sport", f[1])
+			out, err := n.ns.Run(ctx, "conntrack", "-L", "-p", "tcp", "--sport", f[1])
 			var lines []string // the entries, without conntrack's count of them
 			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 				if l != "" && !strings.HasPrefix(l, "conntrack v") {
@@ -163,6 +248,13 @@ func conntrackFlows(ctx context.Context, nodes []*Node, hub *harness.NetNS, flow
 				entries = "none"
 			}
 			fmt.Fprintf(&b, "    %s: %s\n", n.name, strings.ReplaceAll(entries, "\n", "\n      "))
+			if ev, ok := events[n.name]; ok {
+				seen := strings.Join(flowLines(ev, f[1]), "\n")
+				if seen == "" {
+					seen = "none"
+				}
+				fmt.Fprintf(&b, "    %s, new flows seen during the step: %s\n", n.name, strings.ReplaceAll(seen, "\n", "\n      "))
+			}
 		}
 	}
 	return b.String()

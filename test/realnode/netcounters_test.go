@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -39,5 +40,75 @@ func TestUnansweredFlows(t *testing.T) {
 	want := [][2]string{{"10.244.2.2", "50950"}, {"10.244.1.7", "40000"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("unansweredFlows = %q, want %q", got, want)
+	}
+}
+
+func TestEchoFlowEvent(t *testing.T) {
+	for _, c := range []struct {
+		line, want string
+		ok         bool
+	}{
+		{"[1796319045.653189]\t    [NEW] tcp      6 120 SYN_SENT src=10.244.2.2 dst=10.96.44.158 sport=50950 dport=80 [UNREPLIED] src=10.244.0.5 dst=10.0.0.3 sport=8080 dport=50950",
+			"kernel 17:30:45.653189 [NEW] tcp 6 120 SYN_SENT src=10.244.2.2 dst=10.96.44.158 sport=50950 dport=80 [UNREPLIED] src=10.244.0.5 dst=10.0.0.3 sport=8080 dport=50950", true},
+		{"[1796319045.000001]\t    [NEW] tcp      6 120 SYN_SENT src=10.0.0.3 dst=10.244.0.5 sport=50950 dport=8080 [UNREPLIED] src=10.244.0.5 dst=10.0.0.3 sport=8080 dport=50950",
+			"kernel 17:30:45.000001 [NEW] tcp 6 120 SYN_SENT src=10.0.0.3 dst=10.244.0.5 sport=50950 dport=8080 [UNREPLIED] src=10.244.0.5 dst=10.0.0.3 sport=8080 dport=50950", true},
+		// The apiserver's port, and a port only beginning like echoPort.
+		{"[1796319045.653189]\t    [NEW] tcp      6 120 SYN_SENT src=10.0.0.3 dst=10.0.0.1 sport=40000 dport=6443 [UNREPLIED] src=10.0.0.1 dst=10.0.0.3 sport=6443 dport=40000", "", false},
+		{"[1796319045.653189]\t    [NEW] tcp      6 120 SYN_SENT src=10.0.0.3 dst=10.0.0.1 sport=40000 dport=80801 [UNREPLIED] src=10.0.0.1 dst=10.0.0.3 sport=80801 dport=40000", "", false},
+		{"conntrack v1.4.7 (conntrack-tools): 1 flow events have been shown.", "", false},
+	} {
+		got, ok := echoFlowEvent(c.line)
+		if got != c.want || ok != c.ok {
+			t.Errorf("echoFlowEvent(%q) = %q, %v; want %q, %v", c.line, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestFlowLines(t *testing.T) {
+	trail := `17:30:45.700 kernel 17:30:45.653189 [NEW] tcp 6 120 SYN_SENT src=10.244.2.2 dst=10.96.44.158 sport=50950 dport=80 [UNREPLIED] src=10.244.0.5 dst=10.0.0.3 sport=8080 dport=50950
+17:30:45.800 kernel 17:30:45.750000 [NEW] tcp 6 120 SYN_SENT src=10.244.2.2 dst=10.96.44.158 sport=509501 dport=80 [UNREPLIED] src=10.244.0.5 dst=10.0.0.3 sport=8080 dport=509501
+17:30:45.900 kernel 17:30:45.850000 [NEW] tcp 6 120 SYN_SENT src=10.244.2.2 dst=10.96.44.158 sport=40000 dport=80 [UNREPLIED] src=10.244.0.5 dst=10.0.0.3 sport=8080 dport=50950`
+	got := flowLines(trail, "50950")
+	if len(got) != 1 || !strings.Contains(got[0], "sport=50950 dport=80") {
+		t.Errorf("flowLines = %q, want the first line alone", got)
+	}
+}
+
+func TestStackCounters(t *testing.T) {
+	text := `Ip: Forwarding DefaultTTL InReceives InHdrErrors InAddrErrors ForwDatagrams InUnknownProtos InDiscards InDelivers OutRequests OutDiscards OutNoRoutes
+Ip: 1 64 100 0 0 7 0 2 90 80 0 3
+Icmp: InMsgs InErrors InCsumErrors InDestUnreachs OutMsgs OutDestUnreachs
+Icmp: 4 0 0 0 4 4
+TcpExt: SyncookiesSent ListenOverflows ListenDrops TCPBacklogDrop
+TcpExt: 0 5 5 0
+IpExt: InNoRoutes InTruncatedPkts
+IpExt: 0 0
+`
+	got := stackCounters(text)
+	want := []string{"Ip InDiscards=2", "Ip OutNoRoutes=3", "Icmp OutDestUnreachs=4", "TcpExt ListenOverflows=5", "TcpExt ListenDrops=5"}
+	if !slices.Equal(got, want) {
+		t.Errorf("stackCounters = %q, want %q", got, want)
+	}
+}
+
+func TestRuleDrops(t *testing.T) {
+	save := `*nat
+[0:0] -A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -j KUBE-SVC-NPX46M4PTMTKRN6Y
+COMMIT
+*filter
+:KUBE-FORWARD - [0:0]
+[3:180] -A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP
+[0:0] -A KUBE-SERVICES -d 10.96.1.2/32 -p tcp -m comment --comment "default/empty has no endpoints" -j REJECT --reject-with icmp-port-unreachable
+[2:120] -A KUBE-EXTERNAL-SERVICES -d 10.0.0.3/32 -p tcp -j REJECT --reject-with icmp-port-unreachable
+[9:900] -A KUBE-FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+COMMIT
+`
+	got := ruleDrops(save)
+	want := []string{
+		"filter -A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP: 3 packets",
+		"filter -A KUBE-EXTERNAL-SERVICES -d 10.0.0.3/32 -p tcp -j REJECT --reject-with icmp-port-unreachable: 2 packets",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("ruleDrops = %q, want %q", got, want)
 	}
 }

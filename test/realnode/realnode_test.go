@@ -436,8 +436,13 @@ func TestRealNodes(t *testing.T) {
 	// attempt on (a new client's window starts at its creation): every
 	// kubelet names another name server before the one it names goes
 	// (build/README.md). Stalled attempts (traffic.go) are listed apart.
+	// The new flows the steps since the last report saw, by network
+	// namespace (followStepFlows), for a request whose SYNs went unanswered.
+	var flowEvents map[string]string
 	reportTraffic := func(clients []string, windows []window) {
 		t.Helper()
+		events := flowEvents
+		flowEvents = nil
 		report, table, err := trafficReport(ctx, client, clients, windows, earlierLogs)
 		if err != nil {
 			t.Fatal(err)
@@ -466,7 +471,7 @@ func TestRealNodes(t *testing.T) {
 		if len(lost) > 0 {
 			t.Logf("what the nodes' network namespaces counted as lost so far:\n%s", netCounters(ctx, nodes, fabric.Hub))
 			if flows := unansweredFlows(failures); len(flows) > 0 {
-				t.Logf("the conntrack entries of each request whose SYNs went unanswered, per namespace:\n%s", conntrackFlows(ctx, nodes, fabric.Hub, flows))
+				t.Logf("the conntrack entries of each request whose SYNs went unanswered, per namespace:\n%s", conntrackFlows(ctx, nodes, fabric.Hub, flows, events))
 			}
 		}
 		for _, l := range lost {
@@ -650,10 +655,14 @@ func TestRealNodes(t *testing.T) {
 			}
 			trails = append(trails, tr)
 		}
+		// The nodes' new flows while each hands over: where a request
+		// whose SYNs went unanswered was sent, and how far it got.
+		stopFlows := followStepFlows(ctx, nodes, fabric.Hub)
 		defer func() {
 			for _, tr := range trails {
 				installTrail += tr.stop() + "\n"
 			}
+			flowEvents = stopFlows()
 		}()
 		step("static-node-kube-proxy", "NODE="+staticNode)
 		for _, n := range names {
@@ -970,11 +979,15 @@ func TestRealNodes(t *testing.T) {
 		// node's DNS, in no order.
 		moveDNSAtOnce([]*Node{nodeByName(nodes, "node0"), nodeByName(nodes, staticNode)}, clusterDNS, guide, "uninstall-node-dns")
 		moveDNS(nodeByName(nodes, "node1"), clusterDNS, guide, "uninstall-node-dns")
-		for _, n := range names {
-			if n != staticNode {
-				step("uninstall-node", "NODE="+n)
+		func() {
+			stopFlows := followStepFlows(ctx, nodes, fabric.Hub)
+			defer func() { flowEvents = stopFlows() }()
+			for _, n := range names {
+				if n != staticNode {
+					step("uninstall-node", "NODE="+n)
+				}
 			}
-		}
+		}()
 		stepOn(nodeByName(nodes, staticNode).Enter(), guide, "uninstall-static-node-files", "NODE="+staticNode)
 		step("uninstall-static-node", "NODE="+staticNode)
 		helmStepThen(nil, HelmUninstallStep, op.Version+"-next", nextChartVersion)
