@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
 )
 
@@ -256,6 +259,21 @@ func conntrackFlows(ctx context.Context, nodes []*Node, hub *harness.NetNS, flow
 				fmt.Fprintf(&b, "    %s, new flows seen during the step: %s\n", n.name, strings.ReplaceAll(seen, "\n", "\n      "))
 			}
 		}
+	}
+	return b.String()
+}
+
+// podAddresses: a namespace's pods, one line each with its node, address,
+// phase and creation time, for the report of a flow that went unanswered
+// (an address no pod has is a pod gone before the client's node knew).
+func podAddresses(ctx context.Context, client kubernetes.Interface, namespace string) string {
+	pods, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "  " + err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "  %s on %s: %s %s, created %s\n", p.Name, p.Spec.NodeName, p.Status.PodIP, p.Status.Phase, p.CreationTimestamp.UTC().Format("15:04:05"))
 	}
 	return b.String()
 }

@@ -472,6 +472,7 @@ func TestRealNodes(t *testing.T) {
 			t.Logf("what the nodes' network namespaces counted as lost so far:\n%s", netCounters(ctx, nodes, fabric.Hub))
 			if flows := unansweredFlows(failures); len(flows) > 0 {
 				t.Logf("the conntrack entries of each request whose SYNs went unanswered, per namespace:\n%s", conntrackFlows(ctx, nodes, fabric.Hub, flows, events))
+				t.Logf("the pods that run now, for the addresses above:\n%s", podAddresses(ctx, client, "default"))
 			}
 		}
 		for _, l := range lost {
