@@ -671,6 +671,17 @@ func TestRealNodes(t *testing.T) {
 				step("install-node", "NODE="+n)
 			}
 		}
+		// For chasing a loss in the handover: each node back to the stock
+		// kube-proxy and over to kube-proxy-edge again, as many more times
+		// as SERVICEGROUP_REALNODE_HANDOVERS says (the guide's blocks).
+		for range extraHandovers(t) {
+			for _, n := range names {
+				if n != staticNode {
+					step("uninstall-node", "NODE="+n)
+					step("install-node", "NODE="+n)
+				}
+			}
+		}
 		// Install step 4 on each such node: its kubelet names the node's
 		// CoreDNS; pods created from then on resolve through it.
 		for _, n := range names {
