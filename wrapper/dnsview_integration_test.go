@@ -473,7 +473,7 @@ func TestDNSViewServesWhatTheAPIServerServes(t *testing.T) {
 		svcs, slices, nss cache.SharedIndexInformer
 	}
 	var views []view
-	for _, ct := range []string{protobuf, "application/json"} {
+	for _, ct := range []string{protobuf, jsonType} {
 		f := informers.NewSharedInformerFactory(clientFor(t, w.URL()+wrapper.DNSPathPrefix, ct), 0)
 		v := view{ct, f.Core().V1().Services().Informer(), f.Discovery().V1().EndpointSlices().Informer(), f.Core().V1().Namespaces().Informer()}
 		f.Start(ctx.Done())

@@ -44,6 +44,9 @@ import (
 
 const (
 	protobuf = "application/vnd.kubernetes.protobuf"
+	// jsonType is named explicitly: a typed client-go client left with no
+	// content type speaks protobuf for built-in types.
+	jsonType = "application/json"
 	gridKey  = "zone1"
 )
 
@@ -230,6 +233,8 @@ func startWrapper(t testing.TB, cp *controlplane.ControlPlane, node, addr string
 	return w
 }
 
+// clientFor: a typed client of url speaking contentType ("": client-go's
+// default, protobuf for built-in types).
 func clientFor(t testing.TB, url, contentType string) kubernetes.Interface {
 	cfg := &rest.Config{Host: url, QPS: -1}
 	if contentType != "" {
@@ -437,7 +442,7 @@ func TestSuperEdgeLayout(t *testing.T) {
 	for i, mode := range []struct {
 		contentType string
 		watchList   bool
-	}{{"", false}, {protobuf, false}, {"", true}, {protobuf, true}} {
+	}{{jsonType, false}, {protobuf, false}, {jsonType, true}, {protobuf, true}} {
 		t.Run(fmt.Sprintf("contentType=%q,watchList=%v", mode.contentType, mode.watchList), func(t *testing.T) {
 			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, mode.watchList)
 			for node, unit := range nodeUnits {
@@ -697,7 +702,7 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 
 	var infs []*proxyInformers
 	for i := range 10 {
-		ct := ""
+		ct := jsonType
 		if i%2 == 0 {
 			ct = protobuf
 		}
@@ -721,7 +726,7 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	}
 	converge("10 informers converge")
 
-	jsonClient := clientFor(t, w.URL(), "")
+	jsonClient := clientFor(t, w.URL(), jsonType)
 	list, err := jsonClient.DiscoveryV1().EndpointSlices(ns).List(t.Context(), metav1.ListOptions{})
 	if err != nil || len(list.Items) != slicesN {
 		t.Fatalf("list through the wrapper: %d slices, %v", len(list.Items), err)

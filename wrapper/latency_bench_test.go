@@ -55,8 +55,8 @@ func BenchmarkWatchLatency(b *testing.B) {
 	// changes the Service.
 	var seq int
 	for _, transport := range []string{"http2-tls", "http1-plain"} {
-		for _, contentType := range []string{protobuf, "application/json"} {
-			name := transport + "/" + map[string]string{protobuf: "protobuf", "application/json": "json"}[contentType]
+		for _, contentType := range []string{protobuf, jsonType} {
+			name := transport + "/" + map[string]string{protobuf: "protobuf", jsonType: "json"}[contentType]
 			b.Run(name, func(b *testing.B) {
 				through := clientFor(b, w.URL(), contentType)
 				if transport == "http2-tls" {
