@@ -3,7 +3,10 @@ package realnode
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,4 +104,19 @@ func followStepFlows(ctx context.Context, nodes []*Node, hub *harness.NetNS) (st
 		}
 		return out
 	}
+}
+
+// flowCounts: how many lines each namespace's trail holds ("node0 812,
+// node1 790, ..."), in name order: a trail of 0 where a node served the
+// echo servers means conntrack -E saw nothing there.
+func flowCounts(events map[string]string) string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(events)) {
+		n := 0
+		if events[name] != "" {
+			n = strings.Count(events[name], "\n") + 1
+		}
+		out = append(out, fmt.Sprintf("%s %d", name, n))
+	}
+	return strings.Join(out, ", ")
 }

@@ -112,3 +112,10 @@ COMMIT
 		t.Errorf("ruleDrops = %q, want %q", got, want)
 	}
 }
+
+func TestFlowCounts(t *testing.T) {
+	got := flowCounts(map[string]string{"node1": "a\nb", "fabric hub": "", "node0": "a"})
+	if want := "fabric hub 0, node0 1, node1 2"; got != want {
+		t.Errorf("flowCounts = %q, want %q", got, want)
+	}
+}

@@ -443,6 +443,9 @@ func TestRealNodes(t *testing.T) {
 		t.Helper()
 		events := flowEvents
 		flowEvents = nil
+		if events != nil && os.Getenv("SERVICEGROUP_REALNODE_TRAIL") != "" {
+			t.Logf("new flows to or from the echo servers' port seen during the steps, by namespace: %s", flowCounts(events))
+		}
 		report, table, err := trafficReport(ctx, client, clients, windows, earlierLogs)
 		if err != nil {
 			t.Fatal(err)
