@@ -351,14 +351,15 @@ func TestStallWatchHeld(t *testing.T) {
 const proberHelperEnv = "PROBE_TEST_HELPER"
 
 // TestProberHelper is not a test: TestStalledAttempt runs this binary with
-// proberHelperEnv set ("svc-addr dns-addr"), and it then probes those for
-// 7 s, writing its lines to stdout.
+// proberHelperEnv set ("svc-addr dns-addr"), and it then probes those,
+// writing its lines to stdout, until TestStalledAttempt has seen what it
+// waits for and ends it (at most a minute).
 func TestProberHelper(t *testing.T) {
 	addrs := strings.Fields(os.Getenv(proberHelperEnv))
 	if len(addrs) != 2 {
 		t.Skip("run by TestStalledAttempt only")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	Run(ctx, Config{RequestAddr: addrs[0], Name: "probe.default.svc.cluster.local", NameIP: "10.96.0.5", Servers: []string{addrs[1]}}, os.Stdout)
 }
@@ -388,21 +389,38 @@ func TestStalledAttempt(t *testing.T) {
 	}()
 	silent, asked := silentServer(t)
 
+	// Its output goes to a file, read while it runs: the prober writes
+	// each line in one write.
+	outPath := filepath.Join(t.TempDir(), "prober.out")
+	outFile, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outFile.Close()
+	output := func() string {
+		b, _ := os.ReadFile(outPath)
+		return string(b)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestProberHelper$", "-test.v=false")
 	cmd.Env = append(os.Environ(), proberHelperEnv+"="+l.Addr().String()+" "+silent)
-	var out strings.Builder
-	cmd.Stdout = &out
-	cmd.Stderr = &out
+	cmd.Stdout = outFile
+	cmd.Stderr = outFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	ended := false
+	defer func() {
+		if !ended {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
 	// Both first attempts in flight: hold the process for 1.5 s.
 	for _, c := range []<-chan struct{}{accepted, asked} {
 		select {
 		case <-c:
 		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Fatalf("the prober's first attempts never reached the servers: %s", out.String())
+			t.Fatalf("the prober's first attempts never reached the servers: %s", output())
 		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -412,21 +430,36 @@ func TestStalledAttempt(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("prober helper: %v: %s", err, out.String())
-	}
 
-	byKind := map[string][]string{}
-	for _, line := range strings.Split(out.String(), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && (f[1] == "svc" || f[1] == "dns") {
-			byKind[f[1]] = append(byKind[f[1]], line)
+	// The attempts of each kind, from the complete lines so far.
+	attempts := func() map[string][]string {
+		byKind := map[string][]string{}
+		out := output()
+		for _, line := range strings.Split(out[:strings.LastIndex(out, "\n")+1], "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 3 && (f[1] == "svc" || f[1] == "dns") {
+				byKind[f[1]] = append(byKind[f[1]], line)
+			}
+		}
+		return byKind
+	}
+	// Until each kind has logged an attempt after the stall (each waits
+	// its whole timeout, 3 s at most), however slowly the machine runs
+	// the prober; a minute at most.
+	var byKind map[string][]string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if byKind = attempts(); len(byKind["svc"]) >= 2 && len(byKind["dns"]) >= 2 {
+			break
 		}
 	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	ended = true
+	out := output()
 	for _, kind := range []string{"svc", "dns"} {
 		lines := byKind[kind]
 		if len(lines) < 2 {
-			t.Errorf("%s: %d attempts logged, want the stalled one and at least one after: %q", kind, len(lines), out.String())
+			t.Errorf("%s: %d attempts logged, want the stalled one and at least one after: %q", kind, len(lines), out)
 			continue
 		}
 		first := strings.Fields(lines[0])
