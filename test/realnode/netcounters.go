@@ -59,31 +59,27 @@ func netNamespaces(nodes []*Node, hub *harness.NetNS) []netNamespace {
 // queue overflowing in a server) are not read.
 func netCounters(ctx context.Context, nodes []*Node, hub *harness.NetNS) string {
 	var b strings.Builder
+	// Each source: what the report calls it, the command that reads it in
+	// the namespace, and what of its output counts a loss.
+	sources := []struct {
+		what  string
+		cmd   []string
+		parse func(string) []string
+	}{
+		{"conntrack", []string{"cat", "/proc/net/stat/nf_conntrack"}, conntrackCounters},
+		{"stack", []string{"cat", "/proc/net/snmp", "/proc/net/netstat"}, stackCounters},
+		{"iptables", []string{"iptables-save", "-c"}, ruleDrops},
+		{"links", []string{"ip", "-j", "-s", "link", "show"}, func(out string) []string { return linkDrops([]byte(out)) }},
+	}
 	for _, n := range netNamespaces(nodes, hub) {
 		var found []string
-		out, err := n.ns.Run(ctx, "cat", "/proc/net/stat/nf_conntrack")
-		if err != nil {
-			found = append(found, "conntrack: "+err.Error())
-		} else {
-			found = append(found, conntrackCounters(out)...)
-		}
-		out, err = n.ns.Run(ctx, "cat", "/proc/net/snmp", "/proc/net/netstat")
-		if err != nil {
-			found = append(found, "stack: "+err.Error())
-		} else {
-			found = append(found, stackCounters(out)...)
-		}
-		out, err = n.ns.Run(ctx, "iptables-save", "-c")
-		if err != nil {
-			found = append(found, "iptables: "+err.Error())
-		} else {
-			found = append(found, ruleDrops(out)...)
-		}
-		out, err = n.ns.Run(ctx, "ip", "-j", "-s", "link", "show")
-		if err != nil {
-			found = append(found, "links: "+err.Error())
-		} else {
-			found = append(found, linkDrops([]byte(out))...)
+		for _, src := range sources {
+			out, err := n.ns.Run(ctx, src.cmd[0], src.cmd[1:]...)
+			if err != nil {
+				found = append(found, src.what+": "+err.Error())
+			} else {
+				found = append(found, src.parse(out)...)
+			}
 		}
 		if len(found) == 0 {
 			found = []string{"none"}
