@@ -408,12 +408,11 @@ func TestStalledAttempt(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ended := false
+	// Ended here on a failure, after its last line was read otherwise (a
+	// second Kill and Wait only return errors).
 	defer func() {
-		if !ended {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 	}()
 	// Both first attempts in flight: hold the process for 1.5 s.
 	for _, c := range []<-chan struct{}{accepted, asked} {
@@ -454,7 +453,6 @@ func TestStalledAttempt(t *testing.T) {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	ended = true
 	out := output()
 	for _, kind := range []string{"svc", "dns"} {
 		lines := byKind[kind]
