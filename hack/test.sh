@@ -316,7 +316,8 @@ grep -h '^>> .* \(built\|ready\) in' "$out/older-release-bins.log" "$out/monitor
 
 echo
 echo ">> slowest tests"
-"${gotestsum[@]}" tool slowest --jsonfile "$json" --threshold 15s | head -n 20
+# sed reads to the end: head would leave gotestsum writing into a closed pipe.
+"${gotestsum[@]}" tool slowest --jsonfile "$json" --threshold 15s | sed -n '1,20p'
 echo
 "$out/cpuacct" report --records "$records" --events "$json" --whole --components "$CPUACCT_COMPONENTS" || status=1
 echo
