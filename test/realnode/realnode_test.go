@@ -116,21 +116,21 @@ func TestRealNodes(t *testing.T) {
 	var teardownOnce sync.Once
 	teardown := func() {
 		teardownOnce.Do(func() {
-			start := time.Now()
-			for _, n := range nodes {
-				if err := n.PowerOff(context.Background()); err != nil {
-					t.Errorf("teardown %s: %v", n.Name, err)
+			costs.step("teardown", func() {
+				for _, n := range nodes {
+					if err := n.PowerOff(context.Background()); err != nil {
+						t.Errorf("teardown %s: %v", n.Name, err)
+					}
 				}
-			}
-			if cp != nil {
-				cp.Stop()
-			}
-			reg.Close()
-			fabric.Close()
-			if err := host.Restore(context.Background()); err != nil {
-				t.Errorf("teardown: %v", err)
-			}
-			costs.add("teardown", time.Since(start))
+				if cp != nil {
+					cp.Stop()
+				}
+				reg.Close()
+				fabric.Close()
+				if err := host.Restore(context.Background()); err != nil {
+					t.Errorf("teardown: %v", err)
+				}
+			})
 		})
 	}
 	// Ctrl-C or a kill must not leave kubelets, containers, cgroups or
