@@ -12,10 +12,11 @@
 #    runs them on its cluster. Their own lock, so that a
 #    test waiting for promtool does not wait for these larger builds.
 #
-# Prometheus's commands build in one throwaway module, the operator's in
-# another, each at its own go.mod's versions (the operator requires an
-# older Prometheus module); the Go build cache shares every package the
-# two builds of a module have in common.
+# Prometheus's commands build in the tools module helm and cosign share,
+# at this project's dependency versions (hack/lib/tools-module.sh), one go
+# build in it at a time; the operator's in a module of its own, at its
+# go.mod's versions (it requires an older Prometheus module and
+# controller-runtime at its own k8s.io release).
 #
 # Prints the directory (promtool, crds/, prometheus, operator,
 # prometheus-config-reloader, operator-crds/, operator-rbac/) on its last line; with --print-dir it
@@ -25,6 +26,8 @@
 set -euo pipefail
 # shellcheck source=hack/lib/k8s-module.sh
 . "$(dirname "$0")/lib/k8s-module.sh"
+# shellcheck source=hack/lib/tools-module.sh
+. "$(dirname "$0")/lib/tools-module.sh"
 
 versions="$(dirname "$0")/monitoring-versions.env"
 PROMETHEUS=$(sed -n 's/^PROMETHEUS=//p' "$versions")
@@ -72,6 +75,12 @@ module() {
 	echo "$work/$1"
 }
 
+# shared_module: the tools module (made once a run), its directory printed.
+shared_module() {
+	[ -f "$work/tools/go.mod" ] || tools_module "$work/tools" || return
+	echo "$work/tools"
+}
+
 # 1. One build at a time, the dashboard checker's included: a test that
 # needs either tool waits while this lock is held (internal/testmonitoring).
 mkdir -p "$DIR/crds"
@@ -81,10 +90,11 @@ flock 9
 if ! have_tools; then
 	start=$SECONDS
 	(
-		cd "$(module prometheus)"
 		if [ ! -x "$DIR/promtool" ]; then
 			echo ">> building promtool (Prometheus module $PROMETHEUS) from the Go module proxy (once; cached in $DIR)" >&2
-			go get "github.com/prometheus/prometheus@$PROMETHEUS" >&2
+			tools=$(shared_module)
+			cd "$tools"
+			tools_build_lock
 			# remove_all_sd: none of Prometheus's service-discovery SDKs (cloud
 			# providers' clients), which only `promtool check service-discovery` uses.
 			go build -trimpath -tags remove_all_sd -ldflags "-s -w" -o "$DIR/promtool.tmp" github.com/prometheus/prometheus/cmd/promtool
@@ -114,8 +124,9 @@ if ! have_binaries; then
 	start=$SECONDS
 	echo ">> building Prometheus $PROMETHEUS and prometheus-operator $OPERATOR from the Go module proxy (once; cached in $DIR)" >&2
 	(
-		cd "$(module prometheus)"
-		go get "github.com/prometheus/prometheus@$PROMETHEUS" >&2
+		tools=$(shared_module)
+		cd "$tools"
+		tools_build_lock
 		# The server discovers targets only as prometheus-operator's
 		# configuration asks (Kubernetes service discovery); its web UI's
 		# assets are left out (builtinassets unset): the API is what is used.

@@ -7,6 +7,10 @@
 #   $SERVICEGROUP_CACHE/cosign-<version>-<go version>/cosign
 #   $SERVICEGROUP_CACHE/krew-<version>-<go version>/krew
 #
+# helm and cosign build in the tools module that promtool and Prometheus
+# share, at this project's dependency versions (hack/lib/tools-module.sh);
+# krew, which requires client-go v11, in a module of its own.
+#
 # A tool already cached is not rebuilt. Prints the three directories, one a
 # line (helm, cosign, krew); with --print-dir it only prints them. With tool
 # names as arguments (helm cosign krew) it builds and prints only those.
@@ -15,6 +19,8 @@
 set -euo pipefail
 # shellcheck source=hack/lib/k8s-module.sh
 . "$(dirname "$0")/lib/k8s-module.sh"
+# shellcheck source=hack/lib/tools-module.sh
+. "$(dirname "$0")/lib/tools-module.sh"
 
 versions="$(dirname "$0")/release-versions.env"
 print_only=false
@@ -66,10 +72,16 @@ for tool in "$@"; do
 		have_all() { [ -x "$dir/$tool" ]; }
 		build_once "$dir.lock" "$dir" >/dev/null
 		start=$SECONDS
-		cd "$work"
-		go mod init "servicegroup.local/$tool" >/dev/null 2>&1
 		echo ">> building $tool $version from the Go module proxy (once; cached in $dir)" >&2
-		go get "$pkg@$version" >&2
+		if [ "$tool" = krew ]; then
+			cd "$work"
+			go mod init "servicegroup.local/$tool" >/dev/null 2>&1
+			go get "$pkg@$version" >&2
+		else
+			tools_module "$work/tools"
+			cd "$work/tools"
+			tools_build_lock
+		fi
 		if [ "$tool" = helm ]; then
 			# The Kubernetes release helm assumes without a cluster (helm
 			# template, lint): its client-go's, as helm's own Makefile sets it
