@@ -17,6 +17,12 @@
 #     lists name the release), so the packages they share (k8s.io/api,
 #     apimachinery, client-go, component-base: most of kube-proxy) compile
 #     once, and the release's module is resolved once;
+#   - each release's dependencies outside its own k8s.io modules (x/net,
+#     grpc, protobuf, otel, ...) are raised to the versions this project
+#     compiles (k8s_share_project_versions, as hack/k8s-bins.sh does), so
+#     the two releases share them with each other, with the current
+#     release and with `make build`, instead of each compiling its own
+#     (should a release not build with them, it is built with its own);
 #   - one build at a time, under one lock for every older release: two
 #     builds started together compile the same packages side by side (Go's
 #     build cache shares a package only once one build has finished it), and
@@ -102,8 +108,14 @@ older_release_bins() {
 		pkgs=()
 		for b in "${binaries[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
 		k8s_module "$work/k8s" "$version"
+		k8s_share_project_versions "$work/k8s" "$version"
 		mkdir -p "$work/out"
-		k8s_build "$work/k8s" "$work/out/" "$ldflags" "${pkgs[@]}"
+		if ! k8s_build "$work/k8s" "$work/out/" "$ldflags" "${pkgs[@]}"; then
+			echo ">> $version did not build with this project's dependency versions: building it with its own" >&2
+			rm -rf "$work/k8s"
+			k8s_module "$work/k8s" "$version"
+			k8s_build "$work/k8s" "$work/out/" "$ldflags" "${pkgs[@]}"
+		fi
 		for b in "${binaries[@]}"; do
 			dir=$(older_release_dir "$b" "$version")
 			mkdir -p "$dir"
