@@ -2,6 +2,9 @@
 # Sourced by hack/k8s-bins.sh, hack/monitoring-tools.sh, hack/release-tools.sh,
 # hack/superedge-bins.sh and the older-release scripts (hack/lib/older-release-bins.sh).
 
+# project_root is this project's directory, found once: a caller may cd.
+project_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
 # cache_root prints the cache root of every built binary (test/controlplane's
 # CacheRoot is the same rule).
 cache_root() {
@@ -82,19 +85,26 @@ k8s_module() {
 # `go version -m` lists the dependency versions each was built with.
 k8s_share_project_versions() {
 	local dir=$1 staging=${2/v1./v0.} root replaced
-	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+	root=$project_root
 	replaced=$(sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => .*#\1#p' "$dir/go.mod" | tr '\n' ' ')
 	{
 		echo "require ("
 		# A staging module (replaced by k8s_module with the release's own
 		# whatever is required) only at the release's version.
-		(cd "$root" && GOFLAGS= go list -deps -test -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' ./...) |
-			sort -u |
+		project_module_versions |
 			awk -v replaced=" $replaced" -v staging="$staging" 'index(replaced, " " $1 " ") && $2 != staging { next } { print "\t" $1 " " $2 }'
 		echo ")"
 	} >>"$dir/go.mod"
 	# Their checksums, as this project verified them.
 	cat "$root/go.sum" >>"$dir/go.sum"
+}
+
+# project_module_versions prints each module this project compiles (its
+# packages and their tests) and the version it compiles, sorted.
+project_module_versions() {
+	(cd "$project_root" &&
+		GOFLAGS= go list -deps -test -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' ./...) |
+		sort -u
 }
 
 # k8s_build DIR OUT LDFLAGS PKG... builds the k8s.io/kubernetes commands PKG

@@ -13,7 +13,7 @@
 # Prometheus module and controller-runtime at its own k8s.io release) and
 # krew (client-go v11) build in modules of their own.
 
-tools_hack_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tools_hack_dir=$project_root/hack
 
 # tools_module DIR makes DIR that module: the project's go.mod and go.sum,
 # with the shared tools and k8s.io/kubectl (which helm brings, at the
@@ -22,20 +22,19 @@ tools_hack_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # tools compile that module, and all that imports it, a second time.
 tools_module() {
 	local dir=$1 root k8s raised
-	root=$(dirname "$tools_hack_dir")
+	root=$project_root
 	mkdir -p "$dir"
 	sed 's#^module .*#module servicegroup.local/tools#' "$root/go.mod" >"$dir/go.mod"
 	cp "$root/go.sum" "$dir/go.sum"
 	k8s=$(sed -n 's#^[[:space:]]*k8s.io/client-go \(v[^ ]*\).*#\1#p' "$root/go.mod")
 	(
 		cd "$dir" || exit
-		go get "helm.sh/helm/v3/cmd/helm@$(release_version HELM)" \
-			"github.com/sigstore/cosign/v2/cmd/cosign@$(release_version COSIGN)" \
-			"github.com/prometheus/prometheus@$(monitoring_version PROMETHEUS)" \
+		go get "helm.sh/helm/v3/cmd/helm@$(pin release HELM)" \
+			"github.com/sigstore/cosign/v2/cmd/cosign@$(pin release COSIGN)" \
+			"github.com/prometheus/prometheus@$(pin monitoring PROMETHEUS)" \
 			"k8s.io/kubectl@$k8s" >&2
 	) || return
-	raised=$(join <(cd "$root" && GOFLAGS= go list -deps -test -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' ./... | sort -u) \
-		<(requires "$dir/go.mod") | awk '$2 != $3 { print $1 " " $2 " => " $3 }')
+	raised=$(join <(project_module_versions) <(requires "$dir/go.mod") | awk '$2 != $3 { print $1 " " $2 " => " $3 }')
 	if [ -n "$raised" ]; then
 		echo "warning: the tools raise modules this project compiles, so they compile them (and all that imports them) a second time; go get these versions in the project:" >&2
 		echo "$raised" >&2
@@ -57,10 +56,7 @@ requires() {
 		sort
 }
 
-release_version() {
-	sed -n "s/^$1=//p" "$tools_hack_dir/release-versions.env"
-}
-
-monitoring_version() {
-	sed -n "s/^$1=//p" "$tools_hack_dir/monitoring-versions.env"
+# pin STEM KEY prints KEY's version in hack/STEM-versions.env.
+pin() {
+	sed -n "s/^$2=//p" "$tools_hack_dir/$1-versions.env"
 }
