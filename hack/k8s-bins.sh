@@ -75,20 +75,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 	pkgs=()
 	for b in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
 	# One `go build` for all of them: the packages they share compile once.
-	# The release goes into each binary's version (a kubelet reports it in
-	# its Node status, kube-proxy in its log and build_info).
-	k8s_module "$work/k8s" "$K8S_VERSION"
-	# The dependencies it shares with this project at the project's
-	# versions, so that they compile once on a fresh machine; should a
-	# newer one not build with this release, at the release's own.
-	k8s_share_project_versions "$work/k8s" "$K8S_VERSION"
-	release_ldflags="$ldflags $(k8s_version_ldflags "$K8S_VERSION")"
-	if ! k8s_build "$work/k8s" "$BIN_DIR/" "$release_ldflags" "${pkgs[@]}"; then
-		echo ">> $K8S_VERSION did not build with this project's dependency versions: building it with its own" >&2
-		rm -rf "$work/k8s"
-		k8s_module "$work/k8s" "$K8S_VERSION"
-		k8s_build "$work/k8s" "$BIN_DIR/" "$release_ldflags" "${pkgs[@]}"
-	fi
+	k8s_build_release "$work/k8s" "$BIN_DIR/" "$K8S_VERSION" "${pkgs[@]}"
 fi
 
 have_all

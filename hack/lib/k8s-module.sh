@@ -123,6 +123,29 @@ k8s_build() {
 	)
 }
 
+# k8s_build_release DIR OUT VERSION PKG... builds the k8s.io/kubernetes
+# commands PKG of VERSION into OUT (as k8s_build), in a module made in DIR,
+# with the release stamped in each binary. The dependencies the release
+# shares with this project are at the project's versions
+# (k8s_share_project_versions), so that they compile once on a fresh
+# machine; should a newer one not build with this release, DIR is made
+# again and the release is built with its own.
+k8s_build_release() {
+	local dir=$1 out=$2 version=$3 ldflags
+	shift 3
+	# The release goes into each binary's version (a kubelet reports it in
+	# its Node status, kube-proxy in its log, --version and build_info).
+	ldflags="-s -w $(k8s_version_ldflags "$version")"
+	k8s_module "$dir" "$version"
+	k8s_share_project_versions "$dir" "$version"
+	if ! k8s_build "$dir" "$out" "$ldflags" "$@"; then
+		echo ">> $version did not build with this project's dependency versions: building it with its own" >&2
+		rm -rf "$dir"
+		k8s_module "$dir" "$version"
+		k8s_build "$dir" "$out" "$ldflags" "$@"
+	fi
+}
+
 # k8s_version_ldflags VERSION prints the -X flags that stamp a Kubernetes
 # release into a binary, as the release build does (otherwise it reports
 # v0.0.0-master).

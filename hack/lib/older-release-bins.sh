@@ -78,7 +78,7 @@ older_release_bins() {
 	fi
 
 	export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local GOGC="$(build_gogc)"
-	local version dir work ldflags start pair other other_stem b
+	local version dir work start pair other other_stem b
 	local -a binaries pkgs
 	for version in "$@"; do
 		dir=$(older_release_dir "$binary" "$version")
@@ -101,21 +101,11 @@ older_release_bins() {
 		work=$(mktemp -d)
 		# shellcheck disable=SC2064 # $work is fixed now, on purpose
 		trap "rm -rf '$work'" EXIT
-		# The same flags as hack/k8s-bins.sh, plus the release in the binary's
-		# version (its log, --version and build info say which it is).
-		ldflags="-s -w $(k8s_version_ldflags "$version")"
 		start=$SECONDS
 		pkgs=()
 		for b in "${binaries[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-		k8s_module "$work/k8s" "$version"
-		k8s_share_project_versions "$work/k8s" "$version"
 		mkdir -p "$work/out"
-		if ! k8s_build "$work/k8s" "$work/out/" "$ldflags" "${pkgs[@]}"; then
-			echo ">> $version did not build with this project's dependency versions: building it with its own" >&2
-			rm -rf "$work/k8s"
-			k8s_module "$work/k8s" "$version"
-			k8s_build "$work/k8s" "$work/out/" "$ldflags" "${pkgs[@]}"
-		fi
+		k8s_build_release "$work/k8s" "$work/out/" "$version" "${pkgs[@]}"
 		for b in "${binaries[@]}"; do
 			dir=$(older_release_dir "$b" "$version")
 			mkdir -p "$dir"
