@@ -30,6 +30,10 @@ if [ "${1:-}" = "--print-dir" ]; then
 fi
 [ $# -gt 0 ] || set -- helm cosign krew
 go_version=$(go env GOVERSION)
+# The tools module, made once for helm and cosign: resolving it (go get)
+# took some 25 s a time.
+tools_dir=$(mktemp -d)
+trap 'rm -rf "$tools_dir"' EXIT
 
 # tool_spec TOOL sets module, version, pkg and ldflags (the version the tool
 # reports, as its own release build stamps it).
@@ -78,8 +82,8 @@ for tool in "$@"; do
 			go mod init "servicegroup.local/$tool" >/dev/null 2>&1
 			go get "$pkg@$version" >&2
 		else
-			tools_module "$work/tools"
-			cd "$work/tools"
+			[ -f "$tools_dir/go.mod" ] || tools_module "$tools_dir"
+			cd "$tools_dir"
 			tools_build_lock
 		fi
 		if [ "$tool" = helm ]; then
