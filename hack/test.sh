@@ -222,6 +222,17 @@ for flag in $TEST_FLAGS; do
 	[ "$flag" = -race ] || norace_flags+=("$flag")
 done
 
+# wait_for_race_lane [PKG] returns once the race go test has ended or,
+# with PKG, once PKG has ended in it (its test2json record says so).
+wait_for_race_lane() {
+	while [ -n "$others_job" ] && kill -0 "$others_job" 2>/dev/null; do
+		if [ -n "${1:-}" ] && grep -qE "\"Action\":\"(pass|fail|skip)\",\"Package\":\"$1\",\"Elapsed\"" "$out/test-others.json" 2>/dev/null; then
+			return
+		fi
+		sleep 5
+	done
+}
+
 status=0
 norace_job=
 others_p=$TEST_P
@@ -246,9 +257,7 @@ if [ ${#norace[@]} -gt 0 ]; then
 	# other go tests run).
 	(
 		if [ -n "$NORACE_AFTER" ]; then
-			while [ -n "$others_job" ] && kill -0 "$others_job" 2>/dev/null; do
-				sleep 5
-			done
+			wait_for_race_lane
 			echo ">> the race-free go test started $((SECONDS - start)) s into the run, after the race go test"
 		fi
 		exec "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-norace.json" --raw-command -- \
@@ -268,10 +277,7 @@ if [ ${#side[@]} -gt 0 ]; then
 	# the start made test/realnode 100 s longer).
 	after=$(go list "$SIDE_AFTER")
 	(
-		while [ -n "$others_job" ] && kill -0 "$others_job" 2>/dev/null; do
-			grep -qE "\"Action\":\"(pass|fail|skip)\",\"Package\":\"$after\",\"Elapsed\"" "$out/test-others.json" 2>/dev/null && break
-			sleep 5
-		done
+		wait_for_race_lane "$after"
 		echo ">> the side lane started $((SECONDS - start)) s into the run, after $after" >"$out/side.log"
 		# shellcheck disable=SC2086 # word splitting of the flag list is wanted
 		exec nice -n "$OTHERS_NICE" "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-side.json" -- -p 1 -parallel "$TEST_PARALLEL" $TEST_FLAGS \
