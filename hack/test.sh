@@ -45,7 +45,9 @@
 #                do the work of `cpuacct speed` within SIDE_BY_SIDE_MS
 #                CPU-milliseconds (default 800), else apart; "others": the
 #                race-free go test starts once the go test with -race has
-#                ended; empty: both from the start, side by side
+#                ended; a package (./wrapper/): once that package has ended
+#                in the go test with -race (or that go test has); empty: both
+#                from the start, side by side
 #   OTHERS_NICE  the niceness of the go test with -race (default 10, below the
 #                race-free one's, whose test/realnode counts every DNS query
 #                its real nodes' clients lose)
@@ -217,6 +219,11 @@ for pkg in $(go list $TEST_PKGS); do
 		others+=("$pkg")
 	fi
 done
+norace_after_pkg=
+case $NORACE_AFTER in
+"" | others) ;;
+*) norace_after_pkg=$(go list "$NORACE_AFTER") ;;
+esac
 norace_flags=()
 for flag in $TEST_FLAGS; do
 	[ "$flag" = -race ] || norace_flags+=("$flag")
@@ -256,10 +263,17 @@ if [ ${#norace[@]} -gt 0 ]; then
 	# CGO_ENABLED=0 for go test only (gotestsum itself stays the build the
 	# other go tests run).
 	(
-		if [ -n "$NORACE_AFTER" ]; then
+		case $NORACE_AFTER in
+		"") ;;
+		others)
 			wait_for_race_lane
 			echo ">> the race-free go test started $((SECONDS - start)) s into the run, after the race go test"
-		fi
+			;;
+		*)
+			wait_for_race_lane "$norace_after_pkg"
+			echo ">> the race-free go test started $((SECONDS - start)) s into the run, after $norace_after_pkg (or the race go test) ended"
+			;;
+		esac
 		exec "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-norace.json" --raw-command -- \
 			env CGO_ENABLED=0 go test -json -p 2 "${norace_flags[@]}" \
 			-exec "'$out/cpuacct' exec --records '$records'" "${norace[@]}"
