@@ -68,8 +68,12 @@ type Options struct {
 	StartTimeout time.Duration
 	// CRDs installs the superedge.io CRDs (build/crds) once the apiserver is
 	// ready and waits until they are Established, before BeforeControllers
-	// and the controllers.
+	// and the controllers. After the first start on a machine they are
+	// stored in etcd before kube-apiserver starts (crdseed.go).
 	CRDs bool
+	// ApplyCRDs, with CRDs, applies them through the API on every start,
+	// never from a seed (what a seeded start saves is measured against it).
+	ApplyCRDs bool
 	// BeforeControllers, if set, runs once the apiserver is ready and before
 	// kube-controller-manager and kube-scheduler start: CRDs installed there
 	// are watched by the garbage collector from its start, not only after
@@ -155,8 +159,24 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		}
 	}
 
+	var seed []seedKV
+	var seedPath string
+	if opts.CRDs && !opts.ApplyCRDs {
+		if seedPath, err = crdSeedPath(cp.apiServerBinary()); err != nil {
+			return nil, err
+		}
+		if seed, err = readCRDSeed(seedPath); err != nil {
+			return nil, err
+		}
+	}
+
 	if err := cp.startEtcd(ctx); err != nil {
 		return nil, err
+	}
+	if seed != nil {
+		if err := cp.putCRDSeed(ctx, seed); err != nil {
+			return nil, err
+		}
 	}
 	if cp.apiPort, err = FreePort(opts.BindAddress); err != nil {
 		return nil, err
@@ -179,8 +199,21 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		return nil, err
 	}
 	if opts.CRDs {
-		if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cp.Config), opts.StartTimeout); err != nil {
-			return nil, fmt.Errorf("install the CRDs: %w", err)
+		ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
+		switch {
+		case seed != nil:
+			if err := crds.WaitEstablished(ctx, ext, opts.StartTimeout); err != nil {
+				return nil, fmt.Errorf("the seeded CRDs (%s): %w", seedPath, err)
+			}
+		default:
+			if err := crds.Install(ctx, ext, opts.StartTimeout); err != nil {
+				return nil, fmt.Errorf("install the CRDs: %w", err)
+			}
+			if seedPath != "" {
+				if err := cp.saveCRDSeed(ctx, seedPath); err != nil {
+					return nil, fmt.Errorf("keep the CRDs' seed: %w", err)
+				}
+			}
 		}
 	}
 	if opts.BeforeControllers != nil {
@@ -261,10 +294,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 // StartAPIServer (re)starts kube-apiserver on its port and waits for /readyz.
 // Tests that restart the apiserver call StopAPIServer then StartAPIServer.
 func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
-	bin, _ := Binary(KubeAPIServer)
-	if cp.opts.APIServerBinary != "" {
-		bin = cp.opts.APIServerBinary
-	}
+	bin := cp.apiServerBinary()
 	args := []string{
 		"--etcd-servers=" + cp.etcdURL,
 		"--bind-address=" + cp.opts.BindAddress,
@@ -313,6 +343,15 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// apiServerBinary is the kube-apiserver this control plane runs.
+func (cp *ControlPlane) apiServerBinary() string {
+	if cp.opts.APIServerBinary != "" {
+		return cp.opts.APIServerBinary
+	}
+	bin, _ := Binary(KubeAPIServer)
+	return bin
 }
 
 // failingChecks returns the lines of a /readyz or /livez answer that name a
