@@ -43,11 +43,7 @@ type env struct {
 // kube-controller-manager starts.
 func newEnv(t testing.TB, opts controlplane.Options) *env {
 	t.Helper()
-	opts.BeforeControllers = func(ctx context.Context, cfg *rest.Config) error {
-		ctx, cancel := context.WithTimeout(ctx, testwait.Floor)
-		defer cancel()
-		return EnsureCRDs(ctx, apiextensionsclient.NewForConfigOrDie(cfg))
-	}
+	opts.CRDs = true // before kube-controller-manager: see controlplane.Options
 	return newEnvClients(controlplane.StartForTest(t, opts))
 }
 

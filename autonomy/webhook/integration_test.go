@@ -14,21 +14,18 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/autonomy"
 	"github.com/servicegroup/servicegroup/autonomy/webhook/review"
-	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testnet"
 	"github.com/servicegroup/servicegroup/internal/testwait"
@@ -71,9 +68,7 @@ func TestNodeunitCutOff(t *testing.T) {
 			"--default-unreachable-toleration-seconds=" + strconv.Itoa(toleration),
 			"--default-not-ready-toleration-seconds=" + strconv.Itoa(toleration),
 		},
-		BeforeControllers: func(ctx context.Context, cfg *rest.Config) error {
-			return crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cfg), time.Minute)
-		},
+		CRDs: true,
 	})
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	grids := versioned.NewForConfigOrDie(cp.Config)

@@ -12,16 +12,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
@@ -35,11 +32,7 @@ import (
 func TestRegistrationRepaired(t *testing.T) {
 	t.Parallel() // its own control plane
 	_, ctx := ktesting.NewTestContext(t)
-	cp := controlplane.StartForTest(t, controlplane.Options{
-		BeforeControllers: func(ctx context.Context, cfg *rest.Config) error {
-			return crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cfg), time.Minute)
-		},
-	})
+	cp := controlplane.StartForTest(t, controlplane.Options{CRDs: true})
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	grids := versioned.NewForConfigOrDie(cp.Config)
 	createOptInGrid(ctx, t, grids)

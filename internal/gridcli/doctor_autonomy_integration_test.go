@@ -11,7 +11,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -19,7 +18,6 @@ import (
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
 	"github.com/servicegroup/servicegroup/autonomy"
-	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
@@ -34,13 +32,10 @@ import (
 // test/realnode). kubectl grid status shows that nodeunit too.
 func TestDoctorAutonomy(t *testing.T) {
 	t.Parallel() // its own control plane
-	cp := controlplane.StartForTest(t, controlplane.Options{})
+	cp := controlplane.StartForTest(t, controlplane.Options{CRDs: true})
 	ctx := t.Context()
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	grids := versioned.NewForConfigOrDie(cp.Config)
-	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cp.Config), 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	must := func(_ any, err error) {
 		t.Helper()
 		if err != nil {

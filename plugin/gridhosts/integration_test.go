@@ -25,10 +25,7 @@ import (
 	"k8s.io/client-go/transport"
 	"k8s.io/utils/ptr"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
-	"github.com/servicegroup/servicegroup/build/crds"
 	"github.com/servicegroup/servicegroup/client/clientset/versioned"
 	"github.com/servicegroup/servicegroup/internal/testbin"
 	"github.com/servicegroup/servicegroup/internal/testcoredns"
@@ -161,10 +158,8 @@ func startCluster(t testing.TB) *cluster {
 
 // startClusterWith starts a control plane with opts and installs the CRDs.
 func startClusterWith(t testing.TB, opts controlplane.Options) *cluster {
+	opts.CRDs = true
 	cp := controlplane.StartForTest(t, opts)
-	if err := crds.Install(t.Context(), apiextensionsclient.NewForConfigOrDie(cp.Config), 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	return &cluster{kube: kubernetes.NewForConfigOrDie(cp.Config), grids: versioned.NewForConfigOrDie(cp.Config), cp: cp}
 }
 
