@@ -63,10 +63,16 @@ func crdSeedPath(bin string) (string, error) {
 	return p, nil
 }
 
+var readSeeds sync.Map // seed file path -> its checked []seedKV
+
 // readCRDSeed returns the seed at path, nil if there is none yet. A seed that
 // does not hold one stored CRD per manifest is an error: a start must not go
-// on without some of its CRDs.
+// on without some of its CRDs. A seed read and checked once is kept for the
+// process's later starts (a package's tests start dozens).
 func readCRDSeed(path string) ([]seedKV, error) {
+	if kvs, ok := readSeeds.Load(path); ok {
+		return kvs.([]seedKV), nil
+	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -81,6 +87,7 @@ func readCRDSeed(path string) ([]seedKV, error) {
 	if err := checkCRDSeed(kvs); err != nil {
 		return nil, fmt.Errorf("CRD seed %s: %w (remove it to make it again)", path, err)
 	}
+	readSeeds.Store(path, kvs)
 	return kvs, nil
 }
 
