@@ -6,7 +6,9 @@ package controlplane
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -68,12 +70,13 @@ type Options struct {
 	StartTimeout time.Duration
 	// CRDs installs the superedge.io CRDs (build/crds) once the apiserver is
 	// ready and waits until they are Established, before BeforeControllers
-	// and the controllers. After the first start on a machine they are
-	// stored in etcd before kube-apiserver starts (crdseed.go).
+	// and the controllers. After the first start on a machine they are in
+	// the seed put into etcd before kube-apiserver starts (seed.go).
 	CRDs bool
-	// ApplyCRDs, with CRDs, applies them through the API on every start,
-	// never from a seed (what a seeded start saves is measured against it).
-	ApplyCRDs bool
+	// NoSeed starts kube-apiserver on an empty etcd, where it bootstraps,
+	// and applies the CRDs through the API: never from a seed (what a
+	// seeded start saves is measured against it).
+	NoSeed bool
 	// BeforeControllers, if set, runs once the apiserver is ready and before
 	// kube-controller-manager and kube-scheduler start: CRDs installed there
 	// are watched by the garbage collector from its start, not only after
@@ -159,13 +162,15 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		}
 	}
 
+	// A seed only into an etcd of its own: a Dir given with etcd's data in
+	// it (a control plane started again on it) starts from that data.
 	var seed []seedKV
-	var seedPath string
-	if opts.CRDs && !opts.ApplyCRDs {
-		if seedPath, err = crdSeedPath(cp.apiServerBinary()); err != nil {
+	var seedFile string
+	if _, statErr := os.Stat(filepath.Join(cp.Dir, "etcd")); !opts.NoSeed && errors.Is(statErr, fs.ErrNotExist) {
+		if seedFile, err = seedPath(cp.apiServerBinary(), opts); err != nil {
 			return nil, err
 		}
-		if seed, err = readCRDSeed(seedPath); err != nil {
+		if seed, err = readSeed(seedFile, opts.CRDs); err != nil {
 			return nil, err
 		}
 	}
@@ -174,7 +179,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		return nil, err
 	}
 	if seed != nil {
-		if err := cp.putCRDSeed(ctx, seed); err != nil {
+		if err := cp.putSeed(ctx, seed); err != nil {
 			return nil, err
 		}
 	}
@@ -200,20 +205,17 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	}
 	if opts.CRDs {
 		ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
-		switch {
-		case seed != nil:
+		if seed != nil {
 			if err := crds.WaitEstablished(ctx, ext, opts.StartTimeout); err != nil {
-				return nil, fmt.Errorf("the seeded CRDs (%s): %w", seedPath, err)
+				return nil, fmt.Errorf("the seeded CRDs (%s): %w", seedFile, err)
 			}
-		default:
-			if err := crds.Install(ctx, ext, opts.StartTimeout); err != nil {
-				return nil, fmt.Errorf("install the CRDs: %w", err)
-			}
-			if seedPath != "" {
-				if err := cp.saveCRDSeed(ctx, seedPath); err != nil {
-					return nil, fmt.Errorf("keep the CRDs' seed: %w", err)
-				}
-			}
+		} else if err := crds.Install(ctx, ext, opts.StartTimeout); err != nil {
+			return nil, fmt.Errorf("install the CRDs: %w", err)
+		}
+	}
+	if seed == nil && seedFile != "" {
+		if err := cp.saveSeed(ctx, seedFile, opts.CRDs, opts.StartTimeout); err != nil {
+			return nil, fmt.Errorf("keep the seed: %w", err)
 		}
 	}
 	if opts.BeforeControllers != nil {
