@@ -687,16 +687,25 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	cp, admin := startTestCluster(t, ns)
 	createService(t, admin, ns, "svc", `["zone1"]`)
 	// The stalled client holds at most its tiny receive buffer plus the
-	// server's send buffer; the burst must be well beyond both. A served
-	// endpoint costs >= 60 bytes of JSON and two thirds of them are served.
+	// server's send buffer; the burst must be well beyond both: a quarter
+	// more, by a lower bound of each event's bytes (the served slice
+	// without what the apiserver adds to it). The fast reader's count of
+	// the burst's bytes checks it below.
 	need := 2*maxSendBuffer(t) + 1<<20
-	epsPerSlice := max(6, need/burst/40+1)
-	for i := range slicesN {
+	slice := func(i, n int) []discoveryv1.Endpoint {
 		var eps []discoveryv1.Endpoint
-		for j := range epsPerSlice {
+		for j := range n {
 			eps = append(eps, endpoint(fmt.Sprintf("10.%d.%d.%d", 2+i/250, i%250, j), nodes3(j)))
 		}
-		createSlice(t, admin, ns, "svc", fmt.Sprintf("svc-%d", i), eps...)
+		return eps
+	}
+	units := []string{"nodeunit1", "nodeunit2"}
+	epsPerSlice := 6
+	for burst*servedBytesAtLeast(t, slice(slicesN-1, epsPerSlice), "node1", units...) < need+need/4 {
+		epsPerSlice++
+	}
+	for i := range slicesN {
+		createSlice(t, admin, ns, "svc", fmt.Sprintf("svc-%d", i), slice(i, epsPerSlice)...)
 	}
 	w := startWrapper(t, cp, "node1", "", wrapper.Options{WatchWriteTimeout: 5 * time.Second})
 
@@ -819,7 +828,6 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	}
 	defer stalled.Stop()
 
-	units := []string{"nodeunit1", "nodeunit2"}
 	for k := range relabels {
 		setNodeUnit(t, admin, "node1", units[k%2])
 		eventually(t, fmt.Sprintf("relabel %d reaches the fast reader", k), 60*time.Second, func(context.Context) (bool, error) {
@@ -877,7 +885,7 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	if got >= burst {
 		t.Fatalf("stalled watcher received all %d events", got)
 	}
-	t.Logf("stalled watcher received %d of %d events before it was cut off (burst %d bytes of JSON)", got, burst, fastBytes.Load())
+	t.Logf("stalled watcher received %d of %d events before it was cut off (burst %d bytes of JSON, %d endpoints a slice; its buffers hold at most %d)", got, burst, fastBytes.Load(), epsPerSlice, need)
 	// It relists (its resume point fell out of the event log) and converges.
 	relisted := startInformersWith(t, stalledCfg, "node1")
 	infs = append(infs, relisted)
@@ -939,6 +947,38 @@ func (b *endBody) Close() error {
 }
 
 func nodes3(j int) string { return fmt.Sprintf("node%d", j%3) }
+
+// servedBytesAtLeast is a lower bound of the JSON bytes of an EndpointSlice
+// of eps (as createSlice makes it, of a Service with the topology key
+// gridKey) served to node in any of units: its endpoints on node's
+// nodeunit only, without the fields the apiserver sets (uid,
+// resourceVersion, timestamps, managedFields).
+func servedBytesAtLeast(t testing.TB, eps []discoveryv1.Endpoint, node string, units ...string) int {
+	t.Helper()
+	least := -1
+	for _, unit := range units {
+		var served []discoveryv1.Endpoint
+		for _, ep := range eps {
+			if u := nodeUnits[*ep.NodeName]; *ep.NodeName == node || (u == unit && *ep.NodeName != node) {
+				served = append(served, ep)
+			}
+		}
+		port, proto := int32(8080), corev1.ProtocolTCP
+		b, err := json.Marshal(&discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "fanout", Name: "svc-999", Labels: map[string]string{discoveryv1.LabelServiceName: "svc", discoveryv1.LabelManagedBy: "wrapper-test"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   served,
+			Ports:       []discoveryv1.EndpointPort{{Port: &port, Protocol: &proto}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if least < 0 || len(b) < least {
+			least = len(b)
+		}
+	}
+	return least
+}
 
 // TestRestarts restarts the wrapper in place and the apiserver; informers
 // through the wrapper converge and see changes made meanwhile.
