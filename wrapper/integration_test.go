@@ -390,15 +390,19 @@ func createService(t testing.TB, c kubernetes.Interface, ns, name, topologyKeys 
 }
 
 func createSlice(t testing.TB, c kubernetes.Interface, ns, svc, name string, eps ...discoveryv1.Endpoint) {
+	if _, err := c.DiscoveryV1().EndpointSlices(ns).Create(t.Context(), newSlice(ns, svc, name, eps), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newSlice is the EndpointSlice createSlice makes.
+func newSlice(ns, svc, name string, eps []discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
 	port, proto := int32(8080), corev1.ProtocolTCP
-	sl := &discoveryv1.EndpointSlice{
+	return &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: "wrapper-test"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   eps,
 		Ports:       []discoveryv1.EndpointPort{{Port: &port, Protocol: &proto}},
-	}
-	if _, err := c.DiscoveryV1().EndpointSlices(ns).Create(t.Context(), sl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -701,11 +705,12 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	}
 	units := []string{"nodeunit1", "nodeunit2"}
 	epsPerSlice := 6
-	for burst*servedBytesAtLeast(t, slice(slicesN-1, epsPerSlice), "node1", units...) < need+need/4 {
+	sliceName := func(i int) string { return fmt.Sprintf("svc-%d", i) }
+	for burst*servedBytesAtLeast(t, newSlice(ns, "svc", sliceName(slicesN-1), slice(slicesN-1, epsPerSlice)), "node1", units...) < need+need/4 {
 		epsPerSlice++
 	}
 	for i := range slicesN {
-		createSlice(t, admin, ns, "svc", fmt.Sprintf("svc-%d", i), slice(i, epsPerSlice)...)
+		createSlice(t, admin, ns, "svc", sliceName(i), slice(i, epsPerSlice)...)
 	}
 	w := startWrapper(t, cp, "node1", "", wrapper.Options{WatchWriteTimeout: 5 * time.Second})
 
@@ -948,28 +953,19 @@ func (b *endBody) Close() error {
 
 func nodes3(j int) string { return fmt.Sprintf("node%d", j%3) }
 
-// servedBytesAtLeast is a lower bound of the JSON bytes of an EndpointSlice
-// of eps (as createSlice makes it, of a Service with the topology key
-// gridKey) served to node in any of units: its endpoints on node's
-// nodeunit only, without the fields the apiserver sets (uid,
-// resourceVersion, timestamps, managedFields).
-func servedBytesAtLeast(t testing.TB, eps []discoveryv1.Endpoint, node string, units ...string) int {
+// servedBytesAtLeast is a lower bound of the JSON bytes of sl (made by
+// newSlice, of a Service with the topology key gridKey) served to node in
+// any of units: its endpoints on node's nodeunit only, without the fields
+// the apiserver sets (uid, resourceVersion, timestamps, managedFields).
+func servedBytesAtLeast(t testing.TB, sl *discoveryv1.EndpointSlice, node string, units ...string) int {
 	t.Helper()
 	least := -1
 	for _, unit := range units {
-		var served []discoveryv1.Endpoint
-		for _, ep := range eps {
-			if u := nodeUnits[*ep.NodeName]; *ep.NodeName == node || (u == unit && *ep.NodeName != node) {
-				served = append(served, ep)
-			}
-		}
-		port, proto := int32(8080), corev1.ProtocolTCP
-		b, err := json.Marshal(&discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Namespace: "fanout", Name: "svc-999", Labels: map[string]string{discoveryv1.LabelServiceName: "svc", discoveryv1.LabelManagedBy: "wrapper-test"}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Endpoints:   served,
-			Ports:       []discoveryv1.EndpointPort{{Port: &port, Protocol: &proto}},
+		served := sl.DeepCopy()
+		served.Endpoints = slices.DeleteFunc(served.Endpoints, func(ep discoveryv1.Endpoint) bool {
+			return *ep.NodeName != node && nodeUnits[*ep.NodeName] != unit
 		})
+		b, err := json.Marshal(served)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -99,16 +99,28 @@ func seedPath(bin string, opts Options) (string, error) {
 		fmt.Fprintf(h, "%s\x00", a)
 	}
 	if opts.CRDs {
-		ms, err := crds.Manifests()
+		d, err := manifestsDigest()
 		if err != nil {
 			return "", err
 		}
-		for _, m := range ms {
-			fmt.Fprintf(h, "%s\x00%s\x00", m.Name, m.JSON)
-		}
+		h.Write(d)
 	}
 	return filepath.Join(CacheRoot(), "seeds", hex.EncodeToString(h.Sum(nil))[:24]+".json"), nil
 }
+
+// manifestsDigest hashes the embedded CRDs' names and manifests, once per
+// process: every start with CRDs keys its seed by them.
+var manifestsDigest = sync.OnceValues(func() ([]byte, error) {
+	ms, err := crds.Manifests()
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	for _, m := range ms {
+		fmt.Fprintf(h, "%s\x00%s\x00", m.Name, m.JSON)
+	}
+	return h.Sum(nil), nil
+})
 
 var readSeeds sync.Map // seed file path -> its checked []seedKV
 

@@ -150,19 +150,7 @@ func TestSeedPath(t *testing.T) {
 // ConfigMap (not the seed's), RBAC's bootstrap roles in force.
 func TestSeededStartIsBootstrapped(t *testing.T) {
 	requireBinaries(t)
-	opts := Options{ServiceCIDR: "10.101.0.0/16"}
-	first := StartForTest(t, opts)
-	path, err := seedPath(first.apiServerBinary(), Options{ServiceCIDR: opts.ServiceCIDR})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("no seed after a start: %v", err)
-	}
-	first.Stop()
-
-	started := time.Now()
-	cp := StartForTest(t, opts)
+	first, started, cp := startAgainFromSeed(t, Options{ServiceCIDR: "10.101.0.0/16"})
 	if bytes.Equal(cp.CACertificate(), first.CACertificate()) {
 		t.Fatal("two control planes with one CA: the test proves nothing")
 	}
@@ -206,6 +194,24 @@ func TestSeededStartIsBootstrapped(t *testing.T) {
 	}
 }
 
+// startAgainFromSeed starts a control plane with opts, checks that it kept
+// a seed and stops it, then starts another with opts: the first, when the
+// second started, and the second.
+func startAgainFromSeed(t *testing.T, opts Options) (first *ControlPlane, started time.Time, cp *ControlPlane) {
+	t.Helper()
+	first = StartForTest(t, opts)
+	path, err := seedPath(first.apiServerBinary(), first.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("no seed after a start: %v", err)
+	}
+	first.Stop()
+	started = time.Now()
+	return first, started, StartForTest(t, opts)
+}
+
 // eventuallyCA waits until kube-system/extension-apiserver-authentication
 // holds ca as its client-ca-file.
 func eventuallyCA(t *testing.T, admin kubernetes.Interface, ca []byte) {
@@ -230,18 +236,7 @@ func eventuallyCA(t *testing.T, admin kubernetes.Interface, ca []byte) {
 // manifests say (no drift), validating custom objects by their schema.
 func TestSeededCRDsAreServed(t *testing.T) {
 	requireBinaries(t)
-	first := StartForTest(t, Options{CRDs: true})
-	path, err := seedPath(first.apiServerBinary(), Options{ServiceCIDR: "10.96.0.0/16", CRDs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("no seed after a start with CRDs: %v", err)
-	}
-	first.Stop()
-
-	started := time.Now()
-	cp := StartForTest(t, Options{CRDs: true})
+	_, started, cp := startAgainFromSeed(t, Options{CRDs: true})
 	ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
 	crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(t.Context(), "deploymentgrids.superedge.io", metav1.GetOptions{})
 	if err != nil {
