@@ -1,13 +1,16 @@
 package testnet
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Ports are handed out from [portsFrom, portsTo): below the NodePort range
@@ -26,14 +29,47 @@ const (
 var ports struct {
 	sync.Mutex
 	next int // 0 until the first call picks a random start
+	// claims are the lock files of the ports this process handed out,
+	// open (and so locked) until it exits.
+	claims []*os.File
+}
+
+// claimDir holds a lock file per port handed out. Free at the moment of
+// the check is not enough: between a test choosing a port and its server
+// binding it, another test process may choose the same one (two in a
+// `make test` from a fresh machine did, 2026-12-05: a kube-apiserver
+// found its port taken, and two CoreDNS of different tests shared one
+// through SO_REUSEPORT, each answering the other's queries). A port's
+// lock is held by the process that chose it until that process exits,
+// and the kernel drops it then, however the process ends.
+var claimDir = filepath.Join(os.TempDir(), "servicegroup-ports")
+
+// claim takes port's lock for this process; false when another process
+// (or this one, earlier) holds it.
+func claim(port int) (bool, error) {
+	if err := os.MkdirAll(claimDir, 0o1777); err != nil {
+		return false, err
+	}
+	f, err := os.OpenFile(filepath.Join(claimDir, strconv.Itoa(port)), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return false, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, nil
+		}
+		return false, err
+	}
+	ports.claims = append(ports.claims, f)
+	return true, nil
 }
 
 // FreePort returns a port free on host for TCP, and for UDP too when udp is
-// set, that no outgoing connection can take (see portsFrom). Successive
-// calls in one process walk the range from a random start, so they do not
-// return a port twice until the range wraps, and two test processes rarely
-// meet. It falls back to a kernel-chosen port when the ephemeral range on
-// this machine overlaps the range.
+// set, that no outgoing connection can take (see portsFrom) and no other
+// test process has chosen (see claimDir). Successive calls in one process
+// walk the range from a random start. It falls back to a kernel-chosen
+// port when the ephemeral range on this machine overlaps the range.
 func FreePort(host string, udp bool) (int, error) {
 	if low, err := ephemeralLow(); err != nil || low < portsTo {
 		return kernelPort(host, udp)
@@ -48,7 +84,13 @@ func FreePort(host string, udp bool) (int, error) {
 		if ports.next++; ports.next == portsTo {
 			ports.next = portsFrom
 		}
-		if free(host, port, udp) {
+		if !free(host, port, udp) {
+			continue
+		}
+		switch ok, err := claim(port); {
+		case err != nil:
+			return 0, fmt.Errorf("claim port %d: %w", port, err)
+		case ok:
 			return port, nil
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -70,6 +72,7 @@ func netCounters(ctx context.Context, nodes []*Node, hub *harness.NetNS) string 
 		{"stack", []string{"cat", "/proc/net/snmp", "/proc/net/netstat"}, stackCounters},
 		{"iptables", []string{"iptables-save", "-c"}, ruleDrops},
 		{"links", []string{"ip", "-j", "-s", "link", "show"}, func(out string) []string { return linkDrops([]byte(out)) }},
+		{"neighbours", []string{"ip", "-j", "neigh", "show"}, func(out string) []string { return unresolvedNeighbours([]byte(out)) }},
 	}
 	for _, n := range netNamespaces(nodes, hub) {
 		var found []string
@@ -86,17 +89,47 @@ func netCounters(ctx context.Context, nodes []*Node, hub *harness.NetNS) string 
 		}
 		fmt.Fprintf(&b, "  %s: %s\n", n.name, strings.Join(found, ", "))
 	}
+	// The neighbour table is the kernel's, all namespaces together: a
+	// packet queued for an address that never answered ARP is dropped
+	// (unresolved_discards) without a namespace's counter moving.
+	if stat, err := os.ReadFile("/proc/net/stat/arp_cache"); err == nil {
+		found := neighbourCounters(string(stat))
+		if len(found) == 0 {
+			found = []string{"none"}
+		}
+		fmt.Fprintf(&b, "  the kernel's neighbour table (every namespace): %s\n", strings.Join(found, ", "))
+	}
+	// So are the CPUs' backlogs, where a veth hands each packet to the
+	// other end's namespace: full, they drop it.
+	if stat, err := os.ReadFile("/proc/net/softnet_stat"); err == nil {
+		fmt.Fprintf(&b, "  the CPUs' receive backlogs (every namespace): dropped=%d\n", softnetDropped(string(stat)))
+	}
+	fmt.Fprintf(&b, "  the echo servers' own namespaces: %s\n", echoServerCounters())
 	return b.String()
 }
 
-// conntrackCounters reads /proc/net/stat/nf_conntrack (a header of names,
-// then a line of hexadecimal counters per CPU) and returns the non-zero
-// conntrackLosses as "conntrack <name>=<sum>".
-func conntrackCounters(stat string) []string {
-	lines := strings.Split(strings.TrimSpace(stat), "\n")
-	if len(lines) < 2 {
-		return []string{"conntrack: no counters"}
+// neighbourLosses are the columns of /proc/net/stat/arp_cache that count a
+// packet or a resolution lost.
+var neighbourLosses = []string{"res_failed", "unresolved_discards", "table_fulls", "forced_gc_runs"}
+
+// neighbourCounters reads /proc/net/stat/arp_cache (a header of names, then
+// a line of hexadecimal counters per CPU) and returns the non-zero
+// neighbourLosses as "<name>=<sum>".
+func neighbourCounters(stat string) []string {
+	names, sums := perCPUSums(stat)
+	var out []string
+	for _, want := range neighbourLosses {
+		if i := slices.Index(names, want); i >= 0 && sums[i] > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", want, sums[i]))
+		}
 	}
+	return out
+}
+
+// perCPUSums reads a /proc/net/stat file: its header's names and each
+// column summed over the CPUs' lines (hexadecimal).
+func perCPUSums(stat string) ([]string, []uint64) {
+	lines := strings.Split(strings.TrimSpace(stat), "\n")
 	names := strings.Fields(lines[0])
 	sums := make([]uint64, len(names))
 	for _, l := range lines[1:] {
@@ -106,6 +139,109 @@ func conntrackCounters(stat string) []string {
 			}
 		}
 	}
+	return names, sums
+}
+
+// softnetDropped reads /proc/net/softnet_stat (a line of hexadecimal
+// counters per CPU, the second the packets its full backlog dropped) and
+// returns their sum.
+func softnetDropped(stat string) uint64 {
+	var sum uint64
+	for _, l := range strings.Split(strings.TrimSpace(stat), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			if v, err := strconv.ParseUint(f[1], 16, 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// unresolvedNeighbours reads `ip -j neigh show` and returns each entry
+// that is not resolved (INCOMPLETE, FAILED, PROBE: packets to it wait or
+// are dropped) as "<address> <link> <state>".
+func unresolvedNeighbours(js []byte) []string {
+	var entries []struct {
+		Dst   string   `json:"dst"`
+		Dev   string   `json:"dev"`
+		State []string `json:"state"`
+	}
+	if err := json.Unmarshal(js, &entries); err != nil {
+		return []string{"neighbours: " + err.Error()}
+	}
+	var out []string
+	for _, e := range entries {
+		for _, s := range e.State {
+			if s == "INCOMPLETE" || s == "FAILED" || s == "PROBE" {
+				out = append(out, fmt.Sprintf("neighbour %s %s %s", e.Dst, e.Dev, s))
+			}
+		}
+	}
+	return out
+}
+
+// echoServerCounters: for each echo server process on the machine (the
+// Services' pods), its network namespace's non-zero stackLosses (a full
+// listen queue drops a SYN there), by its addresses; "none" when all are
+// zero. /proc/PID/net is the process's namespace: no nsenter needed.
+func echoServerCounters() string {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return err.Error()
+	}
+	var found []string
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", p.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "echoserver" {
+			continue
+		}
+		var text strings.Builder
+		for _, f := range []string{"snmp", "netstat"} {
+			b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "net", f))
+			if err != nil {
+				continue
+			}
+			text.Write(b)
+		}
+		if losses := stackCounters(text.String()); len(losses) > 0 {
+			trie, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "net", "fib_trie"))
+			found = append(found, fmt.Sprintf("pid %s (%s): %s", p.Name(), strings.Join(localAddresses(string(trie)), " "), strings.Join(losses, " ")))
+		}
+	}
+	if len(found) == 0 {
+		return "none"
+	}
+	return strings.Join(found, ", ")
+}
+
+// localAddresses reads /proc/net/fib_trie and returns the namespace's own
+// addresses (the "/32 host LOCAL" leaves), loopback left out.
+func localAddresses(trie string) []string {
+	var out []string
+	last := ""
+	for _, l := range strings.Split(trie, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "|--":
+			last = f[1]
+		case strings.Contains(l, "/32 host LOCAL") && last != "" && !strings.HasPrefix(last, "127.") && !slices.Contains(out, last):
+			out = append(out, last)
+		}
+	}
+	return out
+}
+
+// conntrackCounters reads /proc/net/stat/nf_conntrack (a header of names,
+// then a line of hexadecimal counters per CPU) and returns the non-zero
+// conntrackLosses as "conntrack <name>=<sum>".
+func conntrackCounters(stat string) []string {
+	if len(strings.Split(strings.TrimSpace(stat), "\n")) < 2 {
+		return []string{"conntrack: no counters"}
+	}
+	names, sums := perCPUSums(stat)
 	var out []string
 	for _, want := range conntrackLosses {
 		for i, name := range names {
@@ -155,10 +291,15 @@ func stackCounters(text string) []string {
 // packets it has matched: "[packets:bytes] -A CHAIN ... -j DROP|REJECT".
 var ruleDrop = regexp.MustCompile(`^\[(\d+):\d+\] (-A \S+ .*-j (?:DROP|REJECT)\b.*)$`)
 
+// policyDrop is a built-in chain of `iptables-save -c` whose policy drops,
+// with the packets the policy took: ":CHAIN DROP [packets:bytes]".
+var policyDrop = regexp.MustCompile(`^:(\S+) DROP \[(\d+):\d+\]$`)
+
 // ruleDrops reads `iptables-save -c` and returns each dropping or
 // rejecting rule that has matched a packet as "<table> <rule>: <n>
 // packets" (kube-proxy's drop of conntrack's INVALID packets, the REJECT of
-// a Service without endpoints, ...).
+// a Service without endpoints, ...), and each chain whose DROP policy took
+// one as "<table> <chain> policy DROP: <n> packets".
 func ruleDrops(save string) []string {
 	var out []string
 	table := ""
@@ -169,6 +310,9 @@ func ruleDrops(save string) []string {
 		}
 		if m := ruleDrop.FindStringSubmatch(l); m != nil && m[1] != "0" {
 			out = append(out, fmt.Sprintf("%s %s: %s packets", table, m[2], m[1]))
+		}
+		if m := policyDrop.FindStringSubmatch(l); m != nil && m[2] != "0" {
+			out = append(out, fmt.Sprintf("%s %s policy DROP: %s packets", table, m[1], m[2]))
 		}
 	}
 	return out

@@ -96,6 +96,9 @@ func TestRuleDrops(t *testing.T) {
 [0:0] -A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -j KUBE-SVC-NPX46M4PTMTKRN6Y
 COMMIT
 *filter
+:INPUT ACCEPT [40:2400]
+:FORWARD DROP [4:240]
+:OUTPUT DROP [0:0]
 :KUBE-FORWARD - [0:0]
 [3:180] -A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP
 [0:0] -A KUBE-SERVICES -d 10.96.1.2/32 -p tcp -m comment --comment "default/empty has no endpoints" -j REJECT --reject-with icmp-port-unreachable
@@ -105,6 +108,7 @@ COMMIT
 `
 	got := ruleDrops(save)
 	want := []string{
+		"filter FORWARD policy DROP: 4 packets",
 		"filter -A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP: 3 packets",
 		"filter -A KUBE-EXTERNAL-SERVICES -d 10.0.0.3/32 -p tcp -j REJECT --reject-with icmp-port-unreachable: 2 packets",
 	}
@@ -117,5 +121,62 @@ func TestFlowCounts(t *testing.T) {
 	got := flowCounts(map[string]string{"node1": "a\nb", "fabric hub": "", "node0": "a"})
 	if want := "fabric hub 0, node0 1, node1 2"; got != want {
 		t.Errorf("flowCounts = %q, want %q", got, want)
+	}
+}
+
+func TestNeighbourCounters(t *testing.T) {
+	stat := `entries  allocs   destroys hash_grows lookups  hits     res_failed rcv_probes_mcast rcv_probes_ucast periodic_gc_runs forced_gc_runs unresolved_discards table_fulls
+00000002 00000002 00000000 00000000   00000000 00000000 00000001   00000000         00000000         00000103         00000000       00000002            00000000
+00000002 00000000 00000000 00000000   00000006 00000002 00000002   00000000         00000000         00000000         00000000       0000000a            00000000
+`
+	got := neighbourCounters(stat)
+	want := []string{"res_failed=3", "unresolved_discards=12"}
+	if !slices.Equal(got, want) {
+		t.Errorf("neighbourCounters = %q, want %q", got, want)
+	}
+}
+
+func TestUnresolvedNeighbours(t *testing.T) {
+	js := `[{"dst":"10.250.3.11","dev":"eth0","lladdr":"02:fc:00:00:00:05","state":["STALE"]},{"dst":"10.244.0.7","dev":"cni0","state":["INCOMPLETE"]},{"dst":"fd00::1","dev":"eth0","state":["FAILED"]},{"dst":"10.244.0.3","dev":"cni0","lladdr":"aa:bb:cc:dd:ee:ff","state":["REACHABLE"]}]`
+	got := unresolvedNeighbours([]byte(js))
+	want := []string{"neighbour 10.244.0.7 cni0 INCOMPLETE", "neighbour fd00::1 eth0 FAILED"}
+	if !slices.Equal(got, want) {
+		t.Errorf("unresolvedNeighbours = %q, want %q", got, want)
+	}
+	if got := unresolvedNeighbours([]byte("not json")); len(got) != 1 || !strings.HasPrefix(got[0], "neighbours: ") {
+		t.Errorf("unresolvedNeighbours(not json) = %q, want the error", got)
+	}
+}
+
+func TestLocalAddresses(t *testing.T) {
+	trie := `Main:
+  +-- 0.0.0.0/0 3 0 5
+     +-- 10.244.0.0/24 2 0 2
+        |-- 10.244.0.0
+           /24 link UNICAST
+        |-- 10.244.0.5
+           /32 host LOCAL
+Local:
+  +-- 0.0.0.0/0 3 0 5
+     +-- 127.0.0.0/8 2 0 2
+        |-- 127.0.0.1
+           /32 host LOCAL
+        |-- 10.244.0.5
+           /32 host LOCAL
+        |-- 10.244.0.255
+           /32 link BROADCAST
+`
+	if got, want := localAddresses(trie), []string{"10.244.0.5"}; !slices.Equal(got, want) {
+		t.Errorf("localAddresses = %q, want %q", got, want)
+	}
+}
+
+func TestSoftnetDropped(t *testing.T) {
+	stat := `0000000d 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000
+00007be1 00000003 00000002 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000001
+00001000 0000000a 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000002
+`
+	if got := softnetDropped(stat); got != 13 {
+		t.Errorf("softnetDropped = %d, want 13", got)
 	}
 }
