@@ -44,10 +44,13 @@ var ports struct {
 // and the kernel drops it then, however the process ends.
 var claimDir = filepath.Join(os.TempDir(), "servicegroup-ports")
 
+// makeClaimDir makes claimDir, once per process.
+var makeClaimDir = sync.OnceValue(func() error { return os.MkdirAll(claimDir, 0o1777) })
+
 // claim takes port's lock for this process; false when another process
 // (or this one, earlier) holds it.
 func claim(port int) (bool, error) {
-	if err := os.MkdirAll(claimDir, 0o1777); err != nil {
+	if err := makeClaimDir(); err != nil {
 		return false, err
 	}
 	f, err := os.OpenFile(filepath.Join(claimDir, strconv.Itoa(port)), os.O_RDWR|os.O_CREATE, 0o666)

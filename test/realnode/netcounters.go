@@ -93,7 +93,7 @@ func netCounters(ctx context.Context, nodes []*Node, hub *harness.NetNS) string 
 	// packet queued for an address that never answered ARP is dropped
 	// (unresolved_discards) without a namespace's counter moving.
 	if stat, err := os.ReadFile("/proc/net/stat/arp_cache"); err == nil {
-		found := neighbourCounters(string(stat))
+		found := perCPULosses(string(stat), neighbourLosses, "")
 		if len(found) == 0 {
 			found = []string{"none"}
 		}
@@ -112,23 +112,10 @@ func netCounters(ctx context.Context, nodes []*Node, hub *harness.NetNS) string 
 // packet or a resolution lost.
 var neighbourLosses = []string{"res_failed", "unresolved_discards", "table_fulls", "forced_gc_runs"}
 
-// neighbourCounters reads /proc/net/stat/arp_cache (a header of names, then
-// a line of hexadecimal counters per CPU) and returns the non-zero
-// neighbourLosses as "<name>=<sum>".
-func neighbourCounters(stat string) []string {
-	names, sums := perCPUSums(stat)
-	var out []string
-	for _, want := range neighbourLosses {
-		if i := slices.Index(names, want); i >= 0 && sums[i] > 0 {
-			out = append(out, fmt.Sprintf("%s=%d", want, sums[i]))
-		}
-	}
-	return out
-}
-
-// perCPUSums reads a /proc/net/stat file: its header's names and each
-// column summed over the CPUs' lines (hexadecimal).
-func perCPUSums(stat string) ([]string, []uint64) {
+// perCPULosses reads a /proc/net/stat file (a header of names, then a line
+// of hexadecimal counters per CPU) and returns the non-zero columns of
+// losses, summed over the CPUs, as "<prefix><name>=<sum>".
+func perCPULosses(stat string, losses []string, prefix string) []string {
 	lines := strings.Split(strings.TrimSpace(stat), "\n")
 	names := strings.Fields(lines[0])
 	sums := make([]uint64, len(names))
@@ -139,7 +126,13 @@ func perCPUSums(stat string) ([]string, []uint64) {
 			}
 		}
 	}
-	return names, sums
+	var out []string
+	for _, want := range losses {
+		if i := slices.Index(names, want); i >= 0 && sums[i] > 0 {
+			out = append(out, fmt.Sprintf("%s%s=%d", prefix, want, sums[i]))
+		}
+	}
+	return out
 }
 
 // softnetDropped reads /proc/net/softnet_stat (a line of hexadecimal
@@ -234,23 +227,13 @@ func localAddresses(trie string) []string {
 	return out
 }
 
-// conntrackCounters reads /proc/net/stat/nf_conntrack (a header of names,
-// then a line of hexadecimal counters per CPU) and returns the non-zero
-// conntrackLosses as "conntrack <name>=<sum>".
+// conntrackCounters reads /proc/net/stat/nf_conntrack and returns the
+// non-zero conntrackLosses as "conntrack <name>=<sum>".
 func conntrackCounters(stat string) []string {
 	if len(strings.Split(strings.TrimSpace(stat), "\n")) < 2 {
 		return []string{"conntrack: no counters"}
 	}
-	names, sums := perCPUSums(stat)
-	var out []string
-	for _, want := range conntrackLosses {
-		for i, name := range names {
-			if name == want && sums[i] > 0 {
-				out = append(out, fmt.Sprintf("conntrack %s=%d", name, sums[i]))
-			}
-		}
-	}
-	return out
+	return perCPULosses(stat, conntrackLosses, "conntrack ")
 }
 
 // stackCounters reads /proc/net/snmp and /proc/net/netstat (for each

@@ -129,10 +129,10 @@ func TestNeighbourCounters(t *testing.T) {
 00000002 00000002 00000000 00000000   00000000 00000000 00000001   00000000         00000000         00000103         00000000       00000002            00000000
 00000002 00000000 00000000 00000000   00000006 00000002 00000002   00000000         00000000         00000000         00000000       0000000a            00000000
 `
-	got := neighbourCounters(stat)
+	got := perCPULosses(stat, neighbourLosses, "")
 	want := []string{"res_failed=3", "unresolved_discards=12"}
 	if !slices.Equal(got, want) {
-		t.Errorf("neighbourCounters = %q, want %q", got, want)
+		t.Errorf("perCPULosses(arp_cache) = %q, want %q", got, want)
 	}
 }
 
