@@ -51,11 +51,18 @@
 #   OTHERS_NICE  the niceness of the go test with -race (default 10, below the
 #                race-free one's, whose test/realnode counts every DNS query
 #                its real nodes' clients lose)
-#   SIDE_AFTER   the packages ./... adds beyond those TEST_PKGS names (short
-#                ones; their linking set the last minute of a run) run one at
-#                a time in a third go test, with -race at OTHERS_NICE, once
-#                this named package has ended (default ./controller/; empty:
-#                they run last in the race go test)
+#   SIDE_AFTER   the packages of SIDE_PKGS, then those ./... adds beyond the
+#                ones TEST_PKGS names (short ones; their linking set the last
+#                minute of a run), run SIDE_P at a time in a third go test,
+#                with -race at OTHERS_NICE, once this named package has ended
+#                (default ./test/e2e/; empty: they run last in the race go
+#                test, in TEST_PKGS' order)
+#   SIDE_PKGS    packages TEST_PKGS names that run first in the side lane
+#                (default: autonomy/webhook, cmd/application-grid-controller,
+#                internal/gridcli, cmd/application-grid-wrapper,
+#                internal/nodelabels: the longest of the side lane, mostly
+#                waiting on timers and their control planes)
+#   SIDE_P       packages the side lane runs at once (default 2)
 #   TEST_OUT     where the logs go (default: bin/test)
 #   GOGC         the Go collector's target for the tests and every process they
 #                start (default here 400, the runtime's 100)
@@ -152,7 +159,18 @@ TEST_PARALLEL=${TEST_PARALLEL:-4}
 NORACE_AFTER=${NORACE_AFTER-speed}
 SIDE_BY_SIDE_MS=${SIDE_BY_SIDE_MS:-800}
 OTHERS_NICE=${OTHERS_NICE:-10}
-SIDE_AFTER=${SIDE_AFTER-./controller/}
+# The side lane: in a warm run of 1364178 (911 s), the two slots of the race
+# go test held 1,740 s of packages between them, and ended at 906 s; the
+# side lane, started after controller (559 s), ran its 210 s of tests one
+# package at a time, linking each first, to 900 s; and the machine's cores
+# were 86% busy on average, 49-65% in minutes 5-6 and 23-54% in the last two.
+# Four packages of SIDE_PKGS (218 s of the race go test's slots, 3
+# CPU-seconds in 10 of wall) are timers and waits: moved to the side lane,
+# started after test/e2e (some 390 s in) and two at a time, they fill those
+# idle minutes and take a quarter of the race go test's wait for a slot.
+SIDE_AFTER=${SIDE_AFTER-./test/e2e/}
+SIDE_PKGS=${SIDE_PKGS-./autonomy/webhook/ ./cmd/application-grid-controller/ ./internal/gridcli/ ./cmd/application-grid-wrapper/ ./internal/nodelabels/}
+SIDE_P=${SIDE_P:-2}
 TEST_OUT=${TEST_OUT:-bin/test}
 mkdir -p "$TEST_OUT"
 out=$(cd "$TEST_OUT" && pwd)
@@ -174,7 +192,9 @@ trap 'kill "$older_bins" "$monitoring" 2>/dev/null || true' EXIT
 # The settings of `make build`, so its compiled standard library serves.
 CGO_ENABLED=0 go build -trimpath -o "$out/cpuacct" ./hack/cpuacct
 CGO_ENABLED=0 go build -trimpath -o "$out/testfailures" ./hack/testfailures
-rm -f "$records" "$CPUACCT_COMPONENTS"
+# The last run's events too: the lanes that wait for a package read
+# test-others.json from their start, before its go test has rewritten it.
+rm -f "$records" "$CPUACCT_COMPONENTS" "$json" "$out"/test-*.json
 
 # NORACE_AFTER=speed: the lanes apart or side by side, by how much a core
 # of this machine does: the CPU time of a fixed piece of work (cpuacct
@@ -200,18 +220,32 @@ fi
 # shellcheck disable=SC2086 # word splitting of the package list is wanted
 norace_pkgs=" $(go list $NORACE_PKGS | tr '\n' ' ')"
 # The packages TEST_PKGS names one by one (no "..."): the others go to the
-# side lane when SIDE_AFTER is set.
+# side lane when SIDE_AFTER is set, after those of SIDE_PKGS.
 named=()
 for p in $TEST_PKGS; do
 	[[ $p == *...* ]] || named+=("$p")
 done
 named_pkgs=" $(go list "${named[@]}" 2>/dev/null | tr '\n' ' ')"
+# shellcheck disable=SC2086 # word splitting of the package list is wanted
+all_pkgs=$(go list $TEST_PKGS)
+all_set=" $(tr '\n' ' ' <<<"$all_pkgs")"
+side_first=" "
+side=()
+if [ -n "$SIDE_AFTER" ] && [ -n "$SIDE_PKGS" ]; then
+	# shellcheck disable=SC2086 # word splitting of the package list is wanted
+	for pkg in $(go list $SIDE_PKGS); do
+		if [[ $all_set == *" $pkg "* ]] && [[ $norace_pkgs != *" $pkg "* ]]; then
+			side_first+="$pkg "
+			side+=("$pkg")
+		fi
+	done
+fi
 norace=()
 others=()
-side=()
-# shellcheck disable=SC2086 # word splitting of the package list is wanted
-for pkg in $(go list $TEST_PKGS); do
-	if [[ $norace_pkgs == *" $pkg "* ]]; then
+for pkg in $all_pkgs; do
+	if [[ $side_first == *" $pkg "* ]]; then
+		continue
+	elif [[ $norace_pkgs == *" $pkg "* ]]; then
 		norace+=("$pkg")
 	elif [ -n "$SIDE_AFTER" ] && [[ $named_pkgs != *" $pkg "* ]]; then
 		side+=("$pkg")
@@ -284,8 +318,8 @@ trap 'kill "$older_bins" "$monitoring" $norace_job $others_job 2>/dev/null || tr
 side_job=
 if [ ${#side[@]} -gt 0 ]; then
 	jsons+=("$out/test-side.json")
-	# The short packages, one at a time in a lane of their own, once
-	# SIDE_AFTER has ended in the race go test (or that go test has): from
+	# SIDE_PKGS' and the short packages, SIDE_P at a time in a lane of
+	# their own, once SIDE_AFTER has ended in the race go test (or that go test has): from
 	# then on the machine has CPU to spare, where at the start the real-node
 	# test's install and the longest packages leave none (a third lane from
 	# the start made test/realnode 100 s longer).
@@ -294,7 +328,7 @@ if [ ${#side[@]} -gt 0 ]; then
 		wait_for_race_lane "$after"
 		echo ">> the side lane started $((SECONDS - start)) s into the run, after $after" >"$out/side.log"
 		# shellcheck disable=SC2086 # word splitting of the flag list is wanted
-		exec nice -n "$OTHERS_NICE" "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-side.json" -- -p 1 -parallel "$TEST_PARALLEL" $TEST_FLAGS \
+		exec nice -n "$OTHERS_NICE" "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-side.json" -- -p "$SIDE_P" -parallel "$TEST_PARALLEL" $TEST_FLAGS \
 			-exec "'$out/cpuacct' exec --records '$records'" "${side[@]}" >>"$out/side.log" 2>&1
 	) &
 	side_job=$!
@@ -312,7 +346,7 @@ done
 tests_took=$((SECONDS - start))
 if [ -n "$side_job" ]; then
 	echo
-	echo ">> the short packages (the side lane, SIDE_AFTER)"
+	echo ">> SIDE_PKGS and the short packages (the side lane, SIDE_AFTER)"
 	cat "$out/side.log"
 fi
 if [ -n "$norace_job" ]; then
