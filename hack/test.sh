@@ -164,10 +164,13 @@ OTHERS_NICE=${OTHERS_NICE:-10}
 # side lane, started after controller (559 s), ran its 210 s of tests one
 # package at a time, linking each first, to 900 s; and the machine's cores
 # were 86% busy on average, 49-65% in minutes 5-6 and 23-54% in the last two.
-# Four packages of SIDE_PKGS (218 s of the race go test's slots, 3
-# CPU-seconds in 10 of wall) are timers and waits: moved to the side lane,
-# started after test/e2e (some 390 s in) and two at a time, they fill those
-# idle minutes and take a quarter of the race go test's wait for a slot.
+# Four of SIDE_PKGS' packages held 218 s of the race go test's slots for
+# some 70 CPU-seconds (timers and waits); the fifth,
+# cmd/application-grid-controller (54 s), was in the side lane at its
+# path's place, near the end. At the head of the side lane, started after
+# test/e2e (some 390 s in) and two at a time, they fill those idle minutes:
+# 890 s, then 855 s and 890 s in two .ci/run, the cores busy but for a
+# minute (docs/benchmarks/ci-runs.md).
 SIDE_AFTER=${SIDE_AFTER-./test/e2e/}
 SIDE_PKGS=${SIDE_PKGS-./autonomy/webhook/ ./cmd/application-grid-controller/ ./internal/gridcli/ ./cmd/application-grid-wrapper/ ./internal/nodelabels/}
 SIDE_P=${SIDE_P:-2}
@@ -319,10 +322,10 @@ side_job=
 if [ ${#side[@]} -gt 0 ]; then
 	jsons+=("$out/test-side.json")
 	# SIDE_PKGS' and the short packages, SIDE_P at a time in a lane of
-	# their own, once SIDE_AFTER has ended in the race go test (or that go test has): from
-	# then on the machine has CPU to spare, where at the start the real-node
-	# test's install and the longest packages leave none (a third lane from
-	# the start made test/realnode 100 s longer).
+	# their own, once SIDE_AFTER has ended in the race go test (or that go
+	# test has): from then on the machine has CPU to spare, where at the
+	# start the real-node test's install and the longest packages leave none
+	# (a third lane from the start made test/realnode 100 s longer).
 	after=$(go list "$SIDE_AFTER")
 	(
 		wait_for_race_lane "$after"
