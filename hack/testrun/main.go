@@ -108,25 +108,9 @@ type event struct {
 	Output  string `json:",omitempty"`
 }
 
-// lineWriter writes whole lines to w, one writer at a time.
-type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lineWriter) line(b []byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.w.Write(b)
-}
-
-func (l *lineWriter) event(e event) {
-	b, _ := json.Marshal(e)
-	l.line(append(b, '\n'))
-}
-
-// lockedWriter serializes writes to w: the binaries' stderr, from several
-// processes' copying goroutines.
+// lockedWriter serializes writes to w: each Write lands whole, whichever
+// goroutine copies it (test2json's event lines on stdout, the binaries'
+// stderr).
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -136,6 +120,12 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(b)
+}
+
+// event writes e as one line of go test -json output.
+func (l *lockedWriter) event(e event) {
+	b, _ := json.Marshal(e)
+	l.Write(append(b, '\n'))
 }
 
 func run(args []string, stdout, stderr io.Writer) (int, error) {
@@ -183,7 +173,7 @@ func run(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	defer unlock()
 
-	out := &lineWriter{w: stdout}
+	out := &lockedWriter{w: stdout}
 	failed := false
 	bins := map[string]string{}
 	var testable []string
@@ -262,7 +252,7 @@ func link(pkgs, build []string, dir string, w io.Writer) error {
 }
 
 // stream runs cmd, copying its output lines to out.
-func stream(cmd *exec.Cmd, out *lineWriter) error {
+func stream(cmd *exec.Cmd, out *lockedWriter) error {
 	r, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -274,7 +264,7 @@ func stream(cmd *exec.Cmd, out *lineWriter) error {
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
-			out.line(line)
+			out.Write(line)
 		}
 		if err != nil {
 			break
