@@ -48,8 +48,12 @@ if [ "${1:-}" = "--print-dir" ]; then
 	echo "$BIN_DIR"
 	exit 0
 fi
-# Its own cache and lock; a no-op once built.
-"$(dirname "$0")/kube-proxy-bins.sh" "$KUBE_PROXY" >&2
+# Its own cache and lock; a no-op once built. At its own dependency
+# versions from the start: v1.33's apimachinery wants structured-merge-diff
+# v4 and its cri-client an older otelgrpc, so at this project's versions it
+# fails, on every fresh machine, after compiling k8s.io/api and much of its
+# tree (the fresh .ci/run of 2026-12-06 compiled k8s.io/api v0.33.13 twice).
+K8S_DEPS=own "$(dirname "$0")/kube-proxy-bins.sh" "$KUBE_PROXY" >&2
 if have_all; then
 	echo "$BIN_DIR"
 	exit 0

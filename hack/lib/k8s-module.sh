@@ -129,7 +129,9 @@ k8s_build() {
 # shares with this project are at the project's versions
 # (k8s_share_project_versions), so that they compile once on a fresh
 # machine; should a newer one not build with this release, DIR is made
-# again and the release is built with its own.
+# again and the release is built with its own. K8S_DEPS=own builds it with
+# its own at once, for a release known not to build with the project's:
+# the attempt compiles much of the release before it fails.
 k8s_build_release() {
 	local dir=$1 out=$2 version=$3 ldflags
 	shift 3
@@ -137,6 +139,10 @@ k8s_build_release() {
 	# its Node status, kube-proxy in its log, --version and build_info).
 	ldflags="-s -w $(k8s_version_ldflags "$version")"
 	k8s_module "$dir" "$version"
+	if [ "${K8S_DEPS:-project}" = own ]; then
+		k8s_build "$dir" "$out" "$ldflags" "$@"
+		return
+	fi
 	k8s_share_project_versions "$dir" "$version"
 	if ! k8s_build "$dir" "$out" "$ldflags" "$@"; then
 		echo ">> $version did not build with this project's dependency versions: building it with its own" >&2
