@@ -314,6 +314,44 @@ func TestRunLines(t *testing.T) {
 	}
 }
 
+// lateContext's deadline has passed but its timer has not cancelled it
+// yet (Err nil, Done open), as a context.WithDeadline can look for a while
+// on a loaded machine.
+type lateContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// TestRunEndsAtItsDeadline: an attempt ended once the run's deadline had
+// passed (here by the query's connection deadline, set from it) is cut
+// short by the run's end, not a failed attempt, even before the context's
+// timer has cancelled it: Run writes no line and returns.
+func TestRunEndsAtItsDeadline(t *testing.T) {
+	silent, _ := silentServer(t)
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx := lateContext{Context: base, deadline: time.Now().Add(-time.Millisecond)}
+	cfg := Config{Name: "probe.default.svc.cluster.local", NameIP: "10.96.0.5", Servers: []string{silent}}
+	var out strings.Builder
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, cfg, &out)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		cancel() // ends it through Err, as the timer would
+		<-done
+		t.Fatal("Run went on past its deadline")
+	}
+	if out.Len() != 0 {
+		t.Errorf("Run wrote %q after its deadline, want nothing", out.String())
+	}
+}
+
 // TestStallWatchHeld: the time the process was held up between two
 // instants is the overlap of the stalls recorded, and of one still open
 // (the watch not woken since); wake-ups closer than stallMin are none.
