@@ -1,8 +1,8 @@
 package wrapper_test
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +23,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -31,7 +33,9 @@ import (
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	restwatch "k8s.io/client-go/rest/watch"
 	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
@@ -48,7 +52,13 @@ const (
 	// content type speaks protobuf for built-in types.
 	jsonType = "application/json"
 	gridKey  = "zone1"
+	// protobufWatch is the Content-Type of a protobuf watch stream, as
+	// kube-apiserver sends it.
+	protobufWatch = protobuf + ";stream=watch"
 )
+
+// protobufOnly asks for protobuf and nothing else.
+var protobufOnly = rest.ContentConfig{ContentType: protobuf, AcceptContentTypes: protobuf}
 
 var nodeUnits = map[string]string{"node0": "nodeunit1", "node1": "nodeunit2", "node2": "nodeunit2"}
 
@@ -675,7 +685,9 @@ func gatheredValue(name string, labels map[string]string) (float64, error) {
 // informers, a raw watch that reads at full speed, and a watch whose client
 // stops reading. The burst is sized from this machine's largest TCP send
 // buffer, so the stalled client cannot absorb it whatever the kernel's
-// buffers. The fast readers see every event, and none is cut off before the
+// buffers; both raw watches ask for protobuf, the encoding client-go's typed
+// clients prefer, so their bytes are counted in the unit the stalled one
+// would have to hold. The fast readers see every event, and none is cut off before the
 // stalled one is, by the write timeout; it then relists. After that, a
 // machine too loaded to get a reader's batch out within the write timeout
 // may cut that reader off too; it resumes without relisting.
@@ -690,12 +702,15 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	ns := "fanout"
 	cp, admin := startTestCluster(t, ns)
 	createService(t, admin, ns, "svc", `["zone1"]`)
-	// The stalled client holds at most its tiny receive buffer plus the
-	// server's send buffer; the burst must be well beyond both: a quarter
-	// more, by a lower bound of each event's bytes (the served slice
-	// without what the apiserver adds to it). The fast reader's count of
-	// the burst's bytes checks it below.
-	need := 2*maxSendBuffer(t) + 1<<20
+	// Once the stalled client stops reading, what it can still receive is
+	// what the server's send buffer (at most tcp_wmem's largest) and its own
+	// receive buffer (4 KiB, doubled by the kernel) hold, and client-go's
+	// reader (a 4 KiB buffered reader and one frame): 1 MiB more covers
+	// those. The burst must be well beyond it: a quarter more, by a lower
+	// bound of each event's protobuf bytes (the served slice without what
+	// the apiserver adds to it). The fast reader's count of the bytes on
+	// its wire checks it below.
+	need := maxSendBuffer(t) + 1<<20
 	slice := func(i, n int) []discoveryv1.Endpoint {
 		var eps []discoveryv1.Endpoint
 		for j := range n {
@@ -706,7 +721,7 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	units := []string{"nodeunit1", "nodeunit2"}
 	epsPerSlice := 6
 	sliceName := func(i int) string { return fmt.Sprintf("svc-%d", i) }
-	for burst*servedBytesAtLeast(t, newSlice(ns, "svc", sliceName(slicesN-1), slice(slicesN-1, epsPerSlice)), "node1", units...) < need+need/4 {
+	for burst*servedProtobufBytesAtLeast(t, newSlice(ns, "svc", sliceName(slicesN-1), slice(slicesN-1, epsPerSlice)), "node1", units...) < need+need/4 {
 		epsPerSlice++
 	}
 	for i := range slicesN {
@@ -775,21 +790,22 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	}
 	w.ended.Store(&noteStalledEnd)
 
-	// The fast reader counts MODIFIED events and their JSON bytes. The write
+	// The fast reader counts MODIFIED events, and its transport the bytes
+	// they came in, in the stalled watcher's encoding. The write
 	// timeout runs by the wall clock over a batch's encoding and writing, so
 	// a saturated machine can hold any watcher's batch past it. Once the
 	// stalled watcher is cut off, such a cut-off cannot be its doing: the
 	// fast reader resumes from the last version it saw, as an informer does.
 	// Any other end of its stream fails the test.
 	fastStreams := &streamEnds{}
-	fastClient := kubernetes.NewForConfigOrDie(&rest.Config{Host: w.URL(), QPS: -1, WrapTransport: fastStreams.wrap})
+	fastClient := kubernetes.NewForConfigOrDie(&rest.Config{Host: w.URL(), QPS: -1, WrapTransport: fastStreams.wrap, ContentConfig: protobufOnly})
 	fastCtx, stopFast := context.WithCancel(t.Context())
 	defer stopFast()
 	fast, err := fastClient.DiscoveryV1().EndpointSlices(ns).Watch(fastCtx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fastEvents, fastBytes, fastCuts atomic.Int64
+	var fastEvents, fastCuts atomic.Int64
 	fastEnded := make(chan string, 1)
 	go func(fw watch.Interface) {
 		rv := list.ResourceVersion
@@ -801,8 +817,6 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 					return
 				}
 				rv = ev.Object.(*discoveryv1.EndpointSlice).ResourceVersion
-				b, _ := json.Marshal(ev.Object)
-				fastBytes.Add(int64(len(b)))
 				fastEvents.Add(1)
 			}
 			switch end := fastStreams.lastEnd(); {
@@ -827,6 +841,7 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	// reading the body after one event.
 	stalledCfg := tinyReceiveBufferConfig(w.URL())
 	stalledCfg.UserAgent = stalledAgent
+	stalledCfg.ContentConfig = protobufOnly
 	stalled, err := kubernetes.NewForConfigOrDie(stalledCfg).DiscoveryV1().EndpointSlices(ns).Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
@@ -848,8 +863,11 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	if n := fastEvents.Load(); n != burst {
 		t.Fatalf("fast reader saw %d events, want %d", n, burst)
 	}
-	if b := fastBytes.Load(); b < int64(need) {
-		t.Fatalf("the burst was %d bytes, less than the %d the stalled client's buffers could hold: the test proves nothing", b, need)
+	if ct := fastStreams.contentType(); ct != protobufWatch {
+		t.Fatalf("the fast reader's watch came as %q, want %q: its bytes do not measure the stalled watcher's", ct, protobufWatch)
+	}
+	if b := fastStreams.read.Load(); b < int64(need) {
+		t.Fatalf("the burst was %d bytes on the wire, less than the %d the stalled client's buffers could hold: the test proves nothing", b, need)
 	}
 	eventually(t, "the stalled watcher is cut off", 60*time.Second, func(context.Context) (bool, error) {
 		if stalledGone.Load() {
@@ -890,7 +908,13 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 	if got >= burst {
 		t.Fatalf("stalled watcher received all %d events", got)
 	}
-	t.Logf("stalled watcher received %d of %d events before it was cut off (burst %d bytes of JSON, %d endpoints a slice; its buffers hold at most %d)", got, burst, fastBytes.Load(), epsPerSlice, need)
+	// And no more than its buffers' bound: more would mean something else
+	// buffers for it, and the burst above was not sized to exceed that.
+	perEvent := float64(fastStreams.read.Load()) / float64(burst)
+	if held := int(float64(got) * perEvent); held > need {
+		t.Fatalf("stalled watcher received %d events, about %d bytes, more than the %d its buffers can hold", got, held, need)
+	}
+	t.Logf("stalled watcher received %d of %d events before it was cut off (burst %d protobuf bytes on the wire, %d endpoints a slice; its buffers hold at most %d)", got, burst, fastStreams.read.Load(), epsPerSlice, need)
 	// It relists (its resume point fell out of the event log) and converges.
 	relisted := startInformersWith(t, stalledCfg, "node1")
 	infs = append(infs, relisted)
@@ -900,10 +924,13 @@ func TestFanOutAndStalledWatcher(t *testing.T) {
 // streamEnds wraps a client's transport to record how the last of its
 // response bodies ended, which client-go's watch hides: io.EOF when the
 // server ended it, another error when its connection was cut mid-body,
-// errClosedByClient when the client closed it first.
+// errClosedByClient when the client closed it first. It also counts the
+// bytes read from all of them and keeps the last one's Content-Type.
 type streamEnds struct {
-	mu  sync.Mutex
-	end error
+	mu    sync.Mutex
+	end   error
+	ctype string
+	read  atomic.Int64
 }
 
 var errClosedByClient = errors.New("closed by the client")
@@ -912,6 +939,9 @@ func (e *streamEnds) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(req)
 		if err == nil {
+			e.mu.Lock()
+			e.ctype = resp.Header.Get("Content-Type")
+			e.mu.Unlock()
 			resp.Body = &endBody{ReadCloser: resp.Body, streams: e}
 		}
 		return resp, err
@@ -922,6 +952,13 @@ func (e *streamEnds) ended(err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.end = err
+}
+
+// contentType is the last response's Content-Type.
+func (e *streamEnds) contentType() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ctype
 }
 
 // lastEnd returns how the last body that ended did.
@@ -940,6 +977,7 @@ type endBody struct {
 
 func (b *endBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	b.streams.read.Add(int64(n))
 	if err != nil {
 		b.once.Do(func() { b.streams.ended(err) })
 	}
@@ -953,11 +991,12 @@ func (b *endBody) Close() error {
 
 func nodes3(j int) string { return fmt.Sprintf("node%d", j%3) }
 
-// servedBytesAtLeast is a lower bound of the JSON bytes of sl (made by
-// newSlice, of a Service with the topology key gridKey) served to node in
-// any of units: its endpoints on node's nodeunit only, without the fields
-// the apiserver sets (uid, resourceVersion, timestamps, managedFields).
-func servedBytesAtLeast(t testing.TB, sl *discoveryv1.EndpointSlice, node string, units ...string) int {
+// servedProtobufBytesAtLeast is a lower bound of the bytes of a protobuf
+// watch event of sl (made by newSlice, of a Service with the topology key
+// gridKey) served to node in any of units: the frame of a MODIFIED event of
+// its endpoints on node's nodeunit only, without the fields the apiserver
+// sets (uid, resourceVersion, timestamps).
+func servedProtobufBytesAtLeast(t testing.TB, sl *discoveryv1.EndpointSlice, node string, units ...string) int {
 	t.Helper()
 	least := -1
 	for _, unit := range units {
@@ -965,15 +1004,29 @@ func servedBytesAtLeast(t testing.TB, sl *discoveryv1.EndpointSlice, node string
 		served.Endpoints = slices.DeleteFunc(served.Endpoints, func(ep discoveryv1.Endpoint) bool {
 			return *ep.NodeName != node && nodeUnits[*ep.NodeName] != unit
 		})
-		b, err := json.Marshal(served)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if least < 0 || len(b) < least {
-			least = len(b)
+		if n := protobufWatchEventBytes(t, served); least < 0 || n < least {
+			least = n
 		}
 	}
 	return least
+}
+
+// protobufWatchEventBytes is the length of obj's MODIFIED event in a
+// protobuf watch stream, its frame included, encoded as client-go's own
+// watch encoder does.
+func protobufWatchEventBytes(t testing.TB, obj runtime.Object) int {
+	t.Helper()
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), protobuf)
+	if !ok || info.StreamSerializer == nil {
+		t.Fatalf("no protobuf stream serializer")
+	}
+	var buf bytes.Buffer
+	frames := streaming.NewEncoder(info.StreamSerializer.Framer.NewFrameWriter(&buf), info.StreamSerializer.Serializer)
+	embedded := scheme.Codecs.EncoderForVersion(info.Serializer, discoveryv1.SchemeGroupVersion)
+	if err := restwatch.NewEncoder(frames, embedded).Encode(&watch.Event{Type: watch.Modified, Object: obj}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Len()
 }
 
 // TestRestarts restarts the wrapper in place and the apiserver; informers
