@@ -335,7 +335,10 @@ func eventually(t testing.TB, what string, timeout time.Duration, cond func(cont
 	t.Helper()
 	timeout = max(timeout, testwait.Floor)
 	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	// Most conditions read the cluster from the apiserver: polled every 20
+	// ms, those reads cost the package some 13% more CPU (54 CPU-s of about
+	// 415, under -race) for about 3% less wall time when it runs alone.
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
 		if err != nil && ctx.Err() == nil { // keep the reason, not the final timeout
 			last = err
