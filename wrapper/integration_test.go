@@ -690,10 +690,10 @@ func gatheredValue(name string, labels map[string]string) (float64, error) {
 // buffer, so the stalled client cannot absorb it whatever the kernel's
 // buffers; both raw watches ask for protobuf, the encoding client-go's typed
 // clients prefer, so their bytes are counted in the unit the stalled one
-// would have to hold. The fast readers see every event, and none is cut off before the
-// stalled one is, by the write timeout; it then relists. After that, a
-// machine too loaded to get a reader's batch out within the write timeout
-// may cut that reader off too; it resumes without relisting.
+// would have to hold. The fast readers see every event, and none is cut off
+// before the stalled one is, by the write timeout; it then relists. After
+// that, a machine too loaded to get a reader's batch out within the write
+// timeout may cut that reader off too; it resumes without relisting.
 func TestFanOutAndStalledWatcher(t *testing.T) {
 	// Not parallel: it counts on the process-wide wrapper metrics, which
 	// another test's wrapper would add to.
