@@ -645,11 +645,9 @@ func TestRealNodes(t *testing.T) {
 		if _, err := os.Stat(overlay); err != nil {
 			t.Fatalf("make images wrote no kustomize overlay (build/README.md's install step applies bin/images): %v", err)
 		}
-		helmStepThen(nil, HelmInstallStep, op.Version, chartVersion)
-		// Before the nodes are labelled: only the controller restarts.
-		helmStepThen(nil, HelmMonitoringStep, op.Version, chartVersion)
-		// The kube-proxies' lives and logs while each node hands over from
-		// the stock one to kube-proxy-edge: the stock pod's log is gone
+		// The kube-proxies' lives and logs from before the chart's install
+		// (whose last block rolls the stock ones) while each node hands over
+		// from the stock one to kube-proxy-edge: a stock pod's log is gone
 		// with it afterwards.
 		var trails []*trail
 		for _, selector := range []string{"k8s-app=kube-proxy", "app.kubernetes.io/name=kube-proxy-edge"} {
@@ -659,8 +657,9 @@ func TestRealNodes(t *testing.T) {
 			}
 			trails = append(trails, tr)
 		}
-		// The nodes' new flows while each hands over: where a request
-		// whose SYNs went unanswered was sent, and how far it got.
+		// The nodes' new flows from the chart's install on: where a
+		// request whose SYNs went unanswered was sent, and how far it got
+		// (the report comes minutes later, when its conntrack entry is gone).
 		stopFlows := followStepFlows(ctx, nodes, fabric.Hub)
 		defer func() {
 			for _, tr := range trails {
@@ -668,6 +667,9 @@ func TestRealNodes(t *testing.T) {
 			}
 			flowEvents = stopFlows()
 		}()
+		helmStepThen(nil, HelmInstallStep, op.Version, chartVersion)
+		// Before the nodes are labelled: only the controller restarts.
+		helmStepThen(nil, HelmMonitoringStep, op.Version, chartVersion)
 		step("static-node-kube-proxy", "NODE="+staticNode)
 		for _, n := range names {
 			if n != staticNode {
