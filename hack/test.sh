@@ -38,6 +38,11 @@
 #   TEST_PKGS    packages (default: ./..., the longest-running first)
 #   NORACE_PKGS  those of them run without -race (default: test/realnode,
 #                internal/release, internal/imagebuild)
+#   NORACE_TESTS tests of packages that run with -race, run without it in a
+#                go test of their own, as PKG:REGEXP (go test -run) separated
+#                by spaces: load tests that skip under -race
+#                (testenv.WithoutRace), started with the side lane (default:
+#                wrapper's TestFanOutAndStalledWatcher; empty: none)
 #   TEST_PARALLEL  tests of one package run at once (go test -parallel) in
 #                the go tests with -race (default 4; go test's default is
 #                GOMAXPROCS, 2 here); a TEST_FLAGS -parallel wins
@@ -116,6 +121,13 @@ TEST_FLAGS=${TEST_FLAGS:--race -trimpath -count=1 -timeout 60m -ldflags=-w}
 TEST_P=${TEST_P:-3}
 TEST_PKGS=${TEST_PKGS:-./test/realnode/ ./internal/imagebuild/ ./wrapper/ ./internal/release/ ./test/e2e/ ./controller/ ./plugin/gridhosts/ ./test/superedge/ ./test/integration/ ./autonomy/webhook/ ./internal/gridcli/ ./cmd/application-grid-wrapper/ ./internal/nodelabels/ ./...}
 NORACE_PKGS=${NORACE_PKGS:-./test/realnode/ ./internal/imagebuild/ ./internal/release/}
+# A load test of a race package whose cost the race runtime multiplies,
+# where smaller tests under -race cover the races it could find, runs
+# without -race: TestFanOutAndStalledWatcher took 96 CPU-seconds alone with
+# -race and 17 without (57 and 16 s wall, on the slow kind). Its package's
+# race binary skips it (testenv.WithoutRace; internal/testenv's
+# TestWithoutRaceTestsRunInMakeTest holds this default to those tests).
+NORACE_TESTS=${NORACE_TESTS-'./wrapper/:^TestFanOutAndStalledWatcher$'}
 # Most tests marked parallel start their own control plane and then wait
 # on it (watches, informers, kube-controller-manager's timers): in a run,
 # controller's parallel tests took 344 s between them, plugin/gridhosts'
@@ -346,14 +358,38 @@ if [ ${#side[@]} -gt 0 ]; then
 	) &
 	side_job=$!
 fi
+# NORACE_TESTS, one package after the other, from when the side lane
+# starts (at once without one), at OTHERS_NICE: where the machine has CPU to
+# spare, as for the side lane. Each package's race-free test binary is kept
+# as the race lanes' are (testrun).
+read -ra norace_tests <<<"$NORACE_TESTS"
+norace_tests_job=
+if [ ${#norace_tests[@]} -gt 0 ]; then
+	for i in "${!norace_tests[@]}"; do
+		jsons+=("$out/test-norace-tests-$i.json")
+	done
+	(
+		[ -z "$SIDE_AFTER" ] || wait_for_race_lane "$(go list "$SIDE_AFTER")"
+		echo ">> NORACE_TESTS started $((SECONDS - start)) s into the run"
+		tests_status=0
+		for i in "${!norace_tests[@]}"; do
+			entry=${norace_tests[$i]}
+			nice -n "$OTHERS_NICE" "${gotestsum[@]}" --format pkgname-and-test-fails --jsonfile "$out/test-norace-tests-$i.json" --raw-command -- \
+				env CGO_ENABLED=0 "$out/testrun" -cache "$test_binaries" -name norace-tests -p 1 -exec "'$out/cpuacct' exec --records '$records'" \
+				-- -run "${entry#*:}" "${norace_flags[@]}" -- "$(go list "${entry%%:*}")" || tests_status=1
+		done
+		exit $tests_status
+	) >"$out/norace-tests.log" 2>&1 &
+	norace_tests_job=$!
+fi
 # The fuzz smoke runs beside the tests from the start, at the lowest
 # priority: it takes what their waits leave idle (a fixed number of inputs
 # per target, so it fuzzes as much however loaded the machine is). Started
 # once the first go test ended, it had made the run about 2 minutes longer.
 nice -n 19 hack/fuzz-smoke.sh >"$out/fuzz-smoke.log" 2>&1 &
 fuzz=$!
-trap 'kill "$older_bins" "$monitoring" $norace_job $others_job $side_job "$fuzz" 2>/dev/null || true' EXIT
-for job in $norace_job $others_job $side_job; do
+trap 'kill "$older_bins" "$monitoring" $norace_job $others_job $side_job $norace_tests_job "$fuzz" 2>/dev/null || true' EXIT
+for job in $norace_job $others_job $side_job $norace_tests_job; do
 	wait "$job" || status=$?
 done
 tests_took=$((SECONDS - start))
@@ -361,6 +397,11 @@ if [ -n "$side_job" ]; then
 	echo
 	echo ">> SIDE_PKGS and the short packages (the side lane, SIDE_AFTER)"
 	cat "$out/side.log"
+fi
+if [ -n "$norace_tests_job" ]; then
+	echo
+	echo ">> NORACE_TESTS: ${norace_tests[*]} (without -race)"
+	cat "$out/norace-tests.log"
 fi
 if [ -n "$norace_job" ]; then
 	echo

@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	superedgev1 "github.com/servicegroup/servicegroup/apis/superedge/v1"
+	"github.com/servicegroup/servicegroup/internal/testenv"
 	"github.com/servicegroup/servicegroup/internal/testnet"
 	"github.com/servicegroup/servicegroup/internal/testwait"
 	"github.com/servicegroup/servicegroup/test/controlplane"
@@ -695,6 +696,12 @@ func gatheredValue(name string, labels map[string]string) (float64, error) {
 // that, a machine too loaded to get a reader's batch out within the write
 // timeout may cut that reader off too; it resumes without relisting.
 func TestFanOutAndStalledWatcher(t *testing.T) {
+	// Its watch decoding and serving are most of its cost, and the race
+	// runtime multiplies them: alone, 96 CPU-seconds with -race against 17
+	// without. The races of a stalled watch are watchcache's
+	// TestWatchEndsWhileWriteBlocked's; those of the fan-out, the other
+	// tests' here with several informers, under -race.
+	testenv.WithoutRace(t, "its 20,000 events cost some 5 times the CPU under the race runtime")
 	// Not parallel: it counts on the process-wide wrapper metrics, which
 	// another test's wrapper would add to.
 	const (

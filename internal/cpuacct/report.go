@@ -75,7 +75,9 @@ func Summarize(records []Record, events io.Reader, whole *Usage) (Summary, error
 }
 
 // packageElapsed reads go test -json's package results (pass, fail or
-// skip events without a Test): how long each package's test binary ran.
+// skip events without a Test): how long each package's test binary ran,
+// summed over the go tests that ran it (make test runs a few tests of a
+// race package without -race too: hack/test.sh's NORACE_TESTS).
 func packageElapsed(events io.Reader) (map[string]time.Duration, error) {
 	out := map[string]time.Duration{}
 	if events == nil {
@@ -94,7 +96,7 @@ func packageElapsed(events io.Reader) (map[string]time.Duration, error) {
 			return nil, fmt.Errorf("go test -json event %d: %w", n, err)
 		}
 		if e.Test == "" && e.Package != "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip") {
-			out[e.Package] = seconds(e.Elapsed)
+			out[e.Package] += seconds(e.Elapsed)
 		}
 	}
 	return out, sc.Err()

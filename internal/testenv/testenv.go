@@ -47,3 +47,16 @@ func Tools(t testing.TB, tools ...string) []string {
 	}
 	return paths
 }
+
+// WithoutRace skips t in a test binary built with -race: a load test whose
+// cost the race runtime multiplies while the races it could find are the
+// concern of smaller tests that run under it. `make test` runs such a test
+// in a race-free go test of its own (hack/test.sh's NORACE_TESTS, which
+// TestWithoutRaceTestsRunInMakeTest holds to every caller); why says what
+// the race runtime costs it.
+func WithoutRace(t testing.TB, why string) {
+	t.Helper()
+	if RaceDetector {
+		t.Skipf("runs without -race (make test's NORACE_TESTS): %s", why)
+	}
+}
