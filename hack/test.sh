@@ -361,8 +361,14 @@ fi
 # NORACE_TESTS, one package after the other, from when the side lane
 # starts (at once without one), at OTHERS_NICE: where the machine has CPU to
 # spare, as for the side lane. Each package's race-free test binary is kept
-# as the race lanes' are (testrun).
-read -ra norace_tests <<<"$NORACE_TESTS"
+# as the race lanes' are (testrun). Only the packages TEST_PKGS runs.
+read -ra entries <<<"$NORACE_TESTS"
+norace_tests=()
+for entry in "${entries[@]}"; do
+	if [[ $all_set == *" $(go list "${entry%%:*}") "* ]]; then
+		norace_tests+=("$entry")
+	fi
+done
 norace_tests_job=
 if [ ${#norace_tests[@]} -gt 0 ]; then
 	for i in "${!norace_tests[@]}"; do
