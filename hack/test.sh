@@ -219,6 +219,12 @@ test_binaries="$(cache_root)/test-binaries"
 # test-others.json from their start, before its go test has rewritten it.
 rm -f "$records" "$CPUACCT_COMPONENTS" "$json" "$out"/test-*.json
 
+# shellcheck source=hack/lib/hugepages.sh
+. hack/lib/hugepages.sh
+# .ci/run turns them on for its run; make test only says how they stand
+# (and the speed below, which faults 64 MiB in, shows what they cost).
+echo ">> transparent huge pages: $(hugepages_mode)"
+
 # NORACE_AFTER=speed: the lanes apart or side by side, by how much a core
 # of this machine does: the CPU time of a fixed piece of work (cpuacct
 # speed), which load moves less than wall time. The quicker 2-core machine did it in 492 ms quiet
