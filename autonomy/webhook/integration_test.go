@@ -188,10 +188,10 @@ func TestNodeunitCutOff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer hang.Close()
 		var held sync.WaitGroup
-		defer held.Wait()
+		accepting := make(chan struct{})
 		go func() {
+			defer close(accepting)
 			for {
 				c, err := hang.Accept()
 				if err != nil {
@@ -199,6 +199,13 @@ func TestNodeunitCutOff(t *testing.T) {
 				}
 				held.Go(func() { time.Sleep(3 * opts.Timeout); c.Close() })
 			}
+		}()
+		// The accept loop adds to held: it must have ended before held is
+		// waited for (an Add beside a Wait is a race).
+		defer func() {
+			hang.Close()
+			<-accepting
+			held.Wait()
 		}()
 		nodes.cut("f")
 		testwait.Eventually(ctx, t, 0, "f's pod evicted", func(ctx context.Context) error { return evicted(ctx, kube, "f") })
