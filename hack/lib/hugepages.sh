@@ -2,14 +2,14 @@
 # Sourced by .ci/run and hack/test.sh: the machine's transparent huge pages.
 #
 # Go's runtime does not ask for huge pages (madvise(2)), so where the kernel
-# leaves them to madvise (Debian's default) every Go program, compiler and
+# leaves them to madvise (CI's machines' kernel does) every Go program, compiler and
 # test binary faults its heap in 4 KiB at a time. On a VM whose page faults
 # are costly that is a large share of a run: on the slow kind of CI machine
 # a 4 KiB fault cost 13-30 us (1 GiB touched: 262,000 faults, 3.5 CPU-s),
-# and with "always" the controller package's tests took 0.71x the CPU and a
-# compile from an empty cache 0.63x (docs/benchmarks/ci-runs.md). The
-# products' own pods are sized for either setting (their memory limits are
-# 256 MiB and more).
+# and with "always" the controller package's tests took 0.71-0.73x the CPU
+# and a compile from an empty cache 0.63-0.65x (docs/benchmarks/ci-runs.md).
+# The real-node test's pods, at their manifests' memory limits (256 MiB and
+# more), pass with it.
 
 hugepages_file=/sys/kernel/mm/transparent_hugepage/enabled
 
