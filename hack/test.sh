@@ -233,11 +233,11 @@ echo ">> transparent huge pages: $(hugepages_mode)"
 # user time alone 1.9 times (hack/k8s-bins.sh 1,926 and 870 CPU-seconds,
 # 1,414 and 741 user; the older releases 2,324 and 845). A quick machine
 # taken for a slow one runs the lanes apart, which costs time, not a
-# failure; hence a threshold nearer the quick machine's figure. Much of
-# what made the slow kind slow was its page faults, which the work's
-# 64 MiB also pays: with huge pages (.ci/run's) it read 391-449 ms and ran
-# the lanes side by side, green, in 0.72x the wall of the lanes apart
-# without them (docs/benchmarks/ci-runs.md).
+# failure; hence a threshold nearer the quick machine's figure. The work
+# runs without huge pages whatever .ci/run set: with them the slow kind
+# read 391-449 ms, ran the lanes side by side at a load of 30-45, and a
+# test that times a kube-controller-manager missed its bounds
+# (docs/benchmarks/ci-runs.md).
 if [ "$NORACE_AFTER" = speed ]; then
 	speed_ms=$("$out/cpuacct" speed)
 	if [ "$speed_ms" -le "$SIDE_BY_SIDE_MS" ]; then
