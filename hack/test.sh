@@ -222,7 +222,7 @@ rm -f "$records" "$CPUACCT_COMPONENTS" "$json" "$out"/test-*.json
 # shellcheck source=hack/lib/hugepages.sh
 . hack/lib/hugepages.sh
 # .ci/run turns them on for its run; make test only says how they stand
-# (and the speed below, which faults 64 MiB in, shows what they cost).
+# (the speed below is measured without them either way).
 echo ">> transparent huge pages: $(hugepages_mode)"
 
 # NORACE_AFTER=speed: the lanes apart or side by side, by how much a core

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // MeasureSpeed does a fixed piece of work shaped like the suite's (maps and
@@ -24,8 +26,8 @@ import (
 // of what faults, and side by side there, with them, the tests still
 // missed their bounds (docs/benchmarks/ci-runs.md).
 func MeasureSpeed() (time.Duration, error) {
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetTHPDisable, 1, 0); errno != 0 {
-		return 0, errno
+	if err := unix.Prctl(unix.PR_SET_THP_DISABLE, 1, 0, 0, 0); err != nil {
+		return 0, err
 	}
 	best := time.Duration(0)
 	for range 3 {
@@ -44,9 +46,6 @@ func MeasureSpeed() (time.Duration, error) {
 	}
 	return best, nil
 }
-
-// prSetTHPDisable is prctl(2)'s PR_SET_THP_DISABLE.
-const prSetTHPDisable = 41
 
 // speedSink keeps the work from being optimised away.
 var speedSink int
