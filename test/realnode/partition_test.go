@@ -631,6 +631,9 @@ type deadNodeStep struct {
 	// caller's kube-proxy programmed for the ServiceGrid and the data
 	// planes' lives and logs, for a failed window's report.
 	trail string
+	// trailLogged: run logged the trail itself, having failed (a t.Fatal
+	// in it ends the step before the caller's report).
+	trailLogged bool
 }
 
 // outOfServiceTaint is kubectl taint's spelling of Kubernetes' taint for
@@ -730,6 +733,9 @@ func (d *deadNodeStep) run() (dying, after window) {
 		for _, tr := range planes {
 			d.trail += "\n" + tr.stop()
 		}
+		if t.Failed() {
+			d.logTrail()
+		}
 	}()
 	// A pod Ready in the API reaches a node's rules through the
 	// EndpointSlice controller, the wrapper and kube-proxy's next sync;
@@ -759,6 +765,15 @@ func (d *deadNodeStep) run() (dying, after window) {
 	time.Sleep(5 * time.Second)
 	after.end = time.Now()
 	return dying, after
+}
+
+// logTrail logs the trail once.
+func (d *deadNodeStep) logTrail() {
+	if d.trailLogged {
+		return
+	}
+	d.trailLogged = true
+	d.t.Logf("while %s's pods were replaced and after:\n%s", d.dead.Name, d.trail)
 }
 
 // movedGridPods: for each site client whose grid name's pod (its

@@ -940,7 +940,7 @@ func TestRealNodes(t *testing.T) {
 		t.Logf("traffic while %s died:\n%s", deadNode, table)
 		reportTraffic(siteClients, []window{after})
 		if t.Failed() || os.Getenv("SERVICEGROUP_REALNODE_TRAIL") != "" {
-			t.Logf("while %s's pods were replaced and after:\n%s", deadNode, d.trail)
+			d.logTrail()
 		}
 		if err := cp.RestartControllerManager(ctx, controllerManagerArgs()); err != nil {
 			t.Fatal(err)
