@@ -630,10 +630,7 @@ type deadNodeStep struct {
 	// trail: from the dead node's deletion to the window's end, what the
 	// caller's kube-proxy programmed for the ServiceGrid and the data
 	// planes' lives and logs, for a failed window's report.
-	trail string
-	// trailLogged: run logged the trail itself, having failed (a t.Fatal
-	// in it ends the step before the caller's report).
-	trailLogged bool
+	trail *trailReport
 }
 
 // outOfServiceTaint is kubectl taint's spelling of Kubernetes' taint for
@@ -728,14 +725,12 @@ func (d *deadNodeStep) run() (dying, after window) {
 		planes = append(planes, tr)
 	}
 	defer func() {
-		d.trail = fmt.Sprintf("%s's kube-proxy rules for %s (cluster IP %s):\n%s\nthe wrappers and kube-proxy-edge pods (times seen by the test; log lines with the kubelet's):",
+		text := fmt.Sprintf("%s's kube-proxy rules for %s (cluster IP %s):\n%s\nthe wrappers and kube-proxy-edge pods (times seen by the test; log lines with the kubelet's):",
 			d.callerNode.Name, gridService, svc.Spec.ClusterIP, rules.stop())
 		for _, tr := range planes {
-			d.trail += "\n" + tr.stop()
+			text += "\n" + tr.stop()
 		}
-		if t.Failed() {
-			d.logTrail()
-		}
+		d.trail.stepEnded(text)
 	}()
 	// A pod Ready in the API reaches a node's rules through the
 	// EndpointSlice controller, the wrapper and kube-proxy's next sync;
@@ -744,6 +739,7 @@ func (d *deadNodeStep) run() (dying, after window) {
 	// The window after the death starts once the caller's kube-proxy
 	// balances over exactly the nodeunit's new pods.
 	proxyRulesInUnit(ctx, t, d.callerNode, deadNodeUnit, pods)
+	d.unitPodsServing(pods)
 	// Likewise the names: a replaced pod's name was absent meanwhile, and
 	// the node's CoreDNS caches that denial (cache 30, capped by the
 	// zone's SOA minimum): the window starts once each client whose pod
@@ -767,13 +763,34 @@ func (d *deadNodeStep) run() (dying, after window) {
 	return dying, after
 }
 
-// logTrail logs the trail once.
-func (d *deadNodeStep) logTrail() {
-	if d.trailLogged {
-		return
+// unitPodsServing waits until each of the dead node's nodeunit's grid pods
+// answers HTTP at its own address, from the caller's node. SuperEdge's
+// examples, applied as-is, give their pods no readiness probe, so Kubernetes
+// counts a pod Ready once its container has started, before its server
+// listens: two runs' first request to the Service, a second after the last
+// replaced pod started and with the rules already right, was refused at once.
+// The window after the death tests the data path, so it starts once every
+// backend serves; how long that took after the rules is logged.
+func (d *deadNodeStep) unitPodsServing(pods map[string]corev1.Pod) {
+	t, start := d.t, time.Now()
+	refused := map[string]string{} // pod: its first failed answer
+	for name := range podsInUnit(pods, deadNodeUnit) {
+		ip := pods[name].Status.PodIP
+		eventually(d.ctx, t, 0, fmt.Sprintf("%s: %s answers at http://%s:8080/", d.callerNode.Name, name, ip), func(ctx context.Context) error {
+			out, err := d.callerNode.Net.NS.Run(ctx, "curl", "-sS", "--max-time", "2", "http://"+ip+":8080/")
+			if err == nil && !strings.Contains(out, "pod name: "+name+"\n") {
+				err = fmt.Errorf("answered %q", out)
+			}
+			if err != nil {
+				if _, seen := refused[name]; !seen {
+					refused[name] = strings.TrimSpace(err.Error())
+				}
+			}
+			return err
+		})
 	}
-	d.trailLogged = true
-	d.t.Logf("while %s's pods were replaced and after:\n%s", d.dead.Name, d.trail)
+	t.Logf("each of %s's grid pods answering at its own address %s after the rules were right; not at first: %v",
+		deadNodeUnit, time.Since(start).Round(100*time.Millisecond), refused)
 }
 
 // movedGridPods: for each site client whose grid name's pod (its

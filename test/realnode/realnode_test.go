@@ -633,7 +633,7 @@ func TestRealNodes(t *testing.T) {
 		}
 	})
 
-	var installTrail string // the kube-proxies' lives and logs during the install
+	installTrail := &trailReport{t: t, title: "the kube-proxies during the install (times seen by the test; log lines with the kubelet's)"}
 	costs.step("install", func() {
 		// The one change a test machine needs: these nodes share one kernel,
 		// whose conntrack table size only the host may set (the cluster's
@@ -662,9 +662,11 @@ func TestRealNodes(t *testing.T) {
 		// (the report comes minutes later, when its conntrack entry is gone).
 		stopFlows := followStepFlows(ctx, nodes, fabric.Hub)
 		defer func() {
+			var text string
 			for _, tr := range trails {
-				installTrail += tr.stop() + "\n"
+				text += tr.stop() + "\n"
 			}
+			installTrail.stepEnded(text)
 			flowEvents = stopFlows()
 		}()
 		helmStepThen(nil, HelmInstallStep, op.Version, chartVersion)
@@ -755,7 +757,7 @@ func TestRealNodes(t *testing.T) {
 	})
 
 	var installed map[string]string // our workloads' images before the upgrade
-	var upgradeTrail string         // the node CoreDNS pods' lives and logs during the upgrade
+	upgradeTrail := &trailReport{t: t, title: "the node CoreDNS pods during the upgrade (times seen by the test; log lines with the kubelet's)"}
 	costs.step("upgrade", func() {
 		before, err := workloadImages(ctx, client)
 		if err != nil {
@@ -772,7 +774,7 @@ func TestRealNodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer func() { upgradeTrail = tr.stop() }()
+		defer func() { upgradeTrail.stepEnded(tr.stop()) }()
 		// The step's window lasts until the old node CoreDNS pods are gone:
 		// the rollout is done once the new ones are available, the old ones
 		// stop (lameduck, then their sockets close) after that.
@@ -801,10 +803,8 @@ func TestRealNodes(t *testing.T) {
 	// Before the reboot: the static node's client restarts with it (its
 	// log starts anew).
 	reportTraffic(clients, windows)
-	if t.Failed() || os.Getenv("SERVICEGROUP_REALNODE_TRAIL") != "" {
-		t.Logf("the kube-proxies during the install (times seen by the test; log lines with the kubelet's):\n%s", installTrail)
-		t.Logf("the node CoreDNS pods during the upgrade (times seen by the test; log lines with the kubelet's):\n%s", upgradeTrail)
-	}
+	installTrail.report()
+	upgradeTrail.report()
 	reported := len(windows)
 	costs.step("native mode", func() { nativeMode(ctx, t, client, cp, op, helmRel, op.Version+"-next", doctorNodes, ranSteps) })
 
@@ -928,7 +928,8 @@ func TestRealNodes(t *testing.T) {
 		}
 	})
 	costs.step("dead node", func() {
-		d := &deadNodeStep{ctx: ctx, t: t, client: client, op: op, dead: nodeByName(nodes, deadNode), caller: "site-node0", callerNode: nodeByName(nodes, "node0"), kubeconfig: cp.Kubeconfig, edgeNodes: doctorNodes}
+		d := &deadNodeStep{ctx: ctx, t: t, client: client, op: op, dead: nodeByName(nodes, deadNode), caller: "site-node0", callerNode: nodeByName(nodes, "node0"), kubeconfig: cp.Kubeconfig, edgeNodes: doctorNodes,
+			trail: &trailReport{t: t, title: "while " + deadNode + "'s pods were replaced and after"}}
 		dying, after := d.run()
 		// While the node dies, requests sent to its pods fail until the
 		// node lifecycle controller marks them not Ready: Kubernetes'
@@ -939,9 +940,7 @@ func TestRealNodes(t *testing.T) {
 		}
 		t.Logf("traffic while %s died:\n%s", deadNode, table)
 		reportTraffic(siteClients, []window{after})
-		if t.Failed() || os.Getenv("SERVICEGROUP_REALNODE_TRAIL") != "" {
-			d.logTrail()
-		}
+		d.trail.report()
 		if err := cp.RestartControllerManager(ctx, controllerManagerArgs()); err != nil {
 			t.Fatal(err)
 		}
