@@ -777,14 +777,9 @@ func (d *deadNodeStep) unitPodsServing(pods map[string]corev1.Pod) {
 	for name := range podsInUnit(pods, deadNodeUnit) {
 		ip := pods[name].Status.PodIP
 		eventually(d.ctx, t, 0, fmt.Sprintf("%s: %s answers at http://%s:8080/", d.callerNode.Name, name, ip), func(ctx context.Context) error {
-			out, err := d.callerNode.Net.NS.Run(ctx, "curl", "-sS", "--max-time", "2", "http://"+ip+":8080/")
-			if err == nil && !strings.Contains(out, "pod name: "+name+"\n") {
-				err = fmt.Errorf("answered %q", out)
-			}
-			if err != nil {
-				if _, seen := refused[name]; !seen {
-					refused[name] = strings.TrimSpace(err.Error())
-				}
+			err := podAnswers(ctx, d.callerNode, ip, name)
+			if _, seen := refused[name]; err != nil && !seen {
+				refused[name] = strings.TrimSpace(err.Error())
 			}
 			return err
 		})

@@ -1468,16 +1468,22 @@ func rebootWithCloudAway(ctx context.Context, t *testing.T, client kubernetes.In
 		// The answer's address, over HTTP (curl here resolves through the
 		// machine's resolver, not the node's CoreDNS).
 		eventually(ctx, t, 0, fmt.Sprintf("%s: HTTP to %s's answer %s reaches %s", n.Name, name, pod.Status.PodIP, pod.Name), func(ctx context.Context) error {
-			out, err := n.Net.NS.Run(ctx, "curl", "-sS", "--max-time", "2", "http://"+pod.Status.PodIP+":8080/")
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(out, "pod name: "+pod.Name+"\n") {
-				return fmt.Errorf("answered %q", out)
-			}
-			return nil
+			return podAnswers(ctx, n, pod.Status.PodIP, pod.Name)
 		})
 	}
+}
+
+// podAnswers: HTTP from node n to a grid pod's own address reaches that
+// pod's echoserver.
+func podAnswers(ctx context.Context, n *Node, ip, podName string) error {
+	out, err := n.Net.NS.Run(ctx, "curl", "-sS", "--max-time", "2", "http://"+ip+":8080/")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(out, "pod name: "+podName+"\n") {
+		return fmt.Errorf("answered %q", out)
+	}
+	return nil
 }
 
 func nodeByName(nodes []*Node, name string) *Node {
