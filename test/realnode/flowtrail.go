@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,19 +22,28 @@ import (
 const echoPort = "8080"
 
 // followNewFlows records, while a step runs, each new TCP flow to or from
-// echoPort that a network namespace's conntrack sees (`conntrack -E`), with
-// the kernel's time. An unanswered SYN's entry is gone two minutes after
-// its last retransmission, often before the step's report: the trail still
+// echoPort, and each one to a Service address that the namespace did not
+// translate, that its conntrack sees (`conntrack -E`, flowEvent), with the
+// kernel's time. An unanswered SYN's entry is gone two minutes after its
+// last retransmission, often before the step's report: the trail still
 // shows which pod the client's node chose and whether the SYN reached that
-// pod's node (its own entry there, after the client node's masquerade).
+// pod's node (its own entry there, after the client node's masquerade), or
+// that the node sent it on to the Service address itself. Events conntrack
+// could not keep up with (ENOBUFS) are noted, so "none seen" can be told
+// from "none heard".
 func followNewFlows(ctx context.Context, ns *harness.NetNS) *trail {
 	ctx, cancel := context.WithCancel(ctx)
 	tr := &trail{cancel: cancel}
 	// Line-buffered, so a line is read as the event comes; SIGTERM, on
-	// which conntrack prints its count and exits.
-	cmd := ns.Command(ctx, "stdbuf", "-oL", "conntrack", "-E", "-e", "NEW", "-p", "tcp", "-o", "timestamp")
+	// which conntrack prints its count and exits. A 4 MiB socket buffer
+	// (conntrack doubles it) rides out a busy moment's burst of events.
+	cmd := ns.Command(ctx, "stdbuf", "-oL", "conntrack", "-E", "-e", "NEW", "-p", "tcp", "-o", "timestamp", "-b", "4194304")
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 5 * time.Second
+	// conntrack warns on stderr when the kernel dropped events it had no
+	// room for: then a flow missing from the trail proves nothing.
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err == nil {
 		err = cmd.Start()
@@ -45,12 +55,15 @@ func followNewFlows(ctx context.Context, ns *harness.NetNS) *trail {
 	tr.wg.Go(func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if ev, ok := echoFlowEvent(sc.Text()); ok {
+			if ev, ok := flowEvent(sc.Text()); ok {
 				tr.add(ev)
 			}
 		}
 		if err := cmd.Wait(); err != nil && ctx.Err() == nil {
 			tr.add("conntrack -E: " + err.Error())
+		}
+		if strings.Contains(stderr.String(), "ENOBUFS") {
+			tr.add("conntrack -E lost events (ENOBUFS): this trail may miss flows")
 		}
 	})
 	return tr
@@ -60,12 +73,18 @@ func followNewFlows(ctx context.Context, ns *harness.NetNS) *trail {
 // time, then the event and its tuples.
 var conntrackEvent = regexp.MustCompile(`^\[(\d+)\.(\d+)\]\s+(.*)$`)
 
-// echoFlowEvent: a conntrack event naming echoPort, with the kernel's time
-// written as UTC time of day ("kernel 13:44:04.035123 [NEW] tcp ..."), and
-// whether the line was one.
-func echoFlowEvent(line string) (string, bool) {
+// flowEvent: a conntrack event naming echoPort, or one of a flow to a
+// Service address the namespace did not translate (untranslatedService),
+// with the kernel's time written as UTC time of day ("kernel
+// 13:44:04.035123 [NEW] tcp ..."), and whether the line was one.
+func flowEvent(line string) (string, bool) {
 	m := conntrackEvent.FindStringSubmatch(line)
-	if m == nil || !strings.Contains(m[3], "port="+echoPort+" ") && !strings.HasSuffix(m[3], "port="+echoPort) {
+	if m == nil {
+		return "", false
+	}
+	echo := strings.Contains(m[3], "port="+echoPort+" ") || strings.HasSuffix(m[3], "port="+echoPort)
+	untranslated := untranslatedService(m[3])
+	if !echo && !untranslated {
 		return "", false
 	}
 	sec, err := strconv.ParseInt(m[1], 10, 64)
@@ -73,16 +92,42 @@ func echoFlowEvent(line string) (string, bool) {
 		return "", false
 	}
 	at := time.Unix(sec, 0).UTC().Format("15:04:05")
-	return "kernel " + at + "." + m[2] + " " + strings.Join(strings.Fields(m[3]), " "), true
+	ev := "kernel " + at + "." + m[2] + " " + strings.Join(strings.Fields(m[3]), " ")
+	if untranslated {
+		ev += " (not translated: this namespace sent the Service address on as it was)"
+	}
+	return ev, true
+}
+
+// tupleAddrs: an event's addresses and ports, the original direction's
+// then the reply's: src, dst, sport, dport.
+var tupleAddrs = regexp.MustCompile(`src=(\S+) dst=(\S+) sport=(\d+) dport=(\d+)`)
+
+// serviceCIDR is the test cluster's Service range.
+var serviceCIDR = netip.MustParsePrefix(harness.ServiceCIDR)
+
+// untranslatedService: whether an event is of a flow to a Service address
+// whose reply comes from that same address and port, so no DNAT applied.
+// kube-proxy translates a Service address on the client's node, where the
+// flow is first seen: one that leaves untranslated goes to the fabric hub,
+// which has no route for it, and its SYNs go unanswered.
+func untranslatedService(event string) bool {
+	t := tupleAddrs.FindAllStringSubmatch(event, 2)
+	if len(t) != 2 {
+		return false
+	}
+	dst, err := netip.ParseAddr(t[0][2])
+	return err == nil && serviceCIDR.Contains(dst) && t[1][1] == t[0][2] && t[1][3] == t[0][4]
 }
 
 // flowLines: the lines of a trail naming a client's port as the flow's
-// source port, where the client's node keeps the port it masquerades.
+// source port, where the client's node keeps the port it masquerades, and
+// what its follower said of itself (an error, events lost).
 func flowLines(trail, port string) []string {
 	sport := regexp.MustCompile(`\bsport=` + regexp.QuoteMeta(port) + `\b`)
 	var out []string
 	for _, l := range strings.Split(trail, "\n") {
-		if sport.MatchString(l) {
+		if sport.MatchString(l) || strings.Contains(l, " conntrack -E") {
 			out = append(out, l)
 		}
 	}

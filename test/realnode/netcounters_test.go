@@ -43,7 +43,7 @@ func TestUnansweredFlows(t *testing.T) {
 	}
 }
 
-func TestEchoFlowEvent(t *testing.T) {
+func TestFlowEvent(t *testing.T) {
 	for _, c := range []struct {
 		line, want string
 		ok         bool
@@ -56,10 +56,21 @@ func TestEchoFlowEvent(t *testing.T) {
 		{"[1796319045.653189]\t    [NEW] tcp      6 120 SYN_SENT src=10.0.0.3 dst=10.0.0.1 sport=40000 dport=6443 [UNREPLIED] src=10.0.0.1 dst=10.0.0.3 sport=6443 dport=40000", "", false},
 		{"[1796319045.653189]\t    [NEW] tcp      6 120 SYN_SENT src=10.0.0.3 dst=10.0.0.1 sport=40000 dport=80801 [UNREPLIED] src=10.0.0.1 dst=10.0.0.3 sport=80801 dport=40000", "", false},
 		{"conntrack v1.4.7 (conntrack-tools): 1 flow events have been shown.", "", false},
+		// A Service request the client's node did not translate: the reply
+		// would come from the Service address itself (the node's
+		// masquerade still rewrote the client's side).
+		{"[1796319045.653189]\t    [NEW] tcp      6 120 SYN_SENT src=10.244.0.2 dst=10.96.96.117 sport=35126 dport=80 [UNREPLIED] src=10.96.96.117 dst=10.250.77.10 sport=80 dport=35126",
+			"kernel 17:30:45.653189 [NEW] tcp 6 120 SYN_SENT src=10.244.0.2 dst=10.96.96.117 sport=35126 dport=80 [UNREPLIED] src=10.96.96.117 dst=10.250.77.10 sport=80 dport=35126 (not translated: this namespace sent the Service address on as it was)", true},
+		// Translated Service flows to other ports (the apiserver's), and
+		// an untranslated flow to an address outside the Service range.
+		{"[1796319045.653189]\t    [NEW] tcp      6 120 SYN_SENT src=10.244.0.2 dst=10.96.0.1 sport=35126 dport=443 [UNREPLIED] src=10.250.77.1 dst=10.244.0.2 sport=22445 dport=35126", "", false},
+		{"[1796319045.653189]\t    [NEW] tcp      6 120 SYN_SENT src=10.244.0.2 dst=10.97.0.1 sport=35126 dport=80 [UNREPLIED] src=10.97.0.1 dst=10.244.0.2 sport=80 dport=35126", "", false},
+		// The same address but another port answering: translated.
+		{"[1796319045.653189]\t    [NEW] tcp      6 120 SYN_SENT src=10.244.0.2 dst=10.96.96.117 sport=35126 dport=80 [UNREPLIED] src=10.96.96.117 dst=10.244.0.2 sport=81 dport=35126", "", false},
 	} {
-		got, ok := echoFlowEvent(c.line)
+		got, ok := flowEvent(c.line)
 		if got != c.want || ok != c.ok {
-			t.Errorf("echoFlowEvent(%q) = %q, %v; want %q, %v", c.line, got, ok, c.want, c.ok)
+			t.Errorf("flowEvent(%q) = %q, %v; want %q, %v", c.line, got, ok, c.want, c.ok)
 		}
 	}
 }
@@ -67,10 +78,11 @@ func TestEchoFlowEvent(t *testing.T) {
 func TestFlowLines(t *testing.T) {
 	trail := `17:30:45.700 kernel 17:30:45.653189 [NEW] tcp 6 120 SYN_SENT src=10.244.2.2 dst=10.96.44.158 sport=50950 dport=80 [UNREPLIED] src=10.244.0.5 dst=10.0.0.3 sport=8080 dport=50950
 17:30:45.800 kernel 17:30:45.750000 [NEW] tcp 6 120 SYN_SENT src=10.244.2.2 dst=10.96.44.158 sport=509501 dport=80 [UNREPLIED] src=10.244.0.5 dst=10.0.0.3 sport=8080 dport=509501
-17:30:45.900 kernel 17:30:45.850000 [NEW] tcp 6 120 SYN_SENT src=10.244.2.2 dst=10.96.44.158 sport=40000 dport=80 [UNREPLIED] src=10.244.0.5 dst=10.0.0.3 sport=8080 dport=50950`
+17:30:45.900 kernel 17:30:45.850000 [NEW] tcp 6 120 SYN_SENT src=10.244.2.2 dst=10.96.44.158 sport=40000 dport=80 [UNREPLIED] src=10.244.0.5 dst=10.0.0.3 sport=8080 dport=50950
+17:31:00.000 conntrack -E lost events (ENOBUFS): this trail may miss flows`
 	got := flowLines(trail, "50950")
-	if len(got) != 1 || !strings.Contains(got[0], "sport=50950 dport=80") {
-		t.Errorf("flowLines = %q, want the first line alone", got)
+	if len(got) != 2 || !strings.Contains(got[0], "sport=50950 dport=80") || !strings.Contains(got[1], "ENOBUFS") {
+		t.Errorf("flowLines = %q, want the first line and the follower's note", got)
 	}
 }
 
