@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/util/framer"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/servicegroup/servicegroup/internal/statefile"
 )
@@ -124,8 +123,8 @@ func (sn *Snapshot) MaxVersion() uint64 {
 	return v
 }
 
-// Codec encodes lists as protobuf and decodes them strictly to the types
-// the client-go scheme knows.
+// Codec encodes lists as protobuf and decodes them strictly to its kinds'
+// list types.
 type Codec struct {
 	// kinds are the sections a snapshot may hold, in order; it holds the
 	// first n of them for an n in prefixes (a snapshot of an older
@@ -139,11 +138,18 @@ type Codec struct {
 // NewCodec reads and writes snapshots whose sections are all of kinds, or
 // the first n of them for an n in olderPrefixes (what older writers wrote).
 func NewCodec(kinds []Kind, olderPrefixes ...int) Codec {
+	// A scheme of the kinds' list types alone: a frame of any other type
+	// (a Secret's, say) is refused before anything of it is decoded, and
+	// the decoder does not carry every API group client-go knows.
+	s := runtime.NewScheme()
+	for _, k := range kinds {
+		s.AddKnownTypes(k.GroupVersion, k.NewList(nil, ""))
+	}
 	return Codec{
 		kinds:    kinds,
 		prefixes: append(slices.Clone(olderPrefixes), len(kinds)),
-		codecs:   serializer.NewCodecFactory(scheme.Scheme),
-		proto:    protobuf.NewSerializer(scheme.Scheme, scheme.Scheme),
+		codecs:   serializer.NewCodecFactory(s),
+		proto:    protobuf.NewSerializer(s, s),
 	}
 }
 
@@ -268,7 +274,10 @@ func (c Codec) Decode(data []byte, node, upstream string) (*Snapshot, error) {
 // its kind (never anything else, such as a Secret), names, versions no
 // newer than the section, no duplicates, and only this node's Node.
 func (c Codec) decodeList(frame []byte, kind *Kind, node string, sec Section) (map[string]Object, error) {
-	obj, _, err := c.codecs.UniversalDeserializer().Decode(frame, nil, nil)
+	obj, gvk, err := c.codecs.UniversalDeserializer().Decode(frame, nil, nil)
+	if runtime.IsNotRegisteredError(err) && gvk != nil {
+		return nil, bad(statefile.ReasonInvalid, "section %s holds a %s", sec.Resource, gvk.Kind)
+	}
 	if err != nil {
 		return nil, bad(statefile.ReasonCorrupt, "section %s: %v", sec.Resource, err)
 	}
