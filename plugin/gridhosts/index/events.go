@@ -4,24 +4,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 )
 
-// EventHandler applies every event of an informer to x as it arrives.
-func (x *Index) EventHandler() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj any, isInInitialList bool) { x.UpsertEvent(nil, obj, isInInitialList) },
-		UpdateFunc: func(old, cur any) { x.UpsertEvent(old, cur, false) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			x.Delete(obj)
-		},
-	}
-}
-
-// UpsertEvent applies an added (old nil) or updated object from a watch:
+// UpsertEvent applies an added (old nil) or updated object from a watch (the
+// informers' event handler calls it and Delete; the index knows no client):
 // an update that carries the version old had is a relist's copy and changes
 // nothing; a change is observed (ObserveWrite) unless it came with the
 // initial list, whose writes are old.

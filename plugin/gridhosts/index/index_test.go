@@ -8,8 +8,12 @@ import (
 	"github.com/servicegroup/servicegroup/plugin/gridhosts/internal/fixtures"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 )
+
+// tombstone stands for what an informer hands a handler for an object
+// deleted while it was away (cache.DeletedFinalStateUnknown): not a type
+// the index knows.
+type tombstone struct{ Obj any }
 
 func plainPod(name, node, ip string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
@@ -35,12 +39,13 @@ func TestClientAddressReuse(t *testing.T) {
 	if n, ok := x.nodeForClient(ip); !ok || n != "node-2" {
 		t.Fatalf("got %q %v, want node-2", n, ok)
 	}
-	x.Delete(cache.DeletedFinalStateUnknown{Key: "default/new", Obj: plainPod("new", "node-2", "10.9.9.9")})
-	// EventHandler unwraps tombstones; Delete itself ignores them.
+	x.Delete(tombstone{plainPod("new", "node-2", "10.9.9.9")})
+	// The informers' handler unwraps tombstones; Delete itself ignores
+	// what it does not know.
 	if _, ok := x.nodeForClient(ip); !ok {
 		t.Fatal("Delete of a tombstone must be a no-op")
 	}
-	x.EventHandler().OnDelete(cache.DeletedFinalStateUnknown{Key: "default/new", Obj: plainPod("new", "node-2", "10.9.9.9")})
+	x.Delete(plainPod("new", "node-2", "10.9.9.9"))
 	if n, ok := x.nodeForClient(ip); ok {
 		t.Fatalf("address still maps to %q after its pod is gone", n)
 	}
@@ -62,21 +67,20 @@ func TestClientAddressReuse(t *testing.T) {
 	}
 }
 
-// TestHandlerSkipsResyncs: equal resourceVersions are not re-applied.
-func TestHandlerSkipsResyncs(t *testing.T) {
+// TestUpsertEventSkipsResyncs: equal resourceVersions are not re-applied.
+func TestUpsertEventSkipsResyncs(t *testing.T) {
 	x := New(Options{})
-	h := x.EventHandler()
 	a := fixtures.Node("n", map[string]string{"k": "1"}, "")
 	a.ResourceVersion = "5"
-	h.OnAdd(a, true)
+	x.UpsertEvent(nil, a, true)
 	b := a.DeepCopy()
 	b.Labels["k"] = "2" // same RV: a resync, must not be re-indexed
-	h.OnUpdate(a, b)
+	x.UpsertEvent(a, b, false)
 	if x.nodes["n"].Labels["k"] != "1" {
 		t.Fatal("resync with an equal resourceVersion was applied")
 	}
 	b.ResourceVersion = "6"
-	h.OnUpdate(a, b)
+	x.UpsertEvent(a, b, false)
 	if x.nodes["n"].Labels["k"] != "2" {
 		t.Fatal("update not applied")
 	}

@@ -151,7 +151,7 @@ func New(cfg, services *rest.Config, idx *index.Index, clients bool, node string
 			o.FieldSelector, o.LabelSelector = otherServiceSelector, gridServiceSelector
 		})),
 	}
-	h := idx.EventHandler()
+	h := eventHandler(idx)
 	var headless *source
 	type informerOf struct {
 		resource string
