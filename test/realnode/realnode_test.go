@@ -633,7 +633,7 @@ func TestRealNodes(t *testing.T) {
 		}
 	})
 
-	installTrail := &trailReport{t: t, title: "the kube-proxies during the install (times seen by the test; log lines with the kubelet's)"}
+	installTrail := &trailReport{t: t, title: "the kube-proxies, and the probe Service's rules on each node, during the install (times seen by the test; log lines with the kubelet's)"}
 	costs.step("install", func() {
 		// The one change a test machine needs: these nodes share one kernel,
 		// whose conntrack table size only the host may set (the cluster's
@@ -661,10 +661,21 @@ func TestRealNodes(t *testing.T) {
 		// request whose SYNs went unanswered was sent, and how far it got
 		// (the report comes minutes later, when its conntrack entry is gone).
 		stopFlows := followStepFlows(ctx, nodes, fabric.Hub)
+		// And what each node's kube-proxy had programmed for the probe
+		// Service meanwhile (followRules, each change with its time): a SYN
+		// a node neither sent on nor translated met a rule there, which a
+		// kube-proxy's next rewrite replaces, counters and all.
+		ruleTrails := map[string]*trail{}
+		for _, n := range nodes {
+			ruleTrails[n.Name] = followRules(ctx, n.Net.NS, "default", probeService, probeIP)
+		}
 		defer func() {
 			var text string
 			for _, tr := range trails {
 				text += tr.stop() + "\n"
+			}
+			for _, n := range nodes {
+				text += "the rules of Service default/" + probeService + " on " + n.Name + ":\n" + ruleTrails[n.Name].stop() + "\n"
 			}
 			installTrail.stepEnded(text)
 			flowEvents = stopFlows()
