@@ -1089,7 +1089,7 @@ func TestRestarts(t *testing.T) {
 				}
 				return true, nil
 			})
-			before := w.started.Load()
+			before, endedBefore := w.started.Load(), len(w.answered())
 			cp.StopAPIServer()
 			if err := cp.StartAPIServer(t.Context()); err != nil {
 				t.Fatal(err)
@@ -1103,7 +1103,9 @@ func TestRestarts(t *testing.T) {
 				t.Fatalf("own node lost: %v", objs)
 			}
 			if after := w.started.Load(); after != before {
-				t.Fatalf("requests to the wrapper during the apiserver restart: informers behind it relisted or re-watched: %q", w.requestsSince(before))
+				// How the earlier requests ended says why: an ERROR event
+				// (410 from a watcher cut off) or a stream the wrapper closed.
+				t.Fatalf("requests to the wrapper during the apiserver restart: informers behind it relisted or re-watched: %q; requests that ended meanwhile: %q", w.requestsSince(before), w.answered()[endedBefore:])
 			}
 			for {
 				select {
