@@ -19,7 +19,7 @@ import (
 // echoPort is the port every echo server of the test listens on (the
 // probe's and the grids' pods, examples/): a Service request's flow names
 // it once the client's node has chosen a pod.
-const echoPort = "8080"
+const echoPort = 8080
 
 // followNewFlows records, while a step runs, each new TCP flow to or from
 // echoPort, and each one to a Service address that the namespace did not
@@ -82,7 +82,8 @@ func flowEvent(line string) (string, bool) {
 	if m == nil {
 		return "", false
 	}
-	echo := strings.Contains(m[3], "port="+echoPort+" ") || strings.HasSuffix(m[3], "port="+echoPort)
+	port := "port=" + strconv.Itoa(echoPort)
+	echo := strings.Contains(m[3], port+" ") || strings.HasSuffix(m[3], port)
 	untranslated := untranslatedService(m[3])
 	if !echo && !untranslated {
 		return "", false

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -378,10 +379,10 @@ func nativeDeployment(unit string) *appsv1.Deployment {
 					TerminationGracePeriodSeconds: ptr.To[int64](1),
 					Containers: []corev1.Container{{
 						Name: "echo", Image: "gcr.io/kubernetes-e2e-test-images/echoserver:2.2", ImagePullPolicy: corev1.PullIfNotPresent,
-						Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+						Ports: []corev1.ContainerPort{{ContainerPort: echoPort}},
 						Env:   env,
 						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}},
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(echoPort)}},
 							PeriodSeconds: 1,
 						},
 					}},
@@ -391,7 +392,7 @@ func nativeDeployment(unit string) *appsv1.Deployment {
 	}
 }
 
-const nativeGridYAML = `apiVersion: superedge.io/v1
+var nativeGridYAML = `apiVersion: superedge.io/v1
 kind: ServiceGrid
 metadata:
   name: ` + nativeGrid + `
@@ -404,7 +405,7 @@ spec:
     ports:
     - protocol: TCP
       port: 80
-      targetPort: 8080
+      targetPort: ` + strconv.Itoa(echoPort) + `
 `
 
 func mapOf(m map[string]string) map[string]bool {

@@ -776,7 +776,7 @@ func (d *deadNodeStep) unitPodsServing(pods map[string]corev1.Pod) {
 	refused := map[string]string{} // pod: its first failed answer
 	for name := range podsInUnit(pods, deadNodeUnit) {
 		ip := pods[name].Status.PodIP
-		eventually(d.ctx, t, 0, fmt.Sprintf("%s: %s answers at http://%s:8080/", d.callerNode.Name, name, ip), func(ctx context.Context) error {
+		eventually(d.ctx, t, 0, fmt.Sprintf("%s: %s answers at http://%s:%d/", d.callerNode.Name, name, ip, echoPort), func(ctx context.Context) error {
 			err := podAnswers(ctx, d.callerNode, ip, name)
 			if _, seen := refused[name]; err != nil && !seen {
 				refused[name] = strings.TrimSpace(err.Error())

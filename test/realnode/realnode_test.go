@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -1487,7 +1488,7 @@ func rebootWithCloudAway(ctx context.Context, t *testing.T, client kubernetes.In
 // podAnswers: HTTP from node n to a grid pod's own address reaches that
 // pod's echoserver.
 func podAnswers(ctx context.Context, n *Node, ip, podName string) error {
-	out, err := n.Net.NS.Run(ctx, "curl", "-sS", "--max-time", "2", "http://"+ip+":8080/")
+	out, err := n.Net.NS.Run(ctx, "curl", "-sS", "--max-time", "2", "http://"+net.JoinHostPort(ip, strconv.Itoa(echoPort))+"/")
 	if err != nil {
 		return err
 	}
@@ -1644,8 +1645,8 @@ func checkGridNames(ctx context.Context, t *testing.T, op *Operator, caller, uni
 			}
 			return nil
 		})
-		eventually(ctx, t, 0, fmt.Sprintf("%s: curl http://%s:8080/ reaches %s", caller, name, podName), func(ctx context.Context) error {
-			got, err := curlPods(ctx, op, caller, "http://"+name+":8080/", 1)
+		eventually(ctx, t, 0, fmt.Sprintf("%s: curl http://%s:%d/ reaches %s", caller, name, echoPort, podName), func(ctx context.Context) error {
+			got, err := curlPods(ctx, op, caller, fmt.Sprintf("http://%s:%d/", name, echoPort), 1)
 			if err != nil {
 				return err
 			}

@@ -68,9 +68,9 @@ func probeObjects(avoid ...string) (*appsv1.Deployment, *corev1.Service) {
 					Containers: []corev1.Container{{
 						Name: "echo", Image: echoImages[0], ImagePullPolicy: corev1.PullIfNotPresent,
 						Resources: measuringPodResources(),
-						Ports:     []corev1.ContainerPort{{ContainerPort: 8080}},
+						Ports:     []corev1.ContainerPort{{ContainerPort: echoPort}},
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
-							HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}}},
+							HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(echoPort)}}},
 					}},
 				},
 			},
@@ -80,7 +80,7 @@ func probeObjects(avoid ...string) (*appsv1.Deployment, *corev1.Service) {
 		ObjectMeta: metav1.ObjectMeta{Name: probeService},
 		Spec: corev1.ServiceSpec{
 			Selector: labels,
-			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(echoPort)}},
 		},
 	}
 	return d, s
