@@ -30,10 +30,12 @@ var conntrackLosses = []string{"invalid", "insert_failed", "drop", "early_drop",
 
 // stackLosses are the counters of /proc/net/snmp and /proc/net/netstat
 // that count a packet the IP or TCP stack dropped or turned away: a full
-// listen queue, no route, a discard, an ICMP unreachable sent or received.
+// listen queue, no route, a discard, an ICMP unreachable sent or received,
+// or one not sent for the kernel's ICMP rate limits (a REJECT's answer
+// withheld: the client sees a dropped packet, not a refusal).
 var stackLosses = []string{
 	"Ip InDiscards", "Ip InAddrErrors", "Ip OutDiscards", "Ip OutNoRoutes", "IpExt InNoRoutes",
-	"Icmp InDestUnreachs", "Icmp OutDestUnreachs",
+	"Icmp InDestUnreachs", "Icmp OutDestUnreachs", "Icmp OutRateLimitGlobal", "Icmp OutRateLimitHost",
 	"TcpExt ListenOverflows", "TcpExt ListenDrops", "TcpExt TCPBacklogDrop", "TcpExt TCPReqQFullDrop",
 }
 

@@ -89,15 +89,15 @@ func TestFlowLines(t *testing.T) {
 func TestStackCounters(t *testing.T) {
 	text := `Ip: Forwarding DefaultTTL InReceives InHdrErrors InAddrErrors ForwDatagrams InUnknownProtos InDiscards InDelivers OutRequests OutDiscards OutNoRoutes
 Ip: 1 64 100 0 0 7 0 2 90 80 0 3
-Icmp: InMsgs InErrors InCsumErrors InDestUnreachs OutMsgs OutDestUnreachs
-Icmp: 4 0 0 0 4 4
+Icmp: InMsgs InErrors InCsumErrors InDestUnreachs OutMsgs OutErrors OutRateLimitGlobal OutRateLimitHost OutDestUnreachs
+Icmp: 4 0 0 0 4 0 0 6 4
 TcpExt: SyncookiesSent ListenOverflows ListenDrops TCPBacklogDrop
 TcpExt: 0 5 5 0
 IpExt: InNoRoutes InTruncatedPkts
 IpExt: 0 0
 `
 	got := stackCounters(text)
-	want := []string{"Ip InDiscards=2", "Ip OutNoRoutes=3", "Icmp OutDestUnreachs=4", "TcpExt ListenOverflows=5", "TcpExt ListenDrops=5"}
+	want := []string{"Ip InDiscards=2", "Ip OutNoRoutes=3", "Icmp OutDestUnreachs=4", "Icmp OutRateLimitHost=6", "TcpExt ListenOverflows=5", "TcpExt ListenDrops=5"}
 	if !slices.Equal(got, want) {
 		t.Errorf("stackCounters = %q, want %q", got, want)
 	}
