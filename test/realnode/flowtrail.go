@@ -135,11 +135,15 @@ func flowLines(trail, port string) []string {
 	return out
 }
 
+// dropTrailKey is followStepFlows' name for the kernel's drops.
+const dropTrailKey = "kernel drops"
+
 // followStepFlows follows the new flows (followNewFlows) of every network
-// namespace of the test while a step runs; stop ends that and returns each
-// one's trail, by the namespace's name.
+// namespace of the test, and the kernel's drops (followDrops), while a step
+// runs; stop ends that and returns each one's trail, by the namespace's
+// name (the drops' by dropTrailKey).
 func followStepFlows(ctx context.Context, nodes []*Node, hub *harness.NetNS) (stop func() map[string]string) {
-	trails := map[string]*trail{}
+	trails := map[string]*trail{dropTrailKey: followDrops(ctx)}
 	for _, n := range netNamespaces(nodes, hub) {
 		trails[n.name] = followNewFlows(ctx, n.ns)
 	}

@@ -10,11 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/servicegroup/servicegroup/test/e2e/harness"
+	"github.com/servicegroup/servicegroup/test/realnode/probe"
 )
 
 // What the kernel counted as lost in a node's network namespace, for a
@@ -334,18 +336,34 @@ func linkDrops(js []byte) []string {
 
 // unansweredFlow matches a failure detail of the prober's whose SYNs went
 // unanswered (probe/trace.go): its local address names the flow.
-var unansweredFlow = regexp.MustCompile(`from=(\d+\.\d+\.\d+\.\d+):(\d+) tcp=SYN_SENT`)
+var unansweredFlow = regexp.MustCompile(`^(\d\d:\d\d:\d\d\.\d{3}) .*from=(\d+\.\d+\.\d+\.\d+):(\d+) tcp=SYN_SENT`)
 
-// unansweredFlows: the client address and port of each failure whose SYNs
-// went unanswered, in order, once each.
-func unansweredFlows(failures []string) [][2]string {
-	var out [][2]string
+// synFlow is a request whose SYNs went unanswered: the client's address and
+// port, and when the prober gave up on it (a time of day, "15:04:05.000").
+type synFlow struct{ addr, port, at string }
+
+// unansweredFlows: each failure whose SYNs went unanswered, in order, once
+// each.
+func unansweredFlows(failures []string) []synFlow {
+	var out []synFlow
 	for _, f := range failures {
-		if m := unansweredFlow.FindStringSubmatch(f); m != nil && !slices.Contains(out, [2]string{m[1], m[2]}) {
-			out = append(out, [2]string{m[1], m[2]})
+		m := unansweredFlow.FindStringSubmatch(f)
+		if m == nil || slices.ContainsFunc(out, func(s synFlow) bool { return s.addr == m[2] && s.port == m[3] }) {
+			continue
 		}
+		out = append(out, synFlow{addr: m[2], port: m[3], at: m[1]})
 	}
 	return out
+}
+
+// synWindow: from the first SYN of a flow the prober gave up on at at (a
+// request's whole time, and half a second of slack) to then.
+func synWindow(at string) (from, to string) {
+	end, err := time.Parse("15:04:05.000", at)
+	if err != nil {
+		return at, at
+	}
+	return end.Add(-probe.RequestTimeout - 500*time.Millisecond).Format("15:04:05.000"), at
 }
 
 // conntrackFlows: for each flow whose SYNs went unanswered, the conntrack
@@ -355,13 +373,16 @@ func unansweredFlows(failures []string) [][2]string {
 // masquerades: which pod the client's node sent it to, and how far it got
 // (an entry on the pod's node means the SYN arrived there). An unanswered
 // SYN's entry lasts 120 s after its last retransmission, so an older
-// flow's entries may be gone everywhere; its events stay.
-func conntrackFlows(ctx context.Context, nodes []*Node, hub *harness.NetNS, flows [][2]string, events map[string]string) string {
+// flow's entries may be gone everywhere; its events stay. Then the
+// packets the kernel dropped while its SYNs were sent (followDrops), where
+// a SYN no namespace confirmed shows: the drops of SYNs sent (a SYN sent, a
+// retransmission) at its times.
+func conntrackFlows(ctx context.Context, nodes []*Node, hub *harness.NetNS, flows []synFlow, events map[string]string) string {
 	var b strings.Builder
 	for _, f := range flows {
-		fmt.Fprintf(&b, "  from %s:%s:\n", f[0], f[1])
+		fmt.Fprintf(&b, "  from %s:%s:\n", f.addr, f.port)
 		for _, n := range netNamespaces(nodes, hub) {
-			out, err := n.ns.Run(ctx, "conntrack", "-L", "-p", "tcp", "--sport", f[1])
+			out, err := n.ns.Run(ctx, "conntrack", "-L", "-p", "tcp", "--sport", f.port)
 			var lines []string // the entries, without conntrack's count of them
 			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 				if l != "" && !strings.HasPrefix(l, "conntrack v") {
@@ -377,12 +398,20 @@ func conntrackFlows(ctx context.Context, nodes []*Node, hub *harness.NetNS, flow
 			}
 			fmt.Fprintf(&b, "    %s: %s\n", n.name, strings.ReplaceAll(entries, "\n", "\n      "))
 			if ev, ok := events[n.name]; ok {
-				seen := strings.Join(flowLines(ev, f[1]), "\n")
+				seen := strings.Join(flowLines(ev, f.port), "\n")
 				if seen == "" {
 					seen = "none"
 				}
 				fmt.Fprintf(&b, "    %s, new flows seen during the step: %s\n", n.name, strings.ReplaceAll(seen, "\n", "\n      "))
 			}
+		}
+		if trail, ok := events[dropTrailKey]; ok {
+			from, to := synWindow(f.at)
+			drops := strings.Join(dropsDuring(trail, from, to), "\n")
+			if drops == "" {
+				drops = "none"
+			}
+			fmt.Fprintf(&b, "    the kernel's drops of IPv4 packets from %s to %s, any namespace: %s\n", from, to, strings.ReplaceAll(drops, "\n", "\n      "))
 		}
 	}
 	return b.String()

@@ -37,7 +37,7 @@ func TestUnansweredFlows(t *testing.T) {
 		`13:44:09.000 error=timeout connected=no from=10.244.1.7:40000 tcp=SYN_SENT syns=2`,
 	}
 	got := unansweredFlows(failures)
-	want := [][2]string{{"10.244.2.2", "50950"}, {"10.244.1.7", "40000"}}
+	want := []synFlow{{"10.244.2.2", "50950", "13:44:04.035"}, {"10.244.1.7", "40000", "13:44:09.000"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("unansweredFlows = %q, want %q", got, want)
 	}
