@@ -445,7 +445,7 @@ func TestRealNodes(t *testing.T) {
 		events := flowEvents
 		flowEvents = nil
 		if events != nil && os.Getenv("SERVICEGROUP_REALNODE_TRAIL") != "" {
-			t.Logf("new flows to or from the echo servers' port seen during the steps, by namespace: %s", flowCounts(events))
+			t.Logf("what the followers recorded during the steps (each namespace's new flows to or from the echo servers' port, and the kernel's drops): %s", flowCounts(events))
 		}
 		report, table, err := trafficReport(ctx, client, clients, windows, earlierLogs)
 		if err != nil {
