@@ -747,9 +747,16 @@ func (d *deadNodeStep) run() (dying, after window) {
 	moved := d.movedGridPods(pods)
 	d.resolvingMoved(moved)
 	after = window{name: "after the node died", start: time.Now(), movedGrid: moved}
+	// A refused request (three runs since 2026-12-07 12:00, every pod
+	// answering at its own address just before) is told apart by what the
+	// kernel dropped: a kube-proxy REJECT is a NETFILTER_DROP of the SYN
+	// (via ip_forward), a pod not listening a NO_SOCKET at tcp_v4_rcv.
+	drops := followDrops(ctx)
 	got, err := curlPods(ctx, d.op, d.caller, "http://"+svc.Spec.ClusterIP+":80/", requests)
+	dropped := drops.stop()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\nthe kernel's drops of IPv4 packets meanwhile, any namespace:\n%s", err,
+			strings.Join(dropsDuring(dropped, after.start.UTC().Format("15:04:05.000"), time.Now().UTC().Format("15:04:05.000")), "\n"))
 	}
 	total := 0
 	for _, c := range got {
