@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,7 +35,8 @@ func followDrops(ctx context.Context) *trail {
 		tr.add("kernel drops not followed: " + err.Error())
 		return tr
 	}
-	cmd := dt.command(ctx)
+	cmd := exec.CommandContext(ctx, "cat", filepath.Join(dt.instance, "trace_pipe"))
+	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.StdoutPipe()
 	if err == nil {
 		err = cmd.Start()
@@ -77,8 +79,13 @@ var benignDrops = []string{"TCP_OLD_DATA", "TCP_OLD_SEQUENCE", "TCP_ABORT_ON_DAT
 // startDropTrace makes an ftrace instance that records IPv4 drops with
 // their call chains, on the monotonic clock, and writes a marker pairing
 // that clock with the wall clock (dropParser).
-func startDropTrace() (*dropTrace, error) {
+func startDropTrace() (_ *dropTrace, err error) {
 	dt := &dropTrace{}
+	defer func() {
+		if err != nil {
+			dt.close()
+		}
+	}()
 	root := "/sys/kernel/tracing"
 	if _, err := os.Stat(filepath.Join(root, "instances")); err != nil {
 		// Not mounted here: a tracefs of the test's own, unmounted at the end.
@@ -94,22 +101,18 @@ func startDropTrace() (*dropTrace, error) {
 	}
 	dt.instance = filepath.Join(root, "instances", fmt.Sprintf("servicegroup-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	if err := os.Mkdir(dt.instance, 0o700); err != nil {
-		dt.close()
 		return nil, err
 	}
 	event := filepath.Join(dt.instance, "events", "skb", "kfree_skb")
 	format, err := os.ReadFile(filepath.Join(event, "format"))
 	if err != nil {
-		dt.close()
 		return nil, err
 	}
 	filter := dropFilter(string(format))
 	// Socket teardown purges its queues by the thousand; older kernels
 	// cannot filter on the function and keep them.
 	if err := dt.write(filepath.Join(event, "filter"), filter+" && location.function != sk_stream_kill_queues"); err != nil {
-		err = dt.write(filepath.Join(event, "filter"), filter)
-		if err != nil {
-			dt.close()
+		if err := dt.write(filepath.Join(event, "filter"), filter); err != nil {
 			return nil, err
 		}
 	}
@@ -120,12 +123,10 @@ func startDropTrace() (*dropTrace, error) {
 		{"events/skb/kfree_skb/enable", "1"},
 	} {
 		if err := dt.write(filepath.Join(dt.instance, s[0]), s[1]); err != nil {
-			dt.close()
 			return nil, err
 		}
 	}
 	if err := dt.write(filepath.Join(dt.instance, "trace_marker"), fmt.Sprintf("%s %d", wallMarker, time.Now().UnixNano())); err != nil {
-		dt.close()
 		return nil, err
 	}
 	return dt, nil
@@ -149,13 +150,6 @@ func dropFilter(format string) string {
 
 func (dt *dropTrace) write(path, value string) error {
 	return os.WriteFile(path, []byte(value), 0)
-}
-
-// command reads the instance's trace until ctx ends.
-func (dt *dropTrace) command(ctx context.Context) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "cat", filepath.Join(dt.instance, "trace_pipe"))
-	cmd.WaitDelay = 5 * time.Second
-	return cmd
 }
 
 // close stops the tracing and removes the instance (and the tracefs
@@ -280,10 +274,7 @@ var senders = []struct{ function, what string }{
 // ip_local_deliver: INPUT, br_nf_*: the bridge's) when a rule dropped it,
 // else the function that freed it.
 func dropEvent(reason, location string, functions []string) string {
-	fn := location
-	if i := strings.IndexByte(fn, '+'); i > 0 {
-		fn = fn[:i]
-	}
+	fn := trimOffset(location)
 	via := fn
 	for i, f := range functions {
 		if trimOffset(f) == "nf_hook_slow" && i+1 < len(functions) {
@@ -293,13 +284,8 @@ func dropEvent(reason, location string, functions []string) string {
 	}
 	from := ""
 	for _, s := range senders {
-		for _, f := range functions {
-			if trimOffset(f) == s.function {
-				from = ", " + s.what
-				break
-			}
-		}
-		if from != "" {
+		if slices.ContainsFunc(functions, func(f string) bool { return trimOffset(f) == s.function }) {
+			from = ", " + s.what
 			break
 		}
 	}
