@@ -1,6 +1,7 @@
-// Command coredns is CoreDNS v1.15 with every in-tree plugin plus gridhosts,
-// which runs just before kubernetes so it sees cluster names first and falls
-// through to kubernetes for everything that is not a grid name.
+// Command coredns is CoreDNS v1.15 with its in-tree plugins (but for the
+// few plugins.go leaves out) plus gridhosts, which runs just before
+// kubernetes so it sees cluster names first and falls through to kubernetes
+// for everything that is not a grid name.
 package main
 
 import (
@@ -13,7 +14,6 @@ import (
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
-	_ "github.com/coredns/coredns/core/plugin" // every in-tree plugin
 	"github.com/coredns/coredns/coremain"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"

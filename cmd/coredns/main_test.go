@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 
 	"github.com/servicegroup/servicegroup/internal/lockedbuffer"
@@ -62,6 +63,58 @@ func TestBuiltBinaryListsGridhosts(t *testing.T) {
 		if !slices.Contains(plugins, want) {
 			t.Errorf("coredns -plugins lacks %q:\n%s", want, out)
 		}
+	}
+	for name := range leftOut {
+		if slices.Contains(plugins, name) {
+			t.Errorf("coredns -plugins lists %q, which plugins.go leaves out:\n%s", name, out)
+		}
+	}
+}
+
+// TestPluginsBuiltIn: every directive CoreDNS orders is in this build or
+// left out on purpose, so a CoreDNS upgrade's new plugin is a decision
+// (plugins.go), not a directive that silently stops the server.
+func TestPluginsBuiltIn(t *testing.T) {
+	registered := map[string]bool{}
+	for _, p := range caddy.ListPlugins()["others"] {
+		registered[strings.TrimPrefix(p, "dns.")] = true
+	}
+	for _, d := range dnsserver.Directives {
+		switch {
+		case registered[d] && leftOut[d] != "":
+			t.Errorf("%s is built in and listed as left out", d)
+		case !registered[d] && leftOut[d] == "":
+			t.Errorf("directive %s is neither built in nor listed as left out", d)
+		}
+	}
+	for d := range leftOut {
+		if !slices.Contains(dnsserver.Directives, d) {
+			t.Errorf("left out %s is no directive of this CoreDNS: drop it from leftOut", d)
+		}
+	}
+}
+
+// TestLeftOutPluginStopsStart: a Corefile naming a plugin this build leaves
+// out stops CoreDNS at start with the directive's name, before it serves.
+func TestLeftOutPluginStopsStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds CoreDNS")
+	}
+	bin := testbin.Path(t, "coredns")
+	corefile := filepath.Join(t.TempDir(), "Corefile")
+	if err := os.WriteFile(corefile, []byte(`.:0 {
+    route53 example.org.:Z1D633PJN98FT9
+    whoami
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(t.Context(), bin, "-conf", corefile, "-dns.port", "0").CombinedOutput()
+	if err == nil {
+		t.Fatalf("CoreDNS started with route53 in its Corefile:\n%s", out)
+	}
+	if !strings.Contains(string(out), "directive 'route53'") {
+		t.Fatalf("the error does not name route53: %v\n%s", err, out)
 	}
 }
 
