@@ -99,7 +99,7 @@ func (s *kubeProxySampler) sample(byInode map[uint64]string) {
 			for _, pid := range pids {
 				cmds = append(cmds, pid+" ("+procCmdline("/proc/"+pid)+")")
 			}
-			s.twice = append(s.twice, fmt.Sprintf("%s %s: kube-proxy processes %s", time.Now().Format("15:04:05.000"), node, strings.Join(cmds, ", ")))
+			s.twice = append(s.twice, fmt.Sprintf("%s %s: kube-proxy processes %s", time.Now().Format(timeOfDay), node, strings.Join(cmds, ", ")))
 		}
 	}
 }

@@ -359,11 +359,11 @@ func unansweredFlows(failures []string) []synFlow {
 // synWindow: from the first SYN of a flow the prober gave up on at at (a
 // request's whole time, and half a second of slack) to then.
 func synWindow(at string) (from, to string) {
-	end, err := time.Parse("15:04:05.000", at)
+	end, err := time.Parse(timeOfDay, at)
 	if err != nil {
 		return at, at
 	}
-	return end.Add(-probe.RequestTimeout - 500*time.Millisecond).Format("15:04:05.000"), at
+	return end.Add(-probe.RequestTimeout - 500*time.Millisecond).Format(timeOfDay), at
 }
 
 // conntrackFlows: for each flow whose SYNs went unanswered, the conntrack

@@ -756,7 +756,7 @@ func (d *deadNodeStep) run() (dying, after window) {
 	dropped := drops.stop()
 	if err != nil {
 		t.Fatalf("%v\nthe kernel's drops of IPv4 packets meanwhile, any namespace:\n%s", err,
-			strings.Join(dropsDuring(dropped, after.start.UTC().Format("15:04:05.000"), time.Now().UTC().Format("15:04:05.000")), "\n"))
+			strings.Join(dropsDuring(dropped, after.start.UTC().Format(timeOfDay), time.Now().UTC().Format(timeOfDay)), "\n"))
 	}
 	total := 0
 	for _, c := range got {

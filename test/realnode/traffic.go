@@ -176,12 +176,12 @@ func measure(samples []probeSample, w window) probeResult {
 		}
 		r.attempts++
 		if s.stalled {
-			r.held = append(r.held, strings.TrimSpace(s.at.UTC().Format("15:04:05.000")+" "+s.detail))
+			r.held = append(r.held, strings.TrimSpace(s.at.UTC().Format(timeOfDay)+" "+s.detail))
 			continue
 		}
 		if !s.ok {
 			r.failed++
-			r.failures = append(r.failures, strings.TrimSpace(s.at.UTC().Format("15:04:05.000")+" "+s.detail))
+			r.failures = append(r.failures, strings.TrimSpace(s.at.UTC().Format(timeOfDay)+" "+s.detail))
 			continue
 		}
 		r.gap = max(r.gap, s.at.Sub(last))

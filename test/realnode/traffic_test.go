@@ -30,8 +30,8 @@ func TestMeasure(t *testing.T) {
 	}
 	got := measure(samples["svc"], window{start: at(200), end: at(5000)})
 	failures := []string{
-		at(500).UTC().Format("15:04:05.000"),
-		at(1000).UTC().Format("15:04:05.000") + " status=SERVFAIL server=169.254.20.10#53(169.254.20.10) answer=",
+		at(500).UTC().Format(timeOfDay),
+		at(1000).UTC().Format(timeOfDay) + " status=SERVFAIL server=169.254.20.10#53(169.254.20.10) answer=",
 	}
 	want := probeResult{attempts: 4, failed: 2, gap: 2800 * time.Millisecond, failures: failures}
 	if !reflect.DeepEqual(got, want) {
@@ -53,8 +53,8 @@ func TestMeasureStalls(t *testing.T) {
 	w := window{name: "upgrade", start: at(0), end: at(5000)}
 	got := measure(parseProbeLog(log)["svc"], w)
 	want := probeResult{attempts: 4, failed: 1, gap: 4600 * time.Millisecond,
-		failures: []string{at(4300).UTC().Format("15:04:05.000") + " error=refused"},
-		held:     []string{at(4000).UTC().Format("15:04:05.000") + " error=timeout held=3.9s"}}
+		failures: []string{at(4300).UTC().Format(timeOfDay) + " error=refused"},
+		held:     []string{at(4000).UTC().Format(timeOfDay) + " error=timeout held=3.9s"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("measure = %+v, want %+v", got, want)
 	}

@@ -17,10 +17,14 @@ type trail struct {
 	wg     sync.WaitGroup     // the followers' goroutines
 }
 
+// timeOfDay stamps the trails' and the probes' lines; dropsDuring and
+// synWindow compare such stamps as strings, so every one has this form.
+const timeOfDay = "15:04:05.000"
+
 func (tr *trail) add(line string) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	tr.lines = append(tr.lines, time.Now().UTC().Format("15:04:05.000")+" "+line)
+	tr.lines = append(tr.lines, time.Now().UTC().Format(timeOfDay)+" "+line)
 }
 
 // stop ends the recording and returns it.
